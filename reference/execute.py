@@ -1,0 +1,76 @@
+"""``execute(desc, tensors)``: run a desc on NumPy arrays keyed by DML member name."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from . import max_pooling2, roi_align, roi_pooling
+from .descs import Desc, MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, TensorDesc
+from .dtypes import numpy_dtype
+from .errors import DescError
+from .validation import NEWEST_FEATURE_LEVEL, validate
+
+
+def execute(desc: Desc, tensors: Mapping[str, np.ndarray],
+            feature_level: str = NEWEST_FEATURE_LEVEL) -> dict[str, np.ndarray]:
+    """Compute ``desc`` as its DirectML doc page specifies it.
+
+    ``tensors`` holds the desc's inputs by DML member name (``InputTensor``, ``ROITensor``,
+    ``BatchIndicesTensor``), each an array whose shape is the tensor desc's ``Sizes`` and whose
+    dtype is its ``DataType``. The result holds the outputs by member name (``OutputTensor``,
+    and ``OutputIndicesTensor`` when the desc has one), in the desc's data types.
+
+    Raises ``DescError`` (naming the field) for a desc that breaks its page at
+    ``feature_level``, for missing, extra or mismatched arrays, and for tensor values the
+    page leaves undefined (e.g. a batch index outside ``[0, BatchCount)``).
+    """
+    validate(desc, feature_level)
+    arrays = _check_tensors(desc, tensors)
+    if isinstance(desc, RoiPoolingDesc):
+        return roi_pooling.roi_pooling(desc, arrays["InputTensor"], arrays["ROITensor"])
+    if isinstance(desc, MaxPooling2Desc):
+        return max_pooling2.max_pooling2(desc, arrays["InputTensor"])
+    if isinstance(desc, (RoiAlignDesc, RoiAlign1Desc)):
+        return roi_align.roi_align(desc, arrays["InputTensor"], arrays["ROITensor"], arrays["BatchIndicesTensor"])
+    raise DescError("Type", type(desc).__name__, "one of the four desc dataclasses")
+
+
+def _check_tensors(desc: Desc, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if not isinstance(tensors, Mapping):
+        raise DescError("<tensors>", type(tensors).__name__, f"a dict keyed by {', '.join(desc.INPUTS)}", desc.TYPE)
+    extra = sorted(set(tensors) - set(desc.INPUTS))
+    if extra:
+        raise DescError(extra[0], "<array>", f"not an input of {desc.TYPE}; its inputs are {', '.join(desc.INPUTS)}", desc.TYPE)
+    arrays = {}
+    for member in desc.INPUTS:
+        if member not in tensors:
+            raise DescError(member, "<missing>", "required input array", desc.TYPE)
+        arrays[member] = check_array(desc, member, tensors[member])
+    return arrays
+
+
+def check_array(desc: Desc, member: str, array: object) -> np.ndarray:
+    """``array`` as an ndarray, if it matches the tensor desc ``member`` of ``desc`` exactly."""
+    tensor: TensorDesc = getattr(desc, _snake(desc, member))
+    if not isinstance(array, np.ndarray):
+        raise DescError(member, type(array).__name__, f"a numpy.ndarray of shape {list(tensor.sizes)} "
+                        f"and dtype {numpy_dtype(tensor.data_type)}", desc.TYPE)
+    if tuple(array.shape) != tuple(tensor.sizes):
+        raise DescError(member, f"array of shape {list(array.shape)}", f"shape must equal {member}.Sizes "
+                        f"{list(tensor.sizes)}", desc.TYPE)
+    expected = numpy_dtype(tensor.data_type)
+    if array.dtype != expected:
+        raise DescError(member, f"array of dtype {array.dtype}", f"dtype must be {expected} "
+                        f"({member}.DataType {tensor.data_type})", desc.TYPE)
+    return array
+
+
+def _snake(desc: Desc, member: str) -> str:
+    from .descs import dml_fields
+
+    for name, dml, _ in dml_fields(type(desc)):
+        if dml == member:
+            return name
+    raise KeyError(member)
