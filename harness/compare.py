@@ -1,0 +1,233 @@
+"""Compare an EP's outputs with the reference's, under the rule of ``harness.tolerances``.
+
+``compare_outputs(expected, actual, tolerances, inputs)`` takes both sides keyed by DML output
+name (``OutputTensor``, ``OutputIndicesTensor``) in the desc's data types and returns a
+``Comparison``: max abs / rel / ULP error, how many elements fail, how many index elements
+differ only by a tie, the worst elements with their positions, and any structural problem
+(missing output, wrong shape or dtype), which fails the case by itself.
+
+Ties: an index output says *which* input element holds the maximum of its window. When the
+EP's index differs from the reference's but points at an input element equal to the
+reference's maximum for that output position (NaN counts as equal to NaN), both are valid
+answers to "where is the max" and the element counts as a tie, not a mismatch. The harness
+does not know window geometry (that is a DML formula), so a tie is judged on the value; the
+value output itself is compared separately and must still match.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .tolerances import Tolerances
+
+#: Index output -> (the value output it locates, the input it indexes, flat over the whole tensor).
+INDEX_OUTPUTS: dict[str, tuple[str, str]] = {"OutputIndicesTensor": ("OutputTensor", "InputTensor")}
+
+WORST_COUNT = 5
+
+
+@dataclass
+class Comparison:
+    """What ``compare_outputs`` found. Errors are None when no element of that kind was compared."""
+
+    max_abs: float | None = None
+    max_rel: float | None = None
+    max_ulp: float | None = None
+    mismatches: int = 0
+    ties: int = 0
+    compared: int = 0
+    worst: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.mismatches == 0 and not self.problems
+
+    def errors(self) -> dict[str, float | None]:
+        return {"max_abs": self.max_abs, "max_rel": self.max_rel, "max_ulp": self.max_ulp}
+
+    def summary(self) -> str:
+        """One line for a result's ``message``."""
+        if self.problems:
+            return "; ".join(self.problems)
+        parts = [f"{self.mismatches} of {self.compared} elements outside tolerance"]
+        if self.ties:
+            parts.append(f"{self.ties} index ties")
+        for name, value in self.errors().items():
+            if value is not None:
+                parts.append(f"{name}={_fmt(value)}")
+        if self.mismatches and self.worst:
+            w = self.worst[0]
+            parts.append(f"worst {w['output']}{w['index']}: expected {_fmt(w['expected'])}, got {_fmt(w['actual'])}")
+        return ", ".join(parts)
+
+
+def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
+                    tolerances: Tolerances, inputs: Mapping[str, np.ndarray] | None = None,
+                    worst_count: int = WORST_COUNT) -> Comparison:
+    """Compare every output in ``expected`` with the same-named one in ``actual``."""
+    result = Comparison()
+    candidates: list[tuple[tuple[int, float], dict[str, Any]]] = []
+    for name, exp in expected.items():
+        exp = np.asarray(exp)
+        if name not in actual:
+            result.problems.append(f"{name}: missing from the EP's outputs")
+            continue
+        act = np.asarray(actual[name])
+        if act.shape != exp.shape:
+            result.problems.append(f"{name}: shape {list(act.shape)}, expected {list(exp.shape)}")
+            continue
+        if act.dtype != exp.dtype:
+            result.problems.append(f"{name}: dtype {act.dtype}, expected {exp.dtype}")
+            continue
+        result.compared += exp.size
+        if name in INDEX_OUTPUTS and exp.dtype.kind in "iu":
+            values_name, input_name = INDEX_OUTPUTS[name]
+            _compare_indices(result, candidates, name, exp, act, expected.get(values_name),
+                             (inputs or {}).get(input_name))
+        elif exp.dtype.kind == "f":
+            _compare_floats(result, candidates, name, exp, act, tolerances)
+        else:
+            _compare_integers(result, candidates, name, exp, act, tolerances)
+    candidates.sort(key=lambda item: item[0], reverse=True)
+    result.worst = [entry for _, entry in candidates[:worst_count]]
+    return result
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Representable values of ``a.dtype`` between ``a`` and ``b`` (int64; +0 and -0 are 0 apart).
+
+    Only meaningful where both are finite; callers mask NaN/inf positions.
+    """
+    if a.dtype != b.dtype or a.dtype.kind != "f":
+        raise TypeError(f"ulp_distance needs two arrays of one float dtype, got {a.dtype} and {b.dtype}")
+    return np.abs(_ordered(a) - _ordered(b))
+
+
+def _ordered(x: np.ndarray) -> np.ndarray:
+    """Map floats to integers that are consecutive for consecutive floats (sign-magnitude -> two's complement)."""
+    int_type = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+    bits = np.ascontiguousarray(x).view(int_type).astype(np.int64)
+    magnitude = bits & np.int64(np.iinfo(int_type).max)
+    return np.where(bits < 0, -magnitude, magnitude)
+
+
+def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
+                    tolerances: Tolerances) -> None:
+    tol = tolerances.for_dtype(exp.dtype.name.upper())
+    e = exp.astype(np.float64).ravel()
+    a = act.astype(np.float64).ravel()
+    e_nan, a_nan = np.isnan(e), np.isnan(a)
+    e_inf = np.isinf(e)
+    regular = ~e_nan & ~e_inf
+    both_finite = regular & np.isfinite(a)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        absdiff = np.where(both_finite, np.abs(a - e), np.inf)
+    absdiff[e_nan & a_nan] = 0.0
+    absdiff[e_inf & (a == e)] = 0.0
+    ulp = np.zeros(e.shape, dtype=np.int64)
+    if both_finite.any():
+        ulp[both_finite] = ulp_distance(act.ravel()[both_finite], exp.ravel()[both_finite])
+
+    ok = np.zeros(e.shape, dtype=bool)
+    ok[e_nan] = a_nan[e_nan]
+    ok[e_inf] = a[e_inf] == e[e_inf]
+    within = absdiff <= tol.atol + tol.rtol * np.abs(e)
+    if tol.ulp is not None:
+        within |= ulp <= tol.ulp
+    ok[regular] = both_finite[regular] & within[regular]
+
+    if both_finite.any():
+        result.max_abs = _max(result.max_abs, float(absdiff[both_finite].max()))
+        nonzero = both_finite & (e != 0)
+        if nonzero.any():
+            result.max_rel = _max(result.max_rel, float((absdiff[nonzero] / np.abs(e[nonzero])).max()))
+        result.max_ulp = _max(result.max_ulp, float(ulp[both_finite].max()))
+    bad = ~ok
+    if (regular & ~np.isfinite(a)).any() or (e_nan != a_nan).any():
+        result.max_abs = math.inf  # a NaN/inf where a number was expected (or the reverse)
+    result.mismatches += int(bad.sum())
+    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, ulp)
+
+
+def _compare_integers(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
+                      tolerances: Tolerances) -> None:
+    tol = tolerances.for_dtype(exp.dtype.name.upper())
+    e = exp.ravel()
+    a = act.ravel()
+    absdiff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+    absdiff[a == e] = 0.0  # exact even beyond 2**53
+    bad = absdiff > tol.atol
+    if e.size:
+        result.max_abs = _max(result.max_abs, float(absdiff.max()))
+    result.mismatches += int(bad.sum())
+    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, None)
+
+
+def _compare_indices(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
+                     expected_values: np.ndarray | None, source: np.ndarray | None) -> None:
+    e = exp.ravel()
+    a = act.ravel()
+    differ = e != a
+    tie = np.zeros(e.shape, dtype=bool)
+    if differ.any() and expected_values is not None and source is not None:
+        flat = np.asarray(source).ravel()
+        wanted = np.asarray(expected_values).ravel()
+        positions = np.flatnonzero(differ)
+        raw = a[positions]
+        inside = raw < flat.size if raw.dtype.kind == "u" else (raw >= 0) & (raw < flat.size)
+        found = flat[np.where(inside, raw, 0).astype(np.int64)]
+        target = wanted[positions]
+        same = found == target
+        if flat.dtype.kind == "f":
+            same |= np.isnan(found) & np.isnan(target)
+        tie[positions] = inside & same
+    bad = differ & ~tie
+    result.ties += int(tie.sum())
+    result.mismatches += int(bad.sum())
+    absdiff = np.where(differ, np.abs(a.astype(np.float64) - e.astype(np.float64)), 0.0)
+    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, None, tie=tie)
+
+
+def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.ndarray, a: np.ndarray,
+                   absdiff: np.ndarray, bad: np.ndarray, ulp: np.ndarray | None,
+                   tie: np.ndarray | None = None) -> None:
+    """Add this output's worst elements: failing ones first, then the largest differences."""
+    interesting = bad | (absdiff > 0)
+    if not interesting.any():
+        return
+    idx = np.flatnonzero(interesting)
+    order = np.lexsort((-absdiff[idx], ~bad[idx]))[:WORST_COUNT]
+    for i in idx[order]:
+        entry: dict[str, Any] = {
+            "output": name,
+            "index": [int(v) for v in np.unravel_index(int(i), shape)],
+            "expected": _scalar(e[i]),
+            "actual": _scalar(a[i]),
+            "abs": float(absdiff[i]),
+            "failed": bool(bad[i]),
+        }
+        if ulp is not None:
+            entry["ulp"] = int(ulp[i])
+        if tie is not None and tie[i]:
+            entry["tie"] = True
+        key = (1 if bad[i] else 0, float(absdiff[i]) if not math.isnan(absdiff[i]) else math.inf)
+        candidates.append((key, entry))
+
+
+def _scalar(value: Any) -> Any:
+    value = value.item() if hasattr(value, "item") else value
+    return value
+
+
+def _max(current: float | None, new: float) -> float:
+    return new if current is None else max(current, new)
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,115 @@
+"""Known divergences as data: ``harness/expectations/<ep-alias>.json``.
+
+A file holds a list of expectations, each::
+
+    {"id": "roi_pooling/*",            # fnmatch pattern over case ids (case-sensitive)
+     "tags": {"dtype": "FLOAT32"},     # optional: every listed tag must equal the case's
+     "outcome": "fail",                # or a list, e.g. ["fail", "crash"]
+     "reason": "one sentence: what differs and why",
+     "link": "https://github.com/... (the public issue)"}
+
+The first expectation that matches a case applies. A case whose outcome is one it expects
+becomes ``known``; one that passes (``pass``/``tie-only``) becomes ``fixed`` -- counted as a
+failure, like a strict xfail, so a fix is noticed and the entry removed; any other outcome
+stays as it is (a crash where a numeric failure was expected is news).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+EXPECTATIONS_DIR = os.path.join(os.path.dirname(__file__), "expectations")
+
+PASSING = ("pass", "tie-only")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One entry of an expectations file."""
+
+    id: str
+    outcome: tuple[str, ...]
+    reason: str
+    link: str
+    tags: tuple[tuple[str, str], ...] = ()
+
+    def matches(self, case_id: str, tags: Mapping[str, str] | None = None) -> bool:
+        if not fnmatch.fnmatchcase(case_id, self.id):
+            return False
+        tags = tags or {}
+        return all(str(tags.get(k)) == v for k, v in self.tags)
+
+    def to_json(self) -> dict[str, Any]:
+        outcome: Any = self.outcome[0] if len(self.outcome) == 1 else list(self.outcome)
+        return {"outcome": outcome, "reason": self.reason, "link": self.link, "pattern": self.id}
+
+
+class Expectations:
+    """The expectations of one EP, in file order."""
+
+    def __init__(self, entries: Iterable[Expectation] = (), source: str | None = None):
+        self.entries = list(entries)
+        self.source = source
+
+    def match(self, case_id: str, tags: Mapping[str, str] | None = None) -> Expectation | None:
+        for entry in self.entries:
+            if entry.matches(case_id, tags):
+                return entry
+        return None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def apply(outcome: str, expectation: Expectation | None) -> str:
+    """The reported outcome of a case whose raw outcome is ``outcome``."""
+    if expectation is None:
+        return outcome
+    if outcome in expectation.outcome:
+        return "known"
+    if outcome in PASSING:
+        return "fixed"
+    return outcome
+
+
+def parse(data: Any, source: str = "<expectations>") -> Expectations:
+    """Expectations from the decoded JSON of a file; ValueError naming the entry on bad data."""
+    items = data.get("expectations") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
+    entries = []
+    for n, item in enumerate(items):
+        where = f"{source}: expectations[{n}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: expected an object")
+        missing = [k for k in ("id", "outcome", "reason", "link") if not item.get(k)]
+        if missing:
+            raise ValueError(f"{where}: missing {', '.join(missing)} (id, outcome, reason and link are required)")
+        outcome = item["outcome"]
+        outcomes = tuple(outcome) if isinstance(outcome, list) else (outcome,)
+        bad = [o for o in outcomes if o not in EXPECTABLE]
+        if bad:
+            raise ValueError(f"{where}: outcome {bad[0]!r} is not one of {', '.join(EXPECTABLE)}")
+        tags = item.get("tags") or {}
+        entries.append(Expectation(id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
+                                   tags=tuple(sorted((str(k), str(v)) for k, v in tags.items()))))
+    return Expectations(entries, source)
+
+
+def load(path: str) -> Expectations:
+    with open(path, encoding="utf-8") as f:
+        return parse(json.load(f), path)
+
+
+def for_ep(alias: str) -> Expectations:
+    """The bundled expectations of an EP alias (empty when there is no file for it)."""
+    path = os.path.join(EXPECTATIONS_DIR, f"{alias}.json")
+    return load(path) if os.path.exists(path) else Expectations((), None)
+
+
+#: Outcomes an expectation may name (``known`` and ``fixed`` are what it produces, not inputs).
+EXPECTABLE = ("fail", "tie-only", "crash", "timeout", "not-on-ep", "error")

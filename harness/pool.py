@@ -1,0 +1,292 @@
+"""Worker processes that survive the EP: a crash or a hang costs one case, never the run.
+
+``WorkerPool(config, jobs, timeout).run(cases, policy_for)`` yields one result line per case
+as cases finish (completion order). Each worker is a ``python -m harness.worker`` subprocess
+in its own session (Ctrl-C reaches only the parent), fed pickled cases on stdin and answering
+on a private pipe; its stdout/stderr go to a log file. When a worker
+
+- dies (segfault, abort, ``exit``): the case it was running becomes ``crash`` with the exit
+  status and the tail of what the worker printed for that case;
+- exceeds ``timeout`` seconds on one case: its process group is killed and the case becomes
+  ``timeout`` (with the same output tail);
+
+and a fresh worker takes the next case. Closing the generator (or an exception such as
+``KeyboardInterrupt`` in the consumer) kills every worker.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from .case_run import ArtifactPolicy, CaseConfig, new_line
+from .worker import read_frame, write_frame
+
+#: Seconds a new worker may take to import ONNX Runtime and say it is ready.
+STARTUP_TIMEOUT = 120.0
+#: Characters of a dead worker's output kept in the result message.
+OUTPUT_TAIL = 4000
+#: Consecutive workers that die before becoming ready before the run gives up.
+MAX_STARTUP_FAILURES = 3
+
+
+class WorkerStartError(RuntimeError):
+    """Workers cannot start at all (e.g. the harness cannot be imported in a subprocess)."""
+
+
+@dataclass
+class _Worker:
+    number: int
+    proc: subprocess.Popen
+    results: Any
+    log_path: str
+    started: float
+    ready: bool = False
+    case: Any = None
+    deadline: float = 0.0
+    log_offset: int = 0
+    dispatched: float = 0.0
+    dead: bool = False
+    reader: threading.Thread | None = field(default=None, repr=False)
+
+
+class WorkerPool:
+    """Up to ``jobs`` worker processes running cases under ``config``."""
+
+    def __init__(self, config: CaseConfig, jobs: int, timeout: float, env: dict[str, str] | None = None,
+                 extra_paths: Iterable[str] = ()):
+        self.config = config
+        self.jobs = max(1, jobs)
+        self.timeout = timeout
+        self._env = self._child_env(env, extra_paths)
+        self._events: queue.Queue = queue.Queue()
+        self._workers: list[_Worker] = []
+        self._count = 0
+        self._logs = tempfile.TemporaryDirectory(prefix="ep-testbed-workers-")
+
+    @staticmethod
+    def _child_env(env: dict[str, str] | None, extra_paths: Iterable[str]) -> dict[str, str]:
+        child = dict(os.environ if env is None else env)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        paths = [root, *extra_paths]
+        if child.get("PYTHONPATH"):
+            paths.append(child["PYTHONPATH"])
+        child["PYTHONPATH"] = os.pathsep.join(paths)
+        return child
+
+    # -- worker lifecycle ---------------------------------------------------------------
+
+    def _start(self) -> _Worker:
+        self._count += 1
+        log_path = os.path.join(self._logs.name, f"worker-{self._count}.log")
+        read_fd, write_fd = os.pipe()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.worker", str(write_fd)],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+                start_new_session=True, env=self._env, close_fds=True)
+        os.close(write_fd)
+        worker = _Worker(self._count, proc, os.fdopen(read_fd, "rb", buffering=0), log_path, time.monotonic())
+        worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True)
+        worker.reader.start()
+        try:
+            write_frame(proc.stdin, self.config)
+        except (BrokenPipeError, OSError):
+            pass  # it died at once; the reader reports the EOF
+        self._workers.append(worker)
+        return worker
+
+    def _read(self, worker: _Worker) -> None:
+        try:
+            while True:
+                message = read_frame(worker.results)
+                if message is None:
+                    break
+                self._events.put((worker, message))
+        except Exception as exc:  # a garbled frame: treat as death
+            self._events.put((worker, ("garbled", str(exc))))
+        self._events.put((worker, None))
+
+    def _kill(self, worker: _Worker) -> None:
+        worker.dead = True
+        if worker.proc.poll() is None:
+            try:
+                os.killpg(worker.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                worker.proc.kill()
+        try:
+            worker.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable process
+            pass
+        self._close_pipes(worker)
+
+    def _close_pipes(self, worker: _Worker) -> None:
+        for stream in (worker.proc.stdin, worker.results):
+            try:
+                stream.close()
+            except Exception:
+                pass
+
+    def _retire(self, worker: _Worker) -> None:
+        if worker in self._workers:
+            self._workers.remove(worker)
+
+    def close(self) -> None:
+        """Stop every worker (stdin closed first, then killed) and remove the logs."""
+        for worker in list(self._workers):
+            self._kill(worker)
+            self._retire(worker)
+        self._logs.cleanup()
+
+    # -- the run --------------------------------------------------------------------------
+
+    def run(self, cases: Iterable[Any], policy_for: Callable[[Any], ArtifactPolicy] = lambda case: ArtifactPolicy()
+            ) -> Iterator[dict[str, Any]]:
+        """Yield one result line per case (raw outcome) in completion order."""
+        pending = deque(cases)
+        startup_failures = 0
+        try:
+            for _ in range(min(self.jobs, len(pending))):
+                self._start()
+            while pending or any(w.case is not None for w in self._workers):
+                self._dispatch(pending, policy_for)
+                try:
+                    worker, message = self._events.get(timeout=self._wait_time())
+                except queue.Empty:
+                    for line in self._expire(pending):
+                        yield line
+                    continue
+                if worker.dead or worker not in self._workers:
+                    continue  # a worker already killed and replaced
+                if message is None or message[0] == "garbled":
+                    line, startup_failures = self._on_death(worker, message, pending, startup_failures)
+                    if line is not None:
+                        yield line
+                    continue
+                kind = message[0]
+                if kind == "ready":
+                    worker.ready = True
+                    startup_failures = 0
+                elif kind in ("result", "broken") and worker.case is not None:
+                    case = worker.case
+                    worker.case = None
+                    line = new_line(case, self.config.ep)
+                    if kind == "result":
+                        line.update(message[1])
+                    else:
+                        line.update(outcome="error", message=f"the worker could not read the case: {message[1]}")
+                    if kind == "broken":
+                        line["duration_s"] = round(time.monotonic() - worker.dispatched, 6)
+                    yield line
+        finally:
+            self.close()
+
+    def _dispatch(self, pending: deque, policy_for: Callable[[Any], ArtifactPolicy]) -> None:
+        for worker in self._workers:
+            if not pending:
+                return
+            if worker.ready and worker.case is None and not worker.dead:
+                case = pending.popleft()
+                worker.case = case
+                worker.dispatched = time.monotonic()
+                worker.deadline = worker.dispatched + self.timeout
+                worker.log_offset = _size(worker.log_path)
+                try:
+                    write_frame(worker.proc.stdin, (case, policy_for(case)))
+                except (BrokenPipeError, OSError):
+                    pass  # it is dying; the reader's EOF turns the case into a crash
+
+    def _wait_time(self) -> float:
+        now = time.monotonic()
+        deadlines = [w.deadline for w in self._workers if w.case is not None]
+        deadlines += [w.started + STARTUP_TIMEOUT for w in self._workers if not w.ready]
+        return max(0.01, min(deadlines) - now) if deadlines else 1.0
+
+    def _expire(self, pending: deque) -> Iterator[dict[str, Any]]:
+        now = time.monotonic()
+        for worker in list(self._workers):
+            if worker.case is not None and now >= worker.deadline:
+                case = worker.case
+                self._kill(worker)
+                self._retire(worker)
+                line = new_line(case, self.config.ep)
+                line.update(outcome="timeout", duration_s=round(now - worker.dispatched, 6),
+                            message=f"no result after {self.timeout:g} s; worker killed. Output:\n"
+                                    + _tail(worker.log_path, worker.log_offset))
+                if pending:
+                    self._start()
+                yield line
+            elif not worker.ready and now >= worker.started + STARTUP_TIMEOUT:
+                self._kill(worker)
+                self._retire(worker)
+                raise WorkerStartError(f"a worker did not start within {STARTUP_TIMEOUT:g} s:\n"
+                                       + _tail(worker.log_path, 0))
+
+    def _on_death(self, worker: _Worker, message: Any, pending: deque, startup_failures: int
+                  ) -> tuple[dict[str, Any] | None, int]:
+        try:
+            code = worker.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._kill(worker)
+            code = worker.proc.returncode
+        worker.dead = True
+        self._close_pipes(worker)
+        self._retire(worker)
+        line = None
+        if not worker.ready:
+            startup_failures += 1
+            if startup_failures >= MAX_STARTUP_FAILURES:
+                raise WorkerStartError(f"workers die before they are ready ({describe_exit(code)}):\n"
+                                       + _tail(worker.log_path, 0))
+        elif worker.case is not None:
+            case = worker.case
+            line = new_line(case, self.config.ep)
+            garbled = f" (garbled result: {message[1]})" if message else ""
+            line.update(outcome="crash", duration_s=round(time.monotonic() - worker.dispatched, 6),
+                        message=f"worker {describe_exit(code)} while running the case{garbled}. Output:\n"
+                                + _tail(worker.log_path, worker.log_offset))
+        if pending:
+            self._start()
+        return line, startup_failures
+
+
+def describe_exit(code: int | None) -> str:
+    """``-11`` -> ``"died of SIGSEGV (signal 11)"``; ``3`` -> ``"exited with status 3"``."""
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"died of {name} (signal {-code})"
+    return f"exited with status {code}"
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _tail(path: str, offset: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return "(no output captured)"
+    text = data.decode("utf-8", errors="replace").strip()
+    if len(text) > OUTPUT_TAIL:
+        text = "..." + text[-OUTPUT_TAIL:]
+    return text or "(no output)"

@@ -1,0 +1,62 @@
+"""A one-line live progress display on stderr: cases done, failures so far, rate, ETA.
+
+Silent when stderr is not a terminal (CI logs, pytest), so logs hold only the summary.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import Any, TextIO
+
+from .results import FAILING
+
+
+class Progress:
+    def __init__(self, total: int, enabled: bool | None = None, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.total = total
+        self.done = 0
+        self.counts: Counter = Counter()
+        self.start = time.monotonic()
+        self._last = 0.0
+
+    def update(self, line: dict[str, Any]) -> None:
+        self.done += 1
+        self.counts[line.get("outcome")] += 1
+        now = time.monotonic()
+        if self.enabled and (now - self._last >= 0.1 or self.done == self.total):
+            self._last = now
+            self.stream.write("\r" + self.render(now) + "\x1b[K")
+            self.stream.flush()
+
+    def render(self, now: float | None = None) -> str:
+        elapsed = (now or time.monotonic()) - self.start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        failing = sum(self.counts[o] for o in FAILING)
+        width = 24
+        filled = int(width * self.done / self.total) if self.total else width
+        bar = "#" * filled + "." * (width - filled)
+        parts = [f"[{bar}] {self.done}/{self.total}", f"failed {failing}"]
+        for outcome in ("known", "not-on-ep", "inexpressible"):
+            if self.counts[outcome]:
+                parts.append(f"{outcome} {self.counts[outcome]}")
+        parts.append(f"{rate:.1f} cases/s")
+        parts.append(f"ETA {_clock(eta)}")
+        return " | ".join(parts)
+
+    def close(self) -> None:
+        if self.enabled and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "--:--"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
+        else f"{seconds // 60}:{seconds % 60:02d}"

@@ -1,0 +1,218 @@
+"""Which execution provider a run targets, the session settings it needs, and what is installed.
+
+``resolve_ep("dml")`` turns a command-line alias or a full provider name into an ``EpSpec``,
+checked against ``onnxruntime.get_available_providers()``; ``session_options`` builds the
+``SessionOptions`` a conformance session runs with (see its docstring for every setting and
+why); ``runtime_info`` describes the installed ONNX Runtime and the machine for the run header.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Command-line alias -> ONNX Runtime provider name. Any other full provider name is accepted as is.
+ALIASES: dict[str, str] = {
+    "cpu": "CPUExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "qnn": "QNNExecutionProvider",
+}
+
+#: Wheels that ship the ``onnxruntime`` module, most specific first (only one may be installed).
+ORT_DISTRIBUTIONS = (
+    "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-qnn",
+    "onnxruntime-training", "onnxruntime",
+)
+
+
+class EpNotAvailable(RuntimeError):
+    """The requested execution provider is not in this ONNX Runtime build."""
+
+
+@dataclass(frozen=True)
+class EpSpec:
+    """The execution provider under test: its ONNX Runtime name, the alias used for files, options."""
+
+    provider: str
+    alias: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.provider == "CPUExecutionProvider"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"provider": self.provider, "alias": self.alias, "options": dict(self.options)}
+
+
+def alias_of(provider: str) -> str:
+    """The short alias of a provider name (``DmlExecutionProvider`` -> ``dml``)."""
+    for alias, name in ALIASES.items():
+        if name == provider:
+            return alias
+    return provider.removesuffix("ExecutionProvider").lower() or provider
+
+
+def resolve_ep(name: str, options: dict[str, str] | None = None,
+               available: list[str] | None = None) -> EpSpec:
+    """The ``EpSpec`` for ``name`` (an alias from ``ALIASES`` or a full provider name).
+
+    Raises ``EpNotAvailable`` naming the installed providers (and the wheel that would bring
+    the requested one) when this ONNX Runtime does not have it.
+    """
+    if available is None:
+        import onnxruntime
+
+        available = list(onnxruntime.get_available_providers())
+    key = name.strip()
+    provider = ALIASES.get(key.lower(), key)
+    if provider not in available:
+        by_lower = {p.lower(): p for p in available}
+        provider = by_lower.get(provider.lower(), provider)
+    if provider not in available:
+        hint = {
+            "DmlExecutionProvider": " (install the onnxruntime-directml wheel on Windows, instead of onnxruntime)",
+            "OpenVINOExecutionProvider": " (install onnxruntime-openvino, instead of onnxruntime)",
+            "CUDAExecutionProvider": " (install onnxruntime-gpu, instead of onnxruntime)",
+        }.get(provider, "")
+        raise EpNotAvailable(
+            f"--ep {name}: {provider} is not available in this ONNX Runtime "
+            f"({ort_flavour()} {ort_version()}){hint}. Installed providers: {', '.join(available)}. "
+            f"Aliases: {', '.join(f'{a}={p}' for a, p in ALIASES.items())}.")
+    return EpSpec(provider=provider, alias=alias_of(provider), options=dict(options or {}))
+
+
+def parse_provider_options(items: list[str] | None) -> dict[str, str]:
+    """``["device_id=1", "performance_preference=high_performance"]`` -> dict; refuses items without ``=``."""
+    options: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--ep-option {item!r}: expected KEY=VALUE, e.g. device_id=0")
+        options[key.strip()] = value.strip()
+    return options
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """How conformance sessions are configured; recorded in the run header."""
+
+    graph_opt: bool = False
+    intra_op_threads: int = 0  # 0: ONNX Runtime's default
+
+    def to_json(self, ep: EpSpec) -> dict[str, Any]:
+        settings = {
+            "graph_optimization_level": "ORT_ENABLE_ALL" if self.graph_opt else "ORT_DISABLE_ALL",
+            "disable_cpu_ep_fallback": not ep.is_cpu,
+            "intra_op_num_threads": self.intra_op_threads,
+        }
+        if ep.provider == "DmlExecutionProvider":
+            settings.update(enable_mem_pattern=False, execution_mode="ORT_SEQUENTIAL")
+        return settings
+
+
+def session_options(ep: EpSpec, settings: SessionSettings, *, allow_fallback: bool = False,
+                    profile_prefix: str | None = None) -> Any:
+    """The ``onnxruntime.SessionOptions`` of a conformance session on ``ep``.
+
+    - graph optimizations off unless ``settings.graph_opt``: no fusion or constant folding
+      may replace the node under test;
+    - for every EP but CPU, ``session.disable_cpu_ep_fallback = 1`` (unless ``allow_fallback``,
+      used only to diagnose which node an EP refused): session creation fails instead of
+      silently running a node on the CPU EP;
+    - ``session.record_ep_graph_assignment_info = 1`` so the node -> EP assignment can be read
+      back (ONNX Runtime versions without it ignore the key; profiling is used then);
+    - DirectML: memory pattern off and sequential execution, which its EP requires;
+    - profiling on when ``profile_prefix`` is given (the per-node records carry the provider).
+    """
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if settings.graph_opt
+                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    so.log_severity_level = 3  # errors only; the failure text reaches us through the exception
+    if settings.intra_op_threads:
+        so.intra_op_num_threads = settings.intra_op_threads
+    if not ep.is_cpu and not allow_fallback:
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    if ep.provider == "DmlExecutionProvider":
+        so.enable_mem_pattern = False
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    return so
+
+
+def providers_arg(ep: EpSpec) -> list[Any]:
+    """The ``providers=`` argument: only the EP under test (listing CPU too would conflict with
+    ``disable_cpu_ep_fallback``; ONNX Runtime adds the CPU EP itself)."""
+    return [(ep.provider, dict(ep.options))] if ep.options else [ep.provider]
+
+
+def ort_flavour() -> str:
+    """The installed wheel that provides ``onnxruntime`` (``onnxruntime-directml``, ...)."""
+    try:
+        names = importlib.metadata.packages_distributions().get("onnxruntime", [])
+    except Exception:  # pragma: no cover - broken metadata
+        names = []
+    for candidate in ORT_DISTRIBUTIONS:
+        if candidate in names:
+            return candidate
+    if names:
+        return names[0]
+    for candidate in ORT_DISTRIBUTIONS:  # e.g. an egg-link install without top_level.txt
+        try:
+            importlib.metadata.distribution(candidate)
+            return candidate
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def ort_version() -> str:
+    import onnxruntime
+
+    return str(onnxruntime.__version__)
+
+
+def machine_info() -> dict[str, str]:
+    """Platform, Python, CPU and host name, as recorded in every run header."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu": f"{cpu} ({os.cpu_count()} logical cores)",
+        "hostname": socket.gethostname(),
+    }
+
+
+def runtime_info() -> dict[str, Any]:
+    """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``."""
+    import onnxruntime
+
+    return {
+        "ort_flavour": ort_flavour(),
+        "ort_version": ort_version(),
+        "available_providers": list(onnxruntime.get_available_providers()),
+        "machine": machine_info(),
+    }

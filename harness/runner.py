@@ -1,0 +1,170 @@
+"""One run: cases in, ``RUN_DIR/results.jsonl`` out, nothing finished ever lost.
+
+``run_cases(cases, config, options)`` writes the run header (or, with ``resume``, keeps the
+previous one and skips the ids already finished), runs the cases in worker processes
+(``harness.pool``; ``jobs=0`` runs them in this process, without crash isolation, for
+debugging), applies the EP's expectations, writes artifacts for crashes and timeouts (the
+worker writes the others), streams every line to disk as it finishes, and on Ctrl-C stops
+the workers and closes the file with an ``end`` line that says ``"interrupted": true``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from . import expectations as expectations_mod
+from .artifacts import write_artifacts
+from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_case, severity
+from .expectations import Expectations
+from .pool import WorkerPool
+from .progress import Progress
+from .providers import runtime_info
+from .results import RESULTS_FILE, ResultsWriter, count_outcomes, end_record, now, rewrite_for_resume
+
+
+class RunError(RuntimeError):
+    """A run cannot start as asked (existing results without --resume, EP mismatch on resume...)."""
+
+
+@dataclass
+class RunOptions:
+    out_dir: str
+    jobs: int = 1
+    timeout: float = 120.0
+    resume: bool = False
+    overwrite: bool = False
+    keep_worst: int = 5
+    progress: bool | None = None   # None: only when stderr is a terminal
+    seed: int = 0
+    command: str = ""
+    header_extra: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] | None = None        # worker environment (default: this process's)
+    extra_paths: tuple[str, ...] = ()        # added to the workers' PYTHONPATH
+
+
+@dataclass
+class RunResult:
+    header: dict[str, Any]
+    lines: list[dict[str, Any]]
+    counts: dict[str, int]
+    interrupted: bool
+    elapsed_s: float
+    ran: int          # cases run now (not resumed)
+
+    @property
+    def cases_per_second(self) -> float:
+        return self.ran / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def run_header(config: CaseConfig, options: RunOptions, case_count: int) -> dict[str, Any]:
+    info = runtime_info()
+    return {
+        "type": "run", "ep": config.ep.provider, "ep_alias": config.ep.alias, "ep_options": config.ep.options,
+        **info, "seed": options.seed, "command": options.command, "started": now(),
+        "tolerances": config.tolerances.to_json(), "case_count": case_count,
+        "session_options": config.session.to_json(config.ep), **options.header_extra,
+    }
+
+
+def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
+              expectations: Expectations | None = None) -> RunResult:
+    """Run ``cases`` (objects with graphs.catalog.Case's contract) and record them in ``options.out_dir``."""
+    cases = list(cases)
+    expectations = expectations or Expectations()
+    path = os.path.join(options.out_dir, RESULTS_FILE)
+    os.makedirs(options.out_dir, exist_ok=True)
+    done: list[dict[str, Any]] = []
+    if os.path.exists(path) and os.path.getsize(path) and not options.overwrite:
+        if not options.resume:
+            raise RunError(f"{path} already holds results: pass --resume to continue that run, "
+                           "--overwrite to replace it, or choose another --out")
+        header, done = rewrite_for_resume(options.out_dir)
+        if header and header.get("ep") != config.ep.provider:
+            raise RunError(f"--resume: {path} was run on {header.get('ep')}, not {config.ep.provider}")
+        if header is None:
+            header = run_header(config, options, len(cases))
+    else:
+        if os.path.exists(path):
+            os.remove(path)
+        header = run_header(config, options, len(cases))
+    finished = {line["id"] for line in done}
+    todo = [case for case in cases if case.id not in finished]
+    config = CaseConfig(ep=config.ep, session=config.session, tolerances=config.tolerances,
+                        run_dir=os.path.abspath(options.out_dir), mapper=config.mapper)
+
+    lines = list(done)
+    worst: list[float] = []  # min-heap of the keep_worst largest severities of passing cases
+    interrupted = False
+    progress = Progress(len(todo), options.progress)
+    start = time.monotonic()
+    with ResultsWriter(options.out_dir) as writer:
+        if not done:
+            writer.write(header)
+
+        def policy_for(case: Any) -> ArtifactPolicy:
+            threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
+            return ArtifactPolicy(force=expectations.match(case.id, case.tags) is not None, threshold=threshold)
+
+        by_id = {case.id: case for case in todo}
+        try:
+            for line in _execute(todo, config, options, policy_for):
+                case = by_id[line["id"]]
+                expectation = expectations.match(case.id, getattr(case, "tags", None))
+                line["expected_outcome"] = expectation.to_json() if expectation else None
+                line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
+                if line["artifacts"] is None and line["outcome"] in ("crash", "timeout", "known", "fixed"):
+                    _offline_artifacts(case, config, line)
+                if line["outcome"] in ("pass", "tie-only") and severity(line) > 0 and options.keep_worst:
+                    heapq.heappush(worst, severity(line))
+                    if len(worst) > options.keep_worst:
+                        heapq.heappop(worst)
+                writer.write(line)
+                lines.append(line)
+                progress.update(line)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            progress.close()
+            counts = count_outcomes(lines)
+            writer.write(end_record(counts, interrupted or len(lines) < len(cases),
+                                    ran=len(lines) - len(done), elapsed_s=round(time.monotonic() - start, 3)))
+    return RunResult(header, lines, counts, interrupted, time.monotonic() - start, len(lines) - len(done))
+
+
+def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_for: Any) -> Iterator[dict[str, Any]]:
+    if not cases:
+        return
+    if options.jobs == 0:  # in-process: for debugging only, a crashing EP takes the run down
+        mapper = load_mapper(config.mapper)
+        for case in cases:
+            yield run_case(case, config, policy_for(case), mapper)
+        return
+    pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
+                      extra_paths=options.extra_paths)
+    yield from pool.run(cases, policy_for)
+
+
+def _offline_artifacts(case: Any, config: CaseConfig, line: dict[str, Any]) -> None:
+    """Artifacts of a case whose worker died: everything but the EP's outputs, built here."""
+    state: dict[str, Any] = {"desc": case.desc}
+    try:
+        mapping = load_mapper(config.mapper)(case.desc, opset=getattr(case, "opset", None))
+        line["flags"] = line["flags"] or [f.to_json() for f in mapping.flags]
+        if mapping.expressible:
+            inputs = case.inputs()
+            state["model"] = mapping.model
+            state["feeds"] = mapping.feeds(inputs)
+            from reference import execute
+
+            state["expected"] = execute(case.desc, inputs)
+    except Exception as exc:
+        line["message"] += f"\n(artifacts incomplete: {type(exc).__name__}: {exc})"
+    try:
+        line["artifacts"] = write_artifacts(config.run_dir, case.id, **state)
+    except Exception as exc:
+        line["message"] += f"\n(writing artifacts failed: {exc})"
+

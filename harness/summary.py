@@ -1,0 +1,63 @@
+"""The end-of-run summary table and the exit code a CI acts on."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any, Iterable
+
+from .results import FAILING, OUTCOMES
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NO_CASES = 4
+EXIT_INTERRUPTED = 130
+
+
+def failing_outcomes(fail_on_not_on_ep: bool = False, fail_on_inexpressible: bool = False) -> tuple[str, ...]:
+    """Outcomes that make a run fail: always ``FAILING``; ``not-on-ep``/``inexpressible`` on request."""
+    extra = (("not-on-ep",) if fail_on_not_on_ep else ()) + (("inexpressible",) if fail_on_inexpressible else ())
+    return FAILING + extra
+
+
+def exit_code(counts: dict[str, int], failing: Iterable[str], interrupted: bool = False) -> int:
+    """130 if interrupted, 1 if any case has a failing outcome, 4 if nothing ran, else 0."""
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if any(counts.get(o, 0) for o in failing):
+        return EXIT_FAILED
+    if not sum(counts.values()):
+        return EXIT_NO_CASES
+    return EXIT_OK
+
+
+def table(lines: Iterable[dict[str, Any]]) -> str:
+    """Outcome counts per operator, plus a total row; columns only for outcomes that occurred."""
+    per_op: dict[str, Counter] = defaultdict(Counter)
+    total: Counter = Counter()
+    for line in lines:
+        op = str(line.get("op") or "?").removeprefix("DML_OPERATOR_")
+        per_op[op][line.get("outcome")] += 1
+        total[line.get("outcome")] += 1
+    columns = [o for o in OUTCOMES if total[o] or o in ("pass", "fail")]
+    columns += sorted(str(o) for o in total if o not in OUTCOMES)
+    header = ["operator", *columns, "total"]
+    rows = [[op, *(str(c[o]) for o in columns), str(sum(c.values()))] for op, c in sorted(per_op.items())]
+    rows.append(["TOTAL", *(str(total[o]) for o in columns), str(sum(total.values()))])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))  # noqa: E731
+    rule = "-" * len(fmt(header))
+    return "\n".join([fmt(header), rule, *(fmt(r) for r in rows[:-1]), rule, fmt(rows[-1])])
+
+
+def problems(lines: Iterable[dict[str, Any]], failing: Iterable[str], limit: int = 20) -> str:
+    """The first ``limit`` cases with a failing outcome, one line each (id, outcome, message)."""
+    failing = set(failing)
+    bad = [line for line in lines if line.get("outcome") in failing]
+    out = []
+    for line in sorted(bad, key=lambda l: (OUTCOMES.index(l["outcome"]) if l["outcome"] in OUTCOMES else 99, l["id"]))[:limit]:
+        message = (line.get("message") or "").strip().splitlines()
+        out.append(f"  {line['outcome']:<8} {line['id']}: {message[0] if message else ''}")
+    if len(bad) > limit:
+        out.append(f"  ... and {len(bad) - limit} more (see results.jsonl)")
+    return "\n".join(out)
