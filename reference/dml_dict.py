@@ -53,7 +53,7 @@ def desc_from_dml(d: Mapping[str, Any]) -> Desc:
     kwargs = {}
     for name, dml, f in fields:
         hint = typing.get_type_hints(desc_type)[name]
-        optional = f.default is None
+        optional = _strip_optional(hint) is not hint
         if dml not in d:
             if optional:
                 kwargs[name] = None

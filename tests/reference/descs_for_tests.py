@@ -1,0 +1,51 @@
+"""Small builders of DML-spelled desc dicts for the reference tests."""
+
+from __future__ import annotations
+
+from reference import desc_from_dml
+
+
+def roi_align1(x_shape, rois_shape, out_hw, *, dtype="FLOAT32", batch_type="UINT32", batch_shape=None,
+               reduction="AVERAGE", interpolation="LINEAR", scale=(1.0, 1.0), offsets=(0.5, -0.5),
+               oob=0.0, samples=(2, 2), corners=False, op="DML_OPERATOR_ROI_ALIGN1"):
+    n = rois_shape[-2]
+    d = {"Type": op,
+         "InputTensor": {"DataType": dtype, "Sizes": list(x_shape)},
+         "ROITensor": {"DataType": dtype, "Sizes": list(rois_shape)},
+         "BatchIndicesTensor": {"DataType": batch_type, "Sizes": list(batch_shape or [n])},
+         "OutputTensor": {"DataType": dtype, "Sizes": [n, x_shape[1], *out_hw]},
+         "ReductionFunction": reduction, "InterpolationMode": interpolation,
+         "SpatialScaleX": scale[0], "SpatialScaleY": scale[1], "OutOfBoundsInputValue": oob,
+         "MinimumSamplesPerOutput": samples[0], "MaximumSamplesPerOutput": samples[1]}
+    if op == "DML_OPERATOR_ROI_ALIGN1":
+        d.update(InputPixelOffset=offsets[0], OutputPixelOffset=offsets[1], AlignRegionsToCorners=corners)
+    return desc_from_dml(d)
+
+
+def roi_pooling(x_shape, num_rois, pooled_hw, *, dtype="FLOAT32", scale=1.0):
+    return desc_from_dml({
+        "Type": "DML_OPERATOR_ROI_POOLING",
+        "InputTensor": {"DataType": dtype, "Sizes": list(x_shape)},
+        "ROITensor": {"DataType": dtype, "Sizes": [1, 1, num_rois, 5]},
+        "OutputTensor": {"DataType": dtype, "Sizes": [num_rois, x_shape[1], *pooled_hw]},
+        "SpatialScale": scale, "PooledSize": {"Height": pooled_hw[0], "Width": pooled_hw[1]}})
+
+
+def max_pooling2(x_shape, window, *, strides=None, start=None, end=None, dilations=None, dtype="FLOAT32",
+                 indices="UINT64"):
+    dims = len(window)
+    strides = strides or [1] * dims
+    start = start or [0] * dims
+    end = end or [0] * dims
+    dilations = dilations or [1] * dims
+    out = list(x_shape[:2])
+    for i in range(dims):
+        padded = x_shape[i + 2] + start[i] + end[i]
+        out.append((padded - ((window[i] - 1) * dilations[i] + 1)) // strides[i] + 1)
+    return desc_from_dml({
+        "Type": "DML_OPERATOR_MAX_POOLING2",
+        "InputTensor": {"DataType": dtype, "Sizes": list(x_shape)},
+        "OutputTensor": {"DataType": dtype, "Sizes": out},
+        "OutputIndicesTensor": None if indices is None else {"DataType": indices, "Sizes": out},
+        "DimensionCount": dims, "Strides": strides, "WindowSize": list(window),
+        "StartPadding": start, "EndPadding": end, "Dilations": dilations})
