@@ -1,0 +1,34 @@
+"""Reports: results.jsonl -> report.html, junit.xml, summary.json, and run-to-run diffs.
+
+Reads a run folder (``results.jsonl`` and the case artifact folders it points at) and nothing
+else; never runs a model.  Public API (the CLI calls these):
+
+    render_run(run_dir, *, out=None, max_pictures=60, max_details=500) -> Path   # report.html
+    render_junit(run_dir, *, out=None) -> Path                                   # junit.xml
+    render_summary_json(run_dir, *, out=None) -> Path                            # summary.json
+    render_all(run_dir) -> dict[str, Path]                                       # all three
+    diff_runs(run_a, run_b, out_dir, growth_factor=2.0, abs_floor=1e-6) -> DiffResult
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .diff import DiffResult, diff_runs
+from .html_report import render_run
+from .junit import render_junit
+from .results import ResultsError, load_run
+from .summary_json import render_summary_json
+
+
+def render_all(run_dir: str | Path) -> dict[str, Path]:
+    """Write report.html, junit.xml and summary.json into ``run_dir``; return their paths."""
+    return {
+        "html": render_run(run_dir),
+        "junit": render_junit(run_dir),
+        "summary": render_summary_json(run_dir),
+    }
+
+
+__all__ = ["DiffResult", "ResultsError", "diff_runs", "load_run", "render_all", "render_junit", "render_run",
+           "render_summary_json"]

@@ -1,0 +1,187 @@
+"""Read one case's artifact folder (``RUN_DIR/cases/<safe-id>/``) for the report.
+
+The harness writes ``model.onnx``, ``inputs.npz`` (ONNX input names), ``desc.json`` (DML spelling),
+``expected.npz`` and ``actual.npz`` (DML output names).  This module only *reads* them: the model
+is opened with ``onnx.load`` to show its nodes, never run.  Every reader returns ``None`` (or an
+empty value) for a missing or unreadable file and records why in ``CaseArtifacts.problems``, so one
+damaged folder costs one case's pictures, not the report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+INDICES_OUTPUT = "OutputIndicesTensor"
+VALUES_OUTPUT = "OutputTensor"
+
+
+@dataclass
+class OnnxNode:
+    name: str
+    op_type: str
+    domain: str
+    inputs: list[str]
+    outputs: list[str]
+    attributes: list[tuple[str, str]]
+
+
+@dataclass
+class OnnxValue:
+    name: str
+    elem_type: str
+    shape: str
+
+
+@dataclass
+class ModelSummary:
+    ir_version: int
+    opsets: list[tuple[str, int]]
+    nodes: list[OnnxNode]
+    inputs: list[OnnxValue]
+    outputs: list[OnnxValue]
+
+
+@dataclass
+class CaseArtifacts:
+    folder: Path
+    desc: dict[str, Any] | None = None
+    model: ModelSummary | None = None
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    expected: dict[str, np.ndarray] = field(default_factory=dict)
+    actual: dict[str, np.ndarray] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def resolve_folder(run_dir: Path, artifacts: str | None) -> Path | None:
+    """The case folder, refusing paths that escape the run folder (a results line is data)."""
+    if not artifacts:
+        return None
+    run_root = run_dir.resolve()
+    folder = (run_root / artifacts).resolve()
+    if folder != run_root and run_root not in folder.parents:
+        return None
+    return folder
+
+
+def load_artifacts(folder: Path) -> CaseArtifacts:
+    """Everything readable in ``folder``; missing pieces are listed in ``problems``."""
+    art = CaseArtifacts(folder=folder)
+    if not folder.is_dir():
+        art.problems.append(f"artifact folder {folder.name} is missing")
+        return art
+    desc_path = folder / "desc.json"
+    if desc_path.is_file():
+        try:
+            art.desc = json.loads(desc_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            art.problems.append(f"desc.json unreadable: {exc}")
+    model_path = folder / "model.onnx"
+    if model_path.is_file():
+        try:
+            art.model = summarize_model(model_path)
+        except Exception as exc:  # onnx raises several types for damaged protobufs
+            art.problems.append(f"model.onnx unreadable: {exc}")
+    for name in ("inputs", "expected", "actual"):
+        path = folder / f"{name}.npz"
+        if not path.is_file():
+            continue
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                setattr(art, name, {k: npz[k] for k in npz.files})
+        except (OSError, ValueError) as exc:
+            art.problems.append(f"{name}.npz unreadable: {exc}")
+    return art
+
+
+def _attribute_text(value: Any) -> str:
+    import onnx
+
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, onnx.TensorProto):
+        return f"tensor {onnx.TensorProto.DataType.Name(value.data_type)} {list(value.dims)}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_attribute_text(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _value_info(v: Any) -> OnnxValue:
+    import onnx
+
+    t = v.type.tensor_type
+    dims = [d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?") for d in t.shape.dim]
+    return OnnxValue(v.name, onnx.TensorProto.DataType.Name(t.elem_type), "[" + ", ".join(dims) + "]")
+
+
+def summarize_model(path: Path) -> ModelSummary:
+    """Nodes, attributes, graph inputs/outputs and opsets of ``path`` (read, never executed)."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(path), load_external_data=False)
+    nodes = [
+        OnnxNode(
+            name=n.name, op_type=n.op_type, domain=n.domain or "ai.onnx",
+            inputs=list(n.input), outputs=list(n.output),
+            attributes=[(a.name, _attribute_text(helper.get_attribute_value(a))) for a in n.attribute],
+        )
+        for n in model.graph.node
+    ]
+    return ModelSummary(
+        ir_version=int(model.ir_version),
+        opsets=[(o.domain or "ai.onnx", int(o.version)) for o in model.opset_import],
+        nodes=nodes,
+        inputs=[_value_info(v) for v in model.graph.input],
+        outputs=[_value_info(v) for v in model.graph.output],
+    )
+
+
+@dataclass
+class IndexMismatch:
+    position: tuple[int, ...]
+    expected_index: int
+    actual_index: int
+    expected_coords: tuple[int, ...] | None
+    actual_coords: tuple[int, ...] | None
+    expected_value: float | None
+    value_at_actual: float | None
+    tie: bool
+
+
+def index_mismatches(art: CaseArtifacts, limit: int = 50) -> tuple[list[IndexMismatch], list[IndexMismatch], int]:
+    """MaxPool index differences split into (real mismatches, ties, total differing).
+
+    A differing index is shown as a tie when the input element it points at equals the expected
+    maximum (both NaN counts as equal).  The harness's count (which also checks the window) is the
+    verdict; this split only lets a reader see which positions are which.  Needs the one input of
+    the model in inputs.npz; without it every difference is listed as a mismatch with no values.
+    """
+    e_idx = art.expected.get(INDICES_OUTPUT)
+    a_idx = art.actual.get(INDICES_OUTPUT)
+    if e_idx is None or a_idx is None or e_idx.shape != a_idx.shape:
+        return [], [], 0
+    x = next(iter(art.inputs.values())) if len(art.inputs) == 1 else None
+    maxima = art.expected.get(VALUES_OUTPUT)
+    diff_pos = np.argwhere(e_idx.astype(np.int64) != a_idx.astype(np.int64))
+    mismatches: list[IndexMismatch] = []
+    ties: list[IndexMismatch] = []
+    for pos in diff_pos:
+        p = tuple(int(v) for v in pos)
+        ei, ai = int(e_idx[p]), int(a_idx[p])
+        coords = lambda i: tuple(int(c) for c in np.unravel_index(i, x.shape)) if x is not None and 0 <= i < x.size else None  # noqa: E731
+        expected_value = float(maxima[p]) if maxima is not None and maxima.shape == e_idx.shape else None
+        at_actual = float(x.reshape(-1)[ai]) if x is not None and 0 <= ai < x.size else None
+        tie = (expected_value is not None and at_actual is not None
+               and (expected_value == at_actual or (np.isnan(expected_value) and np.isnan(at_actual))))
+        item = IndexMismatch(p, ei, ai, coords(ei), coords(ai), expected_value, at_actual, bool(tie))
+        target = ties if tie else mismatches
+        if len(target) < limit:
+            target.append(item)
+    return mismatches, ties, int(len(diff_pos))

@@ -1,0 +1,150 @@
+"""``render_run``: one self-contained ``report.html`` for a run folder.
+
+Layout: header (EP, ONNX Runtime, machine, seed, command, tolerances, counts), the op x dtype and
+op x field matrices (each cell links to its cases), the case table (filtered and sorted in the page
+by report.js, no server), then one section per case worth a closer look: failing, crashed,
+timed-out, errored, known and fixed cases, and passing cases the harness kept artifacts for (its
+worst N).  Pictures (see ``images``) are drawn for the first ``max_pictures`` of those sections,
+most severe first, so a run with thousands of failures still opens quickly; the rest keep their
+tables and a pointer to their artifact folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import images
+from .artifacts import CaseArtifacts, IndexMismatch, load_artifacts, resolve_folder, index_mismatches
+from .matrix import build_matrix
+from .rendering import environment, script_json, short_op
+from .repro import MAX_INLINE_BUNDLE, build_bundle
+from .results import BAD_OUTCOMES, OUTCOMES, PASSING_OUTCOMES, SKIPPED_OUTCOMES, CaseResult, Run, load_run
+
+REPORT_FILE = "report.html"
+#: Outcomes that always get a detail section.
+DETAILED_OUTCOMES = BAD_OUTCOMES | {"known", "fixed"}
+MESSAGE_LIMIT = 6000
+
+
+@dataclass
+class Detail:
+    """Everything one case section shows."""
+
+    anchor: str
+    case: CaseResult
+    rerun: str
+    artifacts_path: str | None
+    art: CaseArtifacts | None = None
+    pictures: dict[str, list[images.SlicePictures]] = field(default_factory=dict)
+    index_mismatches: list[IndexMismatch] = field(default_factory=list)
+    index_ties: list[IndexMismatch] = field(default_factory=list)
+    index_differing: int = 0
+    bundle_uri: str | None = None
+    bundle_note: str | None = None
+    message: str = ""
+    message_truncated: bool = False
+
+
+def rerun_command(run: Run, case: CaseResult) -> str:
+    """One shell line that reruns just this case on the same EP with the same seed."""
+    parts = ["ep-testbed", "run", "--ep", run.ep_alias, "-k", case.id]
+    seed = run.header.get("seed")
+    if isinstance(seed, int):
+        parts += ["--seed", str(seed)]
+    parts += ["--out", "runs/rerun"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _severity(case: CaseResult) -> tuple:
+    rank = OUTCOMES.index(case.outcome) if case.outcome in OUTCOMES else 0
+    return (rank, -(case.max_abs or 0.0), case.id)
+
+
+def wants_detail(case: CaseResult) -> bool:
+    return case.outcome in DETAILED_OUTCOMES or case.outcome not in OUTCOMES or bool(case.artifacts)
+
+
+def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) -> Detail:
+    message = case.message
+    detail = Detail(anchor=anchor, case=case, rerun=rerun_command(run, case), artifacts_path=case.artifacts,
+                    message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT)
+    folder = resolve_folder(run.path, case.artifacts)
+    if folder is None:
+        return detail
+    art = load_artifacts(folder)
+    detail.art = art
+    if with_pictures:
+        for name, expected in art.expected.items():
+            actual = art.actual.get(name)
+            if actual is None or name == "OutputIndicesTensor":
+                continue
+            detail.pictures[name] = images.worst_slices(case.op, expected, actual)
+        detail.index_mismatches, detail.index_ties, detail.index_differing = index_mismatches(art)
+        bundle = build_bundle(case.id, str(run.header.get("ep") or "CPUExecutionProvider"), art)
+        if bundle is not None and len(bundle) <= MAX_INLINE_BUNDLE:
+            detail.bundle_uri = "data:application/zip;base64," + base64.b64encode(bundle).decode("ascii")
+        elif bundle is not None:
+            detail.bundle_note = f"bundle is {len(bundle) // 1024} KB, too big to inline"
+    return detail
+
+
+def _table_rows(cases: list[CaseResult], anchors: dict[str, str]) -> list[list[Any]]:
+    """Compact rows for report.js: [id, op, dtype, outcome, max_abs, max_rel, max_ulp, s, anchor, message, tags]."""
+    rows = []
+    for c in cases:
+        e = c.errors
+        rows.append([
+            c.id, short_op(c.op), c.dtype, c.outcome,
+            *(v if isinstance(v, (int, float)) and v == v and abs(v) != float("inf") else None
+              for v in (e["max_abs"], e["max_rel"], e["max_ulp"])),
+            round(c.duration_s, 4), anchors.get(c.id), c.message[:160],
+            c.tags,
+        ])
+    return rows
+
+
+def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictures: int = 60,
+               max_details: int = 500) -> Path:
+    """Write ``report.html`` for ``run_dir`` (default into ``run_dir``) and return its path.
+
+    ``max_details`` caps the per-case sections (most severe first); ``max_pictures`` caps how many
+    of them get heatmaps and an inline repro bundle.  Raises ``results.ResultsError`` when the
+    folder has no readable results.jsonl.
+    """
+    run = load_run(run_dir)
+    out_path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
+    chosen = sorted((c for c in run.cases if wants_detail(c)), key=_severity)
+    shown = chosen[:max_details]
+    anchors = {c.id: f"c{i}" for i, c in enumerate(shown)}
+    details = [_build_detail(run, c, anchors[c.id], i < max_pictures) for i, c in enumerate(shown)]
+    counts = run.counts
+    header = run.header
+    context = {
+        "run": run,
+        "header": header,
+        "machine": header.get("machine") if isinstance(header.get("machine"), dict) else {},
+        "tolerances": header.get("tolerances") if isinstance(header.get("tolerances"), dict) else {},
+        "counts": [(o, counts.get(o, 0)) for o in OUTCOMES] + sorted(
+            (o, n) for o, n in counts.items() if o not in OUTCOMES),
+        "total": len(run.cases),
+        "bad": sum(counts.get(o, 0) for o in BAD_OUTCOMES),
+        "passed": sum(counts.get(o, 0) for o in PASSING_OUTCOMES),
+        "skipped": sum(counts.get(o, 0) for o in SKIPPED_OUTCOMES),
+        "matrix": build_matrix(run.cases),
+        "details": details,
+        "not_detailed": len(chosen) - len(shown),
+        "max_pictures": max_pictures,
+        "rows": script_json(_table_rows(run.cases, anchors)),
+        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "value_legend": images.legend_uri(images.VALUE_MAP),
+        "error_legend": images.legend_uri(images.ERROR_MAP),
+    }
+    html = environment().get_template("report.html.j2").render(**context)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(html, encoding="utf-8")
+    return out_path

@@ -1,0 +1,94 @@
+"""``render_junit``: ``junit.xml`` with one ``<testcase>`` per case of results.jsonl.
+
+Mapping (so a CI's JUnit view agrees with ``ep-testbed run``'s exit code):
+pass, tie-only -> passed; fail, fixed -> ``<failure>`` (fixed: the expectation file is out of date,
+like pytest's strict xpass); crash, timeout, error -> ``<error>``; not-on-ep, inexpressible,
+known -> ``<skipped>`` with the reason (known is an expected failure, like pytest's xfail).
+Text is escaped by ElementTree; characters XML 1.0 forbids (a crashed worker may print them)
+are replaced with U+FFFD.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .rendering import format_number, short_op
+from .results import CaseResult, load_run
+
+JUNIT_FILE = "junit.xml"
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+FAILURE = {"fail", "fixed"}
+ERROR = {"crash", "timeout", "error"}
+SKIPPED = {"not-on-ep", "inexpressible", "known"}
+
+
+def _clean(text: str) -> str:
+    return _XML_INVALID.sub("\ufffd", text)
+
+
+def error_summary(case: CaseResult) -> str:
+    """One line: outcome, error figures and the first line of the message."""
+    e = case.errors
+    parts = [case.outcome]
+    if any(v is not None for v in e.values()):
+        parts.append(", ".join(f"{k}={format_number(v)}" for k, v in e.items()))
+    if case.raw.get("mismatches"):
+        parts.append(f"{case.raw['mismatches']} mismatching element(s)")
+    first = case.message.strip().splitlines()[0] if case.message.strip() else ""
+    if first:
+        parts.append(first[:300])
+    return _clean(": ".join(parts[:1]) + (" — " + "; ".join(parts[1:]) if len(parts) > 1 else ""))
+
+
+def _details(case: CaseResult) -> str:
+    lines = [case.message.strip()] if case.message.strip() else []
+    for w in case.worst[:10]:
+        lines.append(f"{w.get('output', '')}{tuple(w.get('index', []))}: expected {format_number(w.get('expected'))}, "
+                     f"actual {format_number(w.get('actual'))}, |diff| {format_number(w.get('abs'))}")
+    for f in case.flags:
+        lines.append(f"flag {f.get('kind', '')} {f.get('field', '')}={f.get('value', '')}: {f.get('reason', '')}")
+    if case.placement:
+        lines.append("placement: " + ", ".join(f"{n}->{p}" for n, p in case.placement.items()))
+    if case.artifacts:
+        lines.append(f"artifacts: {case.artifacts}")
+    return _clean("\n".join(lines))
+
+
+def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
+    """Write ``junit.xml`` for ``run_dir`` (default into ``run_dir``) and return its path."""
+    run = load_run(run_dir)
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    total_time = 0.0
+    suite = ET.Element("testsuite", name=_clean(f"ep-testbed {run.header.get('ep', '')}"))
+    props = ET.SubElement(suite, "properties")
+    for key in ("ep", "ep_alias", "ort_flavour", "ort_version", "seed", "command", "started"):
+        if key in run.header:
+            ET.SubElement(props, "property", name=key, value=_clean(str(run.header[key])))
+    for case in run.cases:
+        counts["tests"] += 1
+        total_time += case.duration_s
+        tc = ET.SubElement(suite, "testcase", classname=_clean(f"ep_testbed.{short_op(case.op)}.{case.dtype}"),
+                           name=_clean(case.id), time=f"{case.duration_s:.3f}")
+        summary = error_summary(case)
+        if case.outcome in FAILURE:
+            counts["failures"] += 1
+            ET.SubElement(tc, "failure", message=summary, type=case.outcome).text = _details(case)
+        elif case.outcome in ERROR or case.outcome not in {"pass", "tie-only"} | SKIPPED:
+            counts["errors"] += 1
+            ET.SubElement(tc, "error", message=summary, type=case.outcome).text = _details(case)
+        elif case.outcome in SKIPPED:
+            counts["skipped"] += 1
+            reason = case.message or (case.expected_outcome or {}).get("reason", "") or case.outcome
+            ET.SubElement(tc, "skipped", message=_clean(f"{case.outcome}: {reason}"[:500]), type=case.outcome)
+        elif case.outcome == "tie-only":
+            ET.SubElement(tc, "system-out").text = _clean(f"tie-only: {case.raw.get('ties', 0)} MaxPool index tie(s)")
+    for k, v in counts.items():
+        suite.set(k, str(v))
+    suite.set("time", f"{total_time:.3f}")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    out_path = Path(out) if out is not None else Path(run_dir) / JUNIT_FILE
+    ET.ElementTree(root).write(out_path, encoding="utf-8", xml_declaration=True)
+    return out_path

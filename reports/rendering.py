@@ -1,0 +1,101 @@
+"""The Jinja2 environment shared by report.html and diff.html: autoescaping on, small filters.
+
+Everything that came from a results line, a desc, a model or an EP message reaches HTML only
+through Jinja2's autoescape, or through ``script_json`` (JSON with ``<``, ``>``, ``&`` written as
+``\\u003c`` etc., so no string can close the ``<script>`` element it sits in); the page's
+JavaScript inserts such text with ``textContent`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from .results import OUTCOMES
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+#: Background colour per outcome (also used by report.js through CSS classes ``o-<outcome>``).
+OUTCOME_COLOURS = {
+    "pass": "#2e9d4f", "tie-only": "#7cc48d", "known": "#8a9bb0", "fixed": "#7b52c9",
+    "fail": "#d62f2f", "crash": "#8b1010", "timeout": "#e07b12", "error": "#c2187a",
+    "not-on-ep": "#e8b820", "inexpressible": "#b8b8b8",
+}
+OUTCOME_HELP = {
+    "pass": "ran on the EP and matched the reference within tolerance",
+    "tie-only": "passed; some MaxPool indices differ only where the window holds equal maxima",
+    "known": "failed as an expectation file says it will (a known divergence)",
+    "fixed": "an expectation says it fails, but it passed: update the expectation",
+    "fail": "ran on the EP and differs from the reference beyond tolerance",
+    "crash": "the worker process died while running the case",
+    "timeout": "the case exceeded the per-case time limit",
+    "error": "the harness or the reference raised; the message says what",
+    "not-on-ep": "the op node did not run on the EP under test (not a pass, not a failure)",
+    "inexpressible": "the DML desc cannot be expressed in ONNX (see the mapper's flags)",
+}
+
+
+def format_number(value: Any) -> str:
+    """Compact numbers for tables: 6 significant digits, em dash for missing."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Inf" if value > 0 else "-Inf"
+        return f"{value:.6g}"
+    return str(value)
+
+
+def script_json(value: Any) -> Markup:
+    """JSON safe to place inside ``<script type="application/json">`` (cannot end the element)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    text = (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return Markup(text)
+
+
+def safe_url(url: Any) -> str | None:
+    """Only http(s) links from results lines become hrefs (no ``javascript:`` or ``data:``)."""
+    if isinstance(url, str) and url.lower().startswith(("https://", "http://")):
+        return url
+    return None
+
+
+def short_op(op: str) -> str:
+    return op.removeprefix("DML_OPERATOR_")
+
+
+def read_static(name: str) -> Markup:
+    """An inline asset (CSS or JS) shipped in reports/templates; trusted project code."""
+    return Markup((TEMPLATES / name).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,  # every template, whatever its file name
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = format_number
+    env.filters["short_op"] = short_op
+    env.filters["safe_url"] = safe_url
+    env.globals["OUTCOME_COLOURS"] = OUTCOME_COLOURS
+    env.globals["OUTCOME_HELP"] = OUTCOME_HELP
+    env.globals["OUTCOMES"] = OUTCOMES
+    env.globals["static"] = read_static
+    return env

@@ -1,0 +1,180 @@
+"""Read a run folder's ``results.jsonl`` into plain Python objects.
+
+The file is written by the harness (issue 4): a ``run`` header line, one ``case`` line per finished
+case (flushed as it finishes), and an optional ``end`` line.  An interrupted run may end in a
+half-written line; it is skipped and counted in ``Run.unreadable_lines`` so nothing that *was*
+finished is lost.  Nothing here interprets numbers beyond reading them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RESULTS_FILE = "results.jsonl"
+
+#: Every outcome the harness may write, in the order a report lists them.
+OUTCOMES: tuple[str, ...] = (
+    "fail", "crash", "timeout", "error", "fixed", "not-on-ep", "inexpressible", "known", "tie-only",
+    "pass",
+)
+#: Outcomes that make a run red: the EP (or the harness) got a case wrong.
+BAD_OUTCOMES = frozenset({"fail", "crash", "timeout", "error"})
+#: Outcomes that count as a pass in JUnit terms.
+PASSING_OUTCOMES = frozenset({"pass", "tie-only"})
+#: Outcomes that are neither pass nor failure: the case did not test the EP.
+SKIPPED_OUTCOMES = frozenset({"not-on-ep", "inexpressible"})
+
+
+@dataclass
+class CaseResult:
+    """One ``case`` line.  ``raw`` keeps the whole line; the attributes are the fields reports use."""
+
+    raw: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return str(self.raw.get("id", ""))
+
+    @property
+    def op(self) -> str:
+        return str(self.raw.get("op", ""))
+
+    @property
+    def dtype(self) -> str:
+        return str(self.raw.get("dtype") or self.tags.get("dtype") or "")
+
+    @property
+    def outcome(self) -> str:
+        return str(self.raw.get("outcome", "error"))
+
+    @property
+    def tags(self) -> dict[str, str]:
+        tags = self.raw.get("tags") or {}
+        return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
+
+    @property
+    def errors(self) -> dict[str, float | None]:
+        errs = self.raw.get("errors") or {}
+        return {k: errs.get(k) for k in ("max_abs", "max_rel", "max_ulp")}
+
+    @property
+    def max_abs(self) -> float | None:
+        v = self.errors["max_abs"]
+        return float(v) if isinstance(v, (int, float)) else None
+
+    @property
+    def message(self) -> str:
+        return str(self.raw.get("message") or "")
+
+    @property
+    def flags(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("flags") or [])
+
+    @property
+    def worst(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("worst") or [])
+
+    @property
+    def placement(self) -> dict[str, str]:
+        return dict(self.raw.get("placement") or {})
+
+    @property
+    def duration_s(self) -> float:
+        v = self.raw.get("duration_s")
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    @property
+    def artifacts(self) -> str | None:
+        return self.raw.get("artifacts") or None
+
+    @property
+    def expected_outcome(self) -> dict[str, Any] | None:
+        return self.raw.get("expected_outcome") or None
+
+
+@dataclass
+class Run:
+    """A whole run: header, cases in file order, optional end line."""
+
+    path: Path
+    header: dict[str, Any]
+    cases: list[CaseResult]
+    end: dict[str, Any] | None = None
+    unreadable_lines: list[int] = field(default_factory=list)
+
+    @property
+    def counts(self) -> Counter:
+        return Counter(c.outcome for c in self.cases)
+
+    @property
+    def interrupted(self) -> bool:
+        """True when the run did not write its end line, or the end line says so."""
+        if self.end is None:
+            return True
+        return bool(self.end.get("interrupted"))
+
+    @property
+    def ep_alias(self) -> str:
+        return str(self.header.get("ep_alias") or self.header.get("ep") or "cpu")
+
+    def by_id(self) -> dict[str, CaseResult]:
+        """Cases keyed by id; if a resumed run wrote a case twice, the last line wins."""
+        return {c.id: c for c in self.cases}
+
+
+class ResultsError(ValueError):
+    """The run folder has no readable results.jsonl; the message says what to do."""
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Read ``run_dir/results.jsonl``.
+
+    Raises ``ResultsError`` when the file is missing or has no run header.  A line that is not
+    JSON (an interrupted write) is skipped and its number kept in ``Run.unreadable_lines``.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / RESULTS_FILE
+    if not path.is_file():
+        raise ResultsError(f"{path} does not exist: pass a folder written by `ep-testbed run --out`.")
+    header: dict[str, Any] | None = None
+    cases: list[CaseResult] = []
+    end = None
+    bad: list[int] = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                bad.append(number)
+                continue
+            if not isinstance(obj, dict):
+                bad.append(number)
+                continue
+            kind = obj.get("type")
+            if kind == "run" and header is None:
+                header = obj
+            elif kind == "case":
+                cases.append(CaseResult(obj))
+            elif kind == "end":
+                end = obj
+            else:
+                bad.append(number)
+    if header is None:
+        raise ResultsError(f"{path} has no run header line ({{\"type\": \"run\", ...}}); "
+                           "it was not written by `ep-testbed run`.")
+    # A resumed run may repeat an id; keep the last result but the first position.
+    seen: dict[str, int] = {}
+    unique: list[CaseResult] = []
+    for c in cases:
+        if c.id in seen:
+            unique[seen[c.id]] = c
+        else:
+            seen[c.id] = len(unique)
+            unique.append(c)
+    return Run(path=run_dir, header=header, cases=unique, end=end, unreadable_lines=bad)

@@ -1,0 +1,56 @@
+"""``render_summary_json``: ``summary.json``, the machine-readable digest of a run.
+
+Keys: ``run`` (the header line as written), ``end`` (the end line or null), ``interrupted``,
+``total``, ``counts`` (every outcome, zeros included), ``bad`` (fail+crash+timeout+error),
+``by_op_dtype`` ({op: {dtype: {outcome: n}}}), ``failing`` (ids of bad cases, most severe first,
+with outcome and max_abs), ``unreadable_lines``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .results import BAD_OUTCOMES, OUTCOMES, load_run
+
+SUMMARY_FILE = "summary.json"
+
+
+def _finite(v: Any) -> Any:
+    """The value with NaN/Inf floats (which JSON cannot hold) replaced by None, recursively."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return v
+
+
+def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
+    """Write ``summary.json`` for ``run_dir`` (default into ``run_dir``) and return its path."""
+    run = load_run(run_dir)
+    counts = run.counts
+    by: dict[str, dict[str, dict[str, int]]] = {}
+    for c in run.cases:
+        cell = by.setdefault(c.op, {}).setdefault(c.dtype, {})
+        cell[c.outcome] = cell.get(c.outcome, 0) + 1
+    bad = [c for c in run.cases if c.outcome in BAD_OUTCOMES]
+    bad.sort(key=lambda c: (OUTCOMES.index(c.outcome), -(c.max_abs or 0.0), c.id))
+    summary = {
+        "run": run.header,
+        "end": run.end,
+        "interrupted": run.interrupted,
+        "total": len(run.cases),
+        "counts": {**{o: counts.get(o, 0) for o in OUTCOMES}, **{o: n for o, n in counts.items() if o not in OUTCOMES}},
+        "bad": len(bad),
+        "by_op_dtype": by,
+        "failing": [{"id": c.id, "op": c.op, "dtype": c.dtype, "outcome": c.outcome,
+                     "max_abs": _finite(c.max_abs)} for c in bad],
+        "unreadable_lines": run.unreadable_lines,
+    }
+    out_path = Path(out) if out is not None else Path(run_dir) / SUMMARY_FILE
+    out_path.write_text(json.dumps(_finite(summary), indent=1, default=str, allow_nan=False) + "\n", encoding="utf-8")
+    return out_path
