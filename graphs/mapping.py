@@ -1,0 +1,122 @@
+"""``Mapping``: the ONNX model of one desc, how to feed it, how to read it back, and its flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping as MappingT, Optional, Sequence, Union
+
+import numpy as np
+import onnx
+
+from reference.descs import Desc
+
+from .flags import Flag, worst_kind
+
+
+@dataclass
+class Port:
+    """One graph input or output: the DML member it carries, its ONNX name, and the
+    conversion between the DML array and the ONNX array (a dtype change of the same values,
+    or a reshape)."""
+
+    member: str
+    onnx_name: str
+    to_onnx: Callable[[np.ndarray], np.ndarray] = lambda a: a
+    from_onnx: Callable[[np.ndarray], np.ndarray] = lambda a: a
+
+
+@dataclass
+class Mapping:
+    """What ``to_onnx(desc)`` returns.
+
+    ``model`` is an ``onnx.ModelProto`` (``None`` when a flag is ``inexpressible``) in which
+    every tensor the DML operator reads enters as a graph input, never as an initializer, so
+    no node that implements the operator can be constant-folded away by ONNX Runtime (helper
+    nodes may read small constant initializers besides a graph input). ``op_nodes`` are the
+    names of the nodes that implement the DML operator (placement must be proven for these);
+    ``helper_nodes`` the Cast/Reshape/Mul/... around them.
+    """
+
+    desc: Desc
+    model: Optional[onnx.ModelProto]
+    flags: list[Flag]
+    op_nodes: list[str] = field(default_factory=list)
+    helper_nodes: list[str] = field(default_factory=list)
+    inputs: list[Port] = field(default_factory=list)
+    output_ports: list[Port] = field(default_factory=list)
+    opset: Optional[int] = None
+
+    @property
+    def expressible(self) -> bool:
+        """False iff some flag is ``inexpressible``."""
+        return not any(f.kind == "inexpressible" for f in self.flags)
+
+    @property
+    def kind(self) -> str:
+        """The worst flag kind: the kind of the case as a whole."""
+        return worst_kind(self.flags)
+
+    def feeds(self, tensors: MappingT[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """ONNX input name -> array, from a dict of DML-named arrays as ``execute`` takes them."""
+        self._require_model()
+        missing = [p.member for p in self.inputs if p.member not in tensors]
+        if missing:
+            raise KeyError(f"feeds: missing DML input(s) {missing}; this desc reads "
+                           f"{[p.member for p in self.inputs]}")
+        return {p.onnx_name: np.ascontiguousarray(p.to_onnx(np.asarray(tensors[p.member]))) for p in self.inputs}
+
+    def outputs(self, onnx_outputs: Union[Sequence[np.ndarray], MappingT[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """DML member name -> array in the desc's data type and sizes, from a session's outputs
+        (a list in session output order, i.e. the model's graph outputs, or a dict by ONNX name)."""
+        self._require_model()
+        if not isinstance(onnx_outputs, MappingT):
+            onnx_outputs = list(onnx_outputs)
+            if len(onnx_outputs) != len(self.output_ports):
+                raise ValueError(f"outputs: expected {len(self.output_ports)} arrays "
+                                 f"({[p.onnx_name for p in self.output_ports]}), got {len(onnx_outputs)}")
+            onnx_outputs = {p.onnx_name: a for p, a in zip(self.output_ports, onnx_outputs)}
+        return {p.member: p.from_onnx(np.asarray(onnx_outputs[p.onnx_name])) for p in self.output_ports}
+
+    def input_flags(self, tensors: MappingT[str, np.ndarray]) -> list[Flag]:
+        """``diverges`` flags for input values ONNX Runtime treats differently from the page
+        (NaN, empty regions under an adaptive count, float32 bin ends...): ``graphs.input_flags``."""
+        from .input_flags import input_flags
+
+        return input_flags(self.desc, tensors)
+
+    @property
+    def onnx_input_names(self) -> list[str]:
+        return [p.onnx_name for p in self.inputs]
+
+    @property
+    def onnx_output_names(self) -> list[str]:
+        return [p.onnx_name for p in self.output_ports]
+
+    def _require_model(self) -> None:
+        if self.model is None:
+            reasons = "; ".join(f"{f.field}={f.value!r}: {f.reason}" for f in self.flags if f.kind == "inexpressible")
+            raise ValueError(f"{self.desc.TYPE} is not expressible in ONNX: {reasons}")
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-safe summary: nodes with attributes, flags (what ``ep-testbed map`` prints)."""
+        nodes = []
+        if self.model is not None:
+            for node in self.model.graph.node:
+                attrs = {a.name: _attr_value(a) for a in node.attribute}
+                nodes.append({"name": node.name, "op_type": node.op_type, "inputs": list(node.input),
+                              "outputs": list(node.output), "attributes": attrs,
+                              "role": "op" if node.name in self.op_nodes else "helper"})
+        return {"type": self.desc.TYPE, "expressible": self.expressible, "kind": self.kind,
+                "opset": self.opset, "ir_version": None if self.model is None else self.model.ir_version,
+                "nodes": nodes, "flags": [f.to_json() for f in self.flags]}
+
+
+def _attr_value(attr: onnx.AttributeProto) -> Any:
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(value).tolist()
+    if isinstance(value, list):
+        return [v.decode() if isinstance(v, bytes) else v for v in value]
+    return value
