@@ -1,7 +1,9 @@
 """The ``ep-testbed`` command line.
 
 Subcommands are added by the modules that own them; each one is a function
-``add_<name>(subparsers)`` that registers its parser with ``func=`` set.
+``add_<name>(subparsers)`` that registers its parser with ``func=`` set. Here: ``reference``,
+``run`` and ``merge``; every ``add_*`` function of ``graphs.cli`` and ``reports.cli`` (when those
+modules exist) is registered too, so their owners need not edit this file.
 """
 
 from __future__ import annotations
@@ -47,10 +49,40 @@ def _run_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_run(subparsers: argparse._SubParsersAction) -> None:
+    from .cli_run import add_run as add
+
+    add(subparsers)
+
+
+def add_merge(subparsers: argparse._SubParsersAction) -> None:
+    from .cli_run import add_merge as add
+
+    add(subparsers)
+
+
+#: Modules of other folders whose ``add_*`` functions register more subcommands, if present.
+PLUGIN_MODULES = ("graphs.cli", "reports.cli")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
     parser = argparse.ArgumentParser(prog="ep-testbed", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     add_reference(sub)
+    add_run(sub)
+    add_merge(sub)
+    for name in PLUGIN_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        for attr in sorted(dir(module)):
+            if attr.startswith("add_") and callable(getattr(module, attr)):
+                getattr(module, attr)(sub)
     return parser
 
 

@@ -3,15 +3,23 @@
 A file holds a list of expectations, each::
 
     {"id": "roi_pooling/*",            # fnmatch pattern over case ids (case-sensitive)
-     "tags": {"dtype": "FLOAT32"},     # optional: every listed tag must equal the case's
+     "tags": {"dtype": "float32"},     # optional: every listed tag must equal the case's
+     "flags": [{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}],
+                                       # optional: the mapper must have raised each of these flags
+                                       # (only the keys given are compared)
      "outcome": "fail",                # or a list, e.g. ["fail", "crash"]
+     "strict": true,                   # optional, default true (see below)
      "reason": "one sentence: what differs and why",
-     "link": "https://github.com/... (the public issue)"}
+     "link": "https://github.com/... (the public issue, or the source line when there is none)"}
 
 The first expectation that matches a case applies. A case whose outcome is one it expects
 becomes ``known``; one that passes (``pass``/``tie-only``) becomes ``fixed`` -- counted as a
-failure, like a strict xfail, so a fix is noticed and the entry removed; any other outcome
-stays as it is (a crash where a numeric failure was expected is news).
+failure, like a strict xfail, so a fix is noticed and the entry removed -- unless the entry
+says ``"strict": false`` (a divergence that only some inputs reveal), where a pass stays a
+pass. Any other outcome stays as it is (a crash where a numeric failure was expected is news).
+
+Entries with ``flags`` can only be decided once the case has been mapped, i.e. on its result
+line; ``match`` without flags treats them as not matching.
 """
 
 from __future__ import annotations
@@ -36,16 +44,26 @@ class Expectation:
     reason: str
     link: str
     tags: tuple[tuple[str, str], ...] = ()
+    flags: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    strict: bool = True
 
-    def matches(self, case_id: str, tags: Mapping[str, str] | None = None) -> bool:
+    def matches(self, case_id: str, tags: Mapping[str, str] | None = None,
+                flags: list[Mapping[str, Any]] | None = None) -> bool:
         if not fnmatch.fnmatchcase(case_id, self.id):
             return False
         tags = tags or {}
-        return all(str(tags.get(k)) == v for k, v in self.tags)
+        if not all(str(tags.get(k)) == v for k, v in self.tags):
+            return False
+        if self.flags:
+            if flags is None:
+                return False
+            return all(any(all(f.get(k) == v for k, v in wanted) for f in flags) for wanted in self.flags)
+        return True
 
     def to_json(self) -> dict[str, Any]:
         outcome: Any = self.outcome[0] if len(self.outcome) == 1 else list(self.outcome)
-        return {"outcome": outcome, "reason": self.reason, "link": self.link, "pattern": self.id}
+        return {"outcome": outcome, "reason": self.reason, "link": self.link, "pattern": self.id,
+                "strict": self.strict}
 
 
 class Expectations:
@@ -55,11 +73,17 @@ class Expectations:
         self.entries = list(entries)
         self.source = source
 
-    def match(self, case_id: str, tags: Mapping[str, str] | None = None) -> Expectation | None:
+    def match(self, case_id: str, tags: Mapping[str, str] | None = None,
+              flags: list[Mapping[str, Any]] | None = None) -> Expectation | None:
         for entry in self.entries:
-            if entry.matches(case_id, tags):
+            if entry.matches(case_id, tags, flags):
                 return entry
         return None
+
+    def may_match(self, case_id: str, tags: Mapping[str, str] | None = None) -> bool:
+        """Whether some entry matches on id and tags (its flags, if any, unknown yet)."""
+        return any(fnmatch.fnmatchcase(case_id, e.id) and e.matches(case_id, tags, [dict(f) for f in e.flags])
+                   for e in self.entries)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -72,7 +96,7 @@ def apply(outcome: str, expectation: Expectation | None) -> str:
     if outcome in expectation.outcome:
         return "known"
     if outcome in PASSING:
-        return "fixed"
+        return "fixed" if expectation.strict else outcome
     return outcome
 
 
@@ -95,8 +119,14 @@ def parse(data: Any, source: str = "<expectations>") -> Expectations:
         if bad:
             raise ValueError(f"{where}: outcome {bad[0]!r} is not one of {', '.join(EXPECTABLE)}")
         tags = item.get("tags") or {}
+        flags = item.get("flags") or []
+        if not isinstance(flags, list) or not all(isinstance(f, dict) and f for f in flags):
+            raise ValueError(f"{where}: flags must be a list of objects like "
+                             '{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}')
         entries.append(Expectation(id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
-                                   tags=tuple(sorted((str(k), str(v)) for k, v in tags.items()))))
+                                   tags=tuple(sorted((str(k), str(v)) for k, v in tags.items())),
+                                   flags=tuple(tuple(sorted(f.items())) for f in flags),
+                                   strict=bool(item.get("strict", True))))
     return Expectations(entries, source)
 
 

@@ -107,16 +107,18 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
 
         def policy_for(case: Any) -> ArtifactPolicy:
             threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
-            return ArtifactPolicy(force=expectations.match(case.id, case.tags) is not None, threshold=threshold)
+            return ArtifactPolicy(force=expectations.may_match(case.id, case.tags), threshold=threshold)
 
         by_id = {case.id: case for case in todo}
         try:
             for line in _execute(todo, config, options, policy_for):
                 case = by_id[line["id"]]
-                expectation = expectations.match(case.id, getattr(case, "tags", None))
+                if line["outcome"] in ("crash", "timeout"):
+                    _offline_artifacts(case, config, line)  # also fills in the mapper's flags
+                expectation = expectations.match(case.id, getattr(case, "tags", None), line["flags"])
                 line["expected_outcome"] = expectation.to_json() if expectation else None
                 line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
-                if line["artifacts"] is None and line["outcome"] in ("crash", "timeout", "known", "fixed"):
+                if line["artifacts"] is None and line["outcome"] in ("known", "fixed"):
                     _offline_artifacts(case, config, line)
                 if line["outcome"] in ("pass", "tie-only") and severity(line) > 0 and options.keep_worst:
                     heapq.heappush(worst, severity(line))

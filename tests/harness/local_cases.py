@@ -118,3 +118,13 @@ def to_onnx_wrong_indices(desc, opset=None):
 
     mapping.outputs = shifted
     return mapping
+
+
+def build_catalog(ops=None, seed=0, count=12):
+    """A small catalog of MaxPool cases with the catalog's signature (for CLI tests)."""
+    cases = []
+    for i in range(count):
+        window = (3, 3) if i % 3 == 2 else (2, 2)
+        cases.append(max_pool_case(f"max_pooling2/local-w{window[0]}-{i:02d}", shape=(1, 2, 7, 7), window=window,
+                                   strides=(1, 1) if i % 2 else (2, 2), seed=seed * 1000 + i, ties=bool(i % 2)))
+    return cases

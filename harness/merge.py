@@ -1,0 +1,105 @@
+"""``ep-testbed merge RUN... --out DIR``: shards' results joined into one run.
+
+The merged ``results.jsonl`` has one run header (the shards' common facts, ``case_count`` the
+sum, ``shards`` listing where each part ran), every case line once (sorted by id), their case
+folders copied, and an ``end`` line with the counts -- so reports read it exactly as they read
+an unsharded run. Shards must agree on EP, ONNX Runtime flavour and version, seed and
+tolerances; a case id in two shards, or a missing shard of a ``K/N`` split, is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Sequence
+
+from .results import RESULTS_FILE, ResultsWriter, count_outcomes, end_record
+
+#: Header keys every shard must share.
+MUST_AGREE = ("ep", "ort_flavour", "ort_version", "seed", "tolerances", "session_options")
+
+
+class MergeError(ValueError):
+    """The runs cannot be merged (the message says which run and which key)."""
+
+
+def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = False,
+               command: str = "") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Merge ``run_dirs`` into ``out_dir``; returns (header, case lines)."""
+    from .results import read_run
+
+    if not run_dirs:
+        raise MergeError("merge: give at least one run folder")
+    runs = []
+    for run_dir in run_dirs:
+        path = os.path.join(run_dir, RESULTS_FILE)
+        if not os.path.exists(path):
+            raise MergeError(f"merge: {path} does not exist")
+        header, cases, end = read_run(run_dir)
+        if header is None:
+            raise MergeError(f"merge: {path} has no run header line")
+        runs.append((run_dir, header, cases, end))
+
+    first_dir, first, _, _ = runs[0]
+    for run_dir, header, _, _ in runs[1:]:
+        for key in MUST_AGREE:
+            if header.get(key) != first.get(key):
+                raise MergeError(f"merge: {run_dir} has {key} = {header.get(key)!r}, {first_dir} has {first.get(key)!r}")
+
+    _check_shards(runs, allow_partial)
+    seen: dict[str, str] = {}
+    lines: list[dict[str, Any]] = []
+    for run_dir, _, cases, _ in runs:
+        for line in cases:
+            if line["id"] in seen:
+                raise MergeError(f"merge: case {line['id']!r} is in both {seen[line['id']]} and {run_dir}")
+            seen[line["id"]] = run_dir
+            lines.append(line)
+    lines.sort(key=lambda line: line["id"])
+
+    os.makedirs(out_dir, exist_ok=True)
+    target = os.path.join(out_dir, RESULTS_FILE)
+    if os.path.exists(target):
+        raise MergeError(f"merge: {target} exists; choose an empty --out")
+    for line in lines:
+        if line.get("artifacts"):
+            src = os.path.join(seen[line["id"]], line["artifacts"])
+            if os.path.isdir(src):
+                shutil.copytree(src, os.path.join(out_dir, line["artifacts"]), dirs_exist_ok=True)
+
+    header = {key: value for key, value in first.items() if key not in ("shard", "command")}
+    header.update(
+        command=command or first.get("command", ""),
+        started=min(h.get("started", "") for _, h, _, _ in runs),
+        case_count=sum(int(h.get("case_count") or 0) for _, h, _, _ in runs),
+        shards=[{"run": os.path.abspath(d), "shard": h.get("shard"), "case_count": h.get("case_count"),
+                 "command": h.get("command"), "machine": h.get("machine"), "started": h.get("started")}
+                for d, h, _, _ in runs])
+    interrupted = any(end is None or end.get("interrupted") for _, _, _, end in runs)
+    with ResultsWriter(out_dir) as writer:
+        writer.write(header)
+        for line in lines:
+            writer.write(line)
+        end = end_record(count_outcomes(lines), interrupted)
+        end["finished"] = max((e or {}).get("finished", "") for _, _, _, e in runs) or end["finished"]
+        writer.write(end)
+    return header, lines
+
+
+def _check_shards(runs: list, allow_partial: bool) -> None:
+    shards = [h.get("shard") for _, h, _, _ in runs]
+    if not any(shards):
+        return
+    if not all(shards):
+        raise MergeError("merge: some runs are shards (--shard K/N) and some are not")
+    totals = {s.split("/")[1] for s in shards}
+    if len(totals) != 1:
+        raise MergeError(f"merge: runs come from different splits: {sorted(set(shards))}")
+    total = int(totals.pop())
+    present = sorted(int(s.split("/")[0]) for s in shards)
+    if len(set(present)) != len(present):
+        raise MergeError(f"merge: a shard is given twice: {sorted(shards)}")
+    missing = sorted(set(range(1, total + 1)) - set(present))
+    if missing and not allow_partial:
+        raise MergeError(f"merge: shard(s) {', '.join(f'{k}/{total}' for k in missing)} missing "
+                         "(pass --allow-partial to merge anyway)")

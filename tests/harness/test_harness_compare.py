@@ -1,0 +1,162 @@
+"""The tolerance rule and the comparison: every branch of harness/tolerances.py's rule.
+
+Expected values here are built from the rule's own definition (e.g. "the next float32 after
+1.0 is one ULP away", numpy.nextafter), not copied from a run.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.compare import compare_outputs, ulp_distance
+from harness.tolerances import DEFAULT_TOLERANCES, Tolerance, Tolerances, load_tolerances
+
+EXACT_FLOATS = Tolerances({"FLOAT32": Tolerance(), "FLOAT16": Tolerance()})
+
+
+def out(x):
+    return {"OutputTensor": np.asarray(x)}
+
+
+def test_ulp_distance_counts_representable_values_and_ignores_zero_sign():
+    one = np.float32(1.0)
+    steps = np.array([one, np.nextafter(one, np.float32(2)), np.nextafter(np.nextafter(one, np.float32(2)), np.float32(2))])
+    assert ulp_distance(steps, np.full(3, one)).tolist() == [0, 1, 2]
+    assert ulp_distance(np.array([0.0], np.float32), np.array([-0.0], np.float32)).tolist() == [0]
+    smallest = np.array([np.float32(1e-45)])  # the smallest subnormal, one step above +0
+    assert ulp_distance(smallest, -smallest).tolist() == [2]  # across zero: -min, (-)0, +min
+    half = np.array([1.0], np.float16)
+    assert ulp_distance(np.nextafter(half, np.float16(2)), half).tolist() == [1]
+
+
+def test_exact_match_passes_with_zero_errors():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    c = compare_outputs(out(x), out(x.copy()), Tolerances.defaults())
+    assert c.passed and c.mismatches == 0 and c.compared == 6
+    assert c.errors() == {"max_abs": 0.0, "max_rel": 0.0, "max_ulp": 0.0}
+    assert c.worst == []
+
+
+def test_ulp_budget_alone_accepts_a_few_ulp_and_rejects_more():
+    e = np.full(4, 1000.0, np.float32)
+    a = e.copy()
+    for _ in range(3):
+        a = np.nextafter(a, np.float32(np.inf))
+    only_ulp = Tolerances({"FLOAT32": Tolerance(atol=0, rtol=0, ulp=3)})
+    assert compare_outputs(out(e), out(a), only_ulp).passed
+    a4 = np.nextafter(a, np.float32(np.inf))
+    c = compare_outputs(out(e), out(a4), only_ulp)
+    assert not c.passed and c.mismatches == 4 and c.max_ulp == 4
+
+
+def test_abs_rel_formula_is_atol_plus_rtol_times_expected():
+    tol = Tolerances({"FLOAT32": Tolerance(atol=0.5, rtol=0.1, ulp=None)})
+    e = np.array([10.0, 10.0], np.float32)
+    a = np.array([11.5, 11.51], np.float32)  # bound is 0.5 + 0.1*10 = 1.5
+    c = compare_outputs(out(e), out(a), tol)
+    assert c.mismatches == 1
+    assert c.worst[0]["index"] == [1] and c.worst[0]["failed"] is True
+    assert c.max_rel == pytest.approx(0.151, rel=1e-3)
+
+
+def test_nan_and_inf_rules():
+    e = np.array([np.nan, np.inf, -np.inf, 1.0, 2.0, np.nan], np.float32)
+    a = np.array([np.nan, np.inf, -np.inf, np.nan, np.inf, 0.0], np.float32)
+    c = compare_outputs(out(e), out(a), Tolerances.defaults())
+    # positions 0-2 agree; 3 (NaN for 1), 4 (inf for 2) and 5 (number for NaN) fail
+    assert c.mismatches == 3
+    assert sorted(w["index"][0] for w in c.worst if w["failed"]) == [3, 4, 5]
+    assert c.max_abs == math.inf
+    inf_sign = compare_outputs(out(np.array([np.inf], np.float32)), out(np.array([-np.inf], np.float32)),
+                               Tolerances.defaults())
+    assert inf_sign.mismatches == 1
+
+
+def test_worst_elements_are_sorted_and_positioned():
+    e = np.zeros((2, 3), np.float32)
+    a = e.copy()
+    a[1, 2] = 5.0
+    a[0, 1] = 3.0
+    a[1, 0] = 1e-7  # within tolerance, still listed after the failures
+    c = compare_outputs(out(e), out(a), Tolerances.defaults())
+    assert c.mismatches == 2
+    assert [w["index"] for w in c.worst] == [[1, 2], [0, 1], [1, 0]]
+    assert c.worst[0] == {"output": "OutputTensor", "index": [1, 2], "expected": 0.0, "actual": 5.0,
+                          "abs": 5.0, "failed": True, "ulp": c.worst[0]["ulp"]}
+
+
+def test_fp16_uses_its_own_default_tolerance():
+    e = np.array([1.0], np.float16)
+    two_ulp = np.nextafter(np.nextafter(e, np.float16(2)), np.float16(2))
+    assert compare_outputs(out(e), out(two_ulp), Tolerances.defaults()).passed  # 2 ulp = 0.00195 < atol 5e-3
+    far = np.array([1.01], np.float16)
+    assert not compare_outputs(out(e), out(far), Tolerances.defaults()).passed
+
+
+def test_integer_outputs_are_exact_by_default():
+    e = np.array([1, 2, 3], np.int32)
+    c = compare_outputs(out(e), out(np.array([1, 2, 4], np.int32)), Tolerances.defaults())
+    assert c.mismatches == 1 and c.max_abs == 1.0 and c.max_ulp is None
+
+
+def test_structural_problems_fail_the_case():
+    e = np.zeros(3, np.float32)
+    assert compare_outputs(out(e), out(np.zeros(4, np.float32)), Tolerances.defaults()).problems
+    assert compare_outputs(out(e), out(np.zeros(3, np.float16)), Tolerances.defaults()).problems
+    missing = compare_outputs(out(e), {}, Tolerances.defaults())
+    assert not missing.passed and "missing" in missing.summary()
+
+
+def _pool_outputs(x, index):
+    return {"OutputTensor": np.array([x.ravel()[index]], x.dtype), "OutputIndicesTensor": np.array([index], np.uint64)}
+
+
+def test_index_pointing_at_an_equal_maximum_is_a_tie_not_a_failure():
+    x = np.array([[1.0, 7.0], [7.0, 2.0]], np.float32)  # one window, the max 7 at flat 1 and 2
+    expected = _pool_outputs(x, 1)
+    actual = _pool_outputs(x, 2)
+    c = compare_outputs(expected, actual, Tolerances.defaults(), {"InputTensor": x})
+    assert c.passed and c.ties == 1 and c.mismatches == 0
+    assert c.worst[0]["tie"] is True and c.worst[0]["failed"] is False
+
+
+def test_index_pointing_at_a_smaller_element_or_outside_fails():
+    x = np.array([[1.0, 7.0], [7.0, 2.0]], np.float32)
+    expected = _pool_outputs(x, 1)
+    wrong = {"OutputTensor": expected["OutputTensor"], "OutputIndicesTensor": np.array([3], np.uint64)}
+    c = compare_outputs(expected, wrong, Tolerances.defaults(), {"InputTensor": x})
+    assert c.mismatches == 1 and c.ties == 0
+    outside = {"OutputTensor": expected["OutputTensor"], "OutputIndicesTensor": np.array([99], np.uint64)}
+    assert compare_outputs(expected, outside, Tolerances.defaults(), {"InputTensor": x}).mismatches == 1
+    no_inputs = compare_outputs(expected, _pool_outputs(x, 2), Tolerances.defaults())
+    assert no_inputs.mismatches == 1  # without the input a tie cannot be shown
+
+
+def test_nan_maximum_ties_with_another_nan():
+    x = np.array([np.nan, np.nan], np.float32)
+    expected = {"OutputTensor": np.array([np.nan], np.float32), "OutputIndicesTensor": np.array([0], np.uint64)}
+    actual = {"OutputTensor": np.array([np.nan], np.float32), "OutputIndicesTensor": np.array([1], np.uint64)}
+    c = compare_outputs(expected, actual, Tolerances.defaults(), {"InputTensor": x})
+    assert c.passed and c.ties == 1
+
+
+def test_tolerance_overrides_and_their_errors():
+    t = Tolerances.defaults().override("fp16:atol=0.1,ulp=8")
+    assert t.for_dtype("FLOAT16") == Tolerance(atol=0.1, rtol=DEFAULT_TOLERANCES["FLOAT16"].rtol, ulp=8)
+    assert t.for_dtype("FLOAT32") == DEFAULT_TOLERANCES["FLOAT32"]
+    assert t.override("int32:atol=1").for_dtype("INT32") == Tolerance(atol=1.0)
+    for bad in ("fp16", "fp16:atol", "fp16:speed=1", "fp16:atol=x", "fp16:atol=-1"):
+        with pytest.raises(ValueError, match="--tol"):
+            Tolerances.defaults().override(bad)
+
+
+def test_tolerance_file_round_trips(tmp_path):
+    t = Tolerances.defaults().override("fp32:rtol=0.5")
+    path = tmp_path / "tol.json"
+    import json
+
+    path.write_text(json.dumps(t.to_json()))
+    loaded = load_tolerances(str(path), ["fp16:ulp=none"])
+    assert loaded.for_dtype("FLOAT32").rtol == 0.5
+    assert loaded.for_dtype("FLOAT16").ulp is None
