@@ -82,8 +82,8 @@ def _roi_align(d: RoiAlign1Desc, rois: np.ndarray) -> list[Flag]:
                               "MinimumSamplesPerOutput"))
             break
         ratios = (size_x / ow, size_y / oh)
-        if any(abs(r - round(r)) < 1e-4 and r > 0.5 for r in ratios):
-            flags.append(Flag("ROITensor", row.tolist(), "diverges", "size/output is within 1e-4 of a whole number: "
+        if any(0 < abs(r - round(r)) < 1e-4 and r > 0.5 for r in ratios):
+            flags.append(Flag("ROITensor", row.tolist(), "diverges", "size/output is within 1e-4 of a whole number (not one): "
                               "ORT's float32 ceil may pick one sample more or fewer than the float64 reference"))
             break
     return flags

@@ -47,11 +47,11 @@ def map_max_pooling2(desc: MaxPooling2Desc, opset: int) -> Mapping:
                           "Cast back; a max only selects, so nothing rounds"))
     flags.append(Flag("OutputTensor.DataType", d.output_tensor.data_type, flags[-1].kind, "the same type as InputTensor"))
     flags.append(Flag("InputTensor.Sizes", list(d.input_tensor.sizes), "exact",
-                      f"X is {d.input_tensor.dimension_count}-D"))
+                      f"X is {d.input_tensor.dimension_count}-D: {{N, C, spatial...}} as the page's"))
     flags.append(Flag("OutputTensor.Sizes", list(d.output_tensor.sizes), "exact",
                       "ceil_mode=0: ONNX's floor formula with the dilated window, as the reference reads the page"))
     flags.append(Flag("DimensionCount", d.dimension_count, "exact", f"len(kernel_shape) = {d.dimension_count}"))
-    flags.append(Flag("Strides", list(d.strides), "exact", f"strides={list(d.strides)}"))
+    flags.append(Flag("Strides", list(d.strides), "exact", f"strides={list(d.strides)}, one per spatial axis"))
     flags.append(Flag("WindowSize", list(d.window_size), "exact", f"kernel_shape={list(d.window_size)}"))
     big_pads = [i for i in range(d.dimension_count)
                 if d.start_padding[i] >= d.window_size[i] or d.end_padding[i] >= d.window_size[i]]
@@ -66,7 +66,7 @@ def map_max_pooling2(desc: MaxPooling2Desc, opset: int) -> Mapping:
     if has_dilation:
         flags.append(Flag("Dilations", list(d.dilations), "exact", f"dilations={list(d.dilations)} (opset >= 10)"))
     else:
-        flags.append(Flag("Dilations", list(d.dilations), "exact", "dilations of 1"))
+        flags.append(Flag("Dilations", list(d.dilations), "exact", "dilations of 1, ONNX's default"))
     oi = d.output_indices_tensor
     if oi is None:
         flags.append(Flag("OutputIndicesTensor", None, "exact",

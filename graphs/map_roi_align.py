@@ -107,7 +107,7 @@ def map_roi_align(desc: RoiAlignDesc | RoiAlign1Desc, opset: int) -> Mapping:
         flags.append(Flag(f"{member}.DataType", t.data_type, "exact",
                           "RoiAlign T1 holds float32 and float16 (ORT's CPU kernel runs float16 as float32 between "
                           "Casts it inserts)"))
-    flags.append(Flag("InputTensor.Sizes", list(d.input_tensor.sizes), "exact", "X is {N, C, H, W}"))
+    flags.append(Flag("InputTensor.Sizes", list(d.input_tensor.sizes), "exact", "X is {N, C, H, W} as on the page"))
     if d.roi_tensor.dimension_count == 2:
         flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "exact", "rois is {NumROIs, 4}"))
     else:
@@ -137,7 +137,8 @@ def map_roi_align(desc: RoiAlignDesc | RoiAlign1Desc, opset: int) -> Mapping:
     reduction_max = d.reduction_function == "MAX"
     max_kind = None
     if not reduction_max:
-        flags.append(Flag("ReductionFunction", "AVERAGE", "exact", 'mode="avg"'))
+        flags.append(Flag("ReductionFunction", "AVERAGE", "exact", 'mode="avg": the mean of the samples of each '
+                          "output element"))
     elif fixed and n == 1:
         max_kind = "single"
         flags.append(Flag("ReductionFunction", "MAX", "composed", 'mode="avg" with sampling_ratio=1: the max of '

@@ -29,7 +29,7 @@ def map_roi_pooling(desc: RoiPoolingDesc, opset: int) -> Mapping:
                           "MaxRoiPool T holds float32 and float16 (ORT's CPU kernel runs float16 as float32 between "
                           "Casts it inserts)"))
         flags.append(strides_flag(member, t))
-    flags.append(Flag("InputTensor.Sizes", list(d.input_tensor.sizes), "exact", "X is {N, C, H, W}"))
+    flags.append(Flag("InputTensor.Sizes", list(d.input_tensor.sizes), "exact", "X is {N, C, H, W} as on the page"))
     flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "composed",
                       "a Reshape of {1, 1, NumROIs, 5} to ONNX's {NumROIs, 5} (same data order)"))
     flags.append(Flag("OutputTensor.Sizes", list(d.output_tensor.sizes), "exact", "Y is {NumROIs, C, PH, PW}"))

@@ -1,0 +1,78 @@
+"""ONNX's own backend node test cases for RoiAlign and MaxPool, read through ``from_onnx``.
+
+``onnx.backend.test.case.node.collect_testcases`` (shipped in the onnx wheel) builds each
+case's one-node model with its input and expected output arrays. ``onnx_backend_cases()``
+imports every RoiAlign/MaxPool case in ``spec`` mode, so that the tests can run the DML desc
+through ``reference.execute`` and compare with ONNX's expected outputs. Where the desc cannot
+mean the same as ONNX, the case says so in ``known_difference`` (documented reasons below).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import onnx
+
+from .from_onnx import Imported, import_node
+
+OPS = ("RoiAlign", "MaxPool")
+
+#: Cases where ONNX's meaning and the nearest DML desc differ, and why.
+KNOWN_DIFFERENCES: dict[str, str] = {
+    "test_roialign_mode_max": "ONNX's RoiAlign mode=\"max\" (its reference implementation and ORT) takes the max "
+                              "of the four weighted corner terms of each bilinear sample, DML's MAX the max of the "
+                              "interpolated samples (semantics.md 2.2.2 item 1; onnx issue #4764)",
+}
+
+
+@dataclass
+class BackendCase:
+    name: str
+    node: onnx.NodeProto
+    opset: int
+    inputs: list[np.ndarray]          # in node input order
+    expected: list[np.ndarray]        # in node output order
+    imported: Optional[Imported]      # None if the node has no DML desc (import_error says why)
+    import_error: Optional[str]
+    atol: float
+    rtol: float
+    known_difference: Optional[str]
+
+
+@functools.lru_cache(maxsize=1)
+def _collect() -> tuple:
+    from onnx.backend.test.case import node as node_cases
+
+    # collect_testcases imports every op's case module once (and warns about unrelated ops)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        return tuple(c for c in node_cases.collect_testcases(None) if c.model.graph.node[0].op_type in OPS)
+
+
+def onnx_backend_cases() -> list[BackendCase]:
+    """Every ONNX backend node case of RoiAlign and MaxPool, imported in ``spec`` mode."""
+    out, seen = [], set()
+    for case in _collect():
+        if case.name in seen:
+            continue
+        seen.add(case.name)
+        model = case.model
+        node = model.graph.node[0]
+        opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+        inputs, expected = case.data_sets[0]
+        inputs = [np.asarray(a) for a in inputs]
+        expected = [np.asarray(a) for a in expected]
+        try:
+            imported = import_node(node, [a.shape for a in inputs], [a.dtype for a in inputs], "spec", opset)
+            error = None
+        except ValueError as e:
+            imported, error = None, str(e)
+        out.append(BackendCase(case.name, node, opset, inputs, expected, imported, error, case.atol, case.rtol,
+                               KNOWN_DIFFERENCES.get(case.name)))
+    return out

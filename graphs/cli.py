@@ -1,0 +1,78 @@
+"""The library side of ``ep-testbed map`` and ``ep-testbed gen`` (the CLI lives in harness)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+import onnx
+
+from reference import desc_from_dml, desc_to_dml, execute
+
+from .catalog import build_catalog
+from .to_onnx import to_onnx
+
+
+def safe_id(case_id: str) -> str:
+    """A case id as a folder name: ``roi_align1/avg-fp16`` -> ``roi_align1__avg-fp16``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", case_id.replace("/", "__"))
+
+
+def cli_map(desc_json_path: Union[str, Path], opset: Optional[int] = None) -> str:
+    """The text ``ep-testbed map desc.json`` prints: the ONNX nodes with their attributes and
+    every field's flag. Raises ``reference.DescError`` / ``graphs.OpsetError`` for bad input
+    (the CLI prints their message)."""
+    with open(desc_json_path, encoding="utf-8") as f:
+        data = json.load(f)
+    desc = desc_from_dml(data)
+    mapping = to_onnx(desc, opset)
+    info = mapping.describe()
+    lines = [f"{desc.TYPE}: {info['kind']}" + ("" if mapping.expressible else " (no ONNX model)")]
+    if mapping.model is not None:
+        lines.append(f"ONNX model: opset {info['opset']}, IR version {info['ir_version']}, "
+                     f"inputs {mapping.onnx_input_names}, outputs {mapping.onnx_output_names}")
+        for node in info["nodes"]:
+            attrs = ", ".join(f"{k}={v!r}" for k, v in sorted(node["attributes"].items()))
+            lines.append(f"  [{node['role']:6}] {node['name']}: {node['op_type']}({', '.join(node['inputs'])}) -> "
+                         f"{', '.join(node['outputs'])}" + (f"  {{{attrs}}}" if attrs else ""))
+    lines.append("Flags:")
+    width = max(len(f.field) for f in mapping.flags)
+    for f in mapping.flags:
+        lines.append(f"  {f.kind:13} {f.field:{width}} = {json.dumps(f.to_json()['value'])}: {f.reason}")
+    return "\n".join(lines) + "\n"
+
+
+def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]:
+    """Write every catalog case of ``op`` (``roi_pooling``, ``max_pooling2``, ``roi_align``,
+    ``roi_align1``) under ``out_dir/<safe id>/``: ``desc.json`` (DML spelling), ``flags.json``,
+    ``inputs.npz`` (ONNX input names; DML member names when the desc is inexpressible),
+    ``expected.npz`` (DML output names, from the reference) and ``model.onnx`` (when
+    expressible). Also ``out_dir/cases.json``, the index. Returns the case folders."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    folders, index = [], []
+    for case in build_catalog([op], seed):
+        folder = out / safe_id(case.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        mapping = to_onnx(case.desc, case.opset)
+        tensors = case.inputs()
+        with open(folder / "desc.json", "w", encoding="utf-8") as f:
+            json.dump(desc_to_dml(case.desc), f, indent=2)
+        with open(folder / "flags.json", "w", encoding="utf-8") as f:
+            json.dump({"id": case.id, "kind": mapping.kind, "tags": case.tags,
+                       "flags": [fl.to_json() for fl in mapping.flags],
+                       "input_flags": [fl.to_json() for fl in mapping.input_flags(tensors)]}, f, indent=2)
+        if mapping.model is not None:
+            onnx.save(mapping.model, folder / "model.onnx")
+            np.savez(folder / "inputs.npz", **mapping.feeds(tensors))
+        else:
+            np.savez(folder / "inputs.npz", **tensors)
+        np.savez(folder / "expected.npz", **execute(case.desc, tensors))
+        folders.append(folder)
+        index.append({"id": case.id, "folder": folder.name, "kind": mapping.kind, "tags": case.tags})
+    with open(out / "cases.json", "w", encoding="utf-8") as f:
+        json.dump({"op": op, "seed": seed, "cases": index}, f, indent=2)
+    return folders
