@@ -98,9 +98,14 @@ def load_artifacts(folder: Path) -> CaseArtifacts:
     return art
 
 
-def _attribute_text(value: Any) -> str:
+def _attribute_text(value: Any, op_type: str = "", name: str = "") -> str:
     import onnx
 
+    if op_type == "Cast" and name == "to" and isinstance(value, int):
+        try:
+            return f"{value} ({onnx.TensorProto.DataType.Name(value)})"
+        except ValueError:
+            return str(value)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, onnx.TensorProto):
@@ -130,7 +135,8 @@ def summarize_model(path: Path) -> ModelSummary:
         OnnxNode(
             name=n.name, op_type=n.op_type, domain=n.domain or "ai.onnx",
             inputs=list(n.input), outputs=list(n.output),
-            attributes=[(a.name, _attribute_text(helper.get_attribute_value(a))) for a in n.attribute],
+            attributes=[(a.name, _attribute_text(helper.get_attribute_value(a), n.op_type, a.name))
+                        for a in n.attribute],
         )
         for n in model.graph.node
     ]

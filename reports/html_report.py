@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 from . import images
 from .artifacts import CaseArtifacts, IndexMismatch, load_artifacts, resolve_folder, index_mismatches
-from .matrix import build_matrix
+from .matrix import Matrix, build_matrix, case_fields
 from .rendering import environment, script_json, short_op
 from .repro import MAX_INLINE_BUNDLE, build_bundle
 from .results import BAD_OUTCOMES, OUTCOMES, PASSING_OUTCOMES, SKIPPED_OUTCOMES, CaseResult, Run, load_run
@@ -93,17 +94,30 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     return detail
 
 
-def _table_rows(cases: list[CaseResult], anchors: dict[str, str]) -> list[list[Any]]:
-    """Compact rows for report.js: [id, op, dtype, outcome, max_abs, max_rel, max_ulp, s, anchor, message, tags]."""
+def _table_number(v: Any) -> float | str | None:
+    """A number for the JSON case table; NaN/Inf (which JSON lacks) as "NaN"/"Inf", read by report.js."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Inf" if v > 0 else "-Inf"
+    return v
+
+
+def _table_rows(cases: list[CaseResult], anchors: dict[str, str], matrix: Matrix) -> list[list[Any]]:
+    """Compact rows for report.js: [id, op, dtype, outcome, max_abs, max_rel, max_ulp, s, anchor, message,
+    fields], where fields holds the tags and the DML fields the by-field matrix links filter on."""
     rows = []
     for c in cases:
+        shown = matrix.keys_for(c.op)
+        fields = {k: v for k, v in case_fields(c).items() if k in shown or k in c.tags}
         e = c.errors
         rows.append([
             c.id, short_op(c.op), c.dtype, c.outcome,
-            *(v if isinstance(v, (int, float)) and v == v and abs(v) != float("inf") else None
-              for v in (e["max_abs"], e["max_rel"], e["max_ulp"])),
+            *(_table_number(e[k]) for k in ("max_abs", "max_rel", "max_ulp")),
             round(c.duration_s, 4), anchors.get(c.id), c.message[:160],
-            c.tags,
+            fields,
         ])
     return rows
 
@@ -124,6 +138,7 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
     details = [_build_detail(run, c, anchors[c.id], i < max_pictures) for i, c in enumerate(shown)]
     counts = run.counts
     header = run.header
+    matrix = build_matrix(run.cases)
     context = {
         "run": run,
         "header": header,
@@ -135,11 +150,11 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "bad": sum(counts.get(o, 0) for o in BAD_OUTCOMES),
         "passed": sum(counts.get(o, 0) for o in PASSING_OUTCOMES),
         "skipped": sum(counts.get(o, 0) for o in SKIPPED_OUTCOMES),
-        "matrix": build_matrix(run.cases),
+        "matrix": matrix,
         "details": details,
         "not_detailed": len(chosen) - len(shown),
         "max_pictures": max_pictures,
-        "rows": script_json(_table_rows(run.cases, anchors)),
+        "rows": script_json(_table_rows(run.cases, anchors, matrix)),
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),
         "error_legend": images.legend_uri(images.ERROR_MAP),

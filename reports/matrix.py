@@ -1,8 +1,12 @@
-"""The summary matrices: outcome counts per (op, dtype) and per (op, tag value).
+"""The summary matrices: outcome counts per (op, dtype) and per (op, field value).
 
-A cell is a Counter of outcomes plus the filter that lists its cases in the case table.  Tags that
-are constant within an op, or take more than ``MAX_TAG_VALUES`` values (a per-case id, a seed),
-say nothing about where failures cluster and are left out.
+A case's "fields" are its catalog tags (family, ...) plus every DML field the mapper flagged, with
+its value (each result line carries the mapper's flags, one per desc field: ``ReductionFunction``,
+``SpatialScaleX``, ``Strides`` ...), so the second matrix shows where failures cluster by DML field
+without reading any desc file.  A cell is a Counter of outcomes plus the filter that lists its
+cases in the case table.  Fields that are constant within an op, or take more than
+``MAX_TAG_VALUES`` values (sizes, ids), say nothing about clustering and are left out, as are
+values longer than ``MAX_TAG_VALUE_LENGTH`` (a "why" sentence).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from .rendering import short_op
 from .results import OUTCOMES, CaseResult
 
 MAX_TAG_VALUES = 12
+#: A tag value longer than this is a sentence (a "why" note), not a field value.
+MAX_TAG_VALUE_LENGTH = 32
 #: Tags that are already a matrix axis or are not a field of the desc.
 IGNORED_TAGS = frozenset({"dtype"})
 
@@ -55,7 +61,13 @@ class Matrix:
     dtypes: list[str]
     cells: dict[tuple[str, str], Cell]
     op_totals: dict[str, Cell]
-    by_tag: dict[str, list[tuple[str, list[tuple[str, Cell]]]]]  # op -> [(tag, [(value, cell)])]
+    by_tag: dict[str, list[tuple[str, list[tuple[str, Cell]]]]]  # op -> [(field, [(value, cell)])]
+
+    field_keys: dict[str, set[str]]  # op -> the fields its rows filter on
+
+    def keys_for(self, op: str) -> set[str]:
+        """The fields shown for ``op`` (the case table needs their values to filter by them)."""
+        return self.field_keys.get(op, set())
 
 
 def _sort_key(value: str) -> tuple:
@@ -63,6 +75,37 @@ def _sort_key(value: str) -> tuple:
         return (0, float(value), value)
     except ValueError:
         return (1, 0.0, value)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def case_fields(case: CaseResult) -> dict[str, str]:
+    """Tags (except dtype) and flagged DML fields of one case, as text; tags win on a clash."""
+    fields = {str(f["field"]): _text(f.get("value")) for f in case.flags
+              if isinstance(f, dict) and f.get("field")}
+    fields.update({k: v for k, v in case.tags.items() if k not in IGNORED_TAGS})
+    return fields
+
+
+def _merge_identical(rows: list[tuple[str, list[tuple[str, Cell]]]]) -> list[tuple[str, list[tuple[str, Cell]]]]:
+    """Show fields that always agree (InputTensor.DataType, OutputTensor.DataType) as one row."""
+    merged: list[tuple[str, list[tuple[str, Cell]]]] = []
+    seen: dict[tuple, int] = {}
+    for key, cells in rows:
+        signature = tuple((v, tuple(sorted(c.counts.items()))) for v, c in cells)
+        if signature in seen:
+            i = seen[signature]
+            merged[i] = (merged[i][0] + " = " + key, merged[i][1])
+        else:
+            seen[signature] = len(merged)
+            merged.append((key, cells))
+    return merged
 
 
 def build_matrix(cases: list[CaseResult]) -> Matrix:
@@ -74,19 +117,22 @@ def build_matrix(cases: list[CaseResult]) -> Matrix:
     for c in cases:
         counts.setdefault((c.op, c.dtype), Counter())[c.outcome] += 1
         op_counts[c.op][c.outcome] += 1
-        for key, value in c.tags.items():
-            if key in IGNORED_TAGS:
-                continue
+        for key, value in case_fields(c).items():
             tag_counts[c.op].setdefault(key, {}).setdefault(value, Counter())[c.outcome] += 1
     cells = {k: Cell(v, filter_link(op=short_op(k[0]), dtype=k[1])) for k, v in counts.items()}
     by_tag: dict[str, list[tuple[str, list[tuple[str, Cell]]]]] = {}
+    field_keys: dict[str, set[str]] = {}
     for op in ops:
         rows = []
-        for key in sorted(tag_counts[op]):
+        # catalog tags first (family ...), then DML fields in the mapper's order
+        tag_keys = {k for c in cases if c.op == op for k in c.tags}
+        for key in sorted(tag_counts[op], key=lambda k: k not in tag_keys):
             values = tag_counts[op][key]
-            if not 2 <= len(values) <= MAX_TAG_VALUES:
+            if not 2 <= len(values) <= MAX_TAG_VALUES or max(map(len, values)) > MAX_TAG_VALUE_LENGTH:
                 continue
             rows.append((key, [(v, Cell(values[v], filter_link(op=short_op(op), tag=f"{key}={v}")))
                                for v in sorted(values, key=_sort_key)]))
-        by_tag[op] = rows
-    return Matrix(ops, dtypes, cells, {op: Cell(op_counts[op], filter_link(op=short_op(op))) for op in ops}, by_tag)
+        field_keys[op] = {key for key, _ in rows}
+        by_tag[op] = _merge_identical(rows)
+    return Matrix(ops, dtypes, cells, {op: Cell(op_counts[op], filter_link(op=short_op(op))) for op in ops}, by_tag,
+                  field_keys)

@@ -29,6 +29,13 @@ PASSING_OUTCOMES = frozenset({"pass", "tie-only"})
 SKIPPED_OUTCOMES = frozenset({"not-on-ep", "inexpressible"})
 
 
+def decode_number(value: Any) -> Any:
+    """The harness writes NaN and infinities as "nan", "inf", "-inf" (JSON has no such numbers)."""
+    if isinstance(value, str) and value.lower() in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
+        return float(value)
+    return value
+
+
 @dataclass
 class CaseResult:
     """One ``case`` line.  ``raw`` keeps the whole line; the attributes are the fields reports use."""
@@ -59,7 +66,7 @@ class CaseResult:
     @property
     def errors(self) -> dict[str, float | None]:
         errs = self.raw.get("errors") or {}
-        return {k: errs.get(k) for k in ("max_abs", "max_rel", "max_ulp")}
+        return {k: decode_number(errs.get(k)) for k in ("max_abs", "max_rel", "max_ulp")}
 
     @property
     def max_abs(self) -> float | None:
@@ -76,7 +83,8 @@ class CaseResult:
 
     @property
     def worst(self) -> list[dict[str, Any]]:
-        return list(self.raw.get("worst") or [])
+        return [{k: decode_number(v) for k, v in w.items()} for w in self.raw.get("worst") or []
+                if isinstance(w, dict)]
 
     @property
     def placement(self) -> dict[str, str]:

@@ -12,7 +12,11 @@
   var rank = {};
   ORDER.forEach(function (o, i) { rank[o] = i; });
 
+  var SPECIAL = { "NaN": Infinity, "Inf": Infinity, "-Inf": Infinity };  // non-finite errors sort as the worst
   ROWS.forEach(function (r) {
+    [COL.max_abs, COL.max_rel, COL.max_ulp].forEach(function (c) {
+      if (typeof r[c] === "string") { r.shown = r.shown || {}; r.shown[c] = r[c]; r[c] = SPECIAL[r[c]] !== undefined ? SPECIAL[r[c]] : null; }
+    });
     var t = r[COL.tags] || {};
     r.search = [r[COL.id], r[COL.op], r[COL.dtype], r[COL.outcome], r[COL.message]]
       .concat(Object.keys(t).map(function (k) { return k + "=" + t[k]; })).join(" ").toLowerCase();
@@ -103,8 +107,10 @@
         idCell.textContent = r[COL.id];
       }
       cell(tr, r[COL.op]); cell(tr, r[COL.dtype]);
-      cell(tr, fmt(r[COL.max_abs]), "num"); cell(tr, fmt(r[COL.max_rel]), "num"); cell(tr, fmt(r[COL.max_ulp]), "num");
-      cell(tr, fmt(r[COL.duration]), "num");
+      [COL.max_abs, COL.max_rel, COL.max_ulp].forEach(function (c) {
+        cell(tr, r.shown && r.shown[c] !== undefined ? r.shown[c] : fmt(r[c]), "num");
+      });
+      cell(tr, typeof r[COL.duration] === "number" ? r[COL.duration].toFixed(3) : "—", "num");
       cell(tr, r[COL.message], "msg").title = r[COL.message];
       frag.appendChild(tr);
     });

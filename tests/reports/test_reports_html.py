@@ -1,0 +1,122 @@
+import base64
+import io
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+
+import synthetic_run
+from reports import render_run
+from reports.artifacts import index_mismatches, load_artifacts
+
+
+class Tags(HTMLParser):
+    """Every start tag with its attributes, and the text of <script> elements."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def parse(html: str) -> list[tuple[str, dict]]:
+    p = Tags()
+    p.feed(html)
+    return p.tags
+
+
+def test_report_has_header_matrix_table_data_and_a_section_per_failing_case(small_run):
+    html = render_run(small_run).read_text()
+    for text in ("CPUExecutionProvider", "onnxruntime 1.32.0", "ci-box", "ep-testbed run --ep cpu --out runs/x",
+                 "atol=1e-05", "ROI_ALIGN1", "FLOAT16"):
+        assert text in html
+    rows = json.loads(re.search(r'<script type="application/json" id="case-data">(.*?)</script>', html, re.S)
+                      .group(1))
+    assert len(rows) == 120
+    sections = re.findall(r'<article class="case o-([a-z-]+)" id="(c\d+)"', html)
+    outcomes = [o for o, _ in sections]
+    for bad in ("fail", "crash", "timeout", "error", "known", "fixed"):
+        assert outcomes.count(bad) == 3, bad
+    assert outcomes.index("fail") < outcomes.index("pass" if "pass" in outcomes else "tie-only")
+    # each detailed case row in the table links to its section
+    anchors = {r[8] for r in rows if r[8]}
+    assert anchors == {a for _, a in sections}
+
+
+def test_failing_case_shows_desc_model_flags_errors_pictures_and_rerun(small_run):
+    html = render_run(small_run).read_text()
+    first = html[html.index('<article class="case o-fail"'):]
+    first = first[:first.index("</article>")]
+    assert "SpatialScaleX" in first or "WindowSize" in first            # desc in DML field names
+    assert "output_height" in first or "kernel_shape" in first          # ONNX node attributes
+    assert "ep-testbed run --ep cpu -k" in first and "--seed 0" in first
+    assert first.count('class="heat"') >= 3                               # expected, actual, |diff|
+    assert "Worst elements" in first
+    assert re.search(r'href="data:application/zip;base64,', first)
+
+
+def test_report_is_self_contained(small_run):
+    html = render_run(small_run).read_text()
+    for tag, attrs in parse(html):
+        assert tag not in ("link", "iframe", "object", "embed")
+        if tag in ("img", "script"):
+            assert attrs.get("src", "data:").startswith("data:"), (tag, attrs)
+    assert "@import" not in html and "url(http" not in html
+
+
+def test_pictures_limited_to_max_pictures(small_run):
+    html = render_run(small_run, max_pictures=1).read_text()
+    assert len(re.findall(r'<article class="case', html)) > 1
+    assert html.count('class="heat"') == sum(1 for _ in re.finditer(r'class="heat"', html))
+    sections = html.split('<article class="case')[1:]
+    assert sum('class="heat"' in s for s in sections) == 1
+
+
+def test_maxpool_index_differences_split_into_ties_and_mismatches(tmp_path):
+    folder = tmp_path / "case"
+    synthetic_run.write_artifacts(folder, "DML_OPERATOR_MAX_POOLING2", "FLOAT32", np.random.default_rng(3),
+                                  broken=True)
+    mismatches, ties, total = index_mismatches(load_artifacts(folder))
+    assert total == 4
+    # the top-left window of every channel holds two 9s; the EP's index picks the second one
+    assert [t.position for t in ties] == [(0, 0, 0, 0), (0, 1, 0, 0), (0, 2, 0, 0)]
+    assert all(t.value_at_actual == t.expected_value == 9.0 for t in ties)
+    assert [m.position for m in mismatches] == [(0, 2, 3, 3)]
+    assert mismatches[0].actual_coords == (0, 0, 0, 0)
+
+
+def test_interrupted_run_is_flagged(tmp_path):
+    run_dir = synthetic_run.write_run(tmp_path / "r", 20, end=False)
+    html = render_run(run_dir).read_text()
+    assert "This run did not finish" in html and "20 of 20" in html
+
+
+def test_repro_bundle_runs_with_numpy_and_onnxruntime_only(small_run, tmp_path):
+    """The bundle of a MaxPool case reproduces on ONNX Runtime's CPU EP: its expected outputs
+    (2x2 max pooling with flat indices, computed in synthetic_run) match what CPU returns."""
+    html = render_run(small_run).read_text()
+    uris = re.findall(r'<article class="case o-fail".*?href="data:application/zip;base64,([^"]+)"', html, re.S)
+    found = False
+    for uri in uris:
+        z = zipfile.ZipFile(io.BytesIO(base64.b64decode(uri)))
+        if "MAX_POOLING2" not in z.read("desc.json").decode():
+            continue
+        found = True
+        assert sorted(z.namelist()) == ["actual.npz", "desc.json", "expected.npz", "inputs.npz", "model.onnx",
+                                        "repro.py"]
+        assert len(z.read("repro.py").decode().splitlines()) <= 30
+        z.extractall(tmp_path / "bundle")
+        out = subprocess.run([sys.executable, "repro.py", "CPUExecutionProvider"], cwd=tmp_path / "bundle",
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "Y: max |actual - expected| = 0, 0 of 48 elements differ" in out.stdout
+        assert "Indices: max |actual - expected| = 0, 0 of 48 elements differ" in out.stdout
+        break
+    assert found, "the synthetic run has a failing MaxPool case with a bundle"
