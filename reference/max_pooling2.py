@@ -15,9 +15,20 @@ The page, in order:
 Padding elements are never selected (MP-2); validation refuses windows that would see only
 padding. Every data type of the page's tables is computed exactly (a max only selects). NaN
 elements lose to numbers; an all-NaN window gives NaN at its first element (NAN-1).
+
+How: the input is padded once with the lowest value of its type, and the window is visited
+one offset at a time in row-major order over strided views; a running maximum over all outputs
+at once records an offset only where it is strictly greater, which is "the first value
+encountered" by construction, and padding (the lowest value) can never be strictly greater. Windows whose
+maximum is the lowest value itself (all -inf, all INT_MIN) or that hold NaN are resolved by a
+second, exact pass over just those windows. The simple form (every window gathered, then
+reduced) is kept in ``tests/reference/simple_max_pooling2.py`` as the oracle this one must
+equal bit for bit.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -27,66 +38,110 @@ from .dtypes import numpy_dtype
 
 def window_coordinates(size: int, out: int, window: int, stride: int, start_padding: int,
                        dilation: int) -> tuple[np.ndarray, np.ndarray]:
-    """Input coordinates ``(out, window)`` each output position reads along one axis, and
-    whether each lies inside the input (padding does not)."""
-    coords = (np.arange(out)[:, None] * stride - start_padding) + np.arange(window)[None, :] * dilation
+    """Input coordinates ``(window, out)``: where window offset ``j`` of output ``o`` reads
+    along one axis, and whether that lies inside the input (padding does not)."""
+    coords = np.arange(window)[:, None] * dilation + (np.arange(out)[None, :] * stride - start_padding)
     return coords, (coords >= 0) & (coords < size)
 
 
 def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor", ["OutputIndicesTensor"]}`` for a validated desc and matching array."""
     batch, channels, *spatial = input_tensor.shape
-    out_spatial = desc.output_tensor.sizes[2:]
+    out_spatial = tuple(desc.output_tensor.sizes[2:])
     dims = len(spatial)
+    offsets = list(itertools.product(*(range(k) for k in desc.window_size)))  # row-major scan order
+    # fp16 is compared as float32 (exact both ways; NumPy's fp16 arithmetic is slow).
+    work_dtype = np.dtype(np.float32) if input_tensor.dtype == np.float16 else input_tensor.dtype
+    lowest = np.array(-np.inf if np.issubdtype(work_dtype, np.floating) else np.iinfo(work_dtype).min,
+                      dtype=work_dtype)
+    padded = np.full((batch, channels, *(spatial[i] + desc.start_padding[i] + desc.end_padding[i]
+                                         for i in range(dims))), lowest, dtype=work_dtype)
+    padded[(slice(None), slice(None), *(slice(p, p + n) for p, n in zip(desc.start_padding, spatial)))] = input_tensor
 
-    # One index array per spatial axis, shaped to broadcast to (O_1..O_D, K_1..K_D).
-    gather, valid, flat_spatial = [], np.ones((1,) * 2 * dims, dtype=bool), 0
-    axis_strides = np.cumprod([1] + spatial[::-1])[::-1][1:]  # row-major element strides
-    for i in range(dims):
-        coords, inside = window_coordinates(spatial[i], out_spatial[i], desc.window_size[i], desc.strides[i],
-                                            desc.start_padding[i], desc.dilations[i])
-        shape = [1] * 2 * dims
-        shape[i], shape[dims + i] = coords.shape
-        clipped = np.clip(coords, 0, spatial[i] - 1).reshape(shape)
-        gather.append(clipped)
-        valid = valid & inside.reshape(shape)
-        flat_spatial = flat_spatial + clipped * int(axis_strides[i])
+    def view(offset: tuple[int, ...]) -> np.ndarray:
+        """The element each output reads at this window offset (a strided view of ``padded``)."""
+        return padded[(slice(None), slice(None), *(
+            slice(offset[i] * desc.dilations[i],
+                  offset[i] * desc.dilations[i] + (out_spatial[i] - 1) * desc.strides[i] + 1,
+                  desc.strides[i]) for i in range(dims)))]
 
-    windows = input_tensor[(slice(None), slice(None), *gather)]          # (N, C, O..., K...)
-    window_len = int(np.prod(desc.window_size))
-    windows = windows.reshape(batch, channels, *out_spatial, window_len)
-    valid = np.broadcast_to(valid, (*out_spatial, *desc.window_size)).reshape(*out_spatial, window_len)
-    flat_spatial = np.broadcast_to(flat_spatial, (*out_spatial, *desc.window_size)).reshape(*out_spatial, window_len)
+    best = view(offsets[0]).copy()
+    best_offset = np.zeros(best.shape, dtype=np.min_scalar_type(-len(offsets)))  # which offset holds the maximum
+    greater = np.empty(best.shape, dtype=bool)
+    for k, offset in enumerate(offsets[1:], start=1):
+        values = view(offset)
+        np.greater(values, best, out=greater)
+        np.maximum(best, values, out=best)
+        best_offset[greater] = k
 
-    position = _first_maximum(windows, valid)                           # (N, C, O...)
-    output = np.take_along_axis(windows, position[..., None], axis=-1)[..., 0]
-    result = {"OutputTensor": output.astype(input_tensor.dtype, copy=False)}
+    # Not settled by the strict '>' scan: windows whose maximum is the padding value itself
+    # (the first offset may be padding), and windows holding a NaN (np.maximum propagates it).
+    unresolved = best == lowest
+    if np.issubdtype(best.dtype, np.floating) and np.isnan(input_tensor).any():
+        unresolved |= _has_nan_in_window(view, offsets, best.shape)
+    if unresolved.any():
+        _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset)
 
+    result = {"OutputTensor": best.astype(input_tensor.dtype, copy=False)}
     if desc.output_indices_tensor is not None:
-        plane = int(np.prod(spatial))
-        planes = (np.arange(batch)[:, None] * channels + np.arange(channels)[None, :]).reshape(
-            batch, channels, *([1] * dims))
-        spatial_index = np.take_along_axis(
-            np.broadcast_to(flat_spatial, (batch, channels, *out_spatial, window_len)), position[..., None], axis=-1)[..., 0]
-        indices = planes.astype(np.uint64) * np.uint64(plane) + spatial_index.astype(np.uint64)
-        result["OutputIndicesTensor"] = indices.astype(numpy_dtype(desc.output_indices_tensor.data_type))
+        result["OutputIndicesTensor"] = _flat_indices(desc, spatial, out_spatial, offsets, best_offset, batch,
+                                                      channels).astype(numpy_dtype(desc.output_indices_tensor.data_type))
     return result
 
 
-def _first_maximum(windows: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Position in each window (last axis) of its first maximum among valid elements.
+def _has_nan_in_window(view, offsets, shape) -> np.ndarray:
+    seen = np.zeros(shape, dtype=bool)
+    for offset in offsets:
+        seen |= np.isnan(view(offset))
+    return seen
 
-    NaN elements never win unless every valid element is NaN; then the first valid one does.
-    """
-    if np.issubdtype(windows.dtype, np.floating):
-        candidate = valid & ~np.isnan(windows)
-        floor = -np.inf
-    else:
-        candidate = np.broadcast_to(valid, windows.shape)
-        floor = np.iinfo(windows.dtype).min
-    keyed = np.where(candidate, windows, floor)
-    maximum = keyed.max(axis=-1, keepdims=True)
-    is_max = candidate & (windows == maximum)
-    first_max = np.argmax(is_max, axis=-1)
-    first_valid = np.argmax(np.broadcast_to(valid, windows.shape), axis=-1)
-    return np.where(is_max.any(axis=-1), first_max, first_valid)
+
+def _inside(desc: MaxPooling2Desc, spatial, out_spatial, offset) -> np.ndarray:
+    """Whether each output's element at this offset is an input element (not padding)."""
+    inside = np.ones(out_spatial, dtype=bool)
+    for i in range(len(spatial)):
+        _, valid = window_coordinates(spatial[i], out_spatial[i], desc.window_size[i], desc.strides[i],
+                                      desc.start_padding[i], desc.dilations[i])
+        shape = [1] * len(spatial)
+        shape[i] = out_spatial[i]
+        inside = inside & valid[offset[i]].reshape(shape)
+    return inside
+
+
+def _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset) -> None:
+    """Windows whose maximum is the padding value itself, or that hold NaN: the first non-NaN
+    maximum among input elements, else (all NaN) NaN at the first input element (NAN-1)."""
+    out_spatial = best.shape[2:]
+    where = np.nonzero(unresolved)
+    cur = np.full(where[0].shape, -1, dtype=np.int32)
+    cur_value = np.zeros(where[0].shape, dtype=best.dtype)
+    first_inside = np.full(where[0].shape, -1, dtype=np.int32)
+    is_float = np.issubdtype(best.dtype, np.floating)
+    for k, offset in enumerate(offsets):
+        values = view(offset)[where]
+        inside = np.broadcast_to(_inside(desc, spatial, out_spatial, offset), best.shape)[where]
+        first_inside = np.where((first_inside < 0) & inside, k, first_inside)
+        candidate = inside & ~np.isnan(values) if is_float else inside
+        take = candidate & ((cur < 0) | (values > cur_value))
+        cur = np.where(take, k, cur)
+        cur_value = np.where(take, values, cur_value)
+    all_nan = cur < 0
+    best[where] = np.where(all_nan, np.array(np.nan if is_float else 0, dtype=best.dtype), cur_value)
+    best_offset[where] = np.where(all_nan, first_inside, cur)
+
+
+def _flat_indices(desc, spatial, out_spatial, offsets, best_offset, batch, channels) -> np.ndarray:
+    """Flat row-major input index of each output's maximum (MP-3), from its window offset."""
+    dims = len(spatial)
+    best_offset = best_offset.astype(np.int64)
+    index = np.zeros(best_offset.shape, dtype=np.int64)
+    plane = 1
+    for i in reversed(range(dims)):
+        shape = [1] * (2 + dims)
+        shape[2 + i] = out_spatial[i]
+        origin = (np.arange(out_spatial[i]) * desc.strides[i] - desc.start_padding[i]).reshape(shape)
+        window_offset = (best_offset // int(np.prod(desc.window_size[i + 1:]))) % desc.window_size[i]
+        index += (origin + window_offset * desc.dilations[i]) * plane
+        plane *= spatial[i]
+    planes = (np.arange(batch)[:, None] * channels + np.arange(channels)[None, :]).reshape(batch, channels, *([1] * dims))
+    return index.astype(np.uint64) + planes.astype(np.uint64) * np.uint64(plane)

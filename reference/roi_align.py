@@ -82,18 +82,21 @@ def nearest_tap(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, out_of_bounds: float) -> np.ndarray:
-    """``interpolate2D`` of a ``(C, H, W)`` float64 plane at every (y, x) of the two axes' grids:
+    """``interpolate2D`` of a ``(C, H, W)`` plane at every (y, x) of the two axes' grids, in float64:
     ``(C, len(ys), len(xs))``; points outside the input read ``OutOfBoundsInputValue``."""
     _, height, width = plane.shape
     if mode == "NEAREST_NEIGHBOR":
         iy, in_y = nearest_tap(ys, height)
         ix, in_x = nearest_tap(xs, width)
-        values = plane[:, iy[:, None], ix[None, :]]
+        values = plane[:, iy[:, None], ix[None, :]].astype(np.float64)
     else:
         y0, y1, wy0, wy1, in_y = linear_taps(ys, height)
         x0, x1, wx0, wx1, in_x = linear_taps(xs, width)
-        top = plane[:, y0[:, None], x0[None, :]] * wx0 + plane[:, y0[:, None], x1[None, :]] * wx1
-        bottom = plane[:, y1[:, None], x0[None, :]] * wx0 + plane[:, y1[:, None], x1[None, :]] * wx1
+        def tap(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+            return plane[:, rows[:, None], cols[None, :]].astype(np.float64)
+
+        top = tap(y0, x0) * wx0 + tap(y0, x1) * wx1
+        bottom = tap(y1, x0) * wx0 + tap(y1, x1) * wx1
         values = top * wy0[:, None] + bottom * wy1[:, None]
     return np.where(in_y[:, None] & in_x[None, :], values, np.float64(np.float32(out_of_bounds)))
 
@@ -123,7 +126,7 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
                             "(lower MaximumSamplesPerOutput)", desc.TYPE)
         xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
         ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
-        plane = input_tensor[int(batch_indices[r])].astype(np.float64)
+        plane = input_tensor[int(batch_indices[r])]
         samples = interpolate(plane, ys, xs, d.interpolation_mode, d.out_of_bounds_input_value)
         samples = samples.reshape(channels, out_h, n_y, out_w, n_x)
         if d.reduction_function == "AVERAGE":

@@ -1,0 +1,62 @@
+"""The fast reference equals its simple form bit for bit (issue 7): the simple forms, kept in
+this folder, gather every window / loop over every bin exactly as the pages read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import simple_max_pooling2
+import simple_roi_pooling
+from descs_for_tests import max_pooling2, roi_pooling
+from reference import DescError, execute
+
+
+@settings(max_examples=150, deadline=None)
+@given(dims=st.sampled_from([2, 3]), seed=st.integers(0, 2**31), dtype=st.sampled_from(
+    ["FLOAT32", "FLOAT16", "INT8", "UINT8", "INT32", "UINT64"]), specials=st.booleans())
+def test_max_pooling2_fast_equals_simple(dims, seed, dtype, specials):
+    from reference.dtypes import numpy_dtype
+
+    rng = np.random.default_rng(seed)
+    spatial = tuple(int(v) for v in rng.integers(1, 7, dims))
+    window = tuple(int(v) for v in rng.integers(1, 4, dims))
+    kw = dict(strides=[int(v) for v in rng.integers(1, 3, dims)], start=[int(rng.integers(0, k)) for k in window],
+              end=[int(rng.integers(0, k)) for k in window], dilations=[int(v) for v in rng.integers(1, 3, dims)])
+    np_type = numpy_dtype(dtype)
+    if np.issubdtype(np_type, np.integer):
+        info = np.iinfo(np_type)
+        x = rng.choice(np.array([info.min, info.min + 1, 0, 1, info.max], dtype=np_type), (2, 2, *spatial))
+    else:
+        x = rng.integers(-2, 3, (2, 2, *spatial)).astype(np_type)
+        if specials:
+            x.flat[rng.integers(0, x.size, 1 + x.size // 3)] = rng.choice([np.nan, -np.inf, np.inf, -0.0])
+    try:
+        desc = max_pooling2(x.shape, window, dtype=dtype, **kw)
+        fast = execute(desc, {"InputTensor": x})
+    except DescError:
+        return
+    simple = simple_max_pooling2.max_pooling2(desc, x)
+    np.testing.assert_array_equal(fast["OutputTensor"], simple["OutputTensor"])
+    assert fast["OutputTensor"].dtype == simple["OutputTensor"].dtype
+    np.testing.assert_array_equal(fast["OutputIndicesTensor"], simple["OutputIndicesTensor"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), nan=st.booleans())
+def test_roi_pooling_fast_equals_simple(seed, nan):
+    rng = np.random.default_rng(seed)
+    h, w, ph, pw, r = (int(v) for v in rng.integers(1, 9, 5))
+    x = rng.integers(-3, 4, (2, 3, h, w)).astype(np.float32)
+    if nan:
+        x.flat[rng.integers(0, x.size, x.size // 2)] = np.nan
+    scale = float(rng.choice([1.0, 0.5, 0.25]))
+    x1, y1 = rng.uniform(-4, w + 2, r), rng.uniform(-4, h + 2, r)
+    rois = np.stack([rng.integers(0, 2, r), x1, y1, x1 + rng.uniform(0, w, r), y1 + rng.uniform(0, h, r)], 1) / \
+        np.array([1, scale, scale, scale, scale])
+    desc = roi_pooling(x.shape, r, (ph, pw), scale=scale)
+    tensors = {"InputTensor": x, "ROITensor": rois.astype(np.float32).reshape(1, 1, r, 5)}
+    fast = execute(desc, tensors)["OutputTensor"]
+    simple = simple_roi_pooling.roi_pooling(desc, x, tensors["ROITensor"])["OutputTensor"]
+    np.testing.assert_array_equal(fast, simple)
