@@ -48,6 +48,12 @@ def all_pairs(params: Sequence[tuple[str, Sequence[Any]]], valid: Optional[Calla
             g = gain(choice)
             if g > best_gain:
                 best, best_gain = choice, g
+        if best is None:  # the improved rows were all invalid: plain random rows holding the pair
+            for _ in range(candidates * 10):
+                choice = [int(rng.integers(len(v))) for v in values]
+                choice[i0], choice[j0] = a0, b0
+                if valid(as_row(choice)) and gain(choice) > best_gain:
+                    best, best_gain = choice, gain(choice)
         if best is None:
             uncovered.discard((i0, a0, j0, b0))  # no valid row holds this pair
             stale += 1

@@ -1,0 +1,106 @@
+"""``diverges``: ONNX can express the desc but ONNX Runtime computes something else. Each case
+is run on ORT's CPU EP and the measured difference from the reference is asserted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphs import to_onnx
+from graphs.catalog import UINT32_MAX, Case, max_pooling2_desc, roi_align_desc, roi_pooling_desc
+from graphs_testkit import max_abs_error, run_cpu
+from reference import execute
+
+
+def _measure(desc, tensors):
+    mapping = to_onnx(desc)
+    expected = execute(desc, tensors)
+    actual = run_cpu(mapping, tensors)
+    return mapping, expected, actual
+
+
+def test_adaptive_max_maps_to_onnx_max_and_differs():
+    desc = roi_align_desc(True, reduction="MAX", samples=(1, UINT32_MAX))
+    tensors = Case(id="div/max", op=desc.TYPE, desc=desc, seed=0).inputs()
+    mapping, expected, actual = _measure(desc, tensors)
+    assert [f.kind for f in mapping.flags if f.field == "ReductionFunction"] == ["diverges"]
+    assert [n.op_type for n in mapping.model.graph.node if n.name in mapping.op_nodes] == ["RoiAlign"]
+    err = max_abs_error(expected["OutputTensor"], actual["OutputTensor"])
+    assert err > 0.5, err   # measured 3.08 on this input (weighted-corner max is near 0 for mixed signs)
+
+
+def test_all_minus_one_input_max_is_minus_zero_in_onnx():
+    """semantics.md 2.2.2 item 1 (ORT issue #6146): samples on pixel centres of an all -1 input:
+    ORT's corner-term max is -0.0 (the zero-weight corners win), the page's max is -1."""
+    desc = roi_align_desc(True, reduction="MAX", samples=(1, UINT32_MAX), sx=1.0, sy=1.0, batch=1, channels=1,
+                          height=4, width=4, rois=1, out=(4, 4), bi_type="UINT64")
+    tensors = {"InputTensor": -np.ones((1, 1, 4, 4), np.float32),
+               "ROITensor": np.array([[0, 0, 4, 4]], np.float32), "BatchIndicesTensor": np.zeros(1, np.uint64)}
+    _, expected, actual = _measure(desc, tensors)
+    np.testing.assert_array_equal(expected["OutputTensor"], -1.0)
+    np.testing.assert_array_equal(actual["OutputTensor"], 0.0)
+
+
+def test_capped_adaptive_count_differs_on_large_regions():
+    desc = roi_align_desc(True, samples=(1, 4), sx=1.0, sy=1.0, height=24, width=24, out=(2, 2))
+    tensors = Case(id="div/cap", op=desc.TYPE, desc=desc, seed=0, recipe="whole-image").inputs()
+    mapping, expected, actual = _measure(desc, tensors)
+    assert {f.kind for f in mapping.flags if f.field == "MaximumSamplesPerOutput"} == {"diverges"}
+    err = max_abs_error(expected["OutputTensor"], actual["OutputTensor"])
+    assert err > 1e-3, err   # 12 samples per axis (ORT) vs 4 (page)
+
+
+def test_pads_not_smaller_than_kernel_are_refused_by_ort_cpu():
+    desc = max_pooling2_desc(window=2, dilation=3, start=2, end=2, stride=2)
+    mapping = to_onnx(desc)
+    assert {f.kind for f in mapping.flags if f.field in ("StartPadding", "EndPadding")} == {"diverges"}
+    tensors = Case(id="div/pads", op=desc.TYPE, desc=desc, seed=0).inputs()
+    execute(desc, tensors)  # the page defines it
+    with pytest.raises(Exception, match="Pad should be smaller than kernel"):
+        run_cpu(mapping, tensors)
+
+
+def test_roi_pooling_float32_bin_end():
+    """semantics.md 4.2 RP-2 (run on ORT 1.31.1): 29 rows into 11 bins; ORT's float32 bin end
+    takes row 29 into the last bin, the page's integer formula stops at 28."""
+    desc = roi_pooling_desc(pooled=(11, 1), rois=1, batch=1, channels=1, height=33, width=1)
+    tensors = {"InputTensor": np.arange(33, dtype=np.float32).reshape(1, 1, 33, 1),
+               "ROITensor": np.array([[0, 0, 0, 0, 28]], np.float32).reshape(1, 1, 1, 5)}
+    mapping, expected, actual = _measure(desc, tensors)
+    assert [f.kind for f in mapping.input_flags(tensors)] == ["diverges"]
+    assert expected["OutputTensor"].ravel().tolist() == [2, 5, 7, 10, 13, 15, 18, 21, 23, 26, 28]
+    assert actual["OutputTensor"].ravel().tolist() == [2, 5, 7, 10, 13, 15, 18, 21, 23, 26, 29]
+
+
+def test_max_pool_first_nan_wins_in_ort():
+    """semantics.md 4.3 MP-9: a 2x2 window [nan, 5, 0, 0] with Indices -> ORT (NaN, 0); the
+    reference ignores NaN -> (5, 1)."""
+    desc = max_pooling2_desc(window=2, stride=2, batch=1, channels=1, spatial=(2, 2))
+    tensors = {"InputTensor": np.array([np.nan, 5, 0, 0], np.float32).reshape(1, 1, 2, 2)}
+    mapping, expected, actual = _measure(desc, tensors)
+    assert [f.kind for f in mapping.input_flags(tensors)] == ["diverges"]
+    assert expected["OutputTensor"].item() == 5 and expected["OutputIndicesTensor"].item() == 1
+    assert np.isnan(actual["OutputTensor"].item()) and actual["OutputIndicesTensor"].item() == 0
+
+
+def test_adaptive_empty_region_takes_no_sample_in_ort():
+    """semantics.md 2.2.2 item 2: ROI [2,2,2,2] on a 5x5 arange+1, output 2x2, half_pixel,
+    sampling_ratio 0 -> ORT 0 everywhere; the page's Minimum 1 samples (1.5, 1.5) = 10."""
+    desc = roi_align_desc(True, samples=(1, UINT32_MAX), sx=1.0, sy=1.0, batch=1, channels=1, height=5, width=5,
+                          rois=1, out=(2, 2), bi_type="UINT64")
+    tensors = {"InputTensor": (np.arange(25, dtype=np.float32) + 1).reshape(1, 1, 5, 5),
+               "ROITensor": np.array([[2, 2, 2, 2]], np.float32), "BatchIndicesTensor": np.zeros(1, np.uint64)}
+    mapping, expected, actual = _measure(desc, tensors)
+    assert [f.kind for f in mapping.input_flags(tensors)] == ["diverges"]
+    np.testing.assert_array_equal(expected["OutputTensor"], 10.0)
+    np.testing.assert_array_equal(actual["OutputTensor"], 0.0)
+
+
+def test_uint64_beyond_2_pow_53_collides_in_float64():
+    desc = max_pooling2_desc(dtype="UINT64", window=2, stride=2, batch=1, channels=1, spatial=(2, 2))
+    big = np.uint64(2**64 - 1)
+    tensors = {"InputTensor": np.array([big - np.uint64(1), big, 0, 0], np.uint64).reshape(1, 1, 2, 2)}
+    mapping, expected, actual = _measure(desc, tensors)
+    assert [f.kind for f in mapping.input_flags(tensors)] == ["diverges"]
+    assert expected["OutputTensor"].item() == 2**64 - 1 and expected["OutputIndicesTensor"].item() == 1
+    assert actual["OutputIndicesTensor"].item() == 0   # both round to 2^64 in float64: the first wins
