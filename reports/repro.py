@@ -3,8 +3,9 @@
 Contents: ``model.onnx`` and ``inputs.npz`` exactly as the run used them, ``expected.npz`` (the
 DirectML reference outputs, keyed by the model's ONNX output names so the script needs no
 ep-testbed code), ``actual.npz`` (what the EP returned in the run), ``desc.json`` (the DML desc)
-and ``repro.py`` (numpy + onnxruntime only).  DML output names map to ONNX outputs by position,
-the order in which the mapper declares them (OutputTensor, then OutputIndicesTensor).
+and ``repro.py`` (numpy + onnxruntime only).  DML output names map to ONNX outputs by name when
+the graph outputs carry the DML names (as graphs.to_onnx writes them), else by position, the order
+in which DML declares them (OutputTensor, then OutputIndicesTensor).
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ def build_bundle(case_id: str, provider: str, art: CaseArtifacts) -> bytes | Non
     if not (model.is_file() and inputs.is_file()) or art.model is None:
         return None
     onnx_names = [o.name for o in art.model.outputs]
-    expected = {onnx_names[i]: arr for i, arr in enumerate(art.expected.values()) if i < len(onnx_names)}
+    if set(art.expected) <= set(onnx_names):  # the mapper named the graph outputs after the DML outputs
+        expected = dict(art.expected)
+    else:
+        expected = {onnx_names[i]: arr for i, arr in enumerate(art.expected.values()) if i < len(onnx_names)}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.write(model, "model.onnx")

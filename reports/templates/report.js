@@ -134,6 +134,7 @@
     $("f-op").value = state.op; $("f-dtype").value = state.dtype;
   }
 
+  $("f-form").addEventListener("submit", function (e) { e.preventDefault(); });
   var timer = null;
   $("f-q").addEventListener("input", function () {
     clearTimeout(timer);

@@ -189,3 +189,38 @@ def write_run(run_dir: Path, n: int, *, artifacts_every_failure: bool = True, ma
         for line in lines:
             f.write(json.dumps(line) + "\n")
     return run_dir
+
+
+#: A string that runs script if any renderer forgets to escape it (in HTML text, attributes or JS).
+EVIL = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">'\"&</script>"
+
+
+def write_evil_run(run_dir: Path) -> Path:
+    """A run where every string a results line, desc, model or EP message can carry is EVIL."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    lines: list[dict] = [header(3, evil=EVIL)]
+    lines[0]["ep"] = "CPUExecutionProvider" + EVIL
+    lines[0]["machine"]["hostname"] = EVIL
+    for i, outcome in enumerate(["fail", "known", "crash"]):
+        op = "DML_OPERATOR_MAX_POOLING2"
+        art = f"cases/evil-{i}"
+        folder = run_dir / art
+        write_artifacts(folder, op, "FLOAT32", rng, broken=True, note=EVIL)
+        onnx.save(maxpool_model(node_name=EVIL, attr_note=EVIL), folder / "model.onnx")
+        desc = json.loads((folder / "desc.json").read_text())
+        desc[EVIL] = {EVIL: [EVIL, 1]}
+        (folder / "desc.json").write_text(json.dumps(desc))
+        line = case_line(i, op, "FLOAT32" + EVIL, outcome, art, evil=EVIL)
+        line["tags"][EVIL] = EVIL
+        line["tags"]["mode"] = EVIL + str(i % 2)
+        line["flags"].append({"field": EVIL, "value": EVIL, "kind": EVIL, "reason": EVIL})
+        line["placement"] = {EVIL: EVIL}
+        line["worst"] = [{"output": EVIL, "index": [0, 1], "expected": EVIL, "actual": 1.0, "abs": 1.0}]
+        line["expected_outcome"] = {"outcome": EVIL, "reason": EVIL, "link": "javascript:window.__pwned=3"}
+        lines.append(line)
+    lines.append(case_line(9, "DML_OPERATOR_ROI_ALIGN" + EVIL, "FLOAT16", "fail", "../../outside", evil=EVIL))
+    with (run_dir / "results.jsonl").open("w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+    return run_dir

@@ -1,0 +1,83 @@
+import json
+from pathlib import Path
+
+import pytest
+
+import synthetic_run
+from harness.cli import main as cli_main
+from reports import diff_runs
+
+
+def _edit(run_dir: Path, edits: dict[int, dict], drop: set[int] = frozenset(), add: list[dict] = ()) -> None:
+    """Change case lines by position (1 = first case), drop some, append others."""
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    out = [lines[0]]
+    for i, line in enumerate(lines[1:], 1):
+        obj = json.loads(line)
+        if obj.get("type") != "case":
+            out.append(line)
+            continue
+        if i in drop:
+            continue
+        obj.update(edits.get(i, {}))
+        out.append(json.dumps(obj))
+    out += [json.dumps(a) for a in add]
+    (run_dir / "results.jsonl").write_text("\n".join(out) + "\n")
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    pattern = ["pass"] * 6
+    a = synthetic_run.write_run(tmp_path / "a", 6, pattern=pattern)
+    b = synthetic_run.write_run(tmp_path / "b", 6, pattern=pattern)
+    _edit(a, {2: {"outcome": "fail"}, 3: {"errors": {"max_abs": 1e-3, "max_rel": 1e-3, "max_ulp": 10}},
+              4: {"errors": {"max_abs": 1e-3, "max_rel": 1e-3, "max_ulp": 10}}, 5: {"outcome": "fail"}})
+    _edit(b, {1: {"outcome": "crash"},                                                   # newly failing
+              3: {"errors": {"max_abs": 5e-3, "max_rel": 5e-3, "max_ulp": 50}},          # grew x5
+              4: {"errors": {"max_abs": 1.5e-3, "max_rel": 1.5e-3, "max_ulp": 15}},      # grew x1.5 only
+              5: {"outcome": "timeout"}},                                                # still failing
+          drop={6},
+          add=[synthetic_run.case_line(100, "DML_OPERATOR_ROI_ALIGN1", "FLOAT32", "pass", None),
+               synthetic_run.case_line(101, "DML_OPERATOR_ROI_ALIGN1", "FLOAT32", "fail", None)])
+    return a, b
+
+
+def test_diff_categories(two_runs, tmp_path):
+    a, b = two_runs
+    res = diff_runs(a, b, tmp_path / "out", growth_factor=2.0)
+    ids = lambda changes: [c.id.split("-")[-1] for c in changes]  # noqa: E731
+    assert ids(res.newly_failing) == ["0", "101"]       # case 1 crashed; a new case that fails counts too
+    assert ids(res.fixed) == ["1"]
+    assert ids(res.grown) == ["2"] and res.grown[0].metric == "max_ulp" and res.grown[0].factor == 5.0
+    assert ids(res.still_failing_changed) == ["4"]
+    assert ids(res.added) == ["100"] and ids(res.gone) == ["5"]
+    assert res.regressed
+    text = (tmp_path / "out" / "diff.txt").read_text()
+    assert text.splitlines()[1].startswith("verdict: REGRESSED (2 newly failing, 1 error grown > 2x, 1 fixed")
+    html = (tmp_path / "out" / "diff.html").read_text()
+    assert "Newly failing" in html and "×5" in html
+
+
+def test_identical_runs_do_not_regress_and_zero_to_tiny_error_is_not_growth(tmp_path):
+    a = synthetic_run.write_run(tmp_path / "a", 20)
+    b = synthetic_run.write_run(tmp_path / "b", 20)
+    _edit(a, {1: {"errors": {"max_abs": 0.0, "max_rel": 0.0, "max_ulp": 0}}})
+    _edit(b, {1: {"errors": {"max_abs": 1e-8, "max_rel": 1e-8, "max_ulp": 1}}})
+    res = diff_runs(a, b, tmp_path / "out")
+    assert not res.regressed and res.unchanged == 20
+
+
+def test_growth_factor_below_one_is_refused(two_runs, tmp_path):
+    with pytest.raises(ValueError, match="growth_factor"):
+        diff_runs(*two_runs, tmp_path / "out", growth_factor=0.5)
+
+
+def test_cli_diff_exit_codes_and_report(two_runs, tmp_path, capsys):
+    a, b = two_runs
+    assert cli_main(["diff", str(a), str(b), "--out", str(tmp_path / "d")]) == 1
+    assert "REGRESSED" in capsys.readouterr().out
+    assert cli_main(["diff", str(a), str(a), "--out", str(tmp_path / "d2")]) == 0
+    assert cli_main(["diff", str(a), str(tmp_path / "missing")]) == 2
+    assert cli_main(["report", str(b)]) == 0
+    assert {"report.html", "junit.xml", "summary.json", "diff.html"} - {p.name for p in b.iterdir()} == {"diff.html"}
+    assert cli_main(["report", str(tmp_path / "missing")]) == 2

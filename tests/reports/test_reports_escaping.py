@@ -1,0 +1,82 @@
+"""Every string from a results line, desc, model or EP message reaches the page inert."""
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+
+import synthetic_run
+from synthetic_run import EVIL
+from reports import diff_runs, render_junit, render_run, render_summary_json
+
+
+class Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags = []
+        self.text = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def assert_inert(html: str, own_scripts: int) -> Collect:
+    p = Collect()
+    p.feed(html)
+    scripts = [a for t, a in p.tags if t == "script"]
+    assert len(scripts) == own_scripts, "a <script> from the data became an element"
+    for tag, attrs in p.tags:
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name)  # no event handler attribute from data
+            if name in ("href", "src") and value:
+                assert not value.strip().lower().startswith("javascript:"), (tag, name, value)
+        if tag == "img":
+            assert attrs["src"].startswith("data:image/png;base64,")
+    return p
+
+
+@pytest.fixture
+def evil_run(tmp_path):
+    return synthetic_run.write_evil_run(tmp_path / "evil")
+
+
+def test_report_html_escapes_every_field(evil_run):
+    html = render_run(evil_run).read_text()
+    p = assert_inert(html, own_scripts=3)  # case data JSON, outcome order JSON, report.js
+    visible = "".join(p.text)
+    assert visible.count(EVIL) >= 10  # shown as text: header, ids, desc, node, flags, placement, worst ...
+    # the case table data: JSON inside <script type="application/json"> must not contain "<" at all
+    data = re.search(r'id="case-data">(.*?)</script>', html, re.S).group(1)
+    assert "<" not in data and EVIL in json.loads(data)[0][0]
+    # the expectation link is not a javascript: href (shown as text instead)
+    assert "javascript:window.__pwned=3" in visible
+
+
+def test_outside_artifact_paths_are_not_read(evil_run):
+    html = render_run(evil_run).read_text()
+    assert "../../outside" not in re.findall(r'href="([^"]*)"', html)
+
+
+def test_diff_html_escapes(evil_run, tmp_path):
+    b = synthetic_run.write_run(tmp_path / "b", 4)
+    res = diff_runs(evil_run, b, tmp_path / "d")
+    assert_inert(res.html_path.read_text(), own_scripts=0)
+    res = diff_runs(b, evil_run, tmp_path / "d2")
+    p = assert_inert(res.html_path.read_text(), own_scripts=0)
+    assert EVIL in "".join(p.text)
+
+
+def test_junit_and_summary_keep_the_strings_exactly(evil_run):
+    tree = ET.parse(render_junit(evil_run))
+    names = [tc.get("name") for tc in tree.iter("testcase")]
+    assert all(EVIL in n for n in names)
+    failure = next(tree.iter("failure"))
+    assert EVIL in failure.get("message")
+    summary = json.loads(render_summary_json(evil_run).read_text())
+    assert summary["run"]["ep"].endswith(EVIL)
+    assert all(EVIL in f["id"] for f in summary["failing"])
