@@ -1,0 +1,101 @@
+"""Fault injection: a worker that aborts, segfaults, exits or hangs costs exactly its case.
+
+Faults are injected through the documented test hook ``EP_TESTBED_FAULT`` (harness/worker.py),
+read only by worker processes. Every test checks that all other cases still ran and that no
+finished line was lost from results.jsonl.
+"""
+
+import json
+import os
+import time
+
+import pytest
+
+from harness.case_run import CaseConfig
+from harness.providers import resolve_ep
+from harness.results import read_run
+from harness.runner import RunOptions, run_cases
+from harness.worker import FAULT_ENV, parse_faults
+from local_cases import HERE, MAPPER, max_pool_case
+
+CASES = [max_pool_case(f"max_pooling2/fault-{i}", seed=i) for i in range(6)]
+
+
+def _run(tmp_path, fault: str, jobs: int = 2, timeout: float = 60.0):
+    config = CaseConfig(ep=resolve_ep("cpu"), mapper=MAPPER)
+    env = dict(os.environ, **{FAULT_ENV: fault})
+    options = RunOptions(out_dir=str(tmp_path / "run"), jobs=jobs, timeout=timeout, env=env, extra_paths=(HERE,),
+                         progress=False)
+    result = run_cases(CASES, config, options)
+    header, lines, end = read_run(str(tmp_path / "run"))
+    return result, {line["id"]: line for line in lines}, end
+
+
+@pytest.mark.parametrize("action, signal_name", [("abort", "SIGABRT"), ("segfault", "SIGSEGV")])
+def test_a_worker_killed_by_a_signal_costs_one_case(tmp_path, action, signal_name):
+    result, lines, end = _run(tmp_path, f"{action}=*-2")
+    assert len(lines) == len(CASES)  # every case has a line; nothing lost
+    crash = lines["max_pooling2/fault-2"]
+    assert crash["outcome"] == "crash"
+    assert signal_name in crash["message"]
+    assert f"injecting {action}" in crash["message"]  # what the worker printed is kept
+    assert crash["artifacts"] and os.path.exists(tmp_path / "run" / crash["artifacts"] / "model.onnx")
+    assert crash["flags"]  # filled in by the parent, the worker could not
+    assert all(lines[c.id]["outcome"] == "pass" for c in CASES if c.id != "max_pooling2/fault-2")
+    assert end["counts"]["crash"] == 1 and end["interrupted"] is False
+
+
+def test_several_crashes_in_a_row_each_get_a_fresh_worker(tmp_path):
+    _, lines, _ = _run(tmp_path, "exit=*-1;exit=*-3;abort=*-4", jobs=1)
+    outcomes = {cid: line["outcome"] for cid, line in lines.items()}
+    assert [outcomes[f"max_pooling2/fault-{i}"] for i in range(6)] == ["pass", "crash", "pass", "crash", "crash", "pass"]
+    assert "exited with status 3" in lines["max_pooling2/fault-1"]["message"]
+
+
+def test_a_hanging_case_times_out_and_the_run_goes_on(tmp_path):
+    start = time.monotonic()
+    result, lines, _ = _run(tmp_path, "hang=*-1", timeout=3.0)
+    assert time.monotonic() - start < 40
+    hung = lines["max_pooling2/fault-1"]
+    assert hung["outcome"] == "timeout"
+    assert "no result after 3 s" in hung["message"] and "injecting hang" in hung["message"]
+    assert hung["duration_s"] >= 3.0
+    assert sum(line["outcome"] == "pass" for line in lines.values()) == 5
+
+
+def test_an_exception_around_the_case_is_an_error_not_a_crash(tmp_path):
+    _, lines, _ = _run(tmp_path, "raise=*-0")
+    line = lines["max_pooling2/fault-0"]
+    assert line["outcome"] == "error" and "EP_TESTBED_FAULT raise" in line["message"]
+    assert line["op"] == "DML_OPERATOR_MAX_POOLING2"  # the parent completes the partial line
+
+
+def test_results_are_on_disk_before_the_run_ends(tmp_path):
+    """Lines are flushed as cases finish: read the file while a later case hangs."""
+    import threading
+
+    out = tmp_path / "run"
+    seen: list[int] = []
+
+    def watch():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            path = out / "results.jsonl"
+            if path.exists():
+                n = sum(1 for l in path.read_text().splitlines() if '"type": "case"' in l)
+                if n >= 5:
+                    seen.append(n)
+                    return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    _run(tmp_path, "hang=*-5", jobs=1, timeout=6.0)
+    watcher.join()
+    assert seen and seen[0] >= 5  # five lines were readable while case 5 was still hanging
+
+
+def test_fault_spec_is_validated():
+    assert parse_faults("abort=a/*; hang=b") == [("abort", "a/*"), ("hang", "b")]
+    with pytest.raises(ValueError, match=FAULT_ENV):
+        parse_faults("explode=*")

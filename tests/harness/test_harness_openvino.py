@@ -1,0 +1,91 @@
+"""The OpenVINO EP for real: placement is proven per case, and what it hands back is not-on-ep.
+
+Runs only where the interpreter running pytest has ``OpenVINOExecutionProvider`` (the
+onnxruntime-openvino wheel, e.g. CI's OpenVINO venv); skipped with the reason elsewhere.
+Observed with onnxruntime-openvino 1.24.1: MaxRoiPool is never taken; MaxPool is taken for
+float and 8-bit inputs (not for 16/32/64-bit integers); RoiAlign is taken in some graphs and
+declined in others (e.g. a lone RoiAlign reading its ROIs straight from a graph input).
+"""
+
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+if "OpenVINOExecutionProvider" not in ort.get_available_providers():
+    pytest.skip(f"OpenVINOExecutionProvider is not installed in this interpreter (providers: "
+                f"{', '.join(ort.get_available_providers())}); run these tests in the onnxruntime-openvino venv",
+                allow_module_level=True)
+
+from graphs.catalog import build_catalog  # noqa: E402
+
+from harness import expectations  # noqa: E402
+from harness.case_run import CaseConfig  # noqa: E402
+from harness.providers import resolve_ep  # noqa: E402
+from harness.runner import RunOptions, run_cases  # noqa: E402
+
+OV = "OpenVINOExecutionProvider"
+RAN = ("pass", "tie-only", "fail", "known", "fixed")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("openvino")
+    result = run_cases(build_catalog(), CaseConfig(ep=resolve_ep("openvino")),
+                       RunOptions(out_dir=str(out), jobs=2, timeout=120, progress=False), expectations.for_ep("openvino"))
+    return {line["id"]: line for line in result.lines}, result
+
+
+def _op_node(line, op_type):
+    return [n for n in line["placement"] if n.startswith(op_type)]
+
+
+def test_the_run_header_records_the_openvino_flavour(run):
+    _, result = run
+    assert result.header["ort_flavour"] == "onnxruntime-openvino"
+    assert result.header["ep"] == OV and OV in result.header["available_providers"]
+    assert result.header["session_options"]["disable_cpu_ep_fallback"] is True
+
+
+def test_max_roi_pool_is_handed_to_cpu_and_reported_not_on_ep(run):
+    lines, _ = run
+    pooling = [l for l in lines.values() if l["op"] == "DML_OPERATOR_ROI_POOLING"]
+    assert pooling
+    for line in pooling:
+        assert line["outcome"] == "not-on-ep", (line["id"], line["outcome"], line["message"])
+        assert "MaxRoiPool -> CPUExecutionProvider" in line["message"]
+        assert line["errors"] == {"max_abs": None, "max_rel": None, "max_ulp": None}  # never compared
+
+
+def test_float_max_pool_runs_on_openvino(run):
+    lines, _ = run
+    floats = [l for l in lines.values() if l["op"] == "DML_OPERATOR_MAX_POOLING2"
+              and l["dtype"] in ("float32", "float16") and l["outcome"] != "inexpressible"]
+    assert floats
+    for line in floats:
+        assert line["outcome"] in RAN, (line["id"], line["outcome"], line["message"])
+        nodes = _op_node(line, "MaxPool")
+        assert nodes and all(line["placement"][n] == OV for n in nodes), line["placement"]
+    assert sum(l["outcome"] == "pass" for l in floats) >= len(floats) // 2
+
+
+def test_roi_align_declined_by_openvino_is_not_on_ep(run):
+    lines, _ = run
+    roi_align = [l for l in lines.values() if l["op"] in ("DML_OPERATOR_ROI_ALIGN", "DML_OPERATOR_ROI_ALIGN1")]
+    declined = [l for l in roi_align if l["outcome"] == "not-on-ep"]
+    assert declined, "expected OpenVINO to hand some RoiAlign nodes back to the CPU EP"
+    for line in declined:
+        assert "RoiAlign -> CPUExecutionProvider" in line["message"]
+        assert line["placement"].get("RoiAlign") == "CPUExecutionProvider"
+
+
+def test_every_compared_case_ran_wholly_on_openvino(run):
+    """The invariant behind every pass/fail: no compared case had a node anywhere but on the EP."""
+    lines, _ = run
+    for line in lines.values():
+        if line["outcome"] in RAN:
+            assert line["placement"] and set(line["placement"].values()) == {OV}, (line["id"], line["placement"])
+        elif line["outcome"] == "not-on-ep":
+            assert any(p != OV for p in line["placement"].values()) or "diagnostic" in line["message"], line["id"]
+        assert line["outcome"] not in ("crash", "timeout"), (line["id"], line["message"])
+        assert not line["message"].startswith("harness raised"), (line["id"], line["message"])

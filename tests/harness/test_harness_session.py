@@ -1,0 +1,123 @@
+"""EP selection, session options, placement read-back and expectations, against the installed ORT."""
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from harness import expectations as exp
+from harness.placement import is_fallback_refusal, off_ep, placement_from_profile, read_placement
+from harness.providers import (EpNotAvailable, EpSpec, SessionSettings, alias_of, ort_flavour, parse_provider_options,
+                               providers_arg, resolve_ep, session_options)
+from local_cases import max_pool_case, to_onnx
+
+
+def test_aliases_and_full_names_resolve_against_the_installed_providers():
+    assert resolve_ep("cpu") == EpSpec("CPUExecutionProvider", "cpu", {})
+    assert resolve_ep("CPUExecutionProvider").alias == "cpu"
+    assert resolve_ep("cpuexecutionprovider").provider == "CPUExecutionProvider"
+    spec = resolve_ep("dml", {"device_id": "1"}, available=["DmlExecutionProvider", "CPUExecutionProvider"])
+    assert spec == EpSpec("DmlExecutionProvider", "dml", {"device_id": "1"})
+    assert providers_arg(spec) == [("DmlExecutionProvider", {"device_id": "1"})]
+    assert alias_of("FooExecutionProvider") == "foo"
+    with pytest.raises(EpNotAvailable) as info:
+        resolve_ep("openvino", available=["CPUExecutionProvider"])
+    assert "onnxruntime-openvino" in str(info.value) and "Installed providers: CPUExecutionProvider" in str(info.value)
+
+
+def test_provider_options_parse():
+    assert parse_provider_options(["device_id=0", " performance_preference = high_performance "]) == {
+        "device_id": "0", "performance_preference": "high_performance"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_provider_options(["device_id"])
+
+
+def _config(so, key):
+    try:
+        return so.get_session_config_entry(key)
+    except RuntimeError:  # "does not have configuration with key"
+        return None
+
+
+def test_session_options_per_ep():
+    cpu = session_options(resolve_ep("cpu"), SessionSettings())
+    assert cpu.graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    assert _config(cpu, "session.disable_cpu_ep_fallback") is None  # CPU cannot fall back
+    dml = EpSpec("DmlExecutionProvider", "dml")
+    so = session_options(dml, SessionSettings(graph_opt=True))
+    assert so.get_session_config_entry("session.disable_cpu_ep_fallback") == "1"
+    assert so.enable_mem_pattern is False and so.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
+    assert so.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    relaxed = session_options(dml, SessionSettings(), allow_fallback=True)
+    assert _config(relaxed, "session.disable_cpu_ep_fallback") is None
+    assert SessionSettings().to_json(dml)["enable_mem_pattern"] is False
+
+
+def test_flavour_is_the_installed_distribution():
+    from importlib.metadata import packages_distributions
+
+    assert ort_flavour() in packages_distributions()["onnxruntime"]
+
+
+def test_placement_is_read_back_from_a_real_profile(tmp_path):
+    mapping = to_onnx(max_pool_case("x").desc)
+    so = session_options(resolve_ep("cpu"), SessionSettings(), profile_prefix=str(tmp_path / "prof"))
+    session = ort.InferenceSession(mapping.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    session.run(None, {"X": np.zeros((1, 2, 6, 6), np.float32)})
+    path = session.end_profiling()
+    events = json.load(open(path))
+    assert placement_from_profile(events, ["pool"]) == {"pool": "CPUExecutionProvider"}  # the profile alone
+    placement, source = read_placement(session, ["pool"], path)
+    assert placement == {"pool": "CPUExecutionProvider"} and source.startswith("profiling")
+    assert not (tmp_path / path).exists()  # the trace is removed once read
+
+
+def test_fused_nodes_are_attributed_only_when_unambiguous():
+    fused = [{"cat": "Node", "name": "OpenVINOExecutionProvider_OpenVINO-EP-subgraph_1_0_kernel_time",
+              "args": {"provider": "OpenVINOExecutionProvider"}}]
+    assert placement_from_profile(fused, ["a", "b"]) == {"a": "OpenVINOExecutionProvider",
+                                                         "b": "OpenVINOExecutionProvider"}
+    mixed = fused + [{"cat": "Node", "name": "x_kernel_time", "args": {"provider": "OtherExecutionProvider"}}]
+    assert placement_from_profile(mixed, ["a"]) == {}  # two fused providers: unproven
+    direct = fused + [{"cat": "Node", "name": "a_kernel_time", "args": {"provider": "CPUExecutionProvider"}}]
+    assert placement_from_profile(direct, ["a"]) == {"a": "CPUExecutionProvider"}
+    assert placement_from_profile(fused, ["a"], fallback={"a": "CPUExecutionProvider"}) == {"a": "CPUExecutionProvider"}
+    assert off_ep({"a": "X"}, ["a", "b"], "X") == ["b"]  # unknown placement never counts as on the EP
+
+
+def test_fallback_refusal_text_matches_onnxruntime():
+    text = ("[ONNXRuntimeError] : 1 : FAIL : This session contains graph nodes that are assigned to the default "
+            "CPU EP, but fallback to CPU EP has been explicitly disabled by the user.")
+    assert is_fallback_refusal(RuntimeError(text))
+    assert not is_fallback_refusal(RuntimeError("Pad should be smaller than kernel."))
+
+
+def test_expectations_known_fixed_strict_and_flags():
+    entries = exp.parse({"expectations": [
+        {"id": "roi_align*", "flags": [{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}],
+         "outcome": "fail", "reason": "r", "link": "l"},
+        {"id": "max_pooling2/nan*", "outcome": ["fail", "crash"], "strict": False, "reason": "r", "link": "l"},
+        {"id": "roi_pooling/*", "tags": {"dtype": "float16"}, "outcome": "fail", "reason": "r", "link": "l"}]})
+    max_flag = [{"field": "ReductionFunction", "value": "MAX", "kind": "diverges", "reason": "x"}]
+    assert entries.match("roi_align1/a", {}, max_flag) is not None
+    assert entries.match("roi_align1/a", {}, []) is None and entries.match("roi_align1/a") is None
+    assert entries.may_match("roi_align1/a") and not entries.may_match("max_pooling2/x")
+    strict = entries.match("roi_align/x", {}, max_flag)
+    assert exp.apply("fail", strict) == "known" and exp.apply("pass", strict) == "fixed"
+    assert exp.apply("crash", strict) == "crash" and exp.apply("pass", None) == "pass"
+    loose = entries.match("max_pooling2/nan-1")
+    assert exp.apply("crash", loose) == "known" and exp.apply("pass", loose) == "pass"
+    assert entries.match("roi_pooling/a", {"dtype": "float16"}) and not entries.match("roi_pooling/a", {"dtype": "float32"})
+    for bad in ({"expectations": [{"id": "x", "outcome": "fail", "reason": "r"}]},
+                {"expectations": [{"id": "x", "outcome": "pass", "reason": "r", "link": "l"}]},
+                {"nope": []}):
+        with pytest.raises(ValueError):
+            exp.parse(bad)
+
+
+@pytest.mark.parametrize("alias", ["cpu", "dml", "openvino"])
+def test_bundled_expectation_files_are_valid(alias):
+    entries = exp.for_ep(alias)
+    for entry in entries.entries:
+        assert entry.reason and entry.link.startswith("https://")
