@@ -51,19 +51,29 @@ def roi_pooling(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.n
     pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
     rois = roi_tensor.reshape(-1, 5)
     _check_rois(desc, rois, batch_count)
-    output = np.zeros((rois.shape[0], channels, pooled_h, pooled_w), dtype=input_tensor.dtype)
+    # A max is separable: the max over a bin is the max over its columns of the max over its
+    # rows, so a region takes PooledSize.Height + PooledSize.Width reductions, each over whole
+    # rows of channels (the input is laid out channels-last once so those are contiguous).
+    floating = np.issubdtype(input_tensor.dtype, np.floating)
+    maximum = np.fmax if floating and np.isnan(input_tensor).any() else np.maximum  # NAN-1
+    channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
+    output = np.zeros((rois.shape[0], pooled_h, pooled_w, channels), dtype=input_tensor.dtype)
     for r, roi in enumerate(rois):
-        batch = int(roi[0])
         x1, y1, x2, y2 = scaled_region(roi[1:], desc.spatial_scale)
-        region_h, region_w = y2 - y1 + 1, x2 - x1 + 1
-        plane = input_tensor[batch]
-        for py in range(pooled_h):
-            start_y, end_y = bin_bounds(py, region_h, pooled_h, y1, height)
-            for px in range(pooled_w):
-                start_x, end_x = bin_bounds(px, region_w, pooled_w, x1, width)
-                if end_y > start_y and end_x > start_x:
-                    window = plane[:, start_y:end_y, start_x:end_x].reshape(channels, -1)
-                    output[r, :, py, px] = nan_ignoring_max(window, axis=1)
+        rows = [bin_bounds(py, y2 - y1 + 1, pooled_h, y1, height) for py in range(pooled_h)]
+        cols = [bin_bounds(px, x2 - x1 + 1, pooled_w, x1, width) for px in range(pooled_w)]
+        left, right = min(c[0] for c in cols), max(c[1] for c in cols)
+        if right <= left:
+            continue  # every bin is empty: zeros (RP-4)
+        plane = channels_last[int(roi[0]), :, left:right]                                 # (H, columns, C)
+        filled_rows = [py for py, (top, bottom) in enumerate(rows) if bottom > top]
+        if not filled_rows:
+            continue
+        row_max = np.stack([maximum.reduce(plane[rows[py][0]:rows[py][1]], axis=0) for py in filled_rows])
+        for px, (start, end) in enumerate(cols):
+            if end > start:
+                output[r, filled_rows, px] = maximum.reduce(row_max[:, start - left:end - left], axis=1)
+    output = np.ascontiguousarray(np.moveaxis(output, -1, 1))
     return {"OutputTensor": output}
 
 
