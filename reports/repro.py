@@ -32,6 +32,8 @@ import onnxruntime as ort
 provider = sys.argv[1] if len(sys.argv) > 1 else {provider!r}
 so = ort.SessionOptions()
 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep the node as built
+if provider != "CPUExecutionProvider":  # fail rather than quietly run the node on the CPU
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
 if provider == "DmlExecutionProvider":  # the DirectML EP requires both settings
     so.enable_mem_pattern = False
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -39,15 +41,17 @@ sess = ort.InferenceSession("model.onnx", so, providers=[provider])
 inputs = dict(np.load("inputs.npz"))
 expected = dict(np.load("expected.npz"))
 names = [o.name for o in sess.get_outputs()]
-for name, actual in zip(names, sess.run(names, inputs)):
-    e, a = expected[name].astype(np.float64), np.asarray(actual).astype(np.float64)
-    diff = np.where((e == a) | (np.isnan(e) & np.isnan(a)), 0.0, np.abs(a - e))
+for name, actual in zip(names, sess.run(names, inputs)):  # index outputs: an equal-valued index is a tie
+    e, a = expected[name], np.asarray(actual)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+    diff[(e == a) | (np.isnan(e.astype(np.float64)) & np.isnan(a.astype(np.float64)))] = 0.0
     diff[np.isnan(diff)] = np.inf
-    worst = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
     print(f"{{name}}: max |actual - expected| = {{diff.max() if diff.size else 0.0:g}}, "
           f"{{int((diff > 0).sum())}} of {{diff.size}} elements differ")
     if diff.size and diff.max() > 0:
-        print(f"  worst at {{tuple(int(i) for i in worst)}}: expected {{e[worst]!r}}, got {{a[worst]!r}}")
+        worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        print(f"  worst at {{tuple(int(i) for i in worst)}}: expected {{e[worst].item()!r}}, got {{a[worst].item()!r}}")
 '''
 
 
