@@ -1,0 +1,59 @@
+"""The library side of ``ep-testbed map`` and ``ep-testbed gen``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from graphs import cli_map, safe_id, write_cases
+from graphs.catalog import build_catalog, roi_align_desc
+from reference import desc_from_dml, desc_to_dml, execute
+
+
+def test_cli_map_prints_nodes_attributes_and_every_flag(tmp_path):
+    desc = roi_align_desc(True, reduction="MAX", samples=(2, 2), sx=0.25, sy=0.5)
+    path = tmp_path / "desc.json"
+    path.write_text(json.dumps(desc_to_dml(desc)))
+    text = cli_map(path)
+    assert "RoiAlign" in text and "MaxPool" in text and "sampling_ratio=1" in text
+    assert "output_height=6" in text   # 3 rows x 2 samples
+    for field in ("ReductionFunction", "SpatialScaleX", "InputPixelOffset", "OutOfBoundsInputValue",
+                  "AlignRegionsToCorners", "BatchIndicesTensor.DataType"):
+        assert field in text
+    nearest = tmp_path / "nearest.json"
+    nearest.write_text(json.dumps(desc_to_dml(roi_align_desc(True, interp="NEAREST_NEIGHBOR"))))
+    assert "inexpressible" in cli_map(nearest) and "no ONNX model" in cli_map(nearest)
+
+
+def test_write_cases_writes_files_standard_tools_open(tmp_path):
+    folders = write_cases("roi_pooling", tmp_path, seed=3)
+    cases = build_catalog(["roi_pooling"], seed=3)
+    assert len(folders) == len(cases)
+    index = json.loads((tmp_path / "cases.json").read_text())
+    assert [c["id"] for c in index["cases"]] == [c.id for c in cases]
+    for folder, case in list(zip(folders, cases))[::9]:
+        assert folder.name == safe_id(case.id) and "/" not in folder.name
+        desc = desc_from_dml(json.loads((folder / "desc.json").read_text()))
+        assert desc == case.desc
+        model = onnx.load(folder / "model.onnx")
+        onnx.checker.check_model(model)
+        feeds = dict(np.load(folder / "inputs.npz"))
+        expected = dict(np.load(folder / "expected.npz"))
+        out = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        if not case.tags.get("expect"):
+            np.testing.assert_array_equal(out[0], expected["OutputTensor"])
+        np.testing.assert_array_equal(expected["OutputTensor"], execute(case.desc, case.inputs())["OutputTensor"])
+        flags = json.loads((folder / "flags.json").read_text())
+        assert flags["id"] == case.id and flags["flags"]
+
+
+def test_write_cases_handles_inexpressible_cases(tmp_path):
+    folders = write_cases("roi_align1", tmp_path)
+    without_model = [f for f in folders if not (f / "model.onnx").exists()]
+    assert without_model
+    for folder in without_model:
+        assert json.loads((folder / "flags.json").read_text())["kind"] == "inexpressible"
+        assert "InputTensor" in np.load(folder / "inputs.npz")
