@@ -82,23 +82,27 @@ def nearest_tap(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, out_of_bounds: float) -> np.ndarray:
-    """``interpolate2D`` of a ``(C, H, W)`` plane at every (y, x) of the two axes' grids, in float64:
-    ``(C, len(ys), len(xs))``; points outside the input read ``OutOfBoundsInputValue``."""
-    _, height, width = plane.shape
+    """``interpolate2D`` of a channels-last ``(H, W, C)`` plane at every (y, x) of the two axes'
+    grids, in float64: ``(len(ys), len(xs), C)``; points outside the input read
+    ``OutOfBoundsInputValue``."""
+    height, width, _ = plane.shape
+
+    def tap(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        return plane[rows[:, None], cols[None, :]].astype(np.float64)
+
     if mode == "NEAREST_NEIGHBOR":
         iy, in_y = nearest_tap(ys, height)
         ix, in_x = nearest_tap(xs, width)
-        values = plane[:, iy[:, None], ix[None, :]].astype(np.float64)
+        values = tap(iy, ix)
     else:
         y0, y1, wy0, wy1, in_y = linear_taps(ys, height)
         x0, x1, wx0, wx1, in_x = linear_taps(xs, width)
-        def tap(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-            return plane[:, rows[:, None], cols[None, :]].astype(np.float64)
-
+        wx0, wx1 = wx0[None, :, None], wx1[None, :, None]
         top = tap(y0, x0) * wx0 + tap(y0, x1) * wx1
         bottom = tap(y1, x0) * wx0 + tap(y1, x1) * wx1
-        values = top * wy0[:, None] + bottom * wy1[:, None]
-    return np.where(in_y[:, None] & in_x[None, :], values, np.float64(np.float32(out_of_bounds)))
+        values = top * wy0[:, None, None] + bottom * wy1[:, None, None]
+    inside = (in_y[:, None] & in_x[None, :])[:, :, None]
+    return np.where(inside, values, np.float64(np.float32(out_of_bounds)))
 
 
 def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_tensor: np.ndarray,
@@ -112,8 +116,10 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
     _check_regions(desc, rois, batch_indices, batch_count)
     scale_x, scale_y = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
     in_offset, out_offset = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
+    # Channels last, so that each sample point reads its channels as one contiguous row.
+    channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
 
-    output = np.empty((rois.shape[0], channels, out_h, out_w), dtype=np.float64)
+    output = np.empty((rois.shape[0], out_h, out_w, channels), dtype=input_tensor.dtype)
     for r, (x1, y1, x2, y2) in enumerate(rois):
         start_x, start_y = x1 * scale_x, y1 * scale_y
         size_x, size_y = x2 * scale_x - start_x, y2 * scale_y - start_y
@@ -126,14 +132,13 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
                             "(lower MaximumSamplesPerOutput)", desc.TYPE)
         xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
         ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
-        plane = input_tensor[int(batch_indices[r])]
-        samples = interpolate(plane, ys, xs, d.interpolation_mode, d.out_of_bounds_input_value)
-        samples = samples.reshape(channels, out_h, n_y, out_w, n_x)
+        samples = interpolate(channels_last[int(batch_indices[r])], ys, xs, d.interpolation_mode,
+                              d.out_of_bounds_input_value).reshape(out_h, n_y, out_w, n_x, channels)
         if d.reduction_function == "AVERAGE":
-            output[r] = samples.mean(axis=(2, 4))
+            output[r] = samples.mean(axis=(1, 3))
         else:
-            output[r] = nan_ignoring_max(samples, axis=(2, 4))
-    return {"OutputTensor": output.astype(input_tensor.dtype)}
+            output[r] = nan_ignoring_max(samples, axis=(1, 3))
+    return {"OutputTensor": np.ascontiguousarray(np.moveaxis(output, -1, 1))}
 
 
 def _check_regions(desc: RoiAlignDesc | RoiAlign1Desc, rois: np.ndarray, batch_indices: np.ndarray,

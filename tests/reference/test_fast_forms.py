@@ -60,3 +60,34 @@ def test_roi_pooling_fast_equals_simple(seed, nan):
     fast = execute(desc, tensors)["OutputTensor"]
     simple = simple_roi_pooling.roi_pooling(desc, x, tensors["ROITensor"])["OutputTensor"]
     np.testing.assert_array_equal(fast, simple)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), dtype=st.sampled_from(["FLOAT32", "FLOAT16"]),
+       mode=st.sampled_from(["LINEAR", "NEAREST_NEIGHBOR"]), reduction=st.sampled_from(["AVERAGE", "MAX"]),
+       corners=st.booleans())
+def test_roi_align_fast_equals_simple(seed, dtype, mode, reduction, corners):
+    """Equal up to the order of float64 additions in AVERAGE (the fast form sums channels-last):
+    the two float64 means differ by at most a few float64 ulps, so after the one rounding to the
+    output type they agree except where that rounding is a near tie (at most 1 ulp of the output)."""
+    from descs_for_tests import roi_align1
+    import simple_roi_align
+
+    rng = np.random.default_rng(seed)
+    np_type = np.float32 if dtype == "FLOAT32" else np.float16
+    h, w, oh, ow, r = (int(v) for v in rng.integers(1, 8, 5))
+    x = rng.standard_normal((2, 3, h, w)).astype(np_type)
+    rois = rng.uniform(-3, max(h, w) + 3, (r, 4)).astype(np_type)
+    lo = int(rng.integers(1, 3))
+    desc = roi_align1(x.shape, (r, 4), (oh, ow), dtype=dtype, interpolation=mode, reduction=reduction,
+                      samples=(lo, lo + int(rng.integers(0, 3))), corners=corners,
+                      offsets=(float(rng.choice([0.0, 0.5, 0.25])), float(rng.choice([-0.5, 0.0]))),
+                      oob=float(rng.choice([0.0, -2.0])), scale=(float(rng.choice([1.0, 0.5])), 1.0))
+    batch = rng.integers(0, 2, r).astype(np.uint32)
+    fast = execute(desc, {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": batch})["OutputTensor"]
+    simple = simple_roi_align.roi_align(desc, x, rois, batch)["OutputTensor"]
+    assert fast.dtype == simple.dtype
+    if reduction == "MAX":
+        np.testing.assert_array_equal(fast, simple)
+    else:
+        np.testing.assert_array_max_ulp(fast, simple, maxulp=1)
