@@ -191,3 +191,29 @@ def index_mismatches(art: CaseArtifacts, limit: int = 50) -> tuple[list[IndexMis
         if len(target) < limit:
             target.append(item)
     return mismatches, ties, int(len(diff_pos))
+
+
+#: Codes of ``index_categories``.
+INDEX_SAME, INDEX_TIE, INDEX_MISMATCH = 0, 1, 2
+
+
+def index_categories(art: CaseArtifacts) -> np.ndarray | None:
+    """Per element of OutputIndicesTensor: INDEX_SAME, INDEX_TIE or INDEX_MISMATCH (same rule as
+    ``index_mismatches``); None when the case has no comparable index output."""
+    e_idx = art.expected.get(INDICES_OUTPUT)
+    a_idx = art.actual.get(INDICES_OUTPUT)
+    if e_idx is None or a_idx is None or e_idx.shape != a_idx.shape:
+        return None
+    e, a = e_idx.astype(np.int64), a_idx.astype(np.int64)
+    codes = np.where(e != a, INDEX_MISMATCH, INDEX_SAME).astype(np.uint8)
+    x = next(iter(art.inputs.values())) if len(art.inputs) == 1 else None
+    maxima = art.expected.get(VALUES_OUTPUT)
+    if x is not None and maxima is not None and maxima.shape == e.shape:
+        flat = x.reshape(-1)
+        inside = (a >= 0) & (a < flat.size)
+        found = flat[np.where(inside, a, 0)]
+        same = found == maxima
+        if flat.dtype.kind == "f":
+            same |= np.isnan(found) & np.isnan(maxima)
+        codes[(codes == INDEX_MISMATCH) & inside & same] = INDEX_TIE
+    return codes

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from . import images
-from .artifacts import CaseArtifacts, IndexMismatch, load_artifacts, resolve_folder, index_mismatches
+from .artifacts import (CaseArtifacts, IndexMismatch, index_categories, index_mismatches, load_artifacts,
+                        resolve_folder)
 from .matrix import Matrix, build_matrix, case_fields
 from .rendering import environment, script_json, short_op
 from .repro import MAX_INLINE_BUNDLE, build_bundle
@@ -42,6 +43,7 @@ class Detail:
     artifacts_path: str | None
     art: CaseArtifacts | None = None
     pictures: dict[str, list[images.SlicePictures]] = field(default_factory=dict)
+    index_pictures: list[images.IndexSlicePicture] = field(default_factory=list)
     index_mismatches: list[IndexMismatch] = field(default_factory=list)
     index_ties: list[IndexMismatch] = field(default_factory=list)
     index_differing: int = 0
@@ -86,6 +88,9 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
                 continue
             detail.pictures[name] = images.worst_slices(case.op, expected, actual)
         detail.index_mismatches, detail.index_ties, detail.index_differing = index_mismatches(art)
+        codes = index_categories(art)
+        if codes is not None:
+            detail.index_pictures = images.index_slices(case.op, codes)
         bundle = build_bundle(case.id, str(run.header.get("ep") or "CPUExecutionProvider"), art)
         if bundle is not None and len(bundle) <= MAX_INLINE_BUNDLE:
             detail.bundle_uri = "data:application/zip;base64," + base64.b64encode(bundle).decode("ascii")

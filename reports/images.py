@@ -150,3 +150,40 @@ def worst_slices(op: str, expected: np.ndarray, actual: np.ndarray, limit: int =
             value_range=(lo, hi), max_diff=dmax, shape=(int(h), int(w)), scale=scale,
         ))
     return pictures
+
+
+#: Colours of index pictures: same index (white), tie (green), mismatch (dark red).
+INDEX_PALETTE = np.array([(255, 255, 255), (124, 196, 141), (160, 16, 16)], dtype=np.uint8)
+
+
+@dataclass
+class IndexSlicePicture:
+    label: str
+    uri: str
+    mismatches: int
+    ties: int
+    shape: tuple[int, int]
+    scale: int
+
+
+def index_slices(op: str, codes: np.ndarray, limit: int = 4) -> list[IndexSlicePicture]:
+    """Pictures of the ``limit`` slices of an index output with the most mismatches (then ties);
+    ``codes`` holds 0 (same index), 1 (tie), 2 (mismatch) per element."""
+    c = np.asarray(codes)
+    if c.ndim < 2:
+        c = c.reshape(1, -1)
+    lead_shape = c.shape[:-2]
+    h, w = c.shape[-2:]
+    c2 = c.reshape(-1, h, w)
+    mism = (c2 == 2).reshape(len(c2), -1).sum(axis=1)
+    ties = (c2 == 1).reshape(len(c2), -1).sum(axis=1)
+    order = [s for s in np.lexsort((-ties, -mism)) if mism[s] or ties[s]][:limit]
+    names = slice_labels(op, len(lead_shape) + 2)
+    scale = display_scale(h, w)
+    out = []
+    for s in order:
+        coords = np.unravel_index(int(s), lead_shape) if lead_shape else ()
+        label = ", ".join(f"{n} {int(v)}" for n, v in zip(names, coords)) or "whole output"
+        out.append(IndexSlicePicture(label, png_data_uri(INDEX_PALETTE[np.clip(c2[s], 0, 2)]), int(mism[s]),
+                                     int(ties[s]), (int(h), int(w)), scale))
+    return out

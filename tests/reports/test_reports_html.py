@@ -120,3 +120,19 @@ def test_repro_bundle_runs_with_numpy_and_onnxruntime_only(small_run, tmp_path):
         assert "Indices: max |actual - expected| = 0, 0 of 48 elements differ" in out.stdout
         break
     assert found, "the synthetic run has a failing MaxPool case with a bundle"
+
+
+def test_index_picture_codes_match_the_tie_split(tmp_path):
+    from reports.artifacts import INDEX_MISMATCH, INDEX_TIE, index_categories
+    from reports.images import INDEX_PALETTE, index_slices
+
+    folder = tmp_path / "case"
+    synthetic_run.write_artifacts(folder, "DML_OPERATOR_MAX_POOLING2", "FLOAT32", np.random.default_rng(3),
+                                  broken=True)
+    codes = index_categories(load_artifacts(folder))
+    assert sorted(map(tuple, np.argwhere(codes == INDEX_TIE))) == [(0, 0, 0, 0), (0, 1, 0, 0), (0, 2, 0, 0)]
+    assert list(map(tuple, np.argwhere(codes == INDEX_MISMATCH))) == [(0, 2, 3, 3)]
+    pics = index_slices("DML_OPERATOR_MAX_POOLING2", codes)
+    assert [(p.label, p.mismatches, p.ties) for p in pics] == [
+        ("batch 0, channel 2", 1, 1), ("batch 0, channel 0", 0, 1), ("batch 0, channel 1", 0, 1)]
+    assert INDEX_PALETTE.shape == (3, 3)
