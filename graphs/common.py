@@ -60,7 +60,3 @@ def strides_flag(member: str, tensor: TensorDesc) -> Flag:
 
 def dtype_of(tensor: TensorDesc) -> np.dtype:
     return numpy_dtype(tensor.data_type)
-
-
-def reshape_port(shape: tuple[int, ...]):
-    return lambda a: np.asarray(a).reshape(shape)

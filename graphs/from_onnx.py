@@ -5,24 +5,30 @@ Two readings:
 * ``"spec"``: what the ONNX spec (and ONNX Runtime's CPU kernel, where the spec is silent)
   means, as the nearest DML desc. Where no desc means the same, the desc is the nearest one and
   a ``diverges`` flag says what differs (``import_node`` returns the flags).
-* ``"dml-ep"``: the desc ORT's DirectML EP actually builds, quirks included. Learned from
-  microsoft/onnxruntime (read at 9090d651, same content as 735e69a3 cited in
-  /work/shared/research/semantics.md), ``onnxruntime/core/providers/dml/DmlExecutionProvider/src/``:
+* ``"dml-ep"``: the desc ORT's DirectML EP actually builds, quirks included. Learned by reading
+  microsoft/onnxruntime with the ``read_file``/``find_string`` tools (versions as stored there;
+  semantics.md cites the same code at 735e69a3 with line numbers),
+  ``onnxruntime/core/providers/dml/``:
 
-  - ``Operators/DmlOperatorRoiAlign.cpp``: ``GetOptionalAttribute(CoordinateTransformationMode,
-    "half_pixel")`` - RoiAlign-10 has no such attribute, so the EP uses the default and sets
-    InputPixelOffset 0.5 (half_pixel) where ONNX-10 means output_half_pixel; "output_half_pixel"
-    gives 0.0 without ONNX's >= 1 region clamp; OutputPixelOffset is always -0.5; the mode strings
-    map exactly ("avg"/"max", case-sensitive); sampling_ratio 0 -> (1, UINT32_MAX), k -> (k, k);
-    SpatialScaleX = SpatialScaleY = spatial_scale; OutOfBoundsInputValue 0; LINEAR; batch indices
-    ``ForceUnsignedDataType`` (int64 -> UINT64, int32 -> UINT32).
-  - ``Operators/DmlOperatorRoiPooling.cpp``: ``PooledSize = { m_outputSizeH, m_outputSizeW }``
+  - ``DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp``, current version: builds
+    DML_ROI_ALIGN1 with ``GetOptionalAttribute(CoordinateTransformationMode, "half_pixel")`` -
+    RoiAlign-10 has no such attribute, so the EP uses the default and sets InputPixelOffset 0.5
+    where ONNX-10 means output_half_pixel; "output_half_pixel" gives 0.0 without ONNX's >= 1 region
+    clamp; any other string fails ("Unsupported RoiAlign coordinate_transformation_mode.");
+    OutputPixelOffset always -0.5; mode strings map exactly ("avg"/"max", case-sensitive);
+    sampling_ratio 0 -> (1, UINT32_MAX), k -> (k, k); SpatialScaleX = SpatialScaleY =
+    spatial_scale; OutOfBoundsInputValue 0; LINEAR; batch indices ``ForceUnsignedDataType``
+    (int64 -> UINT64, int32 -> UINT32). The older version (stored at 9090d651) built
+    DML_ROI_ALIGN (v1, i.e. pixel offsets 0.5/-0.5) for RoiAlign-10 only, with
+    ``Remap64bitDmlDataTypesTo32bit`` (UINT32 batch indices): the same half_pixel reading.
+  - ``.../Operators/DmlOperatorRoiPooling.cpp``: ``PooledSize = { m_pooledSizeH, m_pooledSizeW }``
     fills ``DML_SIZE_2D {Width, Height}`` positionally, so Width = pooled_shape[0] (the height).
-  - ``Operators/DmlOperatorPooling.cpp``: storage_order != 0 -> E_NOTIMPL (QueryMaxPool declines
-    the node, it runs on CPU); DML_MAX_POOLING2 only with Indices or a dilation != 1 (else
-    DML_MAX_POOLING v1); Indices ``ForceUnsignedDataType`` -> UINT64; with ceil_mode the output is
-    ``1 + floor(num / s) + (num % s != 0)`` without ONNX's "last window starts inside" reduction
-    (``OperatorHelper.cpp`` InitializeKernelOutputDimensions).
+  - ``.../Operators/DmlOperatorPooling.cpp``: ``ORT_THROW_HR_IF(E_NOTIMPL, storageOrder != 0)``;
+    DML_MAX_POOLING2 only with Indices or a dilation != 1 (else DML_MAX_POOLING v1); a 1-D
+    window is shifted right into {1, k} over the rank-4 padded input.
+  - ``OperatorAuthorHelper/OperatorHelper.cpp`` (InitializeKernelOutputDimensions): with
+    ceil_mode the output is ``1 + floor(num / s) + (num % s != 0)``, without ONNX's "last window
+    starts inside" reduction; ``kernelLength <= paddedLength`` is required.
   - ``DmlOperator.h``: every tensor is left-padded with 1s to rank 4 (rois {R,4} -> {1,1,R,4},
     batch_indices {R} -> {1,1,1,R}, 1-D MaxPool X {N,C,L} -> {1,N,C,L}).
 
@@ -42,7 +48,6 @@ from onnx import helper
 
 from reference.descs import MaxPooling2Desc, RoiAlign1Desc, RoiPoolingDesc, Size2D, TensorDesc
 from reference.dtypes import dml_data_type
-from reference.validation import max_pooling2_output_sizes
 
 from .flags import Flag
 
@@ -50,7 +55,7 @@ MODES = ("spec", "dml-ep")
 UINT32_MAX = 2**32 - 1
 
 
-class ImportError_(ValueError):
+class OnnxImportError(ValueError):
     """An ONNX node that has no DML desc in the requested reading; the message says why."""
 
 
@@ -108,7 +113,7 @@ def import_node(node: onnx.NodeProto, input_shapes: Sequence[Sequence[int]], inp
         return _max_roi_pool(node, shapes, types, mode)
     if node.op_type == "MaxPool":
         return _max_pool(node, shapes, types, mode, opset)
-    raise ImportError_(f"op_type = {node.op_type!r}: one of RoiAlign, MaxRoiPool, MaxPool")
+    raise OnnxImportError(f"op_type = {node.op_type!r}: one of RoiAlign, MaxRoiPool, MaxPool")
 
 
 def predicted_divergences(node: onnx.NodeProto, input_shapes, input_types, opset: Optional[int] = None) -> list[Flag]:
@@ -153,9 +158,8 @@ def _plain(v):
 
 
 def _float_type(t: np.dtype, what: str, mode: str) -> str:
-    allowed = (np.float32, np.float16) if mode == "dml-ep" else (np.float32, np.float16)
-    if t not in [np.dtype(a) for a in allowed]:
-        raise ImportError_(f"{what} of type {t}: DML's desc takes FLOAT32 or FLOAT16"
+    if t not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise OnnxImportError(f"{what} of type {t}: DML's desc takes FLOAT32 or FLOAT16"
                            + (" (the DML EP registers float and float16 only)" if mode == "dml-ep" else ""))
     return dml_data_type(t)
 
@@ -171,9 +175,9 @@ def _roi_align(node, shapes, types, mode, opset) -> Imported:
     onnx_mode = a.get("mode", "avg")
     if mode == "dml-ep":
         if onnx_mode not in ("avg", "max"):  # exact string match in DmlOperatorRoiAlign.cpp
-            raise ImportError_(f'mode = "{onnx_mode}": the DML EP matches "avg"/"max" exactly and fails kernel creation')
+            raise OnnxImportError(f'mode = "{onnx_mode}": the DML EP matches "avg"/"max" exactly and fails kernel creation')
     elif onnx_mode.lower() not in ("avg", "max"):
-        raise ImportError_(f'mode = "{onnx_mode}": ONNX allows "avg" or "max"')
+        raise OnnxImportError(f'mode = "{onnx_mode}": ONNX allows "avg" or "max"')
     reduction = "AVERAGE" if onnx_mode.lower() == "avg" else "MAX"
     if reduction == "MAX" and mode == "spec":
         flags.append(Flag("ReductionFunction", "MAX", "diverges", 'ONNX\'s mode="max" (as ORT and onnx.reference '
@@ -198,7 +202,7 @@ def _roi_align(node, shapes, types, mode, opset) -> Imported:
                               "page's InputPixelOffset 0 never clamps (regions smaller than a pixel differ)"))
     else:
         if ctm not in ("half_pixel", "output_half_pixel"):
-            raise ImportError_(f'coordinate_transformation_mode = "{ctm}": the DML EP accepts only half_pixel and '
+            raise OnnxImportError(f'coordinate_transformation_mode = "{ctm}": the DML EP accepts only half_pixel and '
                                "output_half_pixel (\"Unsupported RoiAlign coordinate_transformation_mode.\")")
         ipo = 0.5 if ctm == "half_pixel" else 0.0
         if opset_now < 16 and not ctm_present:
@@ -213,7 +217,7 @@ def _roi_align(node, shapes, types, mode, opset) -> Imported:
     elif bi_t == np.int32 and mode == "dml-ep":
         bi_dml = "UINT32"
     else:
-        raise ImportError_(f"batch_indices of type {bi_t}: ONNX RoiAlign takes int64"
+        raise OnnxImportError(f"batch_indices of type {bi_t}: ONNX RoiAlign takes int64"
                            + (" (the DML EP also int32)" if mode == "dml-ep" else ""))
     if mode == "dml-ep":  # DmlOperator.h: rank padded to 4
         roi_sizes, bi_sizes = (1, 1, r, 4), (1, 1, 1, r)
@@ -276,11 +280,11 @@ def _max_pool(node, shapes, types, mode, opset) -> Imported:
     x_shape = shapes[0]
     x_t = types[0]
     if mode == "dml-ep" and x_t not in [np.dtype(t) for t in (np.float32, np.float16, np.int8, np.uint8)]:
-        raise ImportError_(f"X of type {x_t}: the DML EP registers MaxPool for float, float16, int8, uint8 only")
+        raise OnnxImportError(f"X of type {x_t}: the DML EP registers MaxPool for float, float16, int8, uint8 only")
     try:
         data_type = dml_data_type(x_t)
     except KeyError:
-        raise ImportError_(f"X of type {x_t}: no DML data type holds it") from None
+        raise OnnxImportError(f"X of type {x_t}: no DML data type holds it") from None
     kernel = [int(k) for k in a["kernel_shape"]]
     k = len(kernel)
     strides = [int(s) for s in a.get("strides", [1] * k)]
@@ -289,7 +293,6 @@ def _max_pool(node, shapes, types, mode, opset) -> Imported:
     auto_pad = a.get("auto_pad", "NOTSET") or "NOTSET"
     ceil_mode = int(a.get("ceil_mode", 0))
     storage_order = int(a.get("storage_order", 0))
-    outputs_present = [o for o in node.output if o]
     has_indices = len(node.output) > 1 and node.output[1] != ""
     spatial = list(x_shape[2:])
 
@@ -312,7 +315,7 @@ def _max_pool(node, shapes, types, mode, opset) -> Imported:
     start, end = pads[:k], pads[k:]
 
     if mode == "dml-ep" and storage_order != 0:
-        raise ImportError_("storage_order = 1: the DML EP declines the node (QueryMaxPool, E_NOTIMPL); it runs on CPU")
+        raise OnnxImportError("storage_order = 1: the DML EP declines the node (QueryMaxPool, E_NOTIMPL); it runs on CPU")
     if mode == "dml-ep" and not has_indices and all(d == 1 for d in dilations):
         flags.append(Flag("OutputIndicesTensor", None, "exact", "without Indices or a dilation the DML EP builds "
                           "DML_MAX_POOLING (v1), not MAX_POOLING2; same semantics"))
@@ -386,5 +389,4 @@ def _max_pool(node, shapes, types, mode, opset) -> Imported:
             return [a.reshape(onnx_out_shape) for a in arrs]
         return [np.transpose(a, inverse) for a in arrs]
 
-    del outputs_present
     return Imported(desc, flags, inputs, outputs)

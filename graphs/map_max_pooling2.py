@@ -6,7 +6,7 @@ batch and channel). Types ONNX's MaxPool does not list go through a Cast to floa
 a max only selects, and float64 holds every 8/16/32-bit integer exactly (64-bit ones only
 while |x| <= 2^53). UINT32 indices are a Cast of ONNX's int64 ones.
 
-ORT's DML EP (``DmlOperatorPooling.cpp`` at microsoft/onnxruntime 9090d651) builds
+ORT's DML EP (``DmlOperatorPooling.cpp``, see from_onnx.py) builds
 DML_MAX_POOLING2 only when the node requests Indices or has a dilation != 1; otherwise it
 builds DML_MAX_POOLING (v1). It throws E_NOTIMPL for storage_order != 0.
 """

@@ -2,7 +2,7 @@
 
 How each field reaches ONNX (the DML EP's own mapping, from ORT's
 ``onnxruntime/core/providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp``,
-read at microsoft/onnxruntime 9090d651: it sets SpatialScaleX = SpatialScaleY = spatial_scale,
+current version, read with the read_file tool; see from_onnx.py: it sets SpatialScaleX = SpatialScaleY = spatial_scale,
 OutOfBoundsInputValue = 0, Minimum/MaximumSamplesPerOutput = (1, UINT32_MAX) for
 sampling_ratio 0 and (k, k) otherwise, LINEAR, InputPixelOffset 0.5 for "half_pixel" and 0 for
 "output_half_pixel", OutputPixelOffset -0.5, AlignRegionsToCorners FALSE), so every other value
@@ -38,7 +38,7 @@ from reference.descs import RoiAlign1Desc, RoiAlignDesc, as_roi_align1
 from reference.dtypes import numpy_dtype
 
 from .builder import GraphBuilder
-from .common import OpsetError, dtype_of, reshape_port, strides_flag
+from .common import OpsetError, dtype_of, strides_flag
 from .flags import Flag
 from .mapping import Mapping, Port
 

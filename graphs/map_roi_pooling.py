@@ -1,7 +1,7 @@
 """DML_ROI_POOLING -> ONNX MaxRoiPool.
 
-ORT's DML EP (``DmlOperatorRoiPooling.cpp`` at microsoft/onnxruntime 9090d651) copies
-spatial_scale and fills ``PooledSize = {pooled_shape[0], pooled_shape[1]}`` positionally
+ORT's DML EP (``DmlOperatorRoiPooling.cpp``, see from_onnx.py) copies
+spatial_scale and fills ``PooledSize = { m_pooledSizeH, m_pooledSizeW }`` positionally
 into ``DML_SIZE_2D {Width, Height}``: for a non-square pooled_shape the EP hands DirectML
 Width = pooled height (see ``from_onnx`` mode "dml-ep"). We emit ``pooled_shape = [Height, Width]``
 as ONNX defines it.
