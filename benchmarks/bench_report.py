@@ -29,12 +29,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=3, help="render this many times, report the best and worst")
+    parser.add_argument("--all-fail", action="store_true",
+                        help="worst case: every case fails and has an artifact folder")
     parser.add_argument("--keep", type=Path, help="write the run here and keep it (default: a temp folder)")
     args = parser.parse_args()
     run_dir = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-")) / "run"
     try:
         t0 = time.perf_counter()
-        synthetic_run.write_run(run_dir, args.cases)
+        synthetic_run.write_run(run_dir, args.cases, pattern=["fail"] if args.all_fail else None)
         folders = len(list((run_dir / "cases").iterdir()))
         print(f"synthetic run: {args.cases} cases, {folders} artifact folders, written in "
               f"{time.perf_counter() - t0:.1f} s -> {run_dir}")
