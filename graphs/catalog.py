@@ -98,6 +98,16 @@ def _case(op: str, name: str, desc, seed: int, family: str, recipe: str = "rando
     return Case(id=f"{op}/{name}", op=TYPE_OF[op], desc=desc, seed=seed, opset=opset, tags=tags, recipe=recipe)
 
 
+_GRID_ROWS: dict[str, list[dict]] = {}
+
+
+def _grid(key: str, params, valid=None) -> list[dict]:
+    """``all_pairs`` rows, computed once per process (the grid does not depend on the seed)."""
+    if key not in _GRID_ROWS:
+        _GRID_ROWS[key] = all_pairs(params, valid=valid)
+    return [dict(row) for row in _GRID_ROWS[key]]
+
+
 def _ok(desc) -> bool:
     try:
         validate(desc)
@@ -149,7 +159,7 @@ def _roi_align_cases(v1: bool, seed: int) -> list[Case]:
         params += [("ipo", [0.5, 0.0, 0.25]), ("opo", [-0.5, 0.0, -0.25]), ("corners", [False, True]),
                    ("bi_type", ["UINT32", "UINT64"])]
     cases = []
-    for row in all_pairs(params):
+    for row in _grid(op, params):
         row.setdefault("ipo", 0.5), row.setdefault("opo", -0.5), row.setdefault("corners", False)
         row.setdefault("bi_type", "UINT32")
         desc = roi_align_desc(v1, **row)
@@ -240,7 +250,7 @@ def _max_pooling2_cases(seed: int) -> list[Case]:
         return _ok(max_pooling2_desc(**row))
 
     cases = []
-    for row in all_pairs(params, valid=valid):
+    for row in _grid(op, params, valid):
         row = fix(row)
         cases.append(_case(op, "grid-" + _mp_name(row), max_pooling2_desc(**row), seed, "grid"))
     for opset, dtype in ((8, "FLOAT32"), (10, "FLOAT16"), (11, "INT8"), (12, "UINT8")):
@@ -311,7 +321,7 @@ def _roi_pooling_cases(seed: int) -> list[Case]:
     params = [("dtype", ["FLOAT32", "FLOAT16"]), ("scale", [1.0, 0.5, 0.25, 2.0, 0.0]),
               ("pooled", [(1, 1), (2, 2), (2, 3), (3, 2), (7, 7), (11, 1)]), ("rois", [1, 3, 8])]
     cases = []
-    for row in all_pairs(params):
+    for row in _grid(op, params):
         name = (f"grid-{SHORT_DTYPE[row['dtype']]}-scale{_num(row['scale'])}-pool{row['pooled'][0]}x{row['pooled'][1]}"
                 f"-rois{row['rois']}")
         cases.append(_case(op, name, roi_pooling_desc(**row), seed, "grid"))
