@@ -49,6 +49,7 @@ class Detail:
     index_differing: int = 0
     bundle_uri: str | None = None
     bundle_note: str | None = None
+    bundle_files: list[str] = field(default_factory=list)
     message: str = ""
     message_truncated: bool = False
 
@@ -63,8 +64,14 @@ def rerun_command(run: Run, case: CaseResult) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+#: Order of the case sections: what needs a person first; known divergences before cases that
+#: never reached the EP, since their bundles are what goes into a bug report.
+DETAIL_ORDER = ("fail", "crash", "timeout", "error", "fixed", "known", "not-on-ep", "inexpressible", "tie-only",
+                "pass")
+
+
 def _severity(case: CaseResult) -> tuple:
-    rank = OUTCOMES.index(case.outcome) if case.outcome in OUTCOMES else 0
+    rank = DETAIL_ORDER.index(case.outcome) if case.outcome in DETAIL_ORDER else 0
     return (rank, -(case.max_abs or 0.0), case.id)
 
 
@@ -91,11 +98,13 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
         codes = index_categories(art)
         if codes is not None:
             detail.index_pictures = images.index_slices(case.op, codes)
-        bundle = build_bundle(case.id, str(run.header.get("ep") or "CPUExecutionProvider"), art)
-        if bundle is not None and len(bundle) <= MAX_INLINE_BUNDLE:
-            detail.bundle_uri = "data:application/zip;base64," + base64.b64encode(bundle).decode("ascii")
-        elif bundle is not None:
-            detail.bundle_note = f"bundle is {len(bundle) // 1024} KB, too big to inline"
+        built = build_bundle(case.id, str(run.header.get("ep") or "CPUExecutionProvider"), art)
+        if built is not None:
+            bundle, detail.bundle_files = built
+            if len(bundle) <= MAX_INLINE_BUNDLE:
+                detail.bundle_uri = "data:application/zip;base64," + base64.b64encode(bundle).decode("ascii")
+            else:
+                detail.bundle_note = f"bundle is {len(bundle) // 1024} KB, too big to inline"
     return detail
 
 
@@ -131,8 +140,8 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
                max_details: int = 500) -> Path:
     """Write ``report.html`` for ``run_dir`` (default into ``run_dir``) and return its path.
 
-    ``max_details`` caps the per-case sections (most severe first); ``max_pictures`` caps how many
-    of them get heatmaps and an inline repro bundle.  Raises ``results.ResultsError`` when the
+    ``max_details`` caps the per-case sections (most severe first, see DETAIL_ORDER);
+    ``max_pictures`` caps how many of those with artifacts get heatmaps and an inline repro bundle.  Raises ``results.ResultsError`` when the
     folder has no readable results.jsonl.
     """
     run = load_run(run_dir)
@@ -140,7 +149,12 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
     chosen = sorted((c for c in run.cases if wants_detail(c)), key=_severity)
     shown = chosen[:max_details]
     anchors = {c.id: f"c{i}" for i, c in enumerate(shown)}
-    details = [_build_detail(run, c, anchors[c.id], i < max_pictures) for i, c in enumerate(shown)]
+    details = []
+    pictured = 0  # the picture budget goes to sections that have artifacts to draw
+    for c in shown:
+        with_pictures = bool(c.artifacts) and pictured < max_pictures
+        pictured += with_pictures
+        details.append(_build_detail(run, c, anchors[c.id], with_pictures))
     counts = run.counts
     header = run.header
     matrix = build_matrix(run.cases)

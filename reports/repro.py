@@ -65,8 +65,8 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def build_bundle(case_id: str, provider: str, art: CaseArtifacts) -> bytes | None:
-    """Zip bytes of the repro folder, or None when the model or inputs are missing."""
+def build_bundle(case_id: str, provider: str, art: CaseArtifacts) -> tuple[bytes, list[str]] | None:
+    """(zip bytes, file names) of the repro folder, or None when the model or inputs are missing."""
     folder: Path = art.folder
     model, inputs = folder / "model.onnx", folder / "inputs.npz"
     if not (model.is_file() and inputs.is_file()) or art.model is None:
@@ -86,4 +86,5 @@ def build_bundle(case_id: str, provider: str, art: CaseArtifacts) -> bytes | Non
         if (folder / "desc.json").is_file():
             z.write(folder / "desc.json", "desc.json")
         z.writestr("repro.py", repro_script(case_id, provider))
-    return buf.getvalue()
+        names = z.namelist()
+    return buf.getvalue(), names
