@@ -141,21 +141,37 @@ class WorkerPool:
             self._workers.remove(worker)
 
     def close(self) -> None:
-        """Stop every worker (stdin closed first, then killed) and remove the logs."""
+        """Stop every worker. The pool can be used again (new workers start on demand)."""
         for worker in list(self._workers):
             self._kill(worker)
             self._retire(worker)
-        self._logs.cleanup()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+            self._logs.cleanup()
+        except Exception:
+            pass
 
     # -- the run --------------------------------------------------------------------------
 
-    def run(self, cases: Iterable[Any], policy_for: Callable[[Any], ArtifactPolicy] = lambda case: ArtifactPolicy()
-            ) -> Iterator[dict[str, Any]]:
-        """Yield one result line per case (raw outcome) in completion order."""
+    def run_one(self, case: Any, policy: ArtifactPolicy = ArtifactPolicy()) -> dict[str, Any]:
+        """Run one case on a worker that stays alive for the next call (pytest uses this)."""
+        lines = list(self.run([case], lambda c: policy, keep_workers=True))
+        return lines[0]
+
+    def run(self, cases: Iterable[Any], policy_for: Callable[[Any], ArtifactPolicy] = lambda case: ArtifactPolicy(),
+            keep_workers: bool = False) -> Iterator[dict[str, Any]]:
+        """Yield one result line per case (raw outcome) in completion order.
+
+        Workers are stopped at the end unless ``keep_workers`` (they are always stopped when the
+        consumer stops early or raises, e.g. on Ctrl-C); ``close()`` stops kept workers."""
         pending = deque(cases)
         startup_failures = 0
+        finished = False
         try:
-            for _ in range(min(self.jobs, len(pending))):
+            live = sum(1 for w in self._workers if not w.dead)
+            for _ in range(max(0, min(self.jobs, len(pending)) - live)):
                 self._start()
             while pending or any(w.case is not None for w in self._workers):
                 self._dispatch(pending, policy_for)
@@ -187,8 +203,10 @@ class WorkerPool:
                     if kind == "broken":
                         line["duration_s"] = round(time.monotonic() - worker.dispatched, 6)
                     yield line
+            finished = True
         finally:
-            self.close()
+            if not (finished and keep_workers):
+                self.close()
 
     def _dispatch(self, pending: deque, policy_for: Callable[[Any], ArtifactPolicy]) -> None:
         for worker in self._workers:

@@ -1,0 +1,182 @@
+"""The case catalog as a pytest suite: ``pytest tests/conformance --ep openvino``.
+
+One test per catalog case, named by its readable case id
+(``test_case[roi_align1/grid-avg-linear-fp16-...]``), marked with its operator
+(``roi_pooling``, ``max_pooling2``, ``roi_align``, ``roi_align1``) and its dtype (``float32``,
+``float16``, ``int8``, ...), so ``-m "roi_align1 and float16"`` and ``-k`` select as usual.
+Each case runs in a worker process kept for the whole pytest process (a crash or a hang
+fails that test only; ``-n 2`` with pytest-xdist gives each xdist worker its own).
+
+Outcomes map to pytest as follows: ``pass``/``tie-only`` pass; ``fail``, ``crash``,
+``timeout`` and ``error`` fail with the harness's message; ``inexpressible`` and ``not-on-ep``
+are skipped with the reason (never passes); a case matched by the EP's expectations file
+is ``xfail(strict=True)``: it xfails when it fails as expected and fails when it passes
+(``fixed``). Expectations that match on mapper flags are applied when the case has run.
+
+Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
+``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--case-timeout SECONDS``,
+``--catalog-seed N``, ``--ops a,b``, ``--expectations FILE`` / ``--no-expectations``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reference.descs import OP_NAMES
+from reference.dtypes import NUMPY_DTYPES
+
+OP_MARKERS = tuple(OP_NAMES.values())
+DTYPE_MARKERS = tuple(sorted(str(dtype) for dtype in NUMPY_DTYPES.values()))
+
+
+class CaseFailed(AssertionError):
+    """The EP's output is out of tolerance, or the EP raised (outcome ``fail``)."""
+
+
+class CaseCrashed(AssertionError):
+    """The worker died while running the case (outcome ``crash``)."""
+
+
+class CaseTimedOut(AssertionError):
+    """The case exceeded ``--case-timeout`` (outcome ``timeout``)."""
+
+
+class CaseError(AssertionError):
+    """The mapper, the reference or the harness raised (outcome ``error``)."""
+
+
+EXCEPTIONS = {"fail": CaseFailed, "crash": CaseCrashed, "timeout": CaseTimedOut, "error": CaseError,
+              "tie-only": CaseFailed}
+
+
+def _option(config: pytest.Config, name: str, default: Any) -> Any:
+    """An option of this plugin, or its default when the plugin's options were never added
+    (a bare ``pytest`` from the repository root loads tests/conformance/conftest.py too late
+    for command-line options; ``pytest tests/conformance --ep ...`` or ``-p harness.pytest_plugin``
+    loads it in time)."""
+    try:
+        return config.getoption(name)
+    except ValueError:
+        return default
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    try:
+        _add_options(parser)
+    except ValueError:  # already added: the plugin is loaded both with -p and by the conftest
+        pass
+
+
+def _add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ep-testbed", "ep-testbed conformance (the case catalog on an execution provider)")
+    group.addoption("--ep", default="cpu", help="execution provider: cpu, dml, openvino, cuda or a provider name")
+    group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option")
+    group.addoption("--graph-opt", action="store_true", help="enable ONNX Runtime graph optimizations")
+    group.addoption("--case-timeout", type=float, default=120.0, help="seconds per case (default 120)")
+    group.addoption("--catalog-seed", type=int, default=0, help="catalog seed (default 0)")
+    group.addoption("--ops", default=None, help="comma-separated operators to collect (default: all)")
+    group.addoption("--expectations", default=None, help="expectations file (default: the EP's bundled one)")
+    group.addoption("--no-expectations", action="store_true", help="ignore known divergences")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for op in OP_MARKERS:
+        config.addinivalue_line("markers", f"{op}: a conformance case of DML_OPERATOR_{op.upper()}")
+    for dtype in DTYPE_MARKERS:
+        config.addinivalue_line("markers", f"{dtype}: a conformance case whose data type is {dtype}")
+
+
+class Conformance:
+    """Per-pytest-process state: the EP, the expectations, and a one-worker pool."""
+
+    def __init__(self, config: pytest.Config):
+        from harness import expectations as expectations_mod
+        from harness.case_run import CaseConfig
+        from harness.providers import SessionSettings, parse_provider_options, resolve_ep
+
+        self.ep = resolve_ep(_option(config, "ep", "cpu"), parse_provider_options(_option(config, "ep_option", [])))
+        if _option(config, "no_expectations", False):
+            self.expectations = expectations_mod.Expectations()
+        elif _option(config, "expectations", None):
+            self.expectations = expectations_mod.load(_option(config, "expectations", None))
+        else:
+            self.expectations = expectations_mod.for_ep(self.ep.alias)
+        self.case_config = CaseConfig(ep=self.ep, session=SessionSettings(graph_opt=_option(config, "graph_opt", False)))
+        self.timeout = _option(config, "case_timeout", 120.0)
+        self._pool: Any = None
+
+    def run(self, case: Any) -> dict[str, Any]:
+        from harness.pool import WorkerPool
+
+        if self._pool is None:
+            self._pool = WorkerPool(self.case_config, jobs=1, timeout=self.timeout)
+        return self._pool.run_one(case)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+
+
+_STATE: dict[int, Conformance] = {}
+
+
+def conformance_state(config: pytest.Config) -> Conformance:
+    key = id(config)
+    if key not in _STATE:
+        _STATE[key] = Conformance(config)
+    return _STATE[key]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = _STATE.pop(id(config), None)
+    if state is not None:
+        state.close()
+
+
+def catalog_params(config: pytest.Config) -> list[Any]:
+    """``pytest.param`` per catalog case, with id, markers and any id/tag-matched xfail."""
+    from graphs.catalog import build_catalog
+
+    state = conformance_state(config)
+    ops_text = _option(config, "ops", None)
+    ops = [o.strip() for o in ops_text.split(",") if o.strip()] if ops_text else None
+    params = []
+    for case in build_catalog(ops, seed=_option(config, "catalog_seed", 0)):
+        marks = [pytest.mark.conformance, getattr(pytest.mark, OP_NAMES[case.op])]
+        dtype = str(case.tags.get("dtype", ""))
+        if dtype in DTYPE_MARKERS:
+            marks.append(getattr(pytest.mark, dtype))
+        expectation = state.expectations.match(case.id, case.tags)  # entries without flags
+        if expectation is not None:
+            raises = tuple(EXCEPTIONS[o] for o in expectation.outcome if o in EXCEPTIONS) or None
+            marks.append(pytest.mark.xfail(reason=f"{expectation.reason} ({expectation.link})", strict=expectation.strict,
+                                           raises=raises))
+        params.append(pytest.param(case, id=case.id, marks=marks))
+    return params
+
+
+def check_case(config: pytest.Config, case: Any) -> None:
+    """Run ``case`` on the EP and turn its outcome into pass / fail / skip / xfail."""
+    from harness import expectations as expectations_mod
+
+    state = conformance_state(config)
+    line = state.run(case)
+    outcome, message = line["outcome"], (line.get("message") or "").strip()
+    if outcome in ("inexpressible", "not-on-ep"):
+        pytest.skip(f"{outcome}: {message}")
+    late = None if state.expectations.match(case.id, case.tags) else \
+        state.expectations.match(case.id, case.tags, line.get("flags") or [])
+    if late is not None:  # an expectation that needed the mapper's flags
+        reported = expectations_mod.apply(outcome, late)
+        if reported == "known":
+            pytest.xfail(f"known: {late.reason} ({late.link}); {outcome}: {message}")
+        if reported == "fixed":
+            pytest.fail(f"fixed: expected {'/'.join(late.outcome)} ({late.reason}, {late.link}) but it passed: "
+                        f"{message}", pytrace=False)
+    if outcome == "pass":
+        return
+    if outcome == "tie-only" and line.get("mismatches", 0) == 0:
+        return
+    raise EXCEPTIONS.get(outcome, CaseFailed)(f"{outcome} on {line['ep']}: {message}")

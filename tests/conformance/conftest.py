@@ -1,0 +1,13 @@
+"""Loads the conformance plugin (options --ep, --ep-option, --case-timeout, ...; op/dtype markers)."""
+
+from harness.pytest_plugin import (  # noqa: F401  (pytest finds hooks by name)
+    pytest_addoption,
+    pytest_configure,
+    pytest_unconfigure,
+)
+from harness.pytest_plugin import catalog_params
+
+
+def pytest_generate_tests(metafunc):
+    if "conformance_case" in metafunc.fixturenames:
+        metafunc.parametrize("conformance_case", catalog_params(metafunc.config))
