@@ -25,7 +25,11 @@ def input_flags(desc: Desc, tensors: MappingT[str, np.ndarray]) -> list[Flag]:
     flags: list[Flag] = []
     x = np.asarray(tensors["InputTensor"])
     roi_align_avg = isinstance(desc, (RoiAlignDesc, RoiAlign1Desc)) and desc.reduction_function == "AVERAGE"
-    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all() and not roi_align_avg:
+    if roi_align_avg and np.issubdtype(x.dtype, np.floating) and not np.isfinite(x[:, :, 0, 0]).all():
+        flags.append(Flag("InputTensor[:, :, 0, 0]", "NaN/Inf", "diverges",
+                          "ORT's out-of-range samples add 0 * X[b, c, 0, 0] (roialign.cc), which is NaN when that "
+                          "element is NaN or Inf; the page reads OutOfBoundsInputValue"))
+    elif np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all() and not roi_align_avg:
         flags.append(Flag("InputTensor", "NaN/Inf", "diverges",
                           "the input holds NaN or Inf: the reference ignores NaN in every max; ORT's max "
                           "kernels let a NaN win or lose depending on where it is scanned, so outputs may differ"))

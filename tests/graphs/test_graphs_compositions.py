@@ -155,3 +155,21 @@ def test_output_half_pixel_is_not_input_pixel_offset_0():
     tensors = case.inputs()
     err = max_abs_error(execute(desc, tensors)["OutputTensor"], run_cpu(mapping, tensors)["OutputTensor"])
     assert err > 0.05
+
+
+def test_roi_align_average_nan_and_inf_reach_only_the_outputs_that_sample_them():
+    """ORT and the page both interpolate per sample: a NaN/Inf taints an output element only if
+    one of its samples reads it (X[b, c, 0, 0] is kept finite: see input_flags)."""
+    import numpy as np
+
+    for v1 in (True, False):
+        desc = roi_align_desc(v1)
+        case = Case(id="nan-inf/avg", op=desc.TYPE, desc=desc, seed=0, recipe="nan-inf")
+        tensors = case.inputs()
+        assert not np.isfinite(tensors["InputTensor"]).all()
+        with np.errstate(invalid="ignore"):
+            expected = execute(desc, tensors)["OutputTensor"]
+        actual = run_cpu(to_onnx(desc), tensors)["OutputTensor"]
+        assert 0 < np.isnan(actual).sum() < actual.size
+        assert np.isnan(expected).sum() == np.isnan(actual).sum(), "NaN spread differs from ORT's per-sample NaNs"
+        assert agrees(expected, actual)
