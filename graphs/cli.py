@@ -78,3 +78,43 @@ def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]
     with open(out / "cases.json", "w", encoding="utf-8") as f:
         json.dump({"op": op, "seed": seed, "cases": index}, f, indent=2)
     return folders
+
+
+# --- subcommands (harness/cli.py registers every ``add_*`` function of this module) ---------
+
+def add_map(subparsers) -> None:
+    """``ep-testbed map desc.json [--opset N]``: print the ONNX node(s), attributes and flags."""
+    p = subparsers.add_parser("map", help="print how a DML desc (JSON, DML spelling) maps to ONNX, with every flag")
+    p.add_argument("desc", help="a desc.json in DirectML's spelling (as `ep-testbed gen` writes)")
+    p.add_argument("--opset", type=int, default=None, help="ONNX opset to build (default: the mapper's, 16)")
+    p.set_defaults(func=_run_map)
+
+
+def add_gen(subparsers) -> None:
+    """``ep-testbed gen --op NAME --out DIR [--seed N]``: write the catalog cases of one op."""
+    from .catalog import OPS
+
+    p = subparsers.add_parser("gen", help="write catalog cases (model.onnx, inputs.npz, desc.json, expected.npz)")
+    p.add_argument("--op", required=True, choices=OPS, help="operator")
+    p.add_argument("--out", required=True, help="output folder (one subfolder per case, plus cases.json)")
+    p.add_argument("--seed", type=int, default=0, help="catalog seed (random cases and inputs)")
+    p.set_defaults(func=_run_gen)
+
+
+def _run_map(args) -> int:
+    import sys
+
+    from .common import OpsetError
+
+    try:
+        sys.stdout.write(cli_map(args.desc, args.opset))
+    except OpsetError as e:
+        print(f"ep-testbed map: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _run_gen(args) -> int:
+    folders = write_cases(args.op, args.out, args.seed)
+    print(f"wrote {len(folders)} {args.op} cases under {args.out} (index: {Path(args.out) / 'cases.json'})")
+    return 0
