@@ -3,7 +3,8 @@
 Categories, by case id:
 - newly failing: B's outcome is bad (fail, crash, timeout, error) and A's was not, including cases
   only B has (a new case that fails is a new problem);
-- fixed: A's outcome was bad and B's is not;
+- fixed: A's outcome was bad and B's is pass or tie-only (a case that stopped reaching the EP,
+  bad -> not-on-ep or inexpressible, is an outcome change, not a fix);
 - error grown: both compared the outputs and B's error exceeds ``growth_factor`` times A's.  The
   error is ``max_ulp`` when both runs give it (one ULP floor, so 0 -> 1 ULP is not growth), else
   ``max_abs`` with ``abs_floor``;
@@ -25,7 +26,10 @@ from .results import BAD_OUTCOMES, CaseResult, Run, load_run
 
 DIFF_HTML = "diff.html"
 DIFF_TEXT = "diff.txt"
-HEADER_KEYS = ("ep", "ort_flavour", "ort_version", "seed", "command", "started")
+#: Run header fields whose difference changes what a comparison means (noted in the diff).
+HEADER_KEYS = ("ep", "ort_flavour", "ort_version", "seed", "tolerances")
+#: Outcomes that count as "fixed" when a bad case reaches them (it ran on the EP and matched).
+GOOD_OUTCOMES = frozenset({"pass", "tie-only"})
 
 
 @dataclass
@@ -122,10 +126,10 @@ def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 
         bad_a, bad_b = before in BAD_OUTCOMES, after in BAD_OUTCOMES
         if bad_b and not bad_a:
             res.newly_failing.append(_change(ca_case, cb_case))
-        elif bad_a and not bad_b:
+        elif bad_a and after in GOOD_OUTCOMES:
             res.fixed.append(_change(ca_case, cb_case))
         elif before != after:
-            (res.still_failing_changed if bad_a else res.other_changes).append(_change(ca_case, cb_case))
+            (res.still_failing_changed if bad_a and bad_b else res.other_changes).append(_change(ca_case, cb_case))
         elif (grown := _growth(ca_case, cb_case, growth_factor, abs_floor)) is not None:
             res.grown.append(grown)
         else:
@@ -140,7 +144,10 @@ def diff_text(res: DiffResult, growth_factor: float) -> str:
              f"({len(res.newly_failing)} newly failing, {len(res.grown)} error grown > {growth_factor:g}x, "
              f"{len(res.fixed)} fixed, {len(res.added)} added, {len(res.gone)} gone, {res.unchanged} unchanged)"]
     for key, a, b in res.header_differences:
-        lines.append(f"note: {key} differs: A={a!r} B={b!r}")
+        if key == "tolerances":
+            lines.append("note: the runs used different tolerances")
+        else:
+            lines.append(f"note: {key} differs: A={a!r} B={b!r}")
     for _, title, changes in res.sections():
         if not changes:
             continue

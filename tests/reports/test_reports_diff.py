@@ -81,3 +81,13 @@ def test_cli_diff_exit_codes_and_report(two_runs, tmp_path, capsys):
     assert cli_main(["report", str(b)]) == 0
     assert {"report.html", "junit.xml", "summary.json", "diff.html"} - {p.name for p in b.iterdir()} == {"diff.html"}
     assert cli_main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_failure_that_stops_reaching_the_ep_is_not_fixed(tmp_path):
+    a = synthetic_run.write_run(tmp_path / "a", 2, pattern=["fail"])
+    b = synthetic_run.write_run(tmp_path / "b", 2, pattern=["fail"])
+    _edit(b, {1: {"outcome": "not-on-ep"}, 2: {"outcome": "pass"}})
+    res = diff_runs(a, b, tmp_path / "out")
+    assert [c.after for c in res.other_changes] == ["not-on-ep"]
+    assert [c.after for c in res.fixed] == ["pass"]
+    assert not res.regressed
