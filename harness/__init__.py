@@ -1,0 +1,22 @@
+"""The harness: run catalog cases on an execution provider, prove where they ran, compare, lose nothing.
+
+One module per job:
+
+- ``providers``: ``--ep`` aliases, provider options, the session options of a conformance
+  session (graph optimizations off, CPU fallback disabled, DirectML's settings), and the
+  installed ONNX Runtime flavour/version and machine for the run header;
+- ``placement``: node -> provider read back from ONNX Runtime (profiling trace, graph
+  assignment info), and the fallback-refusal error that means ``not-on-ep``;
+- ``tolerances`` (the one rule and its per-dtype defaults) and ``compare`` (NaN/Inf-aware,
+  ULP, tie-aware indices, worst elements);
+- ``expectations``: known divergences per EP, as data in ``harness/expectations/<alias>.json``;
+- ``case_run`` (one case, in-process), ``worker`` (a worker process and the fault-injection
+  test hook), ``pool`` (workers that survive crashes and hangs), ``runner`` (a run streamed to
+  results.jsonl, resume, Ctrl-C), ``results`` (the file format), ``artifacts`` (case folders);
+- ``selection`` (``-k``, ``--shard``), ``merge``, ``progress``, ``summary`` (table, exit code);
+- ``cli`` / ``cli_run`` (``ep-testbed run``, ``ep-testbed merge``) and ``pytest_plugin``
+  (the catalog as a pytest suite).
+
+The harness never knows a DML formula: expected outputs come from ``reference.execute`` and
+ONNX models from ``graphs.to_onnx``.
+"""

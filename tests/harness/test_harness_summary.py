@@ -1,0 +1,72 @@
+"""Summary table, exit codes, progress line, selection and shard arithmetic."""
+
+import io
+from dataclasses import dataclass
+
+import pytest
+
+from harness.progress import Progress
+from harness.selection import parse_shard, select, shard
+from harness.summary import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_CASES, EXIT_OK, exit_code, failing_outcomes, table
+
+
+@dataclass(frozen=True)
+class C:
+    id: str
+
+
+def test_exit_code_counts_not_on_ep_and_inexpressible_apart():
+    ok = {"pass": 3, "known": 1, "not-on-ep": 2, "inexpressible": 1}
+    assert exit_code(ok, failing_outcomes()) == EXIT_OK
+    assert exit_code(ok, failing_outcomes(fail_on_not_on_ep=True)) == EXIT_FAILED
+    assert exit_code(ok, failing_outcomes(fail_on_inexpressible=True)) == EXIT_FAILED
+    for bad in ("fail", "crash", "timeout", "error", "fixed"):
+        assert exit_code({"pass": 1, bad: 1}, failing_outcomes()) == EXIT_FAILED, bad
+    assert exit_code({}, failing_outcomes()) == EXIT_NO_CASES
+    assert exit_code({"fail": 1}, failing_outcomes(), interrupted=True) == EXIT_INTERRUPTED
+
+
+def test_table_has_a_row_per_operator_and_a_total():
+    lines = [{"op": "DML_OPERATOR_ROI_ALIGN1", "outcome": "pass"}, {"op": "DML_OPERATOR_ROI_ALIGN1", "outcome": "crash"},
+             {"op": "DML_OPERATOR_MAX_POOLING2", "outcome": "pass"}]
+    text = table(lines).splitlines()
+    assert text[0].split() == ["operator", "pass", "fail", "crash", "total"]
+    assert text[2].split() == ["MAX_POOLING2", "1", "0", "0", "1"]
+    assert text[3].split() == ["ROI_ALIGN1", "1", "0", "1", "2"]
+    assert text[-1].split() == ["TOTAL", "2", "0", "1", "3"]
+
+
+def test_progress_line_shows_done_failures_rate_and_eta():
+    stream = io.StringIO()
+    progress = Progress(4, enabled=True, stream=stream)
+    progress.update({"outcome": "pass"})
+    progress.update({"outcome": "crash"})
+    line = progress.render()
+    assert "2/4" in line and "failed 1" in line and "cases/s" in line and "ETA" in line
+    quiet = io.StringIO()
+    Progress(4, enabled=False, stream=quiet).update({"outcome": "pass"})
+    assert quiet.getvalue() == ""
+
+
+def test_select_by_substring_glob_and_exclusion():
+    cases = [C("roi_align1/avg-fp16-a"), C("roi_align1/max-fp32-b"), C("max_pooling2/x-fp16")]
+    assert [c.id for c in select(cases, ["fp16"])] == ["roi_align1/avg-fp16-a", "max_pooling2/x-fp16"]
+    assert [c.id for c in select(cases, ["roi_align1/*"], ["max"])] == ["roi_align1/avg-fp16-a"]
+    assert len(select(cases, ["avg,max_pooling2"])) == 2
+    assert select(cases) == cases
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7])
+def test_shards_partition_the_cases_evenly_whatever_the_input_order(n):
+    cases = [C(f"op{i % 3}/case-{i:03d}") for i in range(50)]
+    parts = [shard(cases, k, n) for k in range(1, n + 1)]
+    assert sorted(c.id for p in parts for c in p) == sorted(c.id for c in cases)
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    assert [c.id for c in shard(list(reversed(cases)), 1, n)] == [c.id for c in parts[0]]
+
+
+def test_shard_spec_is_validated():
+    assert parse_shard("2/4") == (2, 4)
+    for bad in ("0/4", "5/4", "a/b", "3"):
+        with pytest.raises(ValueError, match="K/N"):
+            parse_shard(bad)
