@@ -5,15 +5,20 @@ onnxruntime-openvino wheel, e.g. CI's OpenVINO venv); skipped with the reason el
 Observed with onnxruntime-openvino 1.24.1: MaxRoiPool is never taken; MaxPool is taken for
 float and 8-bit inputs (not for 16/32/64-bit integers); RoiAlign is taken in some graphs and
 declined in others (e.g. a lone RoiAlign reading its ROIs straight from a graph input).
+With ``EP_TESTBED_REQUIRE_OPENVINO=1`` a missing OpenVINO EP is an error instead of a skip.
 """
+
+import os
 
 import pytest
 
 ort = pytest.importorskip("onnxruntime")
 if "OpenVINOExecutionProvider" not in ort.get_available_providers():
-    pytest.skip(f"OpenVINOExecutionProvider is not installed in this interpreter (providers: "
-                f"{', '.join(ort.get_available_providers())}); run these tests in the onnxruntime-openvino venv",
-                allow_module_level=True)
+    _why = (f"OpenVINOExecutionProvider is not installed in this interpreter (providers: "
+            f"{', '.join(ort.get_available_providers())}); run these tests in the onnxruntime-openvino venv")
+    if os.environ.get("EP_TESTBED_REQUIRE_OPENVINO") == "1":  # CI's OpenVINO step: a skip would hide a broken venv
+        raise RuntimeError(_why)
+    pytest.skip(_why, allow_module_level=True)
 
 from graphs.catalog import build_catalog  # noqa: E402
 
