@@ -2,12 +2,12 @@
 
 ``WorkerPool(config, jobs, timeout).run(cases, policy_for)`` yields one result line per case
 as cases finish (completion order). Each worker is a ``python -m harness.worker`` subprocess
-in its own session (Ctrl-C reaches only the parent), fed pickled cases on stdin and answering
-on a private pipe; its stdout/stderr go to a log file. When a worker
+in its own session / process group (Ctrl-C reaches only the parent), fed pickled cases on
+stdin and answering on its stdout pipe; everything it prints goes to a log file. When a worker
 
 - dies (segfault, abort, ``exit``): the case it was running becomes ``crash`` with the exit
   status and the tail of what the worker printed for that case;
-- exceeds ``timeout`` seconds on one case: its process group is killed and the case becomes
+- exceeds ``timeout`` seconds on one case: it (its process group, on POSIX) is killed and the case becomes
   ``timeout`` (with the same output tail);
 
 and a fresh worker takes the next case. Closing the generator (or an exception such as
@@ -88,14 +88,15 @@ class WorkerPool:
     def _start(self) -> _Worker:
         self._count += 1
         log_path = os.path.join(self._logs.name, f"worker-{self._count}.log")
-        read_fd, write_fd = os.pipe()
+        if os.name == "nt":  # Ctrl-C is delivered to the whole console group: keep workers out of it
+            isolation: dict[str, Any] = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+        else:
+            isolation = {"start_new_session": True}
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.worker", str(write_fd)],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                start_new_session=True, env=self._env, close_fds=True)
-        os.close(write_fd)
-        worker = _Worker(self._count, proc, os.fdopen(read_fd, "rb", buffering=0), log_path, time.monotonic())
+            proc = subprocess.Popen([sys.executable, "-m", "harness.worker"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, env=self._env, close_fds=True,
+                                    bufsize=0, **isolation)
+        worker = _Worker(self._count, proc, proc.stdout, log_path, time.monotonic())
         worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True)
         worker.reader.start()
         try:
@@ -120,8 +121,11 @@ class WorkerPool:
         worker.dead = True
         if worker.proc.poll() is None:
             try:
-                os.killpg(worker.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                if os.name == "nt":
+                    worker.proc.kill()
+                else:  # the whole session: also anything the EP spawned
+                    os.killpg(worker.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
                 worker.proc.kill()
         try:
             worker.proc.wait(timeout=10)

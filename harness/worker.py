@@ -1,19 +1,23 @@
 """A worker process: runs cases one after another for ``harness.pool``, until its stdin closes.
 
-Started as ``python -m harness.worker RESULT_FD``. It reads length-prefixed pickled frames on
-stdin -- first a ``CaseConfig``, then ``(case, ArtifactPolicy)`` per case -- and writes
-``("ready", pid)``, then one ``("result", line)`` per case, on the file descriptor ``RESULT_FD``.
-Its stdout and stderr go to a log file the parent reads back when the worker dies, so whatever
-ONNX Runtime or the EP printed becomes part of the ``crash``/``timeout`` message. Before each
-case it prints ``--- case <id>`` to stderr.
+Started as ``python -m harness.worker`` with stdin and stdout as pipes and stderr as a log
+file. It reads length-prefixed pickled frames on stdin -- first a ``CaseConfig``, then
+``(case, ArtifactPolicy)`` per case -- and writes ``("ready", pid)``, then one
+``("result", line)`` per case. The frames go to a private duplicate of the original stdout;
+file descriptor 1 itself is pointed at the log, so nothing ONNX Runtime or an EP prints
+(from Python or native code) can corrupt a frame. The parent reads the log back when the
+worker dies, so whatever was printed becomes part of the ``crash``/``timeout`` message.
+Before each case the worker prints ``--- case <id>`` to stderr. (No ``pass_fds`` or process
+groups are needed, so this works on Windows too.)
 
 Test hook (fault injection), read only here and only from the environment::
 
-    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>"
+    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>"
 
 makes the worker, right before running a case whose id matches ``<glob>`` (fnmatch), call
-``os.abort()`` (SIGABRT), sleep forever, dereference NULL (SIGSEGV), ``os._exit(3)``, or
-raise inside ``run_case``'s caller. It exists so the tests can show that a crashing or hanging
+``os.abort()`` (SIGABRT), sleep forever, dereference NULL (SIGSEGV), ``os._exit(3)``, raise
+inside ``run_case``'s caller, or write junk to file descriptors 1 and 2 and go on (``noise``:
+what a chatty native library does). It exists so the tests can show that a crashing or hanging
 EP costs one case and nothing else; nothing sets it unless you do.
 """
 
@@ -29,7 +33,7 @@ import time
 from typing import Any, BinaryIO
 
 FAULT_ENV = "EP_TESTBED_FAULT"
-FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise")
+FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise")
 
 _HEADER = struct.Struct(">I")
 
@@ -90,6 +94,9 @@ def inject(faults: list[tuple[str, str]], case_id: str) -> None:
             os._exit(3)
         if action == "raise":
             raise RuntimeError(f"{FAULT_ENV} raise for {case_id}")
+        if action == "noise":
+            os.write(1, b"\x00\x00\x00\x05junk on fd 1\n")
+            os.write(2, b"junk on fd 2\n")
 
 
 def _die_with_parent() -> None:
@@ -103,9 +110,10 @@ def _die_with_parent() -> None:
             pass
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    results = os.fdopen(int(argv[0]), "wb", buffering=0)
+def main() -> int:
+    results = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol channel: the original stdout pipe
+    sys.stdout.flush()
+    os.dup2(2, 1)  # from now on fd 1 (Python's and native code's stdout) writes to the log
     requests = sys.stdin.buffer
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle

@@ -95,6 +95,12 @@ def test_results_are_on_disk_before_the_run_ends(tmp_path):
     assert seen and seen[0] >= 5  # five lines were readable while case 5 was still hanging
 
 
+def test_junk_printed_on_stdout_by_native_code_cannot_corrupt_results(tmp_path):
+    _, lines, _ = _run(tmp_path, "noise=*")
+    assert len(lines) == len(CASES)
+    assert all(line["outcome"] == "pass" for line in lines.values())
+
+
 def test_fault_spec_is_validated():
     assert parse_faults("abort=a/*; hang=b") == [("abort", "a/*"), ("hang", "b")]
     with pytest.raises(ValueError, match=FAULT_ENV):

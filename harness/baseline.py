@@ -1,0 +1,112 @@
+"""Model baselines: a run's outputs stored as plain files, and the check against them.
+
+A baseline folder holds three files, readable with NumPy and any JSON tool:
+
+- ``manifest.json``: format, model sha256 and name, the inputs' seed and source, EP and alias,
+  ONNX Runtime flavour and version, the tolerances in force, each output's dtype and shape, time;
+- ``outputs.npz``: the EP's outputs by graph output name;
+- ``inputs.npz``: the exact inputs fed, so a later run compares like with like even if input
+  generation changes.
+
+``save_baseline`` writes them; ``Baseline.load`` reads them back with ``allow_pickle=False`` and
+refuses a folder that is incomplete or was recorded for another model (``BaselineError``);
+``Baseline.compare`` judges new outputs with the harness's tolerance rule (as given to the run,
+default the harness defaults) and reports ``match`` or ``regression`` per output.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .tolerances import Tolerances
+
+FORMAT = "ep-testbed-model-baseline/1"
+MANIFEST = "manifest.json"
+OUTPUTS = "outputs.npz"
+INPUTS = "inputs.npz"
+
+
+class BaselineError(ValueError):
+    """A baseline folder that cannot be used for this model; the message says why."""
+
+
+def save_baseline(folder: str | Path, result: Mapping[str, Any], inputs: Mapping[str, np.ndarray],
+                  outputs: Mapping[str, np.ndarray], seed: int | None, inputs_source: str) -> Path:
+    """Write ``manifest.json``, ``outputs.npz`` and ``inputs.npz`` for a finished model run."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(out / OUTPUTS, **{k: np.asarray(v) for k, v in outputs.items()})
+    np.savez(out / INPUTS, **{k: np.asarray(v) for k, v in inputs.items()})
+    manifest = {
+        "format": FORMAT,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "model": {"name": result["model"]["name"], "sha256": result["model"]["sha256"]},
+        "inputs": {"seed": seed, "source": inputs_source, "names": list(inputs)},
+        "ep": result["ep"]["provider"], "ep_alias": result["ep"]["alias"],
+        "ort_flavour": result.get("ort_flavour"), "ort_version": result.get("ort_version"),
+        "tolerances": result["tolerances"],
+        "outputs": {k: {"dtype": np.asarray(v).dtype.name, "shape": list(np.shape(v))} for k, v in outputs.items()},
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+@dataclass
+class Baseline:
+    """A loaded baseline folder."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    outputs: dict[str, np.ndarray]
+    inputs: dict[str, np.ndarray]
+
+    @classmethod
+    def load(cls, folder: str | Path, model_sha256: str | None = None) -> "Baseline":
+        root = Path(folder)
+        for name in (MANIFEST, OUTPUTS, INPUTS):
+            if not (root / name).is_file():
+                raise BaselineError(f"--baseline {root}: {name} is missing (a baseline folder holds {MANIFEST}, "
+                                    f"{OUTPUTS} and {INPUTS}; write one with --save-baseline)")
+        try:
+            manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BaselineError(f"--baseline {root}: {MANIFEST} is not valid JSON ({exc})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise BaselineError(f"--baseline {root}: {MANIFEST} is not a {FORMAT} manifest")
+        recorded = (manifest.get("model") or {}).get("sha256")
+        if model_sha256 is not None and recorded != model_sha256:
+            raise BaselineError(f"--baseline {root}: recorded for model sha256 {recorded}, this model is "
+                                f"{model_sha256}; a baseline only applies to the exact model file it was saved for")
+        return cls(root, manifest, _load_npz(root / OUTPUTS), _load_npz(root / INPUTS))
+
+    def compare(self, outputs: Mapping[str, np.ndarray], tolerances: Tolerances) -> dict[str, Any]:
+        """Per output: the stored value vs ``outputs`` under ``tolerances``; ``regression`` if any differs."""
+        from .model_run import compare_named
+
+        rows = compare_named(self.outputs, outputs, tolerances)
+        for name in outputs:
+            if name not in self.outputs:
+                rows.append({"name": name, "outcome": "fail", "message": "not in the baseline", "errors": {},
+                             "mismatches": None, "ties": 0, "worst": []})
+        regressed = [r["name"] for r in rows if r["outcome"] == "fail"]
+        return {
+            "dir": str(self.folder), "outcome": "regression" if regressed else "match", "regressed": regressed,
+            "outputs": rows,
+            "recorded": {k: self.manifest.get(k) for k in ("created", "ep", "ort_flavour", "ort_version")}
+            | {"seed": (self.manifest.get("inputs") or {}).get("seed")},
+        }
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise BaselineError(f"{path}: not a readable .npz of plain arrays ({exc})") from None

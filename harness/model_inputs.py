@@ -1,0 +1,253 @@
+"""Inputs for a whole-model run: the model's input specs, ``--shape``, seeded generation, ``.npz``.
+
+``input_specs(model)`` lists the graph inputs a caller must feed (initializers excluded), with
+NumPy dtypes and dims (an int, a symbolic name, or None when the model leaves it blank).
+``resolve_shapes(specs, parse_shapes(["batch=2", "rois=6x4"]))`` fixes every dim: a ``--shape``
+item names either a symbolic dimension (one number) or an input (its whole shape); an unresolved
+dim is a ``ShapeError`` naming the input, the axis and the ``--shape`` that would fix it.
+
+``generate_inputs`` is seeded and range-aware: it looks at who consumes each input, so that
+``RoiAlign``/``MaxRoiPool`` get boxes inside their feature map's image (x1 < x2, y1 < y2, in
+the input's pixel units, i.e. feature size / spatial_scale) and batch indices inside the batch,
+while other floats are standard normal and other integers small and non-negative.
+``load_inputs`` reads an ``.npz`` with ``allow_pickle=False`` and checks names, dtypes and shapes.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, shape_inference
+
+
+class ShapeError(ValueError):
+    """A dimension the run cannot fix, or a ``--shape`` item that names nothing."""
+
+
+class InputsError(ValueError):
+    """Given inputs (``--inputs``) that do not fit the model."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One graph input: name, NumPy dtype, dims (int, symbolic name, or None if blank)."""
+
+    name: str
+    dtype: np.dtype
+    dims: tuple[int | str | None, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype.name, "dims": list(self.dims)}
+
+
+def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
+    """The graph inputs that need feeds, in graph order."""
+    initializers = {t.name for t in model.graph.initializer}
+    specs = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        if not value.type.HasField("tensor_type"):
+            raise InputsError(f"input {value.name!r}: only tensor inputs are supported (got {value.type.WhichOneof('value')})")
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        except Exception:
+            raise InputsError(f"input {value.name!r}: element type {tensor.elem_type} has no NumPy dtype") from None
+        dims: list[int | str | None] = []
+        if not tensor.HasField("shape"):
+            raise ShapeError(f"input {value.name!r} has no shape in the model: give --shape {value.name}=DxDx...")
+        for d in tensor.shape.dim:
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(int(d.dim_value))
+            elif d.HasField("dim_param") and d.dim_param:
+                dims.append(d.dim_param)
+            else:
+                dims.append(None)
+        specs.append(InputSpec(value.name, dtype, tuple(dims)))
+    return specs
+
+
+def parse_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
+    """``["batch=2", "image=1x3x224x224"]`` -> {"batch": (2,), "image": (1, 3, 224, 224)}."""
+    out: dict[str, tuple[int, ...]] = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        try:
+            dims = tuple(int(v) for v in text.lower().replace(",", "x").split("x")) if sep and text else ()
+        except ValueError:
+            dims = ()
+        if not name.strip() or not dims or any(d <= 0 for d in dims):
+            raise ShapeError(f"--shape {item!r}: expected NAME=N (a symbolic dimension) or INPUT=AxBxC (an input's "
+                             "shape), positive whole numbers, e.g. batch=2 or image=1x3x224x224")
+        out[name.strip()] = dims
+    return out
+
+
+def resolve_shapes(specs: Sequence[InputSpec], given: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """Input name -> concrete shape; ``ShapeError`` naming the first dim nothing fixes."""
+    symbols = {d for s in specs for d in s.dims if isinstance(d, str)}
+    names = {s.name for s in specs}
+    for key, dims in given.items():
+        if key in names:
+            continue
+        if key not in symbols:
+            raise ShapeError(f"--shape {key}=...: the model has no input or symbolic dimension named {key!r} "
+                             f"(inputs: {', '.join(sorted(names)) or 'none'}; symbolic dims: "
+                             f"{', '.join(sorted(symbols)) or 'none'})")
+        if len(dims) != 1:
+            raise ShapeError(f"--shape {key}=...: {key!r} is a symbolic dimension; give one number, e.g. {key}=2")
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        if spec.name in given:
+            dims = given[spec.name]
+            if len(dims) != len(spec.dims):
+                raise ShapeError(f"--shape {spec.name}=...: input {spec.name!r} has rank {len(spec.dims)}, "
+                                 f"got {len(dims)} dims")
+            for axis, (want, got) in enumerate(zip(spec.dims, dims)):
+                if isinstance(want, int) and want != got:
+                    raise ShapeError(f"--shape {spec.name}=...: axis {axis} of {spec.name!r} is fixed at {want} "
+                                     f"in the model, got {got}")
+            shapes[spec.name] = tuple(dims)
+            continue
+        resolved = []
+        for axis, dim in enumerate(spec.dims):
+            if isinstance(dim, int):
+                resolved.append(dim)
+            elif isinstance(dim, str) and dim in given:
+                resolved.append(given[dim][0])
+            elif isinstance(dim, str):
+                raise ShapeError(f"input {spec.name!r} axis {axis} is the symbolic dimension {dim!r}: give "
+                                 f"--shape {dim}=N (or the whole input: --shape {spec.name}=...)")
+            else:
+                raise ShapeError(f"input {spec.name!r} axis {axis} has no size in the model: give "
+                                 f"--shape {spec.name}=" + "x".join(str(d) if isinstance(d, int) else "N"
+                                                                      for d in spec.dims))
+        shapes[spec.name] = tuple(resolved)
+    return shapes
+
+
+def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int | None, ...]]:
+    """Value name -> shape after ONNX shape inference with the inputs fixed to ``shapes``."""
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        if value.name in shapes:
+            dims = value.type.tensor_type.shape.dim
+            for d, n in zip(dims, shapes[value.name]):
+                d.Clear()
+                d.dim_value = n
+    try:
+        inferred = shape_inference.infer_shapes(fixed, strict_mode=False)
+    except Exception:
+        return {}
+    out = {}
+    for value in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
+        t = value.type.tensor_type
+        if t.HasField("shape"):
+            out[value.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in t.shape.dim)
+    return out
+
+
+def generate_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: dict[str, tuple[int, ...]],
+                    seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs for every spec (module docstring: which ranges and why)."""
+    rng = np.random.default_rng(seed)
+    roles = _roles(model, shapes)
+    feeds = {}
+    for spec in specs:
+        shape = shapes[spec.name]
+        role = roles.get(spec.name)
+        if role is not None:
+            feeds[spec.name] = _role_array(rng, role, shape, spec.dtype)
+        elif spec.dtype.kind == "f":
+            feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype)
+        elif spec.dtype.kind in "iu":
+            feeds[spec.name] = rng.integers(0, 4, size=shape).astype(spec.dtype)
+        elif spec.dtype.kind == "b":
+            feeds[spec.name] = rng.random(shape) < 0.5
+        else:
+            raise InputsError(f"input {spec.name!r}: cannot generate {spec.dtype} data; give --inputs FILE.npz")
+    return feeds
+
+
+def _roles(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
+    """Input name -> ("boxes"|"batch_index"|"roi5", feature shape, spatial_scale) for ROI inputs."""
+    roles: dict[str, tuple] = {}
+    inputs = set(shapes)
+    wanted = [n for n in model.graph.node if n.op_type in ("RoiAlign", "MaxRoiPool") and n.domain in ("", "ai.onnx")]
+    if not wanted or not any(i in inputs for n in wanted for i in n.input[1:]):
+        return roles
+    known = inferred_shapes(model, shapes)
+    for node in wanted:
+        feature = known.get(node.input[0])
+        if feature is None or len(feature) != 4 or any(d is None for d in feature):
+            continue
+        scale = 1.0
+        for a in node.attribute:
+            if a.name == "spatial_scale":
+                scale = float(a.f)
+        if node.op_type == "RoiAlign":
+            if len(node.input) > 1 and node.input[1] in inputs:
+                roles[node.input[1]] = ("boxes", feature, scale)
+            if len(node.input) > 2 and node.input[2] in inputs:
+                roles[node.input[2]] = ("batch_index", feature, scale)
+        elif len(node.input) > 1 and node.input[1] in inputs:
+            roles[node.input[1]] = ("roi5", feature, scale)
+    return roles
+
+
+def _boxes(rng: np.random.Generator, count: int, feature: tuple, scale: float) -> np.ndarray:
+    """``count`` boxes (x1, y1, x2, y2) inside the image a feature map of ``feature`` covers."""
+    height, width = feature[2] / scale, feature[3] / scale
+    x1 = rng.uniform(0, 0.7 * width, count)
+    y1 = rng.uniform(0, 0.7 * height, count)
+    x2 = x1 + rng.uniform(0.15, 1.0, count) * (width - 1 - x1).clip(min=1.0)
+    y2 = y1 + rng.uniform(0.15, 1.0, count) * (height - 1 - y1).clip(min=1.0)
+    return np.stack([x1, y1, x2, y2], axis=1)
+
+
+def _role_array(rng: np.random.Generator, role: tuple, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    kind, feature, scale = role
+    count = shape[0] if shape else 1
+    if kind == "batch_index":
+        return rng.integers(0, feature[0], size=shape).astype(dtype)
+    if kind == "boxes" and shape[-1:] == (4,):
+        return _boxes(rng, count, feature, scale).reshape(shape).astype(dtype)
+    if kind == "roi5" and shape[-1:] == (5,):
+        batch = rng.integers(0, feature[0], size=(count, 1)).astype(np.float64)
+        # MaxRoiPool rounds box corners to whole pixels: draw whole-pixel boxes so no corner sits on .5
+        boxes = np.round(_boxes(rng, count, feature, scale))
+        boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
+        return np.concatenate([batch, boxes], axis=1).reshape(shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def load_inputs(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    """Arrays from an ``.npz`` keyed by input name (``allow_pickle=False``), checked against ``specs``."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise InputsError(f"--inputs {path}: not a readable .npz of plain arrays ({exc})") from None
+    names = [s.name for s in specs]
+    missing = [n for n in names if n not in arrays]
+    extra = [n for n in arrays if n not in names]
+    if missing or extra:
+        raise InputsError(f"--inputs {path}: " + "; ".join(
+            part for part in (f"missing {', '.join(missing)}" if missing else "",
+                              f"not model inputs: {', '.join(extra)}" if extra else "") if part)
+            + f" (the model's inputs: {', '.join(names)})")
+    for spec in specs:
+        array = arrays[spec.name]
+        if array.dtype != spec.dtype:
+            raise InputsError(f"--inputs {path}: {spec.name!r} is {array.dtype}, the model takes {spec.dtype}")
+        if array.ndim != len(spec.dims) or any(isinstance(d, int) and d != n for d, n in zip(spec.dims, array.shape)):
+            raise InputsError(f"--inputs {path}: {spec.name!r} has shape {list(array.shape)}, the model takes "
+                              f"{list(spec.dims)}")
+    return {n: arrays[n] for n in names}
