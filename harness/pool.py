@@ -291,7 +291,15 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             name = f"signal {-code}"
         return f"died of {name} (signal {-code})"
+    if code in _NTSTATUS:
+        return f"died of {_NTSTATUS[code]} (status 0x{code:08X})"
     return f"exited with status {code}"
+
+
+#: Windows exit statuses of a crashed process (NTSTATUS), as Popen.returncode reports them.
+_NTSTATUS = {0xC0000005: "STATUS_ACCESS_VIOLATION", 0xC000001D: "STATUS_ILLEGAL_INSTRUCTION",
+             0xC00000FD: "STATUS_STACK_OVERFLOW", 0xC0000409: "STATUS_STACK_BUFFER_OVERRUN",
+             0xC0000374: "STATUS_HEAP_CORRUPTION", 0xC0000094: "STATUS_INTEGER_DIVIDE_BY_ZERO"}
 
 
 def _size(path: str) -> int:

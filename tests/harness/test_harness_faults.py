@@ -105,3 +105,11 @@ def test_fault_spec_is_validated():
     assert parse_faults("abort=a/*; hang=b") == [("abort", "a/*"), ("hang", "b")]
     with pytest.raises(ValueError, match=FAULT_ENV):
         parse_faults("explode=*")
+
+
+def test_exit_statuses_are_named():
+    from harness.pool import describe_exit
+
+    assert describe_exit(-11) == "died of SIGSEGV (signal 11)"
+    assert describe_exit(3) == "exited with status 3"
+    assert describe_exit(0xC0000005) == "died of STATUS_ACCESS_VIOLATION (status 0xC0000005)"  # Windows
