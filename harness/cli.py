@@ -62,7 +62,7 @@ def add_merge(subparsers: argparse._SubParsersAction) -> None:
 
 
 #: Modules of other folders whose ``add_*`` functions register more subcommands, if present.
-PLUGIN_MODULES = ("graphs.cli", "reports.cli")
+PLUGIN_MODULES = ("graphs.cli", "reports.cli", "harness.model_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -169,12 +169,14 @@ def compare_named(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.nd
             cmp.compared -= np.asarray(values).size
             worst = [dict(w, output=name) for w in cmp.worst if w["output"] == "OutputIndicesTensor"]
             errors = _no_errors()
+            message = (f"{cmp.mismatches} of {cmp.compared} indices differ beyond a tie"
+                       + (f", {cmp.ties} index ties" if cmp.ties else ""))
         else:
             cmp = compare_outputs({name: exp}, {name: actual[name]}, tolerances)
-            worst, errors = cmp.worst, cmp.errors()
+            worst, errors, message = cmp.worst, cmp.errors(), cmp.summary()
         outcome = "fail" if not cmp.passed else ("tie-only" if cmp.ties else "pass")
         row.update(outcome=outcome, errors=errors, mismatches=cmp.mismatches, ties=cmp.ties, compared=cmp.compared,
-                   worst=worst, message=cmp.summary().replace("OutputIndicesTensor", name))
+                   worst=worst, message=message)
         rows.append(row)
     return rows
 
