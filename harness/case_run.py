@@ -64,13 +64,9 @@ def load_mapper(spec: str) -> Callable[..., Any]:
 
 
 def severity(line: dict[str, Any]) -> float:
-    """How far a compared case is from its reference: max ULP (floats) else max abs; 0 if none."""
-    errors = line.get("errors") or {}
-    for key in ("max_ulp", "max_abs"):
-        value = errors.get(key)
-        if value is not None:
-            return float(value)
-    return 0.0
+    """How close a compared case came to failing: the share of its tolerance used (0 if none)."""
+    value = line.get("tolerance_used")
+    return float(value) if value is not None else 0.0
 
 
 def new_line(case: Any, ep: EpSpec) -> dict[str, Any]:
@@ -80,7 +76,7 @@ def new_line(case: Any, ep: EpSpec) -> dict[str, Any]:
         "type": "case", "id": case.id, "op": case.op, "dtype": tags.get("dtype"), "tags": tags,
         "outcome": None, "ep": ep.provider, "placement": {}, "placement_source": None,
         "errors": {"max_abs": None, "max_rel": None, "max_ulp": None}, "worst": [],
-        "mismatches": 0, "ties": 0, "flags": [], "message": "", "expected_outcome": None,
+        "mismatches": 0, "ties": 0, "tolerance_used": None, "flags": [], "message": "", "expected_outcome": None,
         "duration_s": 0.0, "artifacts": None,
     }
 
@@ -171,7 +167,7 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
     state["actual"] = actual
     comparison = compare_outputs(expected, actual, config.tolerances, inputs)
     line.update(errors=comparison.errors(), worst=comparison.worst, mismatches=comparison.mismatches,
-                ties=comparison.ties)
+                ties=comparison.ties, tolerance_used=comparison.tolerance_used)
     if not comparison.passed:
         line.update(outcome="fail", message=comparison.summary())
     elif comparison.ties:

@@ -37,6 +37,10 @@ class Comparison:
     max_abs: float | None = None
     max_rel: float | None = None
     max_ulp: float | None = None
+    #: The largest share of its tolerance any value element used: 0 exact, <= 1 within, inf for
+    #: a NaN/inf mismatch (for a float element, the smaller of |a-e| / (atol + rtol*|e|) and
+    #: ulp / ulp budget). Ranks passing cases by how close they came to failing.
+    tolerance_used: float | None = None
     mismatches: int = 0
     ties: int = 0
     compared: int = 0
@@ -148,6 +152,15 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
         if nonzero.any():
             result.max_rel = _max(result.max_rel, float((absdiff[nonzero] / np.abs(e[nonzero])).max()))
         result.max_ulp = _max(result.max_ulp, float(ulp[both_finite].max()))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = tol.atol + tol.rtol * np.abs(e)
+        used = np.where(absdiff == 0, 0.0, np.where(bound > 0, absdiff / np.where(bound > 0, bound, 1), np.inf))
+        if tol.ulp is not None:
+            used = np.minimum(used, np.where(ulp == 0, 0.0, ulp / tol.ulp if tol.ulp else np.inf))
+    used[~ok & ~both_finite] = np.inf  # NaN/inf mismatches (where the ratios are undefined)
+    used[ok & ~both_finite] = 0.0      # NaN for NaN, equal infinities
+    if used.size:
+        result.tolerance_used = _max(result.tolerance_used, float(used.max()))
     bad = ~ok
     if (regular & ~np.isfinite(a)).any() or (e_nan != a_nan).any():
         result.max_abs = math.inf  # a NaN/inf where a number was expected (or the reverse)
@@ -165,6 +178,9 @@ def _compare_integers(result: Comparison, candidates: list, name: str, exp: np.n
     bad = absdiff > tol.atol
     if e.size:
         result.max_abs = _max(result.max_abs, float(absdiff.max()))
+        worst = float(absdiff.max())
+        result.tolerance_used = _max(result.tolerance_used, 0.0 if worst == 0 else
+                                     (worst / tol.atol if tol.atol else math.inf))
     result.mismatches += int(bad.sum())
     _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, None)
 

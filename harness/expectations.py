@@ -80,11 +80,6 @@ class Expectations:
                 return entry
         return None
 
-    def may_match(self, case_id: str, tags: Mapping[str, str] | None = None) -> bool:
-        """Whether some entry matches on id and tags (its flags, if any, unknown yet)."""
-        return any(fnmatch.fnmatchcase(case_id, e.id) and e.matches(case_id, tags, [dict(f) for f in e.flags])
-                   for e in self.entries)
-
     def __len__(self) -> int:
         return len(self.entries)
 

@@ -146,6 +146,13 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     np.savez(out / "inputs.npz", **feeds)
     np.savez(out / "outputs.npz", **arrays["outputs"])
     np.savez(out / "reference_outputs.npz", **arrays["reference_outputs"])
+    for row in result["attribution"]["nodes"]:
+        pair = arrays["nodes"].get(row["node"])
+        if pair is not None:
+            (out / "nodes").mkdir(exist_ok=True)
+            relative = f"nodes/{row['position']}_{_safe(row['node'])}.npz"
+            np.savez(out / relative, **pair)
+            row["arrays"] = relative
     if save_baseline:
         seed = args.seed if source == "generated" else None
         result["baseline_saved"] = str(write_baseline(save_baseline, result, feeds, arrays["outputs"], seed, source))
@@ -186,6 +193,12 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
     if result.get("baseline_saved"):
         print(f"  baseline saved to {result['baseline_saved']}")
     print(f"  verdict: {result['verdict']}; results in {out}" + (f", report {report}" if report else ""))
+
+
+def _safe(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] or "node"
 
 
 def _short(provider: str) -> str:

@@ -183,11 +183,13 @@ def compare_named(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.nd
 
 def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_values: Mapping[str, np.ndarray],
                     ref_values: Mapping[str, np.ndarray] | None, placement: Mapping[str, str],
-                    config: ModelRunConfig) -> list[dict[str, Any]]:
+                    config: ModelRunConfig, arrays_out: dict[str, dict[str, np.ndarray]] | None = None
+                    ) -> list[dict[str, Any]]:
     """Per-node attribution rows for every attributed node, in graph (topological) order.
 
     ``ep_values`` / ``ref_values``: every captured tensor by name, from the EP under test and
-    the reference EP. Row ``status``: ``match``, ``tie-only``, ``diverges``, ``not-attributable``
+    the reference EP. ``arrays_out`` (if given) receives, per diverging node, its reference and
+    EP value outputs (``{"expected": .., "actual": ..}``) for pictures. Row ``status``: ``match``, ``tie-only``, ``diverges``, ``not-attributable``
     (no DML desc for the node in this reading) or ``error`` (the reference raised)."""
     from graphs import import_node
     from reference import execute
@@ -242,6 +244,8 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
                    errors=cmp.errors(), mismatches=cmp.mismatches, ties=cmp.ties, compared=cmp.compared,
                    worst=[dict(w, output=rename.get(w["output"], w["output"])) for w in cmp.worst],
                    message=_rename(cmp.summary(), rename))
+        if arrays_out is not None and not cmp.passed:
+            arrays_out[row["node"]] = {"expected": expected["OutputTensor"], "actual": actual["OutputTensor"]}
         if ref_values is not None:
             ours = {n: ep_values[n] for n in node.output if n and n in ep_values}
             theirs = {n: ref_values[n] for n in node.output if n and n in ref_values}
@@ -257,15 +261,20 @@ def first_divergent(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
-              baseline: Any = None) -> dict[str, Any]:
+              baseline: Any = None, *, run_as: onnx.ModelProto | None = None) -> dict[str, Any]:
     """Run the model (module docstring) and return the result dict; raises ``ModelRefused`` or
-    ``SessionFailed`` when the model cannot run at all."""
+    ``SessionFailed`` when the model cannot run at all.
+
+    ``run_as`` (tests only): a variant of the model, with the same node names, that the EP under
+    test runs instead, while attribution reads the nodes of ``loaded.model``. It simulates an EP
+    that computes something other than what a node means (e.g. a perturbed attribute)."""
     if config.reading not in READINGS:
         raise ValueError(f"reading = {config.reading!r}: one of {', '.join(READINGS)}")
     started = time.perf_counter()
     model = loaded.model
     name = loaded.path.name
-    ep_run = run_session(model, feeds, config.ep, config, profile=True, name=name)
+    ep_model = run_as if run_as is not None else model
+    ep_run = run_session(ep_model, feeds, config.ep, config, profile=True, name=name)
     ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
 
     targets = [n for n in model.graph.node if n.op_type in ATTRIBUTED_OPS and n.domain in ("", "ai.onnx")]
@@ -277,7 +286,8 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     probe_placement: dict[str, str] = dict(ep_run.placement)
     if targets:
         probe = probe_model(model, captured)
-        ep_probe = run_session(probe, feeds, config.ep, config, profile=True, name=f"{name} (probe copy)")
+        ep_probe = run_session(probe if run_as is None else probe_model(run_as, captured), feeds, config.ep, config,
+                               profile=True, name=f"{name} (probe copy)")
         ref_probe = run_session(probe, feeds, config.reference, config, profile=False, name=f"{name} (probe copy)")
         ep_values.update({k: v for k, v in ep_probe.outputs.items() if k in captured})
         ref_values.update({k: v for k, v in ref_probe.outputs.items() if k in captured})
@@ -289,7 +299,8 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
             source = feeds[node.input[0]] if node.input[0] in feeds else ref_values[node.input[0]]
             tie_context[out_name] = (ref_values[node.output[0]], source)
     outputs = compare_named(ref_run.outputs, ep_run.outputs, config.tolerances, tie_context)
-    rows = attribute_nodes(model, feeds, ep_values, ref_values, probe_placement, config)
+    node_arrays: dict[str, dict[str, np.ndarray]] = {}
+    rows = attribute_nodes(model, feeds, ep_values, ref_values, probe_placement, config, node_arrays)
     first = first_divergent(rows)
 
     node_count = len(model.graph.node)
@@ -318,7 +329,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     regressed = bool(result["baseline"] and result["baseline"]["outcome"] == "regression")
     result["verdict"] = "fail" if failed or regressed else "pass"
     result["duration_s"] = round(time.perf_counter() - started, 4)
-    result["_arrays"] = {"outputs": ep_run.outputs, "reference_outputs": ref_run.outputs}
+    result["_arrays"] = {"outputs": ep_run.outputs, "reference_outputs": ref_run.outputs, "nodes": node_arrays}
     return result
 
 

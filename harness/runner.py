@@ -107,7 +107,7 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
 
         def policy_for(case: Any) -> ArtifactPolicy:
             threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
-            return ArtifactPolicy(force=expectations.may_match(case.id, case.tags), threshold=threshold)
+            return ArtifactPolicy(force=expectations.match(case.id, case.tags) is not None, threshold=threshold)
 
         by_id = {case.id: case for case in todo}
         try:

@@ -160,3 +160,19 @@ def test_tolerance_file_round_trips(tmp_path):
     loaded = load_tolerances(str(path), ["fp16:ulp=none"])
     assert loaded.for_dtype("FLOAT32").rtol == 0.5
     assert loaded.for_dtype("FLOAT16").ulp is None
+
+
+def test_tolerance_used_ranks_how_close_a_case_came_to_failing():
+    tol = Tolerances({"FLOAT32": Tolerance(atol=1.0, rtol=0.0, ulp=None)})
+    e = np.zeros(3, np.float32)
+    assert compare_outputs(out(e), out(e), tol).tolerance_used == 0.0
+    half = compare_outputs(out(e), out(np.array([0.5, 0.25, 0], np.float32)), tol)
+    assert half.passed and half.tolerance_used == pytest.approx(0.5)
+    over = compare_outputs(out(e), out(np.array([2.0, 0, 0], np.float32)), tol)
+    assert not over.passed and over.tolerance_used == pytest.approx(2.0)
+    nan = compare_outputs(out(e), out(np.array([np.nan, 0, 0], np.float32)), tol)
+    assert nan.tolerance_used == math.inf
+    with_ulp = Tolerances({"FLOAT32": Tolerance(atol=0.0, rtol=0.0, ulp=4)})
+    one = np.array([1.0], np.float32)
+    two_ulp = np.nextafter(np.nextafter(one, np.float32(2)), np.float32(2))
+    assert compare_outputs(out(one), out(two_ulp), with_ulp).tolerance_used == pytest.approx(0.5)
