@@ -163,7 +163,11 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
                     + ", ".join(f"{n} -> {placement.get(n, 'unknown')}" for n in off))
         return
 
-    actual = mapping.outputs(outputs)
+    try:
+        actual = mapping.outputs(outputs)
+    except Exception as exc:  # e.g. an output of the wrong shape or count
+        line.update(outcome="fail", message=f"{ep.provider}'s outputs could not be read back: {_first_line(exc)}")
+        return
     state["actual"] = actual
     comparison = compare_outputs(expected, actual, config.tolerances, inputs)
     line.update(errors=comparison.errors(), worst=comparison.worst, mismatches=comparison.mismatches,
