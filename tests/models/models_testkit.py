@@ -1,0 +1,68 @@
+"""Shared pieces of the model-run tests: the bundled models on disk, the CLI, a record of opened files."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import onnx
+
+from graphs.models import DEMO_SHAPES, write_demo_models
+from harness.cli import main
+
+#: Paths opened (by any Python-level open: builtins.open, io.open, os.open, pathlib) while recording.
+OPENED: list[str] = []
+_RECORDING = [False]
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _RECORDING[0] and event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = args[0]
+        OPENED.append(os.fsdecode(path) if not isinstance(path, str) else path)
+
+
+sys.addaudithook(_audit)  # audit hooks cannot be removed; this one only records while _RECORDING is set
+
+
+class recording_opens:
+    """``with recording_opens() as opened:`` lists every path Python opened inside the block."""
+
+    def __enter__(self) -> list[str]:
+        OPENED.clear()
+        _RECORDING[0] = True
+        return OPENED
+
+    def __exit__(self, *exc) -> None:
+        _RECORDING[0] = False
+
+
+def demo_models(folder: Path) -> dict[str, Path]:
+    return write_demo_models(folder)
+
+
+def shape_args(name: str) -> list[str]:
+    return [arg for k, v in DEMO_SHAPES[name].items() for arg in ("--shape", f"{k}={v}")]
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def result_of(out_dir: Path) -> dict:
+    return json.loads((Path(out_dir) / "model_result.json").read_text())
+
+
+def with_node_attribute(model: onnx.ModelProto, node_name: str, **attrs) -> onnx.ModelProto:
+    """A copy of ``model`` with some attributes of one node replaced (or added)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    node = next(n for n in copy.graph.node if n.name == node_name)
+    keep = [a for a in node.attribute if a.name not in attrs]
+    del node.attribute[:]
+    node.attribute.extend(keep)
+    node.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in attrs.items())
+    return copy

@@ -1,0 +1,108 @@
+"""Per-node attribution: a planted difference in one node is attributed to that node, and only it.
+
+The plant: the EP under test runs a copy of the model in which one node's attributes are
+perturbed (``run_model(..., run_as=copy)``), while attribution reads the original nodes. This is
+what an EP computing something other than the node means looks like from outside.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from models_testkit import with_node_attribute
+
+from graphs.models import DEMO_SHAPES, detection_head, resnet_stem
+from harness.model_inputs import generate_inputs, input_specs, resolve_shapes
+from harness.model_run import ModelRunConfig, compare_named, run_model
+from harness.providers import resolve_ep
+from harness.untrusted import LoadedModel
+
+
+def _loaded(model, tmp_path):
+    return LoadedModel(model, tmp_path / f"{model.graph.name}.onnx", tmp_path, "0" * 64, [])
+
+
+def _feeds(model, name):
+    specs = input_specs(model)
+    return generate_inputs(model, specs, resolve_shapes(specs, {k: (v,) for k, v in DEMO_SHAPES[name].items()}), 0)
+
+
+CPU = ModelRunConfig(ep=resolve_ep("cpu"), reference=resolve_ep("cpu"))
+
+
+def test_a_perturbed_roi_align_is_named_as_the_first_divergent_node(tmp_path):
+    model = detection_head()
+    planted = with_node_attribute(model, "roi_align1", spatial_scale=0.55)
+    result = run_model(_loaded(model, tmp_path), _feeds(model, "detection_head"), CPU, run_as=planted)
+    rows = {r["node"]: r for r in result["attribution"]["nodes"]}
+    assert rows["pool1"]["status"] == "match"
+    assert rows["roi_align1"]["status"] == "diverges"
+    first = result["attribution"]["first_divergent"]
+    assert first["node"] == "roi_align1" and first["op_type"] == "RoiAlign"
+    assert first["errors"]["max_abs"] > 1e-3 and first["mismatches"] > 0
+    # the whole-model failure this causes is what the attribution explains
+    assert result["verdict"] == "fail" and result["outputs"][0]["outcome"] == "fail"
+    assert set(result["_arrays"]["nodes"]) == {"roi_align1"}
+
+
+def test_a_perturbed_max_pool_is_named_and_does_not_leak_into_the_roi_align_after_it(tmp_path):
+    model = detection_head()
+    # same output size (16x16), different windows: pads shift every window by one pixel
+    planted = with_node_attribute(model, "pool1", pads=[1, 1, 0, 0])
+    result = run_model(_loaded(model, tmp_path), _feeds(model, "detection_head"), CPU, run_as=planted)
+    rows = {r["node"]: r for r in result["attribution"]["nodes"]}
+    assert rows["pool1"]["status"] == "diverges"
+    # RoiAlign is judged on the (wrong) pooled map the EP fed it, so it still matches
+    assert rows["roi_align1"]["status"] == "match"
+    # ... although its output differs from the reference EP's, whose pool was right
+    assert rows["roi_align1"]["vs_reference_ep"]["mismatches"] > 0
+    assert result["attribution"]["first_divergent"]["node"] == "pool1"
+
+
+def test_the_planted_node_is_named_in_the_html_report_with_pictures(tmp_path):
+    import json
+
+    from reports.model_report import render_model_report
+
+    model = detection_head()
+    planted = with_node_attribute(model, "roi_align1", output_height=4, sampling_ratio=1,
+                                  coordinate_transformation_mode="output_half_pixel")
+    result = run_model(_loaded(model, tmp_path), _feeds(model, "detection_head"), CPU, run_as=planted)
+    arrays = result.pop("_arrays")
+    np.savez(tmp_path / "node.npz", **arrays["nodes"]["roi_align1"])
+    result["attribution"]["nodes"][1]["arrays"] = "node.npz"
+    result.update(command="test", inputs={"source": "generated", "seed": 0, "specs": [], "shapes": {}})
+    (tmp_path / "model_result.json").write_text(json.dumps(result))
+    html = render_model_report(tmp_path).read_text()
+    assert 'class="first"' in html and "First divergent node:</b> <code>roi_align1</code>" in html
+    assert html.count('class="heat"') >= 3  # reference, EP and |diff| of at least one slice
+    assert 'class="first-divergent"' in html
+
+
+def test_index_outputs_compare_tie_aware_at_model_level():
+    source = np.array([[[[1.0, 3.0, 3.0, 0.0]]]], np.float32)  # window of 4 with two maxima
+    values = np.array([[[[3.0]]]], np.float32)
+    expected = np.array([[[[1]]]], np.int64)
+    tie, wrong = np.array([[[[2]]]], np.int64), np.array([[[[3]]]], np.int64)
+    tol = CPU.tolerances
+    row = compare_named({"idx": expected}, {"idx": tie}, tol, {"idx": (values, source)})[0]
+    assert (row["outcome"], row["ties"], row["mismatches"], row["compared"]) == ("tie-only", 1, 0, 1)
+    row = compare_named({"idx": expected}, {"idx": wrong}, tol, {"idx": (values, source)})[0]
+    assert (row["outcome"], row["mismatches"]) == ("fail", 1)
+
+
+def test_the_stem_attributes_values_and_indices_of_its_max_pool(tmp_path):
+    model = resnet_stem()
+    planted = with_node_attribute(model, "pool1", pads=[0, 0, 2, 2])  # same 16x16 output, shifted windows
+    result = run_model(_loaded(model, tmp_path), _feeds(model, "resnet_stem"), CPU, run_as=planted)
+    (row,) = result["attribution"]["nodes"]
+    assert row["status"] == "diverges" and row["node"] == "pool1"
+    assert {w["output"] for w in row["worst"]} <= {"features", "indices"}
+
+
+@pytest.mark.parametrize("reading", ["spec", "dml-ep"])
+def test_both_readings_attribute_the_demo_head(tmp_path, reading):
+    model = detection_head()
+    config = ModelRunConfig(ep=resolve_ep("cpu"), reference=resolve_ep("cpu"), reading=reading)
+    result = run_model(_loaded(model, tmp_path), _feeds(model, "detection_head"), config)
+    assert [r["status"] for r in result["attribution"]["nodes"]] == ["match", "match"]
