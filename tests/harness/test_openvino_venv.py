@@ -1,0 +1,32 @@
+"""Runs the OpenVINO EP tests (test_harness_openvino.py) inside the OpenVINO venv.
+
+onnxruntime-openvino and onnxruntime provide the same module, so the OpenVINO EP lives in
+its own environment, made by ``tools/openvino-venv.sh`` (default ``.venv-openvino`` at the
+repository root; ``EP_TESTBED_OPENVINO_PYTHON`` may name another interpreter). This test runs
+there with ``EP_TESTBED_REQUIRE_OPENVINO=1``, so a venv without the EP fails instead of
+skipping. Without such a venv the test is skipped, with the command that creates it.
+"""
+
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_PYTHON = os.environ.get("EP_TESTBED_OPENVINO_PYTHON") or os.path.join(
+    ROOT, ".venv-openvino", "Scripts" if os.name == "nt" else "bin", "python.exe" if os.name == "nt" else "python")
+
+
+@pytest.mark.slow
+def test_openvino_ep_placement_in_its_venv():
+    if not os.path.exists(VENV_PYTHON):
+        pytest.skip(f"no OpenVINO venv at {VENV_PYTHON}; create it with: bash tools/openvino-venv.sh")
+    import onnxruntime
+
+    if "OpenVINOExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this interpreter has the OpenVINO EP: test_harness_openvino.py runs here directly")
+    env = dict(os.environ, EP_TESTBED_REQUIRE_OPENVINO="1")
+    p = subprocess.run([VENV_PYTHON, "-m", "pytest", "tests/harness/test_harness_openvino.py", "-q", "-rs",
+                        "-p", "no:cacheprovider"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-2000:]
