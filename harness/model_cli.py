@@ -105,14 +105,13 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     from .model_run import ModelRunConfig, SessionFailed, run_model
     from .providers import EpNotAvailable, SessionSettings, parse_provider_options, resolve_ep
     from .tolerances import load_tolerances
-    from .untrusted import ModelRefused, check_ops, load_untrusted
+    from .untrusted import ModelRefused, load_untrusted
 
     try:
         ep = resolve_ep(args.ep, parse_provider_options(args.ep_option))
         reference = resolve_ep(args.reference_ep)
         tolerances = load_tolerances(args.tolerances, args.tol)
         loaded = load_untrusted(model_path)
-        check_ops(loaded.model, loaded.path.name)
         specs = input_specs(loaded.model)
         baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None
         if baseline is not None:

@@ -13,7 +13,7 @@
   offset/length must lie inside that file. Only then are its bytes read, by this module, into
   the tensor, so the ModelProto handed on holds no external reference and ONNX Runtime
   never opens a file at all (it gets the serialized bytes);
-- ``onnx.checker`` then checks the now self-contained model.
+- ``check_ops`` (below) and then ``onnx.checker`` check the now self-contained model.
 
 ``check_ops(model)`` refuses nodes whose op no execution provider can have (an op the ONNX
 standard does not define at the model's opset, or a domain the model does not import), and
@@ -70,6 +70,7 @@ def load_untrusted(path: str | os.PathLike) -> LoadedModel:
     model = parse_model(data, str(model_path))
     folder = model_path.resolve().parent
     external = resolve_external_data(model, folder, str(model_path))
+    check_ops(model, str(model_path))
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
