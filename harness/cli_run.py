@@ -106,8 +106,9 @@ def run_command(args: argparse.Namespace) -> int:
     from reference import OP_NAMES
 
     from . import expectations as expectations_mod
-    from .case_run import DEFAULT_MAPPER, CaseConfig
+    from .case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
     from .providers import EpNotAvailable, SessionSettings, parse_provider_options, resolve_ep
+    from .pool import WorkerStartError
     from .runner import RunError, RunOptions, run_cases
     from .selection import parse_shard, select, shard
     from .summary import exit_code, failing_outcomes, problems, table
@@ -158,6 +159,10 @@ def run_command(args: argparse.Namespace) -> int:
     settings = SessionSettings(graph_opt=args.graph_opt,
                                intra_op_threads=max(1, cores // jobs) if jobs > 1 else 0)
     config = CaseConfig(ep=ep, session=settings, tolerances=tolerances, mapper=args.mapper or DEFAULT_MAPPER)
+    try:
+        load_mapper(config.mapper)
+    except (ImportError, AttributeError) as exc:
+        return _error(f"--mapper {config.mapper}: cannot load it ({exc})")
     out = args.out or os.path.join("runs", f"{ep.alias}-{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}")
     command = "ep-testbed " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "ep-testbed run"
     extra = {"selection": {"ops": ops, "include": args.include, "exclude": args.exclude,
@@ -172,7 +177,7 @@ def run_command(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)  # a cancelled CI job stops like Ctrl-C
     try:
         result = run_cases(cases, config, options, expectations)
-    except RunError as exc:
+    except (RunError, WorkerStartError) as exc:
         return _error(str(exc))
     finally:
         signal.signal(signal.SIGTERM, previous)
