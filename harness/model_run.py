@@ -216,8 +216,9 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
                           "dtype": None if a is None else a.dtype.name} for n, a in zip(node.input, arrays)]
         row["outputs"] = [{"name": n, "shape": list(np.shape(ep_values[n])) if n in ep_values else None}
                           for n in node.output if n]
-        if any(a is None for name, a in zip(node.input, arrays) if name):
-            row.update(status="error", message="an input of the node was not captured from the EP")
+        if any(a is None for name, a in zip(node.input, arrays) if name) or any(n not in ep_values for n in node.output
+                                                                            if n):
+            row.update(status="error", message="an input or output of the node was not captured from the EP")
             continue
         try:
             imported = import_node(node, [a.shape for a in arrays], [a.dtype for a in arrays], config.reading, opset)
@@ -284,14 +285,20 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     ep_values: dict[str, np.ndarray] = dict(ep_run.outputs)
     ref_values: dict[str, np.ndarray] = dict(ref_run.outputs)
     probe_placement: dict[str, str] = dict(ep_run.placement)
+    probe_error = None
     if targets:
         probe = probe_model(model, captured)
-        ep_probe = run_session(probe if run_as is None else probe_model(run_as, captured), feeds, config.ep, config,
-                               profile=True, name=f"{name} (probe copy)")
-        ref_probe = run_session(probe, feeds, config.reference, config, profile=False, name=f"{name} (probe copy)")
-        ep_values.update({k: v for k, v in ep_probe.outputs.items() if k in captured})
-        ref_values.update({k: v for k, v in ref_probe.outputs.items() if k in captured})
-        probe_placement = ep_probe.placement
+        try:
+            ep_probe = run_session(probe if run_as is None else probe_model(run_as, captured), feeds, config.ep,
+                                   config, profile=True, name=f"{name} (probe copy)")
+            ref_probe = run_session(probe, feeds, config.reference, config, profile=False,
+                                    name=f"{name} (probe copy)")
+        except SessionFailed as exc:  # the model itself ran: keep its outputs and placement, say why no attribution
+            probe_error = f"the probe copy (intermediates exposed as outputs) did not run: {exc}"
+        else:
+            ep_values.update({k: v for k, v in ep_probe.outputs.items() if k in captured})
+            ref_values.update({k: v for k, v in ref_probe.outputs.items() if k in captured})
+            probe_placement = ep_probe.placement
 
     tie_context = {}
     for out_name, node in index_outputs(model).items():
@@ -301,6 +308,10 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     outputs = compare_named(ref_run.outputs, ep_run.outputs, config.tolerances, tie_context)
     node_arrays: dict[str, dict[str, np.ndarray]] = {}
     rows = attribute_nodes(model, feeds, ep_values, ref_values, probe_placement, config, node_arrays)
+    if probe_error:
+        for row in rows:
+            if row["status"] == "error":
+                row["message"] = probe_error
     first = first_divergent(rows)
 
     node_count = len(model.graph.node)
@@ -319,7 +330,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
         "placement": {"source": ep_run.placement_source, "nodes": ep_run.placement,
                       "by_op": placement_counts(model, ep_run.placement), "on_ep": on_ep, "total": node_count,
                       "off_ep": [n.name for n in model.graph.node if ep_run.placement.get(n.name) != config.ep.provider]},
-        "attribution": {"reading": config.reading, "ops": list(ATTRIBUTED_OPS), "nodes": rows,
+        "attribution": {"reading": config.reading, "ops": list(ATTRIBUTED_OPS), "nodes": rows, "error": probe_error,
                         "first_divergent": None if first is None else _summary(first)},
         "baseline": None,
     }

@@ -66,3 +66,20 @@ def with_node_attribute(model: onnx.ModelProto, node_name: str, **attrs) -> onnx
     node.attribute.extend(keep)
     node.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in attrs.items())
     return copy
+
+
+def roi_pool_model(spatial_scale: float = 0.5) -> onnx.ModelProto:
+    """image [1, 4, 16, 16] -> Relu -> MaxRoiPool(rois [num_rois, 5], pooled 3x3) -> pooled (not bundled)."""
+    import numpy as np
+
+    from graphs.builder import GraphBuilder
+    from graphs.runtime import DEFAULT_OPSET
+
+    b = GraphBuilder("roi_pool")
+    image = b.input("image", np.float32, [1, 4, 16, 16])
+    rois = b.input("rois", np.float32, ["num_rois", 5])
+    relu = b.node("Relu", [image], role="helper", name="relu1", outputs=["relu1_out"])[0]
+    b.node("MaxRoiPool", [relu, rois], role="op", name="roi_pool1", outputs=["pooled"], pooled_shape=[3, 3],
+           spatial_scale=spatial_scale)
+    b.output("pooled", np.float32, ["num_rois", 4, 3, 3])
+    return b.model(DEFAULT_OPSET)

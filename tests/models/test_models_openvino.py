@@ -59,3 +59,21 @@ def test_a_planted_roi_align_difference_on_openvino_is_attributed_to_it(tmp_path
     assert rows["pool1"]["status"] in ("match", "tie-only")
     assert result["attribution"]["first_divergent"]["node"] == "roi_align1"
     assert result["verdict"] == "fail"
+
+
+def test_a_node_openvino_declines_runs_on_cpu_and_placement_says_so(tmp_path, capsys):
+    import onnx
+    from models_testkit import roi_pool_model
+
+    path = tmp_path / "roi_pool.onnx"
+    onnx.save(roi_pool_model(), str(path))
+    code, out, err = run_cli(["model", "run", str(path), "--ep", "openvino", "--shape", "num_rois=5",
+                              "--out", str(tmp_path / "run")], capsys)
+    assert code == 0, err
+    result = result_of(tmp_path / "run")
+    assert result["placement"]["by_op"]["MaxRoiPool"] == {"CPUExecutionProvider": 1}  # never taken (harness issue)
+    assert "roi_pool1" in result["placement"]["off_ep"]
+    assert result["attribution"]["nodes"][0]["provider"] == "CPUExecutionProvider"
+    code, out, err = run_cli(["model", "run", str(path), "--ep", "openvino", "--shape", "num_rois=5",
+                              "--no-cpu-fallback", "--out", str(tmp_path / "strict")], capsys)
+    assert code == 1 and "CPU fallback is disabled" in err
