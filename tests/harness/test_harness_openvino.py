@@ -4,7 +4,7 @@ Runs only where the interpreter running pytest has ``OpenVINOExecutionProvider``
 onnxruntime-openvino wheel, e.g. CI's OpenVINO venv); skipped with the reason elsewhere.
 Observed with onnxruntime-openvino 1.24.1: MaxRoiPool is never taken; MaxPool is taken for
 float and 8-bit inputs (not for 16/32/64-bit integers); RoiAlign is taken in some graphs and
-declined in others (e.g. a lone RoiAlign reading its ROIs straight from a graph input).
+declined in others (33 of 86 expressible cases; what decides it was not established).
 With ``EP_TESTBED_REQUIRE_OPENVINO=1`` a missing OpenVINO EP is an error instead of a skip.
 """
 
