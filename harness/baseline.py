@@ -10,8 +10,9 @@ A baseline folder holds three files, readable with NumPy and any JSON tool:
 
 ``save_baseline`` writes them; ``Baseline.load`` reads them back with ``allow_pickle=False`` and
 refuses a folder that is incomplete or was recorded for another model (``BaselineError``);
-``Baseline.compare`` judges new outputs with the harness's tolerance rule (as given to the run,
-default the harness defaults) and reports ``match`` or ``regression`` per output.
+``Baseline.compare`` judges new outputs with the harness's tolerance rule and reports ``match``
+or ``regression`` per output. ``model run --baseline`` uses the tolerances recorded in the
+manifest unless ``--tol`` / ``--tolerances`` are given.
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ class Baseline:
     outputs: dict[str, np.ndarray]
     inputs: dict[str, np.ndarray]
 
+    def recorded_tolerances(self) -> Tolerances:
+        """The tolerances the baseline was saved with (the harness defaults if it names none)."""
+        table = self.manifest.get("tolerances")
+        try:
+            return Tolerances.from_json(table) if isinstance(table, dict) else Tolerances.defaults()
+        except (TypeError, ValueError, AttributeError):
+            raise BaselineError(f"--baseline {self.folder}: the manifest's tolerances are not a tolerance table") \
+                from None
+
     @classmethod
     def load(cls, folder: str | Path, model_sha256: str | None = None) -> "Baseline":
         root = Path(folder)
@@ -86,7 +96,8 @@ class Baseline:
                                 f"{model_sha256}; a baseline only applies to the exact model file it was saved for")
         return cls(root, manifest, _load_npz(root / OUTPUTS), _load_npz(root / INPUTS))
 
-    def compare(self, outputs: Mapping[str, np.ndarray], tolerances: Tolerances) -> dict[str, Any]:
+    def compare(self, outputs: Mapping[str, np.ndarray], tolerances: Tolerances,
+                tolerances_from: str = "command line") -> dict[str, Any]:
         """Per output: the stored value vs ``outputs`` under ``tolerances``; ``regression`` if any differs."""
         from .model_run import compare_named
 
@@ -98,6 +109,7 @@ class Baseline:
         regressed = [r["name"] for r in rows if r["outcome"] == "fail"]
         return {
             "dir": str(self.folder), "outcome": "regression" if regressed else "match", "regressed": regressed,
+            "tolerances": tolerances.to_json(), "tolerances_from": tolerances_from,
             "outputs": rows,
             "recorded": {k: self.manifest.get(k) for k in ("created", "ep", "ort_flavour", "ort_version")}
             | {"seed": (self.manifest.get("inputs") or {}).get("seed")},

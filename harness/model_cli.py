@@ -114,6 +114,9 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         loaded = load_untrusted(model_path)
         specs = input_specs(loaded.model)
         baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None
+        baseline_tolerances = None
+        if baseline is not None and not (args.tol or args.tolerances):
+            baseline_tolerances = (baseline.recorded_tolerances(), "baseline manifest")
         if baseline is not None:
             feeds, source = load_inputs(Path(baseline_dir) / "inputs.npz", specs), f"baseline {baseline_dir}"
         elif inputs_path:
@@ -126,7 +129,8 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
 
     config = ModelRunConfig(ep=ep, reference=reference, tolerances=tolerances,
                             settings=SessionSettings(graph_opt=args.graph_opt),
-                            allow_fallback=not args.no_cpu_fallback, reading=args.reading)
+                            allow_fallback=not args.no_cpu_fallback, reading=args.reading,
+                            baseline_tolerances=baseline_tolerances)
     try:
         result = run_model(loaded, feeds, config, baseline)
     except ModelRefused as exc:

@@ -35,14 +35,15 @@ class InputsError(ValueError):
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One graph input: name, NumPy dtype, dims (int, symbolic name, or None if blank)."""
+    """One graph input: name, NumPy dtype, dims (int, symbolic name, or None if blank; ``dims``
+    itself None when the model gives no shape at all)."""
 
     name: str
     dtype: np.dtype
-    dims: tuple[int | str | None, ...]
+    dims: tuple[int | str | None, ...] | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype.name, "dims": list(self.dims)}
+        return {"name": self.name, "dtype": self.dtype.name, "dims": None if self.dims is None else list(self.dims)}
 
 
 def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
@@ -54,14 +55,16 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
             continue
         tensor = value.type.tensor_type
         if not value.type.HasField("tensor_type"):
-            raise InputsError(f"input {value.name!r}: only tensor inputs are supported (got {value.type.WhichOneof('value')})")
+            raise InputsError(f"input {value.name!r}: only tensor inputs are supported "
+                              f"(got {value.type.WhichOneof('value')})")
         try:
             dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         except Exception:
             raise InputsError(f"input {value.name!r}: element type {tensor.elem_type} has no NumPy dtype") from None
+        if not tensor.HasField("shape"):  # rank unknown: only --shape INPUT=... can fix it
+            specs.append(InputSpec(value.name, dtype, None))
+            continue
         dims: list[int | str | None] = []
-        if not tensor.HasField("shape"):
-            raise ShapeError(f"input {value.name!r} has no shape in the model: give --shape {value.name}=DxDx...")
         for d in tensor.shape.dim:
             if d.HasField("dim_value") and d.dim_value > 0:
                 dims.append(int(d.dim_value))
@@ -91,7 +94,7 @@ def parse_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
 
 def resolve_shapes(specs: Sequence[InputSpec], given: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     """Input name -> concrete shape; ``ShapeError`` naming the first dim nothing fixes."""
-    symbols = {d for s in specs for d in s.dims if isinstance(d, str)}
+    symbols = {d for s in specs for d in (s.dims or ()) if isinstance(d, str)}
     names = {s.name for s in specs}
     for key, dims in given.items():
         if key in names:
@@ -104,6 +107,11 @@ def resolve_shapes(specs: Sequence[InputSpec], given: dict[str, tuple[int, ...]]
             raise ShapeError(f"--shape {key}=...: {key!r} is a symbolic dimension; give one number, e.g. {key}=2")
     shapes: dict[str, tuple[int, ...]] = {}
     for spec in specs:
+        if spec.dims is None:
+            if spec.name not in given:
+                raise ShapeError(f"input {spec.name!r} has no shape in the model: give --shape {spec.name}=AxBx...")
+            shapes[spec.name] = tuple(given[spec.name])
+            continue
         if spec.name in given:
             dims = given[spec.name]
             if len(dims) != len(spec.dims):
@@ -247,7 +255,9 @@ def load_inputs(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.nd
         array = arrays[spec.name]
         if array.dtype != spec.dtype:
             raise InputsError(f"--inputs {path}: {spec.name!r} is {array.dtype}, the model takes {spec.dtype}")
-        if array.ndim != len(spec.dims) or any(isinstance(d, int) and d != n for d, n in zip(spec.dims, array.shape)):
+        dims = spec.dims
+        if dims is not None and (array.ndim != len(dims) or any(isinstance(d, int) and d != n
+                                                                 for d, n in zip(dims, array.shape))):
             raise InputsError(f"--inputs {path}: {spec.name!r} has shape {list(array.shape)}, the model takes "
-                              f"{list(spec.dims)}")
+                              f"{list(dims)}")
     return {n: arrays[n] for n in names}

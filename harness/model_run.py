@@ -67,6 +67,8 @@ class ModelRunConfig:
     tolerances: Tolerances = field(default_factory=Tolerances.defaults)
     allow_fallback: bool = True
     reading: str = "spec"  # from_onnx mode for attribution: "spec" or "dml-ep"
+    #: (tolerances, where they come from) for the baseline check; None: ``tolerances``
+    baseline_tolerances: tuple[Tolerances, str] | None = None
 
 
 @dataclass
@@ -87,6 +89,7 @@ def run_session(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpS
     with tempfile.TemporaryDirectory(prefix="ep-testbed-model-") as scratch:
         so = session_options(ep, config.settings, allow_fallback=config.allow_fallback or ep.is_cpu,
                              profile_prefix=os.path.join(scratch, "profile") if profile else None)
+        so.log_severity_level = 4  # failures reach us as exceptions; a refused model also logs profiling noise
         try:
             session = ort.InferenceSession(model.SerializeToString(), so, providers=providers_arg(ep))
         except Exception as exc:
@@ -104,7 +107,13 @@ def run_session(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpS
         outputs = {o.name: np.asarray(v) for o, v in zip(session.get_outputs(), values)}
         if not profile:
             return SessionRun(outputs)
-        where, source = placement_mod.read_placement(session, node_names, session.end_profiling())
+        profile_path = session.end_profiling()
+        try:
+            where, source = placement_mod.read_placement(session, node_names, profile_path)
+        except ValueError:  # ORT writes node names unescaped: a name with a quote makes the trace invalid JSON
+            assignment = placement_mod.placement_from_assignment(session) or {}
+            where = {n: assignment[n] for n in node_names if n in assignment}
+            source = "graph-assignment-info (profiling trace unreadable)"
     return SessionRun(outputs, where, source)
 
 
@@ -189,7 +198,8 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
 
     ``ep_values`` / ``ref_values``: every captured tensor by name, from the EP under test and
     the reference EP. ``arrays_out`` (if given) receives, per diverging node, its reference and
-    EP value outputs (``{"expected": .., "actual": ..}``) for pictures. Row ``status``: ``match``, ``tie-only``, ``diverges``, ``not-attributable``
+    EP value outputs (``{"expected": .., "actual": ..}``) for pictures. Row ``status``: ``match``,
+    ``tie-only``, ``diverges``, ``not-attributable``
     (no DML desc for the node in this reading) or ``error`` (the reference raised)."""
     from graphs import import_node
     from reference import execute
@@ -329,13 +339,14 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
         "outputs": outputs,
         "placement": {"source": ep_run.placement_source, "nodes": ep_run.placement,
                       "by_op": placement_counts(model, ep_run.placement), "on_ep": on_ep, "total": node_count,
-                      "off_ep": [n.name for n in model.graph.node if ep_run.placement.get(n.name) != config.ep.provider]},
+                      "off_ep": [n.name for n in model.graph.node
+                                 if ep_run.placement.get(n.name) != config.ep.provider]},
         "attribution": {"reading": config.reading, "ops": list(ATTRIBUTED_OPS), "nodes": rows, "error": probe_error,
                         "first_divergent": None if first is None else _summary(first)},
         "baseline": None,
     }
     if baseline is not None:
-        result["baseline"] = baseline.compare(ep_run.outputs, config.tolerances)
+        result["baseline"] = baseline.compare(ep_run.outputs, *(config.baseline_tolerances or (config.tolerances,)))
     failed = any(o["outcome"] == "fail" for o in outputs)
     regressed = bool(result["baseline"] and result["baseline"]["outcome"] == "regression")
     result["verdict"] = "fail" if failed or regressed else "pass"

@@ -89,8 +89,9 @@ def parse_model(data: bytes, name: str = "model") -> onnx.ModelProto:
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise ModelRefused(f"{name}: not a readable ONNX model (truncated or not ONNX): protobuf could not parse "
                            f"its {len(data)} bytes ({exc})") from None
-    missing = [what for what, ok in (("ir_version", model.ir_version > 0), ("opset_import", len(model.opset_import) > 0),
-                                     ("graph", model.HasField("graph") and len(model.graph.node) > 0)) if not ok]
+    present = {"ir_version": model.ir_version > 0, "opset_import": len(model.opset_import) > 0,
+               "graph": model.HasField("graph") and len(model.graph.node) > 0}
+    missing = [what for what, ok in present.items() if not ok]
     if missing:
         raise ModelRefused(f"{name}: not an ONNX model (truncated or another format): it has no "
                            f"{', '.join(missing)} ({len(data)} bytes)")
@@ -220,6 +221,7 @@ def check_ops(model: onnx.ModelProto, name: str = "model") -> None:
 
 
 _NO_KERNEL = re.compile(r"Could not find an implementation for (\S+) node with name '([^']*)'")
+_IR_VERSION = re.compile(r"Unsupported model IR version: \d+, max supported IR version: \d+")
 _NOT_REGISTERED = re.compile(r"(\S+) is not a registered function/op")
 
 
@@ -230,6 +232,10 @@ def explain_session_error(exc: BaseException, providers: list[str], name: str = 
     if match:
         return ModelRefused(f"{name}: node {match.group(2)!r} (op {match.group(1)}) has no implementation in any "
                             f"available execution provider ({', '.join(providers)})")
+    match = _IR_VERSION.search(text)
+    if match:
+        return ModelRefused(f"{name}: {match.group(0)} in this ONNX Runtime; re-save the model with an older IR "
+                            "version (onnx.helper.make_model(..., ir_version=N)) or upgrade onnxruntime")
     match = _NOT_REGISTERED.search(text)
     if match:
         return ModelRefused(f"{name}: op {match.group(1)} is not registered with ONNX Runtime; no execution "

@@ -77,3 +77,18 @@ def test_a_baseline_for_another_model_or_with_pickles_is_refused(tmp_path, stem,
     (base / "manifest.json").unlink()
     code, _, err = run_cli(["model", "run", str(stem), "--baseline", str(base), "--out", str(tmp_path / "r3")], capsys)
     assert code == 2 and "manifest.json is missing" in err
+
+
+def test_the_baseline_manifest_tolerances_apply_unless_overridden(tmp_path, stem, capsys):
+    base = tmp_path / "base"
+    assert run_cli(["model", "run", str(stem), "--tol", "fp32:atol=0.05,rtol=0,ulp=0", "--save-baseline", str(base),
+                    "--out", str(tmp_path / "r0")], capsys)[0] == 0
+    with np.load(base / "outputs.npz") as data:
+        outputs = {k: data[k].copy() for k in data.files}
+    outputs["features"][0, 0, 0, 0] += 0.01  # inside the recorded atol 0.05, far outside the defaults
+    np.savez(base / "outputs.npz", **outputs)
+    assert run_cli(["model", "run", str(stem), "--baseline", str(base), "--out", str(tmp_path / "r1")], capsys)[0] == 0
+    assert result_of(tmp_path / "r1")["baseline"]["tolerances_from"] == "baseline manifest"
+    code, _, _ = run_cli(["model", "run", str(stem), "--baseline", str(base), "--tol", "fp32:atol=1e-5",
+                          "--out", str(tmp_path / "r2")], capsys)
+    assert code == 1 and result_of(tmp_path / "r2")["baseline"]["tolerances_from"] == "command line"

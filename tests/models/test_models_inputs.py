@@ -39,3 +39,16 @@ def test_whole_input_shapes_must_fit_the_model():
         resolve_shapes(specs, parse_shapes(["image=1x4x32x32"]))
     with pytest.raises(ShapeError, match="symbolic dimension; give one number"):
         resolve_shapes(specs, parse_shapes(["batch=1x2"]))
+
+
+def test_an_input_without_any_shape_needs_its_whole_shape():
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    specs = input_specs(model)
+    assert specs[0].dims is None
+    with pytest.raises(ShapeError, match=r"'x' has no shape in the model: give --shape x=AxBx"):
+        resolve_shapes(specs, {})
+    assert resolve_shapes(specs, parse_shapes(["x=2x3"])) == {"x": (2, 3)}

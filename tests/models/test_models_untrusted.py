@@ -133,3 +133,15 @@ def test_a_custom_domain_op_no_ep_has_is_refused_with_its_name(tmp_path, capsys)
     assert code == 2
     assert "com.example:Frobnicate" in err and "no execution provider" in err
     assert "CPUExecutionProvider" in err
+
+
+def test_a_model_newer_than_this_onnxruntime_is_refused_with_the_fix(tmp_path, capsys):
+    if max_ir_version() >= onnx.IR_VERSION:
+        pytest.skip(f"this onnxruntime loads IR {max_ir_version()}, the newest the installed onnx writes "
+                    f"({onnx.IR_VERSION}); the refusal shows only where onnxruntime is older (e.g. /tmp/ovvenv)")
+    model = resnet_stem()
+    model.ir_version = onnx.IR_VERSION
+    path = tmp_path / "new.onnx"
+    path.write_bytes(model.SerializeToString())
+    code, _, err = run_cli(["model", "run", str(path), "--out", str(tmp_path / "run")], capsys)
+    assert code == 2 and f"Unsupported model IR version: {onnx.IR_VERSION}" in err and "re-save" in err
