@@ -3,8 +3,10 @@
 Runs only where the interpreter running pytest has ``OpenVINOExecutionProvider`` (the
 onnxruntime-openvino wheel, e.g. CI's OpenVINO venv); skipped with the reason elsewhere.
 Observed with onnxruntime-openvino 1.24.1: MaxRoiPool is never taken; MaxPool is taken for
-float and 8-bit inputs (not for 16/32/64-bit integers); RoiAlign is taken in some graphs and
-declined in others (33 of 86 expressible cases; what decides it was not established).
+float and 8-bit inputs (not for 16/32/64-bit integers); RoiAlign is declined when it is the
+only real node of the graph (inputs straight from graph inputs or through a Cast/Identity) and
+taken when e.g. a Reshape feeds it (checked with hand-built models), so 33 of the 86 expressible
+RoiAlign cases are not-on-ep.
 With ``EP_TESTBED_REQUIRE_OPENVINO=1`` a missing OpenVINO EP is an error instead of a skip.
 """
 
