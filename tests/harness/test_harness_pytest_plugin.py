@@ -53,3 +53,16 @@ def test_a_known_divergence_that_passes_fails_the_suite(tmp_path):
         {"id": case.id, "outcome": "fail", "reason": "pretend", "link": "https://example.org/x"}]}))
     p = pytest_run("--ops", "roi_pooling", "-k", case.id, "--expectations", str(path), "-q")
     assert p.returncode == 1 and "XPASS(strict)" in p.stdout
+
+
+def test_a_crash_and_a_hang_fail_only_their_own_tests():
+    ids = sorted(c.id for c in build_catalog(["roi_pooling"]) if c.id.startswith("roi_pooling/grid-fp32"))[:4]
+    env = dict(os.environ, EP_TESTBED_FAULT=f"abort={ids[0]};hang={ids[1]}")
+    selection = " or ".join(f"[{i}]" for i in ids)
+    p = subprocess.run([sys.executable, "-m", "pytest", "tests/conformance", "-p", "no:cacheprovider", "--ops",
+                        "roi_pooling", "--case-timeout", "3", "-k", selection, "-q"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    tail = p.stdout.splitlines()[-1]
+    assert "2 failed, 2 passed" in tail, p.stdout[-3000:]
+    assert "CaseCrashed" in p.stdout and "SIGABRT" in p.stdout
+    assert "CaseTimedOut" in p.stdout and "no result after 3 s" in p.stdout
