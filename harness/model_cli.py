@@ -7,17 +7,28 @@ baseline's), runs ``harness.model_run.run_model``, writes ``OUT/model_result.jso
 (``reports.model_report``), optionally saves or checks a baseline (``harness.baseline``), and
 prints a summary. ``model demo`` writes the bundled models (``graphs.models``) and runs each.
 
+Isolation: ``model demo`` runs each model in a child process (``model run`` with the same
+options) with a time limit, so an EP that crashes or hangs on one model costs that model only,
+and every model already finished keeps its folder. ``model run --timeout S`` does the same for
+one model. Test hook (fault injection), read only from the environment, like the harness
+worker's: ``EP_TESTBED_MODEL_FAULT="abort=<glob>;hang=<glob>"`` makes ``model run`` abort or
+hang right before running a model whose file name matches ``<glob>``.
+
 Exit codes: 0 every output matches the reference EP (and the baseline); 1 an output differs
-beyond tolerance, a baseline regression, or the EP could not build/run the model; 2 the model
-is refused (truncated/not ONNX, external data outside its folder, an op no EP has), or bad usage.
+beyond tolerance, a baseline regression, the EP could not build/run the model, or it crashed or
+timed out; 2 the model is refused (truncated/not ONNX, external data outside its folder, an op
+no EP has), or bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import fnmatch
 import json
+import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,6 +37,8 @@ from typing import Any, Sequence
 import numpy as np
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+FAULT_ENV = "EP_TESTBED_MODEL_FAULT"
+DEMO_TIMEOUT = 300.0
 
 
 def add_model(subparsers: argparse._SubParsersAction) -> None:
@@ -46,11 +59,16 @@ def add_model(subparsers: argparse._SubParsersAction) -> None:
     base = run.add_mutually_exclusive_group()
     base.add_argument("--save-baseline", metavar="DIR", help="store outputs + manifest as a baseline in DIR")
     base.add_argument("--baseline", metavar="DIR", help="compare with the baseline in DIR; exit 1 on a regression")
+    run.add_argument("--timeout", type=float, metavar="SECONDS",
+                     help="run in a child process killed after SECONDS (default: in this process, no limit)")
     run.set_defaults(func=run_command)
     demo = sub.add_parser("demo", help="run the bundled demo models end to end",
                           description="Write the bundled models (a detection head with RoiAlign and a ResNet-style "
                                       "stem with MaxPool + Indices, seeded weights) and run each like `model run`.")
     _common(demo)
+    demo.add_argument("--timeout", type=float, default=DEMO_TIMEOUT, metavar="SECONDS",
+                      help=f"per-model time limit of its child process (default {DEMO_TIMEOUT:g})")
+    demo.add_argument("--in-process", action="store_true", help="run the models in this process (no isolation)")
     demo.set_defaults(func=demo_command)
 
 
@@ -76,8 +94,82 @@ def _error(message: str) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if args.timeout:
+        return run_isolated(child_argv(args.model, args, shapes=args.shape, inputs_path=args.inputs,
+                                       save_baseline=args.save_baseline, baseline_dir=args.baseline),
+                            args.timeout, Path(args.model).name)
+    _fault_hook(args.model)
     return run_model_file(args.model, args, shapes=args.shape, inputs_path=args.inputs,
                           save_baseline=args.save_baseline, baseline_dir=args.baseline)
+
+
+def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = (), inputs_path: str | None = None,
+               save_baseline: str | None = None, baseline_dir: str | None = None,
+               out: str | None = None) -> list[str]:
+    """The ``ep-testbed model run`` command line that repeats ``args`` for ``model`` in a child."""
+    argv = ["model", "run", model, "--ep", args.ep, "--reference-ep", args.reference_ep, "--seed", str(args.seed),
+            "--reading", args.reading]
+    for item in args.ep_option:
+        argv += ["--ep-option", item]
+    for item in shapes:
+        argv += ["--shape", item]
+    for item in args.tol:
+        argv += ["--tol", item]
+    for flag, value in (("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
+                        ("--baseline", baseline_dir), ("--tolerances", args.tolerances)):
+        if value:
+            argv += [flag, str(value)]
+    argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback)) if on]
+    return argv
+
+
+def run_isolated(argv: list[str], timeout: float, label: str) -> int:
+    """Run ``ep-testbed <argv>`` in a child process; relay its output; a crash or timeout is exit 1."""
+    return _isolated(argv, timeout, label)[0]
+
+
+def _isolated(argv: list[str], timeout: float, label: str) -> tuple[int, str]:
+    """``(exit code, outcome)``: outcome is pass, fail, refused, crash or timeout."""
+    from .pool import describe_exit
+
+    command = [sys.executable, "-m", "harness.cli", *argv]
+    try:
+        child = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        _relay(exc.stdout, exc.stderr)
+        print(f"ep-testbed model: {label}: timeout - no result after {timeout:g} s; the child process was killed",
+              file=sys.stderr)
+        return EXIT_FAIL, "timeout"
+    _relay(child.stdout, child.stderr)
+    if child.returncode in (EXIT_OK, EXIT_FAIL, EXIT_USAGE):
+        return child.returncode, {EXIT_OK: "pass", EXIT_FAIL: "fail", EXIT_USAGE: "refused"}[child.returncode]
+    tail = (child.stderr or "").strip()[-2000:]
+    print(f"ep-testbed model: {label}: crash - the process running it {describe_exit(child.returncode)}"
+          + (f"; it printed: {tail}" if tail else ""), file=sys.stderr)
+    return EXIT_FAIL, "crash"
+
+
+def _relay(out: str | bytes | None, err: str | bytes | None) -> None:
+    for text, stream in ((out, sys.stdout), (err, sys.stderr)):
+        if text:
+            stream.write(text if isinstance(text, str) else text.decode("utf-8", "replace"))
+            stream.flush()
+
+
+def _fault_hook(model: str) -> None:
+    """Fault injection for the isolation tests (module docstring); does nothing unless the variable is set."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    name = Path(model).name
+    for item in spec.split(";"):
+        action, _, pattern = item.partition("=")
+        if pattern and fnmatch.fnmatch(name, pattern):
+            if action == "abort":
+                os.abort()
+            if action == "hang":
+                while True:
+                    time.sleep(60)
 
 
 def demo_command(args: argparse.Namespace) -> int:
@@ -86,12 +178,21 @@ def demo_command(args: argparse.Namespace) -> int:
     out = Path(args.out or _default_out("demo", args.ep))
     started = time.perf_counter()
     paths = write_demo_models(out / "models", seed=0)
-    codes = []
+    codes, outcomes = [], []
     for name, path in paths.items():
         shapes = [f"{k}={v}" for k, v in DEMO_SHAPES.get(name, {}).items()]
-        sub = argparse.Namespace(**{**vars(args), "out": str(out / name)})
-        codes.append(run_model_file(str(path), sub, shapes=shapes))
-    print(f"demo: {len(paths)} models in {time.perf_counter() - started:.2f} s; reports under {out}")
+        if args.in_process:
+            _fault_hook(str(path))
+            sub = argparse.Namespace(**{**vars(args), "out": str(out / name)})
+            code = run_model_file(str(path), sub, shapes=shapes)
+            outcome = {EXIT_OK: "pass", EXIT_FAIL: "fail"}.get(code, "refused")
+        else:
+            code, outcome = _isolated(child_argv(str(path), args, shapes=shapes, out=str(out / name)),
+                                      args.timeout, name)
+        codes.append(code)
+        outcomes.append(f"{name} {outcome}")
+    print(f"demo: {len(paths)} models ({', '.join(outcomes)}) in {time.perf_counter() - started:.2f} s; "
+          f"reports under {out}")
     return max(codes) if codes else EXIT_OK
 
 

@@ -1,0 +1,42 @@
+"""A model that crashes or hangs its EP costs that model only (fault injection, as in the harness).
+
+``EP_TESTBED_MODEL_FAULT`` makes the child process that runs a matching model abort or hang;
+the demo goes on with the next model, whose results are written, and exits 1."""
+
+from __future__ import annotations
+
+import pytest
+from models_testkit import result_of, run_cli
+
+from graphs.models import write_demo_models
+from harness.model_cli import FAULT_ENV
+
+
+def test_a_crashing_model_is_one_crash_and_the_demo_goes_on(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "abort=detection_head*")
+    code, out, err = run_cli(["model", "demo", "--out", str(tmp_path)], capsys)
+    assert code == 1
+    assert "detection_head: crash - the process running it died of SIGABRT" in err
+    assert "detection_head crash, resnet_stem pass" in out
+    assert result_of(tmp_path / "resnet_stem")["verdict"] == "pass"
+    assert not (tmp_path / "detection_head" / "model_result.json").exists()
+
+
+@pytest.mark.slow
+def test_a_hanging_model_times_out_and_finished_results_stay(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "hang=resnet_stem*")
+    code, out, err = run_cli(["model", "demo", "--timeout", "4", "--out", str(tmp_path)], capsys)
+    assert code == 1
+    assert "resnet_stem: timeout - no result after 4 s" in err
+    assert "detection_head pass, resnet_stem timeout" in out
+    assert result_of(tmp_path / "detection_head")["verdict"] == "pass"
+
+
+def test_model_run_with_a_timeout_runs_isolated_and_reports_the_crash(tmp_path, capsys, monkeypatch):
+    path = write_demo_models(tmp_path / "m")["resnet_stem"]
+    code, out, err = run_cli(["model", "run", str(path), "--timeout", "60", "--out", str(tmp_path / "ok")], capsys)
+    assert code == 0, err
+    assert "verdict: pass" in out  # the child's output is relayed
+    monkeypatch.setenv(FAULT_ENV, "abort=resnet_stem.onnx")
+    code, _, err = run_cli(["model", "run", str(path), "--timeout", "60", "--out", str(tmp_path / "bad")], capsys)
+    assert code == 1 and "resnet_stem.onnx: crash" in err
