@@ -282,6 +282,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     if config.reading not in READINGS:
         raise ValueError(f"reading = {config.reading!r}: one of {', '.join(READINGS)}")
     started = time.perf_counter()
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     model = loaded.model
     name = loaded.path.name
     ep_model = run_as if run_as is not None else model
@@ -328,7 +329,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     on_ep = sum(1 for n in model.graph.node if ep_run.placement.get(n.name) == config.ep.provider)
     result: dict[str, Any] = {
         "type": "model-run",
-        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "started": started_at,
         "model": {"path": str(loaded.path), "name": name, "graph": model.graph.name, "sha256": loaded.sha256,
                   "ir_version": int(model.ir_version), "opset": model_opset(model), "nodes": node_count,
                   "producer": model.producer_name, "external_files": loaded.external_files},
