@@ -175,6 +175,13 @@ def _fault_hook(model: str) -> None:
 def demo_command(args: argparse.Namespace) -> int:
     from graphs.models import DEMO_SHAPES, write_demo_models
 
+    from .providers import EpNotAvailable, parse_provider_options, resolve_ep
+
+    try:  # fail once, here, rather than once per model
+        resolve_ep(args.ep, parse_provider_options(args.ep_option))
+        resolve_ep(args.reference_ep)
+    except (EpNotAvailable, ValueError) as exc:
+        return _error(str(exc))
     out = Path(args.out or _default_out("demo", args.ep))
     started = time.perf_counter()
     paths = write_demo_models(out / "models", seed=0)

@@ -103,3 +103,9 @@ def test_given_inputs_are_checked_against_the_model(tmp_path, capsys):
                             "--out", str(tmp_path / "o")], capsys)
     assert code == 0, err
     assert result_of(tmp_path / "o")["inputs"]["source"].startswith("npz ")
+
+
+def test_an_ep_that_is_not_installed_is_one_clear_error(tmp_path, capsys):
+    code, _, err = run_cli(["model", "demo", "--ep", "NoSuchExecutionProvider", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "NoSuchExecutionProvider is not available" in err and "Installed providers" in err
+    assert not any(tmp_path.iterdir())
