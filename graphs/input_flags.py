@@ -21,7 +21,8 @@ UINT32_MAX = 2**32 - 1
 
 
 def input_flags(desc: Desc, tensors: MappingT[str, np.ndarray]) -> list[Flag]:
-    """``diverges`` flags for input values ONNX Runtime treats differently from the page."""
+    """``diverges`` flags for input values ONNX Runtime treats differently from the page, and
+    ``inexpressible`` ones for values the mapper's composition cannot carry exactly."""
     flags: list[Flag] = []
     x = np.asarray(tensors["InputTensor"])
     roi_align_avg = isinstance(desc, (RoiAlignDesc, RoiAlign1Desc)) and desc.reduction_function == "AVERAGE"
@@ -42,8 +43,8 @@ def input_flags(desc: Desc, tensors: MappingT[str, np.ndarray]) -> list[Flag]:
         flags.extend(_roi_align(as_roi_align1(desc), np.asarray(tensors["ROITensor"])))
     elif isinstance(desc, MaxPooling2Desc) and x.dtype in (np.int64, np.uint64):
         if np.abs(x.astype(np.float64)).max(initial=0) > 2**53:
-            flags.append(Flag("InputTensor", "|x| > 2^53", "diverges", "64-bit integers beyond 2^53 collide in the "
-                              "float64 the composition pools in"))
+            flags.append(Flag("InputTensor", "|x| > 2^53", "inexpressible", "ONNX MaxPool has no 64-bit integer "
+                              "type, and 64-bit integers beyond 2^53 collide in the float64 the composition pools in"))
     return flags
 
 

@@ -120,13 +120,22 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
         line.update(outcome="error", message=f"mapper raised {type(exc).__name__}: {exc}")
         return
     line["flags"] = [flag.to_json() for flag in mapping.flags]
-    if not mapping.expressible:
-        reasons = [f"{f.field}={f.value}: {f.reason}" for f in mapping.flags if f.kind == "inexpressible"]
+    try:
+        inputs = case.inputs()
+    except Exception as exc:
+        line.update(outcome="error", message=f"the case's inputs raised {type(exc).__name__}: {exc}")
+        return
+    # Flags that only this case's input values raise (a NaN, a float32 bin end, an int64 beyond
+    # what the composition carries exactly); they count like the desc's own flags.
+    flags = list(mapping.flags) + list(getattr(mapping, "input_flags", lambda _: [])(inputs))
+    line["flags"] = [flag.to_json() for flag in flags]
+    inexpressible = [f for f in flags if f.kind == "inexpressible"]
+    if not mapping.expressible or inexpressible:
+        reasons = [f"{f.field}={f.value}: {f.reason}" for f in inexpressible]
         line.update(outcome="inexpressible", message="; ".join(reasons) or "the mapper marked the desc inexpressible")
         return
     state["model"] = mapping.model
     try:
-        inputs = case.inputs()
         from reference import execute
 
         expected = execute(case.desc, inputs)

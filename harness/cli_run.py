@@ -221,14 +221,11 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def _render_report(run_dir: str) -> None:
-    """Render the reports (issue 5's ``reports.render_run``) when that package provides it."""
+    """Write report.html, junit.xml and summary.json into the run folder (``reports.render_all``)."""
+    from reports import render_all
+
     try:
-        from reports import render_run
-    except ImportError:
-        return
-    try:
-        written = render_run(run_dir)
-        if written:
-            print(f"report: {written}")
+        for kind, path in render_all(run_dir).items():
+            print(f"{kind}: {path}")
     except Exception as exc:  # a report bug must not turn a finished run into a failure
         print(f"ep-testbed: rendering the report failed: {type(exc).__name__}: {exc}", file=sys.stderr)
