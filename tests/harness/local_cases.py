@@ -16,21 +16,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from graphs.flags import Flag
 from reference import MaxPooling2Desc, TensorDesc
 
 HERE = __file__.rsplit("/", 1)[0]
 MAPPER = "local_cases:to_onnx"
-
-
-@dataclass(frozen=True)
-class Flag:
-    field: str
-    value: Any
-    kind: str
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"field": self.field, "value": self.value, "kind": self.kind, "reason": self.reason}
 
 
 @dataclass(frozen=True)

@@ -1,65 +1,17 @@
 """The simple form of ROI_ALIGN1 (channels first, one region at a time): the oracle that the
-fast reference in reference/ is checked against (issue 7). Same semantics, same DECISIONS.md.
+fast reference in reference/ is checked against (issue 7). Same semantics, same DECISIONS.md; the
+per-axis helpers (sample counts, coordinates, taps) are the reference's own.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from reference.descs import RoiAlign1Desc, RoiAlignDesc, as_roi_align1
 from reference.errors import DescError
+from reference.roi_align import (
+    MAX_SAMPLE_POINTS_PER_REGION, _check_regions, linear_taps, nearest_tap, sample_coordinates, samples_per_output)
 from reference.nan_rules import nan_ignoring_max
-
-#: The reference refuses regions that need more sample points than this per channel (a
-#: guard against a hang on absurd ROIs, not a DirectML rule).
-MAX_SAMPLE_POINTS_PER_REGION = 2**24
-
-
-def samples_per_output(scaled_size: float, output_size: int, minimum: int, maximum: int) -> int:
-    """``clamp(scaledRegionSize / outputSize, Minimum, Maximum)``, a fraction rounded up (RA-3)."""
-    return int(min(max(math.ceil(scaled_size / output_size), minimum), maximum))
-
-
-def sample_coordinates(scaled_start: float, scaled_size: float, output_size: int, samples: int,
-                       input_pixel_offset: float, output_pixel_offset: float, align_to_corners: bool) -> np.ndarray:
-    """Input coordinates of the ``output_size * samples`` sample points along one axis, in
-    output order: samples ``[o*samples, (o+1)*samples)`` belong to output element ``o``."""
-    sample_count = output_size * samples
-    sample = np.arange(sample_count, dtype=np.float64)
-    if align_to_corners:
-        if sample_count == 1:
-            # One sample stretched to both corners: the page is silent; take the centre (RA-6).
-            return np.array([scaled_start + scaled_size / 2 - input_pixel_offset])
-        scale = scaled_size / (sample_count - 1)
-    else:
-        scale = scaled_size / sample_count
-    return (sample - output_pixel_offset) * scale + scaled_start - input_pixel_offset
-
-
-def linear_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per coordinate: the two neighbouring input indices, their weights, and whether the
-    coordinate reads the input at all (RA-5: within ``[-1, size]``; [-1, 0) and (size-1, size]
-    clamp to the edge pixel)."""
-    inside = (coords >= -1.0) & (coords <= size)
-    c = np.clip(coords, 0.0, None)
-    low = np.floor(c).astype(np.int64)
-    at_end = low >= size - 1
-    low = np.where(at_end, size - 1, low)
-    high = np.where(at_end, size - 1, low + 1)
-    frac = np.where(at_end, 0.0, c - low)
-    low = np.where(inside, low, 0)
-    high = np.where(inside, high, 0)
-    return low, high, 1.0 - frac, frac, inside
-
-
-def nearest_tap(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per coordinate: the nearest input index (halves round up) and whether it reads the input
-    (the same ``[-1, size]`` range as LINEAR, RA-5)."""
-    inside = (coords >= -1.0) & (coords <= size)
-    index = np.clip(np.floor(coords + 0.5), 0, size - 1).astype(np.int64)
-    return np.where(inside, index, 0), inside
 
 
 def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, out_of_bounds: float) -> np.ndarray:
@@ -115,17 +67,3 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
         else:
             output[r] = nan_ignoring_max(samples, axis=(2, 4))
     return {"OutputTensor": output.astype(input_tensor.dtype)}
-
-
-def _check_regions(desc: RoiAlignDesc | RoiAlign1Desc, rois: np.ndarray, batch_indices: np.ndarray,
-                   batch_count: int) -> None:
-    bad = np.flatnonzero(~np.isfinite(rois).all(axis=1))
-    if bad.size:
-        r = int(bad[0])
-        raise DescError(f"ROITensor row {r}", rois[r].tolist(), "ROI coordinates must be finite", desc.TYPE)
-    bad = np.flatnonzero(batch_indices >= batch_count)
-    if bad.size:
-        r = int(bad[0])
-        raise DescError(f"BatchIndicesTensor[{r}]", int(batch_indices[r]),
-                        f"must be in [0, {batch_count}) (InputTensor BatchCount); the page leaves other values undefined",
-                        desc.TYPE)
