@@ -57,6 +57,27 @@ def sample_coordinates(scaled_start: float, scaled_size: float, output_size: int
     return (sample - output_pixel_offset) * scale + scaled_start - input_pixel_offset
 
 
+def region_samples(d: RoiAlign1Desc, row: int, roi: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The page's per-region quantities: the Y and X sample coordinates of region ``row`` (ROI
+    ``[x1, y1, x2, y2]``) and its samples per output element along Y and X."""
+    _, _, out_h, out_w = d.output_tensor.sizes
+    scale_x, scale_y = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
+    in_offset, out_offset = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
+    x1, y1, x2, y2 = (float(v) for v in roi)
+    start_x, start_y = x1 * scale_x, y1 * scale_y
+    size_x, size_y = x2 * scale_x - start_x, y2 * scale_y - start_y
+    n_x = samples_per_output(size_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output)
+    n_y = samples_per_output(size_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output)
+    if n_x * out_w * n_y * out_h > MAX_SAMPLE_POINTS_PER_REGION:
+        raise DescError(f"ROITensor row {row}", [x1, y1, x2, y2],
+                        f"this region needs {n_y}x{n_x} samples per output element ({n_y * out_h}x{n_x * out_w} "
+                        f"points); the reference computes at most {MAX_SAMPLE_POINTS_PER_REGION} points per region "
+                        "(lower MaximumSamplesPerOutput)", d.TYPE)
+    xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
+    ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
+    return ys, xs, n_y, n_x
+
+
 def linear_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per coordinate: the two neighbouring input indices, their weights, and whether the
     coordinate reads the input at all (RA-5: within ``[-1, size]``; [-1, 0) and (size-1, size]
@@ -114,24 +135,12 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
     rois = roi_tensor.reshape(-1, 4).astype(np.float64)
     batch_indices = batch_indices_tensor.reshape(-1)
     _check_regions(desc, rois, batch_indices, batch_count)
-    scale_x, scale_y = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
-    in_offset, out_offset = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
     # Channels last, so that each sample point reads its channels as one contiguous row.
     channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
 
     output = np.empty((rois.shape[0], out_h, out_w, channels), dtype=input_tensor.dtype)
-    for r, (x1, y1, x2, y2) in enumerate(rois):
-        start_x, start_y = x1 * scale_x, y1 * scale_y
-        size_x, size_y = x2 * scale_x - start_x, y2 * scale_y - start_y
-        n_x = samples_per_output(size_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output)
-        n_y = samples_per_output(size_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output)
-        if n_x * out_w * n_y * out_h > MAX_SAMPLE_POINTS_PER_REGION:
-            raise DescError(f"ROITensor row {r}", [x1, y1, x2, y2],
-                            f"this region needs {n_y}x{n_x} samples per output element ({n_y * out_h}x{n_x * out_w} "
-                            f"points); the reference computes at most {MAX_SAMPLE_POINTS_PER_REGION} points per region "
-                            "(lower MaximumSamplesPerOutput)", desc.TYPE)
-        xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
-        ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
+    for r, roi in enumerate(rois):
+        ys, xs, n_y, n_x = region_samples(d, r, roi)
         samples = interpolate(channels_last[int(batch_indices[r])], ys, xs, d.interpolation_mode,
                               d.out_of_bounds_input_value).reshape(out_h, n_y, out_w, n_x, channels)
         if d.reduction_function == "AVERAGE":

@@ -8,9 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.descs import RoiAlign1Desc, RoiAlignDesc, as_roi_align1
-from reference.errors import DescError
-from reference.roi_align import (
-    MAX_SAMPLE_POINTS_PER_REGION, _check_regions, linear_taps, nearest_tap, sample_coordinates, samples_per_output)
+from reference.roi_align import _check_regions, linear_taps, nearest_tap, region_samples
 from reference.nan_rules import nan_ignoring_max
 
 
@@ -43,22 +41,10 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
     rois = roi_tensor.reshape(-1, 4).astype(np.float64)
     batch_indices = batch_indices_tensor.reshape(-1)
     _check_regions(desc, rois, batch_indices, batch_count)
-    scale_x, scale_y = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
-    in_offset, out_offset = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
 
     output = np.empty((rois.shape[0], channels, out_h, out_w), dtype=np.float64)
-    for r, (x1, y1, x2, y2) in enumerate(rois):
-        start_x, start_y = x1 * scale_x, y1 * scale_y
-        size_x, size_y = x2 * scale_x - start_x, y2 * scale_y - start_y
-        n_x = samples_per_output(size_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output)
-        n_y = samples_per_output(size_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output)
-        if n_x * out_w * n_y * out_h > MAX_SAMPLE_POINTS_PER_REGION:
-            raise DescError(f"ROITensor row {r}", [x1, y1, x2, y2],
-                            f"this region needs {n_y}x{n_x} samples per output element ({n_y * out_h}x{n_x * out_w} "
-                            f"points); the reference computes at most {MAX_SAMPLE_POINTS_PER_REGION} points per region "
-                            "(lower MaximumSamplesPerOutput)", desc.TYPE)
-        xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
-        ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
+    for r, roi in enumerate(rois):
+        ys, xs, n_y, n_x = region_samples(d, r, roi)
         plane = input_tensor[int(batch_indices[r])]
         samples = interpolate(plane, ys, xs, d.interpolation_mode, d.out_of_bounds_input_value)
         samples = samples.reshape(channels, out_h, n_y, out_w, n_x)
