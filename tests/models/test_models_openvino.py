@@ -1,7 +1,9 @@
 """The demo models on the OpenVINO EP, with placement read back and per-node attribution.
 
 Runs only where the interpreter running pytest has ``OpenVINOExecutionProvider`` (the
-onnxruntime-openvino wheel, e.g. /tmp/ovvenv here); skipped with the reason elsewhere.
+onnxruntime-openvino wheel: the venv of ``tools/openvino-venv.sh``, which
+``test_models_openvino_venv.py`` runs this file in); skipped with the reason elsewhere, an
+error with ``EP_TESTBED_REQUIRE_OPENVINO=1``.
 Observed with onnxruntime-openvino 1.24.1: OpenVINO takes every node of both demo models
 (RoiAlign included, in this graph), both attributed nodes match the DirectML reference, and
 the outputs match the CPU EP within the default tolerances (scores max |diff| ~1e-6).
@@ -9,13 +11,18 @@ the outputs match the CPU EP within the default tolerances (scores max |diff| ~1
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 ort = pytest.importorskip("onnxruntime")
 if "OpenVINOExecutionProvider" not in ort.get_available_providers():
-    pytest.skip(f"OpenVINOExecutionProvider is not installed in this interpreter (providers: "
-                f"{', '.join(ort.get_available_providers())}); run these tests in the onnxruntime-openvino venv",
-                allow_module_level=True)
+    _why = (f"OpenVINOExecutionProvider is not installed in this interpreter (providers: "
+            f"{', '.join(ort.get_available_providers())}); run these tests in the onnxruntime-openvino venv "
+            "(test_models_openvino_venv.py does, when it exists)")
+    if os.environ.get("EP_TESTBED_REQUIRE_OPENVINO") == "1":  # run inside the venv: a skip would hide a broken venv
+        raise RuntimeError(_why)
+    pytest.skip(_why, allow_module_level=True)
 
 from models_testkit import result_of, run_cli, with_node_attribute  # noqa: E402
 
