@@ -16,14 +16,15 @@ Padding elements are never selected (MP-2); validation refuses windows that woul
 padding. Every data type of the page's tables is computed exactly (a max only selects). NaN
 elements lose to numbers; an all-NaN window gives NaN at its first element (NAN-1).
 
-How: the input is padded once with the lowest value of its type, and the window is visited
-one offset at a time in row-major order over strided views; a running maximum over all outputs
-at once records an offset only where it is strictly greater, which is "the first value
-encountered" by construction, and padding (the lowest value) can never be strictly greater. Windows whose
-maximum is the lowest value itself (all -inf, all INT_MIN) or that hold NaN are resolved by a
-second, exact pass over just those windows. The simple form (every window gathered, then
-reduced) is kept in ``tests/reference/simple_max_pooling2.py`` as the oracle this one must
-equal bit for bit.
+How: the padded input is laid out once so that, for every window offset, the elements all
+outputs read at that offset form one dense block (``phase_layout``). The window is then visited
+one offset at a time in row-major order: a running maximum over all outputs at once records an
+offset only where a value is strictly greater, which is "the first value encountered" by
+construction; padding holds the lowest value of the type and so can never be strictly greater.
+Windows whose maximum is that lowest value itself (all -inf, all INT_MIN) or that hold a NaN
+are settled by a second, exact pass over just those windows. The simple form (every window
+gathered, then reduced) is kept in ``tests/reference/simple_max_pooling2.py`` as the oracle
+this one must equal bit for bit.
 """
 
 from __future__ import annotations
@@ -44,35 +45,67 @@ def window_coordinates(size: int, out: int, window: int, stride: int, start_padd
     return coords, (coords >= 0) & (coords < size)
 
 
+def phase_layout(input_tensor: np.ndarray, desc: MaxPooling2Desc, lowest: np.ndarray) -> np.ndarray:
+    """The padded input as ``(s_1..s_D, N, C, L_1..L_D)``: element ``(r, m)`` of spatial axis ``i``
+    is padded position ``m * Strides[i] + r``, padding holding ``lowest``. Then the elements read
+    at one window offset by all outputs are one dense slice (see ``offset_block``)."""
+    batch, channels, *spatial = input_tensor.shape
+    dims = len(spatial)
+    out = desc.output_tensor.sizes[2:]
+    reach = [(out[i] - 1) * desc.strides[i] + (desc.window_size[i] - 1) * desc.dilations[i] + 1 for i in range(dims)]
+    lengths = [-(-reach[i] // desc.strides[i]) for i in range(dims)]
+    layout = np.full((*desc.strides, batch, channels, *lengths), lowest, dtype=lowest.dtype)
+    for phase in itertools.product(*(range(s) for s in desc.strides)):
+        target, source = [], []
+        for i in range(dims):
+            stride, start = desc.strides[i], desc.start_padding[i]
+            first = max(0, -(-(start - phase[i]) // stride))                # first m reading the input
+            last = min(lengths[i], -(-(start + spatial[i] - phase[i]) // stride))
+            if last <= first:
+                break
+            column = first * stride + phase[i] - start                      # its input coordinate
+            target.append(slice(first, last))
+            source.append(slice(column, column + (last - first - 1) * stride + 1, stride))
+        else:
+            layout[(*phase, slice(None), slice(None), *target)] = input_tensor[(slice(None), slice(None), *source)]
+    return layout
+
+
+def offset_block(layout: np.ndarray, desc: MaxPooling2Desc, offset: tuple[int, ...]) -> np.ndarray:
+    """``(N, C, O_1..O_D)``: the element every output reads at window ``offset``. Output ``o``
+    reads padded position ``o * s + j * d = (o + (j * d) // s) * s + (j * d) % s``."""
+    shifts = [offset[i] * desc.dilations[i] for i in range(len(offset))]
+    out = desc.output_tensor.sizes[2:]
+    phase = tuple(shift % stride for shift, stride in zip(shifts, desc.strides))
+    blocks = tuple(slice(shift // stride, shift // stride + n) for shift, stride, n in zip(shifts, desc.strides, out))
+    return layout[(*phase, slice(None), slice(None), *blocks)]
+
+
 def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor", ["OutputIndicesTensor"]}`` for a validated desc and matching array."""
     batch, channels, *spatial = input_tensor.shape
-    out_spatial = tuple(desc.output_tensor.sizes[2:])
-    dims = len(spatial)
     offsets = list(itertools.product(*(range(k) for k in desc.window_size)))  # row-major scan order
     # fp16 is compared as float32 (exact both ways; NumPy's fp16 arithmetic is slow).
     work_dtype = np.dtype(np.float32) if input_tensor.dtype == np.float16 else input_tensor.dtype
     lowest = np.array(-np.inf if np.issubdtype(work_dtype, np.floating) else np.iinfo(work_dtype).min,
                       dtype=work_dtype)
-    padded = np.full((batch, channels, *(spatial[i] + desc.start_padding[i] + desc.end_padding[i]
-                                         for i in range(dims))), lowest, dtype=work_dtype)
-    padded[(slice(None), slice(None), *(slice(p, p + n) for p, n in zip(desc.start_padding, spatial)))] = input_tensor
+    layout = phase_layout(input_tensor, desc, lowest)
 
     def view(offset: tuple[int, ...]) -> np.ndarray:
-        """The element each output reads at this window offset (a strided view of ``padded``)."""
-        return padded[(slice(None), slice(None), *(
-            slice(offset[i] * desc.dilations[i],
-                  offset[i] * desc.dilations[i] + (out_spatial[i] - 1) * desc.strides[i] + 1,
-                  desc.strides[i]) for i in range(dims)))]
+        return offset_block(layout, desc, offset)
 
     best = view(offsets[0]).copy()
     best_offset = np.zeros(best.shape, dtype=np.min_scalar_type(-len(offsets)))  # which offset holds the maximum
     greater = np.empty(best.shape, dtype=bool)
+    step = np.empty(best.shape, dtype=best_offset.dtype)
     for k, offset in enumerate(offsets[1:], start=1):
         values = view(offset)
         np.greater(values, best, out=greater)
         np.maximum(best, values, out=best)
-        best_offset[greater] = k
+        # best_offset = where(greater, k, best_offset), as arithmetic (a masked store is ~10x slower)
+        np.subtract(best_offset.dtype.type(k), best_offset, out=step)
+        np.multiply(step, greater, out=step)
+        np.add(best_offset, step, out=best_offset)
 
     # Not settled by the strict '>' scan: windows whose maximum is the padding value itself
     # (the first offset may be padding), and windows holding a NaN (np.maximum propagates it).
@@ -84,8 +117,8 @@ def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray) -> dict[str, n
 
     result = {"OutputTensor": best.astype(input_tensor.dtype, copy=False)}
     if desc.output_indices_tensor is not None:
-        result["OutputIndicesTensor"] = _flat_indices(desc, spatial, out_spatial, offsets, best_offset, batch,
-                                                      channels).astype(numpy_dtype(desc.output_indices_tensor.data_type))
+        result["OutputIndicesTensor"] = _flat_indices(desc, spatial, offsets, best_offset, batch, channels).astype(
+            numpy_dtype(desc.output_indices_tensor.data_type), copy=False)
     return result
 
 
@@ -130,18 +163,22 @@ def _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset
     best_offset[where] = np.where(all_nan, first_inside, cur)
 
 
-def _flat_indices(desc, spatial, out_spatial, offsets, best_offset, batch, channels) -> np.ndarray:
-    """Flat row-major input index of each output's maximum (MP-3), from its window offset."""
+def _flat_indices(desc: MaxPooling2Desc, spatial: list[int], offsets: list[tuple[int, ...]],
+                  best_offset: np.ndarray, batch: int, channels: int) -> np.ndarray:
+    """Flat row-major input index of each output's maximum (MP-3): the output's window origin,
+    plus the position of its winning offset within the window, plus its (batch, channel) plane."""
     dims = len(spatial)
-    best_offset = best_offset.astype(np.int64)
-    index = np.zeros(best_offset.shape, dtype=np.int64)
-    plane = 1
-    for i in reversed(range(dims)):
-        shape = [1] * (2 + dims)
-        shape[2 + i] = out_spatial[i]
-        origin = (np.arange(out_spatial[i]) * desc.strides[i] - desc.start_padding[i]).reshape(shape)
-        window_offset = (best_offset // int(np.prod(desc.window_size[i + 1:]))) % desc.window_size[i]
-        index += (origin + window_offset * desc.dilations[i]) * plane
-        plane *= spatial[i]
-    planes = (np.arange(batch)[:, None] * channels + np.arange(channels)[None, :]).reshape(batch, channels, *([1] * dims))
-    return index.astype(np.uint64) + planes.astype(np.uint64) * np.uint64(plane)
+    row_strides = [int(np.prod(spatial[i + 1:])) for i in range(dims)]
+    out = desc.output_tensor.sizes[2:]
+    within = np.array([sum(j[i] * desc.dilations[i] * row_strides[i] for i in range(dims)) for j in offsets],
+                      dtype=np.int64)
+    origin = np.zeros(out, dtype=np.int64)
+    for i in range(dims):
+        shape = [1] * dims
+        shape[i] = out[i]
+        origin = origin + ((np.arange(out[i]) * desc.strides[i] - desc.start_padding[i]) * row_strides[i]).reshape(shape)
+    planes = np.arange(batch * channels, dtype=np.int64).reshape(batch, channels, *([1] * dims)) * int(np.prod(spatial))
+    index = np.take(within, best_offset)
+    index += origin
+    index += planes
+    return index
