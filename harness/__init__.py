@@ -15,7 +15,12 @@ One module per job:
   results.jsonl, resume, Ctrl-C), ``results`` (the file format), ``artifacts`` (case folders);
 - ``selection`` (``-k``, ``--shard``), ``merge``, ``progress``, ``summary`` (table, exit code);
 - ``cli`` / ``cli_run`` (``ep-testbed run``, ``ep-testbed merge``) and ``pytest_plugin``
-  (the catalog as a pytest suite).
+  (the catalog as a pytest suite);
+- whole models (issue 6): ``model_run`` (a model on the EP under test and a reference EP,
+  placement per node, per-node attribution through ``graphs.from_onnx`` + the reference),
+  ``model_inputs`` (seeded, range-aware inputs; ``--shape``), ``baseline`` (saved outputs and
+  manifest), ``untrusted`` (a model file checked before anything loads it: external data stays
+  in its folder), ``model_cli`` (``ep-testbed model run`` / ``model demo``).
 
 The harness never knows a DML formula: expected outputs come from ``reference.execute`` and
 ONNX models from ``graphs.to_onnx``.

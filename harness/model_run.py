@@ -108,12 +108,7 @@ def run_session(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpS
         if not profile:
             return SessionRun(outputs)
         profile_path = session.end_profiling()
-        try:
-            where, source = placement_mod.read_placement(session, node_names, profile_path)
-        except ValueError:  # ORT writes node names unescaped: a name with a quote makes the trace invalid JSON
-            assignment = placement_mod.placement_from_assignment(session) or {}
-            where = {n: assignment[n] for n in node_names if n in assignment}
-            source = "graph-assignment-info (profiling trace unreadable)"
+        where, source = placement_mod.read_placement(session, node_names, profile_path)
     return SessionRun(outputs, where, source)
 
 

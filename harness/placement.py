@@ -97,10 +97,18 @@ def read_placement(session: Any, node_names: Iterable[str], profile_path: str | 
     Runtime has it) resolves nodes that a compiling EP fused. ``source`` says what was used.
     """
     names = list(node_names)
-    events = read_profile(profile_path) if profile_path else []
+    source = "profiling"
+    try:
+        events = read_profile(profile_path) if profile_path else []
+    except ValueError:
+        # Some EPs' traces hold node names unescaped (onnxruntime-openvino 1.24.1): a name with a
+        # quote makes the file invalid JSON. Then only the assignment info can prove placement,
+        # and a node it does not name stays unproven (never a pass).
+        events, source = [], "profiling trace unreadable"
     assignment = placement_from_assignment(session)
     placement = placement_from_profile(events, names, assignment)
-    source = "profiling" + ("+graph-assignment-info" if assignment else "")
+    if assignment:
+        source += "+graph-assignment-info"
     return {n: placement[n] for n in names if n in placement}, source
 
 

@@ -120,3 +120,29 @@ def test_bundled_expectation_files_are_valid(alias):
     entries = exp.for_ep(alias)
     for entry in entries.entries:
         assert entry.reason and entry.link.startswith("https://")
+
+
+def test_an_unreadable_profiling_trace_proves_nothing_but_the_assignment_info(tmp_path):
+    """onnxruntime-openvino 1.24.1 writes node names into its trace unescaped; a quote in a name
+    makes the file invalid JSON. Placement then comes from the graph assignment info alone, and
+    a node it does not name stays unproven (so the case can never pass)."""
+    from types import SimpleNamespace
+
+    from harness.placement import off_ep, read_placement
+
+    def trace():
+        path = tmp_path / "trace.json"
+        path.write_text('[{"cat": "Node", "name": "pool"x"_kernel_time", "args": {"provider": "X"}}]')
+        return str(path)
+
+    bare = SimpleNamespace()
+    placement, source = read_placement(bare, ["pool\"x", "cast"], trace())
+    assert placement == {} and source == "profiling trace unreadable"
+    assert off_ep(placement, ["pool\"x"], "OpenVINOExecutionProvider") == ["pool\"x"]
+
+    node = SimpleNamespace(name="pool\"x")
+    subgraph = SimpleNamespace(ep_name="OpenVINOExecutionProvider", get_nodes=lambda: [node])
+    with_info = SimpleNamespace(get_provider_graph_assignment_info=lambda: [subgraph])
+    placement, source = read_placement(with_info, ["pool\"x", "cast"], trace())
+    assert placement == {"pool\"x": "OpenVINOExecutionProvider"}
+    assert source == "profiling trace unreadable+graph-assignment-info"
