@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import importlib
 import os
+import atexit
+import functools
+import itertools
+import shutil
 import tempfile
 import time
 import traceback
@@ -149,22 +153,23 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
     op_nodes = list(getattr(mapping, "op_nodes", None) or node_names)
 
     ep = config.ep
-    with tempfile.TemporaryDirectory(prefix="ep-testbed-prof-") as scratch:
-        model_bytes = mapping.model.SerializeToString()
-        try:
-            session = _session(model_bytes, config, os.path.join(scratch, "strict"), allow_fallback=False)
-        except Exception as exc:
-            if placement_mod.is_fallback_refusal(exc):
-                _diagnose_refusal(model_bytes, feeds, config, scratch, node_names, op_nodes, line, exc)
-            else:
-                line.update(outcome="fail", message=f"{ep.provider} could not build the session: {_first_line(exc)}")
-            return
-        try:
-            outputs = session.run(None, feeds)
-        except Exception as exc:
-            line.update(outcome="fail", message=f"{ep.provider} raised while running: {_first_line(exc)}")
-            return
-        placement, source = placement_mod.read_placement(session, node_names, session.end_profiling())
+    scratch = os.path.join(_scratch_dir(), f"case{next(_CASE_NUMBERS)}")  # a profile file prefix
+    # Traces are removed as they are read; what a failing session leaves goes at process exit.
+    model_bytes = mapping.model.SerializeToString()
+    try:
+        session = _session(model_bytes, config, scratch + "-strict", allow_fallback=False)
+    except Exception as exc:
+        if placement_mod.is_fallback_refusal(exc):
+            _diagnose_refusal(model_bytes, feeds, config, scratch, node_names, op_nodes, line, exc)
+        else:
+            line.update(outcome="fail", message=f"{ep.provider} could not build the session: {_first_line(exc)}")
+        return
+    try:
+        outputs = session.run(None, feeds)
+    except Exception as exc:
+        line.update(outcome="fail", message=f"{ep.provider} raised while running: {_first_line(exc)}")
+        return
+    placement, source = placement_mod.read_placement(session, node_names, session.end_profiling())
     line["placement"], line["placement_source"] = placement, source
     off = placement_mod.off_ep(placement, op_nodes, ep.provider)
     if off:
@@ -192,6 +197,17 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
         line["message"] += "; helper node(s) elsewhere: " + ", ".join(f"{n} -> {placement.get(n)}" for n in helpers_off)
 
 
+_CASE_NUMBERS = itertools.count()
+
+
+@functools.lru_cache(maxsize=1)
+def _scratch_dir() -> str:
+    """One folder per process for profiling traces: a TemporaryDirectory per case cost ~1 ms."""
+    path = tempfile.mkdtemp(prefix="ep-testbed-prof-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def _session(model_bytes: bytes, config: CaseConfig, profile_prefix: str, allow_fallback: bool) -> Any:
     import onnxruntime as ort
 
@@ -207,7 +223,7 @@ def _diagnose_refusal(model_bytes: bytes, feeds: dict[str, np.ndarray], config: 
     declined."""
     ep = config.ep.provider
     try:
-        session = _session(model_bytes, config, os.path.join(scratch, "diagnose"), allow_fallback=True)
+        session = _session(model_bytes, config, scratch + "-diagnose", allow_fallback=True)
         session.run(None, feeds)
         placement, source = placement_mod.read_placement(session, node_names, session.end_profiling())
     except Exception as exc:

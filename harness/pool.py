@@ -145,8 +145,17 @@ class WorkerPool:
             self._workers.remove(worker)
 
     def close(self) -> None:
-        """Stop every worker. The pool can be used again (new workers start on demand)."""
+        """Stop every worker. The pool can be used again (new workers start on demand).
+
+        Idle workers are asked to leave (their stdin closes, so they exit and clean up after
+        themselves); one that has not left within a couple of seconds is killed."""
         for worker in list(self._workers):
+            if worker.proc.poll() is None and not worker.dead:
+                try:
+                    worker.proc.stdin.close()
+                    worker.proc.wait(timeout=2)
+                except Exception:  # busy, hung or already gone: killed below
+                    pass
             self._kill(worker)
             self._retire(worker)
 
