@@ -185,6 +185,18 @@ def _roi_align_cases(v1: bool, seed: int) -> list[Case]:
         desc = roi_align_desc(v1, **kw)
         cases.append(_case(op, f"edge-{name}", desc, seed, f"edge-{recipe}", recipe=recipe))
 
+    # RoiAlign-10: the ONNX spec (and ORT's CPU kernel) read it with no input offset; ORT's
+    # DirectML EP builds InputPixelOffset 0.5 for it. These cases exist to show that difference.
+    opset10 = [("avg-fp32", dict(ipo=0.0)), ("avg-fp32-offset0.5", dict(ipo=0.5)),
+               ("max-fp32-n2", dict(ipo=0.0, reduction="MAX")), ("avg-fp16", dict(ipo=0.0, dtype="FLOAT16"))]
+    for name, over in opset10:
+        if not v1:
+            over = {k: v for k, v in over.items() if k != "ipo"}
+            if name.endswith("offset0.5"):
+                continue
+        desc = roi_align_desc(v1, **{**base, **over})
+        cases.append(_case(op, f"opset10-{name}", desc, seed, "opset10", opset=10))
+
     rng = np.random.default_rng([seed, 1 if v1 else 2])
     for i in range(16):
         samples = [(1, 1), (2, 2), (3, 3), (1, UINT32_MAX), (2, 4)][rng.integers(5)]

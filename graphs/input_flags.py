@@ -20,7 +20,7 @@ from .flags import Flag
 UINT32_MAX = 2**32 - 1
 
 
-def input_flags(desc: Desc, tensors: MappingT[str, np.ndarray]) -> list[Flag]:
+def input_flags(desc: Desc, tensors: MappingT[str, np.ndarray], opset: int | None = None) -> list[Flag]:
     """``diverges`` flags for input values ONNX Runtime treats differently from the page, and
     ``inexpressible`` ones for values the mapper's composition cannot carry exactly."""
     flags: list[Flag] = []
@@ -41,6 +41,8 @@ def input_flags(desc: Desc, tensors: MappingT[str, np.ndarray]) -> list[Flag]:
         flags.extend(_roi_pooling(desc, np.asarray(tensors["ROITensor"])))
     elif isinstance(desc, (RoiAlignDesc, RoiAlign1Desc)):
         flags.extend(_roi_align(as_roi_align1(desc), np.asarray(tensors["ROITensor"])))
+        if opset is not None and opset < 16:
+            flags.extend(_roi_align10_clamp(as_roi_align1(desc), opset, np.asarray(tensors["ROITensor"])))
     elif isinstance(desc, MaxPooling2Desc) and x.dtype in (np.int64, np.uint64):
         if np.abs(x.astype(np.float64)).max(initial=0) > 2**53:
             flags.append(Flag("InputTensor", "|x| > 2^53", "inexpressible", "ONNX MaxPool has no 64-bit integer "
@@ -95,3 +97,15 @@ def _roi_align(d: RoiAlign1Desc, rois: np.ndarray) -> list[Flag]:
                               "ORT's float32 ceil may pick one sample more or fewer than the float64 reference"))
             break
     return flags
+
+
+def _roi_align10_clamp(d: RoiAlign1Desc, opset: int, rois: np.ndarray) -> list[Flag]:
+    from .map_roi_align import rewritten_region_sizes
+
+    sizes = rewritten_region_sizes(d, opset, rois)
+    small = np.flatnonzero((sizes < 1).any(axis=1))
+    if not small.size:
+        return []
+    row = rois.reshape(-1, 4)[small[0]].astype(np.float64).tolist()
+    return [Flag("ROITensor", row, "diverges", "RoiAlign-10 raises a region smaller than one pixel to 1x1 (ORT's CPU "
+                 "kernel and the ONNX reference); the page samples it as it is")]

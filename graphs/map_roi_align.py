@@ -1,4 +1,12 @@
-"""DML_ROI_ALIGN / DML_ROI_ALIGN1 -> ONNX RoiAlign-16 (plus the nodes that make it exact).
+"""DML_ROI_ALIGN / DML_ROI_ALIGN1 -> ONNX RoiAlign-16 or RoiAlign-10 (plus the nodes that make it exact).
+
+RoiAlign-16's ``half_pixel`` samples with an input offset of 0.5; RoiAlign-10 has no
+``coordinate_transformation_mode`` and, as the ONNX spec and ORT's CPU kernel read it, no input
+offset (``output_half_pixel``), but it also raises every region smaller than one pixel to 1x1,
+which the page never does (flagged per input, ``input_flags``), and ORT's DirectML EP builds it
+as half_pixel anyway (``DmlOperatorRoiAlign.cpp``: the attribute's default "half_pixel" is used
+when it is absent), so on the DML EP a RoiAlign-10 model is half a pixel off the ONNX spec.
+Everything below holds for both, with ``base`` = the node's own input offset (0.5 or 0).
 
 How each field reaches ONNX (the DML EP's own mapping, from ORT's
 ``onnxruntime/core/providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp``,
@@ -8,8 +16,8 @@ sampling_ratio 0 and (k, k) otherwise, LINEAR, InputPixelOffset 0.5 for "half_pi
 "output_half_pixel", OutputPixelOffset -0.5, AlignRegionsToCorners FALSE), so every other value
 needs a composition or cannot be reached:
 
-* ROI rewrite. ORT's half_pixel RoiAlign with ``spatial_scale = 1`` samples
-  ``x = x1' - 0.5 + (k + 0.5) * (x2' - x1') / N`` for sample ``k`` of ``N = OutputWidth * n``.
+* ROI rewrite. ORT's RoiAlign with ``spatial_scale = 1`` samples
+  ``x = x1' - base + (k + 0.5) * (x2' - x1') / N`` for sample ``k`` of ``N = OutputWidth * n``.
   The page samples ``x = (k - OutputPixelOffset) * size / D + x1 * SpatialScaleX - InputPixelOffset``
   with ``size = (x2 - x1) * SpatialScaleX`` and ``D = N`` (``N - 1`` with AlignRegionsToCorners).
   Both are affine in k; equating them gives ROIs ``x1', x2'`` affine in ``x1, x2``, i.e. one
@@ -48,6 +56,28 @@ ADAPTIVE_REASON = ("sampling_ratio=0: ONNX's count ceil(size/output) per axis, e
                    "inverted region where the page takes one: that is input data, flagged per case)")
 
 
+def base_input_offset(opset: int) -> float:
+    """The input offset ONNX's RoiAlign node itself applies: 0.5 (RoiAlign-16 half_pixel, which
+    the mapper always writes) or 0 (RoiAlign-10, read as the ONNX spec and ORT's CPU kernel do)."""
+    return 0.5 if opset >= 16 else 0.0
+
+
+def rewritten_region_sizes(d: RoiAlign1Desc, opset: int, rois: np.ndarray) -> np.ndarray:
+    """``(NumROIs, 2)``: the width and height, after the mapper's ROI rewrite, of the regions ONNX's
+    node sees (what RoiAlign-10 raises to at least 1)."""
+    n, _ = _plan_samples(d)
+    _, _, out_h, out_w = d.output_tensor.sizes
+    ipo, opo = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
+    base = base_input_offset(opset)
+    sizes = []
+    for scale, out, (i1, i2) in ((float(np.float32(d.spatial_scale_x)), out_w, (0, 2)),
+                                 (float(np.float32(d.spatial_scale_y)), out_h, (1, 3))):
+        a11, a12, a21, a22, _ = roi_affine(scale, out, n, ipo, opo, d.align_regions_to_corners, base)
+        r = rois.reshape(-1, 4).astype(np.float64)
+        sizes.append((a21 - a11) * r[:, i1] + (a22 - a12) * r[:, i2])
+    return np.stack(sizes, axis=1)
+
+
 def plan_samples(d: RoiAlign1Desc) -> tuple[Optional[int], list[Flag]]:
     """The fixed sample count n (or None for ONNX's adaptive count) and the flags of the pair
     (one per field, same kind and reason: the two only mean something together)."""
@@ -71,12 +101,13 @@ def _plan_samples(d: RoiAlign1Desc) -> tuple[Optional[int], Flag]:
                       f"unbounded adaptive one (0); a count clamped to [{lo}, {hi}] is neither")
 
 
-def roi_affine(scale: float, out: int, n: Optional[int], ipo: float, opo: float, corners: bool
-               ) -> tuple[float, float, float, float, float]:
+def roi_affine(scale: float, out: int, n: Optional[int], ipo: float, opo: float, corners: bool,
+               base: float = 0.5) -> tuple[float, float, float, float, float]:
     """Coefficients ``(a11, a12, a21, a22, c)`` of ``x1' = a11 x1 + a12 x2 + c``,
-    ``x2' = a21 x1 + a22 x2 + c`` that make ORT's half_pixel sampling equal the page's
-    (module docstring). ``n`` None = adaptive (only the diagonal case is possible)."""
-    c = 0.5 - ipo
+    ``x2' = a21 x1 + a22 x2 + c`` that make ORT's sampling (input offset ``base``: 0.5 for
+    half_pixel, 0 for RoiAlign-10) equal the page's (module docstring). ``n`` None = adaptive
+    (only the diagonal case is possible)."""
+    c = base - ipo
     if n is None:
         return scale, 0.0, 0.0, scale, c
     samples = out * n
@@ -97,10 +128,9 @@ def map_roi_align(desc: RoiAlignDesc | RoiAlign1Desc, opset: int) -> Mapping:
     n_rois = d.roi_tensor.sizes[-2]
     _, _, out_h, out_w = d.output_tensor.sizes
 
-    if opset < 16:
-        raise OpsetError(opset, "RoiAlign before opset 16 has no coordinate_transformation_mode: ONNX Runtime's CPU "
-                                "kernel computes it as output_half_pixel, which clamps every region to at least 1x1 "
-                                "(the page never does), and the DirectML EP computes it as half_pixel; use opset >= 16")
+    if opset < 10:
+        raise OpsetError(opset, "RoiAlign exists from opset 10")
+    base = base_input_offset(opset)
 
     # --- tensors ---------------------------------------------------------------------------
     for member, t in (("InputTensor", d.input_tensor), ("ROITensor", d.roi_tensor), ("OutputTensor", d.output_tensor)):
@@ -166,7 +196,7 @@ def map_roi_align(desc: RoiAlignDesc | RoiAlign1Desc, opset: int) -> Mapping:
     sx, sy = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
     ipo, opo = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
     corners = d.align_regions_to_corners
-    rewrite = sx != sy or ipo != 0.5 or opo != -0.5 or corners
+    rewrite = sx != sy or ipo != base or opo != -0.5 or corners
     if sx == sy:
         for name, v in (("SpatialScaleX", d.spatial_scale_x), ("SpatialScaleY", d.spatial_scale_y)):
             flags.append(Flag(name, v, "exact" if not rewrite else "composed",
@@ -176,13 +206,20 @@ def map_roi_align(desc: RoiAlignDesc | RoiAlign1Desc, opset: int) -> Mapping:
         for name, v in (("SpatialScaleX", d.spatial_scale_x), ("SpatialScaleY", d.spatial_scale_y)):
             flags.append(Flag(name, v, "composed", "ONNX has one spatial_scale: the ROIs are multiplied by "
                               "[SpatialScaleX, SpatialScaleY, SpatialScaleX, SpatialScaleY] and spatial_scale=1"))
-    if is_v1:
+    if opset < 16:
+        flags.append(Flag("InputPixelOffset" if is_v1 else "Type", d.input_pixel_offset if is_v1 else desc.TYPE, "diverges",
+                          "RoiAlign-10 has no coordinate_transformation_mode: the ONNX spec and ORT's CPU kernel sample "
+                          "with no input offset (every ROI coordinate shifted by "
+                          f"{base - ipo:g} after scaling to match the page), but ORT's DirectML EP builds "
+                          "InputPixelOffset 0.5 for it, half a pixel off (DmlOperatorRoiAlign.cpp)"))
+    elif is_v1:
         if ipo == 0.5:
             flags.append(Flag("InputPixelOffset", d.input_pixel_offset, "exact", 'coordinate_transformation_mode="half_pixel"'))
         else:
             flags.append(Flag("InputPixelOffset", d.input_pixel_offset, "composed",
                               f"half_pixel with every ROI coordinate shifted by 0.5 - {ipo} after scaling "
                               "(output_half_pixel is not 0: ORT clamps regions to at least 1x1 there)"))
+    if is_v1:
         if opo == -0.5:
             flags.append(Flag("OutputPixelOffset", d.output_pixel_offset, "exact", "both ONNX modes place samples at "
                               "(k + 0.5) / n of a bin, i.e. OutputPixelOffset -0.5"))
@@ -249,8 +286,8 @@ def map_roi_align(desc: RoiAlignDesc | RoiAlign1Desc, opset: int) -> Mapping:
     spatial_scale = sx
     if rewrite:
         spatial_scale = 1.0
-        ax = roi_affine(sx, out_w, n, ipo, opo, corners)
-        ay = roi_affine(sy, out_h, n, ipo, opo, corners)
+        ax = roi_affine(sx, out_w, n, ipo, opo, corners, base)
+        ay = roi_affine(sy, out_h, n, ipo, opo, corners, base)
         w = np.zeros((4, 4), dtype=np.float64)
         for (a11, a12, a21, a22, _), (i1, i2) in ((ax, (0, 2)), (ay, (1, 3))):
             w[i1, i1], w[i2, i1], w[i1, i2], w[i2, i2] = a11, a12, a21, a22
@@ -265,7 +302,9 @@ def map_roi_align(desc: RoiAlignDesc | RoiAlign1Desc, opset: int) -> Mapping:
         if np.any(shift != 0):
             r = g.node("Add", [r, g.const("roi_shift", shift)], role="helper", name="Add_ROIShift")[0]
 
-    attrs = dict(coordinate_transformation_mode="half_pixel", spatial_scale=spatial_scale)
+    attrs = dict(spatial_scale=spatial_scale)
+    if opset >= 16:
+        attrs["coordinate_transformation_mode"] = "half_pixel"
     if max_kind == "pool":
         attrs.update(mode="avg", sampling_ratio=1, output_height=out_h * n, output_width=out_w * n)
     elif max_kind == "single":

@@ -82,7 +82,7 @@ class Mapping:
         (NaN, empty regions under an adaptive count, float32 bin ends...): ``graphs.input_flags``."""
         from .input_flags import input_flags
 
-        return input_flags(self.desc, tensors)
+        return input_flags(self.desc, tensors, self.opset)
 
     @property
     def onnx_input_names(self) -> list[str]:

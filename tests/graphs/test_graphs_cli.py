@@ -74,4 +74,6 @@ def test_subcommands_registered_by_add_functions(tmp_path, capsys):
     args = parser.parse_args(["map", str(tmp_path / first / "desc.json")])
     assert args.func(args) == 0 and "Flags:" in capsys.readouterr().out
     args = parser.parse_args(["map", str(tmp_path / first / "desc.json"), "--opset", "10"])
-    assert args.func(args) == 2 and "coordinate_transformation_mode" in capsys.readouterr().err
+    assert args.func(args) == 0 and "DirectML EP builds InputPixelOffset 0.5" in capsys.readouterr().out
+    args = parser.parse_args(["map", str(tmp_path / first / "desc.json"), "--opset", "9"])
+    assert args.func(args) == 2 and "RoiAlign exists from opset 10" in capsys.readouterr().err
