@@ -162,8 +162,8 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
     if used.size:
         result.tolerance_used = _max(result.tolerance_used, float(used.max()))
     bad = ~ok
-    if (regular & ~np.isfinite(a)).any() or (e_nan != a_nan).any():
-        result.max_abs = math.inf  # a NaN/inf where a number was expected (or the reverse)
+    if (regular & ~np.isfinite(a)).any() or (e_nan != a_nan).any() or (e_inf & (a != e)).any():
+        result.max_abs = math.inf  # a NaN/inf where a number was expected, or the reverse
     result.mismatches += int(bad.sum())
     _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, ulp)
 

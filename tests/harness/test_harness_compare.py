@@ -70,7 +70,11 @@ def test_nan_and_inf_rules():
     assert c.max_abs == math.inf
     inf_sign = compare_outputs(out(np.array([np.inf], np.float32)), out(np.array([-np.inf], np.float32)),
                                Tolerances.defaults())
-    assert inf_sign.mismatches == 1
+    assert inf_sign.mismatches == 1 and inf_sign.max_abs == math.inf
+    # an infinity expected where a finite number came back (e.g. -FLT_MAX for -inf) is infinitely off
+    clipped = compare_outputs(out(np.array([-np.inf, 1.0], np.float32)),
+                              out(np.array([np.finfo(np.float32).min, 1.0], np.float32)), Tolerances.defaults())
+    assert clipped.mismatches == 1 and clipped.max_abs == math.inf
 
 
 def test_worst_elements_are_sorted_and_positioned():
