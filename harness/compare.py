@@ -7,18 +7,19 @@ differ only by a tie, the worst elements with their positions, and any structura
 (missing output, wrong shape or dtype), which fails the case by itself.
 
 Ties: an index output says *which* input element holds the maximum of its window. When the
-EP's index differs from the reference's but points at an input element equal to the
-reference's maximum for that output position (NaN counts as equal to NaN), both are valid
-answers to "where is the max" and the element counts as a tie, not a mismatch. The harness
-does not know window geometry (that is a DML formula), so a tie is judged on the value; the
-value output itself is compared separately and must still match.
+EP's index differs from the reference's but points at an input element of the same window
+equal to the reference's maximum for that output position (NaN counts as equal to NaN), both
+are valid answers to "where is the max" and the element counts as a tie, not a mismatch. The
+harness does not know window geometry (that is a DML formula): the caller passes the
+reference's ``window_contains`` as ``in_window``; without it a tie is judged on the value alone.
+The value output itself is compared separately and must still match.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -72,8 +73,12 @@ class Comparison:
 
 def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
                     tolerances: Tolerances, inputs: Mapping[str, np.ndarray] | None = None,
-                    worst_count: int = WORST_COUNT) -> Comparison:
-    """Compare every output in ``expected`` with the same-named one in ``actual``."""
+                    worst_count: int = WORST_COUNT,
+                    in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Comparison:
+    """Compare every output in ``expected`` with the same-named one in ``actual``.
+
+    ``in_window(output_positions, input_indices)`` (flat positions) says whether an index lies
+    in its output's window; ties need it to be true (see the module docstring)."""
     result = Comparison()
     candidates: list[tuple[tuple[int, float], dict[str, Any]]] = []
     for name, exp in expected.items():
@@ -92,7 +97,7 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
         if name in INDEX_OUTPUTS and exp.dtype.kind in "iu":
             values_name, input_name = INDEX_OUTPUTS[name]
             _compare_indices(result, candidates, name, exp, act, expected.get(values_name),
-                             (inputs or {}).get(input_name))
+                             (inputs or {}).get(input_name), in_window)
         elif exp.dtype.kind == "f":
             _compare_floats(result, candidates, name, exp, act, tolerances)
         else:
@@ -186,7 +191,8 @@ def _compare_integers(result: Comparison, candidates: list, name: str, exp: np.n
 
 
 def _compare_indices(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
-                     expected_values: np.ndarray | None, source: np.ndarray | None) -> None:
+                     expected_values: np.ndarray | None, source: np.ndarray | None,
+                     in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None) -> None:
     e = exp.ravel()
     a = act.ravel()
     differ = e != a
@@ -202,6 +208,8 @@ def _compare_indices(result: Comparison, candidates: list, name: str, exp: np.nd
         same = found == target
         if flat.dtype.kind == "f":
             same |= np.isnan(found) & np.isnan(target)
+        if in_window is not None:
+            same &= np.asarray(in_window(positions, np.where(inside, raw, 0).astype(np.int64)), dtype=bool)
         tie[positions] = inside & same
     bad = differ & ~tie
     result.ties += int(tie.sum())

@@ -45,6 +45,24 @@ def window_coordinates(size: int, out: int, window: int, stride: int, start_padd
     return coords, (coords >= 0) & (coords < size)
 
 
+def window_contains(desc: MaxPooling2Desc, output_positions: np.ndarray, input_indices: np.ndarray) -> np.ndarray:
+    """Whether each flat input index lies in the window of the output at the same flat position
+    (same batch and channel, and on the window's dilated grid, padding excluded). Lets a
+    comparison tell a tie (another element of the window equal to its maximum) from an index
+    that points at an equal value elsewhere."""
+    in_sizes, out_sizes = desc.input_tensor.sizes, desc.output_tensor.sizes
+    index = np.asarray(input_indices).astype(np.int64)
+    inside = (index >= 0) & (index < desc.input_tensor.element_count)
+    o = np.unravel_index(np.asarray(output_positions, dtype=np.int64), out_sizes)
+    i = np.unravel_index(np.where(inside, index, 0), in_sizes)
+    ok = inside & (o[0] == i[0]) & (o[1] == i[1])
+    for axis in range(desc.dimension_count):
+        offset = i[axis + 2] - (o[axis + 2] * desc.strides[axis] - desc.start_padding[axis])
+        ok &= (offset >= 0) & (offset % desc.dilations[axis] == 0) & \
+              (offset // desc.dilations[axis] < desc.window_size[axis])
+    return ok
+
+
 def phase_layout(input_tensor: np.ndarray, desc: MaxPooling2Desc, lowest: np.ndarray) -> np.ndarray:
     """The padded input as ``(s_1..s_D, N, C, L_1..L_D)``: element ``(r, m)`` of spatial axis ``i``
     is padded position ``m * Strides[i] + r``, padding holding ``lowest``. Then the elements read

@@ -180,3 +180,29 @@ def test_tolerance_used_ranks_how_close_a_case_came_to_failing():
     one = np.array([1.0], np.float32)
     two_ulp = np.nextafter(np.nextafter(one, np.float32(2)), np.float32(2))
     assert compare_outputs(out(one), out(two_ulp), with_ulp).tolerance_used == pytest.approx(0.5)
+
+
+def test_a_tie_must_lie_in_the_window_when_the_reference_says_where_windows_are():
+    """An index pointing at an equal value *outside* its window is wrong, not a tie: with the
+    reference's window membership (reference.max_pooling2.window_contains) it fails."""
+    from reference import desc_from_dml
+    from reference.max_pooling2 import window_contains
+
+    desc = desc_from_dml({"Type": "DML_OPERATOR_MAX_POOLING2",
+                          "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, 4]},
+                          "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, 2]},
+                          "OutputIndicesTensor": {"DataType": "UINT64", "Sizes": [1, 1, 1, 2]},
+                          "DimensionCount": 2, "Strides": [1, 2], "WindowSize": [1, 2], "StartPadding": [0, 0],
+                          "EndPadding": [0, 0], "Dilations": [1, 1]})
+    x = np.array([5, 5, 5, 5], np.float32).reshape(1, 1, 1, 4)
+    values = np.full((1, 1, 1, 2), 5, np.float32)
+    expected = {"OutputTensor": values, "OutputIndicesTensor": np.array([0, 2], np.uint64).reshape(1, 1, 1, 2)}
+    in_window = {"OutputTensor": values, "OutputIndicesTensor": np.array([1, 3], np.uint64).reshape(1, 1, 1, 2)}
+    elsewhere = {"OutputTensor": values, "OutputIndicesTensor": np.array([3, 0], np.uint64).reshape(1, 1, 1, 2)}
+    rule = lambda positions, indices: window_contains(desc, positions, indices)  # noqa: E731
+    ok = compare_outputs(expected, in_window, Tolerances.defaults(), {"InputTensor": x}, in_window=rule)
+    assert ok.passed and ok.ties == 2
+    wrong = compare_outputs(expected, elsewhere, Tolerances.defaults(), {"InputTensor": x}, in_window=rule)
+    assert not wrong.passed and wrong.mismatches == 2 and wrong.ties == 0
+    by_value = compare_outputs(expected, elsewhere, Tolerances.defaults(), {"InputTensor": x})
+    assert by_value.ties == 2  # without the window rule, equal values are all it can check

@@ -179,3 +179,18 @@ def test_properties(h, w, kh, kw, sh, sw, ph, pw, dh, dw, seed):
             window_cols = [ox * sw - pw + j * dw for j in range(kw) if 0 <= ox * sw - pw + j * dw < w]
             expected = x[0][:, window_rows][:, :, window_cols].reshape(2, -1).max(axis=1)
             np.testing.assert_array_equal(y[0, :, oy, ox], expected)
+
+
+def test_window_contains_matches_the_windows_the_simple_form_gathers():
+    """Every index the reference returns lies in its window; shifting it by one column (or
+    into another channel) leaves the window unless the window covers that element too."""
+    from reference.max_pooling2 import window_contains
+
+    x = RNG.standard_normal((2, 3, 6, 7)).astype(np.float32)
+    desc = max_pooling2(x.shape, (2, 3), strides=[2, 1], start=[1, 0], end=[0, 2], dilations=[1, 2])
+    idx = run(desc, x)["OutputIndicesTensor"].astype(np.int64).ravel()
+    positions = np.arange(idx.size)
+    assert window_contains(desc, positions, idx).all()
+    other_channel = idx + 6 * 7
+    assert not window_contains(desc, positions, np.where(other_channel < x.size, other_channel, -1)).any()
+    assert not window_contains(desc, positions, np.full(idx.size, x.size)).any()
