@@ -23,7 +23,6 @@ import numpy as np
 
 from .descs import RoiPoolingDesc
 from .errors import DescError
-from .nan_rules import nan_ignoring_max
 
 
 def round_half_away_from_zero(x: np.ndarray) -> np.ndarray:

@@ -160,8 +160,6 @@ def test_output_half_pixel_is_not_input_pixel_offset_0():
 def test_roi_align_average_nan_and_inf_reach_only_the_outputs_that_sample_them():
     """ORT and the page both interpolate per sample: a NaN/Inf taints an output element only if
     one of its samples reads it (X[b, c, 0, 0] is kept finite: see input_flags)."""
-    import numpy as np
-
     for v1 in (True, False):
         desc = roi_align_desc(v1)
         case = Case(id="nan-inf/avg", op=desc.TYPE, desc=desc, seed=0, recipe="nan-inf")

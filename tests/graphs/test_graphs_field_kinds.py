@@ -9,7 +9,7 @@ import pytest
 
 from graphs import to_onnx
 from graphs.catalog import UINT32_MAX, max_pooling2_desc, roi_align_desc, roi_pooling_desc
-from reference.descs import MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, TensorDesc, dml_fields
+from reference.descs import MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, dml_fields
 
 BUILD = {
     "roi_align1": lambda **kw: roi_align_desc(True, **kw),

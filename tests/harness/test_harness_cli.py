@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 from harness.results import read_run
 from harness.worker import FAULT_ENV

@@ -5,7 +5,6 @@ read only by worker processes. Every test checks that all other cases still ran 
 finished line was lost from results.jsonl.
 """
 
-import json
 import os
 import time
 

@@ -4,7 +4,6 @@ this folder, gather every window / loop over every bin exactly as the pages read
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import simple_max_pooling2

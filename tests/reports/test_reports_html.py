@@ -6,7 +6,6 @@ import subprocess
 import sys
 import zipfile
 from html.parser import HTMLParser
-from pathlib import Path
 
 import numpy as np
 
