@@ -16,12 +16,20 @@ def matches(case_id: str, pattern: str) -> bool:
 def select(cases: Iterable[Any], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[Any]:
     """Cases whose id matches any ``include`` pattern (all if none given) and no ``exclude`` one.
 
-    Each pattern may hold several alternatives separated by commas (``-k "fp16,max_pool*"``).
+    Each pattern may hold several alternatives separated by commas (``-k "fp16,max_pool*"``). A
+    pattern that is exactly a case's id selects that case alone (so a report's rerun line,
+    ``-k <id>``, never picks up ``<id>``-prefixed neighbours such as ``random-s0-015``).
     """
+    cases = list(cases)
+    ids = {c.id for c in cases}
+
+    def hit(case_id: str, pattern: str) -> bool:
+        return case_id == pattern if pattern in ids else matches(case_id, pattern)
+
     inc = [p for item in include for p in item.split(",") if p]
     exc = [p for item in exclude for p in item.split(",") if p]
     return [c for c in cases
-            if (not inc or any(matches(c.id, p) for p in inc)) and not any(matches(c.id, p) for p in exc)]
+            if (not inc or any(hit(c.id, p) for p in inc)) and not any(hit(c.id, p) for p in exc)]
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -70,3 +70,12 @@ def test_shard_spec_is_validated():
     for bad in ("0/4", "5/4", "a/b", "3"):
         with pytest.raises(ValueError, match="K/N"):
             parse_shard(bad)
+
+
+def test_an_exact_id_selects_that_case_alone():
+    """The report's rerun line is `-k <id>`: it must not also pick up ids that merely contain it."""
+    cases = [C(i) for i in ("roi_align/random-s0-001", "roi_align/random-s0-0011", "x/random-s0-001b")]
+    assert [c.id for c in select(cases, ["roi_align/random-s0-001"])] == ["roi_align/random-s0-001"]
+    assert [c.id for c in select(cases, ["random-s0-001"])] == [c.id for c in cases]  # not an id: a substring
+    assert [c.id for c in select(cases, [], ["roi_align/random-s0-001"])] == ["roi_align/random-s0-0011",
+                                                                             "x/random-s0-001b"]
