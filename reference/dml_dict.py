@@ -41,7 +41,7 @@ def desc_from_dml(d: Mapping[str, Any]) -> Desc:
     if not isinstance(d, Mapping):
         raise DescError("<desc>", type(d).__name__, "a desc is a JSON object / dict of DML member names")
     op_type = d.get("Type")
-    if op_type not in DESC_TYPES:
+    if not isinstance(op_type, str) or op_type not in DESC_TYPES:
         raise DescError("Type", op_type, f"one of {', '.join(DESC_TYPES)}")
     desc_type = DESC_TYPES[op_type]
     fields = dml_fields(desc_type)

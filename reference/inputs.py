@@ -10,10 +10,25 @@ import numpy as np
 
 from .descs import Desc, MaxPooling2Desc, RoiPoolingDesc
 from .dtypes import numpy_dtype
+from .errors import DescError
+from .validation import validate
+
+
+#: Inputs larger than this are refused rather than allocated (a typo in Sizes must not eat the machine).
+MAX_ELEMENTS = 2**28
 
 
 def random_inputs(desc: Desc, seed: int = 0) -> dict[str, np.ndarray]:
-    """One array per input member of ``desc``, deterministic in ``seed``."""
+    """One array per input member of ``desc``, deterministic in ``seed``; a desc that breaks its
+    page (validated at the newest feature level) raises DescError first."""
+    validate(desc)
+    for member in desc.INPUTS:
+        tensor = getattr(desc, {"InputTensor": "input_tensor", "ROITensor": "roi_tensor",
+                                "BatchIndicesTensor": "batch_indices_tensor"}[member])
+        if tensor.element_count > MAX_ELEMENTS:
+            raise DescError(f"{member}.Sizes", list(tensor.sizes), f"{tensor.element_count} elements; random inputs "
+                            f"are generated for at most {MAX_ELEMENTS} (pass your own arrays for larger tensors)",
+                            desc.TYPE)
     rng = np.random.default_rng(seed)
     x_desc = desc.input_tensor
     dtype = numpy_dtype(x_desc.data_type)

@@ -145,3 +145,49 @@ def test_cli_reports_a_bad_desc_without_traceback(tmp_path):
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert "OutputTensor.Sizes" in result.stderr and "Traceback" not in result.stderr
+
+
+JUNK = [None, -1, 0, 1, 2, 3, 2**33, 1.5, -0.5, float("nan"), float("inf"), "x", "FLOAT16", "UINT64", "MAX", [],
+        [1], [0, 0], [5, 5, 5], {}, True, [1, 2, 3, 4, 5, 6], "NEAREST_NEIGHBOR", [[1]], {"Height": 1}]
+
+
+def _paths(node, prefix=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield prefix + (key,)
+            yield from _paths(value, prefix + (key,))
+    elif isinstance(node, list):
+        for i in range(len(node)):
+            yield prefix + (i,)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mutated_descs_raise_only_desc_errors(seed):
+    """1,500 canonical descs with one to three members replaced by junk (wrong types, negative,
+    huge, NaN, unknown enum names, wrong lengths): parsing, validation and execution either
+    succeed or raise DescError; no other exception (a NumPy traceback) escapes."""
+    import random
+
+    from reference.inputs import random_inputs
+
+    rng = random.Random(seed)
+    outcomes = {"ok": 0, "refused": 0}
+    fields = set()
+    for trial in range(375):
+        d = copy.deepcopy(rng.choice(CANONICAL))
+        for _ in range(rng.randint(1, 3)):
+            path = rng.choice(list(_paths(d)))
+            target = d
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = copy.deepcopy(rng.choice(JUNK))
+        try:
+            desc = desc_from_dml(d)
+            with np.errstate(all="ignore"):
+                execute(desc, random_inputs(desc, seed=trial))
+            outcomes["ok"] += 1
+        except DescError as e:
+            assert str(e) and e.field, d
+            outcomes["refused"] += 1
+            fields.add(e.field.split("[")[0])
+    assert outcomes["refused"] > 200 and len(fields) >= 10, (outcomes, fields)
