@@ -14,6 +14,7 @@ from typing import Mapping as MappingT
 import numpy as np
 
 from reference.descs import Desc, MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, as_roi_align1
+from reference.roi_pooling import bin_bounds, scaled_region
 
 from .flags import Flag
 
@@ -52,25 +53,23 @@ def input_flags(desc: Desc, tensors: MappingT[str, np.ndarray], opset: int | Non
 
 def float32_bin_end_differs(region: int, pooled: int) -> bool:
     """True if ORT's float32 ``ceil((p+1) * (region/pooled))`` or ``floor(p * ...)`` differs
-    from the page's integer division for some bin ``p`` (roi_pool.cc)."""
+    from the page's bins (``reference.roi_pooling.bin_bounds``) for some bin ``p`` (roi_pool.cc)."""
     size = np.float32(region) / np.float32(pooled)
     for p in range(pooled):
         start = math.floor(float(np.float32(p) * size))
         end = math.ceil(float(np.float32(p + 1) * size))
-        if start != (p * region) // pooled or end != -(-(p + 1) * region // pooled):
+        if (start, end) != bin_bounds(p, region, pooled, 0, region):
             return True
     return False
 
 
 def _roi_pooling(desc: RoiPoolingDesc, rois: np.ndarray) -> list[Flag]:
     flags = []
-    scale = np.float32(desc.spatial_scale)
-    for row in rois.reshape(-1, 5).astype(np.float32):
-        scaled = row[1:] * scale
-        x1, y1, x2, y2 = (int(np.sign(v) * math.floor(abs(float(v)) + 0.5)) for v in scaled)
+    for row in rois.reshape(-1, 5):
+        x1, y1, x2, y2 = scaled_region(row[1:], desc.spatial_scale)
         if (float32_bin_end_differs(y2 - y1 + 1, desc.pooled_size.height)
                 or float32_bin_end_differs(x2 - x1 + 1, desc.pooled_size.width)):
-            flags.append(Flag("ROITensor", row.tolist(), "diverges",
+            flags.append(Flag("ROITensor", row.astype(np.float64).tolist(), "diverges",
                               "ORT computes this region's bin bounds in float32 and lands one element off the page's "
                               "integer division (roi_pool.cc)"))
             break
