@@ -1,0 +1,19 @@
+"""DESIGN.md's ownership rules that a test can check."""
+
+import subprocess
+import sys
+
+
+def test_reference_imports_neither_onnx_nor_onnxruntime():
+    code = ("import sys, reference, reference.execute, reference.inputs\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime'))\n"
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
+
+
+def test_reports_never_import_onnxruntime():
+    code = ("import sys, reports, reports.model_report\n"
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'onnxruntime')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
