@@ -2,7 +2,7 @@
 
 Runs only where the interpreter running pytest has ``OpenVINOExecutionProvider`` (the
 onnxruntime-openvino wheel: the venv of ``tools/openvino-venv.sh``, which
-``test_models_openvino_venv.py`` runs this file in); skipped with the reason elsewhere, an
+``tests/test_openvino_venv.py`` runs this file in); skipped with the reason elsewhere, an
 error with ``EP_TESTBED_REQUIRE_OPENVINO=1``.
 Observed with onnxruntime-openvino 1.24.1: OpenVINO takes every node of both demo models
 (RoiAlign included, in this graph), both attributed nodes match the DirectML reference, and
@@ -19,7 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 if "OpenVINOExecutionProvider" not in ort.get_available_providers():
     _why = (f"OpenVINOExecutionProvider is not installed in this interpreter (providers: "
             f"{', '.join(ort.get_available_providers())}); run these tests in the onnxruntime-openvino venv "
-            "(test_models_openvino_venv.py does, when it exists)")
+            "(tests/test_openvino_venv.py does, when it exists)")
     if os.environ.get("EP_TESTBED_REQUIRE_OPENVINO") == "1":  # run inside the venv: a skip would hide a broken venv
         raise RuntimeError(_why)
     pytest.skip(_why, allow_module_level=True)
