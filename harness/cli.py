@@ -34,7 +34,12 @@ def _run_reference(args: argparse.Namespace) -> int:
     from reference import desc_from_dml, execute
     from reference.inputs import random_inputs
 
-    desc = desc_from_dml(json.loads(args.desc.read_text()))
+    try:
+        document = json.loads(args.desc.read_text())
+    except json.JSONDecodeError as e:
+        print(f"ep-testbed: {args.desc} is not a JSON desc ({e}); see examples/roi_align1.json", file=sys.stderr)
+        return 2
+    desc = desc_from_dml(document)
     if args.inputs:
         with np.load(args.inputs, allow_pickle=False) as data:
             tensors = {k: data[k] for k in data.files}

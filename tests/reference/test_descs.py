@@ -191,3 +191,12 @@ def test_mutated_descs_raise_only_desc_errors(seed):
             outcomes["refused"] += 1
             fields.add(e.field.split("[")[0])
     assert outcomes["refused"] > 200 and len(fields) >= 10, (outcomes, fields)
+
+
+def test_cli_reports_a_file_that_is_not_json(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("InputTensor: 1x3x16x16")
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "reference", "--desc", str(path)],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2
+    assert "notes.txt is not a JSON desc" in result.stderr and "Traceback" not in result.stderr
