@@ -130,11 +130,9 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
               batch_indices_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
     d = as_roi_align1(desc)
-    batch_count, channels, _, _ = input_tensor.shape
+    _, channels, _, _ = input_tensor.shape
     _, _, out_h, out_w = d.output_tensor.sizes
-    rois = roi_tensor.reshape(-1, 4).astype(np.float64)
-    batch_indices = batch_indices_tensor.reshape(-1)
-    _check_regions(desc, rois, batch_indices, batch_count)
+    rois, batch_indices = regions(desc, input_tensor, roi_tensor, batch_indices_tensor)
     # Channels last, so that each sample point reads its channels as one contiguous row.
     channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
 
@@ -148,6 +146,16 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
         else:
             output[r] = nan_ignoring_max(samples, axis=(1, 3))
     return {"OutputTensor": np.ascontiguousarray(np.moveaxis(output, -1, 1))}
+
+
+def regions(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_tensor: np.ndarray,
+            batch_indices_tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ROI rows ``(NumROIs, 4)`` in float64 and the batch index of each (RA-8), refused where
+    the page leaves them undefined (ERR-1)."""
+    rois = roi_tensor.reshape(-1, 4).astype(np.float64)
+    batch_indices = batch_indices_tensor.reshape(-1)
+    _check_regions(desc, rois, batch_indices, input_tensor.shape[0])
+    return rois, batch_indices
 
 
 def _check_regions(desc: RoiAlignDesc | RoiAlign1Desc, rois: np.ndarray, batch_indices: np.ndarray,

@@ -97,6 +97,12 @@ class SlicePictures:
     scale: int
 
 
+def slice_label(names: list[str], lead_shape: tuple[int, ...], index: int) -> str:
+    """``"batch 0, channel 2"`` for slice ``index`` of the leading axes, or ``"whole output"``."""
+    coords = np.unravel_index(int(index), lead_shape) if lead_shape else ()
+    return ", ".join(f"{n} {int(c)}" for n, c in zip(names, coords)) or "whole output"
+
+
 def slice_labels(op: str, ndim: int) -> tuple[str, ...]:
     """Names of the leading (non-image) axes: ROI ops index regions, pooling indexes batches."""
     if ndim == 4:
@@ -135,8 +141,7 @@ def worst_slices(op: str, expected: np.ndarray, actual: np.ndarray, limit: int =
     scale = display_scale(h, w)
     pictures = []
     for s in order:
-        coords = np.unravel_index(int(s), lead_shape) if lead_shape else ()
-        label = ", ".join(f"{n} {int(c)}" for n, c in zip(names, coords)) or "whole output"
+        label = slice_label(names, lead_shape, s)
         both = np.concatenate([e2[s][np.isfinite(e2[s])], a2[s][np.isfinite(a2[s])]])
         lo, hi = (float(both.min()), float(both.max())) if both.size else (0.0, 0.0)
         dmax = float(per_slice[s])
@@ -182,8 +187,7 @@ def index_slices(op: str, codes: np.ndarray, limit: int = 4) -> list[IndexSliceP
     scale = display_scale(h, w)
     out = []
     for s in order:
-        coords = np.unravel_index(int(s), lead_shape) if lead_shape else ()
-        label = ", ".join(f"{n} {int(v)}" for n, v in zip(names, coords)) or "whole output"
+        label = slice_label(names, lead_shape, s)
         out.append(IndexSlicePicture(label, png_data_uri(INDEX_PALETTE[np.clip(c2[s], 0, 2)]), int(mism[s]),
                                      int(ties[s]), (int(h), int(w)), scale))
     return out

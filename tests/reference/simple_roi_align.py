@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.descs import RoiAlign1Desc, RoiAlignDesc, as_roi_align1
-from reference.roi_align import _check_regions, linear_taps, nearest_tap, region_samples
+from reference.roi_align import linear_taps, nearest_tap, region_samples, regions
 from reference.nan_rules import nan_ignoring_max
 
 
@@ -36,11 +36,9 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
               batch_indices_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
     d = as_roi_align1(desc)
-    batch_count, channels, _, _ = input_tensor.shape
+    _, channels, _, _ = input_tensor.shape
     _, _, out_h, out_w = d.output_tensor.sizes
-    rois = roi_tensor.reshape(-1, 4).astype(np.float64)
-    batch_indices = batch_indices_tensor.reshape(-1)
-    _check_regions(desc, rois, batch_indices, batch_count)
+    rois, batch_indices = regions(desc, input_tensor, roi_tensor, batch_indices_tensor)
 
     output = np.empty((rois.shape[0], channels, out_h, out_w), dtype=np.float64)
     for r, roi in enumerate(rois):
