@@ -26,7 +26,7 @@ from onnx import TensorProto, ValueInfoProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reference import desc_from_dml, execute  # noqa: E402
+from ep_testbed.reference import desc_from_dml, execute  # noqa: E402
 
 ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
               np.dtype(np.int64): TensorProto.INT64}

@@ -33,11 +33,11 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from reference.descs import (MaxPooling2Desc, OP_NAMES, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, Size2D,
+from ep_testbed.reference.descs import (MaxPooling2Desc, OP_NAMES, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, Size2D,
                              TensorDesc)
-from reference.dtypes import numpy_dtype
-from reference.errors import DescError
-from reference.validation import max_pooling2_output_sizes, validate
+from ep_testbed.reference.dtypes import numpy_dtype
+from ep_testbed.reference.errors import DescError
+from ep_testbed.reference.validation import max_pooling2_output_sizes, validate
 
 from .input_flags import input_flags
 from .pairwise import all_pairs

@@ -10,7 +10,7 @@ from typing import Optional, Union
 import numpy as np
 import onnx
 
-from reference import desc_from_dml, desc_to_dml, execute
+from ep_testbed.reference import desc_from_dml, desc_to_dml, execute
 
 from .catalog import build_catalog
 from .to_onnx import to_onnx

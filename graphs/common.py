@@ -7,8 +7,8 @@ from typing import Optional
 import numpy as np
 import onnx
 
-from reference.descs import TensorDesc
-from reference.dtypes import numpy_dtype
+from ep_testbed.reference.descs import TensorDesc
+from ep_testbed.reference.dtypes import numpy_dtype
 
 from .flags import Flag
 from .runtime import DEFAULT_OPSET, MIN_OPSET, max_opset

@@ -46,8 +46,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from reference.descs import MaxPooling2Desc, RoiAlign1Desc, RoiPoolingDesc, Size2D, TensorDesc
-from reference.dtypes import dml_data_type
+from ep_testbed.reference.descs import MaxPooling2Desc, RoiAlign1Desc, RoiPoolingDesc, Size2D, TensorDesc
+from ep_testbed.reference.dtypes import dml_data_type
 
 from .flags import Flag
 
@@ -124,7 +124,7 @@ def predicted_divergences(node: onnx.NodeProto, input_shapes, input_types, opset
     except ValueError as e:
         return [Flag(node.op_type, node.name, "diverges", f"the DML EP does not build this node: {e}")]
     flags = []
-    from reference.descs import dml_fields
+    from ep_testbed.reference.descs import dml_fields
 
     if type(spec.desc) is not type(ep.desc):
         return [Flag("Type", ep.desc.TYPE, "diverges", f"spec means {spec.desc.TYPE}, the EP builds {ep.desc.TYPE}")]

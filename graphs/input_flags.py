@@ -13,8 +13,8 @@ from typing import Mapping as MappingT
 
 import numpy as np
 
-from reference.descs import Desc, MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, as_roi_align1
-from reference.roi_pooling import bin_bounds, scaled_region
+from ep_testbed.reference.descs import Desc, MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, as_roi_align1
+from ep_testbed.reference.roi_pooling import bin_bounds, scaled_region
 
 from .flags import Flag
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.descs import MaxPooling2Desc
+from ep_testbed.reference.descs import MaxPooling2Desc
 
 from .builder import GraphBuilder
 from .common import OpsetError, dtype_of, strides_flag

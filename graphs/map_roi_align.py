@@ -42,8 +42,8 @@ from typing import Optional
 
 import numpy as np
 
-from reference.descs import RoiAlign1Desc, RoiAlignDesc, as_roi_align1
-from reference.dtypes import numpy_dtype
+from ep_testbed.reference.descs import RoiAlign1Desc, RoiAlignDesc, as_roi_align1
+from ep_testbed.reference.dtypes import numpy_dtype
 
 from .builder import GraphBuilder
 from .common import OpsetError, dtype_of, strides_flag

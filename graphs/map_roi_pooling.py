@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.descs import RoiPoolingDesc
+from ep_testbed.reference.descs import RoiPoolingDesc
 
 from .builder import GraphBuilder
 from .common import dtype_of, strides_flag

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping as MappingT, Optional, Sequence, Union
 import numpy as np
 import onnx
 
-from reference.descs import Desc
+from ep_testbed.reference.descs import Desc
 
 from .flags import Flag, worst_kind
 

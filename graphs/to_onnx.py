@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from reference.descs import Desc, MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc
-from reference.errors import DescError
-from reference.validation import validate
+from ep_testbed.reference.descs import Desc, MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc
+from ep_testbed.reference.errors import DescError
+from ep_testbed.reference.validation import validate
 
 from .common import choose_opset
 from .map_max_pooling2 import map_max_pooling2

@@ -41,7 +41,7 @@ def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any 
     folder = os.path.join(run_dir, relative)
     os.makedirs(folder, exist_ok=True)
     if desc is not None:
-        from reference import desc_to_dml
+        from ep_testbed.reference import desc_to_dml
 
         _write_json(os.path.join(folder, "desc.json"), desc_to_dml(desc))
     if model is not None:

@@ -39,7 +39,7 @@ from .compare import compare_outputs
 from .providers import EpSpec, SessionSettings, providers_arg, session_options
 from .tolerances import Tolerances
 
-DEFAULT_MAPPER = "graphs:to_onnx"
+DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
         return
     state["model"] = mapping.model
     try:
-        from reference import execute
+        from ep_testbed.reference import execute
 
         expected = execute(case.desc, inputs)
     except Exception as exc:
@@ -199,8 +199,8 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
 
 def _window_rule(desc: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
     """The reference's window membership for MaxPool ties (the harness knows no window formula)."""
-    from reference import MaxPooling2Desc
-    from reference.max_pooling2 import window_contains
+    from ep_testbed.reference import MaxPooling2Desc
+    from ep_testbed.reference.max_pooling2 import window_contains
 
     return functools.partial(window_contains, desc) if isinstance(desc, MaxPooling2Desc) else None
 

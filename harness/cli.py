@@ -31,8 +31,8 @@ def add_reference(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_reference(args: argparse.Namespace) -> int:
-    from reference import desc_from_dml, execute
-    from reference.inputs import random_inputs
+    from ep_testbed.reference import desc_from_dml, execute
+    from ep_testbed.reference.inputs import random_inputs
 
     try:
         document = json.loads(args.desc.read_text())
@@ -67,7 +67,7 @@ def add_merge(subparsers: argparse._SubParsersAction) -> None:
 
 
 #: Modules of other folders whose ``add_*`` functions register more subcommands, if present.
-PLUGIN_MODULES = ("graphs.cli", "reports.cli", "harness.model_cli")
+PLUGIN_MODULES = ("ep_testbed.graphs.cli", "ep_testbed.reports.cli", "ep_testbed.harness.model_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reference import DescError
+    from ep_testbed.reference import DescError
 
     parser = build_parser()
     args = parser.parse_args(argv)

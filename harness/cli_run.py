@@ -18,7 +18,7 @@ from typing import Any
 
 from .summary import EXIT_NO_CASES, EXIT_USAGE
 
-DEFAULT_CATALOG = "graphs.catalog:build_catalog"
+DEFAULT_CATALOG = "ep_testbed.graphs.catalog:build_catalog"
 
 
 def add_run(subparsers: argparse._SubParsersAction) -> None:
@@ -103,7 +103,7 @@ def load_cases(spec: str, ops: list[str] | None, seed: int) -> list[Any]:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from reference import OP_NAMES
+    from ep_testbed.reference import OP_NAMES
 
     from . import expectations as expectations_mod
     from .case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
@@ -222,7 +222,7 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def _render_report(run_dir: str) -> None:
     """Write report.html, junit.xml and summary.json into the run folder (``reports.render_all``)."""
-    from reports import render_all
+    from ep_testbed.reports import render_all
 
     try:
         for kind, path in render_all(run_dir).items():

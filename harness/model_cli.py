@@ -132,7 +132,7 @@ def _isolated(argv: list[str], timeout: float, label: str) -> tuple[int, str]:
     """``(exit code, outcome)``: outcome is pass, fail, refused, crash or timeout."""
     from .pool import describe_exit
 
-    command = [sys.executable, "-m", "harness.cli", *argv]
+    command = [sys.executable, "-m", "ep_testbed.harness.cli", *argv]
     try:
         child = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -173,7 +173,7 @@ def _fault_hook(model: str) -> None:
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    from graphs.models import DEMO_SHAPES, write_demo_models
+    from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
 
     from .providers import EpNotAvailable, parse_provider_options, resolve_ep
 
@@ -270,7 +270,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     (out / "model_result.json").write_text(json.dumps(result, indent=1, default=_json_default, allow_nan=True) + "\n",
                                            encoding="utf-8")
     try:
-        from reports.model_report import render_model_report
+        from ep_testbed.reports.model_report import render_model_report
 
         report = render_model_report(out)
     except ImportError:  # pragma: no cover - reports not installed

@@ -197,9 +197,9 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
     EP value outputs (``{"expected": .., "actual": ..}``) for pictures. Row ``status``: ``match``,
     ``tie-only``, ``diverges``, ``not-attributable``
     (no DML desc for the node in this reading) or ``error`` (the reference raised)."""
-    from graphs import import_node
-    from reference import execute
-    from reference.max_pooling2 import window_contains
+    from ep_testbed.graphs import import_node
+    from ep_testbed.reference import execute
+    from ep_testbed.reference.max_pooling2 import window_contains
 
     constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     opset = model_opset(model)

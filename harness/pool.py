@@ -76,11 +76,11 @@ class WorkerPool:
     @staticmethod
     def _child_env(env: dict[str, str] | None, extra_paths: Iterable[str]) -> dict[str, str]:
         child = dict(os.environ if env is None else env)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        paths = [root, *extra_paths]
+        paths = list(extra_paths)
         if child.get("PYTHONPATH"):
             paths.append(child["PYTHONPATH"])
-        child["PYTHONPATH"] = os.pathsep.join(paths)
+        if paths:
+            child["PYTHONPATH"] = os.pathsep.join(paths)
         return child
 
     # -- worker lifecycle ---------------------------------------------------------------
@@ -93,7 +93,7 @@ class WorkerPool:
         else:
             isolation = {"start_new_session": True}
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "harness.worker"], stdin=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.worker"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=log, env=self._env, close_fds=True,
                                     bufsize=0, **isolation)
         worker = _Worker(self._count, proc, proc.stdout, log_path, time.monotonic())

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from reference.descs import OP_NAMES
-from reference.dtypes import NUMPY_DTYPES
+from ep_testbed.reference.descs import OP_NAMES
+from ep_testbed.reference.dtypes import NUMPY_DTYPES
 
 OP_MARKERS = tuple(OP_NAMES.values())
 DTYPE_MARKERS = tuple(sorted(str(dtype) for dtype in NUMPY_DTYPES.values()))
@@ -92,9 +92,9 @@ class Conformance:
     """Per-pytest-process state: the EP, the expectations, and a one-worker pool."""
 
     def __init__(self, config: pytest.Config):
-        from harness import expectations as expectations_mod
-        from harness.case_run import CaseConfig
-        from harness.providers import SessionSettings, parse_provider_options, resolve_ep
+        from ep_testbed.harness import expectations as expectations_mod
+        from ep_testbed.harness.case_run import CaseConfig
+        from ep_testbed.harness.providers import SessionSettings, parse_provider_options, resolve_ep
 
         self.ep = resolve_ep(_option(config, "ep", "cpu"), parse_provider_options(_option(config, "ep_option", [])))
         if _option(config, "no_expectations", False):
@@ -108,7 +108,7 @@ class Conformance:
         self._pool: Any = None
 
     def run(self, case: Any) -> dict[str, Any]:
-        from harness.pool import WorkerPool
+        from ep_testbed.harness.pool import WorkerPool
 
         if self._pool is None:
             self._pool = WorkerPool(self.case_config, jobs=1, timeout=self.timeout)
@@ -137,7 +137,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def catalog_params(config: pytest.Config) -> list[Any]:
     """``pytest.param`` per catalog case, with id, markers and any id/tag-matched xfail."""
-    from graphs.catalog import build_catalog
+    from ep_testbed.graphs.catalog import build_catalog
 
     state = conformance_state(config)
     ops_text = _option(config, "ops", None)
@@ -159,7 +159,7 @@ def catalog_params(config: pytest.Config) -> list[Any]:
 
 def check_case(config: pytest.Config, case: Any) -> None:
     """Run ``case`` on the EP and turn its outcome into pass / fail / skip / xfail."""
-    from harness import expectations as expectations_mod
+    from ep_testbed.harness import expectations as expectations_mod
 
     state = conformance_state(config)
     line = state.run(case)

@@ -160,7 +160,7 @@ def _offline_artifacts(case: Any, config: CaseConfig, line: dict[str, Any]) -> N
             inputs = case.inputs()
             state["model"] = mapping.model
             state["feeds"] = mapping.feeds(inputs)
-            from reference import execute
+            from ep_testbed.reference import execute
 
             state["expected"] = execute(case.desc, inputs)
     except Exception as exc:

@@ -1,6 +1,6 @@
 """One test per catalog case on the EP chosen with --ep (default cpu); see harness/pytest_plugin.py."""
 
-from harness.pytest_plugin import check_case
+from ep_testbed.harness.pytest_plugin import check_case
 
 
 def test_case(conformance_case, request):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 
-from graphs import Mapping
+from ep_testbed.graphs import Mapping
 
 TOLERANCE = {"float32": (2e-5, 1e-5), "float16": (1e-3, 2**-10)}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs.backend_cases import KNOWN_DIFFERENCES, onnx_backend_cases
+from ep_testbed.graphs.backend_cases import KNOWN_DIFFERENCES, onnx_backend_cases
 from graphs_testkit import max_abs_error
-from reference import execute
+from ep_testbed.reference import execute
 
 
 def test_every_backend_case_agrees_or_is_a_documented_difference():

@@ -9,10 +9,10 @@ import itertools
 import numpy as np
 import pytest
 
-from graphs import to_onnx
-from graphs.catalog import OPS, UINT32_MAX, build_catalog
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.catalog import OPS, UINT32_MAX, build_catalog
 from graphs_testkit import agrees, is_selection, max_abs_error, run_cpu
-from reference import execute, validate
+from ep_testbed.reference import execute, validate
 
 CATALOG = build_catalog()
 

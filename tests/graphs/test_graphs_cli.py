@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from graphs import cli_map, safe_id, write_cases
-from graphs.catalog import build_catalog, roi_align_desc
-from reference import desc_from_dml, desc_to_dml, execute
+from ep_testbed.graphs import cli_map, safe_id, write_cases
+from ep_testbed.graphs.catalog import build_catalog, roi_align_desc
+from ep_testbed.reference import desc_from_dml, desc_to_dml, execute
 
 
 def test_cli_map_prints_nodes_attributes_and_every_flag(tmp_path):
@@ -62,7 +62,7 @@ def test_write_cases_handles_inexpressible_cases(tmp_path):
 def test_subcommands_registered_by_add_functions(tmp_path, capsys):
     import argparse
 
-    from graphs import cli
+    from ep_testbed.graphs import cli
 
     parser = argparse.ArgumentParser(prog="ep-testbed")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphs import to_onnx
-from graphs.catalog import UINT32_MAX, Case, max_pooling2_desc, roi_align_desc, roi_pooling_desc
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.catalog import UINT32_MAX, Case, max_pooling2_desc, roi_align_desc, roi_pooling_desc
 from graphs_testkit import agrees, is_selection, max_abs_error, run_cpu
-from reference import execute
+from ep_testbed.reference import execute
 
 
 def _check(desc, recipe="random", seed=0, opset=None, expect_kind="composed"):

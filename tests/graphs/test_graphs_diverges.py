@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphs import to_onnx
-from graphs.catalog import UINT32_MAX, Case, max_pooling2_desc, roi_align_desc, roi_pooling_desc
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.catalog import UINT32_MAX, Case, max_pooling2_desc, roi_align_desc, roi_pooling_desc
 from graphs_testkit import max_abs_error, run_cpu
-from reference import execute
+from ep_testbed.reference import execute
 
 
 def _measure(desc, tensors):

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from graphs import to_onnx
-from graphs.catalog import UINT32_MAX, max_pooling2_desc, roi_align_desc, roi_pooling_desc
-from reference.descs import MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, dml_fields
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.catalog import UINT32_MAX, max_pooling2_desc, roi_align_desc, roi_pooling_desc
+from ep_testbed.reference.descs import MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, dml_fields
 
 BUILD = {
     "roi_align1": lambda **kw: roi_align_desc(True, **kw),

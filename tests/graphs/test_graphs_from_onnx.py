@@ -8,10 +8,10 @@ import onnx
 import pytest
 from onnx import helper
 
-from graphs import from_onnx, import_node, predicted_divergences, to_onnx
-from graphs.catalog import build_catalog
+from ep_testbed.graphs import from_onnx, import_node, predicted_divergences, to_onnx
+from ep_testbed.graphs.catalog import build_catalog
 from graphs_testkit import max_abs_error
-from reference import execute
+from ep_testbed.reference import execute
 
 
 def _node_io(model):

@@ -7,10 +7,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from graphs import OpsetError, max_ir_version, max_opset, to_onnx
-from graphs.catalog import build_catalog, max_pooling2_desc, roi_align_desc, roi_pooling_desc
+from ep_testbed.graphs import OpsetError, max_ir_version, max_opset, to_onnx
+from ep_testbed.graphs.catalog import build_catalog, max_pooling2_desc, roi_align_desc, roi_pooling_desc
 from graphs_testkit import session
-from reference import DescError
+from ep_testbed.reference import DescError
 
 CATALOG = build_catalog()
 

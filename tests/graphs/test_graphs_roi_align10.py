@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphs import from_onnx, import_node, to_onnx
-from graphs.catalog import roi_align_desc
+from ep_testbed.graphs import from_onnx, import_node, to_onnx
+from ep_testbed.graphs.catalog import roi_align_desc
 from graphs_testkit import max_abs_error, run_cpu
-from reference import execute
+from ep_testbed.reference import execute
 
 
 def _tensors(desc, rng, min_size=1.5):

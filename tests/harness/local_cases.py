@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from graphs.flags import Flag
-from reference import MaxPooling2Desc, TensorDesc
+from ep_testbed.graphs.flags import Flag
+from ep_testbed.reference import MaxPooling2Desc, TensorDesc
 
 HERE = __file__.rsplit("/", 1)[0]
 MAPPER = "local_cases:to_onnx"

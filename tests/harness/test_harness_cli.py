@@ -12,8 +12,8 @@ import sys
 import time
 
 
-from harness.results import read_run
-from harness.worker import FAULT_ENV
+from ep_testbed.harness.results import read_run
+from ep_testbed.harness.worker import FAULT_ENV
 from local_cases import HERE
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -21,16 +21,16 @@ LOCAL = ["--catalog", "local_cases:build_catalog", "--mapper", "local_cases:to_o
 
 
 def cli(*args, env_extra=None, **kwargs):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
+    env = dict(os.environ, PYTHONPATH=HERE)
     env.pop(FAULT_ENV, None)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=300, **kwargs)
 
 
 def popen(*args, env_extra=None):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]), **(env_extra or {}))
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], stdout=subprocess.PIPE,
+    env = dict(os.environ, PYTHONPATH=HERE, **(env_extra or {}))
+    return subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
 

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from harness.compare import compare_outputs, ulp_distance
-from harness.tolerances import DEFAULT_TOLERANCES, Tolerance, Tolerances, load_tolerances
+from ep_testbed.harness.compare import compare_outputs, ulp_distance
+from ep_testbed.harness.tolerances import DEFAULT_TOLERANCES, Tolerance, Tolerances, load_tolerances
 
 EXACT_FLOATS = Tolerances({"FLOAT32": Tolerance(), "FLOAT16": Tolerance()})
 
@@ -185,8 +185,8 @@ def test_tolerance_used_ranks_how_close_a_case_came_to_failing():
 def test_a_tie_must_lie_in_the_window_when_the_reference_says_where_windows_are():
     """An index pointing at an equal value *outside* its window is wrong, not a tie: with the
     reference's window membership (reference.max_pooling2.window_contains) it fails."""
-    from reference import desc_from_dml
-    from reference.max_pooling2 import window_contains
+    from ep_testbed.reference import desc_from_dml
+    from ep_testbed.reference.max_pooling2 import window_contains
 
     desc = desc_from_dml({"Type": "DML_OPERATOR_MAX_POOLING2",
                           "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, 4]},

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from harness.case_run import CaseConfig
-from harness.providers import resolve_ep
-from harness.results import read_run
-from harness.runner import RunOptions, run_cases
-from harness.worker import FAULT_ENV, parse_faults
+from ep_testbed.harness.case_run import CaseConfig
+from ep_testbed.harness.providers import resolve_ep
+from ep_testbed.harness.results import read_run
+from ep_testbed.harness.runner import RunOptions, run_cases
+from ep_testbed.harness.worker import FAULT_ENV, parse_faults
 from local_cases import HERE, MAPPER, max_pool_case
 
 CASES = [max_pool_case(f"max_pooling2/fault-{i}", seed=i) for i in range(6)]
@@ -107,7 +107,7 @@ def test_fault_spec_is_validated():
 
 
 def test_exit_statuses_are_named():
-    from harness.pool import describe_exit
+    from ep_testbed.harness.pool import describe_exit
 
     assert describe_exit(-11) == "died of SIGSEGV (signal 11)"
     assert describe_exit(3) == "exited with status 3"

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from graphs.catalog import build_catalog
+from ep_testbed.graphs.catalog import build_catalog
 from local_cases import HERE
 
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -6,9 +6,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from harness import expectations as exp
-from harness.placement import is_fallback_refusal, off_ep, placement_from_profile, read_placement
-from harness.providers import (EpNotAvailable, EpSpec, SessionSettings, alias_of, ort_flavour, parse_provider_options,
+from ep_testbed.harness import expectations as exp
+from ep_testbed.harness.placement import is_fallback_refusal, off_ep, placement_from_profile, read_placement
+from ep_testbed.harness.providers import (EpNotAvailable, EpSpec, SessionSettings, alias_of, ort_flavour, parse_provider_options,
                                providers_arg, resolve_ep, session_options)
 from local_cases import max_pool_case, to_onnx
 
@@ -128,7 +128,7 @@ def test_an_unreadable_profiling_trace_proves_nothing_but_the_assignment_info(tm
     a node it does not name stays unproven (so the case can never pass)."""
     from types import SimpleNamespace
 
-    from harness.placement import off_ep, read_placement
+    from ep_testbed.harness.placement import off_ep, read_placement
 
     def trace():
         path = tmp_path / "trace.json"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import onnx
 
-from graphs.models import DEMO_SHAPES, write_demo_models
-from harness.cli import main
+from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
+from ep_testbed.harness.cli import main
 
 #: Paths opened (by any Python-level open: builtins.open, io.open, os.open, pathlib) while recording.
 OPENED: list[str] = []
@@ -72,8 +72,8 @@ def roi_pool_model(spatial_scale: float = 0.5) -> onnx.ModelProto:
     """image [1, 4, 16, 16] -> Relu -> MaxRoiPool(rois [num_rois, 5], pooled 3x3) -> pooled (not bundled)."""
     import numpy as np
 
-    from graphs.builder import GraphBuilder
-    from graphs.runtime import DEFAULT_OPSET
+    from ep_testbed.graphs.builder import GraphBuilder
+    from ep_testbed.graphs.runtime import DEFAULT_OPSET
 
     b = GraphBuilder("roi_pool")
     image = b.input("image", np.float32, [1, 4, 16, 16])

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from models_testkit import with_node_attribute
 
-from graphs.models import DEMO_SHAPES, detection_head, resnet_stem
-from harness.model_inputs import generate_inputs, input_specs, resolve_shapes
-from harness.model_run import ModelRunConfig, compare_named, run_model
-from harness.providers import resolve_ep
-from harness.untrusted import LoadedModel
+from ep_testbed.graphs.models import DEMO_SHAPES, detection_head, resnet_stem
+from ep_testbed.harness.model_inputs import generate_inputs, input_specs, resolve_shapes
+from ep_testbed.harness.model_run import ModelRunConfig, compare_named, run_model
+from ep_testbed.harness.providers import resolve_ep
+from ep_testbed.harness.untrusted import LoadedModel
 
 
 def _loaded(model, tmp_path):
@@ -62,7 +62,7 @@ def test_a_perturbed_max_pool_is_named_and_does_not_leak_into_the_roi_align_afte
 def test_the_planted_node_is_named_in_the_html_report_with_pictures(tmp_path):
     import json
 
-    from reports.model_report import render_model_report
+    from ep_testbed.reports.model_report import render_model_report
 
     model = detection_head()
     planted = with_node_attribute(model, "roi_align1", output_height=4, sampling_ratio=1,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from models_testkit import result_of, run_cli
 
-from graphs.models import write_demo_models
+from ep_testbed.graphs.models import write_demo_models
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import onnx
 import pytest
 from models_testkit import result_of, run_cli, shape_args
 
-from graphs.models import DEMO_MODELS, detection_head, resnet_stem
-from graphs.runtime import DEFAULT_OPSET, max_ir_version
+from ep_testbed.graphs.models import DEMO_MODELS, detection_head, resnet_stem
+from ep_testbed.graphs.runtime import DEFAULT_OPSET, max_ir_version
 
 
 @pytest.mark.parametrize("name", sorted(DEMO_MODELS))
@@ -61,7 +61,7 @@ def test_model_demo_on_cpu_runs_both_models_with_attribution(tmp_path, capsys):
 
 
 def test_model_run_writes_inputs_outputs_and_reproduces_with_the_seed(tmp_path, capsys):
-    from graphs.models import write_demo_models
+    from ep_testbed.graphs.models import write_demo_models
 
     path = write_demo_models(tmp_path / "m")["detection_head"]
     for out in ("a", "b"):
@@ -78,7 +78,7 @@ def test_model_run_writes_inputs_outputs_and_reproduces_with_the_seed(tmp_path, 
 
 
 def test_an_unresolved_symbolic_dimension_is_named(tmp_path, capsys):
-    from graphs.models import write_demo_models
+    from ep_testbed.graphs.models import write_demo_models
 
     path = write_demo_models(tmp_path)["detection_head"]
     code, _, err = run_cli(["model", "run", str(path), "--shape", "batch=1", "--out", str(tmp_path / "o")], capsys)
@@ -92,7 +92,7 @@ def test_an_unresolved_symbolic_dimension_is_named(tmp_path, capsys):
 
 
 def test_given_inputs_are_checked_against_the_model(tmp_path, capsys):
-    from graphs.models import write_demo_models
+    from ep_testbed.graphs.models import write_demo_models
 
     path = write_demo_models(tmp_path)["resnet_stem"]
     np.savez(tmp_path / "bad.npz", image=np.zeros((1, 3, 64, 64), np.float64))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 from models_testkit import result_of, run_cli
 
-from graphs.models import resnet_stem
+from ep_testbed.graphs.models import resnet_stem
 
 EVIL = '<script>alert("x")</script>'
 

@@ -12,9 +12,9 @@ import pytest
 from models_testkit import recording_opens, result_of, run_cli
 from onnx import TensorProto, helper
 
-from graphs.models import resnet_stem
-from graphs.runtime import max_ir_version
-from harness.untrusted import ModelRefused, load_untrusted
+from ep_testbed.graphs.models import resnet_stem
+from ep_testbed.graphs.runtime import max_ir_version
+from ep_testbed.harness.untrusted import ModelRefused, load_untrusted
 
 SECRET = b"TOP-SECRET-OUTSIDE-THE-MODEL-FOLDER"
 

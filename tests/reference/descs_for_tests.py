@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reference import desc_from_dml
+from ep_testbed.reference import desc_from_dml
 
 
 def roi_align1(x_shape, rois_shape, out_hw, *, dtype="FLOAT32", batch_type="UINT32", batch_shape=None,

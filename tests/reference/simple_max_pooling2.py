@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.descs import MaxPooling2Desc
-from reference.dtypes import numpy_dtype
+from ep_testbed.reference.descs import MaxPooling2Desc
+from ep_testbed.reference.dtypes import numpy_dtype
 
 
 def window_coordinates(size: int, out: int, window: int, stride: int, start_padding: int,

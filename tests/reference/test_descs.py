@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reference import DescError, RoiAlign1Desc, desc_from_dml, desc_to_dml, execute
+from ep_testbed.reference import DescError, RoiAlign1Desc, desc_from_dml, desc_to_dml, execute
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,7 +128,7 @@ def test_mismatched_arrays_are_refused():
 def test_cli_reference_runs_a_desc(tmp_path):
     """The README's main job: `ep-testbed reference --desc ...` validates, runs and writes NPZ."""
     out = tmp_path / "out.npz"
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "reference", "--desc",
+    result = subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "reference", "--desc",
                              str(ROOT / "examples" / "roi_align1.json"), "--out", str(out)],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
@@ -141,7 +141,7 @@ def test_cli_reports_a_bad_desc_without_traceback(tmp_path):
     bad["OutputTensor"]["Sizes"] = [5, 3, 7]
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad))
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "reference", "--desc", str(path)],
+    result = subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "reference", "--desc", str(path)],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert "OutputTensor.Sizes" in result.stderr and "Traceback" not in result.stderr
@@ -168,7 +168,7 @@ def test_mutated_descs_raise_only_desc_errors(seed):
     succeed or raise DescError; no other exception (a NumPy traceback) escapes."""
     import random
 
-    from reference.inputs import random_inputs
+    from ep_testbed.reference.inputs import random_inputs
 
     rng = random.Random(seed)
     outcomes = {"ok": 0, "refused": 0}
@@ -196,7 +196,7 @@ def test_mutated_descs_raise_only_desc_errors(seed):
 def test_cli_reports_a_file_that_is_not_json(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("InputTensor: 1x3x16x16")
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "reference", "--desc", str(path)],
+    result = subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "reference", "--desc", str(path)],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert "notes.txt is not a JSON desc" in result.stderr and "Traceback" not in result.stderr

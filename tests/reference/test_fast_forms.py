@@ -9,14 +9,14 @@ from hypothesis import given, settings, strategies as st
 import simple_max_pooling2
 import simple_roi_pooling
 from descs_for_tests import max_pooling2, roi_pooling
-from reference import DescError, execute
+from ep_testbed.reference import DescError, execute
 
 
 @settings(max_examples=150, deadline=None)
 @given(dims=st.sampled_from([2, 3]), seed=st.integers(0, 2**31), dtype=st.sampled_from(
     ["FLOAT32", "FLOAT16", "INT8", "UINT8", "INT32", "UINT64"]), specials=st.booleans())
 def test_max_pooling2_fast_equals_simple(dims, seed, dtype, specials):
-    from reference.dtypes import numpy_dtype
+    from ep_testbed.reference.dtypes import numpy_dtype
 
     rng = np.random.default_rng(seed)
     spatial = tuple(int(v) for v in rng.integers(1, 7, dims))

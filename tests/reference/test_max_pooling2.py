@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 import ort_oracle
 from descs_for_tests import max_pooling2
 from onnx_cases import onnx_backend_cases
-from reference import execute
+from ep_testbed.reference import execute
 
 RNG = np.random.default_rng(99)
 
@@ -92,7 +92,7 @@ def test_minus_infinity_window():
 def test_every_data_type_is_exact(dtype):
     """Every InputTensor type of the FL 5.0 table: the max selects, so the result equals the
     float64 computation of the same values, extremes of the type included."""
-    from reference.dtypes import numpy_dtype
+    from ep_testbed.reference.dtypes import numpy_dtype
 
     np_type = numpy_dtype(dtype)
     if np.issubdtype(np_type, np.integer):
@@ -156,7 +156,7 @@ def test_agrees_with_onnxruntime_cpu_including_ties():
 def test_properties(h, w, kh, kw, sh, sw, ph, pw, dh, dw, seed):
     """Shape law, index validity (the value at each index equals the output), the index lies in
     its window, and the output is the maximum over its window."""
-    from reference import DescError
+    from ep_testbed.reference import DescError
 
     rng = np.random.default_rng(seed)
     x = rng.integers(-3, 4, (1, 2, h, w)).astype(np.float32)
@@ -184,7 +184,7 @@ def test_properties(h, w, kh, kw, sh, sw, ph, pw, dh, dw, seed):
 def test_window_contains_matches_the_windows_the_simple_form_gathers():
     """Every index the reference returns lies in its window; shifting it by one column (or
     into another channel) leaves the window unless the window covers that element too."""
-    from reference.max_pooling2 import window_contains
+    from ep_testbed.reference.max_pooling2 import window_contains
 
     x = RNG.standard_normal((2, 3, 6, 7)).astype(np.float32)
     desc = max_pooling2(x.shape, (2, 3), strides=[2, 1], start=[1, 0], end=[0, 2], dilations=[1, 2])

@@ -11,8 +11,8 @@ from hypothesis import given, settings, strategies as st
 import ort_oracle
 from onnx_cases import onnx_backend_cases
 from descs_for_tests import roi_align1
-from reference import execute
-from reference.roi_align import samples_per_output
+from ep_testbed.reference import execute
+from ep_testbed.reference.roi_align import samples_per_output
 
 RNG = np.random.default_rng(1234)
 

@@ -7,8 +7,8 @@ import pytest
 
 import ort_oracle
 from descs_for_tests import roi_pooling
-from reference import execute
-from reference.roi_pooling import bin_bounds, round_half_away_from_zero, scaled_region
+from ep_testbed.reference import execute
+from ep_testbed.reference.roi_pooling import bin_bounds, round_half_away_from_zero, scaled_region
 
 RNG = np.random.default_rng(2024)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from descs_for_tests import max_pooling2, roi_align1, roi_pooling
-from reference import DescError, desc_from_dml, desc_to_dml, execute, validate
+from ep_testbed.reference import DescError, desc_from_dml, desc_to_dml, execute, validate
 from test_descs import CANONICAL, ISSUE_EXAMPLE
 
 

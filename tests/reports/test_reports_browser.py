@@ -12,7 +12,7 @@ import pytest
 
 import synthetic_run
 from chromium_cdp import Browser, browser_unavailable_reason, find_chromium
-from reports import render_run
+from ep_testbed.reports import render_run
 
 REASON = browser_unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=str(REASON))

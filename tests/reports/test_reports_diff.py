@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 import synthetic_run
-from harness.cli import main as cli_main
-from reports import diff_runs
+from ep_testbed.harness.cli import main as cli_main
+from ep_testbed.reports import diff_runs
 
 
 def _edit(run_dir: Path, edits: dict[int, dict], drop: set[int] = frozenset(), add: list[dict] = ()) -> None:

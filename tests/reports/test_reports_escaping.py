@@ -9,7 +9,7 @@ import pytest
 
 import synthetic_run
 from synthetic_run import EVIL
-from reports import diff_runs, render_junit, render_run, render_summary_json
+from ep_testbed.reports import diff_runs, render_junit, render_run, render_summary_json
 
 
 class Collect(HTMLParser):

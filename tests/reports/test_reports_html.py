@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 import numpy as np
 
 import synthetic_run
-from reports import render_run
-from reports.artifacts import index_mismatches, load_artifacts
+from ep_testbed.reports import render_run
+from ep_testbed.reports.artifacts import index_mismatches, load_artifacts
 
 
 class Tags(HTMLParser):
@@ -122,8 +122,8 @@ def test_repro_bundle_runs_with_numpy_and_onnxruntime_only(small_run, tmp_path):
 
 
 def test_index_picture_codes_match_the_tie_split(tmp_path):
-    from reports.artifacts import INDEX_MISMATCH, INDEX_TIE, index_categories
-    from reports.images import INDEX_PALETTE, index_slices
+    from ep_testbed.reports.artifacts import INDEX_MISMATCH, INDEX_TIE, index_categories
+    from ep_testbed.reports.images import INDEX_PALETTE, index_slices
 
     folder = tmp_path / "case"
     synthetic_run.write_artifacts(folder, "DML_OPERATOR_MAX_POOLING2", "FLOAT32", np.random.default_rng(3),
@@ -139,7 +139,7 @@ def test_index_picture_codes_match_the_tie_split(tmp_path):
 
 def test_minimal_and_empty_runs_render(tmp_path):
     """Only the fields the harness contract requires: the renderers must not need the optional ones."""
-    from reports import render_junit, render_summary_json
+    from ep_testbed.reports import render_junit, render_summary_json
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -3,7 +3,7 @@ import zlib
 
 import numpy as np
 
-from reports import images
+from ep_testbed.reports import images
 
 
 def _decode_png(data: bytes) -> np.ndarray:

@@ -2,8 +2,8 @@ import json
 import xml.etree.ElementTree as ET
 
 import synthetic_run
-from reports import render_junit, render_summary_json
-from reports.results import OUTCOMES, load_run
+from ep_testbed.reports import render_junit, render_summary_json
+from ep_testbed.reports.results import OUTCOMES, load_run
 
 
 def test_junit_one_testcase_per_case_with_outcome_mapping(small_run):

@@ -9,13 +9,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from reports import render_junit, render_run, render_summary_json
-from reports.results import load_run
+from ep_testbed.reports import render_junit, render_run, render_summary_json
+from ep_testbed.reports.results import load_run
 
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    cli = pytest.importorskip("harness.cli")
+    cli = pytest.importorskip("ep_testbed.harness.cli")
     out = tmp_path_factory.mktemp("cpu") / "run"
     code = cli.main(["run", "--ep", "cpu", "--ops", "max_pooling2", "-k", "edge", "--out", str(out),
                      "--jobs", "0", "--no-progress"])

@@ -4,7 +4,7 @@ import math
 import pytest
 
 import synthetic_run
-from reports.results import ResultsError, load_run
+from ep_testbed.reports.results import ResultsError, load_run
 
 
 def test_reads_header_cases_and_end(small_run):
