@@ -1,8 +1,9 @@
-"""ONNX's own backend node test cases for RoiAlign and MaxPool, read through ``from_onnx``.
+"""ONNX's own backend node test cases of the op types the registry reads back, through ``from_onnx``.
 
 ``onnx.backend.test.case.node.collect_testcases`` (shipped in the onnx wheel) builds each
 case's one-node model with its input and expected output arrays. ``onnx_backend_cases()``
-imports every RoiAlign/MaxPool case in ``spec`` mode, so that the tests can run the DML desc
+imports every case of those op types (RoiAlign and MaxPool; ONNX has none for MaxRoiPool) in
+``spec`` mode, so that the tests can run the DML desc
 through ``reference.execute`` and compare with ONNX's expected outputs. Where the desc cannot
 mean the same as ONNX, the case says so in ``known_difference`` (documented reasons below).
 """
@@ -19,15 +20,13 @@ from typing import Optional
 import numpy as np
 import onnx
 
-from .from_onnx import Imported, import_node
-
-OPS = ("RoiAlign", "MaxPool")
+from .from_onnx import Imported, attributed_op_types, import_node
 
 #: Cases where ONNX's meaning and the nearest DML desc differ, and why.
 KNOWN_DIFFERENCES: dict[str, str] = {
     "test_roialign_mode_max": "ONNX's RoiAlign mode=\"max\" (its reference implementation and ORT) takes the max "
                               "of the four weighted corner terms of each bilinear sample, DML's MAX the max of the "
-                              "interpolated samples (semantics.md 2.2.2 item 1; onnx issue #4764)",
+                              "interpolated samples (https://github.com/onnx/onnx/issues/4764)",
 }
 
 
@@ -52,11 +51,11 @@ def _collect() -> tuple:
     # collect_testcases imports every op's case module once (and warns about unrelated ops)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        return tuple(c for c in node_cases.collect_testcases(None) if c.model.graph.node[0].op_type in OPS)
+        return tuple(c for c in node_cases.collect_testcases(None) if c.model.graph.node[0].op_type in attributed_op_types())
 
 
 def onnx_backend_cases() -> list[BackendCase]:
-    """Every ONNX backend node case of RoiAlign and MaxPool, imported in ``spec`` mode."""
+    """Every ONNX backend node case of an attributed op type, imported in ``spec`` mode."""
     out, seen = [], set()
     for case in _collect():
         if case.name in seen:

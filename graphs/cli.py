@@ -9,7 +9,6 @@ from typing import Optional, Union
 
 import numpy as np
 import onnx
-
 from ep_testbed.reference import desc_from_dml, desc_to_dml, execute
 
 from .catalog import build_catalog
@@ -46,8 +45,7 @@ def cli_map(desc_json_path: Union[str, Path], opset: Optional[int] = None) -> st
 
 
 def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]:
-    """Write every catalog case of ``op`` (``roi_pooling``, ``max_pooling2``, ``roi_align``,
-    ``roi_align1``) under ``out_dir/<safe id>/``: ``desc.json`` (DML spelling), ``flags.json``,
+    """Write every catalog case of ``op`` (an operator's registry name) under ``out_dir/<safe id>/``: ``desc.json`` (DML spelling), ``flags.json``,
     ``inputs.npz`` (ONNX input names; DML member names when the desc is inexpressible),
     ``expected.npz`` (DML output names, from the reference) and ``model.onnx`` (when
     expressible). Also ``out_dir/cases.json``, the index. Returns the case folders."""
@@ -92,10 +90,10 @@ def add_map(subparsers) -> None:
 
 def add_gen(subparsers) -> None:
     """``ep-testbed gen --op NAME --out DIR [--seed N]``: write the catalog cases of one op."""
-    from .catalog import OPS
+    from ep_testbed.reference.registry import names
 
     p = subparsers.add_parser("gen", help="write catalog cases (model.onnx, inputs.npz, desc.json, expected.npz)")
-    p.add_argument("--op", required=True, choices=OPS, help="operator")
+    p.add_argument("--op", required=True, choices=names(), help="operator")
     p.add_argument("--out", required=True, help="output folder (one subfolder per case, plus cases.json)")
     p.add_argument("--seed", type=int, default=0, help="catalog seed (random cases and inputs)")
     p.set_defaults(func=_run_gen)

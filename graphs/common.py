@@ -1,14 +1,15 @@
-"""Pieces every operator mapping shares: opset checks, tensor flags, ports."""
+"""Pieces every operator's mapper module shares: opset checks, tensor flags, reading nodes back."""
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import onnx
-
 from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import numpy_dtype
+from ep_testbed.reference.dtypes import dml_data_type, numpy_dtype
+from onnx import helper
 
 from .flags import Flag
 from .runtime import DEFAULT_OPSET, MIN_OPSET, max_opset
@@ -60,3 +61,58 @@ def strides_flag(member: str, tensor: TensorDesc) -> Flag:
 
 def dtype_of(tensor: TensorDesc) -> np.dtype:
     return numpy_dtype(tensor.data_type)
+
+
+# --- reading an ONNX node back as a desc (each op module's ``import_node``) ----------------
+
+#: The two readings of a node: what the ONNX spec means, and what ORT's DirectML EP builds.
+MODES = ("spec", "dml-ep")
+UINT32_MAX = 2**32 - 1
+
+
+class OnnxImportError(ValueError):
+    """An ONNX node that has no DML desc in the requested reading; the message says why."""
+
+
+@dataclass
+class Imported:
+    """A node read as a desc, plus what it takes to run the desc on the node's own data.
+
+    ``inputs(onnx_arrays)`` turns the node's input arrays (in node input order) into the DML
+    tensors ``reference.execute`` takes; ``outputs(dml_outputs)`` turns its results back into
+    the node's output arrays (in node output order). ``flags`` say where the desc's meaning
+    differs from the node's."""
+
+    desc: Any
+    flags: list[Flag] = field(default_factory=list)
+    inputs: Callable[[Sequence[np.ndarray]], dict] = lambda arrays: {}
+    outputs: Callable[[dict], list] = lambda out: []
+
+
+def np_dtype(t: Any) -> np.dtype:
+    """A NumPy dtype from a NumPy dtype or an ``onnx.TensorProto`` type code."""
+    if isinstance(t, int) and not isinstance(t, bool):
+        return np.dtype(helper.tensor_dtype_to_np_dtype(t))
+    return np.dtype(t)
+
+
+def node_attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes as Python values (strings decoded)."""
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+def float_data_type(t: np.dtype, what: str, mode: str) -> str:
+    """FLOAT32 / FLOAT16 for a float input of a node, else OnnxImportError naming it."""
+    if t not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise OnnxImportError(f"{what} of type {t}: DML's desc takes FLOAT32 or FLOAT16"
+                              + (" (the DML EP registers float and float16 only)" if mode == "dml-ep" else ""))
+    return dml_data_type(t)
+
+
+def scalar_tensor(value: float, dtype: np.dtype) -> onnx.TensorProto:
+    """A one-element tensor attribute value (ConstantOfShape's ``value``)."""
+    return onnx.numpy_helper.from_array(np.array([value], dtype=dtype), "value")

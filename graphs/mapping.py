@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping as MappingT, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
+from typing import Mapping as MappingT
 
 import numpy as np
 import onnx
-
 from ep_testbed.reference.descs import Desc
 
 from .flags import Flag, worst_kind
@@ -45,6 +45,8 @@ class Mapping:
     inputs: list[Port] = field(default_factory=list)
     output_ports: list[Port] = field(default_factory=list)
     opset: Optional[int] = None
+    #: The operator's ``input_flags(desc, tensors, opset)`` (its mapper module's).
+    input_flagger: Optional[Callable[..., list[Flag]]] = None
 
     @property
     def expressible(self) -> bool:
@@ -79,10 +81,9 @@ class Mapping:
 
     def input_flags(self, tensors: MappingT[str, np.ndarray]) -> list[Flag]:
         """``diverges`` flags for input values ONNX Runtime treats differently from the page
-        (NaN, empty regions under an adaptive count, float32 bin ends...): ``graphs.input_flags``."""
-        from .input_flags import input_flags
-
-        return input_flags(self.desc, tensors, self.opset)
+        (NaN, empty regions under an adaptive count, float32 bin ends...), and ``inexpressible``
+        ones for values the composition cannot carry: the operator's ``input_flags``."""
+        return list(self.input_flagger(self.desc, tensors, self.opset)) if self.input_flagger else []
 
     @property
     def onnx_input_names(self) -> list[str]:

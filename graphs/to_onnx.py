@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ep_testbed.reference.descs import Desc, MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc
-from ep_testbed.reference.errors import DescError
-from ep_testbed.reference.validation import validate
+from ep_testbed.reference import Desc, validate
 
 from .common import choose_opset
-from .map_max_pooling2 import map_max_pooling2
-from .map_roi_align import map_roi_align
-from .map_roi_pooling import map_roi_pooling
 from .mapping import Mapping
+from .ops import mapper_for
 
 
 def to_onnx(desc: Desc, opset: Optional[int] = None) -> Mapping:
@@ -24,11 +20,4 @@ def to_onnx(desc: Desc, opset: Optional[int] = None) -> Mapping:
     onnxruntime loads, and it passes ``onnx.checker`` (full check).
     """
     validate(desc)
-    chosen = choose_opset(opset)
-    if isinstance(desc, RoiPoolingDesc):
-        return map_roi_pooling(desc, chosen)
-    if isinstance(desc, MaxPooling2Desc):
-        return map_max_pooling2(desc, chosen)
-    if isinstance(desc, (RoiAlignDesc, RoiAlign1Desc)):
-        return map_roi_align(desc, chosen)
-    raise DescError("Type", type(desc).__name__, "one of the four desc dataclasses")
+    return mapper_for(desc).to_onnx(desc, choose_opset(opset))

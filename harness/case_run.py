@@ -34,6 +34,8 @@ from typing import Any, Callable
 import numpy as np
 
 from . import placement as placement_mod
+from ep_testbed.reference import execute, spec_for
+
 from .artifacts import write_artifacts
 from .compare import compare_outputs
 from .providers import EpSpec, SessionSettings, providers_arg, session_options
@@ -140,8 +142,6 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
         return
     state["model"] = mapping.model
     try:
-        from ep_testbed.reference import execute
-
         expected = execute(case.desc, inputs)
     except Exception as exc:
         line.update(outcome="error", message=f"reference raised {type(exc).__name__}: {exc}")
@@ -183,7 +183,10 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
         line.update(outcome="fail", message=f"{ep.provider}'s outputs could not be read back: {_first_line(exc)}")
         return
     state["actual"] = actual
-    comparison = compare_outputs(expected, actual, config.tolerances, inputs, in_window=_window_rule(case.desc))
+    spec = spec_for(case.desc)
+    in_window = functools.partial(spec.index_rule, case.desc) if spec.index_rule else None
+    comparison = compare_outputs(expected, actual, config.tolerances, inputs, in_window=in_window,
+                                 index_outputs=spec.index_outputs)
     line.update(errors=comparison.errors(), worst=comparison.worst, mismatches=comparison.mismatches,
                 ties=comparison.ties, tolerance_used=comparison.tolerance_used)
     if not comparison.passed:
@@ -195,14 +198,6 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
     helpers_off = placement_mod.off_ep(placement, [n for n in node_names if n not in op_nodes], ep.provider)
     if helpers_off:
         line["message"] += "; helper node(s) elsewhere: " + ", ".join(f"{n} -> {placement.get(n)}" for n in helpers_off)
-
-
-def _window_rule(desc: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
-    """The reference's window membership for MaxPool ties (the harness knows no window formula)."""
-    from ep_testbed.reference import MaxPooling2Desc
-    from ep_testbed.reference.max_pooling2 import window_contains
-
-    return functools.partial(window_contains, desc) if isinstance(desc, MaxPooling2Desc) else None
 
 
 _CASE_NUMBERS = itertools.count()

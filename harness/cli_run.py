@@ -103,7 +103,7 @@ def load_cases(spec: str, ops: list[str] | None, seed: int) -> list[Any]:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from ep_testbed.reference import OP_NAMES
+    from ep_testbed.reference.registry import names
 
     from . import expectations as expectations_mod
     from .case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
@@ -125,7 +125,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         return _error(f"--timeout {args.timeout}: must be > 0")
     ops = [o.strip() for o in args.ops.split(",") if o.strip()] if args.ops else None
-    known_ops = sorted(OP_NAMES.values())
+    known_ops = sorted(names())
     bad = [o for o in ops or [] if o not in known_ops]
     if bad:
         return _error(f"--ops {bad[0]!r}: not an operator; choose from {', '.join(known_ops)}")

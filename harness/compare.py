@@ -11,7 +11,9 @@ EP's index differs from the reference's but points at an input element of the sa
 equal to the reference's maximum for that output position (NaN counts as equal to NaN), both
 are valid answers to "where is the max" and the element counts as a tie, not a mismatch. The
 harness does not know window geometry (that is a DML formula): the caller passes the
-reference's ``window_contains`` as ``in_window``; without it a tie is judged on the value alone.
+operator's ``index_rule`` (registry) as ``in_window``; without it a tie is judged on the value
+alone. Which outputs are indices, and of what, comes from the operator's record too
+(``index_outputs``); the comparison itself knows no operator.
 The value output itself is compared separately and must still match.
 """
 
@@ -24,9 +26,6 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .tolerances import Tolerances
-
-#: Index output -> (the value output it locates, the input it indexes, flat over the whole tensor).
-INDEX_OUTPUTS: dict[str, tuple[str, str]] = {"OutputIndicesTensor": ("OutputTensor", "InputTensor")}
 
 WORST_COUNT = 5
 
@@ -74,11 +73,15 @@ class Comparison:
 def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
                     tolerances: Tolerances, inputs: Mapping[str, np.ndarray] | None = None,
                     worst_count: int = WORST_COUNT,
-                    in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Comparison:
+                    in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                    index_outputs: Mapping[str, tuple[str, str]] | None = None) -> Comparison:
     """Compare every output in ``expected`` with the same-named one in ``actual``.
 
-    ``in_window(output_positions, input_indices)`` (flat positions) says whether an index lies
-    in its output's window; ties need it to be true (see the module docstring)."""
+    ``index_outputs`` maps an index output to ``(value output it locates, input it indexes)``
+    (an operator record's ``index_outputs``); ``in_window(output_positions, input_indices)``
+    (flat positions) says whether an index lies in its output's window; ties need it to be true
+    (see the module docstring)."""
+    index_outputs = index_outputs or {}
     result = Comparison()
     candidates: list[tuple[tuple[int, float], dict[str, Any]]] = []
     for name, exp in expected.items():
@@ -94,8 +97,8 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
             result.problems.append(f"{name}: dtype {act.dtype}, expected {exp.dtype}")
             continue
         result.compared += exp.size
-        if name in INDEX_OUTPUTS and exp.dtype.kind in "iu":
-            values_name, input_name = INDEX_OUTPUTS[name]
+        if name in index_outputs and exp.dtype.kind in "iu":
+            values_name, input_name = index_outputs[name]
             _compare_indices(result, candidates, name, exp, act, expected.get(values_name),
                              (inputs or {}).get(input_name), in_window)
         elif exp.dtype.kind == "f":

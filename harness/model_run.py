@@ -41,6 +41,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ep_testbed.graphs import attributed_op_types, import_node
+from ep_testbed.reference import execute, spec_for
+from ep_testbed.reference.registry import specs_for_onnx
+
 from . import placement as placement_mod
 from .compare import compare_outputs
 from .providers import EpSpec, SessionSettings, providers_arg, runtime_info, session_options
@@ -48,9 +52,7 @@ from .tolerances import Tolerances
 from .untrusted import LoadedModel, ModelRefused, explain_session_error, model_opset
 
 #: ONNX ops whose nodes get per-node attribution (the DML operator families this testbed knows).
-ATTRIBUTED_OPS = ("RoiAlign", "MaxRoiPool", "MaxPool")
 #: ONNX output position -> the DML output name the reference returns it under.
-DML_OUTPUT_NAMES = ("OutputTensor", "OutputIndicesTensor")
 READINGS = ("spec", "dml-ep")
 
 
@@ -143,21 +145,29 @@ def placement_counts(model: onnx.ModelProto, placement: Mapping[str, str]) -> di
     return {op: dict(c) for op, c in sorted(counts.items())}
 
 
-def index_outputs(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
-    """Graph output name -> the MaxPool node whose ``Indices`` it is."""
+def index_outputs(model: onnx.ModelProto) -> dict[str, tuple[str, str]]:
+    """Graph outputs that are an attributed node's index output (a MaxPool's ``Indices``):
+    output name -> (the node's value output it locates, the node input it indexes). Read from
+    the operator records' ``index_outputs``, whose DML members sit at the node's positions."""
     outputs = {o.name for o in model.graph.output}
-    return {n.output[1]: n for n in model.graph.node
-            if n.op_type == "MaxPool" and len(n.output) > 1 and n.output[1] in outputs}
+    found = {}
+    for node in model.graph.node:
+        for spec in specs_for_onnx(node.op_type)[:1]:
+            for index, (values, source) in spec.index_outputs.items():
+                i, v, s = spec.desc.OUTPUTS.index(index), spec.desc.OUTPUTS.index(values), spec.desc.INPUTS.index(source)
+                if i < len(node.output) and node.output[i] in outputs and v < len(node.output) and s < len(node.input):
+                    found[node.output[i]] = (node.output[v], node.input[s])
+    return found
 
 
 def compare_named(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray], tolerances: Tolerances,
                   tie_context: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> list[dict[str, Any]]:
     """One row per expected output, compared under the harness's rule.
 
-    ``tie_context[name] = (pool_values, pool_input)`` marks ``name`` as MaxPool indices: an index
-    that differs but points at an element of ``pool_input`` equal to the expected maximum is a
-    tie (``harness.compare``'s rule, which locates values through DML output names; the value
-    output is passed identical on both sides so only the indices are judged)."""
+    ``tie_context[name] = (values, source)`` marks ``name`` as an index output (``index_outputs``):
+    an index that differs but points at an element of ``source`` equal to the expected value is
+    a tie (``harness.compare``'s rule; the values are passed identical on both sides so only the
+    indices are judged)."""
     rows = []
     for name, exp in expected.items():
         row: dict[str, Any] = {"name": name, "dtype": np.asarray(exp).dtype.name, "shape": list(np.shape(exp))}
@@ -168,11 +178,10 @@ def compare_named(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.nd
             continue
         if tie_context and name in tie_context:
             values, source = tie_context[name]
-            cmp = compare_outputs({"OutputTensor": values, "OutputIndicesTensor": exp},
-                                  {"OutputTensor": values, "OutputIndicesTensor": actual[name]}, tolerances,
-                                  {"InputTensor": source})
+            cmp = compare_outputs({"values": values, "indices": exp}, {"values": values, "indices": actual[name]},
+                                  tolerances, {"source": source}, index_outputs={"indices": ("values", "source")})
             cmp.compared -= np.asarray(values).size
-            worst = [dict(w, output=name) for w in cmp.worst if w["output"] == "OutputIndicesTensor"]
+            worst = [dict(w, output=name) for w in cmp.worst if w["output"] == "indices"]
             errors = _no_errors()
             message = (f"{cmp.mismatches} of {cmp.compared} indices differ beyond a tie"
                        + (f", {cmp.ties} index ties" if cmp.ties else ""))
@@ -197,15 +206,11 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
     EP value outputs (``{"expected": .., "actual": ..}``) for pictures. Row ``status``: ``match``,
     ``tie-only``, ``diverges``, ``not-attributable``
     (no DML desc for the node in this reading) or ``error`` (the reference raised)."""
-    from ep_testbed.graphs import import_node
-    from ep_testbed.reference import execute
-    from ep_testbed.reference.max_pooling2 import window_contains
-
     constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     opset = model_opset(model)
     rows = []
     for position, node in enumerate(model.graph.node):
-        if node.op_type not in ATTRIBUTED_OPS or node.domain not in ("", "ai.onnx"):
+        if node.op_type not in attributed_op_types() or node.domain not in ("", "ai.onnx"):
             continue
         row: dict[str, Any] = {
             "node": node.name or f"{node.op_type}_{position}", "op_type": node.op_type, "position": position,
@@ -239,16 +244,19 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
         except Exception as exc:
             row.update(status="error", message=f"reference raised {type(exc).__name__}: {exc}")
             continue
+        spec, dml_outputs = spec_for(imported.desc), imported.desc.OUTPUTS
         expected, actual = {}, {}
         for i, out_name in enumerate(node.output[:len(expected_list)]):
             if out_name:
-                expected[DML_OUTPUT_NAMES[i]] = np.asarray(expected_list[i])
-                actual[DML_OUTPUT_NAMES[i]] = ep_values[out_name]
+                expected[dml_outputs[i]] = np.asarray(expected_list[i])
+                actual[dml_outputs[i]] = ep_values[out_name]
+        # Ties are judged where the DML index means the ONNX one (not for column-major indices)
         storage_order = next((int(a.i) for a in node.attribute if a.name == "storage_order"), 0)
-        tie_source = {"InputTensor": arrays[0]} if node.op_type == "MaxPool" and storage_order == 0 else None
-        in_window = functools.partial(window_contains, imported.desc) if tie_source is not None else None
-        cmp = compare_outputs(expected, actual, config.tolerances, tie_source, in_window=in_window)
-        rename = {DML_OUTPUT_NAMES[i]: n for i, n in enumerate(node.output) if n}
+        index_map = spec.index_outputs if storage_order == 0 else {}
+        in_window = functools.partial(spec.index_rule, imported.desc) if spec.index_rule and index_map else None
+        cmp = compare_outputs(expected, actual, config.tolerances, imported.inputs(arrays), in_window=in_window,
+                              index_outputs=index_map)
+        rename = {dml_outputs[i]: n for i, n in enumerate(node.output) if n}
         row.update(status="diverges" if not cmp.passed else ("tie-only" if cmp.ties else "match"),
                    errors=cmp.errors(), mismatches=cmp.mismatches, ties=cmp.ties, compared=cmp.compared,
                    worst=[dict(w, output=rename.get(w["output"], w["output"])) for w in cmp.worst],
@@ -287,7 +295,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     ep_run = run_session(ep_model, feeds, config.ep, config, profile=True, name=name)
     ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
 
-    targets = [n for n in model.graph.node if n.op_type in ATTRIBUTED_OPS and n.domain in ("", "ai.onnx")]
+    targets = [n for n in model.graph.node if n.op_type in attributed_op_types() and n.domain in ("", "ai.onnx")]
     captured = [v for n in targets for v in list(n.input) + list(n.output) if v]
     graph_inputs = set(feeds) | {t.name for t in model.graph.initializer}
     captured = [v for v in dict.fromkeys(captured) if v not in graph_inputs]
@@ -310,10 +318,9 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
             probe_placement = ep_probe.placement
 
     tie_context = {}
-    for out_name, node in index_outputs(model).items():
-        if node.output[0] in ref_values and node.input[0] in (ref_values.keys() | feeds.keys()):
-            source = feeds[node.input[0]] if node.input[0] in feeds else ref_values[node.input[0]]
-            tie_context[out_name] = (ref_values[node.output[0]], source)
+    for out_name, (values, source) in index_outputs(model).items():
+        if values in ref_values and source in (ref_values.keys() | feeds.keys()):
+            tie_context[out_name] = (ref_values[values], feeds[source] if source in feeds else ref_values[source])
     outputs = compare_named(ref_run.outputs, ep_run.outputs, config.tolerances, tie_context)
     node_arrays: dict[str, dict[str, np.ndarray]] = {}
     rows = attribute_nodes(model, feeds, ep_values, ref_values, probe_placement, config, node_arrays)
@@ -340,7 +347,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
                       "by_op": placement_counts(model, ep_run.placement), "on_ep": on_ep, "total": node_count,
                       "off_ep": [n.name for n in model.graph.node
                                  if ep_run.placement.get(n.name) != config.ep.provider]},
-        "attribution": {"reading": config.reading, "ops": list(ATTRIBUTED_OPS), "nodes": rows, "error": probe_error,
+        "attribution": {"reading": config.reading, "ops": list(attributed_op_types()), "nodes": rows, "error": probe_error,
                         "first_divergent": None if first is None else _summary(first)},
         "baseline": None,
     }
@@ -385,5 +392,5 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-__all__ = ["ATTRIBUTED_OPS", "ModelRefused", "ModelRunConfig", "SessionFailed", "attribute_nodes",
+__all__ = ["ModelRefused", "ModelRunConfig", "SessionFailed", "attribute_nodes",
            "compare_named", "first_divergent", "placement_counts", "probe_model", "run_model", "run_session"]

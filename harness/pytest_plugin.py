@@ -24,10 +24,8 @@ from typing import Any
 
 import pytest
 
-from ep_testbed.reference.descs import OP_NAMES
 from ep_testbed.reference.dtypes import NUMPY_DTYPES
-
-OP_MARKERS = tuple(OP_NAMES.values())
+from ep_testbed.reference.registry import spec_of_type, specs
 DTYPE_MARKERS = tuple(sorted(str(dtype) for dtype in NUMPY_DTYPES.values()))
 
 
@@ -82,8 +80,8 @@ def _add_options(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for op in OP_MARKERS:
-        config.addinivalue_line("markers", f"{op}: a conformance case of DML_OPERATOR_{op.upper()}")
+    for spec in specs():
+        config.addinivalue_line("markers", f"{spec.name}: a conformance case of {spec.dml_type}")
     for dtype in DTYPE_MARKERS:
         config.addinivalue_line("markers", f"{dtype}: a conformance case whose data type is {dtype}")
 
@@ -144,7 +142,7 @@ def catalog_params(config: pytest.Config) -> list[Any]:
     ops = [o.strip() for o in ops_text.split(",") if o.strip()] if ops_text else None
     params = []
     for case in build_catalog(ops, seed=_option(config, "catalog_seed", 0)):
-        marks = [pytest.mark.conformance, getattr(pytest.mark, OP_NAMES[case.op])]
+        marks = [pytest.mark.conformance, getattr(pytest.mark, spec_of_type(case.op).name)]
         dtype = str(case.tags.get("dtype", ""))
         if dtype in DTYPE_MARKERS:
             marks.append(getattr(pytest.mark, dtype))

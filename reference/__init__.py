@@ -1,27 +1,22 @@
-"""A NumPy reference of four DirectML operators, field by field as their doc pages say.
+"""A NumPy reference of DirectML operators, field by field as their doc pages say.
 
 ``desc_from_dml`` reads a desc in DirectML's spelling, ``validate`` checks it against its
-page, ``execute`` computes it. Nothing here imports onnx or onnxruntime.
+page, ``execute`` computes it; ``registry`` lists the operators (one record each). Nothing
+here imports onnx or onnxruntime.
 """
 
-from .descs import (
-    DESC_TYPES,
-    OP_NAMES,
-    Desc,
-    MaxPooling2Desc,
-    RoiAlign1Desc,
-    RoiAlignDesc,
-    RoiPoolingDesc,
-    Size2D,
-    TensorDesc,
-)
+from .descs import Desc, Size2D, TensorDesc
 from .dml_dict import desc_from_dml, desc_to_dml
 from .errors import DescError
 from .execute import execute
+from .max_pooling2 import MaxPooling2Desc
+from .registry import OpSpec, register, spec_for, spec_named, specs
+from .roi_align import RoiAlign1Desc, RoiAlignDesc
+from .roi_pooling import RoiPoolingDesc
 from .validation import NEWEST_FEATURE_LEVEL, validate
 
 __all__ = [
-    "DESC_TYPES", "OP_NAMES", "Desc", "DescError", "MaxPooling2Desc", "NEWEST_FEATURE_LEVEL",
-    "RoiAlign1Desc", "RoiAlignDesc", "RoiPoolingDesc", "Size2D", "TensorDesc", "desc_from_dml",
-    "desc_to_dml", "execute", "validate",
+    "Desc", "DescError", "MaxPooling2Desc", "NEWEST_FEATURE_LEVEL", "OpSpec", "RoiAlign1Desc", "RoiAlignDesc",
+    "RoiPoolingDesc", "Size2D", "TensorDesc", "desc_from_dml", "desc_to_dml", "execute", "register", "spec_for",
+    "spec_named", "specs", "validate",
 ]

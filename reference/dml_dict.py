@@ -12,9 +12,11 @@ from __future__ import annotations
 import typing
 from typing import Any, Mapping
 
-from .descs import DESC_TYPES, Desc, Size2D, TensorDesc, dml_fields
-from .dtypes import NUMPY_DTYPES, PREFIX as DATA_TYPE_PREFIX
+from .descs import Desc, Size2D, TensorDesc, dml_fields
+from .dtypes import NUMPY_DTYPES
+from .dtypes import PREFIX as DATA_TYPE_PREFIX
 from .errors import DescError
+from .registry import names, spec_named, spec_of_type
 
 UINT_MAX = 2**32 - 1
 
@@ -34,16 +36,17 @@ ENUMS: dict[str, tuple[str, tuple[str, ...]]] = {
 def desc_from_dml(d: Mapping[str, Any]) -> Desc:
     """Build a desc dataclass from a dict that uses DirectML's member names.
 
-    ``d["Type"]`` selects the desc (``DML_OPERATOR_ROI_POOLING``, ``DML_OPERATOR_MAX_POOLING2``,
-    ``DML_OPERATOR_ROI_ALIGN``, ``DML_OPERATOR_ROI_ALIGN1``). Enum values may be spelled in
-    full (``"DML_TENSOR_DATA_TYPE_FLOAT32"``) or short (``"FLOAT32"``).
+    ``d["Type"]`` selects the desc (a registered ``DML_OPERATOR_*`` name, e.g.
+    ``DML_OPERATOR_ROI_ALIGN1``). Enum values may be spelled in full
+    (``"DML_TENSOR_DATA_TYPE_FLOAT32"``) or short (``"FLOAT32"``).
     """
     if not isinstance(d, Mapping):
         raise DescError("<desc>", type(d).__name__, "a desc is a JSON object / dict of DML member names")
     op_type = d.get("Type")
-    if not isinstance(op_type, str) or op_type not in DESC_TYPES:
-        raise DescError("Type", op_type, f"one of {', '.join(DESC_TYPES)}")
-    desc_type = DESC_TYPES[op_type]
+    spec = spec_of_type(op_type) if isinstance(op_type, str) else None
+    if spec is None:
+        raise DescError("Type", op_type, f"one of {', '.join(spec_named(n).dml_type for n in names())}")
+    desc_type = spec.desc
     fields = dml_fields(desc_type)
     known = {dml for _, dml, _ in fields} | {"Type"}
     unknown = sorted(set(d) - known)

@@ -35,3 +35,13 @@ def dml_data_type(dtype: np.dtype | type) -> str:
         if candidate == dtype:
             return name
     raise KeyError(str(dtype))
+
+
+def random_values(sizes: tuple[int, ...], data_type: str, rng: np.random.Generator) -> np.ndarray:
+    """Well-conditioned random values of a data type: floats are multiples of 1/8 in [-4, 4]
+    (exact in float16), integers in [-100, 100] clipped to the type."""
+    dtype = numpy_dtype(data_type)
+    if np.issubdtype(dtype, np.floating):
+        return (rng.integers(-32, 33, size=sizes) / 8).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -100), min(info.max, 100), size=sizes, endpoint=True).astype(dtype)

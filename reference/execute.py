@@ -6,10 +6,10 @@ from typing import Mapping
 
 import numpy as np
 
-from . import max_pooling2, roi_align, roi_pooling
-from .descs import Desc, MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, TensorDesc
+from .descs import Desc, member_value
 from .dtypes import numpy_dtype
 from .errors import DescError
+from .registry import spec_for
 from .validation import NEWEST_FEATURE_LEVEL, validate
 
 
@@ -27,14 +27,7 @@ def execute(desc: Desc, tensors: Mapping[str, np.ndarray],
     page leaves undefined (e.g. a batch index outside ``[0, BatchCount)``).
     """
     validate(desc, feature_level)
-    arrays = _check_tensors(desc, tensors)
-    if isinstance(desc, RoiPoolingDesc):
-        return roi_pooling.roi_pooling(desc, arrays["InputTensor"], arrays["ROITensor"])
-    if isinstance(desc, MaxPooling2Desc):
-        return max_pooling2.max_pooling2(desc, arrays["InputTensor"])
-    if isinstance(desc, (RoiAlignDesc, RoiAlign1Desc)):
-        return roi_align.roi_align(desc, arrays["InputTensor"], arrays["ROITensor"], arrays["BatchIndicesTensor"])
-    raise DescError("Type", type(desc).__name__, "one of the four desc dataclasses")
+    return spec_for(desc).execute(desc, _check_tensors(desc, tensors))
 
 
 def _check_tensors(desc: Desc, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -42,7 +35,8 @@ def _check_tensors(desc: Desc, tensors: Mapping[str, np.ndarray]) -> dict[str, n
         raise DescError("<tensors>", type(tensors).__name__, f"a dict keyed by {', '.join(desc.INPUTS)}", desc.TYPE)
     extra = sorted(set(tensors) - set(desc.INPUTS))
     if extra:
-        raise DescError(extra[0], "<array>", f"not an input of {desc.TYPE}; its inputs are {', '.join(desc.INPUTS)}", desc.TYPE)
+        raise DescError(extra[0], "<array>", f"not an input of {desc.TYPE}; its inputs are {', '.join(desc.INPUTS)}",
+                        desc.TYPE)
     arrays = {}
     for member in desc.INPUTS:
         if member not in tensors:
@@ -53,7 +47,7 @@ def _check_tensors(desc: Desc, tensors: Mapping[str, np.ndarray]) -> dict[str, n
 
 def check_array(desc: Desc, member: str, array: object) -> np.ndarray:
     """``array`` as an ndarray, if it matches the tensor desc ``member`` of ``desc`` exactly."""
-    tensor: TensorDesc = getattr(desc, _snake(desc, member))
+    tensor = member_value(desc, member)
     if not isinstance(array, np.ndarray):
         raise DescError(member, type(array).__name__, f"a numpy.ndarray of shape {list(tensor.sizes)} "
                         f"and dtype {numpy_dtype(tensor.data_type)}", desc.TYPE)
@@ -65,12 +59,3 @@ def check_array(desc: Desc, member: str, array: object) -> np.ndarray:
         raise DescError(member, f"array of dtype {array.dtype}", f"dtype must be {expected} "
                         f"({member}.DataType {tensor.data_type})", desc.TYPE)
     return array
-
-
-def _snake(desc: Desc, member: str) -> str:
-    from .descs import dml_fields
-
-    for name, dml, _ in dml_fields(type(desc)):
-        if dml == member:
-            return name
-    raise KeyError(member)

@@ -6,8 +6,8 @@ The page, in order:
   ``DimensionCount`` spatial dimensions with ``Strides``, ``WindowSize``, ``Dilations``, after
   ``StartPadding`` / ``EndPadding`` elements of padding.
 * OutputTensor sizes: ``(PaddedSize - WindowSize) / Strides + 1`` per spatial dimension, read
-  with the dilated window ``(WindowSize - 1) * Dilations + 1`` (DECISIONS.md MP-1; validation
-  computes it, ``validation.max_pooling2_output_sizes``).
+  with the dilated window ``(WindowSize - 1) * Dilations + 1`` (DECISIONS.md MP-1;
+  ``output_sizes``).
 * OutputIndicesTensor: zero-based indices into InputTensor "as a contiguous one-dimensional
   array" (batch and channel included, logical row-major order of ``Sizes``: MP-3), the first
   maximum encountered winning ties (scan order: row-major over the window, MP-4).
@@ -30,11 +30,133 @@ this one must equal bit for bit.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from typing import ClassVar, Optional
 
 import numpy as np
 
-from .descs import MaxPooling2Desc
-from .dtypes import numpy_dtype
+from .checks import TypeTable, check_tensor, expect_sizes, same_type
+from .descs import Desc, TensorDesc, dml_field, member_value
+from .dtypes import NUMPY_DTYPES, numpy_dtype, random_values
+from .errors import DescError
+
+PAGE = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_max_pooling2_operator_desc"
+
+
+@dataclass(frozen=True)
+class MaxPooling2Desc(Desc):
+    """``DML_MAX_POOLING2_OPERATOR_DESC`` (DML_FEATURE_LEVEL_2_1)."""
+
+    TYPE: ClassVar[str] = "DML_OPERATOR_MAX_POOLING2"
+    FEATURE_LEVEL: ClassVar[str] = "2.1"
+    INPUTS: ClassVar[tuple[str, ...]] = ("InputTensor",)
+    OUTPUTS: ClassVar[tuple[str, ...]] = ("OutputTensor", "OutputIndicesTensor")
+
+    input_tensor: TensorDesc = dml_field("InputTensor")
+    output_tensor: TensorDesc = dml_field("OutputTensor")
+    output_indices_tensor: Optional[TensorDesc] = dml_field("OutputIndicesTensor")
+    dimension_count: int = dml_field("DimensionCount")
+    strides: tuple[int, ...] = dml_field("Strides")
+    window_size: tuple[int, ...] = dml_field("WindowSize")
+    start_padding: tuple[int, ...] = dml_field("StartPadding")
+    end_padding: tuple[int, ...] = dml_field("EndPadding")
+    dilations: tuple[int, ...] = dml_field("Dilations")
+
+
+_ALL_TYPES = tuple(NUMPY_DTYPES)
+
+#: [(feature level, {tensor member: allowed data types})], newest first: the page's tables.
+TENSOR_SUPPORT: tuple[tuple[str, TypeTable], ...] = (
+    ("5.0", {"InputTensor": _ALL_TYPES, "OutputTensor": _ALL_TYPES, "OutputIndicesTensor": ("UINT64", "UINT32")}),
+    ("3.0", {"InputTensor": ("FLOAT32", "FLOAT16", "INT8", "UINT8"),
+             "OutputTensor": ("FLOAT32", "FLOAT16", "INT8", "UINT8"), "OutputIndicesTensor": ("UINT32",)}),
+    ("2.1", {"InputTensor": ("FLOAT32", "FLOAT16"), "OutputTensor": ("FLOAT32", "FLOAT16"),
+             "OutputIndicesTensor": ("UINT32",)}),
+)
+
+#: Index output -> (the value output it locates, the input it indexes, flat over the whole tensor).
+INDEX_OUTPUTS = {"OutputIndicesTensor": ("OutputTensor", "InputTensor")}
+_WINDOW_FIELDS = ("Strides", "WindowSize", "StartPadding", "EndPadding", "Dilations")
+
+
+def output_sizes(input_sizes: tuple[int, ...], window_size, strides, start_padding, end_padding,
+                 dilations) -> tuple[int, ...]:
+    """The page's output-size formula, with the *dilated* window (see DECISIONS.md, MP-1).
+
+    Returns sizes that may be < 1 when the window does not fit; ``validate_desc`` refuses those.
+    """
+    out = list(input_sizes[:2])
+    for i in range(len(window_size)):
+        padded = input_sizes[i + 2] + start_padding[i] + end_padding[i]
+        dilated_window = (window_size[i] - 1) * dilations[i] + 1
+        out.append((padded - dilated_window) // strides[i] + 1)
+    return tuple(out)
+
+
+def validate_desc(d: MaxPooling2Desc, types: TypeTable) -> None:
+    """The page's rules for the desc's fields (the registry's ``validate``)."""
+    op = d.TYPE
+    check_tensor(op, "InputTensor", d.input_tensor, types, [4, 5])
+    check_tensor(op, "OutputTensor", d.output_tensor, types, [4, 5])
+    same_type(op, {"InputTensor": d.input_tensor, "OutputTensor": d.output_tensor})
+    rank = d.input_tensor.dimension_count
+    if d.output_tensor.dimension_count != rank:
+        raise DescError("OutputTensor.Sizes", list(d.output_tensor.sizes),
+                        f"must have the same DimensionCount as InputTensor ({rank})", op)
+    if d.dimension_count != rank - 2:
+        raise DescError("DimensionCount", d.dimension_count,
+                        f"must be {rank - 2}: 2 for a 4-D InputTensor, 3 for a 5-D one", op)
+    _check_window_fields(d)
+    expected = output_sizes(d.input_tensor.sizes, d.window_size, d.strides, d.start_padding, d.end_padding,
+                            d.dilations)
+    for i in range(d.dimension_count):
+        _check_axis(d, i, expected[i + 2])
+    expect_sizes(op, "OutputTensor", d.output_tensor.sizes, expected,
+                 "the page's formula: (PaddedSize - dilated WindowSize) / Strides + 1")
+    if d.output_indices_tensor is not None:
+        check_tensor(op, "OutputIndicesTensor", d.output_indices_tensor, types, [4, 5])
+        expect_sizes(op, "OutputIndicesTensor", d.output_indices_tensor.sizes, d.output_tensor.sizes,
+                     "OutputTensor and OutputIndicesTensor have the same sizes")
+        if d.output_indices_tensor.data_type == "UINT32" and d.input_tensor.element_count > 2**32:
+            raise DescError("OutputIndicesTensor.DataType", "UINT32",
+                            f"cannot index an InputTensor of {d.input_tensor.element_count} elements; use UINT64", op)
+
+
+def _check_window_fields(d: MaxPooling2Desc) -> None:
+    for member in _WINDOW_FIELDS:
+        values = member_value(d, member)
+        if len(values) != d.dimension_count:
+            raise DescError(member, list(values), f"must hold DimensionCount ({d.dimension_count}) values", d.TYPE)
+        if member in ("Strides", "WindowSize", "Dilations"):
+            for i, v in enumerate(values):
+                if v < 1:
+                    raise DescError(f"{member}[{i}]", v, "must be at least 1", d.TYPE)
+
+
+def _check_axis(d: MaxPooling2Desc, i: int, out: int) -> None:
+    """Spatial axis ``i``: the dilated window fits the padded input, and every window sees an
+    input element (the page defines no value for a window of padding only)."""
+    size, window, dilation = d.input_tensor.sizes[i + 2], d.window_size[i], d.dilations[i]
+    if out < 1:
+        padded = size + d.start_padding[i] + d.end_padding[i]
+        raise DescError(f"WindowSize[{i}]", window, f"the dilated window ({(window - 1) * dilation + 1}) must fit in "
+                        f"the padded input ({padded}) along spatial dimension {i}", d.TYPE)
+    empty = first_window_without_input(size, out, window, d.strides[i], d.start_padding[i], dilation)
+    if empty is not None:
+        raise DescError(f"StartPadding[{i}]/EndPadding[{i}]", (d.start_padding[i], d.end_padding[i]),
+                        f"output position {empty} along spatial dimension {i} would see only padding "
+                        f"(WindowSize {window}, Dilations {dilation}); the page defines no value for such a "
+                        "window, so the padding must leave every window an input element", d.TYPE)
+
+
+def first_window_without_input(size: int, out: int, window: int, stride: int, start: int,
+                               dilation: int) -> int | None:
+    """The first output position along one axis whose window reads only padding, or None."""
+    for o in range(out):
+        first = o * stride - start
+        if not any(0 <= first + j * dilation < size for j in range(window)):
+            return o
+    return None
 
 
 def window_coordinates(size: int, out: int, window: int, stride: int, start_padding: int,
@@ -97,6 +219,16 @@ def offset_block(layout: np.ndarray, desc: MaxPooling2Desc, offset: tuple[int, .
     phase = tuple(shift % stride for shift, stride in zip(shifts, desc.strides))
     blocks = tuple(slice(shift // stride, shift // stride + n) for shift, stride, n in zip(shifts, desc.strides, out))
     return layout[(*phase, slice(None), slice(None), *blocks)]
+
+
+def execute_desc(desc: MaxPooling2Desc, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The registry's ``execute``: ``max_pooling2`` on arrays keyed by DML member name."""
+    return max_pooling2(desc, tensors["InputTensor"])
+
+
+def random_inputs(desc: MaxPooling2Desc, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Any valid input of a validated desc (the registry's ``random_inputs``)."""
+    return {"InputTensor": random_values(desc.input_tensor.sizes, desc.input_tensor.data_type, rng)}
 
 
 def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray) -> dict[str, np.ndarray]:

@@ -24,12 +24,150 @@ by ``outputSampleSize - 1`` (RA-6); arithmetic in float64, one rounding to the o
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar, Union
 
 import numpy as np
 
-from .descs import RoiAlign1Desc, RoiAlignDesc, as_roi_align1
+from .checks import TypeTable, check_tensor, expect_sizes, finite, same_type
+from .descs import Desc, TensorDesc, dml_field
+from .dtypes import numpy_dtype, random_values
 from .errors import DescError
 from .nan_rules import nan_ignoring_max
+
+PAGE_V0 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align_operator_desc"
+PAGE_V1 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align1_operator_desc"
+
+
+@dataclass(frozen=True)
+class RoiAlignDesc(Desc):
+    """``DML_ROI_ALIGN_OPERATOR_DESC`` (DML_FEATURE_LEVEL_3_0).
+
+    Its page gives no formula; the ROI_ALIGN1 page defines it: ROI_ALIGN is ROI_ALIGN1 with
+    ``InputPixelOffset = 0.5``, ``OutputPixelOffset = -0.5`` and ``AlignRegionsToCorners = FALSE``.
+    """
+
+    TYPE: ClassVar[str] = "DML_OPERATOR_ROI_ALIGN"
+    FEATURE_LEVEL: ClassVar[str] = "3.0"
+    INPUTS: ClassVar[tuple[str, ...]] = ("InputTensor", "ROITensor", "BatchIndicesTensor")
+    OUTPUTS: ClassVar[tuple[str, ...]] = ("OutputTensor",)
+
+    input_tensor: TensorDesc = dml_field("InputTensor")
+    roi_tensor: TensorDesc = dml_field("ROITensor")
+    batch_indices_tensor: TensorDesc = dml_field("BatchIndicesTensor")
+    output_tensor: TensorDesc = dml_field("OutputTensor")
+    reduction_function: str = dml_field("ReductionFunction")
+    interpolation_mode: str = dml_field("InterpolationMode")
+    spatial_scale_x: float = dml_field("SpatialScaleX")
+    spatial_scale_y: float = dml_field("SpatialScaleY")
+    out_of_bounds_input_value: float = dml_field("OutOfBoundsInputValue")
+    minimum_samples_per_output: int = dml_field("MinimumSamplesPerOutput")
+    maximum_samples_per_output: int = dml_field("MaximumSamplesPerOutput")
+
+
+@dataclass(frozen=True)
+class RoiAlign1Desc(Desc):
+    """``DML_ROI_ALIGN1_OPERATOR_DESC`` (DML_FEATURE_LEVEL_4_0)."""
+
+    TYPE: ClassVar[str] = "DML_OPERATOR_ROI_ALIGN1"
+    FEATURE_LEVEL: ClassVar[str] = "4.0"
+    INPUTS: ClassVar[tuple[str, ...]] = ("InputTensor", "ROITensor", "BatchIndicesTensor")
+    OUTPUTS: ClassVar[tuple[str, ...]] = ("OutputTensor",)
+
+    input_tensor: TensorDesc = dml_field("InputTensor")
+    roi_tensor: TensorDesc = dml_field("ROITensor")
+    batch_indices_tensor: TensorDesc = dml_field("BatchIndicesTensor")
+    output_tensor: TensorDesc = dml_field("OutputTensor")
+    reduction_function: str = dml_field("ReductionFunction")
+    interpolation_mode: str = dml_field("InterpolationMode")
+    spatial_scale_x: float = dml_field("SpatialScaleX")
+    spatial_scale_y: float = dml_field("SpatialScaleY")
+    input_pixel_offset: float = dml_field("InputPixelOffset")
+    output_pixel_offset: float = dml_field("OutputPixelOffset")
+    out_of_bounds_input_value: float = dml_field("OutOfBoundsInputValue")
+    minimum_samples_per_output: int = dml_field("MinimumSamplesPerOutput")
+    maximum_samples_per_output: int = dml_field("MaximumSamplesPerOutput")
+    align_regions_to_corners: bool = dml_field("AlignRegionsToCorners")
+
+
+AnyRoiAlign = Union[RoiAlignDesc, RoiAlign1Desc]
+
+
+def as_roi_align1(desc: AnyRoiAlign) -> RoiAlign1Desc:
+    """ROI_ALIGN as the ROI_ALIGN1 desc its page says it equals (pixel offsets 0.5 / -0.5)."""
+    if type(desc) is RoiAlign1Desc:
+        return desc
+    return RoiAlign1Desc(
+        input_tensor=desc.input_tensor, roi_tensor=desc.roi_tensor, batch_indices_tensor=desc.batch_indices_tensor,
+        output_tensor=desc.output_tensor, reduction_function=desc.reduction_function,
+        interpolation_mode=desc.interpolation_mode, spatial_scale_x=desc.spatial_scale_x,
+        spatial_scale_y=desc.spatial_scale_y, input_pixel_offset=0.5, output_pixel_offset=-0.5,
+        out_of_bounds_input_value=desc.out_of_bounds_input_value,
+        minimum_samples_per_output=desc.minimum_samples_per_output,
+        maximum_samples_per_output=desc.maximum_samples_per_output, align_regions_to_corners=False)
+
+
+_FLOATS = ("FLOAT32", "FLOAT16")
+
+#: [(feature level, {tensor member: allowed data types})], newest first: the pages' tables.
+TENSOR_SUPPORT_V0: tuple[tuple[str, TypeTable], ...] = (
+    ("3.0", {"InputTensor": _FLOATS, "ROITensor": _FLOATS, "BatchIndicesTensor": ("UINT32",), "OutputTensor": _FLOATS}),
+)
+TENSOR_SUPPORT_V1: tuple[tuple[str, TypeTable], ...] = (
+    ("5.0", {"InputTensor": _FLOATS, "ROITensor": _FLOATS, "BatchIndicesTensor": ("UINT64", "UINT32"),
+             "OutputTensor": _FLOATS}),
+    ("4.0", {"InputTensor": _FLOATS, "ROITensor": _FLOATS, "BatchIndicesTensor": ("UINT32",), "OutputTensor": _FLOATS}),
+)
+
+ROI_SHAPES = "{NumROIs, 4}, {1, NumROIs, 4} or {1, 1, NumROIs, 4}"
+BATCH_INDICES_SHAPES = "{NumROIs}, {1, NumROIs}, {1, 1, NumROIs} or {1, 1, 1, NumROIs}"
+
+
+def roi_count(roi_sizes: tuple[int, ...]) -> int:
+    """NumROIs of an ROI_ALIGN ROITensor (its second to last size)."""
+    return roi_sizes[-2]
+
+
+def validate_desc(d: AnyRoiAlign, types: TypeTable) -> None:
+    """The pages' rules for the desc's fields (the registry's ``validate``, both versions)."""
+    op = d.TYPE
+    _validate_tensors(d, types)
+    if d.reduction_function not in ("AVERAGE", "MAX"):
+        raise DescError("ReductionFunction", "DML_REDUCE_FUNCTION_" + d.reduction_function,
+                        "DML_REDUCE_FUNCTION_AVERAGE or DML_REDUCE_FUNCTION_MAX", op)
+    if d.interpolation_mode not in ("NEAREST_NEIGHBOR", "LINEAR"):
+        raise DescError("InterpolationMode", d.interpolation_mode, "NEAREST_NEIGHBOR or LINEAR", op)
+    finite(op, "SpatialScaleX", d.spatial_scale_x)
+    finite(op, "SpatialScaleY", d.spatial_scale_y)
+    if type(d) is RoiAlign1Desc:
+        finite(op, "InputPixelOffset", d.input_pixel_offset)
+        finite(op, "OutputPixelOffset", d.output_pixel_offset)
+    if d.minimum_samples_per_output < 1:
+        raise DescError("MinimumSamplesPerOutput", d.minimum_samples_per_output,
+                        "must be at least 1: an output element with no sample has no value to reduce", op)
+    if d.maximum_samples_per_output < d.minimum_samples_per_output:
+        raise DescError("MaximumSamplesPerOutput", d.maximum_samples_per_output,
+                        f"must be >= MinimumSamplesPerOutput ({d.minimum_samples_per_output}) for the clamp to mean "
+                        "anything", op)
+
+
+def _validate_tensors(d: AnyRoiAlign, types: TypeTable) -> None:
+    op = d.TYPE
+    check_tensor(op, "InputTensor", d.input_tensor, types, [4])
+    check_tensor(op, "ROITensor", d.roi_tensor, types, [2, 3, 4])
+    check_tensor(op, "BatchIndicesTensor", d.batch_indices_tensor, types, [1, 2, 3, 4])
+    check_tensor(op, "OutputTensor", d.output_tensor, types, [4])
+    same_type(op, {"InputTensor": d.input_tensor, "OutputTensor": d.output_tensor, "ROITensor": d.roi_tensor})
+    roi = d.roi_tensor.sizes
+    if roi[-1] != 4 or any(s != 1 for s in roi[:-2]):
+        raise DescError("ROITensor.Sizes", list(roi), f"must be {ROI_SHAPES}", op)
+    n = roi_count(roi)
+    batch = d.batch_indices_tensor.sizes
+    if batch[-1] != n or any(s != 1 for s in batch[:-1]):
+        raise DescError("BatchIndicesTensor.Sizes", list(batch), f"must be {BATCH_INDICES_SHAPES} with NumROIs = "
+                        f"{n} (from ROITensor)", op)
+    expect_sizes(op, "OutputTensor", d.output_tensor.sizes[:2], (n, d.input_tensor.sizes[1]),
+                 "the first two of {NumROIs, ChannelCount, OutputHeight, OutputWidth}")
 
 #: The reference refuses regions that need more sample points than this per channel (a
 #: guard against a hang on absurd ROIs, not a DirectML rule).
@@ -126,7 +264,28 @@ def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, ou
     return np.where(inside, values, np.float64(np.float32(out_of_bounds)))
 
 
-def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_tensor: np.ndarray,
+def execute_desc(desc: AnyRoiAlign, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The registry's ``execute``: ``roi_align`` on arrays keyed by DML member name."""
+    return roi_align(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"])
+
+
+def random_inputs(desc: AnyRoiAlign, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Any valid input of a validated desc: values multiples of 1/8 in [-4, 4], regions in and
+    around the input, batch indices in range (the registry's ``random_inputs``)."""
+    x = random_values(desc.input_tensor.sizes, desc.input_tensor.data_type, rng)
+    batch, _, height, width = desc.input_tensor.sizes
+    count = roi_count(desc.roi_tensor.sizes)
+    sx, sy = desc.spatial_scale_x or 1.0, desc.spatial_scale_y or 1.0
+    x1 = rng.uniform(-1, width, count) / sx
+    y1 = rng.uniform(-1, height, count) / sy
+    x2 = x1 + rng.uniform(0, width, count) / sx
+    y2 = y1 + rng.uniform(0, height, count) / sy
+    rois = np.stack([x1, y1, x2, y2], axis=1).astype(x.dtype).reshape(desc.roi_tensor.sizes)
+    ids = rng.integers(0, batch, count).astype(numpy_dtype(desc.batch_indices_tensor.data_type))
+    return {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": ids.reshape(desc.batch_indices_tensor.sizes)}
+
+
+def roi_align(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.ndarray,
               batch_indices_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
     d = as_roi_align1(desc)
@@ -148,7 +307,7 @@ def roi_align(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_
     return {"OutputTensor": np.ascontiguousarray(np.moveaxis(output, -1, 1))}
 
 
-def regions(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_tensor: np.ndarray,
+def regions(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.ndarray,
             batch_indices_tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ROI rows ``(NumROIs, 4)`` in float64 and the batch index of each (RA-8), refused where
     the page leaves them undefined (ERR-1)."""
@@ -158,7 +317,7 @@ def regions(desc: RoiAlignDesc | RoiAlign1Desc, input_tensor: np.ndarray, roi_te
     return rois, batch_indices
 
 
-def _check_regions(desc: RoiAlignDesc | RoiAlign1Desc, rois: np.ndarray, batch_indices: np.ndarray,
+def _check_regions(desc: AnyRoiAlign, rois: np.ndarray, batch_indices: np.ndarray,
                    batch_count: int) -> None:
     bad = np.flatnonzero(~np.isfinite(rois).all(axis=1))
     if bad.size:

@@ -19,10 +19,62 @@ a NaN in a bin is ignored unless the whole bin is NaN (the NaN rule, NAN-1).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
-from .descs import RoiPoolingDesc
+from .checks import TypeTable, check_tensor, expect_sizes, finite, same_type
+from .descs import Desc, Size2D, TensorDesc, dml_field
+from .dtypes import random_values
 from .errors import DescError
+
+PAGE = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_pooling_operator_desc"
+
+
+@dataclass(frozen=True)
+class RoiPoolingDesc(Desc):
+    """``DML_ROI_POOLING_OPERATOR_DESC`` (DML_FEATURE_LEVEL_1_0)."""
+
+    TYPE: ClassVar[str] = "DML_OPERATOR_ROI_POOLING"
+    FEATURE_LEVEL: ClassVar[str] = "1.0"
+    INPUTS: ClassVar[tuple[str, ...]] = ("InputTensor", "ROITensor")
+    OUTPUTS: ClassVar[tuple[str, ...]] = ("OutputTensor",)
+
+    input_tensor: TensorDesc = dml_field("InputTensor")
+    roi_tensor: TensorDesc = dml_field("ROITensor")
+    output_tensor: TensorDesc = dml_field("OutputTensor")
+    spatial_scale: float = dml_field("SpatialScale")
+    pooled_size: Size2D = dml_field("PooledSize")
+
+
+#: [(feature level, {tensor member: allowed data types})], newest first: the page's table.
+TENSOR_SUPPORT: tuple[tuple[str, TypeTable], ...] = (
+    ("1.0", {"InputTensor": ("FLOAT32", "FLOAT16"), "ROITensor": ("FLOAT32", "FLOAT16"),
+             "OutputTensor": ("FLOAT32", "FLOAT16")}),
+)
+
+
+def validate_desc(d: RoiPoolingDesc, types: TypeTable) -> None:
+    """The page's rules for the desc's fields (the registry's ``validate``)."""
+    op = d.TYPE
+    check_tensor(op, "InputTensor", d.input_tensor, types, [4])
+    check_tensor(op, "ROITensor", d.roi_tensor, types, [4])
+    check_tensor(op, "OutputTensor", d.output_tensor, types, [4])
+    same_type(op, {"InputTensor": d.input_tensor, "ROITensor": d.roi_tensor, "OutputTensor": d.output_tensor})
+    roi = d.roi_tensor.sizes
+    if roi[0] != 1 or roi[1] != 1 or roi[3] != 5:
+        raise DescError("ROITensor.Sizes", list(roi), "must be {1, 1, NumROIs, 5} (rows [BatchID, x1, y1, x2, y2])", op)
+    finite(op, "SpatialScale", d.spatial_scale)
+    if d.spatial_scale < 0:
+        raise DescError("SpatialScale", d.spatial_scale,
+                        "must be >= 0: a negative scale inverts every region, and the page requires x2 >= x1, y2 >= y1", op)
+    if d.pooled_size.height < 1 or d.pooled_size.width < 1:
+        raise DescError("PooledSize", {"Height": d.pooled_size.height, "Width": d.pooled_size.width},
+                        "Height and Width must be at least 1", op)
+    n, c = roi[2], d.input_tensor.sizes[1]
+    expect_sizes(op, "OutputTensor", d.output_tensor.sizes, (n, c, d.pooled_size.height, d.pooled_size.width),
+                 "{NumROIs, InputChannelCount, PooledSize.Height, PooledSize.Width}")
 
 
 def round_half_away_from_zero(x: np.ndarray) -> np.ndarray:
@@ -42,6 +94,11 @@ def bin_bounds(index: int, region_size: int, pooled: int, origin: int, limit: in
     start = (index * region_size) // pooled + origin
     end = ((index + 1) * region_size + pooled - 1) // pooled + origin
     return min(max(start, 0), limit), min(max(end, 0), limit)
+
+
+def execute_desc(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The registry's ``execute``: ``roi_pooling`` on arrays keyed by DML member name."""
+    return roi_pooling(desc, tensors["InputTensor"], tensors["ROITensor"])
 
 
 def roi_pooling(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray) -> dict[str, np.ndarray]:
@@ -93,3 +150,18 @@ def _check_rois(desc: RoiPoolingDesc, rois: np.ndarray, batch_count: int) -> Non
         r = int(inverted[0])
         raise DescError(f"ROITensor[0, 0, {r}, :]", rois[r].tolist(),
                         "the page requires x2 >= x1 and y2 >= y1 (rows are [BatchID, x1, y1, x2, y2])", desc.TYPE)
+
+
+def random_inputs(desc: RoiPoolingDesc, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Any valid input of a validated desc: values multiples of 1/8 in [-4, 4], regions in and
+    around the input (the registry's ``random_inputs``)."""
+    x = random_values(desc.input_tensor.sizes, desc.input_tensor.data_type, rng)
+    batch, _, height, width = desc.input_tensor.sizes
+    count = desc.roi_tensor.sizes[2]
+    scale = desc.spatial_scale or 1.0
+    x1 = rng.uniform(-1, width, count) / scale
+    y1 = rng.uniform(-1, height, count) / scale
+    x2 = x1 + rng.uniform(0, width, count) / scale
+    y2 = y1 + rng.uniform(0, height, count) / scale
+    rois = np.stack([rng.integers(0, batch, count), x1, y1, x2, y2], axis=1)
+    return {"InputTensor": x, "ROITensor": rois.astype(x.dtype).reshape(desc.roi_tensor.sizes)}

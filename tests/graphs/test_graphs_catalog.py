@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.catalog import OPS, UINT32_MAX, build_catalog
+from ep_testbed.graphs.cases.common import UINT32_MAX
+from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.reference.registry import names
+
+OPS = names()
 from graphs_testkit import agrees, is_selection, max_abs_error, run_cpu
 from ep_testbed.reference import execute, validate
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 import pytest
 
 from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.catalog import UINT32_MAX, max_pooling2_desc, roi_align_desc, roi_pooling_desc
-from ep_testbed.reference.descs import MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc, dml_fields
+from ep_testbed.graphs.cases.common import UINT32_MAX
+from ep_testbed.graphs.cases.max_pooling2 import max_pooling2_desc
+from ep_testbed.graphs.cases.roi_align import roi_align_desc
+from ep_testbed.graphs.cases.roi_pooling import roi_pooling_desc
+from ep_testbed.reference import MaxPooling2Desc, RoiAlign1Desc, RoiAlignDesc, RoiPoolingDesc
+from ep_testbed.reference.descs import dml_fields
 
 BUILD = {
     "roi_align1": lambda **kw: roi_align_desc(True, **kw),

@@ -11,6 +11,10 @@ import pytest
 
 from ep_testbed.harness.compare import compare_outputs, ulp_distance
 from ep_testbed.harness.tolerances import DEFAULT_TOLERANCES, Tolerance, Tolerances, load_tolerances
+from ep_testbed.reference.registry import spec_named
+
+#: MaxPool's index output, as its operator record declares it.
+INDEX = spec_named("max_pooling2").index_outputs
 
 EXACT_FLOATS = Tolerances({"FLOAT32": Tolerance(), "FLOAT16": Tolerance()})
 
@@ -120,7 +124,7 @@ def test_index_pointing_at_an_equal_maximum_is_a_tie_not_a_failure():
     x = np.array([[1.0, 7.0], [7.0, 2.0]], np.float32)  # one window, the max 7 at flat 1 and 2
     expected = _pool_outputs(x, 1)
     actual = _pool_outputs(x, 2)
-    c = compare_outputs(expected, actual, Tolerances.defaults(), {"InputTensor": x})
+    c = compare_outputs(expected, actual, Tolerances.defaults(), {"InputTensor": x}, index_outputs=INDEX)
     assert c.passed and c.ties == 1 and c.mismatches == 0
     assert c.worst[0]["tie"] is True and c.worst[0]["failed"] is False
 
@@ -129,11 +133,11 @@ def test_index_pointing_at_a_smaller_element_or_outside_fails():
     x = np.array([[1.0, 7.0], [7.0, 2.0]], np.float32)
     expected = _pool_outputs(x, 1)
     wrong = {"OutputTensor": expected["OutputTensor"], "OutputIndicesTensor": np.array([3], np.uint64)}
-    c = compare_outputs(expected, wrong, Tolerances.defaults(), {"InputTensor": x})
+    c = compare_outputs(expected, wrong, Tolerances.defaults(), {"InputTensor": x}, index_outputs=INDEX)
     assert c.mismatches == 1 and c.ties == 0
     outside = {"OutputTensor": expected["OutputTensor"], "OutputIndicesTensor": np.array([99], np.uint64)}
-    assert compare_outputs(expected, outside, Tolerances.defaults(), {"InputTensor": x}).mismatches == 1
-    no_inputs = compare_outputs(expected, _pool_outputs(x, 2), Tolerances.defaults())
+    assert compare_outputs(expected, outside, Tolerances.defaults(), {"InputTensor": x}, index_outputs=INDEX).mismatches == 1
+    no_inputs = compare_outputs(expected, _pool_outputs(x, 2), Tolerances.defaults(), index_outputs=INDEX)
     assert no_inputs.mismatches == 1  # without the input a tie cannot be shown
 
 
@@ -141,7 +145,7 @@ def test_nan_maximum_ties_with_another_nan():
     x = np.array([np.nan, np.nan], np.float32)
     expected = {"OutputTensor": np.array([np.nan], np.float32), "OutputIndicesTensor": np.array([0], np.uint64)}
     actual = {"OutputTensor": np.array([np.nan], np.float32), "OutputIndicesTensor": np.array([1], np.uint64)}
-    c = compare_outputs(expected, actual, Tolerances.defaults(), {"InputTensor": x})
+    c = compare_outputs(expected, actual, Tolerances.defaults(), {"InputTensor": x}, index_outputs=INDEX)
     assert c.passed and c.ties == 1
 
 
@@ -200,9 +204,9 @@ def test_a_tie_must_lie_in_the_window_when_the_reference_says_where_windows_are(
     in_window = {"OutputTensor": values, "OutputIndicesTensor": np.array([1, 3], np.uint64).reshape(1, 1, 1, 2)}
     elsewhere = {"OutputTensor": values, "OutputIndicesTensor": np.array([3, 0], np.uint64).reshape(1, 1, 1, 2)}
     rule = lambda positions, indices: window_contains(desc, positions, indices)  # noqa: E731
-    ok = compare_outputs(expected, in_window, Tolerances.defaults(), {"InputTensor": x}, in_window=rule)
+    ok = compare_outputs(expected, in_window, Tolerances.defaults(), {"InputTensor": x}, in_window=rule, index_outputs=INDEX)
     assert ok.passed and ok.ties == 2
-    wrong = compare_outputs(expected, elsewhere, Tolerances.defaults(), {"InputTensor": x}, in_window=rule)
+    wrong = compare_outputs(expected, elsewhere, Tolerances.defaults(), {"InputTensor": x}, in_window=rule, index_outputs=INDEX)
     assert not wrong.passed and wrong.mismatches == 2 and wrong.ties == 0
-    by_value = compare_outputs(expected, elsewhere, Tolerances.defaults(), {"InputTensor": x})
+    by_value = compare_outputs(expected, elsewhere, Tolerances.defaults(), {"InputTensor": x}, index_outputs=INDEX)
     assert by_value.ties == 2  # without the window rule, equal values are all it can check

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ep_testbed.reference.descs import MaxPooling2Desc
+from ep_testbed.reference import MaxPooling2Desc
 from ep_testbed.reference.dtypes import numpy_dtype
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ep_testbed.reference.descs import RoiPoolingDesc
+from ep_testbed.reference import RoiPoolingDesc
 from ep_testbed.reference.roi_pooling import _check_rois, bin_bounds, scaled_region
 from ep_testbed.reference.nan_rules import nan_ignoring_max
 

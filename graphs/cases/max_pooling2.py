@@ -1,0 +1,162 @@
+"""MAX_POOLING2 cases: a pairwise grid (every data type, 4-D and 5-D, windows, strides, pads,
+dilations, indices), per-opset cases, edges, random ones.
+
+Inputs are a permutation of distinct integer-valued numbers (unique maxima, so indices are
+unambiguous) except in the ``ties`` recipe (integer values in [0, 3]) and where a type is too
+narrow to hold distinct values (int8/uint8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ep_testbed.reference.descs import TensorDesc
+from ep_testbed.reference.dtypes import numpy_dtype
+from ep_testbed.reference.max_pooling2 import MaxPooling2Desc, output_sizes
+
+from .common import Case, grid, is_valid, make_case
+
+
+def catalog(seed: int) -> list[Case]:
+    """The MAX_POOLING2 cases (registry ``cases``)."""
+    return _max_pooling2_cases(seed)
+
+
+def make_inputs(desc: MaxPooling2Desc, recipe: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A case's inputs by recipe (``random``, ``ties``, ``extremes``, ``int64-large``, ``nan-inf``,
+    ``minus-inf``)."""
+    return {"InputTensor": _maxpool_input(desc, recipe, rng)}
+
+
+MAXPOOL_TYPES = ["FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64"]
+
+
+def max_pooling2_desc(dtype="FLOAT32", dims=2, window=2, stride=1, start=0, end=0, dilation=1, indices="UINT64",
+                      batch=2, channels=3, spatial=None):
+    spatial = tuple(spatial or ((7, 9) if dims == 2 else (4, 5, 6)))
+    def per(v):
+        return tuple(v) if isinstance(v, (tuple, list)) else (v,) * dims
+    w, s, ps, pe, dl = per(window), per(stride), per(start), per(end), per(dilation)
+    in_sizes = (batch, channels, *spatial)
+    out = output_sizes(in_sizes, w, s, ps, pe, dl)
+    return MaxPooling2Desc(
+        input_tensor=TensorDesc(dtype, in_sizes), output_tensor=TensorDesc(dtype, out),
+        output_indices_tensor=None if indices is None else TensorDesc(indices, out), dimension_count=dims,
+        strides=s, window_size=w, start_padding=ps, end_padding=pe, dilations=dl)
+
+
+def _mp_name(row) -> str:
+    def t(v):
+        return "x".join(str(x) for x in v) if isinstance(v, (tuple, list)) else str(v)
+    return (f"{row['dtype'].lower()}-{row['dims']}d-w{t(row['window'])}-s{t(row['stride'])}-p{t(row['start'])}"
+            f"_{t(row['end'])}-d{t(row['dilation'])}-idx{(row['indices'] or 'none').lower()}")
+
+
+def _max_pooling2_cases(seed: int) -> list[Case]:
+    op = "max_pooling2"
+    params = [("dtype", MAXPOOL_TYPES), ("dims", [2, 3]), ("indices", [None, "UINT32", "UINT64"]),
+              ("window", [1, 2, 3, (2, 3)]), ("stride", [1, 2, 3]), ("start", [0, 1]), ("end", [0, 1, 2]),
+              ("dilation", [1, 2])]
+
+    def fix(row):
+        row = dict(row)
+        for key in ("window", "stride", "start", "end", "dilation"):
+            if isinstance(row[key], tuple) and len(row[key]) != row["dims"]:
+                row[key] = row[key] + (row[key][-1],) * (row["dims"] - len(row[key]))
+        return row
+
+    def valid(row):
+        row = fix(row)
+        w = row["window"] if isinstance(row["window"], tuple) else (row["window"],) * row["dims"]
+        if max(row["start"], row["end"]) >= min(w):   # ORT CPU refuses pads >= kernel: an edge case, not grid
+            return False
+        return is_valid(max_pooling2_desc(**row))
+
+    cases = []
+    for row in grid(op, params, valid):
+        row = fix(row)
+        cases.append(make_case(op, "grid-" + _mp_name(row), max_pooling2_desc(**row), seed, "grid"))
+    for opset, dtype in ((8, "FLOAT32"), (10, "FLOAT16"), (11, "INT8"), (12, "UINT8")):
+        row = dict(dtype=dtype, dims=2, window=3, stride=2, start=1, end=1, dilation=1 if opset < 10 else 2,
+                   indices="UINT64")
+        cases.append(make_case(op, f"grid-opset{opset}-" + _mp_name(row), max_pooling2_desc(**row), seed, "grid",
+                           opset=opset))
+    edges = [("ties", dict(window=3, stride=1), "ties"), ("ties-int8", dict(dtype="INT8", window=3, stride=2), "ties"),
+             ("ties-3d-fp16", dict(dtype="FLOAT16", dims=3, window=2), "ties"),
+             ("window-equals-input", dict(window=(7, 9), stride=1, spatial=(7, 9)), "random"),
+             ("window-larger-than-input-padded", dict(window=(4, 4), start=(2, 2), end=(1, 1), spatial=(3, 3)),
+              "random"),
+             ("pads-ge-kernel", dict(window=2, dilation=3, start=2, end=2, stride=2), "random"),
+             ("nan-inf", dict(window=2, stride=2), "nan-inf"),
+             ("minus-inf-window", dict(window=2, stride=2), "minus-inf"),
+             ("int64-large", dict(dtype="INT64", window=2), "int64-large"),
+             ("uint64-extremes", dict(dtype="UINT64", window=3, stride=2), "extremes"),
+             ("int8-extremes", dict(dtype="INT8", window=2), "extremes"),
+             ("large-batch", dict(batch=32, channels=8, spatial=(12, 12), window=2, stride=2), "random"),
+             ("dilation-padding-5d", dict(dims=3, window=2, dilation=2, start=1, end=1), "random")]
+    for name, over, recipe in edges:
+        desc = max_pooling2_desc(**over)
+        extra = {}
+        if recipe == "nan-inf":
+            extra = {"expect": "diverges", "why": "NaN inputs: ORT's indexed MaxPool lets a NaN that comes first "
+                     "in a window win, the reference ignores NaN"}
+        if name == "uint64-extremes":
+            extra = {"expect": "inexpressible", "why": "UINT64 values near 2^64 collide in the float64 the "
+                     "composition pools in"}
+        if name == "pads-ge-kernel":
+            extra = {"expect": "diverges", "why": "pads >= kernel_shape: ORT's CPU kernel refuses the model"}
+        cases.append(make_case(op, f"edge-{name}", desc, seed, f"edge-{recipe}", recipe=recipe, **extra))
+    rng = np.random.default_rng([seed, 3])
+    i = 0
+    while i < 16:
+        dims = int(rng.integers(2, 4))
+        row = dict(dtype=MAXPOOL_TYPES[rng.integers(len(MAXPOOL_TYPES))], dims=dims,
+                   window=tuple(int(v) for v in rng.integers(1, 4, dims)),
+                   stride=tuple(int(v) for v in rng.integers(1, 4, dims)),
+                   start=tuple(int(v) for v in rng.integers(0, 2, dims)),
+                   end=tuple(int(v) for v in rng.integers(0, 2, dims)),
+                   dilation=tuple(int(v) for v in rng.integers(1, 3, dims)),
+                   indices=[None, "UINT32", "UINT64"][rng.integers(3)], batch=int(rng.integers(1, 4)),
+                   channels=int(rng.integers(1, 4)),
+                   spatial=tuple(int(v) for v in rng.integers(3, 10 if dims == 2 else 7, dims)))
+        if any(p >= w for p, w in zip(row["start"] + row["end"], row["window"] * 2)):
+            continue
+        desc = max_pooling2_desc(**row)
+        if not is_valid(desc):
+            continue
+        cases.append(make_case(op, f"random-s{seed}-{i:03d}", desc, seed, "random"))
+        i += 1
+    return cases
+
+
+def _maxpool_input(desc: MaxPooling2Desc, recipe: str, rng) -> np.ndarray:
+    sizes = desc.input_tensor.sizes
+    dtype = numpy_dtype(desc.input_tensor.data_type)
+    count = int(np.prod(sizes))
+    if recipe == "ties":
+        return rng.integers(0, 4, size=sizes).astype(dtype)
+    if recipe == "extremes":
+        info = np.iinfo(dtype)
+        return rng.choice(np.array([info.min, info.min + 1, 0, info.max - 1, info.max], dtype=dtype), size=sizes)
+    if recipe == "int64-large":
+        values = rng.permutation(count).astype(np.int64) * (2**40) - 2**52
+        return values.reshape(sizes).astype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        lo, hi = max(int(info.min), -count), min(int(info.max), count)
+        if hi - lo + 1 >= count:
+            values = rng.permutation(np.arange(lo, lo + count))       # distinct: unique maxima
+        else:
+            values = rng.integers(lo, hi + 1, size=count)            # int8/uint8: ties unavoidable
+        return values.reshape(sizes).astype(dtype)
+    # floats: distinct multiples of 1/8 (exact in float16 up to 256)
+    span = min(count, 2048)
+    values = (rng.permutation(count) % span - span // 2) / 8
+    x = values.reshape(sizes).astype(dtype)
+    if recipe == "nan-inf":
+        flat = x.reshape(-1)
+        picks = rng.choice(flat.size, size=max(3, flat.size // 20), replace=False)
+        flat[picks] = np.array([np.nan, np.inf, -np.inf], dtype=dtype)[np.arange(picks.size) % 3]
+        x[(0, 0) + (0,) * (x.ndim - 2)] = np.nan    # a NaN first in the first window
+    if recipe == "minus-inf":
+        x[..., :2, :2] = -np.inf
+    return x

@@ -1,0 +1,29 @@
+"""One mapper module per DirectML operator: ``to_onnx``, ``import_node`` and ``input_flags`` together.
+
+The operator registry (``ep_testbed.reference.registry``) names each operator's module;
+``mapper_of`` loads it. A mapper module provides:
+
+- ``to_onnx(desc, opset) -> Mapping``: the ONNX model of a validated desc and one flag per
+  field value (``exact``, ``composed``, ``diverges``, ``inexpressible``);
+- ``import_node(node, shapes, types, mode, opset) -> Imported``: an ONNX node read back as the
+  desc the ONNX spec means (``mode="spec"``) or the one ORT's DirectML EP builds (``"dml-ep"``);
+- ``input_flags(desc, tensors, opset) -> list[Flag]``: flags raised by a case's input values.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from ep_testbed.reference.registry import OpSpec, spec_for
+
+
+def mapper_of(spec: OpSpec) -> ModuleType:
+    """The mapper module of an operator's record."""
+    return importlib.import_module(spec.graphs)
+
+
+def mapper_for(desc: Any) -> ModuleType:
+    """The mapper module of a desc's operator (DescError for an unregistered desc)."""
+    return mapper_of(spec_for(desc))

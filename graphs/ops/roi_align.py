@@ -1,0 +1,554 @@
+"""DML_ROI_ALIGN / DML_ROI_ALIGN1 <-> ONNX RoiAlign-16 or RoiAlign-10: the mapping (plus the
+nodes that make it exact), the node read back, the input flags.
+
+RoiAlign-16's ``half_pixel`` samples with an input offset of 0.5; RoiAlign-10 has no
+``coordinate_transformation_mode`` and, as the ONNX spec and ORT's CPU kernel read it, no input
+offset (``output_half_pixel``), but it also raises every region smaller than one pixel to 1x1,
+which the page never does (flagged per input, ``input_flags``). Below, ``base`` = the node's
+own input offset (0.5 or 0).
+
+What ORT's DirectML EP builds from a RoiAlign node
+(``onnxruntime/core/providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp``):
+DML_ROI_ALIGN1 with ``GetOptionalAttribute(CoordinateTransformationMode, "half_pixel")``, so a
+RoiAlign-10 node, which has no such attribute, gets InputPixelOffset 0.5 where ONNX-10 means
+output_half_pixel; "output_half_pixel" gives 0 without ONNX's >= 1 region clamp; any other
+string fails ("Unsupported RoiAlign coordinate_transformation_mode."); OutputPixelOffset is
+always -0.5; mode strings match "avg"/"max" exactly; sampling_ratio 0 -> (1, UINT32_MAX), k ->
+(k, k); SpatialScaleX = SpatialScaleY = spatial_scale; OutOfBoundsInputValue 0; LINEAR; batch
+indices ``ForceUnsignedDataType`` (int64 -> UINT64, int32 -> UINT32); ``DmlOperator.h`` pads
+ranks to 4 (rois {R,4} -> {1,1,R,4}, batch_indices {R} -> {1,1,1,R}). So every other field
+value needs a composition or cannot be reached:
+
+* ROI rewrite. ORT's RoiAlign with ``spatial_scale = 1`` samples
+  ``x = x1' - base + (k + 0.5) * (x2' - x1') / N`` for sample ``k`` of ``N = OutputWidth * n``.
+  The page samples ``x = (k - OutputPixelOffset) * size / D + x1 * SpatialScaleX - InputPixelOffset``
+  with ``size = (x2 - x1) * SpatialScaleX`` and ``D = N`` (``N - 1`` with AlignRegionsToCorners).
+  Both are affine in k; equating them gives ROIs ``x1', x2'`` affine in ``x1, x2``, i.e. one
+  Mul (diagonal case: scales and InputPixelOffset only) or MatMul plus an Add on the ROI table.
+  With an adaptive sample count (Min 1, Max UINT32_MAX) N varies per ROI, so only the diagonal
+  rewrite (scales, InputPixelOffset) is exact there.
+* DML MAX = max over interpolated samples; ORT's ``mode="max"`` is the max of the four
+  weighted corner terms (``onnxruntime/core/providers/cpu/object_detection/roialign.cc``), not
+  that. With a fixed n: RoiAlign(avg, sampling_ratio=1, n-times larger output) yields every
+  sample; MaxPool(n, stride n) takes their max.
+* OutOfBoundsInputValue v: ORT gives an out-of-range sample weight 0, and the four bilinear
+  weights of an in-range sample sum to 1, so ``RoiAlign(ones)`` is the in-range fraction and
+  ``RoiAlign(X) + v * (1 - RoiAlign(ones))`` is the page's value (per sample before the MaxPool
+  of MAX, per output element for AVERAGE).
+* FLOAT16 with any of the above runs the arithmetic in float32 (Cast in, Cast out): a float16
+  Mul on ROI coordinates would round them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping as MappingT
+from typing import Optional
+
+import numpy as np
+import onnx
+from ep_testbed.reference.descs import TensorDesc
+from ep_testbed.reference.dtypes import numpy_dtype
+from ep_testbed.reference.roi_align import (
+    AnyRoiAlign,
+    RoiAlign1Desc,
+    as_roi_align1,
+    roi_count,
+)
+
+from ..builder import GraphBuilder
+from ..common import (
+    UINT32_MAX,
+    Imported,
+    OnnxImportError,
+    OpsetError,
+    dtype_of,
+    float_data_type,
+    node_attributes,
+    scalar_tensor,
+    strides_flag,
+)
+from ..flags import Flag
+from ..mapping import Mapping, Port
+
+ADAPTIVE_REASON = ("sampling_ratio=0: ONNX's count ceil(size/output) per axis, equal to the page's clamp(ceil(size/"
+                   "output), 1, UINT32_MAX) for every region of positive size (ORT takes no sample for an empty or "
+                   "inverted region where the page takes one: that is input data, flagged per case)")
+
+
+def base_input_offset(opset: int) -> float:
+    """The input offset ONNX's RoiAlign node itself applies: 0.5 (RoiAlign-16 half_pixel, which
+    the mapper always writes) or 0 (RoiAlign-10, read as the ONNX spec and ORT's CPU kernel do)."""
+    return 0.5 if opset >= 16 else 0.0
+
+
+@dataclass
+class _Plan:
+    """The decisions ``to_onnx`` takes from the desc's fields before building the graph."""
+
+    n: Optional[int]          # fixed samples per output element per axis; None: ONNX's adaptive count
+    max_kind: Optional[str]   # None (AVERAGE), "single", "pool" or "onnx-max": how DML's MAX is reached
+    rewrite: bool             # the ROIs need an affine rewrite (scales, offsets, corners)
+    oob: float                # OutOfBoundsInputValue as float32
+    base: float               # the RoiAlign node's own input offset
+
+
+# --- DML -> ONNX -------------------------------------------------------------------------------
+
+def to_onnx(desc: AnyRoiAlign, opset: int) -> Mapping:
+    """The RoiAlign model of a validated desc, with one flag per field value; no model when a
+    flag is ``inexpressible``."""
+    if opset < 10:
+        raise OpsetError(opset, "RoiAlign exists from opset 10")
+    d = as_roi_align1(desc)
+    n, sample_flags = plan_samples(d)
+    max_kind, reduction_flag = _reduction(d, n)
+    plan = _Plan(n, max_kind, False, float(np.float32(d.out_of_bounds_input_value)), base_input_offset(opset))
+    offset_flags = _geometry_flags(desc, d, plan, opset)
+    flags = (_tensor_flags(d) + [reduction_flag] + sample_flags + [_interpolation_flag(d)] + offset_flags
+             + [_oob_flag(d, plan)])
+    if any(f.kind == "inexpressible" for f in flags):
+        return Mapping(desc=desc, model=None, flags=flags, opset=opset, input_flagger=input_flags)
+    compute_dtype = _compute_dtype(d, plan, flags)
+    return _build(desc, d, plan, compute_dtype, flags, opset)
+
+
+def _tensor_flags(d: RoiAlign1Desc) -> list[Flag]:
+    flags = [Flag(f"{member}.DataType", t.data_type, "exact",
+                  "RoiAlign T1 holds float32 and float16 (ORT's CPU kernel runs float16 as float32 between Casts it "
+                  "inserts)") for member, t in (("InputTensor", d.input_tensor), ("ROITensor", d.roi_tensor),
+                                               ("OutputTensor", d.output_tensor))]
+    flags.append(Flag("InputTensor.Sizes", list(d.input_tensor.sizes), "exact", "X is {N, C, H, W} as on the page"))
+    if d.roi_tensor.dimension_count == 2:
+        flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "exact", "rois is {NumROIs, 4}"))
+    else:
+        flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "composed",
+                          "a Reshape to {NumROIs, 4}, the only shape ONNX's rois takes (same data order)"))
+    bi = d.batch_indices_tensor
+    if bi.data_type == "UINT64":
+        flags.append(Flag("BatchIndicesTensor.DataType", "UINT64", "exact",
+                          "batch_indices is int64; the DML EP reinterprets it as UINT64 (ForceUnsignedDataType), "
+                          "equal for indices < 2^63"))
+    else:
+        flags.append(Flag("BatchIndicesTensor.DataType", bi.data_type, "composed",
+                          "a Cast to int64, ONNX RoiAlign's only batch_indices type"))
+    if bi.dimension_count == 1:
+        flags.append(Flag("BatchIndicesTensor.Sizes", list(bi.sizes), "exact", "batch_indices is {NumROIs}"))
+    else:
+        flags.append(Flag("BatchIndicesTensor.Sizes", list(bi.sizes), "composed", "a Reshape to {NumROIs}"))
+    _, _, out_h, out_w = d.output_tensor.sizes
+    flags.append(Flag("OutputTensor.Sizes", list(d.output_tensor.sizes), "exact",
+                      f"output_height={out_h}, output_width={out_w}"))
+    for member, t in (("InputTensor", d.input_tensor), ("ROITensor", d.roi_tensor),
+                      ("BatchIndicesTensor", bi), ("OutputTensor", d.output_tensor)):
+        flags.append(strides_flag(member, t))
+    return flags
+
+
+def plan_samples(d: RoiAlign1Desc) -> tuple[Optional[int], list[Flag]]:
+    """The fixed sample count n (or None for ONNX's adaptive count) and the flags of the pair
+    (one per field, same kind and reason: the two only mean something together)."""
+    n, flag = _plan_samples(d)
+    return n, [Flag("MinimumSamplesPerOutput", d.minimum_samples_per_output, flag.kind, flag.reason),
+               Flag("MaximumSamplesPerOutput", d.maximum_samples_per_output, flag.kind, flag.reason)]
+
+
+def _plan_samples(d: RoiAlign1Desc) -> tuple[Optional[int], Flag]:
+    lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
+    value = [lo, hi]
+    field = "MinimumSamplesPerOutput/MaximumSamplesPerOutput"
+    if lo == hi:
+        return lo, Flag(field, value, "exact", f"sampling_ratio={lo}: a fixed {lo}x{lo} grid of samples per output element")
+    if lo == 1 and hi == UINT32_MAX:
+        return None, Flag(field, value, "exact", ADAPTIVE_REASON)
+    if lo == 1:
+        return None, Flag(field, value, "diverges", f"sampling_ratio=0 counts ceil(size/output) samples with no upper "
+                          f"bound; the page caps it at {hi}, so regions larger than {hi} samples per output differ")
+    return None, Flag(field, value, "inexpressible", f"ONNX RoiAlign has a fixed count (sampling_ratio>0) or an "
+                      f"unbounded adaptive one (0); a count clamped to [{lo}, {hi}] is neither")
+
+
+def _reduction(d: RoiAlign1Desc, n: Optional[int]) -> tuple[Optional[str], Flag]:
+    """How ReductionFunction is reached: ``mode="avg"`` for AVERAGE; for MAX one sample, an
+    avg RoiAlign of every sample then a MaxPool, or ONNX's own (divergent) ``mode="max"``."""
+    if d.reduction_function != "MAX":
+        return None, Flag("ReductionFunction", "AVERAGE", "exact", 'mode="avg": the mean of the samples of each '
+                          "output element")
+    if n == 1:
+        return "single", Flag("ReductionFunction", "MAX", "composed", 'mode="avg" with sampling_ratio=1: the max of '
+                              "one interpolated sample is that sample (ORT's mode=\"max\" would take the max of its "
+                              "four weighted corner terms instead)")
+    if n is not None:
+        return "pool", Flag("ReductionFunction", "MAX", "composed", f'RoiAlign(mode="avg", sampling_ratio=1) at a '
+                            f"{n}x larger output yields every interpolated sample, then MaxPool({n}x{n}, stride {n}) "
+                            "takes their max (ORT's mode=\"max\" is the max of weighted corner terms, not of samples)")
+    return "onnx-max", Flag("ReductionFunction", "MAX", "diverges", 'mode="max": ONNX Runtime (CPU, CUDA, and '
+                            "onnx.reference) takes the max of the four weighted corner terms max(w1*v1, ..., w4*v4), "
+                            "not of interpolated samples; the exact composition needs a fixed sample count")
+
+
+def _interpolation_flag(d: RoiAlign1Desc) -> Flag:
+    if d.interpolation_mode == "LINEAR":
+        return Flag("InterpolationMode", "LINEAR", "exact", "ONNX RoiAlign interpolates bilinearly")
+    return Flag("InterpolationMode", d.interpolation_mode, "inexpressible",
+                "ONNX RoiAlign has no nearest-neighbour mode, and the page does not define the rounding a "
+                "Gather-based emulation would need")
+
+
+def _geometry_flags(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, opset: int) -> list[Flag]:
+    """Flags of the fields the ROI rewrite absorbs (scales, pixel offsets, corners); sets
+    ``plan.rewrite``."""
+    sx, sy = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
+    ipo, opo = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
+    plan.rewrite = sx != sy or ipo != plan.base or opo != -0.5 or d.align_regions_to_corners
+    flags = []
+    for name, v in (("SpatialScaleX", d.spatial_scale_x), ("SpatialScaleY", d.spatial_scale_y)):
+        if sx != sy:
+            flags.append(Flag(name, v, "composed", "ONNX has one spatial_scale: the ROIs are multiplied by "
+                              "[SpatialScaleX, SpatialScaleY, SpatialScaleX, SpatialScaleY] and spatial_scale=1"))
+        elif plan.rewrite:
+            flags.append(Flag(name, v, "composed", "folded into the ROI rewrite (a Mul/MatMul on the ROIs, "
+                              "spatial_scale=1)"))
+        else:
+            flags.append(Flag(name, v, "exact", f"spatial_scale={sx}"))
+    is_v1 = type(desc) is RoiAlign1Desc
+    if opset < 16:
+        flags.append(Flag("InputPixelOffset" if is_v1 else "Type", d.input_pixel_offset if is_v1 else desc.TYPE,
+                          "diverges", "RoiAlign-10 has no coordinate_transformation_mode: the ONNX spec and ORT's CPU "
+                          "kernel sample with no input offset (every ROI coordinate shifted by "
+                          f"{plan.base - ipo:g} after scaling to match the page), but ORT's DirectML EP builds "
+                          "InputPixelOffset 0.5 for it, half a pixel off (DmlOperatorRoiAlign.cpp)"))
+    elif is_v1 and ipo == 0.5:
+        flags.append(Flag("InputPixelOffset", d.input_pixel_offset, "exact", 'coordinate_transformation_mode="half_pixel"'))
+    elif is_v1:
+        flags.append(Flag("InputPixelOffset", d.input_pixel_offset, "composed",
+                          f"half_pixel with every ROI coordinate shifted by 0.5 - {ipo} after scaling "
+                          "(output_half_pixel is not 0: ORT clamps regions to at least 1x1 there)"))
+    if is_v1:
+        flags += _output_offset_flags(d, opo, plan.n is not None)
+    return flags
+
+
+def _output_offset_flags(d: RoiAlign1Desc, opo: float, fixed: bool) -> list[Flag]:
+    if opo == -0.5:
+        flags = [Flag("OutputPixelOffset", d.output_pixel_offset, "exact", "both ONNX modes place samples at "
+                      "(k + 0.5) / n of a bin, i.e. OutputPixelOffset -0.5")]
+    elif fixed:
+        flags = [Flag("OutputPixelOffset", d.output_pixel_offset, "composed",
+                      "an ROI rewrite that moves both corners by -(OutputPixelOffset + 0.5) sample spacings "
+                      "(a MatMul on the ROIs, exact for a fixed sample count)")]
+    else:
+        flags = [Flag("OutputPixelOffset", d.output_pixel_offset, "inexpressible",
+                      "the shift is a fraction of a sample spacing, which depends on ONNX's per-region adaptive "
+                      "count; only a fixed count (Minimum = Maximum) can be composed")]
+    if not d.align_regions_to_corners:
+        flags.append(Flag("AlignRegionsToCorners", False, "exact", "ONNX spreads samples evenly within the region"))
+    elif fixed:
+        flags.append(Flag("AlignRegionsToCorners", True, "composed",
+                          "samples stretched to the corners (spacing size/(N-1), reference RA-6) as an ROI rewrite "
+                          "that widens each region by N/(N-1) (a MatMul on the ROIs)"))
+    else:
+        flags.append(Flag("AlignRegionsToCorners", True, "inexpressible",
+                          "stretching samples to the corners depends on the per-region adaptive count; only a fixed "
+                          "count (Minimum = Maximum) can be composed"))
+    return flags
+
+
+def _oob_flag(d: RoiAlign1Desc, plan: _Plan) -> Flag:
+    if plan.oob == 0.0:
+        return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "exact",
+                    "ORT gives samples outside [-1, size] weight 0, i.e. they read 0")
+    if plan.max_kind == "onnx-max":
+        return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "inexpressible",
+                    "with ONNX's corner-term max no per-sample correction exists; needs a fixed sample count")
+    return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "composed",
+                "RoiAlign(X) + v * (1 - RoiAlign(ones)): ORT gives an outside sample weight 0 and an inside one "
+                "weights summing to 1")
+
+
+def _compute_dtype(d: RoiAlign1Desc, plan: _Plan, flags: list[Flag]) -> np.dtype:
+    """float32 for a float16 desc whose ROIs are rewritten or corrected (a float16 Mul would
+    round ROI coordinates); the InputTensor.DataType flag then says so."""
+    x_dtype = dtype_of(d.input_tensor)
+    if x_dtype != np.float16 or not (plan.rewrite or plan.oob != 0.0):
+        return x_dtype
+    for i, f in enumerate(flags):
+        if f.field == "InputTensor.DataType":
+            flags[i] = Flag(f.field, f.value, "composed", "float16 with an ROI rewrite or an OutOfBoundsInputValue: "
+                            "computed in float32 between Casts (a float16 Mul would round ROI coordinates); the EP's "
+                            "float16 RoiAlign is not exercised")
+    return np.dtype(np.float32)
+
+
+def roi_affine(scale: float, out: int, n: Optional[int], ipo: float, opo: float, corners: bool,
+               base: float = 0.5) -> tuple[float, float, float, float, float]:
+    """Coefficients ``(a11, a12, a21, a22, c)`` of ``x1' = a11 x1 + a12 x2 + c``,
+    ``x2' = a21 x1 + a22 x2 + c`` that make ORT's sampling (input offset ``base``: 0.5 for
+    half_pixel, 0 for RoiAlign-10) equal the page's (module docstring). ``n`` None = adaptive
+    (only the diagonal case is possible)."""
+    c = base - ipo
+    if n is None:
+        return scale, 0.0, 0.0, scale, c
+    samples = out * n
+    if corners and samples == 1:
+        # one sample, stretched to both corners: the reference takes the region's centre
+        return scale / 2, scale / 2, scale / 2, scale / 2, c
+    denom = samples - 1 if corners else samples
+    a = (opo + 0.5) / denom
+    b = samples / denom
+    return scale * (1 + a), -scale * a, scale * (1 + a - b), scale * (b - a), c
+
+
+def _affine_matrix(d: RoiAlign1Desc, plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
+    """The ROI rewrite as ``rois @ w + shift`` over ``[x1, y1, x2, y2]`` columns."""
+    _, _, out_h, out_w = d.output_tensor.sizes
+    ipo, opo = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
+    ax = roi_affine(float(np.float32(d.spatial_scale_x)), out_w, plan.n, ipo, opo, d.align_regions_to_corners,
+                    plan.base)
+    ay = roi_affine(float(np.float32(d.spatial_scale_y)), out_h, plan.n, ipo, opo, d.align_regions_to_corners,
+                    plan.base)
+    w = np.zeros((4, 4), dtype=np.float64)
+    for (a11, a12, a21, a22, _), (i1, i2) in ((ax, (0, 2)), (ay, (1, 3))):
+        w[i1, i1], w[i2, i1], w[i1, i2], w[i2, i2] = a11, a12, a21, a22
+    return w, np.array([ax[4], ay[4], ax[4], ay[4]])
+
+
+def rewritten_region_sizes(d: RoiAlign1Desc, opset: int, rois: np.ndarray) -> np.ndarray:
+    """``(NumROIs, 2)``: the width and height, after the mapper's ROI rewrite, of the regions ONNX's
+    node sees (what RoiAlign-10 raises to at least 1)."""
+    n, _ = _plan_samples(d)
+    w, _ = _affine_matrix(d, _Plan(n, None, True, 0.0, base_input_offset(opset)))
+    r = rois.reshape(-1, 4).astype(np.float64) @ w
+    return np.stack([r[:, 2] - r[:, 0], r[:, 3] - r[:, 1]], axis=1)
+
+
+# --- the graph ---------------------------------------------------------------------------------
+
+def _build(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.dtype, flags: list[Flag],
+           opset: int) -> Mapping:
+    x_dtype = dtype_of(d.input_tensor)
+    g = GraphBuilder(desc.TYPE.lower())
+    x, r, bidx, inputs = _graph_inputs(g, d, compute_dtype)
+    spatial_scale = float(np.float32(d.spatial_scale_x))
+    if plan.rewrite:
+        r, spatial_scale = _roi_rewrite(g, d, plan, r, compute_dtype), 1.0
+    attrs = _roi_align_attributes(d, plan, spatial_scale, opset)
+    y = g.node("RoiAlign", [x, r, bidx], role="op", name="RoiAlign", **attrs)[0]
+    if plan.oob != 0.0:
+        y = _out_of_bounds(g, d, plan, y, r, bidx, attrs, compute_dtype)
+    if plan.max_kind == "pool":
+        y = g.node("MaxPool", [y], role="op", name="MaxPool_SampleMax", kernel_shape=[plan.n, plan.n],
+                   strides=[plan.n, plan.n])[0]
+    if compute_dtype != x_dtype:
+        y = g.cast(y, x_dtype, hint="Cast_OutputTensor")
+    g.rename(y, "OutputTensor")
+    g.output("OutputTensor", x_dtype, d.output_tensor.sizes)
+    return Mapping(desc=desc, model=g.model(opset), flags=flags, op_nodes=g.op_nodes, helper_nodes=g.helper_nodes,
+                   inputs=inputs, output_ports=[Port("OutputTensor", "OutputTensor",
+                                                     from_onnx=lambda a: a.astype(x_dtype, copy=False))],
+                   opset=opset, input_flagger=input_flags)
+
+
+def _graph_inputs(g: GraphBuilder, d: RoiAlign1Desc, compute_dtype: np.dtype) -> tuple[str, str, str, list[Port]]:
+    """X, rois and batch_indices as graph inputs, reshaped and cast to what ONNX's node takes."""
+    x_dtype, bi = dtype_of(d.input_tensor), d.batch_indices_tensor
+    n_rois = roi_count(d.roi_tensor.sizes)
+    b_onnx_dtype = np.dtype(np.int64) if bi.data_type == "UINT64" else numpy_dtype(bi.data_type)
+    x = g.input("InputTensor", x_dtype, d.input_tensor.sizes)
+    r = g.input("ROITensor", x_dtype, d.roi_tensor.sizes)
+    bidx = g.input("BatchIndicesTensor", b_onnx_dtype, bi.sizes)
+    to_int64 = (lambda a: a.astype(np.int64)) if bi.data_type == "UINT64" else (lambda a: a)
+    ports = [Port("InputTensor", x), Port("ROITensor", r), Port("BatchIndicesTensor", bidx, to_onnx=to_int64)]
+    if d.roi_tensor.dimension_count != 2:
+        r = g.reshape(r, [n_rois, 4], hint="Reshape_ROITensor")
+    if bi.dimension_count != 1:
+        bidx = g.reshape(bidx, [n_rois], hint="Reshape_BatchIndicesTensor")
+    if bi.data_type != "UINT64":
+        bidx = g.cast(bidx, np.int64, hint="Cast_BatchIndicesTensor")
+    if compute_dtype != x_dtype:
+        x = g.cast(x, compute_dtype, hint="Cast_InputTensor")
+        r = g.cast(r, compute_dtype, hint="Cast_ROITensor")
+    return x, r, bidx, ports
+
+
+def _roi_rewrite(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, r: str, compute_dtype: np.dtype) -> str:
+    """A Mul (diagonal rewrite) or MatMul, then an Add for the shift, on the ROI table."""
+    w, shift = _affine_matrix(d, plan)
+    shift = shift.astype(compute_dtype)
+    if np.count_nonzero(w - np.diag(np.diag(w))) == 0:
+        if not np.all(np.diag(w) == 1.0):
+            r = g.node("Mul", [r, g.const("roi_scale", np.diag(w).astype(compute_dtype))], role="helper",
+                       name="Mul_ROIScale")[0]
+    else:
+        r = g.node("MatMul", [r, g.const("roi_affine", w.astype(compute_dtype))], role="helper",
+                   name="MatMul_ROIRewrite")[0]
+    if np.any(shift != 0):
+        r = g.node("Add", [r, g.const("roi_shift", shift)], role="helper", name="Add_ROIShift")[0]
+    return r
+
+
+def _roi_align_attributes(d: RoiAlign1Desc, plan: _Plan, spatial_scale: float, opset: int) -> dict:
+    _, _, out_h, out_w = d.output_tensor.sizes
+    attrs: dict = dict(spatial_scale=spatial_scale)
+    if opset >= 16:
+        attrs["coordinate_transformation_mode"] = "half_pixel"
+    if plan.max_kind == "pool":
+        attrs.update(mode="avg", sampling_ratio=1, output_height=out_h * plan.n, output_width=out_w * plan.n)
+    elif plan.max_kind == "single":
+        attrs.update(mode="avg", sampling_ratio=1, output_height=out_h, output_width=out_w)
+    elif plan.max_kind == "onnx-max":
+        attrs.update(mode="max", sampling_ratio=0, output_height=out_h, output_width=out_w)
+    else:
+        attrs.update(mode="avg", sampling_ratio=plan.n or 0, output_height=out_h, output_width=out_w)
+    return attrs
+
+
+def _out_of_bounds(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, y: str, r: str, bidx: str, attrs: dict,
+                   compute_dtype: np.dtype) -> str:
+    """``y + v * (1 - RoiAlign(ones))``: the in-range share of each sample read from a RoiAlign
+    of ones, the rest given OutOfBoundsInputValue ``v``."""
+    n_batch, _, height, width = d.input_tensor.sizes
+    ones = g.node("ConstantOfShape", [g.const("ones_shape", np.array([n_batch, 1, height, width], np.int64))],
+                  role="helper", name="ConstantOfShape_ones", value=scalar_tensor(1.0, compute_dtype))[0]
+    coverage = g.node("RoiAlign", [ones, r, bidx], role="op", name="RoiAlign_coverage", **attrs)[0]
+    outside = g.node("Mul", [coverage, g.const("minus_oob", np.array(-plan.oob, dtype=compute_dtype))], role="helper",
+                     name="Mul_OutOfBounds")[0]
+    outside = g.node("Add", [outside, g.const("oob", np.array(plan.oob, dtype=compute_dtype))], role="helper",
+                     name="Add_OutOfBounds")[0]
+    return g.node("Add", [y, outside], role="helper", name="Add_OutOfBoundsValue")[0]
+
+
+# --- per-case input flags ------------------------------------------------------------------
+
+def input_flags(desc: AnyRoiAlign, tensors: MappingT[str, np.ndarray], opset: Optional[int] = None) -> list[Flag]:
+    """``diverges`` flags for input values ORT treats differently from the page: non-finite
+    inputs, empty regions or knife-edge ratios under an adaptive count, and (RoiAlign-10)
+    regions ORT raises to 1x1."""
+    d = as_roi_align1(desc)
+    rois = np.asarray(tensors["ROITensor"])
+    flags = _non_finite_flags(d, np.asarray(tensors["InputTensor"]))
+    flags += _adaptive_flags(d, rois)
+    if opset is not None and opset < 16:
+        flags += _roi_align10_clamp(d, opset, rois)
+    return flags
+
+
+def _non_finite_flags(d: RoiAlign1Desc, x: np.ndarray) -> list[Flag]:
+    if d.reduction_function == "AVERAGE":
+        if np.isfinite(x[:, :, 0, 0]).all():
+            return []
+        return [Flag("InputTensor[:, :, 0, 0]", "NaN/Inf", "diverges",
+                     "ORT's out-of-range samples add 0 * X[b, c, 0, 0] (roialign.cc), which is NaN when that element "
+                     "is NaN or Inf; the page reads OutOfBoundsInputValue")]
+    if np.isfinite(x).all():
+        return []
+    # Infinities order like numbers in every max; in ROI align's interpolation 0 * Inf is NaN
+    return [Flag("InputTensor", "NaN" if not np.isinf(x).any() else "NaN/Inf", "diverges",
+                 "the input holds NaN: the reference ignores NaN in every max; ORT's max kernels let a NaN win or "
+                 "lose depending on where it is scanned, so outputs may differ")]
+
+
+def _adaptive_flags(d: RoiAlign1Desc, rois: np.ndarray) -> list[Flag]:
+    if d.minimum_samples_per_output == d.maximum_samples_per_output:
+        return []
+    sx, sy = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
+    _, _, oh, ow = d.output_tensor.sizes
+    for row in rois.reshape(-1, 4).astype(np.float64):
+        size_x, size_y = (row[2] - row[0]) * sx, (row[3] - row[1]) * sy
+        if size_x <= 0 or size_y <= 0:
+            return [Flag("ROITensor", row.tolist(), "diverges", "an empty or inverted region with an adaptive sample "
+                         "count: ORT takes ceil(size/output) <= 0 samples (output 0), the page at least "
+                         "MinimumSamplesPerOutput")]
+        if any(0 < abs(r - round(r)) < 1e-4 and r > 0.5 for r in (size_x / ow, size_y / oh)):
+            return [Flag("ROITensor", row.tolist(), "diverges", "size/output is within 1e-4 of a whole number (not "
+                         "one): ORT's float32 ceil may pick one sample more or fewer than the float64 reference")]
+    return []
+
+
+def _roi_align10_clamp(d: RoiAlign1Desc, opset: int, rois: np.ndarray) -> list[Flag]:
+    small = np.flatnonzero((rewritten_region_sizes(d, opset, rois) < 1).any(axis=1))
+    if not small.size:
+        return []
+    row = rois.reshape(-1, 4)[small[0]].astype(np.float64).tolist()
+    return [Flag("ROITensor", row, "diverges", "RoiAlign-10 raises a region smaller than one pixel to 1x1 (ORT's CPU "
+                 "kernel and the ONNX reference); the page samples it as it is")]
+
+
+# --- ONNX -> DML ---------------------------------------------------------------------------
+
+def import_node(node: onnx.NodeProto, shapes: list[tuple[int, ...]], types: list[np.dtype], mode: str,
+                opset: Optional[int]) -> Imported:
+    """A RoiAlign node as the ROI_ALIGN1 desc it means (``mode`` "spec") or the one the DML EP
+    builds (``"dml-ep"``, module docstring)."""
+    a = node_attributes(node)
+    x_shape, roi_shape = shapes[:2]
+    x_t = float_data_type(types[0], "RoiAlign X", mode)
+    flags: list[Flag] = []
+    reduction = _import_mode(a.get("mode", "avg"), mode, flags)
+    sr = int(a.get("sampling_ratio", 0))
+    if sr == 0:
+        flags.append(Flag("MinimumSamplesPerOutput", 1, "exact", "ONNX's adaptive count; empty/inverted regions take "
+                          "no sample in ORT and one in DML (input data, flagged per case)"))
+    ipo = _import_input_offset(a, mode, opset if opset is not None else 16, flags)
+    bi_dml = _import_batch_type(types[2], mode)
+    r = roi_shape[0]
+    roi_sizes, bi_sizes = ((1, 1, r, 4), (1, 1, 1, r)) if mode == "dml-ep" else ((r, 4), (r,))
+    scale = float(a.get("spatial_scale", 1.0))
+    desc = RoiAlign1Desc(
+        input_tensor=TensorDesc(x_t, tuple(x_shape)), roi_tensor=TensorDesc(x_t, roi_sizes),
+        batch_indices_tensor=TensorDesc(bi_dml, bi_sizes),
+        output_tensor=TensorDesc(x_t, (r, x_shape[1], int(a.get("output_height", 1)), int(a.get("output_width", 1)))),
+        reduction_function=reduction, interpolation_mode="LINEAR", spatial_scale_x=scale, spatial_scale_y=scale,
+        input_pixel_offset=ipo, output_pixel_offset=-0.5, out_of_bounds_input_value=0.0,
+        minimum_samples_per_output=1 if sr == 0 else sr, maximum_samples_per_output=UINT32_MAX if sr == 0 else sr,
+        align_regions_to_corners=False)
+    bi_np = np.uint64 if bi_dml == "UINT64" else np.uint32
+
+    def inputs(arrays):
+        x, rois, bidx = arrays[:3]
+        return {"InputTensor": np.asarray(x), "ROITensor": np.asarray(rois).reshape(roi_sizes),
+                "BatchIndicesTensor": np.asarray(bidx).astype(bi_np).reshape(bi_sizes)}
+
+    return Imported(desc, flags, inputs, lambda out: [out["OutputTensor"]])
+
+
+def _import_mode(onnx_mode: str, mode: str, flags: list[Flag]) -> str:
+    if mode == "dml-ep" and onnx_mode not in ("avg", "max"):  # exact string match in DmlOperatorRoiAlign.cpp
+        raise OnnxImportError(f'mode = "{onnx_mode}": the DML EP matches "avg"/"max" exactly and fails kernel creation')
+    if onnx_mode.lower() not in ("avg", "max"):
+        raise OnnxImportError(f'mode = "{onnx_mode}": ONNX allows "avg" or "max"')
+    if onnx_mode.lower() == "max" and mode == "spec":
+        flags.append(Flag("ReductionFunction", "MAX", "diverges", 'ONNX\'s mode="max" (as ORT and onnx.reference '
+                          "compute it) is the max of the four weighted corner terms, not DML's max of interpolated "
+                          "samples; the desc is the nearest DML one"))
+    return "AVERAGE" if onnx_mode.lower() == "avg" else "MAX"
+
+
+def _import_input_offset(a: dict, mode: str, opset: int, flags: list[Flag]) -> float:
+    ctm = a.get("coordinate_transformation_mode", "half_pixel")
+    if mode == "spec":
+        half = opset >= 16 and ctm == "half_pixel"
+        if not half:
+            flags.append(Flag("InputPixelOffset", 0.0, "diverges",
+                              ("RoiAlign-10 (no coordinate_transformation_mode) means" if opset < 16 else
+                               f'coordinate_transformation_mode="{ctm}" means') +
+                              " output_half_pixel, which clamps every region to at least 1x1 before sampling; the "
+                              "page's InputPixelOffset 0 never clamps (regions smaller than a pixel differ)"))
+        return 0.5 if half else 0.0
+    if ctm not in ("half_pixel", "output_half_pixel"):
+        raise OnnxImportError(f'coordinate_transformation_mode = "{ctm}": the DML EP accepts only half_pixel and '
+                              "output_half_pixel (\"Unsupported RoiAlign coordinate_transformation_mode.\")")
+    if opset < 16 and "coordinate_transformation_mode" not in a:
+        flags.append(Flag("InputPixelOffset", 0.5, "diverges",
+                          "RoiAlign-10 has no coordinate_transformation_mode; the DML EP reads the default "
+                          '"half_pixel" (InputPixelOffset 0.5) where ONNX-10 means output_half_pixel'))
+    return 0.5 if ctm == "half_pixel" else 0.0
+
+
+def _import_batch_type(bi_t: np.dtype, mode: str) -> str:
+    if bi_t == np.int64:
+        return "UINT64"
+    if bi_t == np.int32 and mode == "dml-ep":
+        return "UINT32"
+    raise OnnxImportError(f"batch_indices of type {bi_t}: ONNX RoiAlign takes int64"
+                          + (" (the DML EP also int32)" if mode == "dml-ep" else ""))
