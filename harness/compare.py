@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .tolerances import Tolerances
+from .tolerances import Tolerance, Tolerances
 
 WORST_COUNT = 5
 
@@ -37,15 +37,24 @@ class Comparison:
     max_abs: float | None = None
     max_rel: float | None = None
     max_ulp: float | None = None
+    #: The largest finite |a - e| (``max_abs`` is infinite as soon as one NaN/inf mismatches,
+    #: which alone would hide how far the finite elements are off).
+    max_abs_finite: float | None = None
     #: The largest share of its tolerance any value element used: 0 exact, <= 1 within, inf for
     #: a NaN/inf mismatch (for a float element, the smaller of |a-e| / (atol + rtol*|e|) and
     #: ulp / ulp budget). Ranks passing cases by how close they came to failing.
     tolerance_used: float | None = None
     mismatches: int = 0
+    #: Of ``mismatches``: elements where NaN/inf met a number (or the other infinity), and index
+    #: elements that point elsewhere than a tie allows.
+    nonfinite_mismatches: int = 0
+    index_mismatches: int = 0
     ties: int = 0
     compared: int = 0
     worst: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: The tolerance applied to each compared output (``"OutputTensor": "FLOAT32: |a-e| <= ..."``).
+    applied: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -55,19 +64,29 @@ class Comparison:
         return {"max_abs": self.max_abs, "max_rel": self.max_rel, "max_ulp": self.max_ulp}
 
     def summary(self) -> str:
-        """One line for a result's ``message``."""
+        """One line for a result's ``message``: how many elements failed and how, the error
+        figures, the worst element, and the tolerance that was applied (numpy.testing style)."""
         if self.problems:
             return "; ".join(self.problems)
         parts = [f"{self.mismatches} of {self.compared} elements outside tolerance"]
+        if self.nonfinite_mismatches:
+            parts.append(f"{self.nonfinite_mismatches} non-finite mismatches")
+        if self.index_mismatches:
+            parts.append(f"{self.index_mismatches} index mismatches")
         if self.ties:
             parts.append(f"{self.ties} index ties")
         for name, value in self.errors().items():
             if value is not None:
                 parts.append(f"{name}={_fmt(value)}")
+        if self.max_abs == math.inf and self.max_abs_finite is not None:
+            parts.append(f"largest finite |a-e|={_fmt(self.max_abs_finite)}")
         if self.mismatches and self.worst:
             w = self.worst[0]
             parts.append(f"worst {w['output']}{w['index']}: expected {_fmt(w['expected'])}, got {_fmt(w['actual'])}")
-        return ", ".join(parts)
+        text = ", ".join(parts)
+        if self.mismatches and self.applied:
+            text += "; tolerance " + "; ".join(f"{name} {rule}" for name, rule in self.applied.items())
+        return text
 
 
 def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
@@ -99,12 +118,13 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
         result.compared += exp.size
         if name in index_outputs and exp.dtype.kind in "iu":
             values_name, input_name = index_outputs[name]
+            result.applied[name] = "exact index (or a tie: an equal value in the same window)"
             _compare_indices(result, candidates, name, exp, act, expected.get(values_name),
-                             (inputs or {}).get(input_name), in_window)
+                             (inputs or {}).get(input_name), in_window, worst_count)
         elif exp.dtype.kind == "f":
-            _compare_floats(result, candidates, name, exp, act, tolerances)
+            _compare_floats(result, candidates, name, exp, act, tolerances, worst_count)
         else:
-            _compare_integers(result, candidates, name, exp, act, tolerances)
+            _compare_integers(result, candidates, name, exp, act, tolerances, worst_count)
     candidates.sort(key=lambda item: item[0], reverse=True)
     result.worst = [entry for _, entry in candidates[:worst_count]]
     return result
@@ -128,108 +148,136 @@ def _ordered(x: np.ndarray) -> np.ndarray:
     return np.where(bits < 0, -magnitude, magnitude)
 
 
+def describe(data_type: str, tol: Tolerance) -> str:
+    """The rule applied to one output, as a person reads it: ``FLOAT32: |a-e| <= 1e-05 + 0.0001*|e|
+    or <= 4 ulp``; integers ``INT32: exact`` or ``|a-e| <= atol``."""
+    if data_type.startswith("FLOAT"):
+        text = f"{data_type}: |a-e| <= {tol.atol:g} + {tol.rtol:g}*|e|"
+        return text + (f" or <= {tol.ulp} ulp" if tol.ulp is not None else "")
+    return f"{data_type}: " + (f"|a-e| <= {tol.atol:g}" if tol.atol else "exact")
+
+
 def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
-                    tolerances: Tolerances) -> None:
+                    tolerances: Tolerances, worst_count: int) -> None:
     tol = tolerances.for_dtype(exp.dtype.name.upper())
+    result.applied[name] = describe(exp.dtype.name.upper(), tol)
     e = exp.astype(np.float64).ravel()
     a = act.astype(np.float64).ravel()
-    e_nan, a_nan = np.isnan(e), np.isnan(a)
-    e_inf = np.isinf(e)
-    regular = ~e_nan & ~e_inf
-    both_finite = regular & np.isfinite(a)
-
+    both_finite = np.isfinite(e) & np.isfinite(a)
     with np.errstate(invalid="ignore", over="ignore"):
         absdiff = np.where(both_finite, np.abs(a - e), np.inf)
-    absdiff[e_nan & a_nan] = 0.0
-    absdiff[e_inf & (a == e)] = 0.0
+    same_special = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))  # NaN for NaN, equal infinities
+    absdiff[same_special] = 0.0
     ulp = np.zeros(e.shape, dtype=np.int64)
     if both_finite.any():
         ulp[both_finite] = ulp_distance(act.ravel()[both_finite], exp.ravel()[both_finite])
-
-    ok = np.zeros(e.shape, dtype=bool)
-    ok[e_nan] = a_nan[e_nan]
-    ok[e_inf] = a[e_inf] == e[e_inf]
     within = absdiff <= tol.atol + tol.rtol * np.abs(e)
     if tol.ulp is not None:
         within |= ulp <= tol.ulp
-    ok[regular] = both_finite[regular] & within[regular]
+    ok = same_special | (both_finite & within)
+    bad = ~ok
+    nonfinite_bad = bad & ~both_finite
+    _float_statistics(result, e, absdiff, ulp, both_finite, nonfinite_bad)
+    result.tolerance_used = _max(result.tolerance_used, _tolerance_used(e, absdiff, ulp, tol, ok, both_finite))
+    result.mismatches += int(bad.sum())
+    result.nonfinite_mismatches += int(nonfinite_bad.sum())
+    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, np.where(both_finite, ulp, -1), worst_count)
 
+
+def _float_statistics(result: Comparison, e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray,
+                      both_finite: np.ndarray, nonfinite_bad: np.ndarray) -> None:
+    """max abs / rel / ULP over the finite pairs; max_abs becomes infinite when a NaN or an
+    infinity met a number, while ``max_abs_finite`` keeps the largest finite difference."""
     if both_finite.any():
-        result.max_abs = _max(result.max_abs, float(absdiff[both_finite].max()))
+        largest = float(absdiff[both_finite].max())
+        result.max_abs = _max(result.max_abs, largest)
+        result.max_abs_finite = _max(result.max_abs_finite, largest)
         nonzero = both_finite & (e != 0)
         if nonzero.any():
             result.max_rel = _max(result.max_rel, float((absdiff[nonzero] / np.abs(e[nonzero])).max()))
         result.max_ulp = _max(result.max_ulp, float(ulp[both_finite].max()))
+    if nonfinite_bad.any():
+        result.max_abs = math.inf
+
+
+def _tolerance_used(e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray, tol: Tolerance, ok: np.ndarray,
+                    both_finite: np.ndarray) -> float | None:
+    """The largest share of the tolerance an element used (see ``Comparison.tolerance_used``)."""
+    if not e.size:
+        return None
     with np.errstate(divide="ignore", invalid="ignore"):
         bound = tol.atol + tol.rtol * np.abs(e)
         used = np.where(absdiff == 0, 0.0, np.where(bound > 0, absdiff / np.where(bound > 0, bound, 1), np.inf))
         if tol.ulp is not None:
             used = np.minimum(used, np.where(ulp == 0, 0.0, ulp / tol.ulp if tol.ulp else np.inf))
     used[~ok & ~both_finite] = np.inf  # NaN/inf mismatches (where the ratios are undefined)
-    used[ok & ~both_finite] = 0.0      # NaN for NaN, equal infinities
-    if used.size:
-        result.tolerance_used = _max(result.tolerance_used, float(used.max()))
-    bad = ~ok
-    if (regular & ~np.isfinite(a)).any() or (e_nan != a_nan).any() or (e_inf & (a != e)).any():
-        result.max_abs = math.inf  # a NaN/inf where a number was expected, or the reverse
-    result.mismatches += int(bad.sum())
-    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, ulp)
+    used[ok & ~both_finite] = 0.0
+    return float(used.max())
 
 
 def _compare_integers(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
-                      tolerances: Tolerances) -> None:
+                      tolerances: Tolerances, worst_count: int) -> None:
     tol = tolerances.for_dtype(exp.dtype.name.upper())
+    result.applied[name] = describe(exp.dtype.name.upper(), tol)
     e = exp.ravel()
     a = act.ravel()
     absdiff = np.abs(a.astype(np.float64) - e.astype(np.float64))
     absdiff[a == e] = 0.0  # exact even beyond 2**53
     bad = absdiff > tol.atol
     if e.size:
-        result.max_abs = _max(result.max_abs, float(absdiff.max()))
         worst = float(absdiff.max())
+        result.max_abs = _max(result.max_abs, worst)
+        result.max_abs_finite = _max(result.max_abs_finite, worst)
         result.tolerance_used = _max(result.tolerance_used, 0.0 if worst == 0 else
                                      (worst / tol.atol if tol.atol else math.inf))
     result.mismatches += int(bad.sum())
-    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, None)
+    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, None, worst_count)
 
 
 def _compare_indices(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
                      expected_values: np.ndarray | None, source: np.ndarray | None,
-                     in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None) -> None:
+                     in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None, worst_count: int) -> None:
     e = exp.ravel()
     a = act.ravel()
     differ = e != a
     tie = np.zeros(e.shape, dtype=bool)
     if differ.any() and expected_values is not None and source is not None:
-        flat = np.asarray(source).ravel()
-        wanted = np.asarray(expected_values).ravel()
-        positions = np.flatnonzero(differ)
-        raw = a[positions]
-        inside = raw < flat.size if raw.dtype.kind == "u" else (raw >= 0) & (raw < flat.size)
-        found = flat[np.where(inside, raw, 0).astype(np.int64)]
-        target = wanted[positions]
-        same = found == target
-        if flat.dtype.kind == "f":
-            same |= np.isnan(found) & np.isnan(target)
-        if in_window is not None:
-            same &= np.asarray(in_window(positions, np.where(inside, raw, 0).astype(np.int64)), dtype=bool)
-        tie[positions] = inside & same
+        tie[np.flatnonzero(differ)] = _ties(np.flatnonzero(differ), a, expected_values, source, in_window)
     bad = differ & ~tie
     result.ties += int(tie.sum())
     result.mismatches += int(bad.sum())
+    result.index_mismatches += int(bad.sum())
     absdiff = np.where(differ, np.abs(a.astype(np.float64) - e.astype(np.float64)), 0.0)
-    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, None, tie=tie)
+    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, None, worst_count, tie=tie)
+
+
+def _ties(positions: np.ndarray, a: np.ndarray, expected_values: np.ndarray, source: np.ndarray,
+          in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None) -> np.ndarray:
+    """Whether each differing index points inside the input at a value equal to the expected
+    maximum of its output (NaN equal to NaN), in that output's window when ``in_window`` says."""
+    flat = np.asarray(source).ravel()
+    raw = a[positions]
+    inside = raw < flat.size if raw.dtype.kind == "u" else (raw >= 0) & (raw < flat.size)
+    index = np.where(inside, raw, 0).astype(np.int64)
+    found, target = flat[index], np.asarray(expected_values).ravel()[positions]
+    same = found == target
+    if flat.dtype.kind == "f":
+        same |= np.isnan(found) & np.isnan(target)
+    if in_window is not None:
+        same &= np.asarray(in_window(positions, index), dtype=bool)
+    return inside & same
 
 
 def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.ndarray, a: np.ndarray,
-                   absdiff: np.ndarray, bad: np.ndarray, ulp: np.ndarray | None,
+                   absdiff: np.ndarray, bad: np.ndarray, ulp: np.ndarray | None, worst_count: int,
                    tie: np.ndarray | None = None) -> None:
-    """Add this output's worst elements: failing ones first, then the largest differences."""
+    """Add this output's worst elements: failing ones first, then the largest differences.
+    ``ulp`` is -1 where it is undefined (a NaN or an infinity), and then left out of the entry."""
     interesting = bad | (absdiff > 0)
     if not interesting.any():
         return
     idx = np.flatnonzero(interesting)
-    order = np.lexsort((-absdiff[idx], ~bad[idx]))[:WORST_COUNT]
+    order = np.lexsort((-absdiff[idx], ~bad[idx]))[:worst_count]
     for i in idx[order]:
         entry: dict[str, Any] = {
             "output": name,
@@ -239,7 +287,7 @@ def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.nd
             "abs": float(absdiff[i]),
             "failed": bool(bad[i]),
         }
-        if ulp is not None:
+        if ulp is not None and ulp[i] >= 0:
             entry["ulp"] = int(ulp[i])
         if tie is not None and tie[i]:
             entry["tie"] = True

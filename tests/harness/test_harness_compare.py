@@ -210,3 +210,37 @@ def test_a_tie_must_lie_in_the_window_when_the_reference_says_where_windows_are(
     assert not wrong.passed and wrong.mismatches == 2 and wrong.ties == 0
     by_value = compare_outputs(expected, elsewhere, Tolerances.defaults(), {"InputTensor": x}, index_outputs=INDEX)
     assert by_value.ties == 2  # without the window rule, equal values are all it can check
+
+
+def test_worst_count_above_five_is_honoured():
+    e = np.zeros(12, np.float32)
+    a = np.arange(1, 13, dtype=np.float32)  # every element fails, each by a different amount
+    c = compare_outputs(out(e), out(a), Tolerances.defaults(), worst_count=9)
+    assert len(c.worst) == 9
+    assert [w["actual"] for w in c.worst] == sorted(a.tolist(), reverse=True)[:9]
+
+
+def test_a_nan_mismatch_has_no_ulp_figure():
+    c = compare_outputs(out(np.array([1.0, 2.0], np.float32)), out(np.array([np.nan, 2.0], np.float32)),
+                        Tolerances.defaults())
+    nan_entry = next(w for w in c.worst if w["index"] == [0])
+    assert "ulp" not in nan_entry and nan_entry["failed"]
+    assert c.nonfinite_mismatches == 1 and c.mismatches == 1
+
+
+def test_an_infinite_max_abs_keeps_the_largest_finite_difference_in_view():
+    e = np.array([np.inf, 1.0, 2.0], np.float32)
+    a = np.array([1.0, 1.5, 2.0], np.float32)  # inf answered with a number, and one element 0.5 off
+    c = compare_outputs(out(e), out(a), Tolerances.defaults())
+    assert c.max_abs == math.inf and c.max_abs_finite == 0.5
+    assert "largest finite |a-e|=0.5" in c.summary()
+
+
+def test_the_message_states_the_tolerance_that_was_applied():
+    tol = Tolerances.defaults().override("fp32:atol=0.001,rtol=0,ulp=none")
+    c = compare_outputs(out(np.array([1.0], np.float32)), out(np.array([1.5], np.float32)), tol)
+    assert c.summary().endswith("tolerance OutputTensor FLOAT32: |a-e| <= 0.001 + 0*|e|")
+    exact = compare_outputs(out(np.array([1], np.int32)), out(np.array([2], np.int32)), Tolerances.defaults())
+    assert "tolerance OutputTensor INT32: exact" in exact.summary()
+    passing = compare_outputs(out(np.array([1.0], np.float32)), out(np.array([1.0], np.float32)), tol)
+    assert "; tolerance" not in passing.summary()  # a passing comparison states no rule
