@@ -12,7 +12,12 @@ are the library side of ``ep-testbed map`` / ``ep-testbed gen``. Nothing here co
 from .cli import cli_map, safe_id, write_cases
 from .common import OpsetError
 from .flags import KINDS, Flag
-from .from_onnx import attributed_op_types, from_onnx, import_node, predicted_divergences
+from .from_onnx import (
+           attributed_op_types,
+           from_onnx,
+           import_node,
+           predicted_divergences,
+)
 from .input_flags import input_flags
 from .mapping import Mapping
 from .runtime import DEFAULT_OPSET, max_ir_version, max_opset

@@ -13,69 +13,88 @@ def all_pairs(params: Sequence[tuple[str, Sequence[Any]]], valid: Optional[Calla
     """Rows (dicts name -> value) such that every pair of values of two parameters appears in
     some row that ``valid`` accepts (pairs no valid row can hold are dropped). Greedy: each new
     row is the best of ``candidates`` random rows, then improved one parameter at a time."""
-    names = [n for n, _ in params]
-    values = [list(v) for _, v in params]
-    valid = valid or (lambda row: True)
-    count = len(names)
-    pairs = list(itertools.combinations(range(count), 2))
-    # uncovered[i, j][a, b]: the pair (names[i] = values[i][a], names[j] = values[j][b]) is not yet in a row
-    uncovered = {(i, j): np.ones((len(values[i]), len(values[j])), dtype=bool) for i, j in pairs}
-    rng = np.random.default_rng(seed)
+    cover = _Cover(params, valid or (lambda row: True), np.random.default_rng(seed))
     rows: list[dict[str, Any]] = []
+    stale = 0
+    while (target := cover.first_uncovered()) is not None and stale < 50:
+        best = cover.best_row(target, candidates)
+        if best is None:
+            i0, a0, j0, b0 = target
+            cover.uncovered[i0, j0][a0, b0] = False  # no valid row holds this pair
+            stale += 1
+            continue
+        stale = 0
+        rows.append(cover.as_row(best))
+        cover.mark(best)
+    return rows
 
-    def gain(choice: list[int]) -> int:
-        return sum(bool(uncovered[i, j][choice[i], choice[j]]) for i, j in pairs)
 
-    def gain_by_value(choice: list[int], k: int) -> np.ndarray:
+class _Cover:
+    """The pairs not yet in a row: ``uncovered[i, j][a, b]`` is True while the pair
+    (parameter i = its a-th value, parameter j = its b-th value) is in no row."""
+
+    def __init__(self, params: Sequence[tuple[str, Sequence[Any]]], valid: Callable[[dict], bool],
+                 rng: np.random.Generator):
+        self.names = [n for n, _ in params]
+        self.values = [list(v) for _, v in params]
+        self.valid, self.rng = valid, rng
+        self.count = len(self.names)
+        self.pairs = list(itertools.combinations(range(self.count), 2))
+        self.uncovered = {(i, j): np.ones((len(self.values[i]), len(self.values[j])), dtype=bool)
+                          for i, j in self.pairs}
+
+    def gain(self, choice: list[int]) -> int:
+        """Uncovered pairs a row of value indices ``choice`` would cover."""
+        return sum(bool(self.uncovered[i, j][choice[i], choice[j]]) for i, j in self.pairs)
+
+    def gain_by_value(self, choice: list[int], k: int) -> np.ndarray:
         """For each value of parameter k: the uncovered pairs it would add with the rest of ``choice``."""
-        total = np.zeros(len(values[k]), dtype=np.int64)
-        for j in range(count):
+        total = np.zeros(len(self.values[k]), dtype=np.int64)
+        for j in range(self.count):
             if j < k:
-                total += uncovered[j, k][choice[j], :]
+                total += self.uncovered[j, k][choice[j], :]
             elif j > k:
-                total += uncovered[k, j][:, choice[j]]
+                total += self.uncovered[k, j][:, choice[j]]
         return total
 
-    def first_uncovered() -> Optional[tuple[int, int, int, int]]:
+    def first_uncovered(self) -> Optional[tuple[int, int, int, int]]:
         """The smallest uncovered (i, a, j, b), in tuple order."""
-        for i in range(count):
-            for a in range(len(values[i])):
-                for j in range(i + 1, count):
-                    row = uncovered[i, j][a]
+        for i in range(self.count):
+            for a in range(len(self.values[i])):
+                for j in range(i + 1, self.count):
+                    row = self.uncovered[i, j][a]
                     if row.any():
                         return i, a, j, int(np.argmax(row))
         return None
 
-    def as_row(choice: list[int]) -> dict[str, Any]:
-        return {names[i]: values[i][choice[i]] for i in range(count)}
+    def as_row(self, choice: list[int]) -> dict[str, Any]:
+        return {self.names[i]: self.values[i][choice[i]] for i in range(self.count)}
 
-    stale = 0
-    while (target := first_uncovered()) is not None and stale < 50:
+    def mark(self, choice: list[int]) -> None:
+        for i, j in self.pairs:
+            self.uncovered[i, j][choice[i], choice[j]] = False
+
+    def _random_holding(self, target: tuple[int, int, int, int]) -> list[int]:
         i0, a0, j0, b0 = target
+        choice = [int(self.rng.integers(len(v))) for v in self.values]
+        choice[i0], choice[j0] = a0, b0
+        return choice
+
+    def best_row(self, target: tuple[int, int, int, int], candidates: int) -> Optional[list[int]]:
+        """The valid row holding ``target`` that covers most: the best of ``candidates`` random
+        rows, each improved one parameter at a time (the value adding most pairs, the first on
+        ties); if those are all invalid, the best of plain random rows. None if none is valid."""
         best, best_gain = None, 0
         for _ in range(candidates):
-            choice = [int(rng.integers(len(v))) for v in values]
-            choice[i0], choice[j0] = a0, b0
-            for k in range(count):  # local improvement: the value adding most pairs, the first on ties
-                if k not in (i0, j0):
-                    choice[k] = int(np.argmax(gain_by_value(choice, k)))
-            if not valid(as_row(choice)):
-                continue
-            g = gain(choice)
-            if g > best_gain:
+            choice = self._random_holding(target)
+            for k in range(self.count):
+                if k not in (target[0], target[2]):
+                    choice[k] = int(np.argmax(self.gain_by_value(choice, k)))
+            if self.valid(self.as_row(choice)) and (g := self.gain(choice)) > best_gain:
                 best, best_gain = choice, g
-        if best is None:  # the improved rows were all invalid: plain random rows holding the pair
-            for _ in range(candidates * 10):
-                choice = [int(rng.integers(len(v))) for v in values]
-                choice[i0], choice[j0] = a0, b0
-                if valid(as_row(choice)) and gain(choice) > best_gain:
-                    best, best_gain = choice, gain(choice)
         if best is None:
-            uncovered[i0, j0][a0, b0] = False  # no valid row holds this pair
-            stale += 1
-            continue
-        stale = 0
-        rows.append(as_row(best))
-        for i, j in pairs:
-            uncovered[i, j][best[i], best[j]] = False
-    return rows
+            for _ in range(candidates * 10):
+                choice = self._random_holding(target)
+                if self.valid(self.as_row(choice)) and self.gain(choice) > best_gain:
+                    best, best_gain = choice, self.gain(choice)
+        return best

@@ -1,8 +1,9 @@
-"""The one NaN rule of every max in the reference (DECISIONS.md, NAN-1).
+"""The NaN rule of the reference's maxima (DECISIONS.md, NAN-1), for ROI_ALIGN's MAX reduction.
 
-Direct3D's float rules make ``max(x, NaN) = x``: a NaN loses to any number. A max over a
-window (MAX_POOLING2, ROI_POOLING bins, ROI_ALIGN's MAX reduction) therefore ignores NaN
-elements, and is NaN only when every element is NaN.
+Direct3D's float rules make ``max(x, NaN) = x``: a NaN loses to any number, so a max over a
+set of samples ignores NaN elements and is NaN only when every element is NaN. ROI_POOLING
+applies the same rule with ``np.fmax`` inside its separable bin maxima, and MAX_POOLING2
+settles windows holding a NaN in its exact second pass (each kernel's docstring says so).
 """
 
 from __future__ import annotations

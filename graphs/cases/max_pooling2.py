@@ -52,62 +52,79 @@ def _mp_name(row) -> str:
 
 
 def _max_pooling2_cases(seed: int) -> list[Case]:
+    return _grid_cases(seed) + _edge_cases(seed) + _random_cases(seed)
+
+
+_GRID = [("dtype", MAXPOOL_TYPES), ("dims", [2, 3]), ("indices", [None, "UINT32", "UINT64"]),
+         ("window", [1, 2, 3, (2, 3)]), ("stride", [1, 2, 3]), ("start", [0, 1]), ("end", [0, 1, 2]),
+         ("dilation", [1, 2])]
+
+
+def _widen(row: dict) -> dict:
+    """A grid row with every per-axis tuple widened to ``dims`` values (the last one repeated)."""
+    row = dict(row)
+    for key in ("window", "stride", "start", "end", "dilation"):
+        if isinstance(row[key], tuple) and len(row[key]) != row["dims"]:
+            row[key] = row[key] + (row[key][-1],) * (row["dims"] - len(row[key]))
+    return row
+
+
+def _grid_valid(row: dict) -> bool:
+    row = _widen(row)
+    w = row["window"] if isinstance(row["window"], tuple) else (row["window"],) * row["dims"]
+    if max(row["start"], row["end"]) >= min(w):   # ORT CPU refuses pads >= kernel: an edge case, not grid
+        return False
+    return is_valid(max_pooling2_desc(**row))
+
+
+def _grid_cases(seed: int) -> list[Case]:
+    """The pairwise grid, then one case per opset where MaxPool changed (8, 10 dilations, 11, 12 int8/uint8)."""
     op = "max_pooling2"
-    params = [("dtype", MAXPOOL_TYPES), ("dims", [2, 3]), ("indices", [None, "UINT32", "UINT64"]),
-              ("window", [1, 2, 3, (2, 3)]), ("stride", [1, 2, 3]), ("start", [0, 1]), ("end", [0, 1, 2]),
-              ("dilation", [1, 2])]
-
-    def fix(row):
-        row = dict(row)
-        for key in ("window", "stride", "start", "end", "dilation"):
-            if isinstance(row[key], tuple) and len(row[key]) != row["dims"]:
-                row[key] = row[key] + (row[key][-1],) * (row["dims"] - len(row[key]))
-        return row
-
-    def valid(row):
-        row = fix(row)
-        w = row["window"] if isinstance(row["window"], tuple) else (row["window"],) * row["dims"]
-        if max(row["start"], row["end"]) >= min(w):   # ORT CPU refuses pads >= kernel: an edge case, not grid
-            return False
-        return is_valid(max_pooling2_desc(**row))
-
     cases = []
-    for row in grid(op, params, valid):
-        row = fix(row)
+    for row in grid(op, _GRID, _grid_valid):
+        row = _widen(row)
         cases.append(make_case(op, "grid-" + _mp_name(row), max_pooling2_desc(**row), seed, "grid"))
     for opset, dtype in ((8, "FLOAT32"), (10, "FLOAT16"), (11, "INT8"), (12, "UINT8")):
         row = dict(dtype=dtype, dims=2, window=3, stride=2, start=1, end=1, dilation=1 if opset < 10 else 2,
                    indices="UINT64")
         cases.append(make_case(op, f"grid-opset{opset}-" + _mp_name(row), max_pooling2_desc(**row), seed, "grid",
-                           opset=opset))
-    edges = [("ties", dict(window=3, stride=1), "ties"), ("ties-int8", dict(dtype="INT8", window=3, stride=2), "ties"),
-             ("ties-3d-fp16", dict(dtype="FLOAT16", dims=3, window=2), "ties"),
-             ("window-equals-input", dict(window=(7, 9), stride=1, spatial=(7, 9)), "random"),
-             ("window-larger-than-input-padded", dict(window=(4, 4), start=(2, 2), end=(1, 1), spatial=(3, 3)),
-              "random"),
-             ("pads-ge-kernel", dict(window=2, dilation=3, start=2, end=2, stride=2), "random"),
-             ("nan-inf", dict(window=2, stride=2), "nan-inf"),
-             ("minus-inf-window", dict(window=2, stride=2), "minus-inf"),
-             ("int64-large", dict(dtype="INT64", window=2), "int64-large"),
-             ("uint64-extremes", dict(dtype="UINT64", window=3, stride=2), "extremes"),
-             ("int8-extremes", dict(dtype="INT8", window=2), "extremes"),
-             ("large-batch", dict(batch=32, channels=8, spatial=(12, 12), window=2, stride=2), "random"),
-             ("dilation-padding-5d", dict(dims=3, window=2, dilation=2, start=1, end=1), "random")]
-    for name, over, recipe in edges:
-        desc = max_pooling2_desc(**over)
-        extra = {}
-        if recipe == "nan-inf":
-            extra = {"expect": "diverges", "why": "NaN inputs: ORT's indexed MaxPool lets a NaN that comes first "
-                     "in a window win, the reference ignores NaN"}
-        if name == "uint64-extremes":
-            extra = {"expect": "inexpressible", "why": "UINT64 values near 2^64 collide in the float64 the "
-                     "composition pools in"}
-        if name == "pads-ge-kernel":
-            extra = {"expect": "diverges", "why": "pads >= kernel_shape: ORT's CPU kernel refuses the model"}
-        cases.append(make_case(op, f"edge-{name}", desc, seed, f"edge-{recipe}", recipe=recipe, **extra))
+                               opset=opset))
+    return cases
+
+
+_EDGES = [("ties", dict(window=3, stride=1), "ties"), ("ties-int8", dict(dtype="INT8", window=3, stride=2), "ties"),
+          ("ties-3d-fp16", dict(dtype="FLOAT16", dims=3, window=2), "ties"),
+          ("window-equals-input", dict(window=(7, 9), stride=1, spatial=(7, 9)), "random"),
+          ("window-larger-than-input-padded", dict(window=(4, 4), start=(2, 2), end=(1, 1), spatial=(3, 3)), "random"),
+          ("pads-ge-kernel", dict(window=2, dilation=3, start=2, end=2, stride=2), "random"),
+          ("nan-inf", dict(window=2, stride=2), "nan-inf"),
+          ("minus-inf-window", dict(window=2, stride=2), "minus-inf"),
+          ("int64-large", dict(dtype="INT64", window=2), "int64-large"),
+          ("uint64-extremes", dict(dtype="UINT64", window=3, stride=2), "extremes"),
+          ("int8-extremes", dict(dtype="INT8", window=2), "extremes"),
+          ("large-batch", dict(batch=32, channels=8, spatial=(12, 12), window=2, stride=2), "random"),
+          ("dilation-padding-5d", dict(dims=3, window=2, dilation=2, start=1, end=1), "random")]
+
+#: Edge cases that exist to show a known difference: the tags say which and why.
+_EDGE_TAGS = {
+    "nan-inf": {"expect": "diverges", "why": "NaN inputs: ORT's indexed MaxPool lets a NaN that comes first in a "
+                "window win, the reference ignores NaN"},
+    "uint64-extremes": {"expect": "inexpressible", "why": "UINT64 values near 2^64 collide in the float64 the "
+                        "composition pools in"},
+    "pads-ge-kernel": {"expect": "diverges", "why": "pads >= kernel_shape: ORT's CPU kernel refuses the model"},
+}
+
+
+def _edge_cases(seed: int) -> list[Case]:
+    return [make_case("max_pooling2", f"edge-{name}", max_pooling2_desc(**over), seed, f"edge-{recipe}",
+                      recipe=recipe, **_EDGE_TAGS.get(name, {})) for name, over, recipe in _EDGES]
+
+
+def _random_cases(seed: int, count: int = 16) -> list[Case]:
+    """``count`` valid descs drawn from ``seed`` (pads below the window, as ORT's CPU EP needs)."""
     rng = np.random.default_rng([seed, 3])
-    i = 0
-    while i < 16:
+    cases: list[Case] = []
+    while len(cases) < count:
         dims = int(rng.integers(2, 4))
         row = dict(dtype=MAXPOOL_TYPES[rng.integers(len(MAXPOOL_TYPES))], dims=dims,
                    window=tuple(int(v) for v in rng.integers(1, 4, dims)),
@@ -121,10 +138,8 @@ def _max_pooling2_cases(seed: int) -> list[Case]:
         if any(p >= w for p, w in zip(row["start"] + row["end"], row["window"] * 2)):
             continue
         desc = max_pooling2_desc(**row)
-        if not is_valid(desc):
-            continue
-        cases.append(make_case(op, f"random-s{seed}-{i:03d}", desc, seed, "random"))
-        i += 1
+        if is_valid(desc):
+            cases.append(make_case("max_pooling2", f"random-s{seed}-{len(cases):03d}", desc, seed, "random"))
     return cases
 
 

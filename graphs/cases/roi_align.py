@@ -64,6 +64,13 @@ def _roi_align_name(row, v1: bool) -> str:
 
 def _roi_align_cases(v1: bool, seed: int) -> list[Case]:
     op = "roi_align1" if v1 else "roi_align"
+    cases = [make_case(op, "grid-" + _roi_align_name(row, v1), roi_align_desc(v1, **row), seed, "grid")
+             for row in _grid_rows(op, v1)]
+    return cases + _edge_cases(op, v1, seed) + _opset10_cases(op, v1, seed) + _random_cases(op, v1, seed)
+
+
+def _grid_rows(op: str, v1: bool) -> list[dict]:
+    """Pairwise rows over every field value (ROI_ALIGN1's own fields only for it)."""
     params = [("dtype", ["FLOAT32", "FLOAT16"]), ("reduction", ["AVERAGE", "MAX"]),
               ("interp", ["LINEAR", "NEAREST_NEIGHBOR"]), ("sx", [0.5, 1.0, 0.25]), ("sy", [0.5, 1.0]),
               ("oob", [0.0, 1.5]), ("samples", [(1, 1), (2, 2), (3, 3), (1, UINT32_MAX), (1, 4), (2, 5)]),
@@ -71,47 +78,54 @@ def _roi_align_cases(v1: bool, seed: int) -> list[Case]:
     if v1:
         params += [("ipo", [0.5, 0.0, 0.25]), ("opo", [-0.5, 0.0, -0.25]), ("corners", [False, True]),
                    ("bi_type", ["UINT32", "UINT64"])]
-    cases = []
-    for row in grid(op, params):
+    rows = grid(op, params)
+    for row in rows:
         row.setdefault("ipo", 0.5), row.setdefault("opo", -0.5), row.setdefault("corners", False)
         row.setdefault("bi_type", "UINT32")
-        desc = roi_align_desc(v1, **row)
-        cases.append(make_case(op, "grid-" + _roi_align_name(row, v1), desc, seed, "grid"))
+    return rows
 
-    base = dict(dtype="FLOAT32", samples=(2, 2))
-    edges = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outside-wholly"),
-             ("outside-wholly-oob", {"oob": -2.0}, "outside-wholly"),
-             ("one-pixel", {}, "one-pixel"), ("whole-image", {}, "whole-image"),
-             ("whole-image-max", {"reduction": "MAX", "samples": (3, 3)}, "whole-image"),
-             ("empty-region", {}, "empty"), ("empty-region-max", {"reduction": "MAX"}, "empty"),
-             ("inverted-region", {}, "inverted"), ("inverted-region-max-n1", {"reduction": "MAX", "samples": (1, 1)},
-                                                   "inverted"),
-             ("large-roi-count", {"rois": 300, "out": (2, 2), "channels": 2}, "random"),
-             ("large-batch", {"batch": 16, "rois": 32, "height": 8, "width": 8}, "random"),
-             ("adaptive-large-regions", {"samples": (1, UINT32_MAX), "height": 24, "width": 24}, "random"),
-             ("nan-inf", {}, "nan-inf"), ("fp16-outside-partly", {"dtype": "FLOAT16"}, "outside-partly")]
-    if v1:
-        edges += [("inverted-region-offset0-corners", {"ipo": 0.0, "corners": True}, "inverted"),
-                  ("one-pixel-offset0", {"ipo": 0.0, "opo": 0.0}, "one-pixel")]
-    for name, over, recipe in edges:
-        kw = {**base, **over}
-        desc = roi_align_desc(v1, **kw)
-        cases.append(make_case(op, f"edge-{name}", desc, seed, f"edge-{recipe}", recipe=recipe))
 
-    # RoiAlign-10: the ONNX spec (and ORT's CPU kernel) read it with no input offset; ORT's
-    # DirectML EP builds InputPixelOffset 0.5 for it. These cases exist to show that difference.
+_BASE = dict(dtype="FLOAT32", samples=(2, 2))
+_EDGES = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outside-wholly"),
+          ("outside-wholly-oob", {"oob": -2.0}, "outside-wholly"),
+          ("one-pixel", {}, "one-pixel"), ("whole-image", {}, "whole-image"),
+          ("whole-image-max", {"reduction": "MAX", "samples": (3, 3)}, "whole-image"),
+          ("empty-region", {}, "empty"), ("empty-region-max", {"reduction": "MAX"}, "empty"),
+          ("inverted-region", {}, "inverted"),
+          ("inverted-region-max-n1", {"reduction": "MAX", "samples": (1, 1)}, "inverted"),
+          ("large-roi-count", {"rois": 300, "out": (2, 2), "channels": 2}, "random"),
+          ("large-batch", {"batch": 16, "rois": 32, "height": 8, "width": 8}, "random"),
+          ("adaptive-large-regions", {"samples": (1, UINT32_MAX), "height": 24, "width": 24}, "random"),
+          ("nan-inf", {}, "nan-inf"), ("fp16-outside-partly", {"dtype": "FLOAT16"}, "outside-partly")]
+_EDGES_V1 = [("inverted-region-offset0-corners", {"ipo": 0.0, "corners": True}, "inverted"),
+             ("one-pixel-offset0", {"ipo": 0.0, "opo": 0.0}, "one-pixel")]
+
+
+def _edge_cases(op: str, v1: bool, seed: int) -> list[Case]:
+    return [make_case(op, f"edge-{name}", roi_align_desc(v1, **{**_BASE, **over}), seed, f"edge-{recipe}",
+                      recipe=recipe) for name, over, recipe in _EDGES + (_EDGES_V1 if v1 else [])]
+
+
+def _opset10_cases(op: str, v1: bool, seed: int) -> list[Case]:
+    """RoiAlign-10: the ONNX spec (and ORT's CPU kernel) read it with no input offset; ORT's
+    DirectML EP builds InputPixelOffset 0.5 for it. These cases exist to show that difference."""
     opset10 = [("avg-fp32", dict(ipo=0.0)), ("avg-fp32-offset0.5", dict(ipo=0.5)),
                ("max-fp32-n2", dict(ipo=0.0, reduction="MAX")), ("avg-fp16", dict(ipo=0.0, dtype="FLOAT16"))]
+    cases = []
     for name, over in opset10:
         if not v1:
             over = {k: v for k, v in over.items() if k != "ipo"}
             if name.endswith("offset0.5"):
                 continue
-        desc = roi_align_desc(v1, **{**base, **over})
-        cases.append(make_case(op, f"opset10-{name}", desc, seed, "opset10", opset=10))
+        cases.append(make_case(op, f"opset10-{name}", roi_align_desc(v1, **{**_BASE, **over}), seed, "opset10",
+                               opset=10))
+    return cases
 
+
+def _random_cases(op: str, v1: bool, seed: int, count: int = 16) -> list[Case]:
     rng = np.random.default_rng([seed, 1 if v1 else 2])
-    for i in range(16):
+    cases = []
+    for i in range(count):
         samples = [(1, 1), (2, 2), (3, 3), (1, UINT32_MAX), (2, 4)][rng.integers(5)]
         kw = dict(dtype=["FLOAT32", "FLOAT16"][rng.integers(2)], reduction=["AVERAGE", "MAX"][rng.integers(2)],
                   interp="LINEAR" if rng.random() < 0.85 else "NEAREST_NEIGHBOR",
@@ -123,8 +137,7 @@ def _roi_align_cases(v1: bool, seed: int) -> list[Case]:
         if v1:
             kw.update(ipo=float(rng.choice([0.5, 0.5, 0.0, 0.375])), opo=float(rng.choice([-0.5, -0.5, 0.0, -0.125])),
                       corners=bool(rng.random() < 0.2), bi_type=["UINT32", "UINT64"][rng.integers(2)])
-        desc = roi_align_desc(v1, **kw)
-        cases.append(make_case(op, f"random-s{seed}-{i:03d}", desc, seed, "random"))
+        cases.append(make_case(op, f"random-s{seed}-{i:03d}", roi_align_desc(v1, **kw), seed, "random"))
     return cases
 
 
