@@ -33,8 +33,10 @@ def test_adaptive_max_maps_to_onnx_max_and_differs():
 
 
 def test_all_minus_one_input_max_is_minus_zero_in_onnx():
-    """semantics.md 2.2.2 item 1 (ORT issue #6146): samples on pixel centres of an all -1 input:
-    ORT's corner-term max is -0.0 (the zero-weight corners win), the page's max is -1."""
+    """ORT issue #6146 (https://github.com/microsoft/onnxruntime/issues/6146; max mode in
+    RoiAlignForward, onnxruntime/core/providers/cpu/object_detection/roialign.cc): samples on
+    pixel centres of an all -1 input: ORT's corner-term max is -0.0 (the zero-weight corners win),
+    the page's max is -1."""
     desc = roi_align_desc(True, reduction="MAX", samples=(1, UINT32_MAX), sx=1.0, sy=1.0, batch=1, channels=1,
                           height=4, width=4, rois=1, out=(4, 4), bi_type="UINT64")
     tensors = {"InputTensor": -np.ones((1, 1, 4, 4), np.float32),
@@ -64,8 +66,9 @@ def test_pads_not_smaller_than_kernel_are_refused_by_ort_cpu():
 
 
 def test_roi_pooling_float32_bin_end():
-    """semantics.md 4.2 RP-2 (run on ORT 1.31.1): 29 rows into 11 bins; ORT's float32 bin end
-    takes row 29 into the last bin, the page's integer formula stops at 28."""
+    """29 rows into 11 bins: ORT's float32 bin end (RoiPool<float>::Compute,
+    onnxruntime/core/providers/cpu/nn/roi_pool.cc) takes row 29 into the last bin, the page's
+    integer formula stops at 28. This test measures it on the installed ORT's CPU EP."""
     desc = roi_pooling_desc(pooled=(11, 1), rois=1, batch=1, channels=1, height=33, width=1)
     tensors = {"InputTensor": np.arange(33, dtype=np.float32).reshape(1, 1, 33, 1),
                "ROITensor": np.array([[0, 0, 0, 0, 28]], np.float32).reshape(1, 1, 1, 5)}
@@ -76,8 +79,9 @@ def test_roi_pooling_float32_bin_end():
 
 
 def test_max_pool_first_nan_wins_in_ort():
-    """semantics.md 4.3 MP-9: a 2x2 window [nan, 5, 0, 0] with Indices -> ORT (NaN, 0); the
-    reference ignores NaN -> (5, 1)."""
+    """A 2x2 window [nan, 5, 0, 0] with Indices -> ORT's CPU EP gives (NaN, 0), measured by this
+    test on the installed ORT (the kernel: onnxruntime/core/providers/cpu/nn/pool_functors.h);
+    the reference ignores NaN -> (5, 1)."""
     desc = max_pooling2_desc(window=2, stride=2, batch=1, channels=1, spatial=(2, 2))
     tensors = {"InputTensor": np.array([np.nan, 5, 0, 0], np.float32).reshape(1, 1, 2, 2)}
     mapping, expected, actual = _measure(desc, tensors)
@@ -87,8 +91,10 @@ def test_max_pool_first_nan_wins_in_ort():
 
 
 def test_adaptive_empty_region_takes_no_sample_in_ort():
-    """semantics.md 2.2.2 item 2: ROI [2,2,2,2] on a 5x5 arange+1, output 2x2, half_pixel,
-    sampling_ratio 0 -> ORT 0 everywhere; the page's Minimum 1 samples (1.5, 1.5) = 10."""
+    """ROI [2,2,2,2] on a 5x5 arange+1, output 2x2, half_pixel, sampling_ratio 0 -> ORT 0
+    everywhere: RoiAlignForward (onnxruntime/core/providers/cpu/object_detection/roialign.cc)
+    takes ceil(roi_height / output_height) = 0 samples per axis for an empty region in half_pixel
+    mode; the page's Minimum 1 samples (1.5, 1.5) = 10."""
     desc = roi_align_desc(True, samples=(1, UINT32_MAX), sx=1.0, sy=1.0, batch=1, channels=1, height=5, width=5,
                           rois=1, out=(2, 2), bi_type="UINT64")
     tensors = {"InputTensor": (np.arange(25, dtype=np.float32) + 1).reshape(1, 1, 5, 5),

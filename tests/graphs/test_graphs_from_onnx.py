@@ -132,7 +132,8 @@ def test_storage_order_1_through_transposes_matches_ort(shape, kernel):
 
 
 def test_one_d_maxpool_matches_ort_golden():
-    """ORT MaxPool1D_8_WithIndexTest (semantics.md MP-2): [1..8] as (1,2,4), k=2, s=2."""
+    """ORT's MaxPool1D_8_WithIndexTest (onnxruntime/test/providers/cpu/nn/pool_op_test.cc):
+    [1..8] as (1,2,4), k=2, s=2."""
     node = _maxpool_node(kernel_shape=[2], strides=[2])
     x = np.arange(1, 9, dtype=np.float32).reshape(1, 2, 4)
     imported = import_node(node, [x.shape], [np.float32], "spec", opset=8)
@@ -143,8 +144,11 @@ def test_one_d_maxpool_matches_ort_golden():
 
 
 def test_ceil_mode_reduce_by_one_spec_and_dml_ep_output_sizes():
-    """onnx test_maxpool_2d_ceil_output_size_reduce_by_one (semantics.md MP-8): spec 1x1, the
-    DML EP sizes it 2x2 (no 'last window starts inside' rule)."""
+    """onnx test_maxpool_2d_ceil_output_size_reduce_by_one (export_maxpool_2d_ceil_output_size_reduce_by_one
+    in onnx/backend/test/case/node/maxpool.py, added by https://github.com/onnx/onnx/pull/5741):
+    spec 1x1, the DML EP sizes it 2x2 (InitializeKernelOutputDimensions in
+    onnxruntime/core/providers/dml/OperatorAuthorHelper/OperatorHelper.cpp adds one for ceil_mode
+    with no 'last window starts inside' rule)."""
     node = _maxpool_node(n_out=1, kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1)
     spec = import_node(node, [[1, 1, 2, 2]], [np.float32], "spec")
     ep = import_node(node, [[1, 1, 2, 2]], [np.float32], "dml-ep")

@@ -308,8 +308,12 @@ def test_agrees_with_onnxruntime_cpu(mode, input_offset):
 
 
 def test_opset10_is_output_half_pixel_on_cpu_but_not_dml():
-    """semantics.md §1.3: ORT's CPU EP computes RoiAlign-10 as output_half_pixel; ORT's DML EP
-    builds InputPixelOffset 0.5 for it. On a generic case the two differ by much more than
+    """ORT's CPU EP computes RoiAlign-10 as output_half_pixel (RoiAlignBase in
+    onnxruntime/core/providers/cpu/object_detection/roialign.h sets half_pixel only from a
+    coordinate_transformation_mode attribute, which opset 10 lacks); ORT's DML EP builds
+    InputPixelOffset 0.5 for it (the DmlOperatorRegionOfInterestAlign constructor in
+    onnxruntime/core/providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp
+    treats the missing attribute as half_pixel). On a generic case the two differ by much more than
     rounding; the reference with offset 0 matches the CPU."""
     rng = np.random.default_rng(3)
     x, rois, batch, (oh, ow), sr, scale = random_case(rng, "output_half_pixel")

@@ -41,7 +41,8 @@ def test_round_half_away_from_zero():
     np.testing.assert_array_equal(round_half_away_from_zero(np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.49])),
                                   [1, 2, 3, -1, -2, 0])
     x = np.arange(72, dtype=np.float32).reshape(2, 1, 6, 6)
-    # ORT CPU on the same input (semantics.md RP-3): x1 = round(0.5) = 1, x2 = round(2.5) = 3 -> 3.
+    # ORT CPU gives the same (std::round in RoiPool<float>::Compute, onnxruntime/core/providers/cpu/nn/roi_pool.cc,
+    # rounds halves away from zero): x1 = round(0.5) = 1, x2 = round(2.5) = 3 -> 3.
     assert run(roi_pooling(x.shape, 1, (1, 1)), x, np.array([[0, 0.5, 0, 2.5, 0]], np.float32)).item() == 3.0
 
 
