@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
 import onnx
+from ep_testbed.harness.results import safe_id  # the folder name `ep-testbed run` gives a case too
 from ep_testbed.reference import desc_from_dml, desc_to_dml, execute
 
 from .catalog import build_catalog
 from .to_onnx import to_onnx
-
-
-def safe_id(case_id: str) -> str:
-    """A case id as a folder name: ``roi_align1/avg-fp16`` -> ``roi_align1__avg-fp16``."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", case_id.replace("/", "__"))
 
 
 def cli_map(desc_json_path: Union[str, Path], opset: Optional[int] = None) -> str:
@@ -45,10 +40,12 @@ def cli_map(desc_json_path: Union[str, Path], opset: Optional[int] = None) -> st
 
 
 def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]:
-    """Write every catalog case of ``op`` (an operator's registry name) under ``out_dir/<safe id>/``: ``desc.json`` (DML spelling), ``flags.json``,
-    ``inputs.npz`` (ONNX input names; DML member names when the desc is inexpressible),
-    ``expected.npz`` (DML output names, from the reference) and ``model.onnx`` (when
-    expressible). Also ``out_dir/cases.json``, the index. Returns the case folders."""
+    """Write every catalog case of ``op`` (an operator's registry name) under ``out_dir/<safe id>/``
+    (``harness.results.safe_id``: the name ``ep-testbed run`` gives the case's folder too):
+    ``desc.json`` (DML spelling), ``flags.json``, ``inputs.npz`` (ONNX input names; DML member
+    names when the desc is inexpressible), ``expected.npz`` (DML output names, from the
+    reference) and ``model.onnx`` (when expressible). Also ``out_dir/cases.json``, the index.
+    Returns the case folders."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     folders, index = [], []

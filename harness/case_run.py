@@ -39,6 +39,7 @@ from ep_testbed.reference import execute, spec_for
 from .artifacts import write_artifacts
 from .compare import compare_outputs
 from .providers import EpSpec, SessionSettings, providers_arg, session_options
+from .results import ERROR_KEYS, case_record
 from .tolerances import Tolerances
 
 DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"
@@ -76,15 +77,13 @@ def severity(line: dict[str, Any]) -> float:
 
 
 def new_line(case: Any, ep: EpSpec) -> dict[str, Any]:
-    """A result line for ``case`` with nothing decided yet."""
+    """A result line for ``case`` with nothing decided yet: every key of
+    ``harness.results.CASE_KEYS``, those not given here ``None`` (outcome, placement_source,
+    tolerance_used, expected_outcome, artifacts)."""
     tags = dict(getattr(case, "tags", {}) or {})
-    return {
-        "type": "case", "id": case.id, "op": case.op, "dtype": tags.get("dtype"), "tags": tags,
-        "outcome": None, "ep": ep.provider, "placement": {}, "placement_source": None,
-        "errors": {"max_abs": None, "max_rel": None, "max_ulp": None}, "worst": [],
-        "mismatches": 0, "ties": 0, "tolerance_used": None, "flags": [], "message": "", "expected_outcome": None,
-        "duration_s": 0.0, "artifacts": None,
-    }
+    return case_record(
+        id=case.id, op=case.op, dtype=tags.get("dtype"), tags=tags, ep=ep.provider, placement={},
+        errors=dict.fromkeys(ERROR_KEYS), worst=[], mismatches=0, ties=0, flags=[], message="", duration_s=0.0)
 
 
 def run_case(case: Any, config: CaseConfig, policy: ArtifactPolicy = ArtifactPolicy(),

@@ -13,7 +13,7 @@ import os
 import shutil
 from typing import Any, Sequence
 
-from .results import RESULTS_FILE, ResultsWriter, count_outcomes, end_record
+from .results import RESULTS_FILE, ResultsWriter, count_outcomes, end_record, read_run
 
 #: Header keys every shard must share.
 MUST_AGREE = ("ep", "ort_flavour", "ort_version", "seed", "tolerances", "session_options")
@@ -23,58 +23,31 @@ class MergeError(ValueError):
     """The runs cannot be merged (the message says which run and which key)."""
 
 
+#: One input run: (folder, header, case lines, end line or None).
+RunRecords = tuple[str, dict[str, Any], list[dict[str, Any]], "dict[str, Any] | None"]
+
+
 def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = False,
                command: str = "") -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Merge ``run_dirs`` into ``out_dir``; returns (header, case lines)."""
-    from .results import read_run
+    """Merge ``run_dirs`` into ``out_dir``; returns (header, case lines).
 
+    Raises ``MergeError`` (nothing written to ``results.jsonl``) when a run has no results or
+    no header, the runs disagree on a ``MUST_AGREE`` key, a shard of a ``K/N`` split is missing
+    (unless ``allow_partial``) or given twice, a case id is in two runs, or ``out_dir`` already
+    holds results.
+    """
     if not run_dirs:
         raise MergeError("merge: give at least one run folder")
-    runs = []
-    for run_dir in run_dirs:
-        path = os.path.join(run_dir, RESULTS_FILE)
-        if not os.path.exists(path):
-            raise MergeError(f"merge: {path} does not exist")
-        header, cases, end = read_run(run_dir)
-        if header is None:
-            raise MergeError(f"merge: {path} has no run header line")
-        runs.append((run_dir, header, cases, end))
-
-    first_dir, first, _, _ = runs[0]
-    for run_dir, header, _, _ in runs[1:]:
-        for key in MUST_AGREE:
-            if header.get(key) != first.get(key):
-                raise MergeError(f"merge: {run_dir} has {key} = {header.get(key)!r}, {first_dir} has {first.get(key)!r}")
-
+    runs = [_read_run_dir(run_dir) for run_dir in run_dirs]
+    _check_agree(runs)
     _check_shards(runs, allow_partial)
-    seen: dict[str, str] = {}
-    lines: list[dict[str, Any]] = []
-    for run_dir, _, cases, _ in runs:
-        for line in cases:
-            if line["id"] in seen:
-                raise MergeError(f"merge: case {line['id']!r} is in both {seen[line['id']]} and {run_dir}")
-            seen[line["id"]] = run_dir
-            lines.append(line)
-    lines.sort(key=lambda line: line["id"])
-
+    lines, source = _join_cases(runs)
     os.makedirs(out_dir, exist_ok=True)
     target = os.path.join(out_dir, RESULTS_FILE)
     if os.path.exists(target):
         raise MergeError(f"merge: {target} exists; choose an empty --out")
-    for line in lines:
-        if line.get("artifacts"):
-            src = os.path.join(seen[line["id"]], line["artifacts"])
-            if os.path.isdir(src):
-                shutil.copytree(src, os.path.join(out_dir, line["artifacts"]), dirs_exist_ok=True)
-
-    header = {key: value for key, value in first.items() if key not in ("shard", "command")}
-    header.update(
-        command=command or first.get("command", ""),
-        started=min(h.get("started", "") for _, h, _, _ in runs),
-        case_count=sum(int(h.get("case_count") or 0) for _, h, _, _ in runs),
-        shards=[{"run": os.path.abspath(d), "shard": h.get("shard"), "case_count": h.get("case_count"),
-                 "command": h.get("command"), "machine": h.get("machine"), "started": h.get("started")}
-                for d, h, _, _ in runs])
+    _copy_case_folders(lines, source, out_dir)
+    header = _merged_header(runs, command)
     interrupted = any(end is None or end.get("interrupted") for _, _, _, end in runs)
     with ResultsWriter(out_dir) as writer:
         writer.write(header)
@@ -86,7 +59,68 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
     return header, lines
 
 
-def _check_shards(runs: list, allow_partial: bool) -> None:
+def _read_run_dir(run_dir: str) -> RunRecords:
+    """One run folder's header, case lines and end line; ``MergeError`` if it has no results or header."""
+    path = os.path.join(run_dir, RESULTS_FILE)
+    if not os.path.exists(path):
+        raise MergeError(f"merge: {path} does not exist")
+    header, cases, end = read_run(run_dir)
+    if header is None:
+        raise MergeError(f"merge: {path} has no run header line")
+    return run_dir, header, cases, end
+
+
+def _check_agree(runs: list[RunRecords]) -> None:
+    """``MergeError`` naming the run and key when a run's header differs from the first's on ``MUST_AGREE``."""
+    first_dir, first, _, _ = runs[0]
+    for run_dir, header, _, _ in runs[1:]:
+        for key in MUST_AGREE:
+            if header.get(key) != first.get(key):
+                raise MergeError(f"merge: {run_dir} has {key} = {header.get(key)!r}, {first_dir} has {first.get(key)!r}")
+
+
+def _join_cases(runs: list[RunRecords]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every case line once, sorted by id, and id -> the run folder it came from.
+    ``MergeError`` when an id is in two runs."""
+    source: dict[str, str] = {}
+    lines: list[dict[str, Any]] = []
+    for run_dir, _, cases, _ in runs:
+        for line in cases:
+            if line["id"] in source:
+                raise MergeError(f"merge: case {line['id']!r} is in both {source[line['id']]} and {run_dir}")
+            source[line["id"]] = run_dir
+            lines.append(line)
+    lines.sort(key=lambda line: line["id"])
+    return lines, source
+
+
+def _copy_case_folders(lines: list[dict[str, Any]], source: dict[str, str], out_dir: str) -> None:
+    """Copy each case's folder (its ``artifacts`` path) from its run into ``out_dir``, same relative path."""
+    for line in lines:
+        if line.get("artifacts"):
+            src = os.path.join(source[line["id"]], line["artifacts"])
+            if os.path.isdir(src):
+                shutil.copytree(src, os.path.join(out_dir, line["artifacts"]), dirs_exist_ok=True)
+
+
+def _merged_header(runs: list[RunRecords], command: str) -> dict[str, Any]:
+    """The first run's header without ``shard``; ``command`` (or the first's), the earliest
+    ``started``, the summed ``case_count`` and ``shards`` (where and how each part ran)."""
+    first = runs[0][1]
+    header = {key: value for key, value in first.items() if key not in ("shard", "command")}
+    header.update(
+        command=command or first.get("command", ""),
+        started=min(h.get("started", "") for _, h, _, _ in runs),
+        case_count=sum(int(h.get("case_count") or 0) for _, h, _, _ in runs),
+        shards=[{"run": os.path.abspath(d), "shard": h.get("shard"), "case_count": h.get("case_count"),
+                 "command": h.get("command"), "machine": h.get("machine"), "started": h.get("started")}
+                for d, h, _, _ in runs])
+    return header
+
+
+def _check_shards(runs: list[RunRecords], allow_partial: bool) -> None:
+    """``MergeError`` unless the runs are all unsharded, or distinct shards of one ``K/N`` split
+    with none missing (``allow_partial`` lets shards be missing)."""
     shards = [h.get("shard") for _, h, _, _ in runs]
     if not any(shards):
         return

@@ -10,10 +10,12 @@ import time
 from collections import Counter
 from typing import Any, TextIO
 
-from .results import FAILING
+from .results import EXPECTED_FAILURE, FAILING, NOT_TESTED
 
 
 class Progress:
+    """The live line for a run of ``total`` cases; ``enabled`` None: only on a terminal."""
+
     def __init__(self, total: int, enabled: bool | None = None, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
@@ -24,6 +26,7 @@ class Progress:
         self._last = 0.0
 
     def update(self, line: dict[str, Any]) -> None:
+        """Count one finished case line; redraw at most ten times a second (and at the last case)."""
         self.done += 1
         self.counts[line.get("outcome")] += 1
         now = time.monotonic()
@@ -33,6 +36,8 @@ class Progress:
             self.stream.flush()
 
     def render(self, now: float | None = None) -> str:
+        """The line: bar, done/total, failing cases (``results.FAILING``), the outcomes that do
+        not fail a run but need a look (known, not tested) when present, rate and ETA."""
         elapsed = (now or time.monotonic()) - self.start
         rate = self.done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
@@ -41,7 +46,7 @@ class Progress:
         filled = int(width * self.done / self.total) if self.total else width
         bar = "#" * filled + "." * (width - filled)
         parts = [f"[{bar}] {self.done}/{self.total}", f"failed {failing}"]
-        for outcome in ("known", "not-on-ep", "inexpressible"):
+        for outcome in EXPECTED_FAILURE + NOT_TESTED:
             if self.counts[outcome]:
                 parts.append(f"{outcome} {self.counts[outcome]}")
         parts.append(f"{rate:.1f} cases/s")
@@ -49,12 +54,14 @@ class Progress:
         return " | ".join(parts)
 
     def close(self) -> None:
+        """End the live line so the summary starts on a fresh line."""
         if self.enabled and self.done:
             self.stream.write("\n")
             self.stream.flush()
 
 
 def _clock(seconds: float) -> str:
+    """``h:mm:ss`` (or ``m:ss`` under an hour); ``--:--`` for an unknown ETA."""
     if seconds == float("inf"):
         return "--:--"
     seconds = int(seconds)

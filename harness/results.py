@@ -1,9 +1,15 @@
-"""``RUN_DIR/results.jsonl``: the one record of a run, written as it happens.
+"""``RUN_DIR/results.jsonl``: the one record of a run, and its schema.
 
 Line 1 is ``{"type": "run", ...}`` (EP, ONNX Runtime flavour and version, machine, seed,
 command, tolerances, case count); then one ``{"type": "case", ...}`` line per finished case,
 flushed and fsync'ed as it is written, so a killed run keeps every finished case; an optional
 last ``{"type": "end", ...}`` line has the counts and whether the run was interrupted.
+
+This module is the schema every writer and reader shares (the harness's runner, merge, summary
+and progress line; the reports; ``ep-testbed gen``): the file name, the record types, the keys
+of a case line (``CASE_KEYS``), every outcome (``OUTCOMES``) and which of them fail a run, count
+as a pass or did not test the EP, the report order, how numbers JSON cannot hold are written,
+and the name of a case's folder. It imports neither onnx nor onnxruntime: the reports import it.
 
 Numbers that JSON cannot hold (NaN, +-inf in errors or worst elements) are written as the
 strings ``"nan"``, ``"inf"``, ``"-inf"``; ``decode_number`` reads them back.
@@ -12,23 +18,65 @@ strings ``"nan"``, ``"inf"``, ``"-inf"``; ``decode_number`` reads them back.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
+import re
 from collections import Counter
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 RESULTS_FILE = "results.jsonl"
+#: The folder of a run that holds one folder per case (see ``case_dir``).
+CASES_DIR = "cases"
 
-#: Every outcome a case line may carry, in report order.
-OUTCOMES = ("pass", "tie-only", "fail", "crash", "timeout", "error", "fixed", "known", "not-on-ep", "inexpressible")
-#: Outcomes that make ``ep-testbed run`` exit non-zero (``not-on-ep`` / ``inexpressible`` only on request).
-FAILING = ("fail", "crash", "timeout", "error", "fixed")
+#: The ``type`` of each record: the header, one line per case, the closing line.
+RUN, CASE, END = "run", "case", "end"
+RECORD_TYPES = (RUN, CASE, END)
+
+#: Every key of a case line, in the order the harness writes them; ``case_record`` builds a
+#: line from them, so a line never lacks one and never carries another.
+CASE_KEYS = (
+    "type", "id", "op", "dtype", "tags", "outcome", "ep", "placement", "placement_source", "errors", "worst",
+    "mismatches", "ties", "tolerance_used", "flags", "message", "expected_outcome", "duration_s", "artifacts",
+)
+#: The keys of a case line's ``errors``.
+ERROR_KEYS = ("max_abs", "max_rel", "max_ulp")
+
+# Each outcome is named once, in the group that says what it means; OUTCOMES and REPORT_ORDER
+# are built from the groups, so no second list can disagree.
+#: Counted as a pass (``tie-only``: some MaxPool indices point at an equal maximum).
+PASSING = ("pass", "tie-only")
+#: Failing outcomes without a verdict on the EP's numbers: the worker died (``crash``), ran past
+#: ``--timeout``, or the mapper, the reference or the harness raised (``error``). JUnit ``<error>``.
+NO_VERDICT = ("crash", "timeout", "error")
+#: The EP (or the harness) got the case wrong: ``fail`` is out of tolerance, a wrong shape or
+#: dtype, or the EP raised. A run-to-run diff counts these as a case going bad.
+WRONG = ("fail",) + NO_VERDICT
+#: Outcomes that fail a run: exit code 1, a JUnit failure or error, summary.json's ``bad`` and
+#: ``failing``, the report's verdict. ``fixed`` (an expectation says the case fails, but it
+#: passed) fails too, like pytest's strict xpass, so the stale expectation gets removed.
+FAILING = WRONG + ("fixed",)
+#: Failed as an expectation says (``known``): reported, does not fail a run (like an xfail).
+EXPECTED_FAILURE = ("known",)
+#: Did not test the EP: an op node ran elsewhere, or ONNX cannot express the desc. Never a pass;
+#: a failure only with ``--fail-on-not-on-ep`` / ``--fail-on-inexpressible``.
+NOT_TESTED = ("not-on-ep", "inexpressible")
+#: Every outcome a case line may carry (the order of the end line's and the summary table's counts).
+OUTCOMES = PASSING + FAILING + EXPECTED_FAILURE + NOT_TESTED
+#: The order reports list outcomes in: what needs a person first (counts, matrix colours, case
+#: sections); a known divergence comes before a case that never reached the EP because its
+#: repro bundle is what goes into a bug report.
+REPORT_ORDER = FAILING + EXPECTED_FAILURE + NOT_TESTED + PASSING[::-1]
+
+#: How the non-finite floats are spelled in a results file.
+_NONFINITE_TEXT = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def now() -> str:
+    """The current UTC time as ISO 8601 to the second (the ``started``/``finished`` stamps)."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -48,14 +96,48 @@ def jsonable(value: Any) -> Any:
 
 
 def decode_number(value: Any) -> Any:
-    """Inverse of ``jsonable`` for one number."""
-    if value in ("nan", "inf", "-inf"):
+    """Inverse of ``jsonable`` for one number: ``"nan"``, ``"inf"``, ``"-inf"`` become floats.
+
+    Other spellings of them that ``float()`` reads (``NaN``, ``+inf``, ``Infinity``; any case) are
+    read too, so a hand-edited file still loads; any other value is returned unchanged.
+    """
+    if isinstance(value, str) and value.lower() in (*_NONFINITE_TEXT, "+inf", "infinity", "+infinity",
+                                                      "-infinity"):
         return float(value)
     return value
 
 
 def dumps(record: dict[str, Any]) -> str:
+    """One record as one JSON line (no newline); non-finite numbers as ``jsonable`` spells them."""
     return json.dumps(jsonable(record), allow_nan=False, separators=(", ", ": "))
+
+
+def case_record(**fields: Any) -> dict[str, Any]:
+    """A case line with exactly ``CASE_KEYS``, in that order: ``fields`` set, the rest ``None``.
+
+    Raises ``KeyError`` for a field the schema does not list, so no writer adds a key that the
+    readers do not know about.
+    """
+    unknown = sorted(set(fields) - set(CASE_KEYS))
+    if unknown:
+        raise KeyError(f"case line field(s) {unknown} are not in harness.results.CASE_KEYS {list(CASE_KEYS)}. "
+                       "Note: add a new key to CASE_KEYS (and the readers) first.")
+    return {key: CASE if key == "type" else fields.get(key) for key in CASE_KEYS}
+
+
+def safe_id(case_id: str) -> str:
+    """A folder name for a case id, portable to Windows, unique via a short hash of the id.
+
+    ``ep-testbed run`` (``RUN_DIR/cases/<safe id>/``) and ``ep-testbed gen`` (``OUT/<safe id>/``)
+    both name a case's folder with it, so the two folders of one case have the same name.
+    """
+    readable = re.sub(r"[^A-Za-z0-9._+=-]+", "_", case_id).strip("._")[:120]
+    return f"{readable}-{hashlib.sha1(case_id.encode()).hexdigest()[:8]}"
+
+
+def case_dir(case_id: str) -> str:
+    """The artifacts path of a case relative to the run folder (as written in result lines)."""
+    return f"{CASES_DIR}/{safe_id(case_id)}"
 
 
 class ResultsWriter:
@@ -67,11 +149,13 @@ class ResultsWriter:
         self._file = open(self.path, "a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
+        """Append one record and make it durable before returning (a crash loses nothing written)."""
         self._file.write(dumps(record) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 
     def close(self) -> None:
+        """Close the file (idempotent)."""
         if not self._file.closed:
             self._file.close()
 
@@ -101,11 +185,11 @@ def read_run(run_dir: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]],
     cases: dict[str, dict[str, Any]] = {}
     for record in read_records(os.path.join(run_dir, RESULTS_FILE)):
         kind = record.get("type")
-        if kind == "run" and header is None:
+        if kind == RUN and header is None:
             header = record
-        elif kind == "case":
+        elif kind == CASE:
             cases[record["id"]] = record
-        elif kind == "end":
+        elif kind == END:
             end = record
     return header, list(cases.values()), end
 
@@ -128,7 +212,8 @@ def rewrite_for_resume(run_dir: str) -> tuple[dict[str, Any] | None, list[dict[s
 
 
 def count_outcomes(cases: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Outcome -> number of cases, every outcome listed (zeros included), in ``OUTCOMES`` order."""
+    """Outcome -> number of cases, every outcome listed (zeros included), in ``OUTCOMES`` order;
+    an outcome the schema does not know (a newer writer) is counted after them."""
     counter = Counter(c.get("outcome") for c in cases)
     counts = {o: counter.get(o, 0) for o in OUTCOMES}
     for other, n in counter.items():
@@ -138,4 +223,5 @@ def count_outcomes(cases: Iterable[dict[str, Any]]) -> dict[str, int]:
 
 
 def end_record(counts: dict[str, int], interrupted: bool, **extra: Any) -> dict[str, Any]:
-    return {"type": "end", "finished": now(), "counts": counts, "interrupted": interrupted, **extra}
+    """The closing ``end`` line: finish time, ``counts`` (see ``count_outcomes``), ``interrupted``."""
+    return {"type": END, "finished": now(), "counts": counts, "interrupted": interrupted, **extra}

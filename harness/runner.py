@@ -23,7 +23,7 @@ from .expectations import Expectations
 from .pool import WorkerPool
 from .progress import Progress
 from .providers import runtime_info
-from .results import RESULTS_FILE, ResultsWriter, count_outcomes, end_record, now, rewrite_for_resume
+from .results import PASSING, RESULTS_FILE, ResultsWriter, count_outcomes, end_record, now, rewrite_for_resume
 
 
 class RunError(RuntimeError):
@@ -57,10 +57,13 @@ class RunResult:
 
     @property
     def cases_per_second(self) -> float:
+        """Cases run now per second of this run (0 when none ran)."""
         return self.ran / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
 def run_header(config: CaseConfig, options: RunOptions, case_count: int) -> dict[str, Any]:
+    """The ``run`` line: EP, the installed ONNX Runtime and machine, seed, command, tolerances,
+    session options and ``case_count``, plus ``options.header_extra``."""
     info = runtime_info()
     return {
         "type": "run", "ep": config.ep.provider, "ep_alias": config.ep.alias, "ep_options": config.ep.options,
@@ -72,25 +75,15 @@ def run_header(config: CaseConfig, options: RunOptions, case_count: int) -> dict
 
 def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
               expectations: Expectations | None = None) -> RunResult:
-    """Run ``cases`` (objects with graphs.catalog.Case's contract) and record them in ``options.out_dir``."""
+    """Run ``cases`` (objects with graphs.catalog.Case's contract) and record them in ``options.out_dir``.
+
+    Raises ``RunError`` when the folder already holds results and neither ``resume`` nor
+    ``overwrite`` is set, or when a resumed run was made on another EP. Ctrl-C ends the run
+    with an ``end`` line that says ``"interrupted": true`` (``RunResult.interrupted``).
+    """
     cases = list(cases)
     expectations = expectations or Expectations()
-    path = os.path.join(options.out_dir, RESULTS_FILE)
-    os.makedirs(options.out_dir, exist_ok=True)
-    done: list[dict[str, Any]] = []
-    if os.path.exists(path) and os.path.getsize(path) and not options.overwrite:
-        if not options.resume:
-            raise RunError(f"{path} already holds results: pass --resume to continue that run, "
-                           "--overwrite to replace it, or choose another --out")
-        header, done = rewrite_for_resume(options.out_dir)
-        if header and header.get("ep") != config.ep.provider:
-            raise RunError(f"--resume: {path} was run on {header.get('ep')}, not {config.ep.provider}")
-        if header is None:
-            header = run_header(config, options, len(cases))
-    else:
-        if os.path.exists(path):
-            os.remove(path)
-        header = run_header(config, options, len(cases))
+    header, done = _open_run(cases, config, options)
     finished = {line["id"] for line in done}
     todo = [case for case in cases if case.id not in finished]
     config = CaseConfig(ep=config.ep, session=config.session, tolerances=config.tolerances,
@@ -106,24 +99,15 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
             writer.write(header)
 
         def policy_for(case: Any) -> ArtifactPolicy:
+            """Keep the folder of a case with an expectation, a failure, or a pass among the worst N."""
             threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
             return ArtifactPolicy(force=expectations.match(case.id, case.tags) is not None, threshold=threshold)
 
         by_id = {case.id: case for case in todo}
         try:
             for line in _execute(todo, config, options, policy_for):
-                case = by_id[line["id"]]
-                if line["outcome"] in ("crash", "timeout"):
-                    _offline_artifacts(case, config, line)  # also fills in the mapper's flags
-                expectation = expectations.match(case.id, getattr(case, "tags", None), line["flags"])
-                line["expected_outcome"] = expectation.to_json() if expectation else None
-                line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
-                if line["artifacts"] is None and line["outcome"] in ("known", "fixed"):
-                    _offline_artifacts(case, config, line)
-                if line["outcome"] in ("pass", "tie-only") and severity(line) > 0 and options.keep_worst:
-                    heapq.heappush(worst, severity(line))
-                    if len(worst) > options.keep_worst:
-                        heapq.heappop(worst)
+                _settle(line, by_id[line["id"]], config, expectations)
+                _keep_worst(worst, line, options.keep_worst)
                 writer.write(line)
                 lines.append(line)
                 progress.update(line)
@@ -137,7 +121,56 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
     return RunResult(header, lines, counts, interrupted, time.monotonic() - start, len(lines) - len(done))
 
 
+def _open_run(cases: list[Any], config: CaseConfig, options: RunOptions
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run header and the case lines already finished (only with ``resume``).
+
+    Existing results are continued (``resume``), replaced (``overwrite``) or refused; a new or
+    replaced run gets a fresh header, which the caller writes.
+    """
+    path = os.path.join(options.out_dir, RESULTS_FILE)
+    os.makedirs(options.out_dir, exist_ok=True)
+    if os.path.exists(path) and os.path.getsize(path) and not options.overwrite:
+        if not options.resume:
+            raise RunError(f"{path} already holds results: pass --resume to continue that run, "
+                           "--overwrite to replace it, or choose another --out")
+        header, done = rewrite_for_resume(options.out_dir)
+        if header and header.get("ep") != config.ep.provider:
+            raise RunError(f"--resume: {path} was run on {header.get('ep')}, not {config.ep.provider}")
+        return header or run_header(config, options, len(cases)), done
+    if os.path.exists(path):
+        os.remove(path)
+    return run_header(config, options, len(cases)), []
+
+
+#: Outcomes where the worker died, so its case folder was never written.
+_WORKER_DIED = ("crash", "timeout")
+#: Outcomes an expectation produces; their case folder goes into the bug report or the fix.
+_FROM_EXPECTATION = ("known", "fixed")
+
+
+def _settle(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations) -> None:
+    """Apply the case's expectation to its raw ``line`` (``expected_outcome``, ``known``/``fixed``)
+    and write the case folder the worker could not (it died) or was not asked to write."""
+    if line["outcome"] in _WORKER_DIED:
+        _offline_artifacts(case, config, line)  # also fills in the mapper's flags
+    expectation = expectations.match(case.id, getattr(case, "tags", None), line["flags"])
+    line["expected_outcome"] = expectation.to_json() if expectation else None
+    line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
+    if line["artifacts"] is None and line["outcome"] in _FROM_EXPECTATION:
+        _offline_artifacts(case, config, line)
+
+
+def _keep_worst(worst: list[float], line: dict[str, Any], keep: int) -> None:
+    """Track the ``keep`` largest severities of passing cases in the min-heap ``worst``."""
+    if keep and line["outcome"] in PASSING and severity(line) > 0:
+        heapq.heappush(worst, severity(line))
+        if len(worst) > keep:
+            heapq.heappop(worst)
+
+
 def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_for: Any) -> Iterator[dict[str, Any]]:
+    """Raw result lines of ``cases`` as they finish (worker processes, or this one with ``jobs=0``)."""
     if not cases:
         return
     if options.jobs == 0:  # in-process: for debugging only, a crashing EP takes the run down

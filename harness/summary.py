@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
-from .results import FAILING, OUTCOMES
+from .results import FAILING, OUTCOMES, REPORT_ORDER
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -15,7 +15,8 @@ EXIT_INTERRUPTED = 130
 
 
 def failing_outcomes(fail_on_not_on_ep: bool = False, fail_on_inexpressible: bool = False) -> tuple[str, ...]:
-    """Outcomes that make a run fail: always ``FAILING``; ``not-on-ep``/``inexpressible`` on request."""
+    """Outcomes that make a run fail: always ``results.FAILING`` (``fixed`` included); the
+    ``NOT_TESTED`` outcomes ``not-on-ep``/``inexpressible`` only on request."""
     extra = (("not-on-ep",) if fail_on_not_on_ep else ()) + (("inexpressible",) if fail_on_inexpressible else ())
     return FAILING + extra
 
@@ -51,11 +52,13 @@ def table(lines: Iterable[dict[str, Any]]) -> str:
 
 
 def problems(lines: Iterable[dict[str, Any]], failing: Iterable[str], limit: int = 20) -> str:
-    """The first ``limit`` cases with a failing outcome, one line each (id, outcome, message)."""
+    """The first ``limit`` cases with a failing outcome, one line each (id, outcome, message),
+    most severe outcome first (``results.REPORT_ORDER``)."""
     failing = set(failing)
     bad = [line for line in lines if line.get("outcome") in failing]
     out = []
-    for line in sorted(bad, key=lambda l: (OUTCOMES.index(l["outcome"]) if l["outcome"] in OUTCOMES else 99, l["id"]))[:limit]:
+    rank = {outcome: i for i, outcome in enumerate(REPORT_ORDER)}
+    for line in sorted(bad, key=lambda l: (rank.get(l["outcome"], len(rank)), l["id"]))[:limit]:
         message = (line.get("message") or "").strip().splitlines()
         out.append(f"  {line['outcome']:<8} {line['id']}: {message[0] if message else ''}")
     if len(bad) > limit:

@@ -1,8 +1,9 @@
 """``diff_runs``: what changed between a baseline run A and a new run B (``ep-testbed diff A B``).
 
 Categories, by case id:
-- newly failing: B's outcome is bad (fail, crash, timeout, error) and A's was not, including cases
-  only B has (a new case that fails is a new problem);
+- newly failing: B's outcome is bad (fail, crash, timeout, error: ``harness.results.WRONG``; a
+  ``fixed`` case says the expectations file is stale, not that the EP changed) and A's was not,
+  including cases only B has (a new case that fails is a new problem);
 - fixed: A's outcome was bad and B's is pass or tie-only (a case that stopped reaching the EP,
   bad -> not-on-ep or inexpressible, is an outcome change, not a fix);
 - error grown: both compared the outputs and B's error exceeds ``growth_factor`` times A's.  The
@@ -21,15 +22,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.results import PASSING, WRONG
+
 from .rendering import environment, format_number, short_op
-from .results import BAD_OUTCOMES, CaseResult, Run, load_run
+from .results import CaseResult, Run, load_run
 
 DIFF_HTML = "diff.html"
 DIFF_TEXT = "diff.txt"
 #: Run header fields whose difference changes what a comparison means (noted in the diff).
 HEADER_KEYS = ("ep", "ort_flavour", "ort_version", "seed", "tolerances")
+#: A case going bad: the EP or the harness got it wrong (``harness.results.WRONG``).  ``fixed``
+#: fails a run but says the expectations file is stale, not that the EP changed, so a diff of
+#: what the EP did leaves it out.
+BAD_OUTCOMES = frozenset(WRONG)
 #: Outcomes that count as "fixed" when a bad case reaches them (it ran on the EP and matched).
-GOOD_OUTCOMES = frozenset({"pass", "tie-only"})
+GOOD_OUTCOMES = frozenset(PASSING)
 
 
 @dataclass
@@ -46,6 +53,7 @@ class Change:
 
     @property
     def factor(self) -> float | None:
+        """``error_after / error_before`` (inf from 0; None when either is missing)."""
         if self.error_before is None or self.error_after is None:
             return None
         return self.error_after / self.error_before if self.error_before else float("inf")
@@ -86,6 +94,7 @@ class DiffResult:
 
 
 def _change(a: CaseResult | None, b: CaseResult | None) -> Change:
+    """The change of one case from ``a`` (None: not in A) to ``b`` (None: not in B)."""
     c = b or a
     assert c is not None
     return Change(id=c.id, op=short_op(c.op), dtype=c.dtype, before=a.outcome if a else None,
@@ -93,6 +102,8 @@ def _change(a: CaseResult | None, b: CaseResult | None) -> Change:
 
 
 def _growth(a: CaseResult, b: CaseResult, factor: float, abs_floor: float) -> Change | None:
+    """The change when B's error exceeds ``factor`` x A's (max_ulp if both have it, floor 1 ULP;
+    else max_abs, floor ``abs_floor``; a NaN error in B counts as grown), else None."""
     ea, eb = a.errors, b.errors
     for metric, floor in (("max_ulp", 1.0), ("max_abs", abs_floor)):
         va, vb = ea.get(metric), eb.get(metric)
@@ -139,6 +150,7 @@ def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 
 
 
 def diff_text(res: DiffResult, growth_factor: float) -> str:
+    """diff.txt: the verdict line, header differences, then every non-empty section."""
     lines = [f"ep-testbed diff: A={res.run_a} B={res.run_b}",
              f"verdict: {'REGRESSED' if res.regressed else 'no regression'} "
              f"({len(res.newly_failing)} newly failing, {len(res.grown)} error grown > {growth_factor:g}x, "

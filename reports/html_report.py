@@ -19,17 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.results import (ERROR_KEYS, EXPECTED_FAILURE, FAILING, NOT_TESTED, OUTCOMES, PASSING,
+                                        REPORT_ORDER)
+
 from . import images
 from .artifacts import (CaseArtifacts, IndexMismatch, index_categories, index_mismatches, load_artifacts,
                         resolve_folder)
 from .matrix import Matrix, build_matrix, case_fields
 from .rendering import environment, script_json, short_op
 from .repro import MAX_INLINE_BUNDLE, build_bundle
-from .results import BAD_OUTCOMES, OUTCOMES, PASSING_OUTCOMES, SKIPPED_OUTCOMES, CaseResult, Run, load_run
+from .results import CaseResult, Run, load_run
 
 REPORT_FILE = "report.html"
-#: Outcomes that always get a detail section.
-DETAILED_OUTCOMES = BAD_OUTCOMES | {"known", "fixed"}
+#: Outcomes that always get a detail section: those that fail a run, and known divergences.
+DETAILED_OUTCOMES = frozenset(FAILING + EXPECTED_FAILURE)
 MESSAGE_LIMIT = 6000
 
 
@@ -64,22 +67,22 @@ def rerun_command(run: Run, case: CaseResult) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-#: Order of the case sections: what needs a person first; known divergences before cases that
-#: never reached the EP, since their bundles are what goes into a bug report.
-DETAIL_ORDER = ("fail", "crash", "timeout", "error", "fixed", "known", "not-on-ep", "inexpressible", "tie-only",
-                "pass")
-
-
 def _severity(case: CaseResult) -> tuple:
-    rank = DETAIL_ORDER.index(case.outcome) if case.outcome in DETAIL_ORDER else 0
+    """Sort key of the case sections: ``REPORT_ORDER`` (an outcome it lacks first), then the
+    largest error first, then id."""
+    rank = REPORT_ORDER.index(case.outcome) if case.outcome in REPORT_ORDER else 0
     return (rank, -(case.max_abs or 0.0), case.id)
 
 
 def wants_detail(case: CaseResult) -> bool:
+    """A case gets a section when its outcome fails a run or is known, is an outcome the schema
+    does not know, or the harness kept its folder."""
     return case.outcome in DETAILED_OUTCOMES or case.outcome not in OUTCOMES or bool(case.artifacts)
 
 
 def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) -> Detail:
+    """One case section: message, rerun line, and (from its artifact folder, if any) the arrays;
+    with ``with_pictures`` also heatmaps, index mismatches and the inline repro bundle."""
     message = case.message
     detail = Detail(anchor=anchor, case=case, rerun=rerun_command(run, case), artifacts_path=case.artifacts,
                     message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT)
@@ -129,7 +132,7 @@ def _table_rows(cases: list[CaseResult], anchors: dict[str, str], matrix: Matrix
         e = c.errors
         rows.append([
             c.id, short_op(c.op), c.dtype, c.outcome,
-            *(_table_number(e[k]) for k in ("max_abs", "max_rel", "max_ulp")),
+            *(_table_number(e[k]) for k in ERROR_KEYS),
             round(c.duration_s, 4), anchors.get(c.id), c.message[:160],
             fields,
         ])
@@ -140,7 +143,7 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
                max_details: int = 500) -> Path:
     """Write ``report.html`` for ``run_dir`` (default into ``run_dir``) and return its path.
 
-    ``max_details`` caps the per-case sections (most severe first, see DETAIL_ORDER);
+    ``max_details`` caps the per-case sections (most severe first, ``harness.results.REPORT_ORDER``);
     ``max_pictures`` caps how many of those with artifacts get heatmaps and an inline repro bundle.  Raises ``results.ResultsError`` when the
     folder has no readable results.jsonl.
     """
@@ -163,12 +166,12 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "header": header,
         "machine": header.get("machine") if isinstance(header.get("machine"), dict) else {},
         "tolerances": header.get("tolerances") if isinstance(header.get("tolerances"), dict) else {},
-        "counts": [(o, counts.get(o, 0)) for o in OUTCOMES] + sorted(
+        "counts": [(o, counts.get(o, 0)) for o in REPORT_ORDER] + sorted(
             (o, n) for o, n in counts.items() if o not in OUTCOMES),
         "total": len(run.cases),
-        "bad": sum(counts.get(o, 0) for o in BAD_OUTCOMES),
-        "passed": sum(counts.get(o, 0) for o in PASSING_OUTCOMES),
-        "skipped": sum(counts.get(o, 0) for o in SKIPPED_OUTCOMES),
+        "bad": sum(counts.get(o, 0) for o in FAILING),
+        "passed": sum(counts.get(o, 0) for o in PASSING),
+        "skipped": sum(counts.get(o, 0) for o in NOT_TESTED),
         "matrix": matrix,
         "details": details,
         "not_detailed": len(chosen) - len(shown),

@@ -1,9 +1,11 @@
 """``render_junit``: ``junit.xml`` with one ``<testcase>`` per case of results.jsonl.
 
-Mapping (so a CI's JUnit view agrees with ``ep-testbed run``'s exit code):
-pass, tie-only -> passed; fail, fixed -> ``<failure>`` (fixed: the expectation file is out of date,
-like pytest's strict xpass); crash, timeout, error -> ``<error>``; not-on-ep, inexpressible,
-known -> ``<skipped>`` with the reason (known is an expected failure, like pytest's xfail).
+Mapping, from ``harness.results`` (so a CI's JUnit view agrees with ``ep-testbed run``'s exit
+code and summary.json: failures + errors are exactly the ``FAILING`` cases):
+pass, tie-only (``PASSING``) -> passed; fail, fixed -> ``<failure>`` (fixed: the expectation file
+is out of date, like pytest's strict xpass); crash, timeout, error (``NO_VERDICT``) and any
+outcome the schema does not know -> ``<error>``; not-on-ep, inexpressible (``NOT_TESTED``), known
+(``EXPECTED_FAILURE``) -> ``<skipped>`` with the reason (known is like pytest's xfail).
 Text is escaped by ElementTree; characters XML 1.0 forbids (a crashed worker may print them)
 are replaced with U+FFFD.
 """
@@ -14,17 +16,20 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ep_testbed.harness.results import EXPECTED_FAILURE, FAILING, NO_VERDICT, NOT_TESTED, PASSING
+
 from .rendering import format_number, short_op
 from .results import CaseResult, load_run
 
 JUNIT_FILE = "junit.xml"
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-FAILURE = {"fail", "fixed"}
-ERROR = {"crash", "timeout", "error"}
-SKIPPED = {"not-on-ep", "inexpressible", "known"}
+ERROR = frozenset(NO_VERDICT)
+FAILURE = frozenset(FAILING) - ERROR
+SKIPPED = frozenset(EXPECTED_FAILURE + NOT_TESTED)
 
 
 def _clean(text: str) -> str:
+    """``text`` with the characters XML 1.0 forbids replaced by U+FFFD."""
     return _XML_INVALID.sub("\ufffd", text)
 
 
@@ -43,6 +48,7 @@ def error_summary(case: CaseResult) -> str:
 
 
 def _details(case: CaseResult) -> str:
+    """The body of a failure/error element: message, worst elements, flags, placement, artifacts."""
     lines = [case.message.strip()] if case.message.strip() else []
     for w in case.worst[:10]:
         lines.append(f"{w.get('output', '')}{tuple(w.get('index', []))}: expected {format_number(w.get('expected'))}, "
@@ -75,7 +81,7 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
         if case.outcome in FAILURE:
             counts["failures"] += 1
             ET.SubElement(tc, "failure", message=summary, type=case.outcome).text = _details(case)
-        elif case.outcome in ERROR or case.outcome not in {"pass", "tie-only"} | SKIPPED:
+        elif case.outcome in ERROR or case.outcome not in SKIPPED.union(PASSING):
             counts["errors"] += 1
             ET.SubElement(tc, "error", message=summary, type=case.outcome).text = _details(case)
         elif case.outcome in SKIPPED:

@@ -15,8 +15,10 @@ from collections import Counter
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from ep_testbed.harness.results import REPORT_ORDER
+
 from .rendering import short_op
-from .results import OUTCOMES, CaseResult
+from .results import CaseResult
 
 MAX_TAG_VALUES = 12
 #: A tag value longer than this is a sentence (a "why" note), not a field value.
@@ -32,21 +34,23 @@ class Cell:
 
     @property
     def total(self) -> int:
+        """Cases in the cell."""
         return sum(self.counts.values())
 
     @property
     def worst(self) -> str | None:
-        """The most severe outcome present (it colours the cell)."""
-        for outcome in OUTCOMES:
+        """The most severe outcome present (``REPORT_ORDER``; it colours the cell)."""
+        for outcome in REPORT_ORDER:
             if self.counts.get(outcome):
                 return outcome
         return next(iter(self.counts), None)
 
     @property
     def parts(self) -> list[tuple[str, int]]:
-        """(outcome, count) in severity order, for the stacked bar and the cell text."""
-        known = [(o, self.counts[o]) for o in OUTCOMES if self.counts.get(o)]
-        other = [(o, n) for o, n in sorted(self.counts.items()) if o not in OUTCOMES]
+        """(outcome, count) in severity order (``REPORT_ORDER``, then unknown outcomes by name),
+        for the stacked bar and the cell text."""
+        known = [(o, self.counts[o]) for o in REPORT_ORDER if self.counts.get(o)]
+        other = [(o, n) for o, n in sorted(self.counts.items()) if o not in REPORT_ORDER]
         return known + other
 
 
@@ -71,6 +75,7 @@ class Matrix:
 
 
 def _sort_key(value: str) -> tuple:
+    """Numbers in numeric order first, then other text alphabetically."""
     try:
         return (0, float(value), value)
     except ValueError:
@@ -78,6 +83,7 @@ def _sort_key(value: str) -> tuple:
 
 
 def _text(value: object) -> str:
+    """A field value as matrix text: lists as ``[a, b]``, None as ``null``."""
     if isinstance(value, list):
         return "[" + ", ".join(_text(v) for v in value) + "]"
     if value is None:
@@ -109,6 +115,7 @@ def _merge_identical(rows: list[tuple[str, list[tuple[str, Cell]]]]) -> list[tup
 
 
 def build_matrix(cases: list[CaseResult]) -> Matrix:
+    """The op x dtype cells, op totals and per-op field rows of ``cases`` (see the module docstring)."""
     ops = sorted({c.op for c in cases})
     dtypes = sorted({c.dtype for c in cases})
     counts: dict[tuple[str, str], Counter] = {}

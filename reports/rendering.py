@@ -17,11 +17,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from .results import OUTCOMES
+from ep_testbed.harness.results import REPORT_ORDER, WRONG
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-#: Background colour per outcome (also used by report.js through CSS classes ``o-<outcome>``).
+#: Background colour per outcome of ``harness.results.OUTCOMES`` (also used by report.js through
+#: CSS classes ``o-<outcome>``).
 OUTCOME_COLOURS = {
     "pass": "#2e9d4f", "tie-only": "#7cc48d", "known": "#8a9bb0", "fixed": "#7b52c9",
     "fail": "#d62f2f", "crash": "#8b1010", "timeout": "#e07b12", "error": "#c2187a",
@@ -74,6 +75,7 @@ def safe_url(url: Any) -> str | None:
 
 
 def short_op(op: str) -> str:
+    """``DML_OPERATOR_ROI_ALIGN1`` -> ``ROI_ALIGN1`` (any other text unchanged)."""
     return op.removeprefix("DML_OPERATOR_")
 
 
@@ -84,6 +86,8 @@ def read_static(name: str) -> Markup:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    """The one Jinja2 environment (cached): autoescaping, strict undefined, the filters and the
+    outcome globals (colours, help, ``REPORT_ORDER``, ``WRONG``) every template uses."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,  # every template, whatever its file name
@@ -96,6 +100,7 @@ def environment() -> jinja2.Environment:
     env.filters["safe_url"] = safe_url
     env.globals["OUTCOME_COLOURS"] = OUTCOME_COLOURS
     env.globals["OUTCOME_HELP"] = OUTCOME_HELP
-    env.globals["OUTCOMES"] = OUTCOMES
+    env.globals["REPORT_ORDER"] = REPORT_ORDER
+    env.globals["WRONG"] = WRONG
     env.globals["static"] = read_static
     return env

@@ -1,9 +1,11 @@
 """Read a run folder's ``results.jsonl`` into plain Python objects.
 
-The file is written by the harness (issue 4): a ``run`` header line, one ``case`` line per finished
-case (flushed as it finishes), and an optional ``end`` line.  An interrupted run may end in a
-half-written line; it is skipped and counted in ``Run.unreadable_lines`` so nothing that *was*
-finished is lost.  Nothing here interprets numbers beyond reading them.
+The file and its schema (record types, case-line keys, outcomes, the spelling of NaN and
+infinities) are defined once, in ``harness.results``; this module only reads it: a ``run``
+header line, one ``case`` line per finished case (flushed as it finishes), and an optional
+``end`` line.  An interrupted run may end in a half-written line; it is skipped and counted in
+``Run.unreadable_lines`` so nothing that *was* finished is lost.  Nothing here interprets
+numbers beyond reading them.
 """
 
 from __future__ import annotations
@@ -14,26 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-RESULTS_FILE = "results.jsonl"
-
-#: Every outcome the harness may write, in the order a report lists them.
-OUTCOMES: tuple[str, ...] = (
-    "fail", "crash", "timeout", "error", "fixed", "not-on-ep", "inexpressible", "known", "tie-only",
-    "pass",
-)
-#: Outcomes that make a run red: the EP (or the harness) got a case wrong.
-BAD_OUTCOMES = frozenset({"fail", "crash", "timeout", "error"})
-#: Outcomes that count as a pass in JUnit terms.
-PASSING_OUTCOMES = frozenset({"pass", "tie-only"})
-#: Outcomes that are neither pass nor failure: the case did not test the EP.
-SKIPPED_OUTCOMES = frozenset({"not-on-ep", "inexpressible"})
-
-
-def decode_number(value: Any) -> Any:
-    """The harness writes NaN and infinities as "nan", "inf", "-inf" (JSON has no such numbers)."""
-    if isinstance(value, str) and value.lower() in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
-        return float(value)
-    return value
+from ep_testbed.harness.results import CASE, END, ERROR_KEYS, RESULTS_FILE, RUN, decode_number
 
 
 @dataclass
@@ -44,63 +27,77 @@ class CaseResult:
 
     @property
     def id(self) -> str:
+        """The case id ("" if missing)."""
         return str(self.raw.get("id", ""))
 
     @property
     def op(self) -> str:
+        """The DML operator type, e.g. ``DML_OPERATOR_ROI_ALIGN1`` ("" if missing)."""
         return str(self.raw.get("op", ""))
 
     @property
     def dtype(self) -> str:
+        """The line's ``dtype``, else its ``dtype`` tag, else ""."""
         return str(self.raw.get("dtype") or self.tags.get("dtype") or "")
 
     @property
     def outcome(self) -> str:
+        """The outcome; a line without one reads as ``error`` (something went wrong writing it)."""
         return str(self.raw.get("outcome", "error"))
 
     @property
     def tags(self) -> dict[str, str]:
+        """The catalog tags as text ({} if missing or not an object)."""
         tags = self.raw.get("tags") or {}
         return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
 
     @property
     def errors(self) -> dict[str, float | None]:
+        """``ERROR_KEYS`` -> number or None, NaN/infinities decoded."""
         errs = self.raw.get("errors") or {}
-        return {k: decode_number(errs.get(k)) for k in ("max_abs", "max_rel", "max_ulp")}
+        return {k: decode_number(errs.get(k)) for k in ERROR_KEYS}
 
     @property
     def max_abs(self) -> float | None:
+        """The largest absolute error as a float, None when the case was not compared."""
         v = self.errors["max_abs"]
         return float(v) if isinstance(v, (int, float)) else None
 
     @property
     def message(self) -> str:
+        """What the harness said about the case ("" if nothing)."""
         return str(self.raw.get("message") or "")
 
     @property
     def flags(self) -> list[dict[str, Any]]:
+        """The mapper's flags, as written."""
         return list(self.raw.get("flags") or [])
 
     @property
     def worst(self) -> list[dict[str, Any]]:
+        """The worst elements, NaN/infinities decoded; entries that are not objects are dropped."""
         return [{k: decode_number(v) for k, v in w.items()} for w in self.raw.get("worst") or []
                 if isinstance(w, dict)]
 
     @property
     def placement(self) -> dict[str, str]:
+        """Node name -> the provider it ran on."""
         return dict(self.raw.get("placement") or {})
 
     @property
     def duration_s(self) -> float:
+        """Seconds the case took (0.0 if missing)."""
         v = self.raw.get("duration_s")
         return float(v) if isinstance(v, (int, float)) else 0.0
 
     @property
     def artifacts(self) -> str | None:
+        """The case folder relative to the run folder, None when none was written."""
         return self.raw.get("artifacts") or None
 
     @property
     def expected_outcome(self) -> dict[str, Any] | None:
+        """The expectation that matched the case, None if none did."""
         return self.raw.get("expected_outcome") or None
 
 
@@ -116,6 +113,7 @@ class Run:
 
     @property
     def counts(self) -> Counter:
+        """Outcome -> number of cases (only outcomes that occur)."""
         return Counter(c.outcome for c in self.cases)
 
     @property
@@ -127,6 +125,7 @@ class Run:
 
     @property
     def ep_alias(self) -> str:
+        """The ``--ep`` alias the run used (for rerun lines); ``ep`` or ``cpu`` when not recorded."""
         return str(self.header.get("ep_alias") or self.header.get("ep") or "cpu")
 
     def by_id(self) -> dict[str, CaseResult]:
@@ -165,11 +164,11 @@ def load_run(run_dir: str | Path) -> Run:
                 bad.append(number)
                 continue
             kind = obj.get("type")
-            if kind == "run" and header is None:
+            if kind == RUN and header is None:
                 header = obj
-            elif kind == "case":
+            elif kind == CASE:
                 cases.append(CaseResult(obj))
-            elif kind == "end":
+            elif kind == END:
                 end = obj
             else:
                 bad.append(number)

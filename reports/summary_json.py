@@ -1,9 +1,11 @@
 """``render_summary_json``: ``summary.json``, the machine-readable digest of a run.
 
 Keys: ``run`` (the header line as written), ``end`` (the end line or null), ``interrupted``,
-``total``, ``counts`` (every outcome, zeros included), ``bad`` (fail+crash+timeout+error),
-``by_op_dtype`` ({op: {dtype: {outcome: n}}}), ``failing`` (ids of bad cases, most severe first,
-with outcome and max_abs), ``unreadable_lines``.
+``total``, ``counts`` (every outcome, zeros included, in ``harness.results.REPORT_ORDER``), ``bad``
+(the number of cases whose outcome fails a run: ``harness.results.FAILING``, fail, crash,
+timeout, error and fixed, the same set as the exit code and junit.xml), ``by_op_dtype``
+({op: {dtype: {outcome: n}}}), ``failing`` (those cases, most severe first, with outcome and
+max_abs), ``unreadable_lines``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .results import BAD_OUTCOMES, OUTCOMES, load_run
+from ep_testbed.harness.results import FAILING, REPORT_ORDER
+
+from .results import load_run
 
 SUMMARY_FILE = "summary.json"
 
@@ -37,14 +41,15 @@ def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None) -
     for c in run.cases:
         cell = by.setdefault(c.op, {}).setdefault(c.dtype, {})
         cell[c.outcome] = cell.get(c.outcome, 0) + 1
-    bad = [c for c in run.cases if c.outcome in BAD_OUTCOMES]
-    bad.sort(key=lambda c: (OUTCOMES.index(c.outcome), -(c.max_abs or 0.0), c.id))
+    bad = [c for c in run.cases if c.outcome in FAILING]
+    bad.sort(key=lambda c: (REPORT_ORDER.index(c.outcome), -(c.max_abs or 0.0), c.id))
     summary = {
         "run": run.header,
         "end": run.end,
         "interrupted": run.interrupted,
         "total": len(run.cases),
-        "counts": {**{o: counts.get(o, 0) for o in OUTCOMES}, **{o: n for o, n in counts.items() if o not in OUTCOMES}},
+        "counts": {**{o: counts.get(o, 0) for o in REPORT_ORDER},
+                   **{o: n for o, n in counts.items() if o not in REPORT_ORDER}},
         "bad": len(bad),
         "by_op_dtype": by,
         "failing": [{"id": c.id, "op": c.op, "dtype": c.dtype, "outcome": c.outcome,

@@ -91,3 +91,13 @@ def test_failure_that_stops_reaching_the_ep_is_not_fixed(tmp_path):
     assert [c.after for c in res.other_changes] == ["not-on-ep"]
     assert [c.after for c in res.fixed] == ["pass"]
     assert not res.regressed
+
+
+def test_a_stale_expectation_is_an_outcome_change_not_a_regression(tmp_path):
+    """``fixed`` fails a run (the expectations file is out of date) but says the EP got better:
+    known -> fixed is listed as a change, and is no regression."""
+    a = synthetic_run.write_run(tmp_path / "a", 2, pattern=["known", "pass"])
+    b = synthetic_run.write_run(tmp_path / "b", 2, pattern=["fixed", "pass"])
+    res = diff_runs(a, b, tmp_path / "out")
+    assert [(c.before, c.after) for c in res.other_changes] == [("known", "fixed")]
+    assert not res.newly_failing and not res.regressed

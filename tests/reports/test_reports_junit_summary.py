@@ -3,7 +3,8 @@ import xml.etree.ElementTree as ET
 
 import synthetic_run
 from ep_testbed.reports import render_junit, render_summary_json
-from ep_testbed.reports.results import OUTCOMES, load_run
+from ep_testbed.harness.results import FAILING, REPORT_ORDER
+from ep_testbed.reports.results import load_run
 
 
 def test_junit_one_testcase_per_case_with_outcome_mapping(small_run):
@@ -53,8 +54,9 @@ def test_junit_survives_control_characters_from_a_crashed_worker(tmp_path):
 def test_summary_json_counts_and_failing_list(small_run):
     s = json.loads(render_summary_json(small_run).read_text())
     assert s["total"] == 120 and sum(s["counts"].values()) == 120
-    assert list(s["counts"]) == list(OUTCOMES)
-    assert s["bad"] == 12 == len(s["failing"])  # 3 each of fail, crash, timeout, error
+    assert list(s["counts"]) == list(REPORT_ORDER)
+    assert s["bad"] == 15 == len(s["failing"])  # 3 each of fail, crash, timeout, error, fixed
     assert [f["outcome"] for f in s["failing"]][:3] == ["fail"] * 3
+    assert {f["outcome"] for f in s["failing"]} == set(FAILING)
     assert sum(n for by in s["by_op_dtype"].values() for cell in by.values() for n in cell.values()) == 120
     assert s["interrupted"] is False and s["run"]["seed"] == 0

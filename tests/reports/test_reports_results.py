@@ -4,6 +4,8 @@ import math
 import pytest
 
 import synthetic_run
+from ep_testbed.harness.results import OUTCOMES
+from ep_testbed.reports.rendering import OUTCOME_COLOURS, OUTCOME_HELP
 from ep_testbed.reports.results import ResultsError, load_run
 
 
@@ -57,3 +59,7 @@ def test_missing_file_and_missing_header_say_what_to_do(tmp_path):
     (tmp_path / "results.jsonl").write_text('{"type": "case", "id": "x"}\n')
     with pytest.raises(ResultsError, match="no run header"):
         load_run(tmp_path)
+
+
+def test_every_outcome_of_the_schema_has_a_colour_and_a_help_text():
+    assert set(OUTCOME_COLOURS) == set(OUTCOMES) == set(OUTCOME_HELP)

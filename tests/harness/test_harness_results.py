@@ -1,0 +1,154 @@
+"""The results schema (``harness.results``): one set of outcomes, keys and folder names that
+every writer and reader agrees on -- the runner, ``ep-testbed gen``, the exit code and the reports.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ep_testbed.harness import results
+from ep_testbed.harness.case_run import CaseConfig, new_line
+from ep_testbed.harness.expectations import parse as parse_expectations
+from ep_testbed.harness.providers import resolve_ep
+from ep_testbed.harness.runner import RunOptions, run_cases
+from ep_testbed.harness.summary import EXIT_FAILED, failing_outcomes
+from ep_testbed.harness.worker import FAULT_ENV
+from ep_testbed.reports import render_junit, render_run, render_summary_json
+from local_cases import HERE, build_catalog
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LOCAL = ["--catalog", "local_cases:build_catalog", "--mapper", "local_cases:to_onnx"]
+
+
+def cli(*args):
+    """``ep-testbed ARGS`` as a user runs it, with tests/harness importable by its workers."""
+    env = dict(os.environ, PYTHONPATH=HERE)
+    env.pop(FAULT_ENV, None)
+    return subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+
+
+def expectations_file(tmp_path, case_id, outcome="fail"):
+    """An expectations file that expects ``case_id`` to end in ``outcome``."""
+    path = tmp_path / "expectations.json"
+    path.write_text(json.dumps({"expectations": [
+        {"id": case_id, "outcome": outcome, "reason": "test", "link": "https://example.org/1"}]}))
+    return str(path)
+
+
+def test_outcome_groups_partition_the_one_outcome_tuple():
+    groups = (results.PASSING, results.FAILING, results.EXPECTED_FAILURE, results.NOT_TESTED)
+    named = [o for group in groups for o in group]
+    assert sorted(named) == sorted(results.OUTCOMES) and len(set(named)) == len(named) == 10
+    assert set(results.NO_VERDICT) < set(results.WRONG) < set(results.FAILING)
+    assert "fixed" in results.FAILING and "fixed" not in results.WRONG
+    assert set(results.NOT_TESTED) == {"not-on-ep", "inexpressible"}
+    assert sorted(results.REPORT_ORDER) == sorted(results.OUTCOMES)
+    assert results.REPORT_ORDER[:len(results.FAILING)] == results.FAILING and results.REPORT_ORDER[-1] == "pass"
+    assert failing_outcomes() == results.FAILING
+    assert set(failing_outcomes(True, True)) == set(results.FAILING + results.NOT_TESTED)
+
+
+def test_non_finite_numbers_round_trip_as_strings():
+    line = {"errors": {"max_abs": math.inf, "max_rel": -math.inf, "max_ulp": math.nan}}
+    text = results.dumps(line)
+    assert "NaN" not in text and "Infinity" not in text
+    errors = json.loads(text)["errors"]
+    assert errors == {"max_abs": "inf", "max_rel": "-inf", "max_ulp": "nan"}
+    decoded = {k: results.decode_number(v) for k, v in errors.items()}
+    assert decoded["max_abs"] == math.inf and decoded["max_rel"] == -math.inf and math.isnan(decoded["max_ulp"])
+    assert results.decode_number("Infinity") == math.inf and results.decode_number("text") == "text"
+    assert results.decode_number(1.5) == 1.5
+
+
+def test_a_case_line_has_exactly_the_schema_keys():
+    case = build_catalog(count=1)[0]
+    line = new_line(case, resolve_ep("cpu"))
+    assert tuple(line) == results.CASE_KEYS
+    assert line["type"] == results.CASE and line["id"] == case.id and tuple(line["errors"]) == results.ERROR_KEYS
+    with pytest.raises(KeyError, match="CASE_KEYS"):
+        results.case_record(id="x", colour="red")
+
+
+def test_every_line_a_run_writes_carries_exactly_the_schema_keys(tmp_path):
+    """A real run: passes, a crash (the pool's line) and a ``fixed`` case (the runner's
+    expectation step): each line on disk has every key of CASE_KEYS and no other."""
+    cases = build_catalog(count=4)
+    config = CaseConfig(ep=resolve_ep("cpu"), mapper="local_cases:to_onnx")
+    expectations = parse_expectations({"expectations": [
+        {"id": cases[1].id, "outcome": "fail", "reason": "test", "link": "https://example.org/1"}]})
+    env = dict(os.environ, **{FAULT_ENV: f"abort={cases[2].id}"})
+    options = RunOptions(out_dir=str(tmp_path / "r"), jobs=1, timeout=60, progress=False, env=env,
+                         extra_paths=(HERE,))
+    run = run_cases(cases, config, options, expectations)
+    assert [line["outcome"] for line in run.lines] == ["pass", "fixed", "crash", "pass"]
+    header, lines, end = results.read_run(str(tmp_path / "r"))
+    assert header["type"] == results.RUN and end["type"] == results.END and len(lines) == 4
+    for line in lines:
+        assert tuple(line) == results.CASE_KEYS, sorted(set(line) ^ set(results.CASE_KEYS))
+        assert tuple(line["errors"]) == results.ERROR_KEYS
+
+
+def test_gen_and_run_name_a_case_folder_alike(tmp_path):
+    case_id = cli("run", "--ops", "roi_pooling", "--list").stdout.split()[0]
+    gen = cli("gen", "--op", "roi_pooling", "--out", str(tmp_path / "gen"))
+    assert gen.returncode == 0, gen.stderr
+    index = json.loads((tmp_path / "gen" / "cases.json").read_text())
+    gen_folder = next(c["folder"] for c in index["cases"] if c["id"] == case_id)
+    assert (tmp_path / "gen" / gen_folder / "desc.json").is_file()
+    # an expectation on the case makes `run` keep its folder whatever the outcome
+    run = cli("run", "--ep", "cpu", "--ops", "roi_pooling", "-k", case_id, "--jobs", "0",
+              "--expectations", expectations_file(tmp_path, case_id), "--out", str(tmp_path / "run"))
+    assert run.returncode in (0, 1), run.stderr
+    [line] = results.read_run(str(tmp_path / "run"))[1]
+    assert line["artifacts"] == results.case_dir(case_id)
+    assert Path(line["artifacts"]).name == gen_folder == results.safe_id(case_id)
+    assert (tmp_path / "run" / line["artifacts"] / "desc.json").is_file()
+
+
+def test_safe_id_is_portable_and_keeps_distinct_ids_apart():
+    ids = ["roi_align1/avg-fp16", "roi_align1_avg-fp16", "a/b:c*d?<e>|f", "x" * 300]
+    names = [results.safe_id(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    for name in names:
+        assert all(c.isalnum() or c in "._+=-" for c in name) and len(name) <= 129
+
+
+def test_one_fixed_case_fails_the_exit_code_junit_summary_and_report_alike(tmp_path):
+    """Regression: a lone ``fixed`` case used to exit 1 and fail in junit.xml while summary.json
+    said ``bad: 0, failing: []``."""
+    fixed_id = "max_pooling2/local-w2-00"
+    out = tmp_path / "r"
+    p = cli("run", *LOCAL, "--jobs", "2", "--expectations", expectations_file(tmp_path, fixed_id),
+            "--out", str(out))
+    assert p.returncode == EXIT_FAILED, p.stdout + p.stderr
+    lines = results.read_run(str(out))[1]
+    assert len(lines) == 12 and [l["id"] for l in lines if l["outcome"] != "pass"] == [fixed_id]
+    assert {l["id"] for l in lines if l["outcome"] in failing_outcomes()} == {fixed_id}
+
+    suite = ET.parse(render_junit(out)).getroot().find("testsuite")
+    junit_failing = {tc.get("name") for tc in suite.iter("testcase")
+                     if tc.find("failure") is not None or tc.find("error") is not None}
+    assert junit_failing == {fixed_id}
+    assert int(suite.get("failures")) + int(suite.get("errors")) == 1
+
+    summary = json.loads(render_summary_json(out).read_text())
+    assert summary["bad"] == 1 and summary["counts"]["fixed"] == 1
+    assert [(f["id"], f["outcome"]) for f in summary["failing"]] == [(fixed_id, "fixed")]
+
+    html = render_run(out).read_text()
+    assert "1 of 12 cases failing" in html
+
+
+def test_the_schema_module_imports_neither_onnx_nor_onnxruntime():
+    """The reports import it; a machine that only renders reports need not have ONNX Runtime."""
+    code = ("import sys, ep_testbed.harness.results\n"
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
