@@ -30,9 +30,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from .results import OUTCOMES, PASSING
+
 EXPECTATIONS_DIR = os.path.join(os.path.dirname(__file__), "expectations")
 
-PASSING = ("pass", "tie-only")
 
 
 @dataclass(frozen=True)
@@ -136,5 +137,6 @@ def for_ep(alias: str) -> Expectations:
     return load(path) if os.path.exists(path) else Expectations((), None)
 
 
-#: Outcomes an expectation may name (``known`` and ``fixed`` are what it produces, not inputs).
-EXPECTABLE = ("fail", "tie-only", "crash", "timeout", "not-on-ep", "error")
+#: Outcomes an expectation may name: raw outcomes other than a plain pass (``known`` and ``fixed``
+#: are what applying one produces, not inputs; ``inexpressible`` is decided before any EP runs).
+EXPECTABLE = tuple(o for o in OUTCOMES if o not in ("pass", "inexpressible", "known", "fixed"))
