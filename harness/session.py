@@ -27,7 +27,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 import onnx
@@ -47,6 +47,7 @@ class SessionError(RuntimeError):
     line of the cause."""
 
     def __init__(self, stage: str, provider: str, cause: BaseException):
+        """``stage``: "build" or "run"; ``provider``: the EP's name; ``cause``: ONNX Runtime's exception."""
         self.stage, self.provider, self.cause = stage, provider, cause
         what = "could not build the session" if stage == "build" else "raised while running"
         super().__init__(f"{provider} {what}: {first_line(cause)}")

@@ -12,10 +12,11 @@ import pytest
 from models_testkit import with_node_attribute
 
 from ep_testbed.graphs.models import DEMO_SHAPES, detection_head, resnet_stem
-from ep_testbed.harness.model_inputs import generate_inputs, input_specs, resolve_shapes
-from ep_testbed.harness.model_run import ModelRunConfig, compare_named, run_model
+from ep_testbed.harness.models.inputs import generate_inputs, input_specs, resolve_shapes
+from ep_testbed.harness.models.outputs import compare_named
+from ep_testbed.harness.models.run import ModelRunConfig, run_model
 from ep_testbed.harness.providers import resolve_ep
-from ep_testbed.harness.untrusted import LoadedModel
+from ep_testbed.harness.models.untrusted import LoadedModel
 
 
 def _loaded(model, tmp_path):
@@ -123,3 +124,4 @@ def test_max_roi_pool_nodes_get_valid_rois_and_are_attributed(tmp_path):
     assert row["desc_type"] == "DML_OPERATOR_ROI_POOLING" and row["provider"] == "CPUExecutionProvider"
     # ORT's CPU kernel bins in float32 (graphs flags it); whatever it does here, the node is judged, not skipped
     assert row["status"] in ("match", "diverges") and row["compared"] == 40 * 4 * 9
+
