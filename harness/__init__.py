@@ -7,6 +7,7 @@ One module per job:
   installed ONNX Runtime flavour/version and machine for the run header;
 - ``placement``: node -> provider read back from ONNX Runtime (profiling trace, graph
   assignment info), and the fallback-refusal error that means ``not-on-ep``;
+- ``session``: the one way case runs and model runs build, run and place a session on an EP;
 - ``tolerances`` (the one rule and its per-dtype defaults) and ``compare`` (NaN/Inf-aware,
   ULP, tie-aware indices, worst elements);
 - ``expectations``: known divergences per EP, as data in ``harness/expectations/<alias>.json``;
@@ -16,11 +17,10 @@ One module per job:
 - ``selection`` (``-k``, ``--shard``), ``merge``, ``progress``, ``summary`` (table, exit code);
 - ``cli`` / ``cli_run`` (``ep-testbed run``, ``ep-testbed merge``) and ``pytest_plugin``
   (the catalog as a pytest suite);
-- whole models (issue 6): ``model_run`` (a model on the EP under test and a reference EP,
-  placement per node, per-node attribution through ``graphs.from_onnx`` + the reference),
-  ``model_inputs`` (seeded, range-aware inputs; ``--shape``), ``baseline`` (saved outputs and
-  manifest), ``untrusted`` (a model file checked before anything loads it: external data stays
-  in its folder), ``model_cli`` (``ep-testbed model run`` / ``model demo``).
+- whole models: the ``models`` subpackage (a model on the EP under test and a reference EP,
+  placement per node, per-node attribution through ``graphs.from_onnx`` + the reference,
+  inputs, baselines, untrusted model files, ``ep-testbed model run`` / ``model demo``; its
+  ``__init__`` lists its modules); ``model_cli`` only re-exports its ``add_model``.
 
 The harness never knows a DML formula: expected outputs come from ``reference.execute`` and
 ONNX models from ``graphs.to_onnx``.

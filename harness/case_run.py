@@ -19,13 +19,8 @@ Outcomes decided here, in the order they are checked:
 
 from __future__ import annotations
 
-import atexit
 import functools
 import importlib
-import itertools
-import os
-import shutil
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -33,13 +28,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import placement as placement_mod
 from ep_testbed.reference import execute, spec_for
 
+from . import placement as placement_mod
+from . import session as session_mod
 from .artifacts import write_artifacts
 from .compare import compare_outputs
-from .providers import EpSpec, SessionSettings, providers_arg, session_options
+from .providers import EpSpec, SessionSettings
 from .results import ERROR_KEYS, case_record
+from .session import first_line
 from .tolerances import Tolerances
 
 DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"
@@ -66,6 +63,7 @@ class ArtifactPolicy:
 
 
 def load_mapper(spec: str) -> Callable[..., Any]:
+    """The mapper a ``"module:function"`` string names (``graphs.to_onnx``'s contract)."""
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name or "to_onnx")
 
@@ -109,6 +107,7 @@ def run_case(case: Any, config: CaseConfig, policy: ArtifactPolicy = ArtifactPol
 
 
 def _wants_artifacts(line: dict[str, Any], policy: ArtifactPolicy) -> bool:
+    """Whether this case's folder is written under ``policy`` (failures always)."""
     if policy.force or line["outcome"] in ("fail", "error"):
         return True
     if line["outcome"] in ("pass", "tie-only") and policy.threshold is not None:
@@ -117,19 +116,51 @@ def _wants_artifacts(line: dict[str, Any], policy: ArtifactPolicy) -> bool:
     return False
 
 
+@dataclass
+class _Prepared:
+    """A case ready to run: its mapping, inputs, feeds, expected outputs and node names."""
+
+    mapping: Any
+    inputs: dict[str, np.ndarray]
+    feeds: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    node_names: list[str]
+    op_nodes: list[str]
+
+
 def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[str, Any],
          state: dict[str, Any]) -> None:
+    """Decide ``line``'s outcome (module docstring: the order of the checks); ``state`` collects
+    what a case folder holds (model, feeds, expected, actual) as it becomes known."""
+    prepared = _prepare(case, mapper, line, state)
+    if prepared is None:
+        return
+    run = _run_on_ep(prepared, config, line)
+    if run is None:
+        return
+    if not _judge(case, prepared, run.outputs, config, line, state):
+        return
+    placement = line["placement"]
+    helpers = [n for n in prepared.node_names if n not in prepared.op_nodes]
+    helpers_off = placement_mod.off_ep(placement, helpers, config.ep.provider)
+    if helpers_off:
+        line["message"] += "; helper node(s) elsewhere: " + ", ".join(f"{n} -> {placement.get(n)}" for n in helpers_off)
+
+
+def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: dict[str, Any]) -> _Prepared | None:
+    """Map the desc, draw the inputs, collect the flags and compute the expected outputs; None
+    (with ``line`` decided: ``error`` or ``inexpressible``) when the case cannot run."""
     try:
         mapping = mapper(case.desc, opset=getattr(case, "opset", None))
     except Exception as exc:
         line.update(outcome="error", message=f"mapper raised {type(exc).__name__}: {exc}")
-        return
+        return None
     line["flags"] = [flag.to_json() for flag in mapping.flags]
     try:
         inputs = case.inputs()
     except Exception as exc:
         line.update(outcome="error", message=f"the case's inputs raised {type(exc).__name__}: {exc}")
-        return
+        return None
     # Flags that only this case's input values raise (a NaN, a float32 bin end, an int64 beyond
     # what the composition carries exactly); they count like the desc's own flags.
     flags = list(mapping.flags) + list(getattr(mapping, "input_flags", lambda _: [])(inputs))
@@ -138,53 +169,60 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
     if not mapping.expressible or inexpressible:
         reasons = [f"{f.field}={f.value}: {f.reason}" for f in inexpressible]
         line.update(outcome="inexpressible", message="; ".join(reasons) or "the mapper marked the desc inexpressible")
-        return
+        return None
     state["model"] = mapping.model
     try:
         expected = execute(case.desc, inputs)
     except Exception as exc:
         line.update(outcome="error", message=f"reference raised {type(exc).__name__}: {exc}")
-        return
+        return None
     state["expected"] = expected
     feeds = mapping.feeds(inputs)
     state["feeds"] = feeds
     node_names = [n.name for n in mapping.model.graph.node]
     op_nodes = list(getattr(mapping, "op_nodes", None) or node_names)
+    return _Prepared(mapping, inputs, feeds, expected, node_names, op_nodes)
 
-    ep = config.ep
-    scratch = os.path.join(_scratch_dir(), f"case{next(_CASE_NUMBERS)}")  # a profile file prefix
-    # Traces are removed as they are read; what a failing session leaves goes at process exit.
-    model_bytes = mapping.model.SerializeToString()
+
+def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> session_mod.EpRun | None:
+    """Run the case's model on the EP under test with CPU fallback disabled and record its
+    placement; None (with ``line`` decided: ``fail`` or ``not-on-ep``) when there is nothing to
+    compare."""
+    ep = config.ep.provider
     try:
-        session = _session(model_bytes, config, scratch + "-strict", allow_fallback=False)
-    except Exception as exc:
-        if placement_mod.is_fallback_refusal(exc):
-            _diagnose_refusal(model_bytes, feeds, config, scratch, node_names, op_nodes, line, exc)
+        run = session_mod.run_on_ep(prepared.mapping.model, prepared.feeds, config.ep, config.session)
+    except session_mod.SessionError as exc:
+        if exc.refused_fallback:
+            _diagnose_refusal(prepared, config, line, exc.cause)
+        elif exc.stage == "build":
+            line.update(outcome="fail", message=f"{ep} could not build the session: {first_line(exc.cause)}")
         else:
-            line.update(outcome="fail", message=f"{ep.provider} could not build the session: {_first_line(exc)}")
-        return
-    try:
-        outputs = session.run(None, feeds)
-    except Exception as exc:
-        line.update(outcome="fail", message=f"{ep.provider} raised while running: {_first_line(exc)}")
-        return
-    placement, source = placement_mod.read_placement(session, node_names, session.end_profiling())
-    line["placement"], line["placement_source"] = placement, source
-    off = placement_mod.off_ep(placement, op_nodes, ep.provider)
+            line.update(outcome="fail", message=f"{ep} raised while running: {first_line(exc.cause)}")
+        return None
+    line["placement"], line["placement_source"] = run.placement, run.placement_source
+    off = placement_mod.off_ep(run.placement, prepared.op_nodes, ep)
     if off:
-        line.update(outcome="not-on-ep", message=f"op node(s) not proven on {ep.provider}: "
-                    + ", ".join(f"{n} -> {placement.get(n, 'unknown')}" for n in off))
-        return
+        line.update(outcome="not-on-ep", message=f"op node(s) not proven on {ep}: "
+                    + ", ".join(f"{n} -> {run.placement.get(n, 'unknown')}" for n in off))
+        return None
+    return run
 
+
+def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: CaseConfig, line: dict[str, Any],
+           state: dict[str, Any]) -> bool:
+    """Read the EP's outputs back through the mapping and compare them with the expected ones
+    under the operator's record (index outputs, index rule): ``fail``, ``tie-only`` or
+    ``pass``. False when the outputs could not be read back (``fail``, nothing compared)."""
     try:
-        actual = mapping.outputs(outputs)
+        actual = prepared.mapping.outputs(outputs)
     except Exception as exc:  # e.g. an output of the wrong shape or count
-        line.update(outcome="fail", message=f"{ep.provider}'s outputs could not be read back: {_first_line(exc)}")
-        return
+        line.update(outcome="fail", message=f"{config.ep.provider}'s outputs could not be read back: "
+                    f"{first_line(exc)}")
+        return False
     state["actual"] = actual
     spec = spec_for(case.desc)
     in_window = functools.partial(spec.index_rule, case.desc) if spec.index_rule else None
-    comparison = compare_outputs(expected, actual, config.tolerances, inputs, in_window=in_window,
+    comparison = compare_outputs(prepared.expected, actual, config.tolerances, prepared.inputs, in_window=in_window,
                                  index_outputs=spec.index_outputs)
     line.update(errors=comparison.errors(), worst=comparison.worst, mismatches=comparison.mismatches,
                 ties=comparison.ties, tolerance_used=comparison.tolerance_used)
@@ -194,45 +232,23 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
         line.update(outcome="tie-only", message=comparison.summary())
     else:
         line.update(outcome="pass", message=comparison.summary())
-    helpers_off = placement_mod.off_ep(placement, [n for n in node_names if n not in op_nodes], ep.provider)
-    if helpers_off:
-        line["message"] += "; helper node(s) elsewhere: " + ", ".join(f"{n} -> {placement.get(n)}" for n in helpers_off)
+    return True
 
 
-_CASE_NUMBERS = itertools.count()
-
-
-@functools.lru_cache(maxsize=1)
-def _scratch_dir() -> str:
-    """One folder per process for profiling traces: a TemporaryDirectory per case cost ~1 ms."""
-    path = tempfile.mkdtemp(prefix="ep-testbed-prof-")
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return path
-
-
-def _session(model_bytes: bytes, config: CaseConfig, profile_prefix: str, allow_fallback: bool) -> Any:
-    import onnxruntime as ort
-
-    so = session_options(config.ep, config.session, allow_fallback=allow_fallback, profile_prefix=profile_prefix)
-    return ort.InferenceSession(model_bytes, so, providers=providers_arg(config.ep))
-
-
-def _diagnose_refusal(model_bytes: bytes, feeds: dict[str, np.ndarray], config: CaseConfig, scratch: str,
-                      node_names: list[str], op_nodes: list[str], line: dict[str, Any], refusal: Exception) -> None:
-    """The strict session was refused: build one with fallback allowed only to name the nodes
-    the EP declined. The case is ``not-on-ep`` either way (its strict session does not exist);
-    the message says whether the op node itself or only a helper node (Cast, Reshape...) was
+def _diagnose_refusal(prepared: _Prepared, config: CaseConfig, line: dict[str, Any], refusal: BaseException) -> None:
+    """The strict session was refused: ``session.diagnose_refusal`` names the nodes the EP
+    declined. The case is ``not-on-ep`` either way (its strict session does not exist); the
+    message says whether the op node itself or only a helper node (Cast, Reshape...) was
     declined."""
     ep = config.ep.provider
-    try:
-        session = _session(model_bytes, config, scratch + "-diagnose", allow_fallback=True)
-        session.run(None, feeds)
-        placement, source = placement_mod.read_placement(session, node_names, session.end_profiling())
-    except Exception as exc:
+    node_names, op_nodes = prepared.node_names, prepared.op_nodes
+    diagnosis = session_mod.diagnose_refusal(prepared.mapping.model, prepared.feeds, config.ep, config.session)
+    if diagnosis.error is not None:
         line.update(outcome="not-on-ep", message=f"{ep} refused the session with CPU fallback disabled "
-                    f"({_first_line(refusal)}); the diagnostic session failed too: {_first_line(exc)}")
+                    f"({first_line(refusal)}); the diagnostic session failed too: {diagnosis.error}")
         return
-    line["placement"], line["placement_source"] = placement, source
+    placement = diagnosis.placement
+    line["placement"], line["placement_source"] = placement, diagnosis.placement_source
     off = placement_mod.off_ep(placement, op_nodes, ep)
     where = ", ".join(f"{n} -> {placement.get(n, 'unknown')}" for n in (off or node_names))
     if off:
@@ -241,8 +257,3 @@ def _diagnose_refusal(model_bytes: bytes, feeds: dict[str, np.ndarray], config: 
     else:
         line.update(outcome="not-on-ep", message=f"{ep} takes the op node(s) but declines helper node(s): "
                     f"{', '.join(f'{n} -> {placement.get(n)}' for n in node_names if placement.get(n) != ep)}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"

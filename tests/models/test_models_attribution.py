@@ -12,10 +12,11 @@ import pytest
 from models_testkit import with_node_attribute
 
 from ep_testbed.graphs.models import DEMO_SHAPES, detection_head, resnet_stem
-from ep_testbed.harness.model_inputs import generate_inputs, input_specs, resolve_shapes
-from ep_testbed.harness.model_run import ModelRunConfig, compare_named, run_model
+from ep_testbed.harness.models.inputs import generate_inputs, input_specs, resolve_shapes
+from ep_testbed.harness.models.outputs import compare_named
+from ep_testbed.harness.models.run import ModelRunConfig, run_model
 from ep_testbed.harness.providers import resolve_ep
-from ep_testbed.harness.untrusted import LoadedModel
+from ep_testbed.harness.models.untrusted import LoadedModel
 
 
 def _loaded(model, tmp_path):
@@ -123,3 +124,50 @@ def test_max_roi_pool_nodes_get_valid_rois_and_are_attributed(tmp_path):
     assert row["desc_type"] == "DML_OPERATOR_ROI_POOLING" and row["provider"] == "CPUExecutionProvider"
     # ORT's CPU kernel bins in float32 (graphs flags it); whatever it does here, the node is judged, not skipped
     assert row["status"] in ("match", "diverges") and row["compared"] == 40 * 4 * 9
+
+
+def _max_pool_model(storage_order: int = 0):
+    """x [1, 1, 2, 4] -> MaxPool(2x2, stride 2) -> y, idx (graph outputs)."""
+    from onnx import TensorProto, helper
+
+    from ep_testbed.graphs.runtime import DEFAULT_OPSET, max_ir_version
+
+    node = helper.make_node("MaxPool", ["x"], ["y", "idx"], name="pool", kernel_shape=[2, 2], strides=[2, 2],
+                            storage_order=storage_order)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 2]),
+                               helper.make_tensor_value_info("idx", TensorProto.INT64, [1, 1, 1, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", DEFAULT_OPSET)])
+    model.ir_version = max_ir_version()
+    return model
+
+
+def test_model_level_ties_follow_the_operator_records_index_rule():
+    from ep_testbed.harness.models.outputs import tie_contexts
+
+    x = np.array([[[[3.0, 1.0, 3.0, 0.0], [0.0, 3.0, 2.0, 3.0]]]], np.float32)  # every window's max is 3
+    y = np.array([[[[3.0, 3.0]]]], np.float32)
+    expected = np.array([[[[0, 2]]]], np.int64)
+    ties = tie_contexts(_max_pool_model(), {"x": x, "y": y})
+    assert set(ties) == {"idx"} and ties["idx"].in_window is not None
+    tol = CPU.tolerances
+    inside = np.array([[[[5, 7]]]], np.int64)    # the other 3 of each window
+    row = compare_named({"idx": expected}, {"idx": inside}, tol, ties)[0]
+    assert (row["outcome"], row["ties"], row["mismatches"]) == ("tie-only", 2, 0)
+    outside = np.array([[[[2, 0]]]], np.int64)   # a 3, but of the other window
+    row = compare_named({"idx": expected}, {"idx": outside}, tol, ties)[0]
+    assert (row["outcome"], row["mismatches"]) == ("fail", 2)
+    # without the record's rule the same indices would pass as ties on the value alone
+    row = compare_named({"idx": expected}, {"idx": outside}, tol, {"idx": (y, x)})[0]
+    assert row["outcome"] == "tie-only"
+
+
+def test_column_major_indices_get_no_ties_at_model_or_node_level(tmp_path):
+    from ep_testbed.harness.models.outputs import tie_contexts
+
+    model = _max_pool_model(storage_order=1)
+    x = np.arange(8, dtype=np.float32).reshape(1, 1, 2, 4)
+    assert tie_contexts(model, {"x": x, "y": np.zeros((1, 1, 1, 2), np.float32)}) == {}
+    result = run_model(_loaded(model, tmp_path), {"x": x}, CPU)
+    (row,) = result["attribution"]["nodes"]
+    assert row["status"] == "match" and row["ties"] == 0 and row["compared"] == 4

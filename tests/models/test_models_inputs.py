@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ep_testbed.graphs.models import detection_head
-from ep_testbed.harness.model_inputs import ShapeError, generate_inputs, input_specs, parse_shapes, resolve_shapes
+from ep_testbed.harness.models.inputs import ShapeError, generate_inputs, input_specs, parse_shapes, resolve_shapes
 
 
 def test_roi_inputs_are_boxes_inside_the_image_and_indices_inside_the_batch():

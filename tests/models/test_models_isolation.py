@@ -9,7 +9,7 @@ import pytest
 from models_testkit import result_of, run_cli
 
 from ep_testbed.graphs.models import write_demo_models
-from ep_testbed.harness.model_cli import FAULT_ENV
+from ep_testbed.harness.models.isolation import FAULT_ENV
 
 
 def test_a_crashing_model_is_one_crash_and_the_demo_goes_on(tmp_path, capsys, monkeypatch):

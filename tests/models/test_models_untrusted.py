@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from ep_testbed.graphs.models import resnet_stem
 from ep_testbed.graphs.runtime import max_ir_version
-from ep_testbed.harness.untrusted import ModelRefused, load_untrusted
+from ep_testbed.harness.models.untrusted import ModelRefused, load_untrusted
 
 SECRET = b"TOP-SECRET-OUTSIDE-THE-MODEL-FOLDER"
 

@@ -43,6 +43,7 @@ class InputSpec:
     dims: tuple[int | str | None, ...] | None
 
     def to_json(self) -> dict[str, Any]:
+        """The spec as recorded in ``model_result.json``'s ``inputs.specs``."""
         return {"name": self.name, "dtype": self.dtype.name, "dims": None if self.dims is None else list(self.dims)}
 
 
@@ -221,6 +222,7 @@ def _boxes(rng: np.random.Generator, count: int, feature: tuple, scale: float) -
 
 
 def _role_array(rng: np.random.Generator, role: tuple, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A seeded array for an ROI input of ``role`` (``_roles``); standard normal if its shape does not fit the role."""
     kind, feature, scale = role
     count = shape[0] if shape else 1
     if kind == "batch_index":

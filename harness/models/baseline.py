@@ -26,7 +26,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .tolerances import Tolerances
+from ..tolerances import Tolerances
+from .outputs import compare_named
 
 FORMAT = "ep-testbed-model-baseline/1"
 MANIFEST = "manifest.json"
@@ -79,6 +80,8 @@ class Baseline:
 
     @classmethod
     def load(cls, folder: str | Path, model_sha256: str | None = None) -> "Baseline":
+        """Read the baseline in ``folder``; ``BaselineError`` naming the file when it is incomplete,
+        unreadable, or (given ``model_sha256``) recorded for another model file."""
         root = Path(folder)
         for name in (MANIFEST, OUTPUTS, INPUTS):
             if not (root / name).is_file():
@@ -99,8 +102,6 @@ class Baseline:
     def compare(self, outputs: Mapping[str, np.ndarray], tolerances: Tolerances,
                 tolerances_from: str = "command line") -> dict[str, Any]:
         """Per output: the stored value vs ``outputs`` under ``tolerances``; ``regression`` if any differs."""
-        from .model_run import compare_named
-
         rows = compare_named(self.outputs, outputs, tolerances)
         for name in outputs:
             if name not in self.outputs:
@@ -117,6 +118,7 @@ class Baseline:
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` without unpickling anything; ``BaselineError`` naming the file otherwise."""
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}

@@ -1,0 +1,17 @@
+"""Whole-model regression: a model on the EP under test and on a reference EP, placement per
+node, per-node attribution through ``graphs.import_node`` + the reference, baselines, and
+checks on model files nobody vouched for. Sessions go through ``harness.session`` and outputs
+through ``harness.compare``, as case runs do.
+
+One module per job:
+
+- ``untrusted``: a model file checked before anything loads it (external data stays in its folder);
+- ``inputs``: the model's input specs, ``--shape``, seeded range-aware inputs, ``.npz`` inputs;
+- ``outputs``: graph outputs compared by name, index outputs tie-aware (operator records);
+- ``attribution``: the probe copy and the verdict on each RoiAlign / MaxRoiPool / MaxPool node;
+- ``run``: ``run_model``, the result of one model run (``model_result.json``);
+- ``baseline``: saved outputs and manifest, and the check against them;
+- ``isolation``: child processes with a time limit, and the fault-injection test hook;
+- ``command``: what ``model run`` / ``model demo`` do (run folder, report, summary, exit code);
+- ``cli``: their argparse registration (``add_model``).
+"""

@@ -1,0 +1,237 @@
+"""What ``ep-testbed model run`` and ``ep-testbed model demo`` do: owns reading a model file and
+its inputs, running it (``run.run_model``), writing the run folder and printing the summary.
+
+``model run MODEL.onnx --ep X`` loads the model through ``untrusted`` (nothing outside its
+folder is read), builds inputs (``inputs``: seeded, or ``--inputs``, or the baseline's), runs
+``run.run_model``, writes ``OUT/model_result.json``, ``inputs.npz``, ``outputs.npz``,
+``reference_outputs.npz``, ``nodes/*.npz`` (diverging nodes) and ``report.html``
+(``reports.model_report``), optionally saves or checks a baseline (``baseline``), and prints a
+summary. ``model demo`` writes the bundled models (``graphs.models``) and runs each, in a child
+process unless ``--in-process`` (``isolation``).
+
+Exit codes: 0 every output matches the reference EP (and the baseline); 1 an output differs
+beyond tolerance, a baseline regression, the EP could not build/run the model, or it crashed or
+timed out; 2 the model is refused (truncated/not ONNX, external data outside its folder, an op
+no EP has), or bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
+from ep_testbed.reports.model_report import render_model_report
+
+from ..providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options, resolve_ep
+from ..tolerances import Tolerances, load_tolerances
+from .baseline import Baseline, BaselineError, save_baseline as write_baseline
+from .inputs import InputsError, InputSpec, ShapeError, generate_inputs, input_specs, load_inputs, parse_shapes, \
+    resolve_shapes
+from .isolation import EXIT_FAIL, EXIT_OK, EXIT_USAGE, OUTCOMES, child_argv, fault_hook, isolated, run_isolated
+from .run import ModelRunConfig, SessionFailed, run_model
+from .untrusted import LoadedModel, ModelRefused, load_untrusted
+
+#: Seconds a demo model's child process may run (``model demo --timeout``'s default).
+DEMO_TIMEOUT = 300.0
+
+
+@dataclass
+class _Setup:
+    """Everything a model run needs, read and checked before anything runs."""
+
+    ep: EpSpec
+    reference: EpSpec
+    tolerances: Tolerances
+    loaded: LoadedModel
+    specs: list[InputSpec]
+    feeds: dict[str, np.ndarray]
+    source: str  # where the inputs come from: "generated", "npz PATH" or "baseline DIR"
+    baseline: Baseline | None
+    baseline_tolerances: tuple[Tolerances, str] | None
+
+
+def _error(message: str) -> int:
+    """Print a usage-level error (a refused model, bad options) and return exit code 2."""
+    print(f"ep-testbed model: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``ep-testbed model run``: in this process, or in a child under ``--timeout``; the exit code."""
+    if args.timeout:
+        return run_isolated(child_argv(args.model, args, shapes=args.shape, inputs_path=args.inputs,
+                                       save_baseline=args.save_baseline, baseline_dir=args.baseline),
+                            args.timeout, Path(args.model).name)
+    fault_hook(args.model)
+    return run_model_file(args.model, args, shapes=args.shape, inputs_path=args.inputs,
+                          save_baseline=args.save_baseline, baseline_dir=args.baseline)
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    """``ep-testbed model demo``: write the bundled models and run each like ``model run``; the
+    worst exit code of the models."""
+    try:  # fail once, here, rather than once per model
+        resolve_ep(args.ep, parse_provider_options(args.ep_option))
+        resolve_ep(args.reference_ep)
+    except (EpNotAvailable, ValueError) as exc:
+        return _error(str(exc))
+    out = Path(args.out or _default_out("demo", args.ep))
+    started = time.perf_counter()
+    paths = write_demo_models(out / "models", seed=0)
+    codes, outcomes = [], []
+    for name, path in paths.items():
+        shapes = [f"{k}={v}" for k, v in DEMO_SHAPES.get(name, {}).items()]
+        if args.in_process:
+            fault_hook(str(path))
+            sub = argparse.Namespace(**{**vars(args), "out": str(out / name)})
+            code = run_model_file(str(path), sub, shapes=shapes)
+            outcome = OUTCOMES.get(code, "refused")
+        else:
+            code, outcome = isolated(child_argv(str(path), args, shapes=shapes, out=str(out / name)),
+                                     args.timeout, name)
+        codes.append(code)
+        outcomes.append(f"{name} {outcome}")
+    print(f"demo: {len(paths)} models ({', '.join(outcomes)}) in {time.perf_counter() - started:.2f} s; "
+          f"reports under {out}")
+    return max(codes) if codes else EXIT_OK
+
+
+def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequence[str] = (),
+                   inputs_path: str | None = None, save_baseline: str | None = None,
+                   baseline_dir: str | None = None, command: str | None = None) -> int:
+    """Everything ``model run`` does for one file; returns the exit code (module docstring)."""
+    try:
+        setup = _setup(model_path, args, shapes, inputs_path, baseline_dir)
+    except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, ValueError, OSError) as exc:
+        return _error(str(exc))
+    config = ModelRunConfig(ep=setup.ep, reference=setup.reference, tolerances=setup.tolerances,
+                            settings=SessionSettings(graph_opt=args.graph_opt),
+                            allow_fallback=not args.no_cpu_fallback, reading=args.reading,
+                            baseline_tolerances=setup.baseline_tolerances)
+    try:
+        result = run_model(setup.loaded, setup.feeds, config, setup.baseline)
+    except ModelRefused as exc:
+        return _error(str(exc))
+    except SessionFailed as exc:
+        print(f"ep-testbed model: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    out = Path(args.out or _default_out(setup.loaded.path.stem, setup.ep.alias))
+    result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result["inputs"] = {"source": setup.source, "seed": args.seed if setup.source == "generated" else None,
+                        "specs": [s.to_json() for s in setup.specs],
+                        "shapes": {k: list(np.shape(v)) for k, v in setup.feeds.items()}}
+    _write_run(out, result, setup, args.seed, save_baseline)
+    print_summary(result, out, render_model_report(out))
+    return EXIT_OK if result["verdict"] == "pass" else EXIT_FAIL
+
+
+def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inputs_path: str | None,
+           baseline_dir: str | None) -> _Setup:
+    """Resolve the EPs and tolerances, load the model and its baseline, and make its inputs
+    (the baseline's, ``--inputs``, or seeded). Raises what ``run_model_file`` reports as exit 2."""
+    ep = resolve_ep(args.ep, parse_provider_options(args.ep_option))
+    reference = resolve_ep(args.reference_ep)
+    tolerances = load_tolerances(args.tolerances, args.tol)
+    loaded = load_untrusted(model_path)
+    specs = input_specs(loaded.model)
+    baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None
+    baseline_tolerances = None
+    if baseline is not None and not (args.tol or args.tolerances):
+        baseline_tolerances = (baseline.recorded_tolerances(), "baseline manifest")
+    if baseline is not None:
+        feeds, source = load_inputs(Path(baseline_dir) / "inputs.npz", specs), f"baseline {baseline_dir}"
+    elif inputs_path:
+        feeds, source = load_inputs(inputs_path, specs), f"npz {inputs_path}"
+    else:
+        resolved = resolve_shapes(specs, parse_shapes(shapes))
+        feeds, source = generate_inputs(loaded.model, specs, resolved, args.seed), "generated"
+    return _Setup(ep, reference, tolerances, loaded, specs, feeds, source, baseline, baseline_tolerances)
+
+
+def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save_baseline: str | None) -> None:
+    """Write the run folder (inputs, both EPs' outputs, diverging nodes' arrays, the baseline if
+    asked, ``model_result.json``); pops ``result["_arrays"]``."""
+    arrays = result.pop("_arrays")
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(out / "inputs.npz", **setup.feeds)
+    np.savez(out / "outputs.npz", **arrays["outputs"])
+    np.savez(out / "reference_outputs.npz", **arrays["reference_outputs"])
+    for row in result["attribution"]["nodes"]:
+        pair = arrays["nodes"].get(row["node"])
+        if pair is not None:
+            (out / "nodes").mkdir(exist_ok=True)
+            relative = f"nodes/{row['position']}_{_safe(row['node'])}.npz"
+            np.savez(out / relative, **pair)
+            row["arrays"] = relative
+    if save_baseline:
+        recorded_seed = seed if setup.source == "generated" else None
+        result["baseline_saved"] = str(write_baseline(save_baseline, result, setup.feeds, arrays["outputs"],
+                                                      recorded_seed, setup.source))
+    (out / "model_result.json").write_text(json.dumps(result, indent=1, default=_json_default, allow_nan=True) + "\n",
+                                           encoding="utf-8")
+
+
+def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> None:
+    """A few lines a terminal user reads: outputs, placement counts, attribution, verdict."""
+    m = result["model"]
+    print(f"{m['name']}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
+          f"{result['reference_ep']['provider']} ({result['ort_flavour']} {result['ort_version']}), "
+          f"{result['duration_s']:.2f} s")
+    for o in result["outputs"]:
+        print(f"  output {o['name']}: {o['outcome']} - {o['message']}")
+    counts = ", ".join(f"{op} " + "/".join(f"{n}x{_short(p)}" for p, n in by.items())
+                       for op, by in result["placement"]["by_op"].items())
+    print(f"  placement ({result['placement']['on_ep']}/{result['placement']['total']} nodes on the EP): {counts}")
+    for row in result["attribution"]["nodes"]:
+        print(f"  node {row['node']} ({row['op_type']}, on {_short(row['provider'])}): {row['status']} - "
+              f"{row['message']}")
+    first = result["attribution"]["first_divergent"]
+    if first:
+        print(f"  first divergent node: {first['node']} ({first['op_type']}) - {first['message']}")
+    elif result["attribution"]["nodes"]:
+        print("  first divergent node: none (every attributed node matches the DirectML reference)")
+    b = result.get("baseline")
+    if b:
+        print(f"  baseline {b['dir']}: {b['outcome']}" + (f" ({', '.join(b['regressed'])})" if b["regressed"] else ""))
+    if result.get("baseline_saved"):
+        print(f"  baseline saved to {result['baseline_saved']}")
+    print(f"  verdict: {result['verdict']}; results in {out}" + (f", report {report}" if report else ""))
+
+
+def _safe(name: str) -> str:
+    """A node name usable in a file name (at most 80 characters)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] or "node"
+
+
+def _short(provider: str) -> str:
+    """``CPUExecutionProvider`` -> ``CPU``."""
+    return provider.removesuffix("ExecutionProvider")
+
+
+def _default_out(name: str, ep: str) -> str:
+    """``runs/model-<name>-<ep>-<UTC time>``."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return str(Path("runs") / f"model-{name}-{ep}-{stamp}")
+
+
+def _json_default(value: Any) -> Any:
+    """JSON for NumPy scalars and arrays in a result; anything else as its string."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+__all__ = ["DEMO_TIMEOUT", "demo_command", "print_summary", "run_command", "run_model_file"]

@@ -1,0 +1,104 @@
+"""Child-process isolation of model runs: owns the ``model run`` command line a child repeats,
+running it under a time limit, and the fault-injection test hook.
+
+``model demo`` runs each model in a child process (``ep-testbed model run`` with the same
+options) with a time limit, so an EP that crashes or hangs on one model costs that model only,
+and every model already finished keeps its folder; ``model run --timeout S`` does the same for
+one model. A child that exits 0, 1 or 2 has said what happened itself; any other end is a
+``crash``, and one past its time limit a ``timeout`` (killed), both exit code 1.
+
+Test hook (fault injection), read only from the environment, like the harness worker's:
+``EP_TESTBED_MODEL_FAULT="abort=<glob>;hang=<glob>"`` makes ``model run`` abort or hang right
+before running a model whose file name matches ``<glob>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ..pool import describe_exit
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+FAULT_ENV = "EP_TESTBED_MODEL_FAULT"
+#: A child's exit code -> the outcome the demo summary prints for it.
+OUTCOMES = {EXIT_OK: "pass", EXIT_FAIL: "fail", EXIT_USAGE: "refused"}
+
+
+def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = (), inputs_path: str | None = None,
+               save_baseline: str | None = None, baseline_dir: str | None = None,
+               out: str | None = None) -> list[str]:
+    """The ``ep-testbed model run`` command line that repeats ``args`` for ``model`` in a child."""
+    argv = ["model", "run", model, "--ep", args.ep, "--reference-ep", args.reference_ep, "--seed", str(args.seed),
+            "--reading", args.reading]
+    for item in args.ep_option:
+        argv += ["--ep-option", item]
+    for item in shapes:
+        argv += ["--shape", item]
+    for item in args.tol:
+        argv += ["--tol", item]
+    for flag, value in (("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
+                        ("--baseline", baseline_dir), ("--tolerances", args.tolerances)):
+        if value:
+            argv += [flag, str(value)]
+    argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback)) if on]
+    return argv
+
+
+def run_isolated(argv: list[str], timeout: float, label: str) -> int:
+    """Run ``ep-testbed <argv>`` in a child process; relay its output; a crash or timeout is exit 1."""
+    return isolated(argv, timeout, label)[0]
+
+
+def isolated(argv: list[str], timeout: float, label: str) -> tuple[int, str]:
+    """``run_isolated``, returning ``(exit code, outcome)``: outcome is pass, fail, refused,
+    crash or timeout (``label`` names the model in the messages)."""
+    command = [sys.executable, "-m", "ep_testbed.harness.cli", *argv]
+    try:
+        child = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        relay(exc.stdout, exc.stderr)
+        print(f"ep-testbed model: {label}: timeout - no result after {timeout:g} s; the child process was killed",
+              file=sys.stderr)
+        return EXIT_FAIL, "timeout"
+    relay(child.stdout, child.stderr)
+    if child.returncode in OUTCOMES:
+        return child.returncode, OUTCOMES[child.returncode]
+    tail = (child.stderr or "").strip()[-2000:]
+    print(f"ep-testbed model: {label}: crash - the process running it {describe_exit(child.returncode)}"
+          + (f"; it printed: {tail}" if tail else ""), file=sys.stderr)
+    return EXIT_FAIL, "crash"
+
+
+def relay(out: str | bytes | None, err: str | bytes | None) -> None:
+    """Write what a child printed to this process's stdout and stderr."""
+    for text, stream in ((out, sys.stdout), (err, sys.stderr)):
+        if text:
+            stream.write(text if isinstance(text, str) else text.decode("utf-8", "replace"))
+            stream.flush()
+
+
+def fault_hook(model: str) -> None:
+    """Fault injection for the isolation tests (module docstring); does nothing unless the variable is set."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    name = Path(model).name
+    for item in spec.split(";"):
+        action, _, pattern = item.partition("=")
+        if pattern and fnmatch.fnmatch(name, pattern):
+            if action == "abort":
+                os.abort()
+            if action == "hang":
+                while True:
+                    time.sleep(60)
+
+
+__all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "FAULT_ENV", "child_argv", "fault_hook", "isolated", "relay",
+           "run_isolated"]

@@ -1,0 +1,150 @@
+"""One ONNX Runtime session on an execution provider: built with the conformance settings, run
+once, and where each node ran read back. Case runs (``harness.case_run``) and model runs
+(``harness.models.run``) both go through ``run_on_ep``; nothing else in the harness builds a
+session to judge outputs.
+
+- ``run_on_ep(model, feeds, ep, settings)`` builds the session with
+  ``harness.providers.session_options`` (graph optimizations off unless asked, CPU fallback
+  disabled unless ``allow_fallback``, DirectML's settings), runs it, and returns an ``EpRun``:
+  the outputs, and the node -> provider placement with its source
+  (``harness.placement.read_placement``) when profiled. ONNX Runtime's errors come back as one
+  ``SessionError`` that says whether building or running failed, and whether the failure is
+  ONNX Runtime refusing a CPU fallback (``refused_fallback``).
+- ``diagnose_refusal(model, feeds, ep, settings)``: after such a refusal, builds and runs a
+  session *with* fallback allowed only to read where every node went (``Diagnosis``); the
+  caller decides what the refusal means for its verdict.
+
+Profiling traces go to one scratch folder per process (made on first use, removed at exit);
+each trace is removed as soon as it is read.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import itertools
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+import onnx
+
+from . import placement as placement_mod
+from .providers import EpSpec, SessionSettings, providers_arg, session_options
+
+#: ONNX Runtime's quietest log level: failures reach the caller as exceptions, and a session
+#: that is refused would otherwise also print profiling noise.
+QUIET = 4
+
+
+class SessionError(RuntimeError):
+    """ONNX Runtime raised while building (``stage == "build"``) or running (``"run"``) a session.
+
+    ``cause`` is ONNX Runtime's exception; ``str()`` names the provider, the stage and the first
+    line of the cause."""
+
+    def __init__(self, stage: str, provider: str, cause: BaseException):
+        """``stage``: "build" or "run"; ``provider``: the EP's name; ``cause``: ONNX Runtime's exception."""
+        self.stage, self.provider, self.cause = stage, provider, cause
+        what = "could not build the session" if stage == "build" else "raised while running"
+        super().__init__(f"{provider} {what}: {first_line(cause)}")
+
+    @property
+    def refused_fallback(self) -> bool:
+        """True when ONNX Runtime refused the session because a node would fall back to the CPU EP."""
+        return self.stage == "build" and placement_mod.is_fallback_refusal(self.cause)
+
+
+@dataclass
+class EpRun:
+    """One session's run: outputs in the session's order, and (when profiled) node -> provider."""
+
+    outputs: list[np.ndarray]
+    output_names: list[str]
+    placement: dict[str, str] = field(default_factory=dict)
+    placement_source: str | None = None
+
+    def named(self) -> dict[str, np.ndarray]:
+        """The outputs keyed by graph output name."""
+        return dict(zip(self.output_names, self.outputs))
+
+
+@dataclass
+class Diagnosis:
+    """Where the nodes of a refused model run once CPU fallback is allowed; ``error`` (with an
+    empty placement) when that session failed too."""
+
+    placement: dict[str, str] = field(default_factory=dict)
+    placement_source: str | None = None
+    error: str | None = None
+
+
+def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, settings: SessionSettings, *,
+              allow_fallback: bool = False, profile: bool = True, quiet: bool = False) -> EpRun:
+    """Build a session for ``model`` on ``ep`` with the conformance settings, run it once on
+    ``feeds`` and, when ``profile``, read back where each node ran.
+
+    ``allow_fallback`` lets nodes the EP declines run on the CPU EP (the CPU EP itself never
+    has fallback disabled); ``quiet`` turns ONNX Runtime's own logging off. Raises
+    ``SessionError`` when ONNX Runtime raises while building or running the session."""
+    import onnxruntime as ort  # loaded on first use: the CLI and the reports start without it
+
+    prefix = _profile_prefix() if profile else None
+    so = session_options(ep, settings, allow_fallback=allow_fallback, profile_prefix=prefix)
+    if quiet:
+        so.log_severity_level = QUIET
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=providers_arg(ep))
+    except Exception as exc:
+        raise SessionError("build", ep.provider, exc) from None
+    try:
+        values = session.run(None, dict(feeds))
+    except Exception as exc:
+        raise SessionError("run", ep.provider, exc) from None
+    run = EpRun([np.asarray(v) for v in values], [o.name for o in session.get_outputs()])
+    if profile:
+        node_names = [n.name for n in model.graph.node]
+        run.placement, run.placement_source = placement_mod.read_placement(session, node_names,
+                                                                           session.end_profiling())
+    return run
+
+
+def diagnose_refusal(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec,
+                     settings: SessionSettings, *, quiet: bool = False) -> Diagnosis:
+    """After ``run_on_ep`` was refused a CPU fallback: run ``model`` with fallback allowed, only to
+    read where each node went. Never raises for what ONNX Runtime does: a failing diagnostic
+    session is a ``Diagnosis`` with ``error`` set."""
+    try:
+        run = run_on_ep(model, feeds, ep, settings, allow_fallback=True, profile=True, quiet=quiet)
+    except SessionError as exc:
+        return Diagnosis(error=first_line(exc.cause))
+    return Diagnosis(run.placement, run.placement_source)
+
+
+def first_line(exc: BaseException) -> str:
+    """``"TypeName: first line of the message"``: ONNX Runtime's errors can run to pages."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+_PROFILE_NUMBERS = itertools.count()
+
+
+def _profile_prefix() -> str:
+    """A fresh profiling file prefix in this process's scratch folder."""
+    return os.path.join(_scratch_dir(), f"session{next(_PROFILE_NUMBERS)}")
+
+
+@functools.lru_cache(maxsize=1)
+def _scratch_dir() -> str:
+    """One folder per process for profiling traces: a TemporaryDirectory per case cost ~1 ms.
+    Traces are removed as they are read; what a failing session leaves goes at process exit."""
+    path = tempfile.mkdtemp(prefix="ep-testbed-prof-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+__all__ = ["Diagnosis", "EpRun", "SessionError", "diagnose_refusal", "first_line", "run_on_ep"]
