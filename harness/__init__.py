@@ -14,8 +14,9 @@ One module per job:
   test hook), ``pool`` (workers that survive crashes and hangs), ``runner`` (a run streamed to
   results.jsonl, resume, Ctrl-C), ``results`` (the file format), ``artifacts`` (case folders);
 - ``selection`` (``-k``, ``--shard``), ``merge``, ``progress``, ``summary`` (table, exit code);
-- ``cli`` / ``cli_run`` (``ep-testbed run``, ``ep-testbed merge``) and ``pytest_plugin``
-  (the catalog as a pytest suite);
+- ``cli`` (the ``ep-testbed`` command line: a package, one module per subcommand, listed in
+  ``cli.SUBCOMMANDS``), ``options`` (the EP, tolerance and expectations flags it shares with
+  ``pytest_plugin``, the catalog as a pytest suite, and ``model_cli``);
 - whole models (issue 6): ``model_run`` (a model on the EP under test and a reference EP,
   placement per node, per-node attribution through ``graphs.from_onnx`` + the reference),
   ``model_inputs`` (seeded, range-aware inputs; ``--shape``), ``baseline`` (saved outputs and
