@@ -85,7 +85,7 @@ def _add_execution(group: argparse._ArgumentGroup) -> None:
                        help="count inexpressible cases as failures")
     group.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="live progress even when stderr is not a terminal")
-    group.add_argument("--no-progress", dest="progress", action="store_false")
+    group.add_argument("--no-progress", dest="progress", action="store_false", help="no live progress")
 
 
 def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, mapper: str = DEFAULT_MAPPER,
