@@ -15,12 +15,13 @@ One module per job:
   test hook), ``pool`` (workers that survive crashes and hangs), ``runner`` (a run streamed to
   results.jsonl, resume, Ctrl-C), ``results`` (the file format), ``artifacts`` (case folders);
 - ``selection`` (``-k``, ``--shard``), ``merge``, ``progress``, ``summary`` (table, exit code);
-- ``cli`` / ``cli_run`` (``ep-testbed run``, ``ep-testbed merge``) and ``pytest_plugin``
-  (the catalog as a pytest suite);
+- ``cli`` (the ``ep-testbed`` command line: a package, one module per subcommand, listed in
+  ``cli.SUBCOMMANDS``), ``options`` (the EP, tolerance and expectations flags it shares with
+  ``pytest_plugin``, the catalog as a pytest suite, and the model commands);
 - whole models: the ``models`` subpackage (a model on the EP under test and a reference EP,
   placement per node, per-node attribution through ``graphs.from_onnx`` + the reference,
   inputs, baselines, untrusted model files, ``ep-testbed model run`` / ``model demo``; its
-  ``__init__`` lists its modules); ``model_cli`` only re-exports its ``add_model``.
+  ``__init__`` lists its modules).
 
 The harness never knows a DML formula: expected outputs come from ``reference.execute`` and
 ONNX models from ``graphs.to_onnx``.

@@ -14,8 +14,11 @@ is ``xfail(strict=True)``: it xfails when it fails as expected and fails when it
 (``fixed``). Expectations that match on mapper flags are applied when the case has run.
 
 Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
-``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--case-timeout SECONDS``,
-``--catalog-seed N``, ``--ops a,b``, ``--expectations FILE`` / ``--no-expectations``.
+``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--tol DTYPE:atol=X,rtol=Y,ulp=N``
+(repeatable), ``--tolerances FILE``, ``--expectations FILE`` / ``--no-expectations`` (the same
+flags, parsed by the same functions, as ``ep-testbed run``: ``harness.options``), and
+``--case-timeout SECONDS``, ``--catalog-seed N``, ``--ops a,b``. An unusable value of the shared
+options (an EP that is not installed, a malformed ``--tol``) stops pytest with one usage error.
 """
 
 from __future__ import annotations
@@ -26,6 +29,14 @@ import pytest
 
 from ep_testbed.reference.dtypes import NUMPY_DTYPES
 from ep_testbed.reference.registry import spec_of_type, specs
+
+from . import expectations as expectations_mod
+from .case_run import CaseConfig
+from .options import (OptionError, add_ep_options, add_expectation_options, add_tolerance_options, parse_ep,
+                      parse_expectations, parse_tolerances)
+from .pool import WorkerPool
+from .providers import SessionSettings
+
 DTYPE_MARKERS = tuple(sorted(str(dtype) for dtype in NUMPY_DTYPES.values()))
 
 
@@ -61,6 +72,7 @@ def _option(config: pytest.Config, name: str, default: Any) -> Any:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add this plugin's options once, however many ways the plugin was loaded."""
     try:
         _add_options(parser)
     except ValueError:  # already added: the plugin is loaded both with -p and by the conftest
@@ -68,51 +80,51 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _add_options(parser: pytest.Parser) -> None:
+    """The shared EP, tolerance and expectations groups (``harness.options``), then this plugin's own."""
     group = parser.getgroup("ep-testbed", "ep-testbed conformance (the case catalog on an execution provider)")
-    group.addoption("--ep", default="cpu", help="execution provider: cpu, dml, openvino, cuda or a provider name")
-    group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option")
-    group.addoption("--graph-opt", action="store_true", help="enable ONNX Runtime graph optimizations")
+    add_ep_options(group.addoption)
+    add_tolerance_options(group.addoption)
+    add_expectation_options(group.addoption)
     group.addoption("--case-timeout", type=float, default=120.0, help="seconds per case (default 120)")
     group.addoption("--catalog-seed", type=int, default=0, help="catalog seed (default 0)")
     group.addoption("--ops", default=None, help="comma-separated operators to collect (default: all)")
-    group.addoption("--expectations", default=None, help="expectations file (default: the EP's bundled one)")
-    group.addoption("--no-expectations", action="store_true", help="ignore known divergences")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Register the op and dtype markers; read the shared options now, so a bad value is one usage
+    error before collection rather than a collection error per test module."""
     for spec in specs():
         config.addinivalue_line("markers", f"{spec.name}: a conformance case of {spec.dml_type}")
     for dtype in DTYPE_MARKERS:
         config.addinivalue_line("markers", f"{dtype}: a conformance case whose data type is {dtype}")
+    try:
+        conformance_state(config)
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 class Conformance:
     """Per-pytest-process state: the EP, the expectations, and a one-worker pool."""
 
     def __init__(self, config: pytest.Config):
-        from ep_testbed.harness import expectations as expectations_mod
-        from ep_testbed.harness.case_run import CaseConfig
-        from ep_testbed.harness.providers import SessionSettings, parse_provider_options, resolve_ep
-
-        self.ep = resolve_ep(_option(config, "ep", "cpu"), parse_provider_options(_option(config, "ep_option", [])))
-        if _option(config, "no_expectations", False):
-            self.expectations = expectations_mod.Expectations()
-        elif _option(config, "expectations", None):
-            self.expectations = expectations_mod.load(_option(config, "expectations", None))
-        else:
-            self.expectations = expectations_mod.for_ep(self.ep.alias)
-        self.case_config = CaseConfig(ep=self.ep, session=SessionSettings(graph_opt=_option(config, "graph_opt", False)))
+        """Read the options (``OptionError`` for an unusable one); no worker starts until ``run``."""
+        self.ep = parse_ep(_option(config, "ep", "cpu"), _option(config, "ep_option", []))
+        self.expectations = parse_expectations(_option(config, "expectations", None),
+                                               _option(config, "no_expectations", False), self.ep.alias)
+        self.case_config = CaseConfig(
+            ep=self.ep, session=SessionSettings(graph_opt=_option(config, "graph_opt", False)),
+            tolerances=parse_tolerances(_option(config, "tolerances", None), _option(config, "tol", [])))
         self.timeout = _option(config, "case_timeout", 120.0)
         self._pool: Any = None
 
     def run(self, case: Any) -> dict[str, Any]:
-        from ep_testbed.harness.pool import WorkerPool
-
+        """The result line of ``case``, run in the (lazily started) worker process."""
         if self._pool is None:
             self._pool = WorkerPool(self.case_config, jobs=1, timeout=self.timeout)
         return self._pool.run_one(case)
 
     def close(self) -> None:
+        """Stop the worker process, if any."""
         if self._pool is not None:
             self._pool.close()
 
@@ -121,6 +133,7 @@ _STATE: dict[int, Conformance] = {}
 
 
 def conformance_state(config: pytest.Config) -> Conformance:
+    """The ``Conformance`` of this pytest process, built on first use; ``OptionError`` on bad options."""
     key = id(config)
     if key not in _STATE:
         _STATE[key] = Conformance(config)
@@ -128,6 +141,7 @@ def conformance_state(config: pytest.Config) -> Conformance:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the worker process of this pytest process, if one was started."""
     state = _STATE.pop(id(config), None)
     if state is not None:
         state.close()
@@ -135,6 +149,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def catalog_params(config: pytest.Config) -> list[Any]:
     """``pytest.param`` per catalog case, with id, markers and any id/tag-matched xfail."""
+    # The catalog (graphs, onnx) loads only when conformance tests are collected, not with the plugin.
     from ep_testbed.graphs.catalog import build_catalog
 
     state = conformance_state(config)
@@ -157,8 +172,6 @@ def catalog_params(config: pytest.Config) -> list[Any]:
 
 def check_case(config: pytest.Config, case: Any) -> None:
     """Run ``case`` on the EP and turn its outcome into pass / fail / skip / xfail."""
-    from ep_testbed.harness import expectations as expectations_mod
-
     state = conformance_state(config)
     line = state.run(case)
     outcome, message = line["outcome"], (line.get("message") or "").strip()

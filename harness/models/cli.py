@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..options import add_ep_options, add_tolerance_options
 from .command import DEMO_TIMEOUT, demo_command, run_command
 
 
@@ -47,19 +48,15 @@ def add_model(subparsers: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     """The flags ``model run`` and ``model demo`` share (EPs, seed, output folder, session, reading, tolerances)."""
-    p.add_argument("--ep", default="cpu", help="EP under test: cpu, dml, openvino, ... or a provider name")
-    p.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option")
+    add_ep_options(p.add_argument)
     p.add_argument("--reference-ep", default="cpu", help="EP whose outputs are the reference (default cpu)")
     p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     p.add_argument("--out", help="output folder (default runs/model-<name>-<ep>-<UTC time>)")
-    p.add_argument("--graph-opt", action="store_true", help="enable ONNX Runtime graph optimizations")
     p.add_argument("--no-cpu-fallback", action="store_true",
                    help="refuse to run when the EP declines a node (default: it runs on CPU and placement says so)")
     p.add_argument("--reading", choices=("spec", "dml-ep"), default="spec",
                    help="how from_onnx reads attributed nodes (default spec; dml-ep: as ORT's DirectML EP builds them)")
-    p.add_argument("--tol", action="append", default=[], metavar="DTYPE:atol=X,rtol=Y,ulp=N",
-                   help="override a dtype's tolerance (repeatable)")
-    p.add_argument("--tolerances", metavar="JSON", help="tolerance table file (applied before --tol)")
+    add_tolerance_options(p.add_argument)
 
 
 __all__ = ["add_model"]

@@ -33,8 +33,9 @@ import numpy as np
 from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
 from ep_testbed.reports.model_report import render_model_report
 
-from ..providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options, resolve_ep
-from ..tolerances import Tolerances, load_tolerances
+from ..options import OptionError, parse_ep, parse_tolerances
+from ..providers import EpNotAvailable, EpSpec, SessionSettings
+from ..tolerances import Tolerances
 from .baseline import Baseline, BaselineError, save_baseline as write_baseline
 from .inputs import InputsError, InputSpec, ShapeError, generate_inputs, input_specs, load_inputs, parse_shapes, \
     resolve_shapes
@@ -82,9 +83,9 @@ def demo_command(args: argparse.Namespace) -> int:
     """``ep-testbed model demo``: write the bundled models and run each like ``model run``; the
     worst exit code of the models."""
     try:  # fail once, here, rather than once per model
-        resolve_ep(args.ep, parse_provider_options(args.ep_option))
-        resolve_ep(args.reference_ep)
-    except (EpNotAvailable, ValueError) as exc:
+        parse_ep(args.ep, args.ep_option)
+        parse_ep(args.reference_ep)
+    except OptionError as exc:
         return _error(str(exc))
     out = Path(args.out or _default_out("demo", args.ep))
     started = time.perf_counter()
@@ -140,9 +141,9 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
            baseline_dir: str | None) -> _Setup:
     """Resolve the EPs and tolerances, load the model and its baseline, and make its inputs
     (the baseline's, ``--inputs``, or seeded). Raises what ``run_model_file`` reports as exit 2."""
-    ep = resolve_ep(args.ep, parse_provider_options(args.ep_option))
-    reference = resolve_ep(args.reference_ep)
-    tolerances = load_tolerances(args.tolerances, args.tol)
+    ep = parse_ep(args.ep, args.ep_option)
+    reference = parse_ep(args.reference_ep)
+    tolerances = parse_tolerances(args.tolerances, args.tol)
     loaded = load_untrusted(model_path)
     specs = input_specs(loaded.model)
     baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None

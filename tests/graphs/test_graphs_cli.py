@@ -59,22 +59,3 @@ def test_write_cases_handles_inexpressible_cases(tmp_path):
         assert json.loads((folder / "flags.json").read_text())["kind"] == "inexpressible"
         assert "InputTensor" in np.load(folder / "inputs.npz")
 
-
-def test_subcommands_registered_by_add_functions(tmp_path, capsys):
-    import argparse
-
-    from ep_testbed.graphs import cli
-
-    parser = argparse.ArgumentParser(prog="ep-testbed")
-    sub = parser.add_subparsers(dest="command", required=True)
-    cli.add_map(sub)
-    cli.add_gen(sub)
-    args = parser.parse_args(["gen", "--op", "roi_align", "--out", str(tmp_path), "--seed", "2"])
-    assert args.func(args) == 0
-    first = json.loads((tmp_path / "cases.json").read_text())["cases"][0]["folder"]
-    args = parser.parse_args(["map", str(tmp_path / first / "desc.json")])
-    assert args.func(args) == 0 and "Flags:" in capsys.readouterr().out
-    args = parser.parse_args(["map", str(tmp_path / first / "desc.json"), "--opset", "10"])
-    assert args.func(args) == 0 and "DirectML EP builds InputPixelOffset 0.5" in capsys.readouterr().out
-    args = parser.parse_args(["map", str(tmp_path / first / "desc.json"), "--opset", "9"])
-    assert args.func(args) == 2 and "RoiAlign exists from opset 10" in capsys.readouterr().err

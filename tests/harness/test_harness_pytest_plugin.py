@@ -66,3 +66,29 @@ def test_a_crash_and_a_hang_fail_only_their_own_tests():
     assert "2 failed, 2 passed" in tail, p.stdout[-3000:]
     assert "CaseCrashed" in p.stdout and "SIGABRT" in p.stdout
     assert "CaseTimedOut" in p.stdout and "no result after 3 s" in p.stdout
+
+
+TIGHT_FP16 = "fp16:atol=0,rtol=0,ulp=0"  # no rounding slack: an fp32-accumulating EP misses by 1 ULP
+
+
+def test_tol_and_tolerances_change_a_case_outcome(tmp_path):
+    selection = ("--ops", "roi_align", "-k", "grid-avg-linear-fp16", "-q")
+    default = pytest_run(*selection)
+    assert default.returncode == 0 and "2 passed" in default.stdout.splitlines()[-1], default.stdout[-2000:]
+    tight = pytest_run(*selection, "--tol", TIGHT_FP16)
+    assert tight.returncode == 1 and "CaseFailed" in tight.stdout and "outside tolerance" in tight.stdout
+    assert "failed" in tight.stdout.splitlines()[-1]
+    table = tmp_path / "tight.json"
+    table.write_text(json.dumps({"FLOAT16": {"atol": 0, "rtol": 0, "ulp": 0}}))
+    from_file = pytest_run(*selection, "--tolerances", str(table))
+    assert from_file.returncode == 1 and "CaseFailed" in from_file.stdout
+    loosened = pytest_run(*selection, "--tolerances", str(table), "--tol", "fp16:atol=0.01")  # --tol applies last
+    assert loosened.returncode == 0, loosened.stdout[-2000:]
+
+
+def test_bad_shared_options_are_one_usage_error(tmp_path):
+    for args, words in ((["--tol", "fp16:atol"], "--tol 'fp16:atol'"), (["--ep", "dml"], "--ep dml"),
+                        (["--tolerances", str(tmp_path / "none.json")], "cannot read it")):
+        p = pytest_run(*args, "--co", "-q")
+        assert p.returncode == 4, p.stdout[-2000:] + p.stderr[-2000:]
+        assert words in p.stderr and "Traceback" not in p.stderr + p.stdout

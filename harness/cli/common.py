@@ -1,0 +1,45 @@
+"""What several subcommands share: the usage error, the printed outcome table, the report step."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any, Sequence
+
+from ep_testbed.reports import render_all
+
+from ..summary import EXIT_USAGE, problems, table
+
+PROG = "ep-testbed"
+
+
+class UsageError(Exception):
+    """Bad usage or a run that cannot start: the handler prints the message and exits 2."""
+
+
+def usage_error(message: str, prog: str = PROG) -> int:
+    """Print ``<prog>: <message>`` to stderr and return the usage exit code (2)."""
+    print(f"{prog}: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The shell-quoted command a user would type to repeat ``argv`` (recorded in run headers)."""
+    return " ".join([PROG, *(shlex.quote(a) for a in argv)])
+
+
+def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str]) -> None:
+    """The outcome table per operator and dtype, then the failing cases (what CI logs show)."""
+    print(table(lines))
+    listing = problems(lines, failing)
+    if listing:
+        print("\nfailures:\n" + listing)
+
+
+def render_report(run_dir: str) -> None:
+    """Write report.html, junit.xml and summary.json into the run folder and print their paths."""
+    try:
+        for kind, path in render_all(run_dir).items():
+            print(f"{kind}: {path}")
+    except Exception as exc:  # a report bug must not turn a finished run into a failure
+        print(f"{PROG}: rendering the report failed: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -1,0 +1,43 @@
+"""``ep-testbed merge RUN... --out DIR``: shard runs joined into one run that reports like an unsharded one.
+
+Exit codes as ``run``'s for the merged results; 2 when the runs cannot be merged (overlapping
+ids, a missing shard without ``--allow-partial``, unreadable results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..merge import MergeError, merge_runs
+from ..results import count_outcomes
+from ..summary import exit_code, failing_outcomes
+from .common import print_outcomes, render_report, usage_error
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``merge``: run folders, ``--out``, ``--allow-partial`` and the exit-code policy flags."""
+    p = subparsers.add_parser("merge", help="join shard runs into one run",
+                              description="Join the results of runs (e.g. the shards of --shard K/N) into one run "
+                                          "folder that reports exactly as an unsharded run.",
+                              epilog="exit codes: as `ep-testbed run` for the merged cases; 2 when the runs "
+                                     "cannot be merged")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders to merge")
+    p.add_argument("--out", required=True, help="new run folder")
+    p.add_argument("--allow-partial", action="store_true", help="merge even if some shard of K/N is missing")
+    p.add_argument("--fail-on-not-on-ep", action="store_true", help="count not-on-ep cases as failures")
+    p.add_argument("--fail-on-inexpressible", action="store_true", help="count inexpressible cases as failures")
+    p.set_defaults(func=merge_command)
+
+
+def merge_command(args: argparse.Namespace) -> int:
+    """Merge ``args.runs`` into ``args.out``, print the table, render the report; the exit code."""
+    try:
+        _, lines = merge_runs(args.runs, args.out, args.allow_partial, args.command_line)
+    except MergeError as exc:
+        return usage_error(str(exc))
+    failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
+    print_outcomes(lines, failing)
+    print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")
+    render_report(args.out)
+    return exit_code(count_outcomes(lines), failing)

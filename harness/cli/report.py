@@ -1,0 +1,38 @@
+"""``ep-testbed report RUN_DIR``: re-render report.html, junit.xml and summary.json from results.jsonl.
+
+Exit 0, or 2 when RUN_DIR has no readable results. Nothing is run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ep_testbed.reports import ResultsError, render_junit, render_run, render_summary_json
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``report RUN_DIR [--max-pictures N] [--max-details N]``."""
+    p = subparsers.add_parser("report", help="re-render report.html, junit.xml, summary.json of a run",
+                              description="Re-render report.html, junit.xml and summary.json from "
+                                          "RUN_DIR/results.jsonl (nothing is run).",
+                              epilog="exit codes: 0 written, 2 RUN_DIR has no readable results")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--max-pictures", type=int, default=60,
+                   help="case sections with heatmaps and a repro bundle, most severe first (default 60)")
+    p.add_argument("--max-details", type=int, default=500, help="case sections in all (default 500)")
+    p.set_defaults(func=report_command)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """Write the three report files into ``args.run_dir``; print their paths; 0, or 2 on unreadable results."""
+    try:
+        paths = [render_run(args.run_dir, max_pictures=args.max_pictures, max_details=args.max_details),
+                 render_junit(args.run_dir), render_summary_json(args.run_dir)]
+    except ResultsError as exc:
+        print(f"ep-testbed report: {exc}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,111 @@
+"""The option groups every front end shares, each with the one function that reads it.
+
+``ep-testbed run``, ``ep-testbed model run`` / ``model demo`` and the pytest plugin
+(``pytest tests/conformance``) take the same flags for the same things:
+
+- the EP group: ``--ep``, ``--ep-option KEY=VALUE`` (repeatable), ``--graph-opt`` -> ``parse_ep``
+  gives the ``EpSpec`` (``providers.resolve_ep``);
+- the tolerance group: ``--tolerances FILE`` then ``--tol DTYPE:atol=..,rtol=..,ulp=..``
+  (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``tolerances.load_tolerances``);
+- the expectations group: ``--expectations FILE`` / ``--no-expectations`` ->
+  ``parse_expectations`` gives the ``Expectations`` of the EP.
+
+Each ``add_*`` function takes the registering callable, so one definition serves argparse
+(``parser.add_argument``) and pytest (``group.addoption``), which accept the same keywords.
+Every ``parse_*`` function raises ``OptionError`` whose message names the flag, the value,
+what is allowed and what to do next; front ends print it and exit with their usage code.
+
+This module sits outside the ``cli`` package so that the pytest plugin and the model CLI can
+use it without importing (or cycling back through) the command line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Sequence
+
+from . import expectations as expectations_mod
+from .expectations import Expectations
+from .providers import EpNotAvailable, EpSpec, parse_provider_options, resolve_ep
+from .tolerances import Tolerances, load_tolerances
+
+#: ``parser.add_argument`` or pytest's ``group.addoption``.
+AddOption = Callable[..., Any]
+
+TOL_METAVAR = "DTYPE:atol=X,rtol=Y,ulp=N"
+
+
+class OptionError(ValueError):
+    """A shared option's value is unusable; the message says which flag, why and what to do."""
+
+
+def add_ep_options(add: AddOption, *, graph_opt: bool = True) -> None:
+    """Register ``--ep``, ``--ep-option`` and (unless ``graph_opt`` is False) ``--graph-opt``."""
+    add("--ep", default="cpu",
+        help="execution provider under test: cpu, dml, openvino, cuda (aliases) or a full provider name "
+             "(default: cpu)")
+    add("--ep-option", action="append", default=[], metavar="KEY=VALUE",
+        help="provider option, repeatable (e.g. device_id=1)")
+    if graph_opt:
+        add("--graph-opt", action="store_true",
+            help="enable ONNX Runtime graph optimizations (default off, so no fusion hides the node)")
+
+
+def add_tolerance_options(add: AddOption) -> None:
+    """Register ``--tol`` (repeatable) and ``--tolerances``; ``parse_tolerances`` reads them."""
+    add("--tol", action="append", default=[], metavar=TOL_METAVAR,
+        help="override a dtype's tolerance, e.g. fp16:atol=1e-2,ulp=4 (repeatable; applied after --tolerances)")
+    add("--tolerances", default=None, metavar="JSON",
+        help='tolerance table file, e.g. {"FLOAT16": {"atol": 0.01, "rtol": 0.001, "ulp": 4}} '
+             "(applied over the defaults, before --tol)")
+
+
+def add_expectation_options(add: AddOption) -> None:
+    """Register ``--expectations`` and ``--no-expectations``; ``parse_expectations`` reads them."""
+    add("--expectations", default=None, metavar="JSON",
+        help="expectations file (default: harness/expectations/<ep alias>.json)")
+    add("--no-expectations", action="store_true", help="ignore known divergences")
+
+
+def parse_ep(name: str, ep_options: Sequence[str] = ()) -> EpSpec:
+    """The ``EpSpec`` of ``--ep name`` with its ``--ep-option`` items; ``OptionError`` names what
+    is installed when the provider is missing, or the malformed ``KEY=VALUE`` item."""
+    try:
+        return resolve_ep(name, parse_provider_options(list(ep_options)))
+    except (EpNotAvailable, ValueError) as exc:
+        raise OptionError(str(exc)) from None
+
+
+def parse_tolerances(path: str | None, overrides: Sequence[str] = ()) -> Tolerances:
+    """The defaults, then the ``--tolerances`` file, then each ``--tol`` in order.
+
+    ``OptionError`` for an unreadable file, a file that is not a tolerance table, or a
+    malformed ``--tol`` (its message shows the expected form).
+    """
+    try:
+        return load_tolerances(path, list(overrides))
+    except OSError as exc:
+        raise OptionError(f"--tolerances {path}: cannot read it ({exc.strerror or exc}); "
+                          "pass an existing JSON file") from None
+    except (json.JSONDecodeError, TypeError, AttributeError) as exc:
+        raise OptionError(f"--tolerances {path}: not a tolerance table ({exc}); expected JSON such as "
+                          '{"FLOAT16": {"atol": 0.01, "rtol": 0.001, "ulp": 4}}') from None
+    except ValueError as exc:  # a --tol item: the message already names it and the form
+        raise OptionError(str(exc)) from None
+
+
+def parse_expectations(path: str | None, disabled: bool, ep_alias: str) -> Expectations:
+    """No expectations with ``--no-expectations``, else the ``--expectations`` file, else the
+    EP's bundled file (none when it has no file). ``OptionError`` for an unusable file."""
+    if disabled:
+        return Expectations()
+    try:
+        return expectations_mod.load(path) if path else expectations_mod.for_ep(ep_alias)
+    except OSError as exc:
+        raise OptionError(f"--expectations {path}: cannot read it ({exc.strerror or exc}); "
+                          "pass an existing JSON file or --no-expectations") from None
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"--expectations {path}: not JSON ({exc}); expected "
+                          '{"expectations": [{"id": ..., "outcome": ..., "reason": ..., "link": ...}]}') from None
+    except ValueError as exc:  # the loader names the entry and field
+        raise OptionError(str(exc)) from None
