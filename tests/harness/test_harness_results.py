@@ -11,9 +11,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from ep_testbed.harness import results
 from ep_testbed.harness.case_run import CaseConfig, new_line
+from ep_testbed.harness.cli import parse_args
+from ep_testbed.harness.cli.run import run_command
 from ep_testbed.harness.expectations import parse as parse_expectations
 from ep_testbed.harness.providers import resolve_ep
 from ep_testbed.harness.runner import RunOptions, run_cases
@@ -23,7 +24,6 @@ from ep_testbed.reports import render_junit, render_run, render_summary_json
 from local_cases import HERE, build_catalog
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
-LOCAL = ["--catalog", "local_cases:build_catalog", "--mapper", "local_cases:to_onnx"]
 
 
 def cli(*args):
@@ -125,9 +125,10 @@ def test_one_fixed_case_fails_the_exit_code_junit_summary_and_report_alike(tmp_p
     said ``bad: 0, failing: []``."""
     fixed_id = "max_pooling2/local-w2-00"
     out = tmp_path / "r"
-    p = cli("run", *LOCAL, "--jobs", "2", "--expectations", expectations_file(tmp_path, fixed_id),
-            "--out", str(out))
-    assert p.returncode == EXIT_FAILED, p.stdout + p.stderr
+    args = parse_args(["run", "--jobs", "2", "--expectations", expectations_file(tmp_path, fixed_id),
+                       "--out", str(out), "--no-progress"])
+    code = run_command(args, catalog="local_cases:build_catalog", mapper="local_cases:to_onnx", worker_paths=(HERE,))
+    assert code == EXIT_FAILED
     lines = results.read_run(str(out))[1]
     assert len(lines) == 12 and [l["id"] for l in lines if l["outcome"] != "pass"] == [fixed_id]
     assert {l["id"] for l in lines if l["outcome"] in failing_outcomes()} == {fixed_id}
