@@ -46,7 +46,9 @@ class BackendCase:
 
 @functools.lru_cache(maxsize=1)
 def _collect() -> tuple:
-    from onnx.backend.test.case import node as node_cases
+    from onnx.backend.test.case import (
+        node as node_cases,  # imports every op's test module: only on demand
+    )
 
     # collect_testcases imports every op's case module once (and warns about unrelated ops)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):

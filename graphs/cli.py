@@ -8,7 +8,9 @@ from typing import Optional, Union
 
 import numpy as np
 import onnx
-from ep_testbed.harness.results import safe_id  # the folder name `ep-testbed run` gives a case too
+from ep_testbed.harness.results import (
+    safe_id,  # the folder name `ep-testbed run` gives a case too
+)
 from ep_testbed.reference import desc_from_dml, desc_to_dml, execute
 
 from .catalog import build_catalog

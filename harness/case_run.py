@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-
 from ep_testbed.reference import execute, spec_for
 
 from . import placement as placement_mod

@@ -71,7 +71,7 @@ def resolve_ep(name: str, options: dict[str, str] | None = None,
     the requested one) when this ONNX Runtime does not have it.
     """
     if available is None:
-        import onnxruntime
+        import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
 
         available = list(onnxruntime.get_available_providers())
     key = name.strip()
@@ -135,7 +135,7 @@ def session_options(ep: EpSpec, settings: SessionSettings, *, allow_fallback: bo
     - DirectML: memory pattern off and sequential execution, which its EP requires;
     - profiling on when ``profile_prefix`` is given (the per-node records carry the provider).
     """
-    import onnxruntime as ort
+    import onnxruntime as ort  # loaded on first use: the CLI, reports and diffs start without it
 
     so = ort.SessionOptions()
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if settings.graph_opt
@@ -182,7 +182,7 @@ def ort_flavour() -> str:
 
 
 def ort_version() -> str:
-    import onnxruntime
+    import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
 
     return str(onnxruntime.__version__)
 
@@ -208,7 +208,7 @@ def machine_info() -> dict[str, str]:
 
 def runtime_info() -> dict[str, Any]:
     """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``."""
-    import onnxruntime
+    import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
 
     return {
         "ort_flavour": ort_flavour(),

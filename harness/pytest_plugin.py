@@ -26,14 +26,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from ep_testbed.reference.dtypes import NUMPY_DTYPES
 from ep_testbed.reference.registry import spec_of_type, specs
 
 from . import expectations as expectations_mod
 from .case_run import CaseConfig
-from .options import (OptionError, add_ep_options, add_expectation_options, add_tolerance_options, parse_ep,
-                      parse_expectations, parse_tolerances)
+from .options import (
+    OptionError,
+    add_ep_options,
+    add_expectation_options,
+    add_tolerance_options,
+    parse_ep,
+    parse_expectations,
+    parse_tolerances,
+)
 from .pool import WorkerPool
 from .providers import SessionSettings
 

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from ep_testbed.reference import execute
+
 from . import expectations as expectations_mod
 from .artifacts import write_artifacts
 from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_case, severity
@@ -23,7 +25,15 @@ from .expectations import Expectations
 from .pool import WorkerPool
 from .progress import Progress
 from .providers import runtime_info
-from .results import PASSING, RESULTS_FILE, ResultsWriter, count_outcomes, end_record, now, rewrite_for_resume
+from .results import (
+    PASSING,
+    RESULTS_FILE,
+    ResultsWriter,
+    count_outcomes,
+    end_record,
+    now,
+    rewrite_for_resume,
+)
 
 
 class RunError(RuntimeError):
@@ -193,8 +203,6 @@ def _offline_artifacts(case: Any, config: CaseConfig, line: dict[str, Any]) -> N
             inputs = case.inputs()
             state["model"] = mapping.model
             state["feeds"] = mapping.feeds(inputs)
-            from ep_testbed.reference import execute
-
             state["expected"] = execute(case.desc, inputs)
     except Exception as exc:
         line["message"] += f"\n(artifacts incomplete: {type(exc).__name__}: {exc})"

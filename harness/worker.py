@@ -23,6 +23,7 @@ EP costs one case and nothing else; nothing sets it unless you do.
 
 from __future__ import annotations
 
+import ctypes
 import fnmatch
 import os
 import pickle
@@ -87,8 +88,6 @@ def inject(faults: list[tuple[str, str]], case_id: str) -> None:
             while True:
                 time.sleep(3600)
         if action == "segfault":
-            import ctypes
-
             ctypes.string_at(0)
         if action == "exit":
             os._exit(3)
@@ -103,8 +102,6 @@ def _die_with_parent() -> None:
     """Linux: get SIGKILL when the parent dies, so a hung worker never outlives its run."""
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
-
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except Exception:
             pass
@@ -118,7 +115,10 @@ def main() -> int:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
-    from .case_run import load_mapper, run_case
+    from .case_run import (  # after the fd juggling: its imports may print
+        load_mapper,
+        run_case,
+    )
 
     config = read_frame(requests)
     if config is None:

@@ -99,7 +99,7 @@ def load_artifacts(folder: Path) -> CaseArtifacts:
 
 
 def _attribute_text(value: Any, op_type: str = "", name: str = "") -> str:
-    import onnx
+    import onnx  # loaded only when a case folder holds a model: most report pages need none
 
     if op_type == "Cast" and name == "to" and isinstance(value, int):
         try:
@@ -118,7 +118,7 @@ def _attribute_text(value: Any, op_type: str = "", name: str = "") -> str:
 
 
 def _value_info(v: Any) -> OnnxValue:
-    import onnx
+    import onnx  # loaded only when a case folder holds a model: most report pages need none
 
     t = v.type.tensor_type
     dims = [d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?") for d in t.shape.dim]
@@ -127,7 +127,7 @@ def _value_info(v: Any) -> OnnxValue:
 
 def summarize_model(path: Path) -> ModelSummary:
     """Nodes, attributes, graph inputs/outputs and opsets of ``path`` (read, never executed)."""
-    import onnx
+    import onnx  # loaded only when a case folder holds a model: most report pages need none
     from onnx import helper
 
     model = onnx.load(str(path), load_external_data=False)

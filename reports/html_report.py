@@ -19,12 +19,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.results import (ERROR_KEYS, EXPECTED_FAILURE, FAILING, NOT_TESTED, OUTCOMES, PASSING,
-                                        REPORT_ORDER)
+from ep_testbed.harness.results import (
+    ERROR_KEYS,
+    EXPECTED_FAILURE,
+    FAILING,
+    NOT_TESTED,
+    OUTCOMES,
+    PASSING,
+    REPORT_ORDER,
+)
 
 from . import images
-from .artifacts import (CaseArtifacts, IndexMismatch, index_categories, index_mismatches, load_artifacts,
-                        resolve_folder)
+from .artifacts import (
+    CaseArtifacts,
+    IndexMismatch,
+    index_categories,
+    index_mismatches,
+    load_artifacts,
+    resolve_folder,
+)
 from .matrix import Matrix, build_matrix, case_fields
 from .rendering import environment, script_json, short_op
 from .repro import MAX_INLINE_BUNDLE, build_bundle

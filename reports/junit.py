@@ -16,7 +16,13 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ep_testbed.harness.results import EXPECTED_FAILURE, FAILING, NO_VERDICT, NOT_TESTED, PASSING
+from ep_testbed.harness.results import (
+    EXPECTED_FAILURE,
+    FAILING,
+    NO_VERDICT,
+    NOT_TESTED,
+    PASSING,
+)
 
 from .rendering import format_number, short_op
 from .results import CaseResult, load_run

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
-
 from ep_testbed.harness.results import REPORT_ORDER, WRONG
+from markupsafe import Markup
 
 TEMPLATES = Path(__file__).parent / "templates"
 

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.results import CASE, END, ERROR_KEYS, RESULTS_FILE, RUN, decode_number
+from ep_testbed.harness.results import (
+    CASE,
+    END,
+    ERROR_KEYS,
+    RESULTS_FILE,
+    RUN,
+    decode_number,
+)
 
 
 @dataclass

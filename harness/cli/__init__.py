@@ -26,7 +26,8 @@ from typing import Sequence
 
 from ep_testbed.reference import DescError
 
-from . import diff, gen, map as map_, merge, model, reference, report, run
+from . import diff, gen, merge, model, reference, report, run
+from . import map as map_
 from .common import PROG, command_line, usage_error
 
 #: Every subcommand module, in help order.

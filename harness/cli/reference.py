@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from ep_testbed.reference import desc_from_dml, execute
 from ep_testbed.reference.inputs import random_inputs
 

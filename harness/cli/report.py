@@ -9,7 +9,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from ep_testbed.reports import ResultsError, render_junit, render_run, render_summary_json
+from ep_testbed.reports import (
+    ResultsError,
+    render_junit,
+    render_run,
+    render_summary_json,
+)
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:

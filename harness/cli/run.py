@@ -26,8 +26,15 @@ from ep_testbed.reference.registry import names
 
 from ..case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
 from ..expectations import Expectations
-from ..options import (OptionError, add_ep_options, add_expectation_options, add_tolerance_options, parse_ep,
-                       parse_expectations, parse_tolerances)
+from ..options import (
+    OptionError,
+    add_ep_options,
+    add_expectation_options,
+    add_tolerance_options,
+    parse_ep,
+    parse_expectations,
+    parse_tolerances,
+)
 from ..pool import WorkerStartError
 from ..providers import EpSpec, SessionSettings
 from ..runner import RunError, RunOptions, RunResult, run_cases

@@ -19,10 +19,9 @@ from typing import Any, Mapping
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
-
 from ep_testbed.graphs import attributed_op_types, import_node
 from ep_testbed.reference import execute, spec_for
+from onnx import helper, numpy_helper
 
 from ..compare import compare_outputs
 from ..tolerances import Tolerances

@@ -29,17 +29,34 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-
 from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
 from ep_testbed.reports.model_report import render_model_report
 
 from ..options import OptionError, parse_ep, parse_tolerances
 from ..providers import EpNotAvailable, EpSpec, SessionSettings
 from ..tolerances import Tolerances
-from .baseline import Baseline, BaselineError, save_baseline as write_baseline
-from .inputs import InputsError, InputSpec, ShapeError, generate_inputs, input_specs, load_inputs, parse_shapes, \
-    resolve_shapes
-from .isolation import EXIT_FAIL, EXIT_OK, EXIT_USAGE, OUTCOMES, child_argv, fault_hook, isolated, run_isolated
+from .baseline import Baseline, BaselineError
+from .baseline import save_baseline as write_baseline
+from .inputs import (
+    InputsError,
+    InputSpec,
+    ShapeError,
+    generate_inputs,
+    input_specs,
+    load_inputs,
+    parse_shapes,
+    resolve_shapes,
+)
+from .isolation import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    OUTCOMES,
+    child_argv,
+    fault_hook,
+    isolated,
+    run_isolated,
+)
 from .run import ModelRunConfig, SessionFailed, run_model
 from .untrusted import LoadedModel, ModelRefused, load_untrusted
 

@@ -22,12 +22,11 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
-
 from ep_testbed.graphs import import_node
 from ep_testbed.reference import spec_for
 from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.registry import OpSpec, specs_for_onnx
+from onnx import numpy_helper
 
 from ..compare import compare_outputs
 from ..tolerances import Tolerances

@@ -32,7 +32,6 @@ from typing import Any, Mapping
 
 import numpy as np
 import onnx
-
 from ep_testbed.graphs import attributed_op_types
 from ep_testbed.graphs.from_onnx import MODES
 
@@ -40,8 +39,14 @@ from .. import session as session_mod
 from ..providers import EpSpec, SessionSettings, runtime_info
 from ..session import EpRun, first_line
 from ..tolerances import Tolerances
-from .attribution import (attribute_nodes, attributed_nodes, captured_values, divergent_summary,
-                          first_divergent, probe_model)
+from .attribution import (
+    attribute_nodes,
+    attributed_nodes,
+    captured_values,
+    divergent_summary,
+    first_divergent,
+    probe_model,
+)
 from .outputs import compare_named, tie_contexts
 from .untrusted import LoadedModel, ModelRefused, explain_session_error, model_opset
 
