@@ -5,7 +5,7 @@
 The run is test data (tests/reports/synthetic_run.py): result lines that follow the harness
 contract and real artifact files (one-node ONNX models, npz arrays) for every fail, known, fixed
 and tie-only case (500 folders at 5,000 cases), so the renderer reads as much as a real run with
-10% of its cases kept.  No execution provider is run.  Target (issue 5): render_run < 10 s.
+10% of its cases kept.  No execution provider is run.  Target: render_run < 10 s.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The simple form of MAX_POOLING2 (gather every window, then reduce): the oracle that the fast reference
-in reference/ is checked against, bit for bit (issue 7). Same semantics, same DECISIONS.md.
+in reference/ is checked against, bit for bit. Same semantics, same DECISIONS.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The simple form of ROI_ALIGN1 (channels first, one region at a time): the oracle that the
-fast reference in reference/ is checked against (issue 7). Same semantics, same DECISIONS.md; the
+fast reference in reference/ is checked against. Same semantics, same DECISIONS.md; the
 per-axis helpers (sample counts, coordinates, taps) are the reference's own.
 """
 

@@ -1,5 +1,5 @@
 """The simple form of ROI_POOLING (a loop over regions and bins): the oracle that the fast reference
-in reference/ is checked against, bit for bit (issue 7). Same semantics, same DECISIONS.md; the
+in reference/ is checked against, bit for bit. Same semantics, same DECISIONS.md; the
 rounding and bin helpers are the reference's own.
 """
 

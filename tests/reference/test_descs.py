@@ -15,7 +15,7 @@ from ep_testbed.reference import DescError, RoiAlign1Desc, desc_from_dml, desc_t
 
 ROOT = Path(__file__).resolve().parents[2]
 
-ISSUE_EXAMPLE = {  # the dict of issue 2, verbatim
+ISSUE_EXAMPLE = {  # a ROI_ALIGN1 desc as a user writes it, in DirectML's own spelling
     "Type": "DML_OPERATOR_ROI_ALIGN1",
     "InputTensor": {"DataType": "DML_TENSOR_DATA_TYPE_FLOAT32", "Sizes": [1, 3, 16, 16]},
     "ROITensor": {"DataType": "DML_TENSOR_DATA_TYPE_FLOAT32", "Sizes": [1, 1, 5, 4]},

@@ -1,4 +1,4 @@
-"""The fast reference equals its simple form bit for bit (issue 7): the simple forms, kept in
+"""The fast reference equals its simple form bit for bit: the simple forms, kept in
 this folder, gather every window / loop over every bin exactly as the pages read."""
 
 from __future__ import annotations
