@@ -74,6 +74,17 @@ class OnnxImportError(ValueError):
     """An ONNX node that has no DML desc in the requested reading; the message says why."""
 
 
+@dataclass(frozen=True)
+class Alternative:
+    """What a node means, for some of its input data, where that differs from its desc: on the
+    output rows ``rows`` (positions along axis 0 of every output: ROIs), the node computes what
+    the same desc computes on the node input arrays ``inputs``. ``flag`` says what differs and why."""
+
+    flag: Flag
+    rows: np.ndarray
+    inputs: list
+
+
 @dataclass
 class Imported:
     """A node read as a desc, plus what it takes to run the desc on the node's own data.
@@ -81,12 +92,17 @@ class Imported:
     ``inputs(onnx_arrays)`` turns the node's input arrays (in node input order) into the DML
     tensors ``reference.execute`` takes; ``outputs(dml_outputs)`` turns its results back into
     the node's output arrays (in node output order). ``flags`` say where the desc's meaning
-    differs from the node's."""
+    differs from the node's. ``alternatives(onnx_arrays)`` lists, for flags whose effect depends
+    on the data, the rows of these arrays where the node means something else and what
+    (``Alternative``); ``data_flags`` names those flags' fields: outside the rows
+    ``alternatives`` returns, they change nothing."""
 
     desc: Any
     flags: list[Flag] = field(default_factory=list)
     inputs: Callable[[Sequence[np.ndarray]], dict] = lambda arrays: {}
     outputs: Callable[[dict], list] = lambda out: []
+    alternatives: Callable[[Sequence[np.ndarray]], list] = lambda arrays: []
+    data_flags: tuple = ()
 
 
 def np_dtype(t: Any) -> np.dtype:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ep_testbed.harness.models.statuses import NODE_STATUSES
+
 from . import images
 from .rendering import environment
 
@@ -31,13 +33,10 @@ NODES_WITH_PICTURES = 4
 #: Badge colours of the statuses this report adds to the run outcomes' palette.
 STATUS_COLOURS = {
     "match": "#2e9d4f", "diverges": "#d62f2f", "not-attributable": "#b8b8b8", "regression": "#d62f2f",
+    "explained": "#2e7d6b", "flagged": "#8a6d00", "not-attributed": "#6b6b6b",
 }
 STATUS_HELP = {
-    "match": "the EP's output for this node equals the DirectML reference run on the node's own EP inputs",
-    "tie-only": "matches; some MaxPool indices differ only where the window holds equal maxima",
-    "diverges": "the EP's output for this node differs from the DirectML reference beyond tolerance",
-    "not-attributable": "the node has no DML desc in this reading (the message says why)",
-    "error": "the reference raised, or an input of the node could not be captured",
+    **NODE_STATUSES,
     "pass": "matches the reference EP within tolerance",
     "fail": "differs from the reference EP beyond tolerance",
     "regression": "differs from the stored baseline beyond tolerance",
@@ -72,7 +71,8 @@ def render_model_report(out_dir: str | Path, *, out: str | Path | None = None) -
     result = load_result(folder)
     rows = result["attribution"]["nodes"]
     pictures = {}
-    for row in [r for r in rows if r.get("status") == "diverges"][:NODES_WITH_PICTURES]:
+    drawn = sorted((r for r in rows if r.get("arrays")), key=lambda r: r.get("status") != "diverges")
+    for row in drawn[:NODES_WITH_PICTURES]:
         pictures[row["node"]] = _pictures(folder, row)
     providers = sorted({p for by in result["placement"]["by_op"].values() for p in by})
     html = environment().get_template("model_report.html.j2").render(

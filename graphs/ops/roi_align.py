@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping as MappingT
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import onnx
@@ -59,6 +59,7 @@ from ep_testbed.reference.roi_align import (
 from ..builder import GraphBuilder
 from ..common import (
     UINT32_MAX,
+    Alternative,
     Imported,
     OnnxImportError,
     OpsetError,
@@ -509,7 +510,42 @@ def import_node(node: onnx.NodeProto, shapes: list[tuple[int, ...]], types: list
         return {"InputTensor": np.asarray(x), "ROITensor": np.asarray(rois).reshape(roi_sizes),
                 "BatchIndicesTensor": np.asarray(bidx).astype(bi_np).reshape(bi_sizes)}
 
-    return Imported(desc, flags, inputs, lambda out: [out["OutputTensor"]])
+    # The 1x1 clamp belongs to the node's ONNX meaning; the desc has it only where its input offset is the node's own (0).
+    clamps = (opset is not None and opset < 16 or a.get("coordinate_transformation_mode") == "output_half_pixel") \
+        and ipo == 0.0
+    return Imported(desc, flags, inputs, lambda out: [out["OutputTensor"]],
+                    alternatives=(lambda arrays: clamped_regions(scale, arrays)) if clamps else (lambda arrays: []),
+                    data_flags=("InputPixelOffset",) if clamps else ())
+
+
+CLAMP_REASON = ("the node (output_half_pixel, like RoiAlign-10) raises a region under one pixel to 1x1 before "
+                "sampling, as ORT's CPU kernel does (onnxruntime/core/providers/cpu/object_detection/roialign.cc, "
+                "RoiAlignForward: \"Force malformed ROIs to be 1x1\"); the page samples the region as it is")
+
+
+def clamped_regions(spatial_scale: float, arrays: Sequence[np.ndarray]) -> list[Alternative]:
+    """The 1x1 clamp as an ``Alternative`` of a RoiAlign node's arrays ``(X, rois, batch_indices)``:
+    the ROIs whose scaled width or height is under one pixel, and the same ROIs with that size
+    raised to 1 (the start kept), which the desc then computes as the node means them."""
+    x, rois = arrays[:2]
+    scale = float(np.float32(spatial_scale))
+    table = np.asarray(rois, dtype=np.float64).reshape(-1, 4)
+    if not table.size or not np.isfinite(scale) or scale <= 0 or not np.isfinite(table).all():
+        return []
+    width, height = (table[:, 2] - table[:, 0]) * scale, (table[:, 3] - table[:, 1]) * scale
+    rows = np.flatnonzero((width < 1) | (height < 1))
+    if not rows.size:
+        return []
+    raised = table.copy()
+    raised[:, 2] = table[:, 0] + np.maximum(width, 1.0) / scale
+    raised[:, 3] = table[:, 1] + np.maximum(height, 1.0) / scale
+    value = {"rows": rows[:8].tolist(), "count": int(rows.size), "of": int(len(table))}
+    flag = Flag("ROITensor", value, "diverges", f"{rows.size} of {len(table)} ROIs are under one pixel after "
+                f"spatial_scale: {CLAMP_REASON}")
+    # the reference takes ROIs of the node's own type; rounding the raised end to it moves the
+    # region by under one unit in the last place of its coordinates
+    raised = raised.astype(np.asarray(rois).dtype).reshape(np.shape(rois))
+    return [Alternative(flag, rows, [x, raised, *arrays[2:]])]
 
 
 def _import_mode(onnx_mode: str, mode: str, flags: list[Flag]) -> str:

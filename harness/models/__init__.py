@@ -8,7 +8,10 @@ One module per job:
 - ``untrusted``: a model file checked before anything loads it (external data stays in its folder);
 - ``inputs``: the model's input specs, ``--shape``, seeded range-aware inputs, ``.npz`` inputs;
 - ``outputs``: graph outputs compared by name, index outputs tie-aware (operator records);
-- ``attribution``: the probe copy and the verdict on each RoiAlign / MaxRoiPool / MaxPool node;
+- ``attribution``: which nodes are judged (and which, inside Loop/If bodies, cannot be), the probe
+  copy, one row per RoiAlign / MaxRoiPool / MaxPool node, the first divergent node;
+- ``judge``: the verdict on one node (empty nodes, differences a flag explains or predicts);
+- ``statuses``: the node statuses, named once, and which of them fail a run;
 - ``run``: ``run_model``, the result of one model run (``model_result.json``);
 - ``baseline``: saved outputs and manifest, and the check against them;
 - ``isolation``: child processes with a time limit, and the fault-injection test hook;

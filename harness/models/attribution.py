@@ -1,31 +1,34 @@
 """Per-node attribution: owns which nodes of a model are judged on their own, the probe copy that
-exposes their inputs and outputs, and the verdict on each node.
+exposes their inputs and outputs, the row of each node and the first divergent one.
 
 Attributed nodes are those of an ONNX op type some operator record reads back
 (``graphs.attributed_op_types()``: ``RoiAlign``, ``MaxRoiPool``, ``MaxPool``), in the default
-domain. ``probe_model`` adds every input and output of those nodes to a copy's graph outputs,
-so that one run of the copy captures them. ``attribute_nodes`` then reads each node, in graph
-(topological) order, as a DML desc (``graphs.import_node``) from the inputs the EP under test
-actually fed it, computes the desc with ``reference.execute``, and compares the result with
-what the EP produced for that node (``harness.compare.compare_outputs``, with the operator
-record's index outputs and rule: ``outputs.index_rule_for``). Because every node is judged on
-its own EP-produced inputs, upstream error does not leak into it: the first node that diverges
-(``first_divergent``) is the node that broke the model.
+domain of the main graph. ``probe_model`` adds every input and output of those nodes to a copy's
+graph outputs, so that one run of the copy captures them. ``attribute_nodes`` then judges each
+node, in graph (topological) order, on the inputs the EP under test actually fed it
+(``judge.judge_node``: the DirectML reference, the comparison, what explains a difference).
+Because every node is judged on its own EP-produced inputs, upstream error does not leak into it:
+the first node that diverges without an explanation (``first_divergent``) is the node that broke
+the model. Nodes of those op types inside a Loop / If / Scan body (``subgraph_nodes``) cannot be
+captured; each gets a ``not-attributed`` row that says where it is, so no node drops out of the
+counts (``attribution_counts``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Mapping
 
 import numpy as np
 import onnx
-from ep_testbed.graphs import attributed_op_types, import_node
-from ep_testbed.reference import execute, spec_for
+from ep_testbed.graphs import attributed_op_types
 from onnx import helper, numpy_helper
 
 from ..compare import compare_outputs
 from ..tolerances import Tolerances
-from .outputs import index_rule_for, no_errors
+from .judge import judge_node
+from .outputs import no_errors
+from .statuses import DIVERGING, NOT_JUDGED
 from .untrusted import model_opset
 
 
@@ -69,15 +72,16 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
                     ref_values: Mapping[str, np.ndarray] | None, placement: Mapping[str, str],
                     config: Any, arrays_out: dict[str, dict[str, np.ndarray]] | None = None
                     ) -> list[dict[str, Any]]:
-    """Per-node attribution rows for every attributed node, in graph (topological) order.
+    """Per-node attribution rows for every attributed node, in graph (topological) order, and
+    one ``not-attributed`` row for each node of an attributed op type inside a subgraph (after
+    the node whose body holds it).
 
     ``ep_values`` / ``ref_values``: every captured tensor by name, from the EP under test and
     the reference EP. ``config`` gives ``reading`` (``"spec"`` or ``"dml-ep"``) and
-    ``tolerances`` (a ``ModelRunConfig``). ``arrays_out`` (if given) receives, per diverging
-    node, its reference and EP value outputs (``{"expected": .., "actual": ..}``) for pictures.
-    Row ``status``: ``match``, ``tie-only``, ``diverges``, ``not-attributable`` (no DML desc for
-    the node in this reading) or ``error`` (the reference raised, or a tensor of the node was
-    not captured)."""
+    ``tolerances`` (a ``ModelRunConfig``). ``arrays_out`` (if given) receives, per node that
+    does not match, its reference and EP value outputs (``{"expected": .., "actual": ..}``) for
+    pictures. Row ``status``: one of ``statuses.NODE_STATUSES`` (``judge`` says how each is
+    decided; ``error`` also when a tensor of the node was not captured)."""
     constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     opset = model_opset(model)
     rows = []
@@ -93,12 +97,45 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
         if missing_in or any(n not in ep_values for n in node.output if n):
             row.update(status="error", message="an input or output of the node was not captured from the EP")
             continue
-        pair = _judge_node(row, node, arrays, ep_values, config.reading, config.tolerances, opset)
+        pair = judge_node(row, node, arrays, ep_values, config.reading, config.tolerances, opset)
         if arrays_out is not None and pair is not None:
             arrays_out[row["node"]] = pair
-        if ref_values is not None and row["status"] not in ("not-attributable", "error"):
+        if ref_values is not None and row["status"] not in NOT_JUDGED:
             row["vs_reference_ep"] = _vs_reference_ep(node, ep_values, ref_values, config.tolerances)
+    rows += [_inner_row(position, node, where, placement) for position, node, where in subgraph_nodes(model)]
+    rows.sort(key=lambda r: (r["position"], r.get("inside") is not None))
     return rows
+
+
+def subgraph_nodes(model: onnx.ModelProto) -> list[tuple[int, onnx.NodeProto, str]]:
+    """``(position of the top-level node whose body holds it, node, where)`` of every node of an
+    attributed op type inside a Loop / If / Scan body (any depth), in graph order; ``where``
+    names the path, e.g. ``"body of Loop 'loop1'"``."""
+    ops = attributed_op_types()
+    found = []
+    for position, top in enumerate(model.graph.node):
+        stack = [(top, "")]
+        while stack:  # an explicit stack: untrusted models may nest bodies deeply
+            holder, outer = stack.pop()
+            for attr in holder.attribute:
+                bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+                for body in bodies:
+                    where = f"{attr.name} of {holder.op_type} {holder.name!r}{outer}"
+                    for node in body.node:
+                        if node.op_type in ops and node.domain in ("", "ai.onnx"):
+                            found.append((position, node, where))
+                        stack.append((node, f" in the {where}"))
+    return found
+
+
+def _inner_row(position: int, node: onnx.NodeProto, where: str, placement: Mapping[str, str]) -> dict[str, Any]:
+    """The ``not-attributed`` row of a node inside a subgraph."""
+    row = _new_row(node, position, placement)
+    row.update(node=node.name or f"{node.op_type} in the {where}", inside=where, status="not-attributed",
+               message=f"inside the {where}: a probe copy exposes only the main graph's tensors, and a body's "
+                       "tensors change from one iteration or branch to the next, so this node is not judged on its "
+                       "own; what it computes shows only in the model's outputs")
+    return row
 
 
 def _new_row(node: onnx.NodeProto, position: int, placement: Mapping[str, str]) -> dict[str, Any]:
@@ -109,6 +146,7 @@ def _new_row(node: onnx.NodeProto, position: int, placement: Mapping[str, str]) 
         "attributes": {a.name: _attr_text(helper.get_attribute_value(a)) for a in node.attribute},
         "inputs": [], "outputs": [], "desc_type": None, "flags": [], "status": None, "errors": no_errors(),
         "mismatches": None, "ties": 0, "worst": [], "message": "", "vs_reference_ep": None,
+        "reason": "", "empty": None, "explained": None, "unexplained": None, "inside": None,
     }
 
 
@@ -117,50 +155,6 @@ def _value(name: str, feeds: Mapping[str, np.ndarray], constants: Mapping[str, n
     """A node input as the EP under test saw it: a feed, an initializer or a captured tensor."""
     value = feeds.get(name) if name in feeds else constants.get(name, ep_values.get(name))
     return None if value is None else np.asarray(value)
-
-
-def _judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarray],
-                ep_values: Mapping[str, np.ndarray], reading: str, tolerances: Tolerances,
-                opset: int | None) -> dict[str, np.ndarray] | None:
-    """Read the node as a desc, compute it on ``arrays`` and compare with the EP's outputs,
-    filling ``row``; returns the diverging node's value outputs (``{"expected", "actual"}``), else None."""
-    try:
-        imported = import_node(node, [a.shape for a in arrays], [a.dtype for a in arrays], reading, opset)
-    except ValueError as exc:
-        row.update(status="not-attributable", message=f"no DML desc in the {reading!r} reading: {exc}")
-        return None
-    row["desc_type"] = imported.desc.TYPE
-    row["flags"] = [f.to_json() for f in imported.flags if f.kind != "exact"]
-    try:
-        expected_list = imported.outputs(execute(imported.desc, imported.inputs(arrays)))
-    except Exception as exc:
-        row.update(status="error", message=f"reference raised {type(exc).__name__}: {exc}")
-        return None
-    # The node's outputs sit at the positions of the desc's DML output members.
-    dml_outputs = imported.desc.OUTPUTS
-    expected, actual = {}, {}
-    for i, out_name in enumerate(node.output[:len(expected_list)]):
-        if out_name:
-            expected[dml_outputs[i]] = np.asarray(expected_list[i])
-            actual[dml_outputs[i]] = ep_values[out_name]
-    index_map, in_window = index_rule_for(imported, arrays)
-    cmp = compare_outputs(expected, actual, tolerances, imported.inputs(arrays), in_window=in_window,
-                          index_outputs=index_map)
-    rename = {dml_outputs[i]: n for i, n in enumerate(node.output) if n}
-    row.update(status="diverges" if not cmp.passed else ("tie-only" if cmp.ties else "match"),
-               errors=cmp.errors(), mismatches=cmp.mismatches, ties=cmp.ties, compared=cmp.compared,
-               worst=[dict(w, output=rename.get(w["output"], w["output"])) for w in cmp.worst],
-               message=_rename(cmp.summary(), rename))
-    if cmp.passed:
-        return None
-    value = _value_output(imported.desc, expected)
-    return None if value is None else {"expected": expected[value], "actual": actual[value]}
-
-
-def _value_output(desc: Any, present: Mapping[str, np.ndarray]) -> str | None:
-    """The first DML output of ``desc`` that holds values (not an index output of its record)."""
-    index = spec_for(desc).index_outputs
-    return next((m for m in desc.OUTPUTS if m in present and m not in index), None)
 
 
 def _vs_reference_ep(node: onnx.NodeProto, ep_values: Mapping[str, np.ndarray], ref_values: Mapping[str, np.ndarray],
@@ -176,22 +170,30 @@ def _vs_reference_ep(node: onnx.NodeProto, ep_values: Mapping[str, np.ndarray], 
 
 
 def first_divergent(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first attribution row (topological order) whose node diverges from the reference."""
-    return next((r for r in rows if r["status"] == "diverges"), None)
+    """The first attribution row (topological order) whose node diverges from the reference
+    without a flag explaining it (``statuses.DIVERGING``)."""
+    return next((r for r in rows if r["status"] in DIVERGING), None)
 
 
 def divergent_summary(row: dict[str, Any]) -> dict[str, Any]:
     """The ``attribution.first_divergent`` record of ``model_result.json`` for an attribution row."""
     worst = row["worst"][0] if row["worst"] else None
     return {"node": row["node"], "op_type": row["op_type"], "position": row["position"], "provider": row["provider"],
-            "errors": row["errors"], "mismatches": row["mismatches"], "worst": worst, "message": row["message"]}
+            "errors": row["errors"], "mismatches": row["mismatches"], "worst": worst, "message": row["message"],
+            "status": row["status"], "reason": row.get("reason", ""), "unexplained": row.get("unexplained")}
 
 
-def _rename(text: str, rename: Mapping[str, str]) -> str:
-    """``text`` with DML output member names replaced by the node's ONNX output names."""
-    for dml, onnx_name in rename.items():
-        text = text.replace(dml, onnx_name)
-    return text
+def attribution_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"judged", "not_judged", "by_status", "by_op"}``: how many nodes were judged on their own,
+    how many not (and why, by status), per op type top-level and inside subgraphs."""
+    by_status = Counter(r["status"] for r in rows)
+    by_op: dict[str, dict[str, int]] = {}
+    for r in rows:
+        counts = by_op.setdefault(r["op_type"], {"top_level": 0, "in_subgraphs": 0, "judged": 0})
+        counts["in_subgraphs" if r.get("inside") else "top_level"] += 1
+        counts["judged"] += r["status"] not in NOT_JUDGED
+    judged = sum(n for s, n in by_status.items() if s not in NOT_JUDGED)
+    return {"judged": judged, "not_judged": len(rows) - judged, "by_status": dict(by_status), "by_op": by_op}
 
 
 def _attr_text(value: Any) -> Any:
@@ -205,5 +207,5 @@ def _attr_text(value: Any) -> Any:
     return type(value).__name__
 
 
-__all__ = ["attribute_nodes", "attributed_nodes", "captured_values", "divergent_summary", "first_divergent",
-           "probe_model"]
+__all__ = ["attribute_nodes", "attributed_nodes", "attribution_counts", "captured_values", "divergent_summary",
+           "first_divergent", "probe_model", "subgraph_nodes"]

@@ -201,7 +201,8 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
 
 
 def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> None:
-    """A few lines a terminal user reads: outputs, placement counts, attribution, verdict."""
+    """A few lines a terminal user reads: outputs, placement counts, attribution (every node with
+    its status, and why for each that differs), the verdict and what it rests on."""
     m = result["model"]
     print(f"{m['name']}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
           f"{result['reference_ep']['provider']} ({result['ort_flavour']} {result['ort_version']}), "
@@ -211,20 +212,45 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
     counts = ", ".join(f"{op} " + "/".join(f"{n}x{_short(p)}" for p, n in by.items())
                        for op, by in result["placement"]["by_op"].items())
     print(f"  placement ({result['placement']['on_ep']}/{result['placement']['total']} nodes on the EP): {counts}")
-    for row in result["attribution"]["nodes"]:
-        print(f"  node {row['node']} ({row['op_type']}, on {_short(row['provider'])}): {row['status']} - "
-              f"{row['message']}")
-    first = result["attribution"]["first_divergent"]
-    if first:
-        print(f"  first divergent node: {first['node']} ({first['op_type']}) - {first['message']}")
-    elif result["attribution"]["nodes"]:
-        print("  first divergent node: none (every attributed node matches the DirectML reference)")
+    _print_attribution(result["attribution"])
     b = result.get("baseline")
     if b:
         print(f"  baseline {b['dir']}: {b['outcome']}" + (f" ({', '.join(b['regressed'])})" if b["regressed"] else ""))
     if result.get("baseline_saved"):
         print(f"  baseline saved to {result['baseline_saved']}")
-    print(f"  verdict: {result['verdict']}; results in {out}" + (f", report {report}" if report else ""))
+    reasons = result.get("verdict_reasons") or []
+    print(f"  verdict: {result['verdict']}" + (f" ({len(reasons)} reason{'s' * (len(reasons) != 1)})" if reasons else "")
+          + f"; results in {out}" + (f", report {report}" if report else ""))
+    for reason in reasons:
+        print(f"    - {reason}")
+
+
+def _print_attribution(attribution: dict[str, Any]) -> None:
+    """The attribution lines of ``print_summary``: the counts, one line per node (plus why, for a
+    node that differs), and the first divergent node."""
+    rows = attribution["nodes"]
+    if not rows:
+        print("  attribution: the model has no RoiAlign, MaxRoiPool or MaxPool node")
+        return
+    counts = attribution.get("counts") or {}
+    statuses = ", ".join(f"{n} {s}" for s, n in (counts.get("by_status") or {}).items())
+    print(f"  attribution: {counts.get('judged', '?')} of {len(rows)} RoiAlign/MaxRoiPool/MaxPool nodes judged "
+          f"on their own EP inputs ({statuses})")
+    for row in rows:
+        where = f"inside the {row['inside']}" if row.get("inside") else f"on {_short(row['provider'])}"
+        print(f"  node {row['node']} ({row['op_type']}, {where}): {row['status']} - {row['message']}")
+        if row.get("reason"):
+            print(f"      why: {row['reason']}")
+    first = attribution["first_divergent"]
+    if first:
+        print(f"  first divergent node: {first['node']} ({first['op_type']}) - "
+              f"{(first.get('unexplained') or {}).get('message') or first['message']}")
+    elif any(row["status"] == "not-attributed" for row in rows) or counts.get("not_judged"):
+        print("  first divergent node: none among the nodes judged (the lines above say which were not)")
+    else:
+        print("  first divergent node: none (every attributed node agrees with the DirectML reference"
+              + (", some where a flag explains or predicts a difference)" if counts.get("judged", 0) > sum(
+                  (counts.get("by_status") or {}).get(s, 0) for s in ("match", "tie-only")) else ")"))
 
 
 def _safe(name: str) -> str:

@@ -179,7 +179,7 @@ def generate_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: 
         elif spec.dtype.kind in "iu":
             feeds[spec.name] = rng.integers(0, 4, size=shape).astype(spec.dtype)
         elif spec.dtype.kind == "b":
-            feeds[spec.name] = rng.random(shape) < 0.5
+            feeds[spec.name] = np.asarray(rng.random(shape) < 0.5)  # a 0-d draw is a NumPy scalar, not an array
         else:
             raise InputsError(f"input {spec.name!r}: cannot generate {spec.dtype} data; give --inputs FILE.npz")
     return feeds

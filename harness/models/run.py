@@ -17,9 +17,11 @@ by ``reports.model_report``):
    inputs against the DirectML reference, and the first divergent node is named.
 4. **Baseline** (``baseline``), when given, compares the EP's outputs with stored ones.
 
-The verdict: ``pass`` when every output matches the reference EP (and the baseline, if any),
-else ``fail``; attribution divergences are reported but do not change it (a CPU EP that
-diverges from DirectML's semantics on a node still matches itself).
+The verdict (``verdict_reasons``): ``fail`` when an output differs from the reference EP's, the
+baseline regressed, or an attributed node diverges from the DirectML reference where no flag
+explains it (``statuses.DIVERGING``); else ``pass``. A node whose difference a flag explains
+(the ONNX node means something else for these inputs, and the EP computes that) or predicts, and
+a node that could not be judged, do not fail a run: the result names each with its reason.
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ from ..tolerances import Tolerances
 from .attribution import (
     attribute_nodes,
     attributed_nodes,
+    attribution_counts,
     captured_values,
     divergent_summary,
     first_divergent,
     probe_model,
 )
 from .outputs import compare_named, tie_contexts
+from .statuses import DIVERGING
 from .untrusted import LoadedModel, ModelRefused, explain_session_error, model_opset
 
 #: How ``graphs.import_node`` reads attributed nodes: ``"spec"`` or ``"dml-ep"``.
@@ -191,12 +195,27 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     result["started"] = started_at
     if baseline is not None:
         result["baseline"] = baseline.compare(ep_run.named(), *(config.baseline_tolerances or (config.tolerances,)))
-    failed = any(o["outcome"] == "fail" for o in outputs)
-    regressed = bool(result["baseline"] and result["baseline"]["outcome"] == "regression")
-    result["verdict"] = "fail" if failed or regressed else "pass"
+    result["verdict_reasons"] = verdict_reasons(result)
+    result["verdict"] = "fail" if result["verdict_reasons"] else "pass"
     result["duration_s"] = round(time.perf_counter() - started, 4)
     result["_arrays"] = {"outputs": ep_run.named(), "reference_outputs": ref_run.named(), "nodes": node_arrays}
     return result
+
+
+def verdict_reasons(result: Mapping[str, Any]) -> list[str]:
+    """Why a model run fails, one line per cause (empty: it passes): an output differs from the
+    reference EP's, the baseline regressed, or a node diverges from the DirectML reference with
+    no flag explaining it. Nodes explained or predicted by a flag, and nodes not judged, do not
+    fail a run; the summary lists them."""
+    reasons = [f"output {o['name']} differs from {result['reference_ep']['provider']}: {o['message']}"
+               for o in result["outputs"] if o["outcome"] == "fail"]
+    baseline = result.get("baseline")
+    if baseline and baseline["outcome"] == "regression":
+        reasons.append(f"baseline regression: {', '.join(baseline['regressed'])}")
+    reasons += [f"node {r['node']} ({r['op_type']}) diverges from the DirectML reference: "
+                f"{(r.get('unexplained') or {}).get('message') or r['message']}"
+                for r in result["attribution"]["nodes"] if r["status"] in DIVERGING]
+    return reasons
 
 
 def _result(loaded: LoadedModel, config: ModelRunConfig, ep_run: EpRun, outputs: list[dict[str, Any]],
@@ -223,10 +242,11 @@ def _result(loaded: LoadedModel, config: ModelRunConfig, ep_run: EpRun, outputs:
                       "off_ep": [n.name for n in model.graph.node
                                  if ep_run.placement.get(n.name) != config.ep.provider]},
         "attribution": {"reading": config.reading, "ops": list(attributed_op_types()), "nodes": rows,
-                        "error": probe_error, "first_divergent": None if first is None else divergent_summary(first)},
+                        "counts": attribution_counts(rows), "error": probe_error,
+                        "first_divergent": None if first is None else divergent_summary(first)},
         "baseline": None,
     }
 
 
 __all__ = ["Captured", "ModelRefused", "ModelRunConfig", "READINGS", "SessionFailed", "capture", "placement_counts",
-           "run_model", "run_session"]
+           "run_model", "run_session", "verdict_reasons"]

@@ -83,3 +83,31 @@ def roi_pool_model(spatial_scale: float = 0.5) -> onnx.ModelProto:
            spatial_scale=spatial_scale)
     b.output("pooled", np.float32, ["num_rois", 4, 3, 3])
     return b.model(DEFAULT_OPSET)
+
+
+def control_flow_model() -> onnx.ModelProto:
+    """x [1, 2, 8, 8], use_pool (bool) -> y: a top-level MaxPool, one in an If's then_branch and
+    one in a Loop body (2 iterations), so attribution meets nodes it cannot capture."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    def value(name, elem=T.FLOAT, shape=(1, 2, 8, 8)):
+        return h.make_tensor_value_info(name, elem, list(shape))
+
+    pool = {"kernel_shape": [2, 2], "strides": [1, 1], "pads": [0, 0, 1, 1]}
+    then_g = h.make_graph([h.make_node("MaxPool", ["x"], ["t"], name="pool_in_then", **pool)], "then", [],
+                          [value("t")])
+    else_g = h.make_graph([h.make_node("Identity", ["x"], ["e"], name="id_else")], "else", [], [value("e")])
+    body = h.make_graph([h.make_node("Identity", ["cond_in"], ["cond_out"], name="id_cond"),
+                         h.make_node("MaxPool", ["v_in"], ["v_out"], name="pool_in_loop", kernel_shape=[3, 3],
+                                     strides=[1, 1], pads=[1, 1, 1, 1])],
+                        "body", [value("i", T.INT64, ()), value("cond_in", T.BOOL, ()), value("v_in")],
+                        [value("cond_out", T.BOOL, ()), value("v_out")])
+    nodes = [h.make_node("MaxPool", ["x"], ["p"], name="pool_top", **pool),
+             h.make_node("If", ["use_pool"], ["branch"], name="if1", then_branch=then_g, else_branch=else_g),
+             h.make_node("Constant", [], ["trip"], name="trip", value=h.make_tensor("trip", T.INT64, [], [2])),
+             h.make_node("Constant", [], ["true"], name="true", value=h.make_tensor("true", T.BOOL, [], [True])),
+             h.make_node("Loop", ["trip", "true", "p"], ["looped"], name="loop1", body=body),
+             h.make_node("Add", ["branch", "looped"], ["y"], name="add1")]
+    graph = h.make_graph(nodes, "control_flow", [value("x"), value("use_pool", T.BOOL, ())], [value("y")])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)

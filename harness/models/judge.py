@@ -1,0 +1,210 @@
+"""The verdict on one attributed node: owns how a node's EP outputs are judged against the
+DirectML reference run on the node's own EP inputs, and the row fields that verdict fills
+(statuses: ``statuses.NODE_STATUSES``).
+
+1. The node is read as a desc (``graphs.import_node``); none in this reading: ``not-attributable``.
+2. A desc with a zero in a tensor's sizes (a RoiAlign fed 0 ROIs, common on an FPN level that got
+   no proposal) computes nothing: DML tensor sizes are at least 1, so the reference is not
+   called; the expected outputs are the empty arrays of the desc's output sizes, and the
+   comparison checks the EP's output shapes (``row["empty"]`` names the empty tensors).
+3. Otherwise ``reference.execute`` computes the desc, and ``harness.compare.compare_outputs``
+   compares (index outputs tie-aware, ``outputs.index_rule_for``): ``match`` / ``tie-only``.
+4. Where it differs, the node's alternatives (``Imported.alternatives``: the rows where the ONNX
+   node means something else for these inputs, e.g. a RoiAlign region under one pixel that
+   output_half_pixel raises to 1x1) are computed with the same desc; a row that fails the
+   reference but matches what the node means is explained. Everything explained: ``explained``.
+   Left over, where the node carries a ``diverges`` flag the alternatives do not cover (e.g.
+   ONNX's ``mode="max"``): ``flagged`` (predicted, not verified); else ``diverges``.
+
+``errors`` / ``mismatches`` / ``worst`` / ``message`` always describe the comparison with the
+DirectML reference; ``unexplained`` the same once explained rows are taken out; ``reason`` says
+in one sentence why the node has the status it has.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from ep_testbed.graphs import import_node
+from ep_testbed.reference import execute, spec_for
+from ep_testbed.reference.descs import member_value
+from ep_testbed.reference.dtypes import numpy_dtype
+
+from ..compare import Comparison, compare_outputs
+from ..tolerances import Tolerances
+from .outputs import index_rule_for
+
+#: Explained rows listed by number in a row's ``explained`` record, at most.
+ROWS_LISTED = 20
+
+
+def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarray],
+               ep_values: Mapping[str, np.ndarray], reading: str, tolerances: Tolerances,
+               opset: int | None) -> dict[str, np.ndarray] | None:
+    """Judge ``node`` (module docstring) on its EP input ``arrays`` against the EP's outputs in
+    ``ep_values``, filling ``row``; returns the value outputs of a node that does not match
+    (``{"expected", "actual"}``, for pictures), else None."""
+    try:
+        imported = import_node(node, [a.shape for a in arrays], [a.dtype for a in arrays], reading, opset)
+    except ValueError as exc:
+        row.update(status="not-attributable", message=f"no DML desc in the {reading!r} reading: {exc}")
+        return None
+    row["desc_type"] = imported.desc.TYPE
+    row["flags"] = [f.to_json() for f in imported.flags if f.kind != "exact"]
+    empty = empty_tensors(imported.desc)
+    row["empty"] = empty or None
+    try:
+        expected = _reference(imported, node, arrays, empty)
+    except Exception as exc:
+        row.update(status="error", message=f"reference raised {type(exc).__name__}: {exc}")
+        return None
+    actual = {member: ep_values[name] for member, name in _members(imported, node, expected)}
+    rename = dict(_members(imported, node, expected))
+    index_map, in_window = index_rule_for(imported, arrays)
+    compare = functools.partial(compare_outputs, actual=actual, tolerances=tolerances,
+                                inputs=imported.inputs(arrays), in_window=in_window, index_outputs=index_map)
+    cmp = compare(expected)
+    _fill(row, cmp, rename)
+    if empty:
+        row["message"] = f"{row['message']}; {_empty_note(imported.desc, empty)}"
+    if cmp.passed:
+        row.update(status="tie-only" if cmp.ties else "match", reason="")
+        return None
+    _explain(row, imported, node, arrays, expected, actual, cmp, compare, tolerances, rename)
+    value = _value_output(imported.desc, expected)
+    return None if value is None else {"expected": expected[value], "actual": actual[value]}
+
+
+def empty_tensors(desc: Any) -> list[str]:
+    """The DML members of ``desc`` whose sizes hold a zero (DML tensors need every size >= 1)."""
+    found = []
+    for member in (*desc.INPUTS, *desc.OUTPUTS):
+        tensor = member_value(desc, member)
+        if tensor is not None and 0 in tuple(tensor.sizes):
+            found.append(member)
+    return found
+
+
+def _reference(imported: Any, node: onnx.NodeProto, arrays: Sequence[np.ndarray],
+               empty: list[str]) -> dict[str, np.ndarray]:
+    """The desc's outputs on ``arrays``, as the node's arrays keyed by DML output member; for a
+    desc with an empty tensor, the empty arrays of its output sizes (the reference is not called)."""
+    desc = imported.desc
+    if empty:
+        raw = {m: np.zeros(member_value(desc, m).sizes, numpy_dtype(member_value(desc, m).data_type))
+               for m in desc.OUTPUTS if member_value(desc, m) is not None}
+    else:
+        raw = execute(desc, imported.inputs(arrays))
+    listed = imported.outputs(raw)
+    return {desc.OUTPUTS[i]: np.asarray(listed[i]) for i, name in enumerate(node.output[:len(listed)]) if name}
+
+
+def _members(imported: Any, node: onnx.NodeProto, expected: Mapping[str, np.ndarray]) -> list[tuple[str, str]]:
+    """``(DML output member, node output name)`` of every output the reference computed: the
+    node's outputs sit at the positions of the desc's DML output members."""
+    return [(m, node.output[i]) for i, m in enumerate(imported.desc.OUTPUTS) if m in expected]
+
+
+def _fill(row: dict[str, Any], cmp: Comparison, rename: Mapping[str, str]) -> None:
+    """The comparison with the DirectML reference, in the row's terms (ONNX output names)."""
+    row.update(errors=cmp.errors(), mismatches=cmp.mismatches, ties=cmp.ties, compared=cmp.compared,
+               worst=[dict(w, output=rename.get(w["output"], w["output"])) for w in cmp.worst],
+               message=_rename(cmp.summary(), rename))
+
+
+def _explain(row: dict[str, Any], imported: Any, node: onnx.NodeProto, arrays: Sequence[np.ndarray],
+             expected: dict[str, np.ndarray], actual: Mapping[str, np.ndarray], cmp: Comparison,
+             compare: Callable[[Mapping[str, np.ndarray]], Comparison], tolerances: Tolerances,
+             rename: Mapping[str, str]) -> None:
+    """Take the rows the node's alternatives explain out of a failed comparison and set the
+    status, ``explained``, ``unexplained`` and ``reason`` (module docstring, step 4)."""
+    chosen, explained = dict(expected), []
+    for alternative in imported.alternatives(arrays):
+        try:
+            meant = _reference(imported, node, alternative.inputs, [])
+        except Exception:  # the node's meaning cannot be computed as this desc: nothing explained
+            continue
+        rows = _rows_meant(alternative.rows, chosen, meant, actual, tolerances)
+        if rows.size:
+            for member in chosen:
+                chosen[member] = chosen[member].copy()
+                chosen[member][rows] = meant[member][rows]
+            explained.append((alternative, rows))
+    after = compare(chosen) if explained else cmp
+    row["explained"] = [{"flag": a.flag.to_json(), "rows": rows[:ROWS_LISTED].tolist(), "row_count": int(rows.size),
+                         "candidate_rows": int(np.size(a.rows))} for a, rows in explained] or None
+    row["unexplained"] = {"mismatches": after.mismatches, "errors": after.errors(),
+                          "worst": [dict(w, output=rename.get(w["output"], w["output"])) for w in after.worst],
+                          "message": _rename(after.summary(), rename)}
+    covered = set(imported.data_flags)
+    predicted = [f for f in imported.flags if f.kind == "diverges" and f.field not in covered]
+    if after.passed:
+        row["status"] = "explained"
+    else:
+        row["status"] = "flagged" if predicted else "diverges"
+    row["reason"] = _reason(row["status"], cmp, after, explained, predicted, imported.flags, covered)
+
+
+def _rows_meant(rows: np.ndarray, expected: Mapping[str, np.ndarray], meant: Mapping[str, np.ndarray],
+                actual: Mapping[str, np.ndarray], tolerances: Tolerances) -> np.ndarray:
+    """Of ``rows``, those where the EP's outputs are closer to ``meant`` than to ``expected``:
+    fewer elements outside the tolerance rule (every output, row by row). A row that matches
+    neither fully is read as the meaning it is closer to; its remaining elements stay unexplained."""
+    def mismatches(side: Mapping[str, np.ndarray], r: int) -> int:
+        cmp = compare_outputs({m: side[m][r:r + 1] for m in side}, {m: actual[m][r:r + 1] for m in side}, tolerances)
+        return cmp.mismatches + (10**18 if cmp.problems else 0)
+
+    picked = [int(r) for r in np.asarray(rows).ravel() if mismatches(meant, int(r)) < mismatches(expected, int(r))]
+    return np.array(picked, dtype=np.int64)
+
+
+def _reason(status: str, cmp: Comparison, after: Comparison, explained: list, predicted: list,
+            flags: list, covered: set[str]) -> str:
+    """One sentence: why the node has ``status`` (what explains its difference, or that nothing does)."""
+    where = "; ".join(f"ROIs {_listed(rows)}, where the EP computes what the node means ({alternative.flag.reason})"
+                      for alternative, rows in explained)
+    if status == "explained":
+        return f"all {cmp.mismatches} out-of-tolerance elements lie in {where}"
+    if status == "flagged":
+        named = "; ".join(f"{f.field}: {f.reason}" for f in predicted)
+        return (f"{after.mismatches} out-of-tolerance elements where the node's flags predict a divergence ({named})"
+                + (f"; {cmp.mismatches - after.mismatches} more lie in {where}" if explained else ""))
+    text = f"{after.mismatches} out-of-tolerance elements are explained by no flag"
+    data = [f.field for f in flags if f.field in covered]
+    if explained:
+        text += f"; the other {cmp.mismatches - after.mismatches} lie in {where}"
+    elif data:
+        text += f" (the node's flag {', '.join(data)} concerns no region of these inputs)"
+    return text
+
+
+def _listed(rows: np.ndarray) -> str:
+    """``"2, 9, 18"``, or the first eight and the count."""
+    shown = ", ".join(str(r) for r in rows[:8].tolist())
+    return shown if rows.size <= 8 else f"{shown}, ... ({rows.size} in all)"
+
+
+def _empty_note(desc: Any, empty: list[str]) -> str:
+    """Why an empty node is judged on shapes only."""
+    sizes = ", ".join(f"{m} {list(member_value(desc, m).sizes)}" for m in empty)
+    return (f"empty: {sizes}; DML tensor sizes must be at least 1, so the reference has nothing to compute and "
+            "the EP's output shapes are compared with the desc's")
+
+
+def _value_output(desc: Any, present: Mapping[str, np.ndarray]) -> str | None:
+    """The first DML output of ``desc`` that holds values (not an index output of its record)."""
+    index = spec_for(desc).index_outputs
+    return next((m for m in desc.OUTPUTS if m in present and m not in index), None)
+
+
+def _rename(text: str, rename: Mapping[str, str]) -> str:
+    """``text`` with DML output member names replaced by the node's ONNX output names."""
+    for dml, onnx_name in rename.items():
+        text = text.replace(dml, onnx_name)
+    return text
+
+
+__all__ = ["ROWS_LISTED", "empty_tensors", "judge_node"]
