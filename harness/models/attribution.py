@@ -70,8 +70,8 @@ def probe_model(model: onnx.ModelProto, values: list[str]) -> onnx.ModelProto:
 
 def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_values: Mapping[str, np.ndarray],
                     ref_values: Mapping[str, np.ndarray] | None, placement: Mapping[str, str],
-                    config: Any, arrays_out: dict[str, dict[str, np.ndarray]] | None = None
-                    ) -> list[dict[str, Any]]:
+                    config: Any, arrays_out: dict[str, dict[str, np.ndarray]] | None = None,
+                    input_values: Mapping[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
     """Per-node attribution rows for every attributed node, in graph (topological) order, and
     one ``not-attributed`` row for each node of an attributed op type inside a subgraph (after
     the node whose body holds it).
@@ -80,15 +80,16 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
     the reference EP. ``config`` gives ``reading`` (``"spec"`` or ``"dml-ep"``) and
     ``tolerances`` (a ``ModelRunConfig``). ``arrays_out`` (if given) receives, per node that
     does not match, its reference and EP value outputs (``{"expected": .., "actual": ..}``) for
-    pictures. Row ``status``: one of ``statuses.NODE_STATUSES`` (``judge`` says how each is
-    decided; ``error`` also when a tensor of the node was not captured)."""
-    constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    pictures. ``input_values`` (default ``ep_values``): where the nodes' inputs are read from,
+    when they are not the EP's own (nodes judged alone). Row ``status``: one of
+    ``statuses.NODE_STATUSES`` (``judge`` says how each is decided; ``error`` also when a tensor
+    of the node was not captured)."""
     opset = model_opset(model)
     rows = []
     for position, node in attributed_nodes(model):
         row = _new_row(node, position, placement)
         rows.append(row)
-        arrays = [_value(name, feeds, constants, ep_values) for name in node.input]
+        arrays = node_arrays(model, node, feeds, ep_values if input_values is None else input_values)
         row["inputs"] = [{"name": n, "shape": None if a is None else list(a.shape),
                           "dtype": None if a is None else a.dtype.name} for n, a in zip(node.input, arrays)]
         row["outputs"] = [{"name": n, "shape": list(np.shape(ep_values[n])) if n in ep_values else None}
@@ -150,11 +151,20 @@ def _new_row(node: onnx.NodeProto, position: int, placement: Mapping[str, str]) 
     }
 
 
-def _value(name: str, feeds: Mapping[str, np.ndarray], constants: Mapping[str, np.ndarray],
-           ep_values: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    """A node input as the EP under test saw it: a feed, an initializer or a captured tensor."""
-    value = feeds.get(name) if name in feeds else constants.get(name, ep_values.get(name))
-    return None if value is None else np.asarray(value)
+def node_arrays(model: onnx.ModelProto, node: onnx.NodeProto, feeds: Mapping[str, np.ndarray],
+                values: Mapping[str, np.ndarray]) -> list[np.ndarray | None]:
+    """The node's inputs, in node input order, as a feed, an initializer or a captured tensor
+    (``values``); None where one is none of these (or the input is unnamed)."""
+    found = []
+    for name in node.input:
+        if name in feeds:
+            value = feeds[name]
+        else:
+            value = values.get(name)
+            if value is None:
+                value = next((numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name), None)
+        found.append(None if value is None or not name else np.asarray(value))
+    return found
 
 
 def _vs_reference_ep(node: onnx.NodeProto, ep_values: Mapping[str, np.ndarray], ref_values: Mapping[str, np.ndarray],
@@ -208,4 +218,4 @@ def _attr_text(value: Any) -> Any:
 
 
 __all__ = ["attribute_nodes", "attributed_nodes", "attribution_counts", "captured_values", "divergent_summary",
-           "first_divergent", "probe_model", "subgraph_nodes"]
+           "first_divergent", "node_arrays", "probe_model", "subgraph_nodes"]

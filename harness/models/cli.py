@@ -1,9 +1,10 @@
 """The argparse registration of ``ep-testbed model run`` and ``ep-testbed model demo``: owns their
 flags and help texts (``add_model``); what they do lives in ``command``.
 
-Exit codes: 0 every output matches the reference EP (and the baseline); 1 an output differs
-beyond tolerance, a baseline regression, the EP could not build/run the model, or it crashed or
-timed out; 2 the model is refused, or bad usage.
+Exit codes: 0 every output matches the reference EP (and the baseline) and no attributed node
+diverges unexplained; 1 an output differs beyond tolerance, a baseline regression, a node
+diverges, the EP could not build/run the model, or it crashed or timed out; 2 the model is
+refused, or bad usage.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def add_model(subparsers: argparse._SubParsersAction) -> None:
         description="Run MODEL.onnx on the EP under test and on the reference EP with the same seeded inputs; "
                     "compare output by output; prove where each node ran; attribute divergence to the first "
                     "RoiAlign/MaxRoiPool/MaxPool node whose output differs from the DirectML reference.",
-        epilog="exit codes: 0 ok, 1 outputs differ / baseline regression / EP failed, 2 model refused or bad usage")
+        epilog="exit codes: 0 ok, 1 outputs differ / baseline regression / a node diverges / EP failed or crashed, "
+               "2 model refused or bad usage")
     run.add_argument("model", help="the .onnx file (external data must sit in its folder)")
     _common(run)
     run.add_argument("--shape", action="append", default=[], metavar="NAME=AxB...",
@@ -34,7 +36,11 @@ def add_model(subparsers: argparse._SubParsersAction) -> None:
     base.add_argument("--save-baseline", metavar="DIR", help="store outputs + manifest as a baseline in DIR")
     base.add_argument("--baseline", metavar="DIR", help="compare with the baseline in DIR; exit 1 on a regression")
     run.add_argument("--timeout", type=float, metavar="SECONDS",
-                     help="run in a child process killed after SECONDS (default: in this process, no limit)")
+                     help="kill the child process that runs the model after SECONDS (default: no limit)")
+    run.add_argument("--in-process", action="store_true",
+                     help="run in this process, not in a child (a crash of the EP then ends ep-testbed too)")
+    # set by a parent process whose child crashed on the whole model: judge the nodes alone
+    run.add_argument("--ep-crashed", metavar="WHAT", help=argparse.SUPPRESS)
     run.set_defaults(func=run_command)
     demo = sub.add_parser("demo", help="run the bundled demo models end to end",
                           description="Write the bundled models (a detection head with RoiAlign and a ResNet-style "

@@ -9,8 +9,14 @@ folder is read), builds inputs (``inputs``: seeded, or ``--inputs``, or the base
 summary. ``model demo`` writes the bundled models (``graphs.models``) and runs each, in a child
 process unless ``--in-process`` (``isolation``).
 
-Exit codes: 0 every output matches the reference EP (and the baseline); 1 an output differs
-beyond tolerance, a baseline regression, the EP could not build/run the model, or it crashed or
+``model run`` runs in a child process (``isolation``) unless ``--in-process``: a crash of the EP
+is reported by ep-testbed, and a second child then judges the attributed nodes alone on the EP.
+The same happens in process when the EP cannot build or run the whole model: the run folder and
+report say so, compare no output, and hold the nodes judged alone.
+
+Exit codes: 0 every output matches the reference EP (and the baseline) and no attributed node
+diverges from the DirectML reference unexplained; 1 an output differs beyond tolerance, a
+baseline regression, a node diverges, the EP could not build/run the model, or it crashed or
 timed out; 2 the model is refused (truncated/not ONNX, external data outside its folder, an op
 no EP has), or bad usage.
 """
@@ -53,11 +59,11 @@ from .isolation import (
     EXIT_USAGE,
     OUTCOMES,
     child_argv,
+    child_run,
     fault_hook,
     isolated,
-    run_isolated,
 )
-from .run import ModelRunConfig, SessionFailed, run_model
+from .run import ModelRunConfig, SessionFailed, quiet_default_logger, run_model
 from .untrusted import LoadedModel, ModelRefused, load_untrusted
 
 #: Seconds a demo model's child process may run (``model demo --timeout``'s default).
@@ -86,14 +92,28 @@ def _error(message: str) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """``ep-testbed model run``: in this process, or in a child under ``--timeout``; the exit code."""
-    if args.timeout:
-        return run_isolated(child_argv(args.model, args, shapes=args.shape, inputs_path=args.inputs,
-                                       save_baseline=args.save_baseline, baseline_dir=args.baseline),
-                            args.timeout, Path(args.model).name)
-    fault_hook(args.model)
-    return run_model_file(args.model, args, shapes=args.shape, inputs_path=args.inputs,
-                          save_baseline=args.save_baseline, baseline_dir=args.baseline)
+    """``ep-testbed model run``: in a child process (``--timeout`` limits it; none by default), so
+    that a crash of the EP is reported here, or in this process with ``--in-process``; the exit
+    code. After a crash, a second child judges the attributed nodes alone on the EP, skipping the
+    whole model there (``run.run_model``'s ``ep_failure``), and writes the run folder."""
+    if args.in_process:
+        failure = {"stage": "crash", "message": args.ep_crashed} if args.ep_crashed else None
+        if failure is None:  # the fault hook stands for an EP crashing on the whole model
+            fault_hook(args.model)
+        return run_model_file(args.model, args, shapes=args.shape, inputs_path=args.inputs,
+                              save_baseline=args.save_baseline, baseline_dir=args.baseline, ep_failure=failure)
+    label = Path(args.model).name
+    out = args.out or _default_out(Path(args.model).stem, args.ep)
+    argv = child_argv(args.model, args, shapes=args.shape, inputs_path=args.inputs, save_baseline=args.save_baseline,
+                      baseline_dir=args.baseline, out=out)
+    end = child_run(argv, args.timeout, label)
+    if end.outcome != "crash":
+        return end.code
+    print(f"ep-testbed model: {label}: judging its attributed nodes alone on {args.ep} in a new process "
+          "(the whole model is not run there again)", file=sys.stderr)
+    second = child_run(argv + ["--ep-crashed", f"{args.ep} crashed running {label}: {end.detail}"], args.timeout,
+                       label)
+    return EXIT_FAIL if second.code == EXIT_OK else second.code
 
 
 def demo_command(args: argparse.Namespace) -> int:
@@ -127,8 +147,10 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequence[str] = (),
                    inputs_path: str | None = None, save_baseline: str | None = None,
-                   baseline_dir: str | None = None, command: str | None = None) -> int:
-    """Everything ``model run`` does for one file; returns the exit code (module docstring)."""
+                   baseline_dir: str | None = None, command: str | None = None,
+                   ep_failure: dict[str, str] | None = None) -> int:
+    """Everything ``model run`` does for one file; returns the exit code (module docstring).
+    ``ep_failure``: the EP crashed on the whole model in an earlier process (``run.run_model``)."""
     try:
         setup = _setup(model_path, args, shapes, inputs_path, baseline_dir)
     except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, ValueError, OSError) as exc:
@@ -137,15 +159,18 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
                             settings=SessionSettings(graph_opt=args.graph_opt),
                             allow_fallback=not args.no_cpu_fallback, reading=args.reading,
                             baseline_tolerances=setup.baseline_tolerances)
+    quiet_default_logger()
     try:
-        result = run_model(setup.loaded, setup.feeds, config, setup.baseline)
+        result = run_model(setup.loaded, setup.feeds, config, setup.baseline, ep_failure=ep_failure)
     except ModelRefused as exc:
         return _error(str(exc))
-    except SessionFailed as exc:
+    except SessionFailed as exc:  # the reference EP failed: nothing to judge against
         print(f"ep-testbed model: {exc}", file=sys.stderr)
         return EXIT_FAIL
+    if result.get("ep_failure"):  # the whole message follows in the summary, and in model_result.json
+        print(f"ep-testbed model: {result['ep_failure']['message'].splitlines()[0]}", file=sys.stderr)
     out = Path(args.out or _default_out(setup.loaded.path.stem, setup.ep.alias))
-    result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in _user_argv(sys.argv[1:]))
     result["inputs"] = {"source": setup.source, "seed": args.seed if setup.source == "generated" else None,
                         "specs": [s.to_json() for s in setup.specs],
                         "shapes": {k: list(np.shape(v)) for k, v in setup.feeds.items()}}
@@ -192,7 +217,9 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
             relative = f"nodes/{row['position']}_{_safe(row['node'])}.npz"
             np.savez(out / relative, **pair)
             row["arrays"] = relative
-    if save_baseline:
+    if save_baseline and result.get("ep_failure"):
+        print(f"ep-testbed model: no baseline saved to {save_baseline}: the EP produced no outputs", file=sys.stderr)
+    elif save_baseline:
         recorded_seed = seed if setup.source == "generated" else None
         result["baseline_saved"] = str(write_baseline(save_baseline, result, setup.feeds, arrays["outputs"],
                                                       recorded_seed, setup.source))
@@ -211,7 +238,13 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
         print(f"  output {o['name']}: {o['outcome']} - {o['message']}")
     counts = ", ".join(f"{op} " + "/".join(f"{n}x{_short(p)}" for p, n in by.items())
                        for op, by in result["placement"]["by_op"].items())
-    print(f"  placement ({result['placement']['on_ep']}/{result['placement']['total']} nodes on the EP): {counts}")
+    failure = result.get("ep_failure")
+    if failure:
+        message = failure["message"].replace("\n", "\n      ")
+        print(f"  {result['ep']['provider']} did not take the whole model ({failure['stage']}): no output compared; "
+              f"each attributed node was judged alone on it\n      {message}")
+    where = "nodes judged alone" if failure else "nodes"
+    print(f"  placement ({result['placement']['on_ep']}/{result['placement']['total']} {where} on the EP): {counts}")
     _print_attribution(result["attribution"])
     b = result.get("baseline")
     if b:
@@ -234,8 +267,10 @@ def _print_attribution(attribution: dict[str, Any]) -> None:
         return
     counts = attribution.get("counts") or {}
     statuses = ", ".join(f"{n} {s}" for s, n in (counts.get("by_status") or {}).items())
+    how = ("alone on the EP, fed the reference EP's inputs" if any(row.get("alone") for row in rows)
+           else "on their own EP inputs")
     print(f"  attribution: {counts.get('judged', '?')} of {len(rows)} RoiAlign/MaxRoiPool/MaxPool nodes judged "
-          f"on their own EP inputs ({statuses})")
+          f"{how} ({statuses})")
     for row in rows:
         where = f"inside the {row['inside']}" if row.get("inside") else f"on {_short(row['provider'])}"
         print(f"  node {row['node']} ({row['op_type']}, {where}): {row['status']} - {row['message']}")
@@ -251,6 +286,14 @@ def _print_attribution(attribution: dict[str, Any]) -> None:
         print("  first divergent node: none (every attributed node agrees with the DirectML reference"
               + (", some where a flag explains or predicts a difference)" if counts.get("judged", 0) > sum(
                   (counts.get("by_status") or {}).get(s, 0) for s in ("match", "tie-only")) else ")"))
+
+
+def _user_argv(argv: list[str]) -> list[str]:
+    """``argv`` without what a parent process adds for its child (``--ep-crashed TEXT``)."""
+    if "--ep-crashed" in argv:
+        i = argv.index("--ep-crashed")
+        return argv[:i] + argv[i + 2:]
+    return argv
 
 
 def _safe(name: str) -> str:

@@ -3,9 +3,11 @@ running it under a time limit, and the fault-injection test hook.
 
 ``model demo`` runs each model in a child process (``ep-testbed model run`` with the same
 options) with a time limit, so an EP that crashes or hangs on one model costs that model only,
-and every model already finished keeps its folder; ``model run --timeout S`` does the same for
-one model. A child that exits 0, 1 or 2 has said what happened itself; any other end is a
-``crash``, and one past its time limit a ``timeout`` (killed), both exit code 1.
+and every model already finished keeps its folder; ``model run`` does the same for its model
+(with no time limit unless ``--timeout S``; ``--in-process`` opts out), so that an EP crashing
+the process is reported by ep-testbed rather than only by the shell. A child that exits 0, 1 or
+2 has said what happened itself; any other end is a ``crash``, and one past its time limit a
+``timeout`` (killed), both exit code 1.
 
 Test hook (fault injection), read only from the environment, like the harness worker's:
 ``EP_TESTBED_MODEL_FAULT="abort=<glob>;hang=<glob>"`` makes ``model run`` abort or hang right
@@ -21,7 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from ..pool import describe_exit
 
@@ -34,9 +36,10 @@ OUTCOMES = {EXIT_OK: "pass", EXIT_FAIL: "fail", EXIT_USAGE: "refused"}
 def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = (), inputs_path: str | None = None,
                save_baseline: str | None = None, baseline_dir: str | None = None,
                out: str | None = None) -> list[str]:
-    """The ``ep-testbed model run`` command line that repeats ``args`` for ``model`` in a child."""
-    argv = ["model", "run", model, "--ep", args.ep, "--reference-ep", args.reference_ep, "--seed", str(args.seed),
-            "--reading", args.reading]
+    """The ``ep-testbed model run`` command line that repeats ``args`` for ``model`` in a child
+    (which runs it in its own process: ``--in-process``)."""
+    argv = ["model", "run", model, "--in-process", "--ep", args.ep, "--reference-ep", args.reference_ep,
+            "--seed", str(args.seed), "--reading", args.reading]
     for item in args.ep_option:
         argv += ["--ep-option", item]
     for item in shapes:
@@ -51,14 +54,29 @@ def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = 
     return argv
 
 
-def run_isolated(argv: list[str], timeout: float, label: str) -> int:
+def run_isolated(argv: list[str], timeout: float | None, label: str) -> int:
     """Run ``ep-testbed <argv>`` in a child process; relay its output; a crash or timeout is exit 1."""
     return isolated(argv, timeout, label)[0]
 
 
-def isolated(argv: list[str], timeout: float, label: str) -> tuple[int, str]:
+def isolated(argv: list[str], timeout: float | None, label: str) -> tuple[int, str]:
     """``run_isolated``, returning ``(exit code, outcome)``: outcome is pass, fail, refused,
     crash or timeout (``label`` names the model in the messages)."""
+    end = child_run(argv, timeout, label)
+    return end.code, end.outcome
+
+
+class ChildEnd(NamedTuple):
+    """How a child process ended: its exit code for ours, the outcome, and for a crash what happened."""
+
+    code: int
+    outcome: str
+    detail: str = ""
+
+
+def child_run(argv: list[str], timeout: float | None, label: str) -> ChildEnd:
+    """Run ``ep-testbed <argv>`` in a child process (no time limit when ``timeout`` is None), relay
+    what it printed, and report a crash or a timeout on stderr, naming ``label``."""
     command = [sys.executable, "-m", "ep_testbed.harness.cli", *argv]
     try:
         child = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
@@ -66,14 +84,14 @@ def isolated(argv: list[str], timeout: float, label: str) -> tuple[int, str]:
         relay(exc.stdout, exc.stderr)
         print(f"ep-testbed model: {label}: timeout - no result after {timeout:g} s; the child process was killed",
               file=sys.stderr)
-        return EXIT_FAIL, "timeout"
+        return ChildEnd(EXIT_FAIL, "timeout")
     relay(child.stdout, child.stderr)
     if child.returncode in OUTCOMES:
-        return child.returncode, OUTCOMES[child.returncode]
+        return ChildEnd(child.returncode, OUTCOMES[child.returncode])
     tail = (child.stderr or "").strip()[-2000:]
-    print(f"ep-testbed model: {label}: crash - the process running it {describe_exit(child.returncode)}"
-          + (f"; it printed: {tail}" if tail else ""), file=sys.stderr)
-    return EXIT_FAIL, "crash"
+    detail = f"the process running it {describe_exit(child.returncode)}"
+    print(f"ep-testbed model: {label}: crash - {detail}" + (f"; it printed: {tail}" if tail else ""), file=sys.stderr)
+    return ChildEnd(EXIT_FAIL, "crash", detail + (f"; its last words: {tail[-600:]}" if tail else ""))
 
 
 def relay(out: str | bytes | None, err: str | bytes | None) -> None:
@@ -100,5 +118,5 @@ def fault_hook(model: str) -> None:
                     time.sleep(60)
 
 
-__all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "FAULT_ENV", "child_argv", "fault_hook", "isolated", "relay",
-           "run_isolated"]
+__all__ = ["ChildEnd", "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "FAULT_ENV", "child_argv", "child_run", "fault_hook",
+           "isolated", "relay", "run_isolated"]

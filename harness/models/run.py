@@ -41,6 +41,7 @@ from .. import session as session_mod
 from ..providers import EpSpec, SessionSettings, runtime_info
 from ..session import EpRun, first_line
 from ..tolerances import Tolerances
+from .alone import node_feeds, one_node_model
 from .attribution import (
     attribute_nodes,
     attributed_nodes,
@@ -50,6 +51,7 @@ from .attribution import (
     first_divergent,
     probe_model,
 )
+from .attribution import node_arrays as node_arrays_of
 from .outputs import compare_named, tie_contexts
 from .statuses import DIVERGING
 from .untrusted import LoadedModel, ModelRefused, explain_session_error, model_opset
@@ -60,8 +62,29 @@ READINGS = MODES
 DECLINED_SHOWN = 8
 
 
+#: Characters of an ONNX Runtime error a message keeps: OpenVINO's run to a page, and the cause
+#: comes last, so a longer one keeps its start and its end.
+ERROR_TEXT_LIMIT = 6000
+
+
 class SessionFailed(RuntimeError):
-    """An EP could not build or run the model (not a refusal of the model itself)."""
+    """An EP could not build or run the model (not a refusal of the model itself); ``stage``:
+    ``"build"``, ``"run"`` or ``"fallback-refused"``."""
+
+    def __init__(self, message: str, stage: str = "build") -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+def whole_message(exc: BaseException) -> str:
+    """``"TypeName: message"`` with every non-blank line kept (the cause of an OpenVINO failure is
+    on its last lines), at most ``ERROR_TEXT_LIMIT`` characters (start and end kept)."""
+    text = "\n".join(line.rstrip() for line in str(exc).strip().splitlines() if line.strip())
+    if len(text) > ERROR_TEXT_LIMIT:
+        head = ERROR_TEXT_LIMIT // 4
+        tail = ERROR_TEXT_LIMIT - head
+        text = f"{text[:head]}\n[... {len(text) - ERROR_TEXT_LIMIT} characters left out ...]\n{text[-tail:]}"
+    return f"{type(exc).__name__}: {text}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +109,17 @@ class Captured:
     ref_values: dict[str, np.ndarray]
     placement: dict[str, str]
     error: str | None = None  # why the probe copy did not run (its nodes are then not judged)
+    #: The probe copy ran on the reference EP only: judge the nodes alone on the EP under test.
+    alone: bool = False
+
+
+def quiet_default_logger() -> None:
+    """Keep EP warnings off the console: EPs log to ONNX Runtime's process-wide default logger,
+    outside any session's log level (OpenVINO: "The input ... is not used due to OpenVINO
+    optimization", once per unused input); errors still reach the caller as exceptions."""
+    import onnxruntime as ort  # loaded on first use, like harness.session
+
+    ort.set_default_logger_severity(3)
 
 
 def run_session(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, config: ModelRunConfig,
@@ -107,15 +141,15 @@ def _failure(exc: session_mod.SessionError, model: onnx.ModelProto, feeds: Mappi
     import onnxruntime as ort  # only on this failure path: naming the providers a refusal was checked against
 
     if exc.stage == "run":
-        return SessionFailed(f"{ep.provider} raised while running {name}: {first_line(exc.cause)}")
+        return SessionFailed(f"{ep.provider} raised while running {name}: {whole_message(exc.cause)}", "run")
     refused = explain_session_error(exc.cause, list(ort.get_available_providers()), name)
     if refused is not None:
         return refused
     if exc.refused_fallback:
         return SessionFailed(f"{ep.provider} does not take every node and CPU fallback is disabled "
                              f"(--no-cpu-fallback): {first_line(exc.cause).rstrip('.')}."
-                             f"{_declined(model, feeds, ep, config)}")
-    return SessionFailed(f"{ep.provider} could not build a session for {name}: {first_line(exc.cause)}")
+                             f"{_declined(model, feeds, ep, config)}", "fallback-refused")
+    return SessionFailed(f"{ep.provider} could not build a session for {name}: {whole_message(exc.cause)}")
 
 
 def _declined(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, config: ModelRunConfig) -> str:
@@ -132,10 +166,11 @@ def _declined(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
             "and the placement counts say so.") if off else ""
 
 
-def placement_counts(model: onnx.ModelProto, placement: Mapping[str, str]) -> dict[str, dict[str, int]]:
-    """op type -> provider -> node count (``unproven`` where no provider was read back)."""
+def placement_counts(nodes: Any, placement: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """op type -> provider -> node count over ``nodes`` (a model: its graph's nodes; ``unproven``
+    where no provider was read back)."""
     counts: dict[str, Counter] = defaultdict(Counter)
-    for node in model.graph.node:
+    for node in (nodes.graph.node if isinstance(nodes, onnx.ModelProto) else nodes):
         counts[node.op_type][placement.get(node.name, "unproven")] += 1
     return {op: dict(c) for op, c in sorted(counts.items())}
 
@@ -151,23 +186,35 @@ def capture(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_run: EpR
         return result
     probe = probe_model(model, captured)
     try:
-        ep_probe = run_session(probe if run_as is None else probe_model(run_as, captured), feeds, config.ep,
-                               config, profile=True, name=f"{name} (probe copy)")
         ref_probe = run_session(probe, feeds, config.reference, config, profile=False, name=f"{name} (probe copy)")
     except SessionFailed as exc:  # the model itself ran: keep its outputs and placement, say why no attribution
         result.error = f"the probe copy (intermediates exposed as outputs) did not run: {exc}"
         return result
-    result.ep_values.update({k: v for k, v in ep_probe.named().items() if k in captured})
     result.ref_values.update({k: v for k, v in ref_probe.named().items() if k in captured})
+    try:
+        ep_probe = run_session(probe if run_as is None else probe_model(run_as, captured), feeds, config.ep,
+                               config, profile=True, name=f"{name} (probe copy)")
+    except SessionFailed as exc:  # judge each node alone on the EP, fed the reference EP's tensors
+        result.error = f"the probe copy (intermediates exposed as outputs) did not run on the EP: {exc}"
+        result.alone = True
+        return result
+    result.ep_values.update({k: v for k, v in ep_probe.named().items() if k in captured})
     result.placement = ep_probe.placement
     return result
 
 
 def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
-              baseline: Any = None, *, run_as: onnx.ModelProto | None = None) -> dict[str, Any]:
-    """Run the model (module docstring) and return the result dict; raises ``ModelRefused`` or
-    ``SessionFailed`` when the model cannot run at all. The arrays behind the result (outputs of
-    both EPs, diverging nodes' pairs) come under the key ``_arrays``, for the caller to store.
+              baseline: Any = None, *, run_as: onnx.ModelProto | None = None,
+              ep_failure: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run the model (module docstring) and return the result dict; raises ``ModelRefused`` when
+    the model is refused, ``SessionFailed`` when the reference EP cannot run it. The arrays behind
+    the result (outputs of both EPs, judged nodes' pairs) come under the key ``_arrays``, for the
+    caller to store.
+
+    When the EP under test cannot build or run the whole model, or ``ep_failure``
+    (``{"stage", "message"}``) says it crashed doing so in an earlier process, the result says so
+    under ``ep_failure``, compares no output, and judges each attributed node alone on the EP
+    (``alone``), fed what the reference EP fed it.
 
     ``run_as`` exists for testing attribution; it is no user option. It is a variant of the
     model, with the same node names, that the EP under test runs instead, while attribution
@@ -177,29 +224,106 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
         raise ValueError(f"reading = {config.reading!r}: one of {', '.join(READINGS)}")
     started = time.perf_counter()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    model, name = loaded.model, loaded.path.name
-    ep_run = run_session(run_as if run_as is not None else model, feeds, config.ep, config, profile=True, name=name)
-    ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
-    captured = capture(model, feeds, ep_run, ref_run, config, name, run_as)
-
-    ties = tie_contexts(model, {**feeds, **captured.ref_values})
-    outputs = compare_named(ref_run.named(), ep_run.named(), config.tolerances, ties)
-    node_arrays: dict[str, dict[str, np.ndarray]] = {}
-    rows = attribute_nodes(model, feeds, captured.ep_values, captured.ref_values, captured.placement, config,
-                           node_arrays)
-    if captured.error:
-        for row in rows:
-            if row["status"] == "error":
-                row["message"] = captured.error
-    result = _result(loaded, config, ep_run, outputs, rows, captured.error)
+    ep_run = None
+    if ep_failure is None:
+        try:
+            ep_run = run_session(run_as if run_as is not None else loaded.model, feeds, config.ep, config,
+                                 profile=True, name=loaded.path.name)
+        except SessionFailed as exc:
+            ep_failure = {"stage": exc.stage, "message": str(exc)}
+    if ep_run is None:
+        result = _run_alone(loaded, feeds, config, dict(ep_failure or {}))
+    else:
+        result = _run_whole(loaded, feeds, config, ep_run, baseline, run_as)
     result["started"] = started_at
-    if baseline is not None:
-        result["baseline"] = baseline.compare(ep_run.named(), *(config.baseline_tolerances or (config.tolerances,)))
     result["verdict_reasons"] = verdict_reasons(result)
     result["verdict"] = "fail" if result["verdict_reasons"] else "pass"
     result["duration_s"] = round(time.perf_counter() - started, 4)
+    return result
+
+
+def _run_whole(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig, ep_run: EpRun,
+               baseline: Any, run_as: onnx.ModelProto | None) -> dict[str, Any]:
+    """The result of a model that ran on the EP under test: outputs compared, nodes judged on the
+    EP's own intermediates (alone where only the probe copy failed on the EP), the baseline."""
+    model, name = loaded.model, loaded.path.name
+    ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
+    captured = capture(model, feeds, ep_run, ref_run, config, name, run_as)
+    ties = tie_contexts(model, {**feeds, **captured.ref_values})
+    outputs = compare_named(ref_run.named(), ep_run.named(), config.tolerances, ties)
+    node_arrays: dict[str, dict[str, np.ndarray]] = {}
+    if captured.alone:  # the EP ran the model but not its probe copy: judge the nodes one by one
+        rows, placement = _judge_alone(model, feeds, config, captured.ref_values, node_arrays)
+        captured.placement = {**captured.placement, **placement}
+    else:
+        rows = attribute_nodes(model, feeds, captured.ep_values, captured.ref_values, captured.placement, config,
+                               node_arrays)
+    if captured.error:
+        for row in rows:
+            if row["status"] == "error" and not row.get("alone"):
+                row["message"] = captured.error
+    result = _result(loaded, config, outputs, rows, captured.error,
+                     _placement(model.graph.node, ep_run.placement, ep_run.placement_source, config))
+    if baseline is not None:
+        result["baseline"] = baseline.compare(ep_run.named(), *(config.baseline_tolerances or (config.tolerances,)))
     result["_arrays"] = {"outputs": ep_run.named(), "reference_outputs": ref_run.named(), "nodes": node_arrays}
     return result
+
+
+def _run_alone(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
+               failure: dict[str, str]) -> dict[str, Any]:
+    """The result of a model the EP under test could not take whole: the reference EP runs it and
+    its probe copy, and each attributed node is judged alone on the EP (``alone``)."""
+    model, name = loaded.model, loaded.path.name
+    ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
+    values, probe_error = dict(ref_run.named()), None
+    if attributed_nodes(model):
+        captured = captured_values(model, feeds)
+        try:
+            probe = run_session(probe_model(model, captured), feeds, config.reference, config, profile=False,
+                                name=f"{name} (probe copy)")
+            values.update({k: v for k, v in probe.named().items() if k in captured})
+        except SessionFailed as exc:
+            probe_error = f"the probe copy (intermediates exposed as outputs) did not run on the reference EP: {exc}"
+    node_arrays: dict[str, dict[str, np.ndarray]] = {}
+    rows, placement = _judge_alone(model, feeds, config, values, node_arrays)
+    alone_nodes = [n for _, n in attributed_nodes(model)]
+    result = _result(loaded, config, [], rows, probe_error,
+                     _placement(alone_nodes, placement, "one-node sessions", config))
+    result["ep_failure"] = {**failure, "nodes_alone": len(alone_nodes)}
+    result["_arrays"] = {"outputs": {}, "reference_outputs": ref_run.named(), "nodes": node_arrays}
+    return result
+
+
+def _judge_alone(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
+                 values: Mapping[str, np.ndarray], node_arrays: dict[str, dict[str, np.ndarray]]
+                 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every attributed node alone on the EP under test (``alone.one_node_model``), fed ``values``
+    (what the reference EP fed it), judged; ``(rows, node -> provider)``. A node whose one-node
+    session fails is an ``error`` row with the EP's whole message."""
+    ep_values, placement, failed = {}, {}, {}
+    for position, node in attributed_nodes(model):
+        arrays = node_arrays_of(model, node, feeds, values)
+        if any(a is None for name, a in zip(node.input, arrays) if name):
+            continue  # not captured: attribute_nodes says so
+        try:
+            run = run_session(one_node_model(model, node, arrays), node_feeds(node, arrays), config.ep, config,
+                              profile=True, name=f"node {node.name!r} alone")
+        except (SessionFailed, ModelRefused) as exc:
+            failed[position] = f"alone on {config.ep.provider}, this node failed too: {exc}"
+            continue
+        ep_values.update(run.named())
+        placement[node.name] = run.placement.get(node.name, "unproven")
+    rows = attribute_nodes(model, feeds, ep_values, values, placement, config, node_arrays, input_values=values)
+    for row in rows:
+        if row.get("inside") is None:
+            row["alone"] = True
+            if row["position"] in failed:
+                row.update(status="error", message=failed[row["position"]])
+            elif row["status"] not in ("error",):
+                row["message"] = f"judged alone (a one-node model on the EP, fed the reference EP's inputs): " \
+                                 f"{row['message']}"
+    return rows, placement
 
 
 def verdict_reasons(result: Mapping[str, Any]) -> list[str]:
@@ -207,8 +331,14 @@ def verdict_reasons(result: Mapping[str, Any]) -> list[str]:
     reference EP's, the baseline regressed, or a node diverges from the DirectML reference with
     no flag explaining it. Nodes explained or predicted by a flag, and nodes not judged, do not
     fail a run; the summary lists them."""
-    reasons = [f"output {o['name']} differs from {result['reference_ep']['provider']}: {o['message']}"
-               for o in result["outputs"] if o["outcome"] == "fail"]
+    reasons = []
+    failure = result.get("ep_failure")
+    if failure:
+        stage = {"crash": "crashed on", "run": "failed running on"}.get(failure.get("stage"), "could not be built on")
+        reasons.append(f"the model {stage} {result['ep']['provider']}, so no output was compared; its "
+                       f"{failure.get('nodes_alone', 0)} attributed nodes were judged alone")
+    reasons += [f"output {o['name']} differs from {result['reference_ep']['provider']}: {o['message']}"
+                for o in result["outputs"] if o["outcome"] == "fail"]
     baseline = result.get("baseline")
     if baseline and baseline["outcome"] == "regression":
         reasons.append(f"baseline regression: {', '.join(baseline['regressed'])}")
@@ -218,35 +348,42 @@ def verdict_reasons(result: Mapping[str, Any]) -> list[str]:
     return reasons
 
 
-def _result(loaded: LoadedModel, config: ModelRunConfig, ep_run: EpRun, outputs: list[dict[str, Any]],
-            rows: list[dict[str, Any]], probe_error: str | None) -> dict[str, Any]:
+def _placement(nodes: Any, placement: Mapping[str, str], source: str | None,
+               config: ModelRunConfig) -> dict[str, Any]:
+    """The ``placement`` record of ``model_result.json`` over ``nodes`` (the model's, or those
+    judged alone): where each ran, counts by op type, how many on the EP under test."""
+    nodes = list(nodes)
+    return {"source": source, "nodes": dict(placement), "by_op": placement_counts(nodes, placement),
+            "on_ep": sum(1 for n in nodes if placement.get(n.name) == config.ep.provider), "total": len(nodes),
+            "off_ep": [n.name for n in nodes if placement.get(n.name) != config.ep.provider]}
+
+
+def _result(loaded: LoadedModel, config: ModelRunConfig, outputs: list[dict[str, Any]],
+            rows: list[dict[str, Any]], probe_error: str | None, placement: dict[str, Any]) -> dict[str, Any]:
     """The ``model_result.json`` keys known once both EPs ran and every node was judged
     (``started``, ``verdict``, ``duration_s`` and the baseline are the caller's)."""
     model = loaded.model
     first = first_divergent(rows)
-    node_count = len(model.graph.node)
-    on_ep = sum(1 for n in model.graph.node if ep_run.placement.get(n.name) == config.ep.provider)
     return {
         "type": "model-run",
         "started": None,
         "model": {"path": str(loaded.path), "name": loaded.path.name, "graph": model.graph.name,
                   "sha256": loaded.sha256, "ir_version": int(model.ir_version), "opset": model_opset(model),
-                  "nodes": node_count, "producer": model.producer_name, "external_files": loaded.external_files},
+                  "nodes": len(model.graph.node), "producer": model.producer_name,
+                  "external_files": loaded.external_files},
         "ep": config.ep.to_json(), "reference_ep": config.reference.to_json(), **runtime_info(),
         "session": {**config.settings.to_json(config.ep), "disable_cpu_ep_fallback":
                     not (config.allow_fallback or config.ep.is_cpu)},
         "tolerances": config.tolerances.to_json(),
         "outputs": outputs,
-        "placement": {"source": ep_run.placement_source, "nodes": ep_run.placement,
-                      "by_op": placement_counts(model, ep_run.placement), "on_ep": on_ep, "total": node_count,
-                      "off_ep": [n.name for n in model.graph.node
-                                 if ep_run.placement.get(n.name) != config.ep.provider]},
+        "placement": placement,
         "attribution": {"reading": config.reading, "ops": list(attributed_op_types()), "nodes": rows,
                         "counts": attribution_counts(rows), "error": probe_error,
                         "first_divergent": None if first is None else divergent_summary(first)},
         "baseline": None,
+        "ep_failure": None,
     }
 
 
 __all__ = ["Captured", "ModelRefused", "ModelRunConfig", "READINGS", "SessionFailed", "capture", "placement_counts",
-           "run_model", "run_session", "verdict_reasons"]
+           "quiet_default_logger", "run_model", "run_session", "verdict_reasons", "whole_message"]

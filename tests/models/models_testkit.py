@@ -46,7 +46,12 @@ def shape_args(name: str) -> list[str]:
     return [arg for k, v in DEMO_SHAPES[name].items() for arg in ("--shape", f"{k}={v}")]
 
 
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+def run_cli(argv: list[str], capsys, isolated: bool = False) -> tuple[int, str, str]:
+    """``ep-testbed ARGV`` in this process: ``(exit code, stdout, stderr)``. ``model run`` runs in
+    this process too (``--in-process``, so that a test sees what it opens and what it patches),
+    unless ``isolated`` or ``--timeout`` asks for the default child process."""
+    if argv[:2] == ["model", "run"] and not isolated and "--timeout" not in argv and "--in-process" not in argv:
+        argv = [*argv[:3], "--in-process", *argv[3:]]
     code = main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err

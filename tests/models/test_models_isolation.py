@@ -40,3 +40,32 @@ def test_model_run_with_a_timeout_runs_isolated_and_reports_the_crash(tmp_path, 
     monkeypatch.setenv(FAULT_ENV, "abort=resnet_stem.onnx")
     code, _, err = run_cli(["model", "run", str(path), "--timeout", "60", "--out", str(tmp_path / "bad")], capsys)
     assert code == 1 and "resnet_stem.onnx: crash" in err
+
+
+def test_model_run_runs_in_a_child_by_default_and_relays_its_output(tmp_path, capsys):
+    path = write_demo_models(tmp_path / "m")["resnet_stem"]
+    code, out, err = run_cli(["model", "run", str(path), "--out", str(tmp_path / "ok")], capsys, isolated=True)
+    assert code == 0, err
+    assert "verdict: pass" in out and result_of(tmp_path / "ok")["verdict"] == "pass"
+    assert "--in-process" in result_of(tmp_path / "ok")["command"]  # what the child ran
+
+
+def test_a_crash_without_timeout_is_reported_by_ep_testbed_and_the_nodes_are_judged_alone(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """The fault hook aborts the child right before the whole model runs on the EP; a second
+    child, told so, judges the attributed nodes alone and writes the run folder."""
+    path = write_demo_models(tmp_path / "m")["resnet_stem"]
+    monkeypatch.setenv(FAULT_ENV, "abort=resnet_stem.onnx")
+    code, out, err = run_cli(["model", "run", str(path), "--out", str(tmp_path / "run")], capsys, isolated=True)
+    assert code == 1
+    assert "resnet_stem.onnx: crash - the process running it died of SIGABRT" in err
+    assert "judging its attributed nodes alone" in err
+    result = result_of(tmp_path / "run")
+    assert result["ep_failure"]["stage"] == "crash" and "SIGABRT" in result["ep_failure"]["message"]
+    assert result["outputs"] == [] and result["verdict"] == "fail"
+    assert "crashed on CPUExecutionProvider" in result["verdict_reasons"][0]
+    [row] = result["attribution"]["nodes"]
+    assert row["alone"] and row["status"] in ("match", "tie-only") and row["provider"] == "CPUExecutionProvider"
+    assert "--ep-crashed" not in result["command"]
+    assert "did not take the whole model (crash)" in out
+    assert "did not run on CPU" in (tmp_path / "run" / "report.html").read_text()
