@@ -43,7 +43,7 @@ torchvision on a CPU-only torch: the torchvision 0.28.0 wheel on PyPI is the CUD
 (0.28.0+cu130; the CPU build is only on download.pytorch.org). Its torchvision/_C.so names
 libc10_cuda.so, libtorch_cuda.so and libcudart.so.13 as dependencies, which the CPU torch wheel does
 not have, so `import torchvision` fails ("operator torchvision::nms does not exist"). When that is
-the case this script preloads (RTLD_GLOBAL) the libcudart that the torchvision wheel itself bundles
+the case this script (through tools/torchvision_loader.py) preloads (RTLD_GLOBAL) the libcudart that the torchvision wheel itself bundles
 and two stub libraries compiled here with the system C compiler, whose functions abort if they are
 ever called; only torchvision's CPU kernels run. The manifest records that this happened. It needs
 `cc` and `nm` on PATH. With a CPU build of torchvision nothing is preloaded.
@@ -52,15 +52,10 @@ ever called; only torchvision's CPU kernels run. The manifest records that this 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
-import importlib.util
 import io
 import json
-import re
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -83,70 +78,13 @@ COUNTED_OPS = ("RoiAlign", "MaxRoiPool", "MaxPool")
 CONTROL_FLOW_OPS = ("Loop", "If", "Scan")
 REPO = Path(__file__).resolve().parent.parent
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from torchvision_loader import import_torchvision  # noqa: E402  (tools/, beside this script)
 
-# --------------------------------------------------------------------------------------------------
-# torchvision import (with the CUDA-library stubs where the wheel needs them)
-# --------------------------------------------------------------------------------------------------
-
-_KEEP_ALIVE: list = []  # loaded stub handles and their temporary folder live as long as the process
-_DATA_SYMBOLS = {"_ZN3c104cuda20CUDACachingAllocator9allocatorE"}  # read, never called, on CPU paths
-_CUDA_SYMBOL = re.compile(r"^_ZNK?(3c104cuda|2at4cuda)")
-
-
-def _torchvision_package_dir() -> Path:
-    spec = importlib.util.find_spec("torchvision")
-    if spec is None or not spec.submodule_search_locations:
-        sys.exit("torchvision is not installed in this environment")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _preload_cuda_stubs(c_so: Path) -> str:
-    """Make torchvision/_C.so of a CUDA wheel loadable beside a CPU torch; returns what was done."""
-    libs = sorted((c_so.parent.parent / "torchvision.libs").glob("libcudart*.so*"))
-    if not libs:
-        sys.exit(f"{c_so} needs libcudart but the torchvision wheel bundles none; install a CPU torchvision")
-    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(c_so)], capture_output=True, text=True,
-                               check=True).stdout
-    symbols = sorted({line.split()[-1] for line in undefined.splitlines() if _CUDA_SYMBOL.match(line.split()[-1])})
-    lines = ["#include <stdio.h>", "#include <stdlib.h>",
-             "static void no_cuda(const char *f) {",
-             '  fprintf(stderr, "torchvision CPU stub: CUDA function %s called\\n", f); abort(); }']
-    for sym in symbols:
-        lines.append(f"void *{sym} = 0;" if sym in _DATA_SYMBOLS else f'void {sym}(void) {{ no_cuda("{sym}"); }}')
-    folder = tempfile.TemporaryDirectory(prefix="tv-cuda-stubs-")
-    _KEEP_ALIVE.append(folder)
-    work = Path(folder.name)
-    (work / "c10_cuda.c").write_text("\n".join(lines) + "\n")
-    (work / "empty.c").write_text("/* torchvision's _C.so names libtorch_cuda.so but uses none of its symbols */\n")
-    for src, name in (("c10_cuda.c", "libc10_cuda.so"), ("empty.c", "libtorch_cuda.so")):
-        subprocess.run(["cc", "-shared", "-fPIC", "-O1", f"-Wl,-soname,{name}", "-o", str(work / name),
-                        str(work / src)], check=True)
-    for lib in (libs[0], work / "libc10_cuda.so", work / "libtorch_cuda.so"):
-        _KEEP_ALIVE.append(ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL))
-    return (f"torchvision/_C.so is a CUDA build; preloaded the wheel's bundled {libs[0].name} and stubs for "
-            f"libc10_cuda.so ({len(symbols)} symbols, each aborting if called) and an empty libtorch_cuda.so")
-
-
-def import_torchvision():
-    """Returns (torchvision module, note about stubs or None)."""
-    note = None
-    if torch.version.cuda is None:
-        c_so = next(iter(sorted(_torchvision_package_dir().glob("_C*.so"))), None)
-        if c_so is not None:
-            try:
-                ctypes.CDLL(str(c_so))
-            except OSError as exc:
-                if not re.search(r"lib(c10_cuda|torch_cuda|cudart)", str(exc)):
-                    raise
-                note = _preload_cuda_stubs(c_so)
-    import torchvision
-
-    if not torchvision.extension._has_ops():
-        sys.exit("torchvision's C++ operators did not load; NMS and RoIAlign cannot be traced")
-    return torchvision, note
-
-
-torchvision, TORCHVISION_NOTE = import_torchvision()
+try:
+    torchvision, TORCHVISION_NOTE = import_torchvision()
+except ImportError as exc:
+    sys.exit(str(exc))
 from torchvision.models.detection import FasterRCNN, KeypointRCNN, MaskRCNN  # noqa: E402
 from torchvision.models.detection.anchor_utils import AnchorGenerator  # noqa: E402
 from torchvision.models.detection.backbone_utils import BackboneWithFPN  # noqa: E402
