@@ -43,10 +43,11 @@ torchvision on a CPU-only torch: the torchvision 0.28.0 wheel on PyPI is the CUD
 (0.28.0+cu130; the CPU build is only on download.pytorch.org). Its torchvision/_C.so names
 libc10_cuda.so, libtorch_cuda.so and libcudart.so.13 as dependencies, which the CPU torch wheel does
 not have, so `import torchvision` fails ("operator torchvision::nms does not exist"). When that is
-the case this script (through tools/torchvision_loader.py) preloads (RTLD_GLOBAL) the libcudart that the torchvision wheel itself bundles
-and two stub libraries compiled here with the system C compiler, whose functions abort if they are
-ever called; only torchvision's CPU kernels run. The manifest records that this happened. It needs
-`cc` and `nm` on PATH. With a CPU build of torchvision nothing is preloaded.
+the case this script (through tools/torchvision_loader.py) preloads (RTLD_GLOBAL) the libcudart
+that the torchvision wheel itself bundles and two stub libraries compiled with the system C
+compiler, whose functions abort if they are ever called; only torchvision's CPU kernels run. The
+manifest records that this happened. It needs `cc` and `nm` on PATH. With a CPU build of
+torchvision nothing is preloaded.
 """
 
 from __future__ import annotations
@@ -128,22 +129,26 @@ def _common_kwargs(num_classes: int) -> dict:
 
 
 def faster_rcnn() -> FasterRCNN:
+    """torchvision's FasterRCNN on the tiny FPN backbone, 3 classes."""
     return FasterRCNN(tiny_fpn_backbone(), **_common_kwargs(3))
 
 
 def mask_rcnn() -> MaskRCNN:
+    """torchvision's MaskRCNN on the tiny FPN backbone: the box head plus a 14x14 mask RoiAlign head."""
     return MaskRCNN(tiny_fpn_backbone(), **_common_kwargs(3), mask_roi_pool=_roi_pool(14),
                     mask_head=MaskRCNNHeads(FPN_CHANNELS, [16, 16], 1),
                     mask_predictor=MaskRCNNPredictor(16, 16, 3))
 
 
 def keypoint_rcnn() -> KeypointRCNN:
+    """torchvision's KeypointRCNN on the tiny FPN backbone: the box head plus a 14x14 keypoint head, 17 keypoints."""
     return KeypointRCNN(tiny_fpn_backbone(), **_common_kwargs(2), keypoint_roi_pool=_roi_pool(14),
                         keypoint_head=KeypointRCNNHeads(FPN_CHANNELS, (16, 16)),
                         keypoint_predictor=KeypointRCNNPredictor(16, 17))
 
 
 def resnet18_stem() -> torch.nn.Module:
+    """conv1, bn1, relu and maxpool of torchvision's resnet18 (random weights)."""
     net = torchvision.models.resnet18(weights=None)
     return torch.nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool)
 
@@ -182,6 +187,8 @@ def seeded_image(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def export_bytes(model: torch.nn.Module, shape: tuple[int, ...], outputs: list[str]) -> bytes:
+    """``model`` exported by the TorchScript exporter (opset 17, constant folding) on a seeded example
+    of ``shape`` (a 3-D shape: a detector, fed a list of one image), outputs named ``outputs``."""
     is_detector = len(shape) == 3
     example = torch.from_numpy(seeded_image(shape))
     args = ([example],) if is_detector else (example,)
@@ -210,6 +217,8 @@ def _walk(graph: onnx.GraphProto, depth: int = 0):
 
 
 def node_counts(model: onnx.ModelProto) -> dict:
+    """RoiAlign / MaxRoiPool / MaxPool counts in the main graph and inside subgraphs, and the
+    Loop / If / Scan counts, as the manifest records them."""
     counts = {"top_level": dict.fromkeys(COUNTED_OPS, 0), "in_subgraphs": dict.fromkeys(COUNTED_OPS, 0)}
     control = dict.fromkeys(CONTROL_FLOW_OPS, 0)
     for node, depth in _walk(model.graph):
@@ -229,6 +238,7 @@ def _attrs(node: onnx.NodeProto) -> dict:
 
 
 def tensor_spec(vi: onnx.ValueInfoProto) -> dict:
+    """``{"name", "shape", "dtype"}`` of a graph input or output (symbolic dims by name)."""
     t = vi.type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in t.shape.dim]
     return {"name": vi.name, "shape": dims, "dtype": onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name}
@@ -262,6 +272,7 @@ def run_onnxruntime(model: onnx.ModelProto, image: np.ndarray) -> dict:
 
 
 def torch_reference(model: torch.nn.Module, image: np.ndarray, outputs: list[str]) -> dict:
+    """The eager torch outputs of ``model`` on ``image``, by output name."""
     with torch.no_grad():
         x = torch.from_numpy(image)
         if image.ndim == 3:
@@ -271,6 +282,7 @@ def torch_reference(model: torch.nn.Module, image: np.ndarray, outputs: list[str
 
 
 def compare(onnx_values: dict, torch_values: dict) -> dict:
+    """Per output: the max |onnxruntime - torch| (shapes must agree)."""
     out = {}
     for name, ref in torch_values.items():
         got = onnx_values[name]
@@ -285,6 +297,8 @@ def compare(onnx_values: dict, torch_values: dict) -> dict:
 
 def seeded_run(proto: onnx.ModelProto, model: torch.nn.Module, shape, outputs: list[str], name: str,
                scale: float, recipe: str) -> dict:
+    """One recorded input (the seeded image times ``scale``) through onnxruntime and torch: what
+    the manifest records of it."""
     image = seeded_image(shape) * np.float32(scale)
     run = run_onnxruntime(proto, image)
     record = {
@@ -313,6 +327,7 @@ RUN_INPUTS = [
 
 
 def build_entry(name: str, builder, shape, outputs: list[str], out_dir: Path) -> dict:
+    """Build, export and write one model into ``out_dir``; its manifest entry (file facts, nodes, seeded runs)."""
     torch.manual_seed(SEED)
     model = builder()
     _randomize_batchnorm(model)
@@ -349,6 +364,7 @@ def build_entry(name: str, builder, shape, outputs: list[str], out_dir: Path) ->
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Export every model and write manifest.json (module docstring); 0 on success."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "tests" / "data" / "models")
     args = parser.parse_args(argv)

@@ -510,7 +510,8 @@ def import_node(node: onnx.NodeProto, shapes: list[tuple[int, ...]], types: list
         return {"InputTensor": np.asarray(x), "ROITensor": np.asarray(rois).reshape(roi_sizes),
                 "BatchIndicesTensor": np.asarray(bidx).astype(bi_np).reshape(bi_sizes)}
 
-    # The 1x1 clamp belongs to the node's ONNX meaning; the desc has it only where its input offset is the node's own (0).
+    # The 1x1 clamp belongs to the node's ONNX meaning; the desc has it only where its input
+    # offset is the node's own (0).
     clamps = (opset is not None and opset < 16 or a.get("coordinate_transformation_mode") == "output_half_pixel") \
         and ipo == 0.0
     return Imported(desc, flags, inputs, lambda out: [out["OutputTensor"]],

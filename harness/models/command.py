@@ -252,8 +252,8 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
     if result.get("baseline_saved"):
         print(f"  baseline saved to {result['baseline_saved']}")
     reasons = result.get("verdict_reasons") or []
-    print(f"  verdict: {result['verdict']}" + (f" ({len(reasons)} reason{'s' * (len(reasons) != 1)})" if reasons else "")
-          + f"; results in {out}" + (f", report {report}" if report else ""))
+    count = f" ({len(reasons)} reason{'s' * (len(reasons) != 1)})" if reasons else ""
+    print(f"  verdict: {result['verdict']}{count}; results in {out}" + (f", report {report}" if report else ""))
     for reason in reasons:
         print(f"    - {reason}")
 

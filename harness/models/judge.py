@@ -154,6 +154,7 @@ def _rows_meant(rows: np.ndarray, expected: Mapping[str, np.ndarray], meant: Map
     fewer elements outside the tolerance rule (every output, row by row). A row that matches
     neither fully is read as the meaning it is closer to; its remaining elements stay unexplained."""
     def mismatches(side: Mapping[str, np.ndarray], r: int) -> int:
+        """Elements of row ``r`` outside the rule against ``side`` (a shape or dtype problem: any count beats it)."""
         cmp = compare_outputs({m: side[m][r:r + 1] for m in side}, {m: actual[m][r:r + 1] for m in side}, tolerances)
         return cmp.mismatches + (10**18 if cmp.problems else 0)
 
