@@ -11,6 +11,8 @@ are exactly the rows that section predicts:
   compared is the two readings, not float32 rounding: the reference, rounded once to float32,
   is within half a float32 unit in the last place of torchvision's float64 result.
 * ``roi_pool`` takes a max, exact in any type; it runs in float32 like the models that use it.
+
+Where a CUDA GPU is present, torchvision's CUDA kernels are compared the same way.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from ep_testbed.reference.roi_pooling import RoiPoolingDesc, round_half_away_fro
 
 UINT32_MAX = 2**32 - 1
 SHAPE = (2, 3, 11, 13)  # N, C, H, W
+#: torchvision's CPU kernels everywhere; its CUDA kernels too where a GPU is present.
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def _align_desc(rois: int, out: tuple[int, int], scale: float, sampling: int, aligned: bool) -> RoiAlign1Desc:
@@ -62,11 +66,13 @@ def _regions(rng: np.random.Generator, count: int, scale: float) -> np.ndarray:
     return np.stack([x1, y1, x1 + size[:, 0] / scale, y1 + size[:, 1] / scale], axis=1).astype(np.float32)
 
 
-def _torch_align(x: np.ndarray, rois: np.ndarray, batch: np.ndarray, out, scale, sampling, aligned) -> np.ndarray:
+def _torch_align(x: np.ndarray, rois: np.ndarray, batch: np.ndarray, out, scale, sampling, aligned,
+                 device: str) -> np.ndarray:
+    """torchvision's roi_align in float64 on ``device``."""
     boxes = np.concatenate([batch[:, None].astype(np.float64), rois.astype(np.float64)], axis=1)
-    y = torchvision.ops.roi_align(torch.from_numpy(x.astype(np.float64)), torch.from_numpy(boxes), out,
-                                  spatial_scale=scale, sampling_ratio=sampling, aligned=aligned)
-    return y.numpy()
+    y = torchvision.ops.roi_align(torch.from_numpy(x.astype(np.float64)).to(device), torch.from_numpy(boxes).to(device),
+                                  out, spatial_scale=scale, sampling_ratio=sampling, aligned=aligned)
+    return y.cpu().numpy()
 
 
 def _within_half_ulp(reference32: np.ndarray, exact: np.ndarray) -> np.ndarray:
@@ -77,9 +83,10 @@ def _within_half_ulp(reference32: np.ndarray, exact: np.ndarray) -> np.ndarray:
     return ok.reshape(ok.shape[0], -1).all(axis=1)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "legacy"])
 @pytest.mark.parametrize("sampling", [0, 1, 2, 3], ids=lambda s: f"sampling{s}")
-def test_roi_align_equals_torchvision_except_where_decisions_say(aligned, sampling):
+def test_roi_align_equals_torchvision_except_where_decisions_say(aligned, sampling, device):
     rng = np.random.default_rng(100 * sampling + aligned)
     x = rng.uniform(-4, 4, SHAPE).astype(np.float32)
     for scale, out in ((1.0, (3, 4)), (0.5, (2, 2)), (0.25, (5, 3)), (0.125, (7, 7))):
@@ -88,7 +95,7 @@ def test_roi_align_equals_torchvision_except_where_decisions_say(aligned, sampli
         desc = _align_desc(len(rois), out, scale, sampling, aligned)
         reference = execute(desc, {"InputTensor": x, "ROITensor": rois,
                                    "BatchIndicesTensor": batch.astype(np.uint32)})["OutputTensor"]
-        theirs = _torch_align(x, rois, batch, out, scale, sampling, aligned)
+        theirs = _torch_align(x, rois, batch, out, scale, sampling, aligned, device)
         same = _within_half_ulp(reference, theirs)
         sizes = (rois[:, 2:].astype(np.float64) - rois[:, :2]) * np.float64(np.float32(scale))
         if not aligned:
@@ -134,7 +141,8 @@ def _page_bins(start: int, end: int, pooled: int, limit: int) -> list[tuple[int,
                                                                       0), limit)) for p in range(pooled)]
 
 
-def test_roi_pool_equals_torchvision_where_their_bins_agree():
+@pytest.mark.parametrize("device", DEVICES)
+def test_roi_pool_equals_torchvision_where_their_bins_agree(device):
     rng = np.random.default_rng(7)
     x = rng.uniform(-4, 4, SHAPE).astype(np.float32)
     _, _, h, w = SHAPE
@@ -145,13 +153,14 @@ def test_roi_pool_equals_torchvision_where_their_bins_agree():
         y2 = y1 + rng.uniform(0, h + 3, 40) / scale
         batch = rng.integers(0, SHAPE[0], 40).astype(np.float32)
         rois = np.stack([batch, x1, y1, x2, y2], axis=1).astype(np.float32)
-        reference, theirs = _pool_both(x, rois, out, scale)
+        reference, theirs = _pool_both(x, rois, out, scale, device)
         for r, roi in enumerate(rois):
             if _same_bins(roi, scale, out, (h, w)):  # TV-4: same bins, so the same maxima, exactly
                 np.testing.assert_array_equal(reference[r], theirs[r], err_msg=f"row {r} of scale {scale}")
 
 
-def test_roi_pool_differs_from_torchvision_exactly_where_its_float_bins_end_one_later():
+@pytest.mark.parametrize("device", DEVICES)
+def test_roi_pool_differs_from_torchvision_exactly_where_its_float_bins_end_one_later(device):
     """TV-4 (RP-2's example): a region 29 rows high pooled to 11 rows. torchvision's float32 bin
     size 29/11 times 11 is 29.0000007, whose ceil ends the last bin one row later than the
     page's integer division; with the larger values in that extra row only the last output row differs."""
@@ -160,20 +169,22 @@ def test_roi_pool_differs_from_torchvision_exactly_where_its_float_bins_end_one_
     x[0, :, :29, :] = np.random.default_rng(3).uniform(-1, 1, (2, 29, 40)).astype(np.float32)
     rois = np.array([[0, 0, 0, 9, 28]], np.float32)  # rows 0..28: RegionHeight 29
     assert not _same_bins(rois[0], 1.0, (11, 2), (40, 40))
-    reference, theirs = _pool_both(x, rois, (11, 2), 1.0)
+    reference, theirs = _pool_both(x, rois, (11, 2), 1.0, device)
     np.testing.assert_array_equal(reference[0, :, :10], theirs[0, :, :10])
     assert (theirs[0, :, 10] == 5.0).all() and (reference[0, :, 10] < 1.0).all()
 
 
-def _pool_both(x: np.ndarray, rois: np.ndarray, out: tuple[int, int], scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(reference, torchvision)`` ROI pooling of ``x`` over rows ``[batch, x1, y1, x2, y2]``."""
+def _pool_both(x: np.ndarray, rois: np.ndarray, out: tuple[int, int], scale: float,
+               device: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(reference, torchvision on device)`` ROI pooling of ``x`` over rows ``[batch, x1, y1, x2, y2]``."""
     n, c, h, w = x.shape
     desc = RoiPoolingDesc(input_tensor=TensorDesc("FLOAT32", x.shape),
                           roi_tensor=TensorDesc("FLOAT32", (1, 1, len(rois), 5)),
                           output_tensor=TensorDesc("FLOAT32", (len(rois), c, *out)), spatial_scale=scale,
                           pooled_size=Size2D(width=out[1], height=out[0]))
     reference = execute(desc, {"InputTensor": x, "ROITensor": rois.reshape(1, 1, -1, 5)})["OutputTensor"]
-    theirs = torchvision.ops.roi_pool(torch.from_numpy(x), torch.from_numpy(rois), out, scale).numpy()
+    theirs = torchvision.ops.roi_pool(torch.from_numpy(x).to(device), torch.from_numpy(rois).to(device), out,
+                                      scale).cpu().numpy()
     return reference, theirs
 
 
