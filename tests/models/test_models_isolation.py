@@ -25,9 +25,10 @@ def test_a_crashing_model_is_one_crash_and_the_demo_goes_on(tmp_path, capsys, mo
 @pytest.mark.slow
 def test_a_hanging_model_times_out_and_finished_results_stay(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(FAULT_ENV, "hang=resnet_stem*")
-    code, out, err = run_cli(["model", "demo", "--timeout", "4", "--out", str(tmp_path)], capsys)
+    # the limit leaves the model that does not hang room for a child's start on a loaded machine
+    code, out, err = run_cli(["model", "demo", "--timeout", "30", "--out", str(tmp_path)], capsys)
     assert code == 1
-    assert "resnet_stem: timeout - no result after 4 s" in err
+    assert "resnet_stem: timeout - no result after 30 s" in err
     assert "detection_head pass, resnet_stem timeout" in out
     assert result_of(tmp_path / "detection_head")["verdict"] == "pass"
 

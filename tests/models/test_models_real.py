@@ -89,6 +89,10 @@ def test_what_a_flag_explains_is_exactly_the_rois_under_one_pixel(file, tmp_path
             raw, left = row["mismatches"], row["unexplained"]["mismatches"]
             assert left < raw  # what the clamp explains is taken out of the count
     assert explained_somewhere
+    html = (tmp_path / "run" / "report.html").read_text()
+    for row in rows.values():
+        if row["status"] in ("explained", "diverges") and row["reason"]:
+            assert f"Why {row['status']}:" in html
 
 
 @pytest.mark.parametrize("file", sorted(ENTRIES))
