@@ -146,3 +146,47 @@ def test_an_unreadable_profiling_trace_proves_nothing_but_the_assignment_info(tm
     placement, source = read_placement(with_info, ["pool\"x", "cast"], trace())
     assert placement == {"pool\"x": "OpenVINOExecutionProvider"}
     assert source == "profiling trace unreadable+graph-assignment-info"
+
+
+def test_expectations_onnxruntime_ranges_pick_the_active_entries():
+    data = {"expectations": [
+        {"id": "a", "onnxruntime": "<1.29", "outcome": "fail", "reason": "r", "link": "l"},
+        {"id": "a", "onnxruntime": ">=1.29", "outcome": "crash", "reason": "r", "link": "l"}]}
+    old, new = exp.parse(data, ort_version="1.24.4"), exp.parse(data, ort_version="1.32.0")
+    assert old.match("a").outcome == ("fail",) and new.match("a").outcome == ("crash",)
+    assert [e.outcome for e in old.inactive] == [("crash",)]
+    assert old.match("a").to_json()["onnxruntime"] == "<1.29"
+    assert exp.in_range("1.25.0.dev20250101", ">=1.25,<1.26") and not exp.in_range("1.29", "!=1.29.0")
+    assert exp.in_range("2", ">1.99.9") and not exp.in_range("1.24.4", "==1.24")
+    for bad in ("~=1.2", "1.2", ">=", ">=x"):
+        with pytest.raises(ValueError, match=r"expectations\[0\]: onnxruntime"):
+            exp.parse({"expectations": [{"id": "a", "onnxruntime": bad, "outcome": "fail", "reason": "r",
+                                         "link": "l"}]}, ort_version="1.0")
+
+
+def test_expectations_predicted_entries_need_the_case_and_the_eps_predictor():
+    from types import SimpleNamespace
+
+    calls = []
+
+    def predictor(case):
+        calls.append(case.id)
+        return [{"node": "n", "op_type": "MaxRoiPool", "field": "PooledSize", "kind": "diverges"}]
+
+    entries = exp.parse({"expectations": [
+        {"id": "roi_pooling/*", "predicted": [{"field": "PooledSize", "kind": "diverges"}], "outcome": "fail",
+         "reason": "r", "link": "l", "predicted_from": "DmlOperatorRoiPooling.cpp L29"}]})
+    case = SimpleNamespace(id="roi_pooling/x", tags={}, seed=0)
+    assert entries.match_case(case) is None  # no predictor: a predicted entry never matches
+    entries.predictor = predictor
+    hit = entries.match_case(case)
+    assert hit is not None and hit.to_json()["predicted_from"] == "DmlOperatorRoiPooling.cpp L29"
+    assert entries.match_case(case) is hit and calls == ["roi_pooling/x"]  # computed once per case
+    assert entries.match("roi_pooling/x") is None  # by id alone it cannot be decided
+    entries.predictor = lambda case: [{"field": "PooledSize", "kind": "exact"}]
+    assert entries.match_case(SimpleNamespace(id="roi_pooling/y", tags={}, seed=0)) is None
+    with pytest.raises(ValueError, match="predicted must be a list of objects"):
+        exp.parse({"expectations": [{"id": "a", "predicted": {"field": "x"}, "outcome": "fail", "reason": "r",
+                                     "link": "l"}]})
+    assert exp.parse({"ep": "DmlExecutionProvider", "expectations": []}).predictor is not None
+    assert exp.parse({"ep": "CPUExecutionProvider", "expectations": []}).predictor is None
