@@ -54,7 +54,11 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "where every op node ran; compare with the reference; stream results to OUT/results.jsonl.",
         epilog="exit codes: 0 ok, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 4 no case selected, "
                "130 interrupted (finished cases kept; rerun with --resume)")
-    add_ep_options(p.add_argument_group("execution provider").add_argument)
+    ep_group = p.add_argument_group("execution provider")
+    add_ep_options(ep_group.add_argument)
+    ep_group.add_argument("--dml-graph-fusion", action="store_true",
+                          help="DirectML: keep ORT's DML graph fusion on (default off, so the profiling trace names "
+                               "every node; with fusion, placement rests on the graph assignment info)")
     _add_selection(p.add_argument_group("what to run"))
     _add_execution(p.add_argument_group("how to run"))
     add_tolerance_options(p.add_argument_group("tolerances").add_argument)
@@ -168,7 +172,8 @@ def _case_config(args: argparse.Namespace, ep: EpSpec, tolerances: Tolerances, m
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"the mapper {mapper} cannot be loaded ({exc})") from exc
     cores = os.cpu_count() or 1
-    settings = SessionSettings(graph_opt=args.graph_opt, intra_op_threads=max(1, cores // jobs) if jobs > 1 else 0)
+    settings = SessionSettings(graph_opt=args.graph_opt, intra_op_threads=max(1, cores // jobs) if jobs > 1 else 0,
+                               dml_graph_fusion=args.dml_graph_fusion)
     return CaseConfig(ep=ep, session=settings, tolerances=tolerances, mapper=mapper)
 
 
