@@ -223,13 +223,19 @@ def machine_info() -> dict[str, str]:
     }
 
 
-def runtime_info() -> dict[str, Any]:
-    """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``."""
+def runtime_info(ep: EpSpec | None = None) -> dict[str, Any]:
+    """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``; with
+    ``ep``, also ``gpu``: the identity of the device it runs on (``harness.gpu.identity``)."""
     import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
 
-    return {
+    info = {
         "ort_flavour": ort_flavour(),
         "ort_version": ort_version(),
         "available_providers": list(onnxruntime.get_available_providers()),
         "machine": machine_info(),
     }
+    if ep is not None:
+        from .gpu import identity  # the DXGI reader loads ctypes COM glue only when asked
+
+        info["gpu"] = identity(ep.provider, ep.options)
+    return info

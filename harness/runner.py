@@ -72,9 +72,9 @@ class RunResult:
 
 
 def run_header(config: CaseConfig, options: RunOptions, case_count: int) -> dict[str, Any]:
-    """The ``run`` line: EP, the installed ONNX Runtime and machine, seed, command, tolerances,
-    session options and ``case_count``, plus ``options.header_extra``."""
-    info = runtime_info()
+    """The ``run`` line: EP, the installed ONNX Runtime, machine and GPU identity (``gpu``), seed,
+    command, tolerances, session options and ``case_count``, plus ``options.header_extra``."""
+    info = runtime_info(config.ep)
     return {
         "type": "run", "ep": config.ep.provider, "ep_alias": config.ep.alias, "ep_options": config.ep.options,
         **info, "seed": options.seed, "command": options.command, "started": now(),
