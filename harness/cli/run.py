@@ -2,7 +2,8 @@
 
 Exit codes: 0 every case passed (or is ``known``; ``not-on-ep``/``inexpressible`` unless the
 ``--fail-on-*`` flags say otherwise), 1 some case failed, crashed, timed out, errored or is
-``fixed``, 2 bad usage or a run that cannot start, 4 no case selected, 130 interrupted (every
+``fixed``, 2 bad usage or a run that cannot start (including a failed preflight: the checks of
+``ep-testbed doctor``, made before any case runs), 4 no case selected, 130 interrupted (every
 finished case is in results.jsonl; ``--resume`` continues).
 
 Where the cases and the ONNX models come from is a Python-API seam, not a flag:
@@ -35,6 +36,7 @@ from ..options import (
     parse_expectations,
     parse_tolerances,
 )
+from .. import preflight
 from ..pool import WorkerStartError
 from ..providers import EpSpec, SessionSettings
 from ..runner import RunError, RunOptions, RunResult, run_cases
@@ -121,6 +123,9 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
         options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
+    ready = preflight.check(args.ep, ep.options, config.session)
+    if ready.fatal is not None:
+        return usage_error(f"preflight: {ready.fatal.text}")
     print(f"ep-testbed: {len(cases)} cases on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
     try:
         result = _run_until_stopped(cases, config, options, expectations)
