@@ -57,8 +57,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _tolerant_console() -> None:
+    """A console that cannot encode a character (Windows' code page when output is redirected)
+    shows it escaped instead of failing the command: paths and ONNX Runtime's messages hold any text."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):  # not a text stream that can be reconfigured
+            pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ep-testbed <argv>``; return its exit code (each subcommand's help lists its codes)."""
+    _tolerant_console()
     args = parse_args(argv)
     try:
         return args.func(args)
