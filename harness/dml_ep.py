@@ -109,6 +109,7 @@ def _anchor(lines: str) -> str:
 
 
 def _type_name(code: int) -> str:
+    """``1`` -> ``"FLOAT"`` (onnx.TensorProto's name)."""
     return T.DataType.Name(code)
 
 

@@ -111,6 +111,8 @@ class Expectations:
 
     def __init__(self, entries: Iterable[Expectation] = (), source: str | None = None,
                  inactive: Iterable[Expectation] = (), predictor: Callable[[Any], list] | None = None):
+        """``entries`` in file order; ``source`` the file; ``inactive`` the entries outside their
+        ``onnxruntime`` range; ``predictor`` the EP's (None: predicted entries never match)."""
         self.entries = list(entries)
         self.source = source
         self.inactive = list(inactive)
@@ -142,6 +144,7 @@ class Expectations:
         return self._predictions[key]
 
     def __len__(self) -> int:
+        """The number of active entries."""
         return len(self.entries)
 
 
@@ -255,6 +258,7 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
 def _predictor(spec: str) -> Callable[[Any], list]:
     """The function ``"module:function"`` names, imported on its first call (it loads onnx)."""
     def predict(case: Any) -> list:
+        """The named predictor's answer for ``case``."""
         import importlib
 
         module, _, name = spec.partition(":")

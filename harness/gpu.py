@@ -113,10 +113,12 @@ def _method(obj: int, slot: int, restype: Any, *argtypes: Any) -> Callable[..., 
 
 
 def _release(obj: int) -> None:
+    """IUnknown::Release on a COM pointer this module obtained."""
     _method(obj, RELEASE, ctypes.c_ulong)()
 
 
 def _hresult(value: int) -> int:
+    """A signed HRESULT as the unsigned 32-bit number Windows documents (0x887A0002...)."""
     return value & 0xFFFFFFFF
 
 

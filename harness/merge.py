@@ -91,10 +91,12 @@ def _check_agree(runs: list[RunRecords]) -> None:
 
 
 def _identity_of(header: dict[str, Any], key: str) -> Any:
+    """The value of an ``IDENTITY`` key that must agree (the GPU record's ``identity_key``)."""
     return identity_key(header.get("gpu")) if key == "gpu" else header.get(key)
 
 
 def _gpu_summary(header: dict[str, Any]) -> str:
+    """The header's one-line GPU identity, or "not recorded" (runs made before it existed)."""
     gpu = header.get("gpu")
     return str(gpu.get("summary")) if isinstance(gpu, dict) else "not recorded"
 

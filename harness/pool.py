@@ -92,6 +92,8 @@ class WorkerPool:
     # -- worker lifecycle ---------------------------------------------------------------
 
     def _start(self) -> _Worker:
+        """Start one worker (own process group/session, its own Job object on Windows), send it
+        the config and start the thread that reads its answers."""
         self._count += 1
         log_path = os.path.join(self._logs.name, f"worker-{self._count}.log")
         if os.name == "nt":  # Ctrl-C is delivered to the whole console group: keep workers out of it
@@ -133,6 +135,8 @@ class WorkerPool:
         self._events.put((worker, None))
 
     def _kill(self, worker: _Worker) -> None:
+        """Kill a worker with whatever it started (its Job object on Windows, its session on
+        POSIX), wait for it and close its pipes."""
         worker.dead = True
         if worker.proc.poll() is None:
             try:
@@ -158,6 +162,7 @@ class WorkerPool:
                 pass
 
     def _retire(self, worker: _Worker) -> None:
+        """Forget a worker that is gone and close its Job object."""
         if worker in self._workers:
             self._workers.remove(worker)
         if worker.job is not None:  # closing the last handle ends whatever is left in the job

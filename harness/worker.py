@@ -83,6 +83,7 @@ def parse_faults(text: str) -> list[tuple[str, str]]:
 
 
 def inject(faults: list[tuple[str, str]], case_id: str) -> None:
+    """Act out every fault whose glob matches ``case_id`` (module docstring); the crashing ones end the process."""
     for action, pattern in faults:
         if not fnmatch.fnmatchcase(case_id, pattern):
             continue
@@ -141,6 +142,7 @@ def _die_with_parent() -> None:
 
 
 def main() -> int:
+    """The worker loop (module docstring); 0 when stdin closes."""
     results = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol channel: the original stdout pipe
     sys.stdout.flush()
     os.dup2(2, 1)  # from now on fd 1 (Python's and native code's stdout) writes to the log
