@@ -18,8 +18,10 @@ wheel is). Line numbers below refer to that commit; ``SRC`` is its URL prefix.
   constraint allows the types of its ``SupportedTensorDataTypes`` mask (L228-281).
 - Which tensor types the GPU takes (``device-dependent``): ``ExecutionProvider.cpp``
   DoesNodeContainSupportedDataTypes (L740-850) also declines a node whose tensor type the
-  device does not report through DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT; float64 is the type
-  GPUs commonly lack, so it is named (it decides nothing on its own).
+  device does not report through DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT (GetSupportedDeviceDataTypeMask,
+  DmlCommon.cpp). Which types a GPU reports is not public; float64 and the 64-bit integers
+  (MaxPool's Indices, RoiAlign's batch indices) are the ones GPUs may lack, so a node holding
+  them is named (it decides no outcome: a GPU without them turns such cases into not-on-ep).
 - Where a node the EP takes computes something else (``diverges``): the DML EP's reading of the
   op node (``graphs.from_onnx.predicted_divergences``: the desc the EP builds against the
   spec's, each mapper module citing its operator file).
@@ -47,8 +49,8 @@ FLOAT16TO32 = frozenset({T.FLOAT16, T.FLOAT})
 INTS8BIT = frozenset({T.INT8, T.UINT8})
 INTS8TO64 = frozenset({T.INT8, T.UINT8, T.INT16, T.UINT16, T.INT32, T.UINT32, T.INT64, T.UINT64})
 ALL_SCALARS = INTS8TO64 | FLOAT16TO32 | {T.DOUBLE, T.BOOL}
-#: Tensor types whose support is the GPU's answer and commonly missing.
-DEVICE_DEPENDENT = frozenset({T.DOUBLE})
+#: Tensor types whose support is the GPU's answer and may be missing (module docstring).
+DEVICE_DEPENDENT = frozenset({T.DOUBLE, T.INT64, T.UINT64})
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,8 @@ def registration_predictions(node: onnx.NodeProto, opset: int, types_of: dict[st
         elif constraint not in row.cpu_constraints and types & DEVICE_DEPENDENT:
             found.append(_prediction(
                 node, constraint, "device-dependent", names,
-                "registered, but the node runs on the GPU only if it reports float64 support "
+                f"registered, but the node runs on the GPU only if the device reports support for "
+                f"{', '.join(_type_name(t) for t in sorted(types & DEVICE_DEPENDENT))} "
                 "(DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT); otherwise the EP declines it",
                 SRC + "ExecutionProvider.cpp#L740-L850"))
     return found

@@ -57,10 +57,12 @@ def test_registered_since_versions_are_the_rows_of_operator_registration():
 
 def test_maxpool_types_follow_supported_type_list_maxpool():
     """L600: T = Float16to32 | Ints8Bit, I = Int64 from the opset-8 rows; L756: float only at opset 7."""
-    assert dml_ep.predict_model(_maxpool(T.FLOAT, 16)) == []
-    assert dml_ep.predict_model(_maxpool(T.UINT8, 12)) == []
-    assert _kinds(dml_ep.predict_model(_maxpool(T.DOUBLE, 16))) == [("declined", "T")]
-    assert _kinds(dml_ep.predict_model(_maxpool(T.INT32, 16))) == [("declined", "T")]
+    int64_indices = [("device-dependent", "I")]  # the GPU must report INT64 (ExecutionProvider.cpp L740-850)
+    assert _kinds(dml_ep.predict_model(_maxpool(T.FLOAT, 16))) == int64_indices
+    assert _kinds(dml_ep.predict_model(_maxpool(T.UINT8, 12))) == int64_indices
+    assert dml_ep.implied_outcome(dml_ep.predict_model(_maxpool(T.FLOAT, 16))) is None
+    assert ("declined", "T") in _kinds(dml_ep.predict_model(_maxpool(T.DOUBLE, 16)))
+    assert ("declined", "T") in _kinds(dml_ep.predict_model(_maxpool(T.INT32, 16)))
     no_indices = _model("MaxPool", [("x", T.INT8, [1, 2, 4, 4])], [("y", T.INT8, None)], 7, kernel_shape=[2, 2])
     assert _kinds(dml_ep.predict_model(no_indices)) == [("declined", "T")]  # the opset-7 row: float only
 
@@ -86,6 +88,7 @@ def test_storage_order_1_is_declined_by_query_maxpool():
     """DmlOperatorPooling.cpp L184-197: QueryMaxPool declines storage_order != 0."""
     predictions = dml_ep.predict_model(_maxpool(T.FLOAT, 16, storage_order=1))
     assert ("declined", "MaxPool") in _kinds(predictions)
+    assert dml_ep.implied_outcome(predictions) == "not-on-ep"
 
 
 def test_non_square_max_roi_pool_and_roi_align_10_diverge():
@@ -100,7 +103,8 @@ def test_non_square_max_roi_pool_and_roi_align_10_diverge():
     align = [("x", T.FLOAT, [1, 2, 8, 8]), ("r", T.FLOAT, [3, 4]), ("b", T.INT64, [3])]
     old = _model("RoiAlign", align, [("y", T.FLOAT, None)], 10, output_height=2, output_width=2)
     assert [p["value"] for p in dml_ep.predict_model(old) if p["field"] == "InputPixelOffset"] == [0.5]
-    assert dml_ep.predict_model(_model("RoiAlign", align, [("y", T.FLOAT, None)], 16)) == []
+    assert _kinds(dml_ep.predict_model(_model("RoiAlign", align, [("y", T.FLOAT, None)], 16))) == [
+        ("device-dependent", "T2")]  # int64 batch indices: the GPU's answer
 
 
 def test_every_predicted_catalog_case_is_known_on_the_first_dml_run():
