@@ -30,6 +30,8 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import re
+import struct
 import sys
 import uuid
 from dataclasses import asdict, dataclass
@@ -228,8 +230,6 @@ def _values(winreg: Any, key: Any) -> dict[str, str]:
 def driver_entry(adapter: Adapter, drivers: Iterable[dict[str, str]]) -> Optional[dict[str, str]]:
     """The display-class driver entry of ``adapter``: its PCI vendor and device id in
     ``MatchingDeviceId`` (``pci\\ven_10de&dev_2684...``), the same description preferred."""
-    import re
-
     wanted = (adapter.vendor_id, adapter.device_id)
     found = []
     for entry in drivers:
@@ -250,8 +250,6 @@ def file_version(path: str) -> Optional[str]:
     """The file version (``"1.15.4.0"``) in a Windows PE file's VS_FIXEDFILEINFO, found by its
     signature; None when the file has none or cannot be read. Reads in 1 MiB chunks, at most
     ``MAX_SCAN_BYTES``."""
-    import struct
-
     tail = b""
     try:
         with open(path, "rb") as f:

@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from ep_testbed.graphs import from_onnx, import_node, predicted_divergences
+from ep_testbed.graphs import import_node, predicted_divergences
 from ep_testbed.reference import execute, validate
 
 

@@ -10,9 +10,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
-import onnx
-import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
