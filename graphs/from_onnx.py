@@ -70,7 +70,7 @@ def predicted_divergences(node: onnx.NodeProto, input_shapes, input_types, opset
         return [Flag(node.op_type, node.name, "diverges", f"the DML EP does not build this node: {e}")]
     if type(spec.desc) is not type(ep.desc):
         return [Flag("Type", ep.desc.TYPE, "diverges", f"spec means {spec.desc.TYPE}, the EP builds {ep.desc.TYPE}")]
-    explained = [f for f in ep.flags if f.kind == "diverges"]
+    explained = _one_per_field([f for f in ep.flags if f.kind == "diverges"])
     flags = []
     for name, dml, _ in dml_fields(type(spec.desc)):
         a, b = getattr(spec.desc, name), getattr(ep.desc, name)
@@ -79,11 +79,26 @@ def predicted_divergences(node: onnx.NodeProto, input_shapes, input_types, opset
             if a.data_type == b.data_type and _squeeze(a.sizes) == _squeeze(b.sizes):
                 continue
         if a != b:
-            own = [f for f in explained if f.field == dml]
+            # the EP's own flags may name the field or a member of it ("OutputTensor.Sizes")
+            own = [f for f in explained if f.field == dml or f.field.startswith(dml + ".")]
             why = "; ".join(f.reason for f in own) or "the DML EP builds this value"
-            explained = [f for f in explained if f.field != dml]
+            explained = [f for f in explained if f not in own]
             flags.append(Flag(dml, _plain(b), "diverges", f"the ONNX spec means {_plain(a)}; {why}"))
     return flags + explained
+
+
+def _one_per_field(flags: list[Flag]) -> list[Flag]:
+    """Flags merged per field (first value kept, reasons joined): a mapper may flag a field once
+    per spatial axis."""
+    merged: dict[str, Flag] = {}
+    for f in flags:
+        if f.field in merged:
+            first = merged[f.field]
+            if f.reason not in first.reason:
+                merged[f.field] = Flag(f.field, first.value, first.kind, f"{first.reason}; {f.reason}")
+        else:
+            merged[f.field] = f
+    return list(merged.values())
 
 
 def _squeeze(sizes):

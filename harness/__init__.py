@@ -3,10 +3,17 @@
 One module per job:
 
 - ``providers``: ``--ep`` aliases, provider options, the session options of a conformance
-  session (graph optimizations off, CPU fallback disabled, DirectML's settings), and the
+  session (graph optimizations off, CPU fallback disabled, DirectML graph fusion off), and the
   installed ONNX Runtime flavour/version and machine for the run header;
+- ``gpu``: the GPU identity every run header records (DXGI adapters through ctypes on Windows,
+  the registry's driver entries, DirectML.dll's version, the OpenVINO device, or none);
+- ``preflight``: the checks ``ep-testbed doctor`` prints and ``ep-testbed run`` makes first;
+- ``dml_ep``: what ORT's DirectML EP will do with a model, predicted from its source (the
+  predictor of ``harness/expectations/dml.json``);
+- ``winjob``: Windows Job objects, so worker processes die with the run;
 - ``placement``: node -> provider read back from ONNX Runtime (profiling trace, graph
-  assignment info), and the fallback-refusal error that means ``not-on-ep``;
+  assignment info, the single-partition rule; what proved each node), and the
+  fallback-refusal error that means ``not-on-ep``;
 - ``session``: the one way case runs and model runs build, run and place a session on an EP;
 - ``tolerances`` (the one rule and its per-dtype defaults) and ``compare`` (NaN/Inf-aware,
   ULP, tie-aware indices, worst elements);

@@ -7,10 +7,17 @@ A file holds a list of expectations, each::
      "flags": [{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}],
                                        # optional: the mapper must have raised each of these flags
                                        # (only the keys given are compared)
+     "predicted": [{"field": "PooledSize", "kind": "diverges"}],
+                                       # optional: the EP's predictor (below) must predict each of
+                                       # these for the case (only the keys given are compared)
+     "onnxruntime": ">=1.29",          # optional: the ONNX Runtime versions the entry holds for
      "outcome": "fail",                # or a list, e.g. ["fail", "crash"]
      "strict": true,                   # optional, default true (see below)
      "reason": "one sentence: what differs and why",
-     "link": "https://github.com/... (the public issue, or the source line when there is none)"}
+     "link": "https://github.com/... (the public issue, or the source line when there is none)",
+     "predicted_from": "file Lnn: ..."}
+                                       # optional: the entry is a prediction read from that source
+                                       # line, never observed on the EP
 
 The first expectation that matches a case applies. A case whose outcome is one it expects
 becomes ``known``; one that passes (``pass``/``tie-only``) becomes ``fixed`` -- counted as a
@@ -18,8 +25,17 @@ failure, like a strict xfail, so a fix is noticed and the entry removed -- unles
 says ``"strict": false`` (a divergence that only some inputs reveal), where a pass stays a
 pass. Any other outcome stays as it is (a crash where a numeric failure was expected is news).
 
+``onnxruntime`` is a comma-separated list of ``>=``, ``>``, ``<=``, ``<``, ``==``, ``!=``
+clauses over release numbers (``">=1.24,<1.29"``); an entry whose range excludes the ONNX
+Runtime in use is inactive (``Expectations.inactive``), as if absent.
+
 Entries with ``flags`` can only be decided once the case has been mapped, i.e. on its result
-line; ``match`` without flags treats them as not matching.
+line; ``match`` without flags treats them as not matching. Entries with ``predicted`` need the
+case itself (``match_case``): the predictor of the file's EP (``PREDICTORS``, e.g. the DirectML
+EP's in ``harness.dml_ep``) reads what that EP will do with the case's ONNX model from the EP's
+public source; a predictor's answer is a list of dicts with ``node``, ``op_type``, ``field``,
+``kind`` (``declined``: the EP does not take the node; ``diverges``: it builds a different
+desc), ``value``, ``reason`` and ``source``.
 """
 
 from __future__ import annotations
@@ -27,13 +43,23 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .results import OUTCOMES, PASSING
 
 EXPECTATIONS_DIR = os.path.join(os.path.dirname(__file__), "expectations")
 
+#: Provider name -> "module:function" of its predictor (case -> list of prediction dicts).
+PREDICTORS: dict[str, str] = {"DmlExecutionProvider": "ep_testbed.harness.dml_ep:predict_case"}
+
+Patterns = tuple[tuple[tuple[str, Any], ...], ...]
+
+
+def _all_found(wanted: Patterns, found: list[Mapping[str, Any]]) -> bool:
+    """Each pattern (key/value pairs) equals some item of ``found`` on the keys it gives."""
+    return all(any(all(item.get(k) == v for k, v in pattern) for item in found) for pattern in wanted)
 
 
 @dataclass(frozen=True)
@@ -45,43 +71,80 @@ class Expectation:
     reason: str
     link: str
     tags: tuple[tuple[str, str], ...] = ()
-    flags: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    flags: Patterns = ()
     strict: bool = True
+    predicted: Patterns = ()
+    onnxruntime: str = ""
+    predicted_from: str = ""
 
     def matches(self, case_id: str, tags: Mapping[str, str] | None = None,
-                flags: list[Mapping[str, Any]] | None = None) -> bool:
+                flags: list[Mapping[str, Any]] | None = None,
+                predicted: list[Mapping[str, Any]] | None = None) -> bool:
+        """Whether the entry applies: id glob, tags, and (when it names any) flags and predictions;
+        an entry that names flags or predictions never matches without them."""
         if not fnmatch.fnmatchcase(case_id, self.id):
             return False
         tags = tags or {}
         if not all(str(tags.get(k)) == v for k, v in self.tags):
             return False
-        if self.flags:
-            if flags is None:
-                return False
-            return all(any(all(f.get(k) == v for k, v in wanted) for f in flags) for wanted in self.flags)
+        if self.flags and (flags is None or not _all_found(self.flags, flags)):
+            return False
+        if self.predicted and (predicted is None or not _all_found(self.predicted, predicted)):
+            return False
         return True
 
     def to_json(self) -> dict[str, Any]:
+        """What a result line records as its ``expected_outcome``."""
         outcome: Any = self.outcome[0] if len(self.outcome) == 1 else list(self.outcome)
-        return {"outcome": outcome, "reason": self.reason, "link": self.link, "pattern": self.id,
+        data = {"outcome": outcome, "reason": self.reason, "link": self.link, "pattern": self.id,
                 "strict": self.strict}
+        if self.onnxruntime:
+            data["onnxruntime"] = self.onnxruntime
+        if self.predicted_from:
+            data["predicted_from"] = self.predicted_from
+        return data
 
 
 class Expectations:
-    """The expectations of one EP, in file order."""
+    """The expectations of one EP, in file order (``inactive``: those outside their ``onnxruntime``
+    range); ``predictor`` turns a case into the EP's predictions, for entries with ``predicted``."""
 
-    def __init__(self, entries: Iterable[Expectation] = (), source: str | None = None):
+    def __init__(self, entries: Iterable[Expectation] = (), source: str | None = None,
+                 inactive: Iterable[Expectation] = (), predictor: Callable[[Any], list] | None = None):
+        """``entries`` in file order; ``source`` the file; ``inactive`` the entries outside their
+        ``onnxruntime`` range; ``predictor`` the EP's (None: predicted entries never match)."""
         self.entries = list(entries)
         self.source = source
+        self.inactive = list(inactive)
+        self.predictor = predictor
+        self._predictions: dict[tuple[str, Any], list] = {}
 
     def match(self, case_id: str, tags: Mapping[str, str] | None = None,
-              flags: list[Mapping[str, Any]] | None = None) -> Expectation | None:
+              flags: list[Mapping[str, Any]] | None = None,
+              predicted: list[Mapping[str, Any]] | None = None) -> Expectation | None:
+        """The first entry that applies to the case (``Expectation.matches``), or None."""
         for entry in self.entries:
-            if entry.matches(case_id, tags, flags):
+            if entry.matches(case_id, tags, flags, predicted):
                 return entry
         return None
 
+    def match_case(self, case: Any, flags: list[Mapping[str, Any]] | None = None) -> Expectation | None:
+        """``match`` for a case object (``id``, ``tags``, ``desc``, ``opset``), with the predictor's
+        answer for it when some entry needs one (computed once per case id and seed)."""
+        tags = getattr(case, "tags", None)
+        return self.match(case.id, tags, flags, self.predictions(case))
+
+    def predictions(self, case: Any) -> list | None:
+        """The predictor's answer for ``case`` (None without a predictor or predicted entries)."""
+        if self.predictor is None or not any(e.predicted for e in self.entries):
+            return None
+        key = (case.id, getattr(case, "seed", None))
+        if key not in self._predictions:
+            self._predictions[key] = self.predictor(case)
+        return self._predictions[key]
+
     def __len__(self) -> int:
+        """The number of active entries."""
         return len(self.entries)
 
 
@@ -96,45 +159,124 @@ def apply(outcome: str, expectation: Expectation | None) -> str:
     return outcome
 
 
-def parse(data: Any, source: str = "<expectations>") -> Expectations:
-    """Expectations from the decoded JSON of a file; ValueError naming the entry on bad data."""
+_CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(\d+(?:\.\d+)*)\s*$")
+_COMPARE: dict[str, Callable[[tuple, tuple], bool]] = {
+    ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def release(version: str) -> tuple[int, ...]:
+    """``"1.24.4"`` -> ``(1, 24, 4)``; a local or pre-release suffix (``1.25.0.dev1``, ``1.24.4+cpu``)
+    is ignored. ValueError when it starts with no number."""
+    match = re.match(r"\d+(?:\.\d+)*", version.strip())
+    if not match:
+        raise ValueError(f"{version!r} is not a version number")
+    return tuple(int(p) for p in match.group(0).split("."))
+
+
+def parse_range(spec: str) -> list[tuple[str, tuple[int, ...]]]:
+    """``">=1.24,<1.29"`` -> ``[(">=", (1, 24)), ("<", (1, 29))]``; ValueError saying the form."""
+    clauses = []
+    for clause in spec.split(","):
+        found = _CLAUSE.match(clause)
+        if not found:
+            raise ValueError(f"onnxruntime {spec!r}: {clause.strip()!r} is not OP VERSION with OP one of "
+                             f"{', '.join(_COMPARE)} (e.g. \">=1.24,<1.29\")")
+        clauses.append((found.group(1), release(found.group(2))))
+    return clauses
+
+
+def in_range(version: str, spec: str) -> bool:
+    """Whether ``version`` satisfies ``spec`` (module docstring); ValueError for a malformed spec."""
+    have = release(version)
+    for op, want in parse_range(spec):
+        width = max(len(have), len(want))
+        if not _COMPARE[op](have + (0,) * (width - len(have)), want + (0,) * (width - len(want))):
+            return False
+    return True
+
+
+def _patterns(item: dict[str, Any], key: str, where: str, example: str) -> Patterns:
+    """The list of objects under ``item[key]`` as sorted key/value pairs; ValueError naming the entry."""
+    value = item.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(f, dict) and f for f in value):
+        raise ValueError(f"{where}: {key} must be a list of objects like {example}")
+    return tuple(tuple(sorted(f.items())) for f in value)
+
+
+def _entry(item: Any, where: str) -> Expectation:
+    """One entry of the file, checked; ValueError naming the entry and the field."""
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: expected an object")
+    missing = [k for k in ("id", "outcome", "reason", "link") if not item.get(k)]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)} (id, outcome, reason and link are required)")
+    outcome = item["outcome"]
+    outcomes = tuple(outcome) if isinstance(outcome, list) else (outcome,)
+    bad = [o for o in outcomes if o not in EXPECTABLE]
+    if bad:
+        raise ValueError(f"{where}: outcome {bad[0]!r} is not one of {', '.join(EXPECTABLE)}")
+    tags = item.get("tags") or {}
+    if not isinstance(tags, dict):
+        raise ValueError(f'{where}: tags must be an object like {{"dtype": "float16"}}')
+    versions = item.get("onnxruntime") or ""
+    if not isinstance(versions, str):
+        raise ValueError(f'{where}: onnxruntime must be a string like ">=1.24,<1.29"')
+    if versions:
+        try:
+            parse_range(versions)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return Expectation(
+        id=str(item["id"]), outcome=outcomes, reason=str(item["reason"]), link=str(item["link"]),
+        tags=tuple(sorted((str(k), str(v)) for k, v in tags.items())),
+        flags=_patterns(item, "flags", where, '{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}'),
+        predicted=_patterns(item, "predicted", where, '{"field": "PooledSize", "kind": "diverges"}'),
+        strict=bool(item.get("strict", True)), onnxruntime=versions, predicted_from=str(item.get("predicted_from") or ""))
+
+
+def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None) -> Expectations:
+    """Expectations from the decoded JSON of a file; ValueError naming the entry on bad data.
+
+    Entries outside their ``onnxruntime`` range for ``ort_version`` (default: the installed ONNX
+    Runtime's) are inactive. The file's ``"ep"`` (a provider name) picks its predictor."""
     items = data.get("expectations") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
-    entries = []
-    for n, item in enumerate(items):
-        where = f"{source}: expectations[{n}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where}: expected an object")
-        missing = [k for k in ("id", "outcome", "reason", "link") if not item.get(k)]
-        if missing:
-            raise ValueError(f"{where}: missing {', '.join(missing)} (id, outcome, reason and link are required)")
-        outcome = item["outcome"]
-        outcomes = tuple(outcome) if isinstance(outcome, list) else (outcome,)
-        bad = [o for o in outcomes if o not in EXPECTABLE]
-        if bad:
-            raise ValueError(f"{where}: outcome {bad[0]!r} is not one of {', '.join(EXPECTABLE)}")
-        tags = item.get("tags") or {}
-        flags = item.get("flags") or []
-        if not isinstance(flags, list) or not all(isinstance(f, dict) and f for f in flags):
-            raise ValueError(f"{where}: flags must be a list of objects like "
-                             '{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}')
-        entries.append(Expectation(id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
-                                   tags=tuple(sorted((str(k), str(v)) for k, v in tags.items())),
-                                   flags=tuple(tuple(sorted(f.items())) for f in flags),
-                                   strict=bool(item.get("strict", True))))
-    return Expectations(entries, source)
+    entries = [_entry(item, f"{source}: expectations[{n}]") for n, item in enumerate(items)]
+    if any(e.onnxruntime for e in entries) and ort_version is None:
+        from .providers import ort_version as installed  # imports onnxruntime: only when a range needs it
+
+        ort_version = installed()
+    active = [e for e in entries if not e.onnxruntime or in_range(str(ort_version), e.onnxruntime)]
+    inactive = [e for e in entries if e not in active]
+    ep = data.get("ep") if isinstance(data, dict) else None
+    predictor = _predictor(PREDICTORS[ep]) if ep in PREDICTORS else None
+    return Expectations(active, source, inactive, predictor)
 
 
-def load(path: str) -> Expectations:
+def _predictor(spec: str) -> Callable[[Any], list]:
+    """The function ``"module:function"`` names, imported on its first call (it loads onnx)."""
+    def predict(case: Any) -> list:
+        """The named predictor's answer for ``case``."""
+        import importlib
+
+        module, _, name = spec.partition(":")
+        return getattr(importlib.import_module(module), name)(case)
+
+    return predict
+
+
+def load(path: str, ort_version: str | None = None) -> Expectations:
+    """The expectations file at ``path`` (``parse``)."""
     with open(path, encoding="utf-8") as f:
-        return parse(json.load(f), path)
+        return parse(json.load(f), path, ort_version)
 
 
-def for_ep(alias: str) -> Expectations:
+def for_ep(alias: str, ort_version: str | None = None) -> Expectations:
     """The bundled expectations of an EP alias (empty when there is no file for it)."""
     path = os.path.join(EXPECTATIONS_DIR, f"{alias}.json")
-    return load(path) if os.path.exists(path) else Expectations((), None)
+    return load(path, ort_version) if os.path.exists(path) else Expectations((), None)
 
 
 #: Outcomes an expectation may name: raw outcomes other than a plain pass (``known`` and ``fixed``

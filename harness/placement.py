@@ -1,15 +1,20 @@
 """Where each ONNX node ran: read back from ONNX Runtime, never assumed.
 
-Two records, both of the session that produced the outputs:
+Three sources, all of the session that produced the outputs; each node's placement records the
+one that proved it (``EVIDENCE``, strongest first):
 
-1. The profiling trace (``enable_profiling``): events with ``"cat": "Node"`` named
-   ``<node>_kernel_time`` carry ``args.provider``. A compiling EP (OpenVINO, TensorRT,
-   DirectML graph fusion) reports its fused node (e.g.
-   ``OpenVINOExecutionProvider_OpenVINO-EP-subgraph_1_0``) instead of the nodes inside it.
-2. ``InferenceSession.get_provider_graph_assignment_info()`` (ONNX Runtime >= 1.24 with
-   ``session.record_ep_graph_assignment_info = 1``): EP -> original node names, fused or not.
-   It names the nodes inside a fused node; without it they are attributed to the fused
-   nodes' provider only when exactly one provider ran fused nodes, else they stay unproven.
+1. ``trace-node``: the profiling trace (``enable_profiling``) has an event with ``"cat": "Node"``
+   named ``<node>_kernel_time`` whose ``args.provider`` names the EP (ORT's
+   ``sequential_executor.cc``). A compiling EP (OpenVINO, TensorRT, DirectML graph fusion)
+   reports its fused node instead (``OpenVINOExecutionProvider_OpenVINO-EP-subgraph_1_0``,
+   ``DmlFusedNode_0_3``); DirectML sessions therefore run with graph fusion disabled
+   (``harness.providers``), so each node gets its own event.
+2. ``assignment-info``: ``InferenceSession.get_provider_graph_assignment_info()`` (ONNX Runtime
+   >= 1.24.1 with ``session.record_ep_graph_assignment_info = 1``): EP -> original node names,
+   recorded at partitioning, before any fusion.
+3. ``single-partition-rule``: a node neither names is attributed to the provider of the fused
+   nodes only when exactly one provider ran fused nodes (copies between devices,
+   ``MemcpyFromHost``/``MemcpyToHost``, do not count); otherwise it stays unproven.
 
 A node whose provider could not be read back is absent from the placement, and therefore
 never counts as "on the EP".
@@ -47,34 +52,67 @@ def placement_from_assignment(session: Any) -> dict[str, str] | None:
     return placement or None
 
 
-def placement_from_profile(events: Iterable[dict[str, Any]], node_names: Iterable[str],
-                           fallback: dict[str, str] | None = None) -> dict[str, str]:
-    """Node name -> provider from the events of an ONNX Runtime profiling trace.
+#: How a node's placement was proven, strongest first (module docstring).
+EVIDENCE = ("trace-node", "assignment-info", "single-partition-rule")
+#: Op types ONNX Runtime inserts to copy between devices; their events prove nothing about the graph.
+COPY_OPS = ("MemcpyFromHost", "MemcpyToHost")
 
-    Nodes the trace names directly get the provider of their own event. Nodes hidden inside a
-    fused node take their provider from ``fallback`` (the graph assignment info) when given,
-    else from the fused nodes' provider when exactly one provider ran fused nodes.
-    """
+
+def _node_events(events: Iterable[dict[str, Any]]) -> Iterable[tuple[str, str, str]]:
+    """``(node name, provider, op type)`` of each per-node kernel event of a trace."""
+    for event in events:
+        if not isinstance(event, dict) or event.get("cat") != "Node":
+            continue
+        name = str(event.get("name", ""))
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        if name.endswith("_kernel_time") and args.get("provider"):
+            yield name[: -len("_kernel_time")], str(args["provider"]), str(args.get("op_name", ""))
+
+
+def placement_evidence(events: Iterable[dict[str, Any]], node_names: Iterable[str],
+                       assignment: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """``(node -> provider, node -> evidence)`` from a trace's events and the graph assignment info.
+
+    A node's own event wins (``trace-node``), then the assignment info (``assignment-info``),
+    then the fused nodes' provider when exactly one provider ran fused nodes
+    (``single-partition-rule``); a node none of them proves is in neither dict."""
     names = set(node_names)
     placement: dict[str, str] = {}
+    evidence: dict[str, str] = {}
     fused_providers: set[str] = set()
-    for event in events:
-        if event.get("cat") != "Node" or not str(event.get("name", "")).endswith("_kernel_time"):
-            continue
-        provider = (event.get("args") or {}).get("provider")
-        if not provider:
-            continue
-        node = event["name"][: -len("_kernel_time")]
+    for node, provider, op_type in _node_events(events):
         if node in names:
-            placement[node] = provider
-        else:
+            placement[node], evidence[node] = provider, "trace-node"
+        elif op_type not in COPY_OPS:
             fused_providers.add(provider)
-    for node in names - placement.keys():
-        if fallback and node in fallback:
-            placement[node] = fallback[node]
+    for node in sorted(names - placement.keys()):
+        if assignment and node in assignment:
+            placement[node], evidence[node] = assignment[node], "assignment-info"
         elif len(fused_providers) == 1:
-            placement[node] = next(iter(fused_providers))
-    return placement
+            placement[node], evidence[node] = next(iter(fused_providers)), "single-partition-rule"
+    return placement, evidence
+
+
+def placement_from_profile(events: Iterable[dict[str, Any]], node_names: Iterable[str],
+                           fallback: dict[str, str] | None = None) -> dict[str, str]:
+    """Node name -> provider from the events of an ONNX Runtime profiling trace, with ``fallback``
+    (the graph assignment info) for nodes the trace does not name (``placement_evidence``)."""
+    return placement_evidence(events, node_names, fallback)[0]
+
+
+def describe_evidence(evidence: dict[str, str], note: str = "") -> str:
+    """The ``placement_source`` of a result line: the one source that proved every node
+    (``"trace-node"``), else each source with its nodes (``"trace-node: a, b; assignment-info: c"``),
+    ``"none"`` when nothing was proven; ``note`` (e.g. an unreadable trace) is appended in brackets."""
+    by_source = {source: sorted(n for n, s in evidence.items() if s == source) for source in EVIDENCE}
+    used = [source for source in EVIDENCE if by_source[source]]
+    if not used:
+        text = "none"
+    elif len(used) == 1:
+        text = used[0]
+    else:
+        text = "; ".join(f"{source}: {', '.join(by_source[source])}" for source in used)
+    return f"{text} ({note})" if note else text
 
 
 def read_profile(path: str) -> list[dict[str, Any]]:
@@ -91,25 +129,19 @@ def read_profile(path: str) -> list[dict[str, Any]]:
 
 
 def read_placement(session: Any, node_names: Iterable[str], profile_path: str | None) -> tuple[dict[str, str], str]:
-    """``(placement, source)`` for a session that has run once with profiling on.
-
-    The profiling trace is the primary record; the graph assignment info (when this ONNX
-    Runtime has it) resolves nodes that a compiling EP fused. ``source`` says what was used.
-    """
+    """``(placement, source)`` for a session that has run once with profiling on; ``source`` says
+    which evidence proved which node (``describe_evidence``)."""
     names = list(node_names)
-    source = "profiling"
+    note = ""
     try:
         events = read_profile(profile_path) if profile_path else []
     except ValueError:
         # Some EPs' traces hold node names unescaped (onnxruntime-openvino 1.24.1): a name with a
         # quote makes the file invalid JSON. Then only the assignment info can prove placement,
         # and a node it does not name stays unproven (never a pass).
-        events, source = [], "profiling trace unreadable"
-    assignment = placement_from_assignment(session)
-    placement = placement_from_profile(events, names, assignment)
-    if assignment:
-        source += "+graph-assignment-info"
-    return {n: placement[n] for n in names if n in placement}, source
+        events, note = [], "profiling trace unreadable"
+    placement, evidence = placement_evidence(events, names, placement_from_assignment(session))
+    return {n: placement[n] for n in names if n in placement}, describe_evidence(evidence, note)
 
 
 def off_ep(placement: dict[str, str], nodes: Iterable[str], provider: str) -> list[str]:

@@ -7,11 +7,15 @@ stdin and answering on its stdout pipe; everything it prints goes to a log file.
 
 - dies (segfault, abort, ``exit``): the case it was running becomes ``crash`` with the exit
   status and the tail of what the worker printed for that case;
-- exceeds ``timeout`` seconds on one case: it (its process group, on POSIX) is killed and the case becomes
-  ``timeout`` (with the same output tail);
+- exceeds ``timeout`` seconds on one case: it (its process group on POSIX, its Job object on
+  Windows: with whatever it started) is killed and the case becomes ``timeout`` (with the same
+  output tail);
 
 and a fresh worker takes the next case. Closing the generator (or an exception such as
-``KeyboardInterrupt`` in the consumer) kills every worker.
+``KeyboardInterrupt`` in the consumer) kills every worker. Workers never outlive this process:
+on Linux the worker asks for SIGKILL when its parent dies (``harness.worker``), on Windows each
+worker is put in a kill-on-close Job object (``harness.winjob``) whose only handle this process
+holds.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from .case_run import ArtifactPolicy, CaseConfig, new_line
+from .winjob import new_job
 from .worker import read_frame, write_frame
 
 #: Seconds a new worker may take to import ONNX Runtime and say it is ready.
@@ -57,6 +62,7 @@ class _Worker:
     dispatched: float = 0.0
     dead: bool = False
     reader: threading.Thread | None = field(default=None, repr=False)
+    job: Any = None  # Windows: the worker's Job object (harness.winjob)
 
 
 class WorkerPool:
@@ -86,6 +92,8 @@ class WorkerPool:
     # -- worker lifecycle ---------------------------------------------------------------
 
     def _start(self) -> _Worker:
+        """Start one worker (own process group/session, its own Job object on Windows), send it
+        the config and start the thread that reads its answers."""
         self._count += 1
         log_path = os.path.join(self._logs.name, f"worker-{self._count}.log")
         if os.name == "nt":  # Ctrl-C is delivered to the whole console group: keep workers out of it
@@ -96,7 +104,7 @@ class WorkerPool:
             proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.worker"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=log, env=self._env, close_fds=True,
                                     bufsize=0, **isolation)
-        worker = _Worker(self._count, proc, proc.stdout, log_path, time.monotonic())
+        worker = _Worker(self._count, proc, proc.stdout, log_path, time.monotonic(), job=self._job_for(proc))
         worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True)
         worker.reader.start()
         try:
@@ -105,6 +113,15 @@ class WorkerPool:
             pass  # it died at once; the reader reports the EOF
         self._workers.append(worker)
         return worker
+
+    @staticmethod
+    def _job_for(proc: subprocess.Popen) -> Any:
+        """A Job object holding ``proc`` (Windows), or None (elsewhere, or when Windows refuses)."""
+        job = new_job()
+        if job is not None and not job.assign(proc.pid):
+            job.close()
+            return None
+        return job
 
     def _read(self, worker: _Worker) -> None:
         try:
@@ -118,9 +135,13 @@ class WorkerPool:
         self._events.put((worker, None))
 
     def _kill(self, worker: _Worker) -> None:
+        """Kill a worker with whatever it started (its Job object on Windows, its session on
+        POSIX), wait for it and close its pipes."""
         worker.dead = True
         if worker.proc.poll() is None:
             try:
+                if worker.job is not None:  # the worker and anything it started
+                    worker.job.terminate()
                 if os.name == "nt":
                     worker.proc.kill()
                 else:  # the whole session: also anything the EP spawned
@@ -141,8 +162,12 @@ class WorkerPool:
                 pass
 
     def _retire(self, worker: _Worker) -> None:
+        """Forget a worker that is gone and close its Job object."""
         if worker in self._workers:
             self._workers.remove(worker)
+        if worker.job is not None:  # closing the last handle ends whatever is left in the job
+            worker.job.close()
+            worker.job = None
 
     def close(self) -> None:
         """Stop every worker. The pool can be used again (new workers start on demand).

@@ -103,21 +103,31 @@ def parse_provider_options(items: list[str] | None) -> dict[str, str]:
     return options
 
 
+#: Session config key that keeps ORT's DirectML EP from fusing its nodes (ORT >= 1.15;
+#: onnxruntime/core/providers/dml/dml_session_options_config_keys.h; any value but "0" disables).
+DML_DISABLE_GRAPH_FUSION = "ep.dml.disable_graph_fusion"
+
+
 @dataclass(frozen=True)
 class SessionSettings:
-    """How conformance sessions are configured; recorded in the run header."""
+    """How conformance sessions are configured; recorded in the run header.
+
+    ``dml_graph_fusion`` keeps DirectML graph fusion on (default off: see ``session_options``)."""
 
     graph_opt: bool = False
     intra_op_threads: int = 0  # 0: ONNX Runtime's default
+    dml_graph_fusion: bool = False
 
     def to_json(self, ep: EpSpec) -> dict[str, Any]:
-        settings = {
+        """The settings as the run header records them (every session option this module sets)."""
+        settings: dict[str, Any] = {
             "graph_optimization_level": "ORT_ENABLE_ALL" if self.graph_opt else "ORT_DISABLE_ALL",
             "disable_cpu_ep_fallback": not ep.is_cpu,
             "intra_op_num_threads": self.intra_op_threads,
         }
         if ep.provider == "DmlExecutionProvider":
-            settings.update(enable_mem_pattern=False, execution_mode="ORT_SEQUENTIAL")
+            settings.update(enable_mem_pattern=False, execution_mode="ORT_SEQUENTIAL",
+                            dml_graph_fusion=self.dml_graph_fusion)
         return settings
 
 
@@ -132,7 +142,12 @@ def session_options(ep: EpSpec, settings: SessionSettings, *, allow_fallback: bo
       silently running a node on the CPU EP;
     - ``session.record_ep_graph_assignment_info = 1`` so the node -> EP assignment can be read
       back (ONNX Runtime versions without it ignore the key; profiling is used then);
-    - DirectML: memory pattern off and sequential execution, which its EP requires;
+    - DirectML: graph fusion off (``ep.dml.disable_graph_fusion = 1``) unless
+      ``settings.dml_graph_fusion``: ORT applies DmlGraphFusionTransformer whatever the
+      optimization level (inference_session.cc, "ignores the ORT graph optimization level"),
+      compiling even a single node into ``DmlFusedNode_<p>_<i>``, so the profiling trace would
+      never name the node under test; memory pattern off and sequential execution (ORT forces
+      both for DirectML itself since 1.5, RegisterExecutionProvider; set here for clarity);
     - profiling on when ``profile_prefix`` is given (the per-node records carry the provider).
     """
     import onnxruntime as ort  # loaded on first use: the CLI, reports and diffs start without it
@@ -149,6 +164,8 @@ def session_options(ep: EpSpec, settings: SessionSettings, *, allow_fallback: bo
     if ep.provider == "DmlExecutionProvider":
         so.enable_mem_pattern = False
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if not settings.dml_graph_fusion:
+            so.add_session_config_entry(DML_DISABLE_GRAPH_FUSION, "1")
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
@@ -206,13 +223,19 @@ def machine_info() -> dict[str, str]:
     }
 
 
-def runtime_info() -> dict[str, Any]:
-    """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``."""
+def runtime_info(ep: EpSpec | None = None) -> dict[str, Any]:
+    """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``; with
+    ``ep``, also ``gpu``: the identity of the device it runs on (``harness.gpu.identity``)."""
     import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
 
-    return {
+    info = {
         "ort_flavour": ort_flavour(),
         "ort_version": ort_version(),
         "available_providers": list(onnxruntime.get_available_providers()),
         "machine": machine_info(),
     }
+    if ep is not None:
+        from .gpu import identity  # the DXGI reader loads ctypes COM glue only when asked
+
+        info["gpu"] = identity(ep.provider, ep.options)
+    return info

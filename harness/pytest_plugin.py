@@ -167,7 +167,7 @@ def catalog_params(config: pytest.Config) -> list[Any]:
         dtype = str(case.tags.get("dtype", ""))
         if dtype in DTYPE_MARKERS:
             marks.append(getattr(pytest.mark, dtype))
-        expectation = state.expectations.match(case.id, case.tags)  # entries without flags
+        expectation = state.expectations.match_case(case)  # entries without flags
         if expectation is not None:
             raises = tuple(EXCEPTIONS[o] for o in expectation.outcome if o in EXCEPTIONS) or None
             marks.append(pytest.mark.xfail(reason=f"{expectation.reason} ({expectation.link})", strict=expectation.strict,
@@ -183,8 +183,8 @@ def check_case(config: pytest.Config, case: Any) -> None:
     outcome, message = line["outcome"], (line.get("message") or "").strip()
     if outcome in ("inexpressible", "not-on-ep"):
         pytest.skip(f"{outcome}: {message}")
-    late = None if state.expectations.match(case.id, case.tags) else \
-        state.expectations.match(case.id, case.tags, line.get("flags") or [])
+    late = None if state.expectations.match_case(case) else \
+        state.expectations.match_case(case, line.get("flags") or [])
     if late is not None:  # an expectation that needed the mapper's flags
         reported = expectations_mod.apply(outcome, late)
         if reported == "known":

@@ -72,9 +72,9 @@ class RunResult:
 
 
 def run_header(config: CaseConfig, options: RunOptions, case_count: int) -> dict[str, Any]:
-    """The ``run`` line: EP, the installed ONNX Runtime and machine, seed, command, tolerances,
-    session options and ``case_count``, plus ``options.header_extra``."""
-    info = runtime_info()
+    """The ``run`` line: EP, the installed ONNX Runtime, machine and GPU identity (``gpu``), seed,
+    command, tolerances, session options and ``case_count``, plus ``options.header_extra``."""
+    info = runtime_info(config.ep)
     return {
         "type": "run", "ep": config.ep.provider, "ep_alias": config.ep.alias, "ep_options": config.ep.options,
         **info, "seed": options.seed, "command": options.command, "started": now(),
@@ -111,7 +111,7 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
         def policy_for(case: Any) -> ArtifactPolicy:
             """Keep the folder of a case with an expectation, a failure, or a pass among the worst N."""
             threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
-            return ArtifactPolicy(force=expectations.match(case.id, case.tags) is not None, threshold=threshold)
+            return ArtifactPolicy(force=expectations.match_case(case) is not None, threshold=threshold)
 
         by_id = {case.id: case for case in todo}
         try:
@@ -164,7 +164,7 @@ def _settle(line: dict[str, Any], case: Any, config: CaseConfig, expectations: E
     and write the case folder the worker could not (it died) or was not asked to write."""
     if line["outcome"] in _WORKER_DIED:
         _offline_artifacts(case, config, line)  # also fills in the mapper's flags
-    expectation = expectations.match(case.id, getattr(case, "tags", None), line["flags"])
+    expectation = expectations.match_case(case, line["flags"])
     line["expected_outcome"] = expectation.to_json() if expectation else None
     line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
     if line["artifacts"] is None and line["outcome"] in _FROM_EXPECTATION:

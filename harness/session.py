@@ -5,7 +5,9 @@ session to judge outputs.
 
 - ``run_on_ep(model, feeds, ep, settings)`` builds the session with
   ``harness.providers.session_options`` (graph optimizations off unless asked, CPU fallback
-  disabled unless ``allow_fallback``, DirectML's settings), runs it, and returns an ``EpRun``:
+  disabled unless ``allow_fallback``, DirectML's settings: graph fusion off), with Python's
+  whole-session fallback to the CPU EP off (``enable_fallback=0``; a session built without the
+  EP under test is a build failure), runs it, and returns an ``EpRun``:
   the outputs, and the node -> provider placement with its source
   (``harness.placement.read_placement``) when profiled. ONNX Runtime's errors come back as one
   ``SessionError`` that says whether building or running failed, and whether the failure is
@@ -97,9 +99,15 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     if quiet:
         so.log_severity_level = QUIET
     try:
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=providers_arg(ep))
+        # enable_fallback=0: Python's InferenceSession would otherwise rebuild the session on the
+        # CPU EP alone when the EP fails to start (onnxruntime_inference_collection.py)
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=providers_arg(ep),
+                                       enable_fallback=0)
     except Exception as exc:
         raise SessionError("build", ep.provider, exc) from None
+    if session.get_providers()[:1] != [ep.provider]:
+        raise SessionError("build", ep.provider, RuntimeError(
+            f"ONNX Runtime built the session without {ep.provider} (providers: {session.get_providers()})"))
     try:
         values = session.run(None, dict(feeds))
     except Exception as exc:

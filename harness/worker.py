@@ -15,10 +15,15 @@ Test hook (fault injection), read only here and only from the environment::
     EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>"
 
 makes the worker, right before running a case whose id matches ``<glob>`` (fnmatch), call
-``os.abort()`` (SIGABRT), sleep forever, dereference NULL (SIGSEGV), ``os._exit(3)``, raise
+``os.abort()`` (SIGABRT; on Windows exit status 3), sleep forever, read an address in the
+never-mapped first page (SIGSEGV; on Windows STATUS_ACCESS_VIOLATION), ``os._exit(3)``, raise
 inside ``run_case``'s caller, or write junk to file descriptors 1 and 2 and go on (``noise``:
 what a chatty native library does). It exists so the tests can show that a crashing or hanging
 EP costs one case and nothing else; nothing sets it unless you do.
+
+On Windows the worker first turns off the crash dialogs (SetErrorMode, and the C runtime's abort
+message and report), so a crashing EP ends the process at once instead of waiting on a dialog
+until the case times out.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ def parse_faults(text: str) -> list[tuple[str, str]]:
 
 
 def inject(faults: list[tuple[str, str]], case_id: str) -> None:
+    """Act out every fault whose glob matches ``case_id`` (module docstring); the crashing ones end the process."""
     for action, pattern in faults:
         if not fnmatch.fnmatchcase(case_id, pattern):
             continue
@@ -88,7 +94,7 @@ def inject(faults: list[tuple[str, str]], case_id: str) -> None:
             while True:
                 time.sleep(3600)
         if action == "segfault":
-            ctypes.string_at(0)
+            segfault()
         if action == "exit":
             os._exit(3)
         if action == "raise":
@@ -98,8 +104,36 @@ def inject(faults: list[tuple[str, str]], case_id: str) -> None:
             os.write(2, b"junk on fd 2\n")
 
 
+def segfault() -> None:
+    """Crash with an access violation. The read happens in ctypes' own field access, not in a
+    foreign call: on Windows ctypes wraps foreign calls in structured exception handling, so
+    ``ctypes.string_at(0)`` raises OSError there instead of crashing. Address 16 lies in the first
+    page, which no process maps (0 itself would make ctypes allocate a buffer)."""
+    ctypes.c_int64.from_address(16).value  # noqa: B018 - the read is the point
+
+
+#: SetErrorMode flags: no critical-error, general-protection-fault or open-file dialogs.
+SEM_FAILCRITICALERRORS, SEM_NOGPFAULTERRORBOX, SEM_NOOPENFILEERRORBOX = 0x0001, 0x0002, 0x8000
+
+
+def quiet_crash_reports(api: Any = None, crt: Any = None) -> None:
+    """Windows: a crash ends the worker at once, with no Windows Error Reporting dialog
+    (SetErrorMode) and no abort() message box or report (the C runtime's _set_abort_behavior).
+    ``api``/``crt`` replace kernel32 and ucrtbase (tests); elsewhere nothing is done."""
+    if api is None and os.name != "nt":
+        return
+    try:
+        api = api or ctypes.WinDLL("kernel32")  # type: ignore[attr-defined]
+        api.SetErrorMode(SEM_FAILCRITICALERRORS | SEM_NOGPFAULTERRORBOX | SEM_NOOPENFILEERRORBOX)
+        crt = crt or ctypes.CDLL("ucrtbase")
+        crt._set_abort_behavior(0, 0x1 | 0x2)  # clear _WRITE_ABORT_MSG and _CALL_REPORTFAULT
+    except (OSError, AttributeError):
+        pass
+
+
 def _die_with_parent() -> None:
-    """Linux: get SIGKILL when the parent dies, so a hung worker never outlives its run."""
+    """Linux: get SIGKILL when the parent dies, so a hung worker never outlives its run (on Windows
+    the parent's Job object does this, harness.winjob)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -108,11 +142,13 @@ def _die_with_parent() -> None:
 
 
 def main() -> int:
+    """The worker loop (module docstring); 0 when stdin closes."""
     results = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol channel: the original stdout pipe
     sys.stdout.flush()
     os.dup2(2, 1)  # from now on fd 1 (Python's and native code's stdout) writes to the log
     requests = sys.stdin.buffer
     _die_with_parent()
+    quiet_crash_reports()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
     from .case_run import (  # after the fd juggling: its imports may print

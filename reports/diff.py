@@ -72,6 +72,8 @@ class DiffResult:
     gone: list[Change] = field(default_factory=list)
     unchanged: int = 0
     header_differences: list[tuple[str, Any, Any]] = field(default_factory=list)
+    #: The GPU identity line of each run's header (A, B), shown by both outputs.
+    identities: tuple[str, str] = ("", "")
     html_path: Path | None = None
     text_path: Path | None = None
 
@@ -128,6 +130,7 @@ def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 
     for key in HEADER_KEYS:
         if a.header.get(key) != b.header.get(key):
             res.header_differences.append((key, a.header.get(key), b.header.get(key)))
+    res.identities = (gpu_summary(a.header), gpu_summary(b.header))
     for cid, cb_case in cb.items():
         ca_case = ca.get(cid)
         if ca_case is None:
@@ -149,12 +152,21 @@ def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 
     return res
 
 
+def gpu_summary(header: dict[str, Any]) -> str:
+    """The run header's one-line GPU identity (``gpu.summary``), or why there is none."""
+    gpu = header.get("gpu")
+    return str(gpu.get("summary", "?")) if isinstance(gpu, dict) else "not recorded (a run made before GPU identity)"
+
+
 def diff_text(res: DiffResult, growth_factor: float) -> str:
     """diff.txt: the verdict line, header differences, then every non-empty section."""
     lines = [f"ep-testbed diff: A={res.run_a} B={res.run_b}",
              f"verdict: {'REGRESSED' if res.regressed else 'no regression'} "
              f"({len(res.newly_failing)} newly failing, {len(res.grown)} error grown > {growth_factor:g}x, "
-             f"{len(res.fixed)} fixed, {len(res.added)} added, {len(res.gone)} gone, {res.unchanged} unchanged)"]
+             f"{len(res.fixed)} fixed, {len(res.added)} added, {len(res.gone)} gone, {res.unchanged} unchanged)",
+             f"GPU A: {res.identities[0]}", f"GPU B: {res.identities[1]}"]
+    if res.identities[0] != res.identities[1]:
+        lines.append("note: the runs name different GPU identities (device, driver, DirectML or ONNX Runtime)")
     for key, a, b in res.header_differences:
         if key == "tolerances":
             lines.append("note: the runs used different tolerances")

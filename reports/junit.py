@@ -78,6 +78,9 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
     for key in ("ep", "ep_alias", "ort_flavour", "ort_version", "seed", "command", "started"):
         if key in run.header:
             ET.SubElement(props, "property", name=key, value=_clean(str(run.header[key])))
+    gpu = run.header.get("gpu")
+    ET.SubElement(props, "property", name="gpu", value=_clean(str(gpu.get("summary")) if isinstance(gpu, dict)
+                                                              else "not recorded"))
     for case in run.cases:
         counts["tests"] += 1
         total_time += case.duration_s

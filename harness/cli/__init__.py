@@ -26,12 +26,12 @@ from typing import Sequence
 
 from ep_testbed.reference import DescError
 
-from . import diff, gen, merge, model, reference, report, run
+from . import diff, doctor, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, usage_error
 
 #: Every subcommand module, in help order.
-SUBCOMMANDS = (run, merge, report, diff, map_, gen, reference, model)
+SUBCOMMANDS = (doctor, run, merge, report, diff, map_, gen, reference, model)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,8 +57,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _tolerant_console() -> None:
+    """A console that cannot encode a character (Windows' code page when output is redirected)
+    shows it escaped instead of failing the command: paths and ONNX Runtime's messages hold any text."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):  # not a text stream that can be reconfigured
+            pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ep-testbed <argv>``; return its exit code (each subcommand's help lists its codes)."""
+    _tolerant_console()
     args = parse_args(argv)
     try:
         return args.func(args)

@@ -1,7 +1,8 @@
 """``ep-testbed merge RUN... --out DIR``: shard runs joined into one run that reports like an unsharded one.
 
 Exit codes as ``run``'s for the merged results; 2 when the runs cannot be merged (overlapping
-ids, a missing shard without ``--allow-partial``, unreadable results).
+ids, a missing shard without ``--allow-partial``, runs of different GPU identity, driver or ONNX
+Runtime version without ``--allow-mixed``, unreadable results).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders to merge")
     p.add_argument("--out", required=True, help="new run folder")
     p.add_argument("--allow-partial", action="store_true", help="merge even if some shard of K/N is missing")
+    p.add_argument("--allow-mixed", action="store_true",
+                   help="merge runs made on different GPUs, drivers, DirectML or ONNX Runtime versions (refused by "
+                        "default; the merged header lists each run's identity)")
     p.add_argument("--fail-on-not-on-ep", action="store_true", help="count not-on-ep cases as failures")
     p.add_argument("--fail-on-inexpressible", action="store_true", help="count inexpressible cases as failures")
     p.set_defaults(func=merge_command)
@@ -33,7 +37,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 def merge_command(args: argparse.Namespace) -> int:
     """Merge ``args.runs`` into ``args.out``, print the table, render the report; the exit code."""
     try:
-        _, lines = merge_runs(args.runs, args.out, args.allow_partial, args.command_line)
+        _, lines = merge_runs(args.runs, args.out, args.allow_partial, args.command_line, args.allow_mixed)
     except MergeError as exc:
         return usage_error(str(exc))
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)

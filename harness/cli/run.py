@@ -2,7 +2,8 @@
 
 Exit codes: 0 every case passed (or is ``known``; ``not-on-ep``/``inexpressible`` unless the
 ``--fail-on-*`` flags say otherwise), 1 some case failed, crashed, timed out, errored or is
-``fixed``, 2 bad usage or a run that cannot start, 4 no case selected, 130 interrupted (every
+``fixed``, 2 bad usage or a run that cannot start (including a failed preflight: the checks of
+``ep-testbed doctor``, made before any case runs), 4 no case selected, 130 interrupted (every
 finished case is in results.jsonl; ``--resume`` continues).
 
 Where the cases and the ONNX models come from is a Python-API seam, not a flag:
@@ -35,6 +36,7 @@ from ..options import (
     parse_expectations,
     parse_tolerances,
 )
+from .. import preflight
 from ..pool import WorkerStartError
 from ..providers import EpSpec, SessionSettings
 from ..runner import RunError, RunOptions, RunResult, run_cases
@@ -54,7 +56,11 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "where every op node ran; compare with the reference; stream results to OUT/results.jsonl.",
         epilog="exit codes: 0 ok, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 4 no case selected, "
                "130 interrupted (finished cases kept; rerun with --resume)")
-    add_ep_options(p.add_argument_group("execution provider").add_argument)
+    ep_group = p.add_argument_group("execution provider")
+    add_ep_options(ep_group.add_argument)
+    ep_group.add_argument("--dml-graph-fusion", action="store_true",
+                          help="DirectML: keep ORT's DML graph fusion on (default off, so the profiling trace names "
+                               "every node; with fusion, placement rests on the graph assignment info)")
     _add_selection(p.add_argument_group("what to run"))
     _add_execution(p.add_argument_group("how to run"))
     add_tolerance_options(p.add_argument_group("tolerances").add_argument)
@@ -117,6 +123,9 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
         options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
+    ready = preflight.check(args.ep, ep.options, config.session)
+    if ready.fatal is not None:
+        return usage_error(f"preflight: {ready.fatal.text}")
     print(f"ep-testbed: {len(cases)} cases on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
     try:
         result = _run_until_stopped(cases, config, options, expectations)
@@ -168,7 +177,8 @@ def _case_config(args: argparse.Namespace, ep: EpSpec, tolerances: Tolerances, m
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"the mapper {mapper} cannot be loaded ({exc})") from exc
     cores = os.cpu_count() or 1
-    settings = SessionSettings(graph_opt=args.graph_opt, intra_op_threads=max(1, cores // jobs) if jobs > 1 else 0)
+    settings = SessionSettings(graph_opt=args.graph_opt, intra_op_threads=max(1, cores // jobs) if jobs > 1 else 0,
+                               dml_graph_fusion=args.dml_graph_fusion)
     return CaseConfig(ep=ep, session=settings, tolerances=tolerances, mapper=mapper)
 
 

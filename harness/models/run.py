@@ -371,7 +371,7 @@ def _result(loaded: LoadedModel, config: ModelRunConfig, outputs: list[dict[str,
                   "sha256": loaded.sha256, "ir_version": int(model.ir_version), "opset": model_opset(model),
                   "nodes": len(model.graph.node), "producer": model.producer_name,
                   "external_files": loaded.external_files},
-        "ep": config.ep.to_json(), "reference_ep": config.reference.to_json(), **runtime_info(),
+        "ep": config.ep.to_json(), "reference_ep": config.reference.to_json(), **runtime_info(config.ep),
         "session": {**config.settings.to_json(config.ep), "disable_cpu_ep_fallback":
                     not (config.allow_fallback or config.ep.is_cpu)},
         "tolerances": config.tolerances.to_json(),

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.cli import main, parse_args
 from ep_testbed.harness.cli.run import run_command
@@ -232,6 +234,11 @@ def _twelve_passing_ids():
     return ids
 
 
+POSIX_SIGNALS = pytest.mark.skipif(os.name == "nt", reason="POSIX signals: Windows delivers Ctrl-C as a console "
+                                   "event and a cancelled job as TerminateProcess, which no handler sees")
+
+
+@POSIX_SIGNALS
 def test_ctrl_c_keeps_every_finished_case_and_resume_completes_the_run(tmp_path):
     ids = _twelve_passing_ids()
     argv = ["run", "--ops", "max_pooling2", "-k", ",".join(ids), "--jobs", "1", "--out", str(tmp_path / "r")]
@@ -267,6 +274,7 @@ def test_ctrl_c_keeps_every_finished_case_and_resume_completes_the_run(tmp_path)
     assert [r["type"] for r in records].count("run") == 1 and records[-1] == {**records[-1], "interrupted": False}
 
 
+@POSIX_SIGNALS
 def test_a_cancelled_ci_job_stops_like_ctrl_c(tmp_path):
     ids = _twelve_passing_ids()
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}

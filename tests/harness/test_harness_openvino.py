@@ -52,6 +52,20 @@ def test_the_run_header_records_the_openvino_flavour(run):
     assert result.header["ort_flavour"] == "onnxruntime-openvino"
     assert result.header["ep"] == OV and OV in result.header["available_providers"]
     assert result.header["session_options"]["disable_cpu_ep_fallback"] is True
+    gpu = result.header["gpu"]  # the device the EP reports, named in every header
+    assert gpu["source"] == "openvino" and gpu["adapter"]["device"] == "CPU" and "CPU" in gpu["available_devices"]
+    assert gpu["summary"].startswith("OpenVINO device CPU (") and "onnxruntime-openvino" in gpu["summary"]
+
+
+def test_placement_says_what_proved_it(run):
+    """OpenVINO fuses what it takes into OpenVINO-EP-subgraph nodes: a compared case's nodes are
+    proven by the graph assignment info (onnxruntime-openvino >= 1.24.1) or the single-partition rule."""
+    lines, _ = run
+    compared = [l for l in lines.values() if l["outcome"] in RAN]
+    assert compared
+    sources = {line["placement_source"] for line in compared}
+    assert "assignment-info" in sources  # nodes inside an OpenVINO subgraph, named by the assignment info
+    assert sources <= {"assignment-info", "single-partition-rule", "trace-node"}, sources
 
 
 def test_max_roi_pool_is_handed_to_cpu_and_reported_not_on_ep(run):

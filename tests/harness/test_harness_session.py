@@ -69,7 +69,7 @@ def test_placement_is_read_back_from_a_real_profile(tmp_path):
     events = json.load(open(path))
     assert placement_from_profile(events, ["pool"]) == {"pool": "CPUExecutionProvider"}  # the profile alone
     placement, source = read_placement(session, ["pool"], path)
-    assert placement == {"pool": "CPUExecutionProvider"} and source.startswith("profiling")
+    assert placement == {"pool": "CPUExecutionProvider"} and source == "trace-node"
     assert not (tmp_path / path).exists()  # the trace is removed once read
 
 
@@ -84,6 +84,34 @@ def test_fused_nodes_are_attributed_only_when_unambiguous():
     assert placement_from_profile(direct, ["a"]) == {"a": "CPUExecutionProvider"}
     assert placement_from_profile(fused, ["a"], fallback={"a": "CPUExecutionProvider"}) == {"a": "CPUExecutionProvider"}
     assert off_ep({"a": "X"}, ["a", "b"], "X") == ["b"]  # unknown placement never counts as on the EP
+
+
+def test_dml_traces_prove_placement_per_node_and_say_how():
+    """DirectML with graph fusion off: per-node events (provider DmlExecutionProvider, as in the
+    public trace of microsoft/onnxruntime-genai issue #2031); the copies ORT inserts
+    (MemcpyFromHost/MemcpyToHost are DML kernels, OperatorRegistration.cpp L1098-1099) prove
+    nothing. With fusion on, the nodes hide in DmlFusedNode_<p>_<i> (DmlGraphFusionHelper.cpp
+    CreateIndexedSubGraph)."""
+    from ep_testbed.harness.placement import describe_evidence, placement_evidence
+
+    dml = "DmlExecutionProvider"
+    copy = {"cat": "Node", "name": "Memcpy_kernel_time", "args": {"provider": dml, "op_name": "MemcpyFromHost"}}
+    own = [{"cat": "Node", "name": "MaxPool_kernel_time", "args": {"provider": dml, "op_name": "MaxPool"}},
+           {"cat": "Node", "name": "Cast_1_kernel_time", "args": {"provider": "CPUExecutionProvider",
+                                                                  "op_name": "Cast"}}, copy]
+    placement, evidence = placement_evidence(own, ["MaxPool", "Cast_1", "Cast_2"])
+    assert placement == {"MaxPool": dml, "Cast_1": "CPUExecutionProvider"}  # a copy proves nothing for Cast_2
+    assert evidence == {"MaxPool": "trace-node", "Cast_1": "trace-node"}
+    fused = [{"cat": "Node", "name": "DmlFusedNode_0_0_kernel_time", "args": {"provider": dml,
+                                                                              "op_name": "DmlFusedNode_0_0"}}, copy]
+    placement, evidence = placement_evidence(fused, ["MaxPool", "Cast_2"], {"MaxPool": dml})
+    assert placement == {"MaxPool": dml, "Cast_2": dml}
+    assert evidence == {"MaxPool": "assignment-info", "Cast_2": "single-partition-rule"}
+    assert describe_evidence(evidence) == "assignment-info: MaxPool; single-partition-rule: Cast_2"
+    assert describe_evidence({"a": "trace-node", "b": "trace-node"}) == "trace-node"
+    assert describe_evidence({}, "profiling trace unreadable") == "none (profiling trace unreadable)"
+    only_copies = placement_evidence([copy], ["MaxPool"])
+    assert only_copies == ({}, {})
 
 
 def test_fallback_refusal_text_matches_onnxruntime():
@@ -137,7 +165,7 @@ def test_an_unreadable_profiling_trace_proves_nothing_but_the_assignment_info(tm
 
     bare = SimpleNamespace()
     placement, source = read_placement(bare, ["pool\"x", "cast"], trace())
-    assert placement == {} and source == "profiling trace unreadable"
+    assert placement == {} and source == "none (profiling trace unreadable)"
     assert off_ep(placement, ["pool\"x"], "OpenVINOExecutionProvider") == ["pool\"x"]
 
     node = SimpleNamespace(name="pool\"x")
@@ -145,4 +173,85 @@ def test_an_unreadable_profiling_trace_proves_nothing_but_the_assignment_info(tm
     with_info = SimpleNamespace(get_provider_graph_assignment_info=lambda: [subgraph])
     placement, source = read_placement(with_info, ["pool\"x", "cast"], trace())
     assert placement == {"pool\"x": "OpenVINOExecutionProvider"}
-    assert source == "profiling trace unreadable+graph-assignment-info"
+    assert source == "assignment-info (profiling trace unreadable)"
+
+
+def test_expectations_onnxruntime_ranges_pick_the_active_entries():
+    data = {"expectations": [
+        {"id": "a", "onnxruntime": "<1.29", "outcome": "fail", "reason": "r", "link": "l"},
+        {"id": "a", "onnxruntime": ">=1.29", "outcome": "crash", "reason": "r", "link": "l"}]}
+    old, new = exp.parse(data, ort_version="1.24.4"), exp.parse(data, ort_version="1.32.0")
+    assert old.match("a").outcome == ("fail",) and new.match("a").outcome == ("crash",)
+    assert [e.outcome for e in old.inactive] == [("crash",)]
+    assert old.match("a").to_json()["onnxruntime"] == "<1.29"
+    assert exp.in_range("1.25.0.dev20250101", ">=1.25,<1.26") and not exp.in_range("1.29", "!=1.29.0")
+    assert exp.in_range("2", ">1.99.9") and not exp.in_range("1.24.4", "==1.24")
+    for bad in ("~=1.2", "1.2", ">=", ">=x"):
+        with pytest.raises(ValueError, match=r"expectations\[0\]: onnxruntime"):
+            exp.parse({"expectations": [{"id": "a", "onnxruntime": bad, "outcome": "fail", "reason": "r",
+                                         "link": "l"}]}, ort_version="1.0")
+
+
+def test_expectations_predicted_entries_need_the_case_and_the_eps_predictor():
+    from types import SimpleNamespace
+
+    calls = []
+
+    def predictor(case):
+        calls.append(case.id)
+        return [{"node": "n", "op_type": "MaxRoiPool", "field": "PooledSize", "kind": "diverges"}]
+
+    entries = exp.parse({"expectations": [
+        {"id": "roi_pooling/*", "predicted": [{"field": "PooledSize", "kind": "diverges"}], "outcome": "fail",
+         "reason": "r", "link": "l", "predicted_from": "DmlOperatorRoiPooling.cpp L29"}]})
+    case = SimpleNamespace(id="roi_pooling/x", tags={}, seed=0)
+    assert entries.match_case(case) is None  # no predictor: a predicted entry never matches
+    entries.predictor = predictor
+    hit = entries.match_case(case)
+    assert hit is not None and hit.to_json()["predicted_from"] == "DmlOperatorRoiPooling.cpp L29"
+    assert entries.match_case(case) is hit and calls == ["roi_pooling/x"]  # computed once per case
+    assert entries.match("roi_pooling/x") is None  # by id alone it cannot be decided
+    entries.predictor = lambda case: [{"field": "PooledSize", "kind": "exact"}]
+    assert entries.match_case(SimpleNamespace(id="roi_pooling/y", tags={}, seed=0)) is None
+    with pytest.raises(ValueError, match="predicted must be a list of objects"):
+        exp.parse({"expectations": [{"id": "a", "predicted": {"field": "x"}, "outcome": "fail", "reason": "r",
+                                     "link": "l"}]})
+    assert exp.parse({"ep": "DmlExecutionProvider", "expectations": []}).predictor is not None
+    assert exp.parse({"ep": "CPUExecutionProvider", "expectations": []}).predictor is None
+
+
+def test_dml_sessions_disable_graph_fusion_unless_kept():
+    """ep.dml.disable_graph_fusion (onnxruntime/core/providers/dml/dml_session_options_config_keys.h):
+    ORT fuses DML nodes at every optimization level (inference_session.cc), so it is off by default."""
+    dml = EpSpec("DmlExecutionProvider", "dml")
+    assert session_options(dml, SessionSettings()).get_session_config_entry("ep.dml.disable_graph_fusion") == "1"
+    kept = session_options(dml, SessionSettings(dml_graph_fusion=True))
+    assert _config(kept, "ep.dml.disable_graph_fusion") is None
+    assert SessionSettings().to_json(dml)["dml_graph_fusion"] is False
+    assert SessionSettings(dml_graph_fusion=True).to_json(dml)["dml_graph_fusion"] is True
+    assert _config(session_options(resolve_ep("cpu"), SessionSettings()), "ep.dml.disable_graph_fusion") is None
+    assert "dml_graph_fusion" not in SessionSettings().to_json(resolve_ep("cpu"))
+
+
+def test_a_session_python_rebuilt_without_the_ep_is_a_build_failure(monkeypatch):
+    """onnxruntime_inference_collection.py retries a failing EP on the CPU EP alone unless
+    enable_fallback=0; the harness passes it and still checks get_providers()."""
+    from ep_testbed.harness import session as session_mod
+
+    seen = {}
+
+    class Fallen:
+        def __init__(self, model, so, providers, **kwargs):
+            seen.update(kwargs, providers=providers)
+
+        def get_providers(self):
+            return ["CPUExecutionProvider"]
+
+    monkeypatch.setattr(ort, "InferenceSession", Fallen)
+    mapping = to_onnx(max_pool_case("x").desc)
+    dml = EpSpec("DmlExecutionProvider", "dml", {"device_id": "7"})
+    with pytest.raises(session_mod.SessionError) as info:
+        session_mod.run_on_ep(mapping.model, {}, dml, SessionSettings())
+    assert seen["enable_fallback"] == 0 and seen["providers"] == [("DmlExecutionProvider", {"device_id": "7"})]
+    assert info.value.stage == "build" and not info.value.refused_fallback
+    assert "without DmlExecutionProvider" in str(info.value)

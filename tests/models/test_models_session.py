@@ -34,7 +34,7 @@ def test_a_case_run_and_a_model_run_go_through_the_same_session_function(tmp_pat
     case = next(c for c in build_catalog(["max_pooling2"]) if c.id.startswith("max_pooling2/grid-float32-2d"))
     line = run_case(case, CaseConfig(ep=resolve_ep("cpu")))
     assert line["outcome"] == "pass", line["message"]
-    assert line["placement_source"].startswith("profiling")
+    assert line["placement_source"] == "trace-node"
     case_calls = list(session_calls)
     assert len(case_calls) == 1 and case_calls[0][1:] == ("CPUExecutionProvider", False, True)
 
@@ -50,7 +50,7 @@ def test_a_case_run_and_a_model_run_go_through_the_same_session_function(tmp_pat
     cpu = "CPUExecutionProvider"
     assert [(c[1], c[3]) for c in model_calls] == [(cpu, True), (cpu, False), (cpu, False), (cpu, True)]
     assert {c[0] for c in model_calls} == {model.graph.name}
-    assert result["placement"]["source"].startswith("profiling") and result["verdict"] == "pass"
+    assert result["placement"]["source"] == "trace-node" and result["verdict"] == "pass"
 
 
 def test_a_session_error_says_which_stage_failed_and_whether_it_was_a_fallback_refusal():

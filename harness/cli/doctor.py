@@ -1,0 +1,52 @@
+"""``ep-testbed doctor --ep EP [--ep-option device_id=N]``: can this machine run the catalog on the EP?
+
+Prints each check of ``harness.preflight`` (the ONNX Runtime wheels, the EP, for DirectML the DXGI
+adapters, the chosen one and DirectML.dll, then one one-node session on the EP) and the GPU
+identity that run headers will record. Exit codes: 0 ready, 2 not ready (the one line on stderr
+names what is wrong and the fix). ``ep-testbed run`` makes the same checks before any case runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..options import add_ep_options
+from ..preflight import check
+from ..providers import SessionSettings, parse_provider_options
+from .common import usage_error
+
+MARKS = {"ok": "ok   ", "warn": "warn ", "fatal": "FAIL "}
+
+
+def add(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``doctor`` with the EP group and ``--dml-graph-fusion``."""
+    p = subparsers.add_parser("doctor", help="check that this machine can run the catalog on an EP",
+                              description="Preflight for an execution provider: the installed ONNX Runtime wheels, "
+                                          "the EP, for DirectML the adapters (DXGI) and DirectML.dll, then one "
+                                          "one-node session built, run and proven on the EP.",
+                              epilog="exit codes: 0 ready, 2 not ready (stderr names the fix)")
+    add_ep_options(p.add_argument)
+    p.add_argument("--dml-graph-fusion", action="store_true", help="check with DirectML graph fusion kept on, as "
+                                                                    "`run --dml-graph-fusion` runs")
+    p.set_defaults(func=doctor_command)
+
+
+def doctor_command(args: argparse.Namespace) -> int:
+    """Print the findings; 0 when none is fatal, else 2 with the fatal one on stderr."""
+    try:
+        options = parse_provider_options(args.ep_option)
+    except ValueError as exc:
+        return usage_error(str(exc))
+    settings = SessionSettings(graph_opt=args.graph_opt, dml_graph_fusion=args.dml_graph_fusion)
+    result = check(args.ep, options, settings)
+    print(f"ep-testbed doctor --ep {args.ep}")
+    for finding in result.findings:
+        if finding.level != "fatal":
+            print(f"  {MARKS[finding.level]}{finding.text}")
+    if result.fatal is not None:
+        print("  FAIL (see stderr)")
+        return usage_error(f"doctor: {result.fatal.text}")
+    if result.gpu is not None:
+        print(f"  run headers will record: {result.gpu.get('summary')}")
+    print("ready")
+    return 0

@@ -1,0 +1,191 @@
+"""The preflight: can this machine run cases on the EP at all? One clear stop instead of a wall of
+failed sessions. ``ep-testbed doctor`` prints every finding; ``ep-testbed run`` runs the same
+check first and stops with exit code 2 on the first fatal one.
+
+In order, each a ``Finding`` (``ok``, ``warn`` or ``fatal``, one line, the fatal ones naming the
+fix):
+
+1. the ONNX Runtime wheels: exactly one distribution may provide the ``onnxruntime`` module
+   (``onnxruntime`` and ``onnxruntime-directml`` both installed overwrite each other's files);
+2. the EP is in this ONNX Runtime (``providers.resolve_ep``);
+3. DirectML: the DXGI adapters (``harness.gpu``): ``device_id`` a whole number within them, the
+   chosen adapter not the Microsoft Basic Render Driver (ORT's dml_provider_factory.cc refuses it
+   with ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER), a hardware adapter at all, DirectML.dll found;
+4. one session with one node (a float32 MaxPool from the case catalog) builds, runs and is
+   proven on the EP, with the run's session settings (``harness.session.run_on_ep``); ORT's
+   errors are explained where their HRESULT is known (0x887A0002: no adapter at that index).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .providers import ALIASES, EpNotAvailable, EpSpec, SessionSettings, ort_flavour, ort_version, resolve_ep
+
+#: The wheel that brings each EP (the fix a missing EP names).
+WHEELS = {"DmlExecutionProvider": "onnxruntime-directml", "OpenVINOExecutionProvider": "onnxruntime-openvino",
+          "CUDAExecutionProvider": "onnxruntime-gpu", "TensorrtExecutionProvider": "onnxruntime-gpu",
+          "QNNExecutionProvider": "onnxruntime-qnn"}
+#: HRESULTs ORT's DirectML EP raises while choosing the adapter, and what they mean.
+KNOWN_HRESULTS = {
+    "887A0002": "DXGI_ERROR_NOT_FOUND: no adapter at that device_id (IDXGIFactory::EnumAdapters1)",
+    "C0262002": "ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER: the adapter is the Microsoft Basic Render Driver, "
+                "which the DirectML EP refuses",
+    "887A0004": "DXGI_ERROR_UNSUPPORTED: the adapter cannot create a Direct3D 12 device at feature level 11_0",
+}
+
+
+@dataclass
+class Finding:
+    """One line of the preflight: ``level`` is ok, warn or fatal."""
+
+    level: str
+    text: str
+
+
+@dataclass
+class Preflight:
+    """Every finding, in order, and the GPU identity record read on the way (DirectML only)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    gpu: Optional[dict[str, Any]] = None
+
+    @property
+    def fatal(self) -> Optional[Finding]:
+        """The first fatal finding (the run stops there), or None."""
+        return next((f for f in self.findings if f.level == "fatal"), None)
+
+    def add(self, level: str, text: str) -> bool:
+        """Record a finding; False when it is fatal (the caller stops checking)."""
+        self.findings.append(Finding(level, text))
+        return level != "fatal"
+
+
+def onnxruntime_distributions() -> list[str]:
+    """The installed distributions that provide the ``onnxruntime`` module."""
+    try:
+        return sorted(set(importlib.metadata.packages_distributions().get("onnxruntime", [])))
+    except Exception:  # broken metadata: nothing to compare
+        return []
+
+
+def check_wheels(result: Preflight, distributions: list[str]) -> bool:
+    """Finding 1: one wheel provides ``onnxruntime``."""
+    if len(distributions) > 1:
+        return result.add("fatal", f"{' and '.join(distributions)} are all installed and overwrite each other's "
+                                   f"onnxruntime module. Fix: pip uninstall -y {' '.join(distributions)}, then install "
+                                   "only the one you test (on Windows: onnxruntime-directml), best in a fresh venv")
+    return result.add("ok", f"{distributions[0] if distributions else ort_flavour()} {ort_version()} is the only "
+                            "onnxruntime wheel")
+
+
+def check_ep(result: Preflight, name: str, options: dict[str, str],
+             available: Optional[list[str]]) -> Optional[EpSpec]:
+    """Finding 2: the EP is available; its ``EpSpec`` or None (fatal finding recorded)."""
+    try:
+        ep = resolve_ep(name, options, available)
+    except EpNotAvailable:
+        provider = ALIASES.get(name.strip().lower(), name.strip())
+        wheel = WHEELS.get(provider)
+        where = "on a Windows machine with a GPU, " if provider == "DmlExecutionProvider" else ""
+        fix = (f"{where}in a fresh venv: pip install {wheel} (it replaces onnxruntime; never install both)"
+               if wheel else f"install an ONNX Runtime build that has {provider}")
+        result.add("fatal", f"{provider} is not in this ONNX Runtime ({ort_flavour()} {ort_version()} on "
+                            f"{sys.platform}). Fix: {fix}")
+        return None
+    result.add("ok", f"{ep.provider} is available")
+    return ep
+
+
+def check_adapters(result: Preflight, ep: EpSpec, record: dict[str, Any]) -> bool:
+    """Finding 3 (DirectML): the adapter ``device_id`` names (or the default) is usable."""
+    result.gpu = record
+    if record.get("source") != "dxgi":
+        return result.add("warn", f"adapters not read: {record.get('note')}")
+    for adapter in record.get("adapters", []):
+        flag = " (software: Microsoft Basic Render Driver)" if adapter.get("software") else ""
+        result.add("ok", f"adapter {adapter['index']}: {adapter['description']} [{adapter['vendor_id'][2:]}:"
+                         f"{adapter['device_id'][2:]}] driver {adapter.get('driver_version') or '?'}{flag}")
+    if record.get("problem"):
+        hardware = [a for a in record.get("adapters", []) if not a.get("software")]
+        hint = ("; hardware adapters: " + ", ".join(f"device_id={a['index']} ({a['description']})" for a in hardware)
+                if hardware else "; install a GPU driver (the DirectML EP needs a Direct3D 12 hardware adapter)")
+        return result.add("fatal", f"{record['problem']}. Fix: pass --ep-option device_id=N for a hardware adapter"
+                                   f"{hint}")
+    chosen = record["adapter"]
+    if chosen.get("software"):
+        return result.add("fatal", f"device_id={chosen['index']} is the Microsoft Basic Render Driver (WARP), which "
+                                   "the DirectML EP refuses (ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER). Fix: pick a "
+                                   "hardware adapter's device_id from the list above")
+    result.add("ok", f"uses {chosen['description']}: {record['selection']}")
+    if not (ep.options or {}).get("device_id") and sum(not a.get("software") for a in record["adapters"]) > 1:
+        result.add("warn", "several hardware adapters and no device_id: results name a guessed adapter; pass "
+                           "--ep-option device_id=N")
+    dml = record.get("directml")
+    if dml:
+        result.add("ok", f"DirectML.dll {dml.get('version') or '(version unread)'} at {dml['path']}")
+    else:
+        result.add("warn", "DirectML.dll not found next to onnxruntime or in System32")
+    return True
+
+
+def explain(error: str) -> str:
+    """``error`` with the meaning of any HRESULT in it that ORT's DirectML EP is known to raise."""
+    meanings = [meaning for code, meaning in KNOWN_HRESULTS.items() if code in error.upper()]
+    return error + (f" ({'; '.join(meanings)})" if meanings else "")
+
+
+def probe_case() -> Any:
+    """The case the session check runs: the first float32 2-D MaxPool of the catalog."""
+    from ep_testbed.graphs.catalog import build_catalog  # the catalog loads onnx and the registry
+
+    return next(c for c in build_catalog(["max_pooling2"]) if c.tags.get("dtype") == "float32"
+                and c.desc.dimension_count == 2)
+
+
+def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> bool:
+    """Finding 4: one node builds, runs and is proven on the EP."""
+    from ep_testbed.graphs import to_onnx
+
+    from . import placement as placement_mod
+    from .session import SessionError, first_line, run_on_ep
+
+    case = probe_case()
+    mapping = to_onnx(case.desc, opset=case.opset)
+    try:
+        run = run_on_ep(mapping.model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
+    except SessionError as exc:
+        return result.add("fatal", f"a one-node MaxPool session failed on {ep.provider}: "
+                                   f"{explain(first_line(exc.cause))}. Fix: run `ep-testbed doctor --ep "
+                                   f"{ep.alias}` and check the adapter, device_id and driver it lists")
+    off = placement_mod.off_ep(run.placement, mapping.op_nodes, ep.provider)
+    if off:
+        return result.add("fatal", f"a one-node MaxPool session ran, but not on {ep.provider}: "
+                                   + ", ".join(f"{n} -> {run.placement.get(n, 'unproven')}" for n in off))
+    return result.add("ok", f"a one-node MaxPool session built and ran on {ep.provider} "
+                            f"(placement: {run.placement_source})")
+
+
+def check(name: str, options: dict[str, str], settings: SessionSettings = SessionSettings(), *,
+          available: Optional[list[str]] = None, distributions: Optional[list[str]] = None,
+          gpu_record: Optional[Callable[[EpSpec], dict[str, Any]]] = None) -> Preflight:
+    """Run the checks for ``--ep name`` with its provider ``options``, stopping at the first fatal
+    one. ``available``/``distributions``/``gpu_record`` replace what is read from this machine
+    (tests simulate a Windows GPU runner through them)."""
+    from .gpu import identity
+
+    result = Preflight()
+    if not check_wheels(result, onnxruntime_distributions() if distributions is None else distributions):
+        return result
+    ep = check_ep(result, name, options, available)
+    if ep is None:
+        return result
+    if ep.provider == "DmlExecutionProvider":
+        record = (gpu_record or (lambda e: identity(e.provider, e.options)))(ep)
+        if not check_adapters(result, ep, record):
+            return result
+    check_session(result, ep, settings)
+    return result
