@@ -8,11 +8,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_test_named_in_decisions_exists():
     text = (ROOT / "reference" / "DECISIONS.md").read_text()
-    named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", text)
-    named += [(None, t) for t in re.findall(r"(?<!::)`(test_\w+)`", text)]
+    # In document order: a bare `test_name` belongs to the file named last before it.
+    named = re.findall(r"`(?:(test_\w+\.py)::)?(test_\w+)`", text)
     assert len(named) > 20
     sources = {p.name: p.read_text() for p in (ROOT / "tests" / "reference").glob("test_*.py")}
     last_file = None
     for file, test in named:
         last_file = file or last_file
+        assert last_file, f"{test} is named in DECISIONS.md before any test file"
         assert f"def {test}(" in sources[last_file], f"{last_file}::{test} named in DECISIONS.md does not exist"
