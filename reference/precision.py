@@ -225,7 +225,8 @@ class KnifeEdge:
 
     def text(self) -> str:
         """One line for a person: the decision, the exact choice, the alternative."""
-        return f"{self.decision}: {self.exact} exactly, {self.alternative} after rounding ({self.elements} elements)"
+        return (f"{self.decision}: {self.exact} exactly, {self.alternative} after rounding "
+                f"({self.elements} element{'s' if self.elements != 1 else ''})")
 
     def to_json(self) -> dict[str, Any]:
         """The note as a results file holds it."""

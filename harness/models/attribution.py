@@ -6,7 +6,8 @@ Attributed nodes are those of an ONNX op type some operator record reads back
 domain. ``probe_model`` adds every input and output of those nodes to a copy's graph outputs,
 so that one run of the copy captures them. ``attribute_nodes`` then reads each node, in graph
 (topological) order, as a DML desc (``graphs.import_node``) from the inputs the EP under test
-actually fed it, computes the desc with ``reference.execute``, and compares the result with
+actually fed it, computes the desc with ``reference.execute_with_bounds`` (its exact outputs with
+the rounding bounds and knife-edge alternatives of the precision model), and compares the result with
 what the EP produced for that node (``harness.compare.compare_outputs``, with the operator
 record's index outputs and rule: ``outputs.index_rule_for``). Because every node is judged on
 its own EP-produced inputs, upstream error does not leak into it: the first node that diverges
@@ -20,10 +21,10 @@ from typing import Any, Mapping
 import numpy as np
 import onnx
 from ep_testbed.graphs import attributed_op_types, import_node
-from ep_testbed.reference import execute, spec_for
+from ep_testbed.reference import DEFAULT_MODEL, execute_with_bounds, spec_for
 from onnx import helper, numpy_helper
 
-from ..compare import compare_outputs
+from ..compare import Allowance, allowance_record, compare_outputs, knife_edge_note
 from ..tolerances import Tolerances
 from .outputs import index_rule_for, no_errors
 from .untrusted import model_opset
@@ -93,7 +94,8 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
         if missing_in or any(n not in ep_values for n in node.output if n):
             row.update(status="error", message="an input or output of the node was not captured from the EP")
             continue
-        pair = _judge_node(row, node, arrays, ep_values, config.reading, config.tolerances, opset)
+        pair = _judge_node(row, node, arrays, ep_values, config.reading, config.tolerances, opset,
+                           getattr(config, "precision_model", DEFAULT_MODEL))
         if arrays_out is not None and pair is not None:
             arrays_out[row["node"]] = pair
         if ref_values is not None and row["status"] not in ("not-attributable", "error"):
@@ -121,9 +123,11 @@ def _value(name: str, feeds: Mapping[str, np.ndarray], constants: Mapping[str, n
 
 def _judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarray],
                 ep_values: Mapping[str, np.ndarray], reading: str, tolerances: Tolerances,
-                opset: int | None) -> dict[str, np.ndarray] | None:
-    """Read the node as a desc, compute it on ``arrays`` and compare with the EP's outputs,
-    filling ``row``; returns the diverging node's value outputs (``{"expected", "actual"}``), else None."""
+                opset: int | None, precision: str = DEFAULT_MODEL) -> dict[str, np.ndarray] | None:
+    """Read the node as a desc, compute it on ``arrays`` with the reference's allowance under
+    ``precision`` (its rounding bounds and knife-edge alternatives) and compare with the EP's
+    outputs, filling ``row``; returns the diverging node's value outputs (``{"expected",
+    "actual"}``), else None."""
     try:
         imported = import_node(node, [a.shape for a in arrays], [a.dtype for a in arrays], reading, opset)
     except ValueError as exc:
@@ -132,7 +136,8 @@ def _judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarr
     row["desc_type"] = imported.desc.TYPE
     row["flags"] = [f.to_json() for f in imported.flags if f.kind != "exact"]
     try:
-        expected_list = imported.outputs(execute(imported.desc, imported.inputs(arrays)))
+        reference = execute_with_bounds(imported.desc, imported.inputs(arrays), precision)
+        expected_list = imported.outputs(reference.outputs)
     except Exception as exc:
         row.update(status="error", message=f"reference raised {type(exc).__name__}: {exc}")
         return None
@@ -145,12 +150,13 @@ def _judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarr
             actual[dml_outputs[i]] = ep_values[out_name]
     index_map, in_window = index_rule_for(imported, arrays)
     cmp = compare_outputs(expected, actual, tolerances, imported.inputs(arrays), in_window=in_window,
-                          index_outputs=index_map)
+                          index_outputs=index_map, allowance=Allowance.of(reference))
     rename = {dml_outputs[i]: n for i, n in enumerate(node.output) if n}
     row.update(status="diverges" if not cmp.passed else ("tie-only" if cmp.ties else "match"),
                errors=cmp.errors(), mismatches=cmp.mismatches, ties=cmp.ties, compared=cmp.compared,
                worst=[dict(w, output=rename.get(w["output"], w["output"])) for w in cmp.worst],
-               message=_rename(cmp.summary(), rename))
+               message=_rename(cmp.summary() + knife_edge_note(reference, cmp), rename),
+               **allowance_record(reference, cmp))
     if cmp.passed:
         return None
     value = _value_output(imported.desc, expected)
