@@ -52,7 +52,7 @@ class Allowance:
     def of(cls, expected: Any) -> "Allowance | None":
         """The allowance of a reference ``Expected`` (``reference.execute_with_bounds``); None for
         none or under the ``exact`` model (the tolerance rule alone)."""
-        if expected is None or expected.model.compute is None:
+        if expected is None or expected.model.compute is None or not (expected.bounds or expected.alternatives):
             return None
         return cls(dict(expected.bounds), dict(expected.alternatives), expected.model.bound_phrase)
 
@@ -87,6 +87,7 @@ class Comparison:
     bound_accepted: int = 0
     knife_accepted: int = 0
     bound_rule: str | None = None
+    alternatives_offered: bool = False
     #: The largest |a - e| the bound accepted, and the bound at that element.
     largest_bound_accepted: tuple[float, float] | None = None
 
@@ -122,7 +123,9 @@ class Comparison:
         if self.mismatches and self.applied:
             text += "; tolerance " + "; ".join(f"{name} {rule}" for name, rule in self.applied.items())
             if self.bound_rule:
-                text += f", or within the {self.bound_rule} or a knife-edge alternative"
+                text += f", or within the {self.bound_rule}"
+            if self.alternatives_offered:
+                text += ", or a knife-edge alternative"
         return text
 
     def _allowance_parts(self) -> list[str]:
@@ -151,7 +154,8 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
     (see the module docstring). ``allowance``: the reference's element bounds and knife-edge
     ranges (module docstring); None: the tolerance rule alone."""
     index_outputs = index_outputs or {}
-    result = Comparison(bound_rule=allowance.rule if allowance is not None else None)
+    result = Comparison(bound_rule=allowance.rule if allowance is not None and allowance.bounds else None,
+                        alternatives_offered=allowance is not None and bool(allowance.alternatives))
     candidates: list[tuple[tuple[int, float], dict[str, Any]]] = []
     for name, exp in expected.items():
         exp = np.asarray(exp)

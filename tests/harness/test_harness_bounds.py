@@ -112,7 +112,7 @@ def test_knife_edge_alternative_is_accepted_and_counted():
     assert ok.passed and ok.knife_accepted == 1 and "1 match a knife-edge alternative" in ok.summary()
     bad = compare_outputs({"OutputTensor": e}, {"OutputTensor": np.array([1.0, -0.5, 3.0], np.float32)}, TOL,
                           allowance=allowance)
-    assert bad.mismatches == 1 and "or within the test bound or a knife-edge alternative" in bad.summary()
+    assert bad.mismatches == 1 and "or within the test bound, or a knife-edge alternative" in bad.summary()
     plain = compare_outputs({"OutputTensor": e}, {"OutputTensor": np.array([1.0, 0.0, 3.0], np.float32)}, TOL)
     assert plain.mismatches == 1
 
@@ -121,6 +121,21 @@ def test_an_allowance_of_another_shape_is_ignored():
     e = np.array([1.0, 2.0], np.float32)
     wrong = Allowance({"OutputTensor": np.full(3, 10.0)}, {}, "test bound")
     assert not compare_outputs({"OutputTensor": e}, {"OutputTensor": e + 1}, TOL, allowance=wrong).passed
+
+
+def test_a_selection_gets_no_allowance():
+    """MAX_POOLING2 only selects: no bound and no alternative, so its comparison is the rule
+    alone and its message names no bound."""
+    x = (np.random.default_rng(0).standard_normal((1, 1, 4, 4)) * 100).astype(np.float32)
+    desc = desc_from_dml({"Type": "DML_OPERATOR_MAX_POOLING2", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 4, 4]},
+                          "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 2, 2]}, "OutputIndicesTensor": None,
+                          "DimensionCount": 2, "Strides": [2, 2], "WindowSize": [2, 2], "StartPadding": [0, 0],
+                          "EndPadding": [0, 0], "Dilations": [1, 1]})
+    expected = execute_with_bounds(desc, {"InputTensor": x})
+    assert Allowance.of(expected) is None
+    c = compare_outputs(expected.outputs, {"OutputTensor": expected.outputs["OutputTensor"] + 1}, TOL,
+                        allowance=Allowance.of(expected))
+    assert not c.passed and "bound" not in c.summary() and "knife" not in c.summary()
 
 
 def test_non_finite_values_get_no_allowance():
