@@ -208,7 +208,7 @@ def knife_edge_note(reference: Any, comparison: Comparison) -> str:
         return ""
     first = reference.knife_edges[0].text()
     used = (f"{comparison.knife_accepted} elements accepted as knife-edge alternatives" if comparison.knife_accepted
-            else "the exact decisions matched")
+            else "the EP matched the reference's decisions")
     return (f"; note: {reference.knife_edge_count} knife-edge decision(s) that {reference.model.name} rounding can "
             f"flip ({used}), e.g. {first}")
 

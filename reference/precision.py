@@ -215,7 +215,10 @@ def output_rounding(bound: np.ndarray, values: np.ndarray, data_type: str) -> np
 
 @dataclass(frozen=True)
 class KnifeEdge:
-    """One discrete decision that rounding in the model's type can flip, and what the flip does."""
+    """One discrete decision that rounding in the model's type can flip: ``exact`` is the
+    reference's choice (exact arithmetic; for ROI_POOLING's corners, its float32 product, RP-1),
+    ``alternative`` what a rounding kernel can choose instead, ``elements`` the output elements
+    whose value the flip changes."""
 
     output: str
     decision: str
@@ -225,7 +228,7 @@ class KnifeEdge:
 
     def text(self) -> str:
         """One line for a person: the decision, the exact choice, the alternative."""
-        return (f"{self.decision}: {self.exact} exactly, {self.alternative} after rounding "
+        return (f"{self.decision}: the reference takes {self.exact}, rounding can give {self.alternative} "
                 f"({self.elements} element{'s' if self.elements != 1 else ''})")
 
     def to_json(self) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def _region_alternatives(desc: RoiPoolingDesc, plane: np.ndarray, row: int, valu
 def _note(expected: Expected, row: int, candidates: list[tuple[int, ...]], rows: tuple[np.ndarray, np.ndarray],
           cols: tuple[np.ndarray, np.ndarray], changed: int) -> None:
     """Note a region's first few flippable decisions: rounded corners, then bin bounds."""
-    found = [(f"round(Roi{name.upper()} * SpatialScale)", c[0], c[1:])
+    found = [(f"round(Roi{name.upper()} * SpatialScale) (the reference rounds the float32 product, RP-1)", c[0], c[1:])
              for name, c in zip(_CORNERS, candidates) if len(c) > 1]
     for axis, (starts, ends) in (("Y", rows), ("X", cols)):
         for kind, bounds in (("start", starts), ("end", ends)):
