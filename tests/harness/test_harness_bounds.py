@@ -193,6 +193,49 @@ def test_a_catalog_knife_edge_is_a_pass_with_its_alternative_named():
     assert run_case(case, CaseConfig(ep=resolve_ep("cpu"), precision_model="exact"))["outcome"] == "fail"
 
 
+@dataclass(frozen=True)
+class FixedCase:
+    """A case with fixed input arrays (graphs.catalog.Case's contract)."""
+
+    id: str
+    desc: Any
+    arrays: Any
+    seed: int = 0
+    opset: Any = None
+    tags: dict = field(default_factory=dict)
+
+    @property
+    def op(self) -> str:
+        return self.desc.TYPE
+
+    def inputs(self):
+        return dict(self.arrays)
+
+
+def test_the_issues_sample_count_knife_edge_on_the_cpu_ep():
+    """The issue's example end to end (mapper, CPU EP, comparison): ROI y from 1000 to 1050 at
+    SpatialScale 0.1 is a region of 5.0000000745 rows (6 samples) that ORT computes in float32 as
+    5 rows (5 samples). The plain rule fails all 4 elements; the default model passes them as
+    knife-edge alternatives and names the decision."""
+    x = (np.random.default_rng(5).standard_normal((1, 2, 120, 8)) * 100).astype(np.float32)
+    rois = np.array([[0, 1000, 30, 1050]], dtype=np.float32)
+    desc = desc_from_dml({
+        "Type": "DML_OPERATOR_ROI_ALIGN1", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 2, 120, 8]},
+        "ROITensor": {"DataType": "FLOAT32", "Sizes": [1, 4]}, "BatchIndicesTensor": {"DataType": "UINT32", "Sizes": [1]},
+        "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 2, 1, 2]}, "ReductionFunction": "AVERAGE",
+        "InterpolationMode": "LINEAR", "SpatialScaleX": 0.1, "SpatialScaleY": 0.1, "InputPixelOffset": 0.5,
+        "OutputPixelOffset": -0.5, "OutOfBoundsInputValue": 0.0, "MinimumSamplesPerOutput": 1,
+        "MaximumSamplesPerOutput": 2**32 - 1, "AlignRegionsToCorners": False})
+    case = FixedCase("roi_align1/knife-edge-sample-count", desc,
+                     {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(1, np.uint32)})
+    line = run_case(case, CaseConfig(ep=resolve_ep("cpu")))
+    assert line["outcome"] == "pass" and line["bound"]["knife_edge_accepted"] == 4, line["message"]
+    edge = line["knife_edges"][0]
+    assert "samples per output along Y" in edge["decision"] and edge["exact"] == "6" and edge["alternative"].startswith("5")
+    strict = run_case(case, CaseConfig(ep=resolve_ep("cpu"), precision_model="exact"))
+    assert strict["outcome"] == "fail" and strict["mismatches"] == 4
+
+
 def test_a_float16_coordinate_failure_is_named_as_such(monkeypatch):
     """A FLOAT16 case whose EP computes coordinates in float16 fails under fp32; the message says
     that float16 arithmetic explains it (the tensor-type bound holds)."""
