@@ -249,7 +249,8 @@ class Expected:
     ``bounds[name]``: per element, how far a kernel of the model may lie from ``outputs[name]``
     (float64, >= 0; an output not listed has bound 0: a selection is exact).
     ``alternatives[name]``: ``(low, high)`` per element, the range of outputs that the
-    alternative knife-edge decisions give (``low == high == outputs`` where there is none).
+    alternative knife-edge decisions give, each rounded once to the output type like the output
+    (``low == high == outputs`` where there is none).
     ``knife_edges``: notes on the decisions (at most ``MAX_NOTES``; ``knife_edge_count`` all)."""
 
     outputs: dict[str, np.ndarray]

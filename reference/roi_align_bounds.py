@@ -389,9 +389,9 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
             ranges[r] = (region.low, region.high)
     expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
     if ranges:
-        low, high = output.astype(np.float64), output.astype(np.float64)
+        low, high = output.copy(), output.copy()
         for r, (lo, hi) in ranges.items():
             # Each alternative is an output in its own right: rounded once to the output type.
-            low[r], high[r] = (np.moveaxis(v, -1, 0).astype(output.dtype) for v in (lo, hi))
+            low[r], high[r] = np.moveaxis(lo, -1, 0), np.moveaxis(hi, -1, 0)
         expected.alternatives["OutputTensor"] = (low, high)
     return expected

@@ -73,17 +73,16 @@ def _bin_range(plane: np.ndarray, wide: tuple[int, int, int, int], narrow: tuple
                ) -> tuple[np.ndarray, np.ndarray]:
     """``(low, high)`` per channel of a bin's maximum over its candidate bounds: ``wide`` and
     ``narrow`` are ``(top, bottom, left, right)`` of the largest and the smallest candidate."""
-    channels = plane.shape[-1]
-    block = plane[wide[0]:wide[1], wide[2]:wide[3]].reshape(-1, channels)
+    block = plane[wide[0]:wide[1], wide[2]:wide[3]]
     if block.size == 0:
-        zero = np.zeros(channels)
+        zero = np.zeros(plane.shape[-1])
         return zero, zero
-    high = np.fmax.reduce(block, axis=0)
+    high = np.fmax.reduce(block, axis=(0, 1))
     top, bottom, left, right = narrow
     if bottom > top and right > left:
-        low = np.fmax.reduce(plane[top:bottom, left:right].reshape(-1, channels), axis=0)
+        low = np.fmax.reduce(plane[top:bottom, left:right], axis=(0, 1))
     else:  # an alternative can leave the bin empty: 0 (RP-4), or any maximum of a smaller range
-        low = np.fmin(0.0, np.fmin.reduce(block, axis=0))
+        low = np.fmin(0.0, np.fmin.reduce(block, axis=(0, 1)))
     return low, high
 
 
@@ -91,7 +90,7 @@ def region_range(plane: np.ndarray, value: np.ndarray, rows: tuple[np.ndarray, n
                  cols: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(low, high)`` of one region's bins ``(PooledHeight, PooledWidth, C)`` whose exact maxima
     are ``value``, over the bin bounds ``rows`` / ``cols`` (``bin_candidates`` of this region)."""
-    low, high = value.astype(np.float64), value.astype(np.float64)
+    low, high = value.copy(), value.copy()  # every candidate is an input value or 0: exact in its type
     def spans(bounds):  # per bin (widest start, widest end, narrowest start, narrowest end)
         starts, ends = bounds
         return list(zip(starts.min(axis=1).tolist(), ends.max(axis=1).tolist(), starts.max(axis=1).tolist(),
@@ -143,7 +142,7 @@ def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model:
                                       (rows[0][r], rows[1][r]), (cols[0][r], cols[1][r]), maximum)
         if lo is not None:
             if low is None:
-                low, high = output.astype(np.float64), output.astype(np.float64)
+                low, high = output.copy(), output.copy()
             low[r], high[r] = np.moveaxis(lo, -1, 0), np.moveaxis(hi, -1, 0)
     if low is not None:
         expected.alternatives["OutputTensor"] = (low, high)
