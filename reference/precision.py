@@ -251,7 +251,8 @@ class Expected:
     ``alternatives[name]``: ``(low, high)`` per element, the range of outputs that the
     alternative knife-edge decisions give, each rounded once to the output type like the output
     (``low == high == outputs`` where there is none).
-    ``knife_edges``: notes on the decisions (at most ``MAX_NOTES``; ``knife_edge_count`` all)."""
+    ``knife_edges``: notes on the decisions (at most ``MAX_NOTES``); ``knife_edge_count`` counts
+    the notes made, at least one per region (or element group) that holds a knife edge."""
 
     outputs: dict[str, np.ndarray]
     model: PrecisionModel

@@ -21,7 +21,7 @@ import itertools
 
 import numpy as np
 
-from .precision import Arithmetic, Expected, KnifeEdge, PrecisionModel
+from .precision import MAX_NOTES, Arithmetic, Expected, KnifeEdge, PrecisionModel
 from .roi_pooling import (
     RoiPoolingDesc,
     _check_rois,
@@ -134,18 +134,22 @@ def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model:
     moving = ((rows[0] != rows[0][..., :1]).any(axis=(1, 2)) | (rows[1] != rows[1][..., :1]).any(axis=(1, 2))
               | (cols[0] != cols[0][..., :1]).any(axis=(1, 2)) | (cols[1] != cols[1][..., :1]).any(axis=(1, 2))
               | (corners != corners[..., :1]).any(axis=(1, 2)))
-    low = high = None
+    low = high = None  # the output itself until an alternative lowers (or raises) an element
     for r in np.flatnonzero(moving):
         plane = channels_last[int(rois[r, 0])]
         candidates = [tuple(dict.fromkeys(c.tolist())) for c in corners[r]]
-        lo, hi = _region_alternatives(desc, plane, r, np.moveaxis(output[r], 0, -1), candidates, ar, expected,
+        value = np.moveaxis(output[r], 0, -1)
+        lo, hi = _region_alternatives(desc, plane, r, value, candidates, ar, expected,
                                       (rows[0][r], rows[1][r]), (cols[0][r], cols[1][r]), maximum)
-        if lo is not None:
-            if low is None:
-                low, high = output.copy(), output.copy()
-            low[r], high[r] = np.moveaxis(lo, -1, 0), np.moveaxis(hi, -1, 0)
-    if low is not None:
-        expected.alternatives["OutputTensor"] = (low, high)
+        if lo is None:
+            continue
+        if (lo != value).any():  # most alternatives only widen a bin: its maximum can only grow
+            low = output.copy() if low is None else low
+            low[r] = np.moveaxis(lo, -1, 0)
+        high = output.copy() if high is None else high
+        high[r] = np.moveaxis(hi, -1, 0)
+    if high is not None:
+        expected.alternatives["OutputTensor"] = (output if low is None else low, high)
     return expected
 
 
@@ -177,7 +181,11 @@ def _region_alternatives(desc: RoiPoolingDesc, plane: np.ndarray, row: int, valu
 
 def _note(expected: Expected, row: int, candidates: list[tuple[int, ...]], rows: tuple[np.ndarray, np.ndarray],
           cols: tuple[np.ndarray, np.ndarray], changed: int) -> None:
-    """Note a region's first few flippable decisions: rounded corners, then bin bounds."""
+    """Note a region's first few flippable decisions: rounded corners, then bin bounds (only
+    counted once ``expected`` holds all the notes it keeps)."""
+    if len(expected.knife_edges) >= MAX_NOTES:
+        expected.knife_edge_count += 1
+        return
     found = [(f"round(Roi{name.upper()} * SpatialScale) (the reference rounds the float32 product, RP-1)", c[0], c[1:])
              for name, c in zip(_CORNERS, candidates) if len(c) > 1]
     for axis, (starts, ends) in (("Y", rows), ("X", cols)):
