@@ -182,9 +182,9 @@ def _linear_samples(plane: np.ndarray, ys: Approx, xs: Approx, k: float) -> tupl
     gx, gy = _abs_diff(t01, t00, t11, t10), _abs_diff(t10, t00, t11, t01)
     _widen_near_cell_edges(plane, ys, xs, gx, gy)
     kind = gx.dtype.type
-    bound = gx * (xs.e + 2 * k).astype(kind)[None, :, None]
-    bound += gy * (ys.e + 2 * k).astype(kind)[:, None, None]
-    magnitude = np.abs(t00)
+    bound = np.multiply(gx, (xs.e + 2 * k).astype(kind)[None, :, None], out=gx)  # in place: no copies
+    bound += np.multiply(gy, (ys.e + 2 * k).astype(kind)[:, None, None], out=gy)
+    magnitude = np.abs(t00, out=gy)
     magnitude *= kind(k)
     bound += magnitude
     return raw, bound
