@@ -3,7 +3,9 @@
     python benchmarks/bench_reference.py [--repeat N] [--skip-onnx-reference] [--only NAME]
 
 Prints, per shape, the median wall time of each implementation measured in this run, the
-ratios reference / ORT CPU and onnx.reference / reference, and the reference's peak memory
+ratios reference / ORT CPU and onnx.reference / reference, the time of the reference with its
+error bars (``execute_with_bounds`` under the default precision model: what a case run and a
+model run compute) and its ratio to the plain reference, and the reference's peak memory
 (tracemalloc, which sees NumPy's allocations) next to the size of its inputs plus outputs.
 The configurations are ONNX-expressible so that all three compute the same thing (MaxRoiPool
 has no onnx.reference implementation). It is a benchmark, not a test: nothing here asserts.
@@ -26,7 +28,7 @@ from onnx import TensorProto, ValueInfoProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ep_testbed.reference import desc_from_dml, execute  # noqa: E402
+from ep_testbed.reference import desc_from_dml, execute, execute_with_bounds  # noqa: E402
 
 ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
               np.dtype(np.int64): TensorProto.INT64}
@@ -148,7 +150,8 @@ def main(argv=None) -> int:
     options.intra_op_num_threads = 2
     options.log_severity_level = 3
     print(f"onnxruntime {ort.__version__} CPU EP, 2 threads; numpy {np.__version__}")
-    header = f"{'shape':58} {'reference':>10} {'ORT CPU':>10} {'onnx.ref':>10} {'ref/ORT':>8} {'onnxref/ref':>11} {'peak MiB':>9} {'io MiB':>7} {'peak/io':>7}"
+    header = (f"{'shape':58} {'reference':>10} {'ORT CPU':>10} {'onnx.ref':>10} {'ref/ORT':>8} {'onnxref/ref':>11} "
+              f"{'+bounds':>10} {'bnd/ref':>7} {'peak MiB':>9} {'io MiB':>7} {'peak/io':>7}")
     print(header)
     for shape in shapes:
         if args.only and args.only not in shape.name:
@@ -156,6 +159,7 @@ def main(argv=None) -> int:
         desc = desc_from_dml(shape.desc)
         ref = lambda: execute(desc, shape.tensors)  # noqa: E731
         t_ref = median_time(ref, max(1, args.repeat // 2))
+        t_bounds = median_time(lambda: execute_with_bounds(desc, shape.tensors), max(1, args.repeat // 2))
         session = ort.InferenceSession(model_bytes(shape), options, providers=["CPUExecutionProvider"])
         session.run(None, shape.onnx_inputs)
         t_ort = median_time(lambda: session.run(None, shape.onnx_inputs), args.repeat)
@@ -167,7 +171,8 @@ def main(argv=None) -> int:
         io_bytes = sum(a.nbytes for a in shape.tensors.values()) + sum(a.nbytes for a in outputs.values())
         peak = peak_memory(ref)
         print(f"{shape.name:58} {t_ref * 1e3:8.1f}ms {t_ort * 1e3:8.1f}ms {t_onnx * 1e3:8.0f}ms {t_ref / t_ort:8.2f} "
-              f"{t_onnx / t_ref:11.1f} {peak / 2**20:9.1f} {io_bytes / 2**20:7.1f} {peak / io_bytes:7.2f}", flush=True)
+              f"{t_onnx / t_ref:11.1f} {t_bounds * 1e3:8.1f}ms {t_bounds / t_ref:7.2f} {peak / 2**20:9.1f} "
+              f"{io_bytes / 2**20:7.1f} {peak / io_bytes:7.2f}", flush=True)
     return 0
 
 

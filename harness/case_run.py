@@ -15,6 +15,12 @@ Outcomes decided here, in the order they are checked:
 - ``fail``: the EP raised while building or running the session, or an output is out of
   tolerance, of the wrong shape or dtype;
 - ``tie-only`` / ``pass``.
+
+The expected outputs come with the reference's allowance under ``CaseConfig.precision_model``
+(``reference.execute_with_bounds``): the comparison accepts an element within the rounding
+bound, or a knife-edge alternative, and the line says so (``bound``, ``knife_edges``, the
+message). A float16 case that fails under the ``fp32`` model is compared again under
+``tensor-type``, and the message says when float16 arithmetic explains the failure.
 """
 
 from __future__ import annotations
@@ -27,12 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from ep_testbed.reference import execute, spec_for
+from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
 
 from . import placement as placement_mod
 from . import session as session_mod
 from .artifacts import write_artifacts
-from .compare import compare_outputs
+from .compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
 from .providers import EpSpec, SessionSettings
 from .results import ERROR_KEYS, case_record
 from .session import first_line
@@ -50,6 +56,7 @@ class CaseConfig:
     tolerances: Tolerances = field(default_factory=Tolerances.defaults)
     run_dir: str | None = None        # artifacts go to run_dir/cases/...; None: no artifacts
     mapper: str = DEFAULT_MAPPER      # "module:function" with graphs.to_onnx's contract
+    precision_model: str = DEFAULT_MODEL  # reference.MODELS: the rounding a correct kernel may show
 
 
 @dataclass(frozen=True)
@@ -125,13 +132,14 @@ class _Prepared:
     expected: dict[str, np.ndarray]
     node_names: list[str]
     op_nodes: list[str]
+    reference: Expected | None = None  # the expected outputs with their bounds and knife edges
 
 
 def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[str, Any],
          state: dict[str, Any]) -> None:
     """Decide ``line``'s outcome (module docstring: the order of the checks); ``state`` collects
     what a case folder holds (model, feeds, expected, actual) as it becomes known."""
-    prepared = _prepare(case, mapper, line, state)
+    prepared = _prepare(case, mapper, line, state, config.precision_model)
     if prepared is None:
         return
     run = _run_on_ep(prepared, config, line)
@@ -146,9 +154,11 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
         line["message"] += "; helper node(s) elsewhere: " + ", ".join(f"{n} -> {placement.get(n)}" for n in helpers_off)
 
 
-def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: dict[str, Any]) -> _Prepared | None:
-    """Map the desc, draw the inputs, collect the flags and compute the expected outputs; None
-    (with ``line`` decided: ``error`` or ``inexpressible``) when the case cannot run."""
+def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: dict[str, Any],
+             model: str = DEFAULT_MODEL) -> _Prepared | None:
+    """Map the desc, draw the inputs, collect the flags and compute the expected outputs with
+    their allowance under precision ``model``; None (with ``line`` decided: ``error`` or
+    ``inexpressible``) when the case cannot run."""
     try:
         mapping = mapper(case.desc, opset=getattr(case, "opset", None))
     except Exception as exc:
@@ -171,16 +181,16 @@ def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state:
         return None
     state["model"] = mapping.model
     try:
-        expected = execute(case.desc, inputs)
+        reference = execute_with_bounds(case.desc, inputs, model)
     except Exception as exc:
         line.update(outcome="error", message=f"reference raised {type(exc).__name__}: {exc}")
         return None
-    state["expected"] = expected
+    state["expected"] = reference.outputs
     feeds = mapping.feeds(inputs)
     state["feeds"] = feeds
     node_names = [n.name for n in mapping.model.graph.node]
     op_nodes = list(getattr(mapping, "op_nodes", None) or node_names)
-    return _Prepared(mapping, inputs, feeds, expected, node_names, op_nodes)
+    return _Prepared(mapping, inputs, feeds, reference.outputs, node_names, op_nodes, reference)
 
 
 def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> session_mod.EpRun | None:
@@ -219,19 +229,44 @@ def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: Ca
                     f"{first_line(exc)}")
         return False
     state["actual"] = actual
-    spec = spec_for(case.desc)
-    in_window = functools.partial(spec.index_rule, case.desc) if spec.index_rule else None
-    comparison = compare_outputs(prepared.expected, actual, config.tolerances, prepared.inputs, in_window=in_window,
-                                 index_outputs=spec.index_outputs)
+    comparison = _compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
     line.update(errors=comparison.errors(), worst=comparison.worst, mismatches=comparison.mismatches,
                 ties=comparison.ties, tolerance_used=comparison.tolerance_used)
+    line.update(allowance_record(prepared.reference, comparison))
+    message = comparison.summary() + knife_edge_note(prepared.reference, comparison)
     if not comparison.passed:
-        line.update(outcome="fail", message=comparison.summary())
+        message += _tensor_type_hint(case, prepared, actual, config)
+        line.update(outcome="fail", message=message)
     elif comparison.ties:
-        line.update(outcome="tie-only", message=comparison.summary())
+        line.update(outcome="tie-only", message=message)
     else:
-        line.update(outcome="pass", message=comparison.summary())
+        line.update(outcome="pass", message=message)
     return True
+
+
+def _compare(case: Any, expected: dict[str, np.ndarray], actual: dict[str, np.ndarray], config: CaseConfig,
+             inputs: dict[str, np.ndarray], reference: Expected | None) -> Comparison:
+    """The one comparison under the operator's record (index outputs, index rule) and the
+    reference's allowance (none under the ``exact`` model)."""
+    spec = spec_for(case.desc)
+    in_window = functools.partial(spec.index_rule, case.desc) if spec.index_rule else None
+    return compare_outputs(expected, actual, config.tolerances, inputs, in_window=in_window,
+                           index_outputs=spec.index_outputs, allowance=Allowance.of(reference))
+
+
+def _tensor_type_hint(case: Any, prepared: _Prepared, actual: dict[str, np.ndarray], config: CaseConfig) -> str:
+    """For a float16 case failing under the fp32 model: whether computing in float16 explains it."""
+    float16 = any(np.asarray(v).dtype == np.float16 for v in prepared.expected.values())
+    if config.precision_model != "fp32" or not float16 or prepared.reference is None:
+        return ""
+    try:
+        other = execute_with_bounds(case.desc, prepared.inputs, "tensor-type")
+    except Exception:  # the hint is a nicety; the case's verdict stands
+        return ""
+    if not _compare(case, prepared.expected, actual, config, prepared.inputs, other).passed:
+        return ""
+    return ("; Note: every element lies within the tensor-type rounding bound: the EP looks like it computes "
+            "coordinates, weights or sums in float16, not float32 (--precision-model tensor-type accepts that)")
 
 
 def _diagnose_refusal(prepared: _Prepared, config: CaseConfig, line: dict[str, Any], refusal: BaseException) -> None:

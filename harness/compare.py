@@ -15,6 +15,14 @@ operator's ``index_rule`` (registry) as ``in_window``; without it a tie is judge
 alone. Which outputs are indices, and of what, comes from the operator's record too
 (``index_outputs``); the comparison itself knows no operator.
 The value output itself is compared separately and must still match.
+
+Allowances: the reference can say how far a correct kernel that rounds may lie from its exact
+answer (``reference.execute_with_bounds`` under a precision model). Given an ``Allowance``, a
+float element also passes when ``|a - e|`` is within its *bound*, or when ``a`` lies within the
+bound of its *knife-edge range* ``[low, high]`` (the outputs that a decision rounding can flip
+would give). So an element passes within ``max(tolerance rule, bound)``; the comparison counts
+the elements that only the bound or only a knife-edge alternative accepted, and its summary
+names the bound that applied. Without an allowance (``--strict-tolerance``) only the rule applies.
 """
 
 from __future__ import annotations
@@ -28,6 +36,25 @@ import numpy as np
 from .tolerances import Tolerance, Tolerances
 
 WORST_COUNT = 5
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What the reference allows a kernel beyond the tolerance rule, per value output: an element
+    ``bound`` (>= 0, the shape of the output) and a knife-edge range ``(low, high)``; ``rule``
+    names the bound as a person reads it ("fp32 rounding bound (...)")."""
+
+    bounds: Mapping[str, np.ndarray] = field(default_factory=dict)
+    alternatives: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    rule: str = ""
+
+    @classmethod
+    def of(cls, expected: Any) -> "Allowance | None":
+        """The allowance of a reference ``Expected`` (``reference.execute_with_bounds``); None for
+        none or under the ``exact`` model (the tolerance rule alone)."""
+        if expected is None or expected.model.compute is None or not (expected.bounds or expected.alternatives):
+            return None
+        return cls(dict(expected.bounds), dict(expected.alternatives), expected.model.bound_phrase)
 
 
 @dataclass
@@ -55,6 +82,14 @@ class Comparison:
     problems: list[str] = field(default_factory=list)
     #: The tolerance applied to each compared output (``"OutputTensor": "FLOAT32: |a-e| <= ..."``).
     applied: dict[str, str] = field(default_factory=dict)
+    #: Elements outside the tolerance rule that the reference's rounding bound accepted, and
+    #: those only a knife-edge alternative accepted (``Allowance``); the bound's name.
+    bound_accepted: int = 0
+    knife_accepted: int = 0
+    bound_rule: str | None = None
+    alternatives_offered: bool = False
+    #: The largest |a - e| the bound accepted, and the bound at that element.
+    largest_bound_accepted: tuple[float, float] | None = None
 
     @property
     def passed(self) -> bool:
@@ -75,6 +110,7 @@ class Comparison:
             parts.append(f"{self.index_mismatches} index mismatches")
         if self.ties:
             parts.append(f"{self.ties} index ties")
+        parts += self._allowance_parts()
         for name, value in self.errors().items():
             if value is not None:
                 parts.append(f"{name}={_fmt(value)}")
@@ -86,22 +122,40 @@ class Comparison:
         text = ", ".join(parts)
         if self.mismatches and self.applied:
             text += "; tolerance " + "; ".join(f"{name} {rule}" for name, rule in self.applied.items())
+            if self.bound_rule:
+                text += f", or within the {self.bound_rule}"
+            if self.alternatives_offered:
+                text += ", or a knife-edge alternative"
         return text
+
+    def _allowance_parts(self) -> list[str]:
+        """The summary's words on what the allowance accepted ("12 within the fp32 ... bound")."""
+        parts = []
+        if self.bound_accepted:
+            worst = self.largest_bound_accepted
+            parts.append(f"{self.bound_accepted} outside the tolerance rule but within the {self.bound_rule}"
+                         + (f" (largest |a-e|={_fmt(worst[0])}, bound there {_fmt(worst[1])})" if worst else ""))
+        if self.knife_accepted:
+            parts.append(f"{self.knife_accepted} match a knife-edge alternative")
+        return parts
 
 
 def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
                     tolerances: Tolerances, inputs: Mapping[str, np.ndarray] | None = None,
                     worst_count: int = WORST_COUNT,
                     in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                    index_outputs: Mapping[str, tuple[str, str]] | None = None) -> Comparison:
+                    index_outputs: Mapping[str, tuple[str, str]] | None = None,
+                    allowance: Allowance | None = None) -> Comparison:
     """Compare every output in ``expected`` with the same-named one in ``actual``.
 
     ``index_outputs`` maps an index output to ``(value output it locates, input it indexes)``
     (an operator record's ``index_outputs``); ``in_window(output_positions, input_indices)``
     (flat positions) says whether an index lies in its output's window; ties need it to be true
-    (see the module docstring)."""
+    (see the module docstring). ``allowance``: the reference's element bounds and knife-edge
+    ranges (module docstring); None: the tolerance rule alone."""
     index_outputs = index_outputs or {}
-    result = Comparison()
+    result = Comparison(bound_rule=allowance.rule if allowance is not None and allowance.bounds else None,
+                        alternatives_offered=allowance is not None and bool(allowance.alternatives))
     candidates: list[tuple[tuple[int, float], dict[str, Any]]] = []
     for name, exp in expected.items():
         exp = np.asarray(exp)
@@ -122,12 +176,41 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
             _compare_indices(result, candidates, name, exp, act, expected.get(values_name),
                              (inputs or {}).get(input_name), in_window, worst_count)
         elif exp.dtype.kind == "f":
-            _compare_floats(result, candidates, name, exp, act, tolerances, worst_count)
+            _compare_floats(result, candidates, name, exp, act, tolerances, worst_count,
+                            _element_allowance(allowance, name, exp.shape))
         else:
             _compare_integers(result, candidates, name, exp, act, tolerances, worst_count)
     candidates.sort(key=lambda item: item[0], reverse=True)
     result.worst = [entry for _, entry in candidates[:worst_count]]
     return result
+
+
+def allowance_record(reference: Any, comparison: Comparison) -> dict[str, Any]:
+    """A result's ``bound`` (the precision model, its bound's name, how many elements only the
+    bound and only a knife-edge alternative accepted; None without a reference ``Expected`` or
+    under the ``exact`` model) and ``knife_edges`` (the reference's notes, at most its
+    ``MAX_NOTES``), for ``comparison`` of that reference's outputs."""
+    if reference is None or reference.model.compute is None:
+        return {"bound": None, "knife_edges": []}
+    bound = {"model": reference.model.name, "rule": reference.model.bound_phrase,
+             "within_bound": comparison.bound_accepted, "knife_edge_accepted": comparison.knife_accepted,
+             "knife_edges_found": reference.knife_edge_count}
+    if comparison.largest_bound_accepted is not None:
+        bound["largest_accepted"] = {"abs": comparison.largest_bound_accepted[0],
+                                     "bound": comparison.largest_bound_accepted[1]}
+    return {"bound": bound, "knife_edges": [edge.to_json() for edge in reference.knife_edges]}
+
+
+def knife_edge_note(reference: Any, comparison: Comparison) -> str:
+    """The message's note on knife edges: how many decisions, the first one, and whether the
+    EP's output needed an alternative ("" when there is none)."""
+    if reference is None or not reference.knife_edge_count or reference.model.compute is None:
+        return ""
+    first = reference.knife_edges[0].text()
+    used = (f"{comparison.knife_accepted} elements accepted as knife-edge alternatives" if comparison.knife_accepted
+            else "the EP matched the reference's decisions")
+    return (f"; note: {reference.knife_edge_count} knife-edge decision(s) that {reference.model.name} rounding can "
+            f"flip ({used}), e.g. {first}")
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -157,8 +240,35 @@ def describe(data_type: str, tol: Tolerance) -> str:
     return f"{data_type}: " + (f"|a-e| <= {tol.atol:g}" if tol.atol else "exact")
 
 
+@dataclass
+class _ElementAllowance:
+    """One output's allowance, flat: the bound per element (zeros: none) and the knife-edge range."""
+
+    bound: np.ndarray
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+
+
+def _element_allowance(allowance: Allowance | None, name: str, shape: tuple[int, ...]) -> _ElementAllowance | None:
+    """The flat allowance of output ``name``, or None (tolerance rule only). A bound or a range of
+    another shape is ignored: it cannot belong to this output."""
+    if allowance is None:
+        return None
+    bound = allowance.bounds.get(name)
+    bound = (np.asarray(bound, dtype=np.float64).ravel() if bound is not None and np.shape(bound) == shape
+             else np.zeros(int(np.prod(shape))))
+    bound = np.where(np.isfinite(bound) & (bound > 0), bound, 0.0)
+    ranged = allowance.alternatives.get(name)
+    if ranged is None or np.shape(ranged[0]) != shape or np.shape(ranged[1]) != shape:
+        return _ElementAllowance(bound)
+    return _ElementAllowance(bound, np.asarray(ranged[0], dtype=np.float64).ravel(),
+                             np.asarray(ranged[1], dtype=np.float64).ravel())
+
+
 def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
-                    tolerances: Tolerances, worst_count: int) -> None:
+                    tolerances: Tolerances, worst_count: int, allowance: _ElementAllowance | None = None) -> None:
+    """Judge a float output element by element: the tolerance rule, else (with an allowance)
+    the reference's bound, else a knife-edge alternative (module docstring)."""
     tol = tolerances.for_dtype(exp.dtype.name.upper())
     result.applied[name] = describe(exp.dtype.name.upper(), tol)
     e = exp.astype(np.float64).ravel()
@@ -171,17 +281,69 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
     ulp = np.zeros(e.shape, dtype=np.int64)
     if both_finite.any():
         ulp[both_finite] = ulp_distance(act.ravel()[both_finite], exp.ravel()[both_finite])
-    within = absdiff <= tol.atol + tol.rtol * np.abs(e)
+    rule_abs = tol.atol + tol.rtol * np.abs(e)
+    within = absdiff <= rule_abs
     if tol.ulp is not None:
         within |= ulp <= tol.ulp
-    ok = same_special | (both_finite & within)
+    judged = _Judged(within, None, None, rule_abs)
+    if allowance is not None:
+        judged = _apply_allowance(result, allowance, a, absdiff, both_finite, judged)
+    ok = same_special | (both_finite & judged.accepted)
     bad = ~ok
     nonfinite_bad = bad & ~both_finite
     _float_statistics(result, e, absdiff, ulp, both_finite, nonfinite_bad)
-    result.tolerance_used = _max(result.tolerance_used, _tolerance_used(e, absdiff, ulp, tol, ok, both_finite))
+    result.tolerance_used = _max(result.tolerance_used, _tolerance_used(e, absdiff, ulp, tol, ok, both_finite,
+                                                                        judged.allowed, judged.knife_used))
     result.mismatches += int(bad.sum())
     result.nonfinite_mismatches += int(nonfinite_bad.sum())
-    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, np.where(both_finite, ulp, -1), worst_count)
+    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, np.where(both_finite, ulp, -1), worst_count,
+                   bound=None if allowance is None else allowance.bound)
+
+
+@dataclass
+class _Judged:
+    """Which elements the rule (``within``) or an allowance accepted, with what they were allowed:
+    ``allowed`` the absolute allowance per element, ``knife_used`` the share of its slack an
+    element accepted by a knife-edge range used (None: no range)."""
+
+    within: np.ndarray
+    accepted_by_bound: np.ndarray | None
+    knife_used: np.ndarray | None
+    allowed: np.ndarray
+
+    @property
+    def accepted(self) -> np.ndarray:
+        accepted = self.within
+        if self.accepted_by_bound is not None:
+            accepted = accepted | self.accepted_by_bound
+        if self.knife_used is not None:
+            accepted = accepted | (self.knife_used <= 1)
+        return accepted
+
+
+def _apply_allowance(result: Comparison, allowance: _ElementAllowance, a: np.ndarray, absdiff: np.ndarray,
+                     both_finite: np.ndarray, judged: _Judged) -> _Judged:
+    """Accept elements within the bound of their expected value, or within the larger of the
+    bound and the rule's absolute tolerance of their knife-edge range; count what only they
+    accepted."""
+    bound = allowance.bound
+    by_bound = both_finite & ~judged.within & (absdiff <= bound)
+    knife_used = None
+    if allowance.low is not None:
+        slack = np.maximum(bound, judged.allowed)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            distance = np.maximum(np.maximum(allowance.low - a, a - allowance.high), 0.0)
+            knife_used = np.where(distance == 0, 0.0, np.where(slack > 0, distance / np.where(slack > 0, slack, 1),
+                                                               np.inf))
+        knife_used = np.where(both_finite & np.isfinite(allowance.low) & np.isfinite(allowance.high), knife_used,
+                              np.inf)
+        result.knife_accepted += int((~judged.within & ~by_bound & (knife_used <= 1)).sum())
+    result.bound_accepted += int(by_bound.sum())
+    if by_bound.any():
+        i = int(np.argmax(np.where(by_bound, absdiff, -1.0)))
+        if result.largest_bound_accepted is None or absdiff[i] > result.largest_bound_accepted[0]:
+            result.largest_bound_accepted = (float(absdiff[i]), float(bound[i]))
+    return _Judged(judged.within, by_bound, knife_used, np.maximum(judged.allowed, bound))
 
 
 def _float_statistics(result: Comparison, e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray,
@@ -201,15 +363,21 @@ def _float_statistics(result: Comparison, e: np.ndarray, absdiff: np.ndarray, ul
 
 
 def _tolerance_used(e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray, tol: Tolerance, ok: np.ndarray,
-                    both_finite: np.ndarray) -> float | None:
-    """The largest share of the tolerance an element used (see ``Comparison.tolerance_used``)."""
+                    both_finite: np.ndarray, allowed: np.ndarray | None = None,
+                    knife_used: np.ndarray | None = None) -> float | None:
+    """The largest share of its allowance an element used (see ``Comparison.tolerance_used``):
+    ``allowed`` is the absolute allowance per element (default the rule's ``atol + rtol*|e|``;
+    with the reference's bound, the larger of the two), ``knife_used`` the share an element
+    used of its knife-edge range's slack."""
     if not e.size:
         return None
     with np.errstate(divide="ignore", invalid="ignore"):
-        bound = tol.atol + tol.rtol * np.abs(e)
+        bound = tol.atol + tol.rtol * np.abs(e) if allowed is None else allowed
         used = np.where(absdiff == 0, 0.0, np.where(bound > 0, absdiff / np.where(bound > 0, bound, 1), np.inf))
         if tol.ulp is not None:
             used = np.minimum(used, np.where(ulp == 0, 0.0, ulp / tol.ulp if tol.ulp else np.inf))
+        if knife_used is not None:
+            used = np.minimum(used, knife_used)
     used[~ok & ~both_finite] = np.inf  # NaN/inf mismatches (where the ratios are undefined)
     used[ok & ~both_finite] = 0.0
     return float(used.max())
@@ -270,9 +438,10 @@ def _ties(positions: np.ndarray, a: np.ndarray, expected_values: np.ndarray, sou
 
 def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.ndarray, a: np.ndarray,
                    absdiff: np.ndarray, bad: np.ndarray, ulp: np.ndarray | None, worst_count: int,
-                   tie: np.ndarray | None = None) -> None:
+                   tie: np.ndarray | None = None, bound: np.ndarray | None = None) -> None:
     """Add this output's worst elements: failing ones first, then the largest differences.
-    ``ulp`` is -1 where it is undefined (a NaN or an infinity), and then left out of the entry."""
+    ``ulp`` is -1 where it is undefined (a NaN or an infinity), and then left out of the entry;
+    ``bound`` (the reference's element bound) is added to the entry when given."""
     interesting = bad | (absdiff > 0)
     if not interesting.any():
         return
@@ -291,6 +460,8 @@ def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.nd
             entry["ulp"] = int(ulp[i])
         if tie is not None and tie[i]:
             entry["tie"] = True
+        if bound is not None:
+            entry["bound"] = float(bound[i])
         key = (1 if bad[i] else 0, float(absdiff[i]) if not math.isnan(absdiff[i]) else math.inf)
         candidates.append((key, entry))
 

@@ -7,6 +7,9 @@
   gives the ``EpSpec`` (``providers.resolve_ep``);
 - the tolerance group: ``--tolerances FILE`` then ``--tol DTYPE:atol=..,rtol=..,ulp=..``
   (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``tolerances.load_tolerances``);
+  ``--precision-model NAME`` / ``--strict-tolerance`` -> ``parse_precision`` gives the name of
+  the reference's precision model (its rounding bounds and knife-edge alternatives widen the rule
+  element by element; ``--strict-tolerance`` is the ``exact`` model: the rule alone);
 - the expectations group: ``--expectations FILE`` / ``--no-expectations`` ->
   ``parse_expectations`` gives the ``Expectations`` of the EP.
 
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import json
 from typing import Any, Callable, Sequence
+
+from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
 
 from . import expectations as expectations_mod
 from .expectations import Expectations
@@ -58,6 +63,12 @@ def add_tolerance_options(add: AddOption) -> None:
     add("--tolerances", default=None, metavar="JSON",
         help='tolerance table file, e.g. {"FLOAT16": {"atol": 0.01, "rtol": 0.001, "ulp": 4}} '
              "(applied over the defaults, before --tol)")
+    add("--precision-model", default=None, metavar="MODEL",
+        help="how the reference bounds a correct kernel's rounding, element by element: "
+             + "; ".join(f"{m.name}: {m.summary}" for m in MODELS.values()) + f" (default {DEFAULT_MODEL})")
+    add("--strict-tolerance", action="store_true",
+        help=f"the tolerance rule alone: no rounding bound, no knife-edge alternative (--precision-model "
+             f"{STRICT_MODEL})")
 
 
 def add_expectation_options(add: AddOption) -> None:
@@ -92,6 +103,18 @@ def parse_tolerances(path: str | None, overrides: Sequence[str] = ()) -> Toleran
                           '{"FLOAT16": {"atol": 0.01, "rtol": 0.001, "ulp": 4}}') from None
     except ValueError as exc:  # a --tol item: the message already names it and the form
         raise OptionError(str(exc)) from None
+
+
+def parse_precision(model: str | None, strict: bool = False) -> str:
+    """The precision model's name: ``--precision-model`` (default ``fp32``), or ``exact`` with
+    ``--strict-tolerance``. ``OptionError`` for an unknown name, or for both flags naming
+    different models."""
+    if model is not None and model not in MODELS:
+        raise OptionError(f"--precision-model {model!r}: not a precision model; choose one of {', '.join(MODELS)}")
+    if strict and model not in (None, STRICT_MODEL):
+        raise OptionError(f"--strict-tolerance means --precision-model {STRICT_MODEL}, which contradicts "
+                          f"--precision-model {model}; pass one of them")
+    return STRICT_MODEL if strict else (model or DEFAULT_MODEL)
 
 
 def parse_expectations(path: str | None, disabled: bool, ep_alias: str) -> Expectations:

@@ -15,7 +15,8 @@ is ``xfail(strict=True)``: it xfails when it fails as expected and fails when it
 
 Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
 ``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--tol DTYPE:atol=X,rtol=Y,ulp=N``
-(repeatable), ``--tolerances FILE``, ``--expectations FILE`` / ``--no-expectations`` (the same
+(repeatable), ``--tolerances FILE``, ``--precision-model MODEL`` / ``--strict-tolerance``,
+``--expectations FILE`` / ``--no-expectations`` (the same
 flags, parsed by the same functions, as ``ep-testbed run``: ``harness.options``), and
 ``--case-timeout SECONDS``, ``--catalog-seed N``, ``--ops a,b``. An unusable value of the shared
 options (an EP that is not installed, a malformed ``--tol``) stops pytest with one usage error.
@@ -38,6 +39,7 @@ from .options import (
     add_tolerance_options,
     parse_ep,
     parse_expectations,
+    parse_precision,
     parse_tolerances,
 )
 from .pool import WorkerPool
@@ -119,7 +121,9 @@ class Conformance:
                                                _option(config, "no_expectations", False), self.ep.alias)
         self.case_config = CaseConfig(
             ep=self.ep, session=SessionSettings(graph_opt=_option(config, "graph_opt", False)),
-            tolerances=parse_tolerances(_option(config, "tolerances", None), _option(config, "tol", [])))
+            tolerances=parse_tolerances(_option(config, "tolerances", None), _option(config, "tol", [])),
+            precision_model=parse_precision(_option(config, "precision_model", None),
+                                            _option(config, "strict_tolerance", False)))
         self.timeout = _option(config, "case_timeout", 120.0)
         self._pool: Any = None
 

@@ -40,7 +40,8 @@ RECORD_TYPES = (RUN, CASE, END)
 #: line from them, so a line never lacks one and never carries another.
 CASE_KEYS = (
     "type", "id", "op", "dtype", "tags", "outcome", "ep", "placement", "placement_source", "errors", "worst",
-    "mismatches", "ties", "tolerance_used", "flags", "message", "expected_outcome", "duration_s", "artifacts",
+    "mismatches", "ties", "tolerance_used", "bound", "knife_edges", "flags", "message", "expected_outcome",
+    "duration_s", "artifacts",
 )
 #: The keys of a case line's ``errors``.
 ERROR_KEYS = ("max_abs", "max_rel", "max_ulp")

@@ -10,10 +10,11 @@ the workers and closes the file with an ``end`` line that says ``"interrupted": 
 
 from __future__ import annotations
 
+
 import heapq
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator
 
 from ep_testbed.reference import execute
@@ -96,8 +97,7 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
     header, done = _open_run(cases, config, options)
     finished = {line["id"] for line in done}
     todo = [case for case in cases if case.id not in finished]
-    config = CaseConfig(ep=config.ep, session=config.session, tolerances=config.tolerances,
-                        run_dir=os.path.abspath(options.out_dir), mapper=config.mapper)
+    config = replace(config, run_dir=os.path.abspath(options.out_dir))
 
     lines = list(done)
     worst: list[float] = []  # min-heap of the keep_worst largest severities of passing cases

@@ -9,6 +9,7 @@ import numpy as np
 from .descs import Desc, member_value
 from .dtypes import numpy_dtype
 from .errors import DescError
+from .precision import DEFAULT_MODEL, Expected, precision_model
 from .registry import spec_for
 from .validation import NEWEST_FEATURE_LEVEL, validate
 
@@ -28,6 +29,26 @@ def execute(desc: Desc, tensors: Mapping[str, np.ndarray],
     """
     validate(desc, feature_level)
     return spec_for(desc).execute(desc, _check_tensors(desc, tensors))
+
+
+def execute_with_bounds(desc: Desc, tensors: Mapping[str, np.ndarray], model: str = DEFAULT_MODEL,
+                        feature_level: str = NEWEST_FEATURE_LEVEL) -> Expected:
+    """``execute``, plus what a kernel that rounds may return under the precision model named
+    ``model`` (``precision.MODELS``: ``fp32``, ``tensor-type``, ``exact``).
+
+    The result's ``outputs`` equal ``execute``'s bit for bit; ``bounds`` holds per value output
+    the largest ``|kernel - expected|`` rounding in the model's type can cause, and
+    ``alternatives`` the ``(low, high)`` range of each element over the knife-edge decisions
+    that rounding can flip (``knife_edges`` notes them). An operator without a ``bounded``
+    record (selections only) gets no bound and no alternative. Raises what ``execute`` raises,
+    and ValueError for an unknown model name."""
+    chosen = precision_model(model)
+    validate(desc, feature_level)
+    spec = spec_for(desc)
+    arrays = _check_tensors(desc, tensors)
+    if spec.bounded is None:
+        return Expected(outputs=spec.execute(desc, arrays), model=chosen)
+    return spec.bounded(desc, arrays, chosen)
 
 
 def _check_tensors(desc: Desc, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

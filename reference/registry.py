@@ -20,9 +20,10 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from . import max_pooling2, roi_align, roi_pooling
+from . import max_pooling2, roi_align, roi_align_bounds, roi_pooling, roi_pooling_bounds
 from .checks import TypeTable
 from .errors import DescError
+from .precision import Expected, PrecisionModel
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class OpSpec:
     nodes read back as this desc. ``index_outputs`` maps an index output to the value output it
     locates and the input it indexes; ``index_rule(desc, output_positions, input_indices)`` says
     whether an index lies in its output's window (so a comparison can accept ties).
+    ``bounded(desc, arrays, model)`` computes a validated desc under a precision model
+    (``precision.Expected``: outputs, per-element rounding bounds, knife-edge alternatives);
+    None means every output is a selection, exact under every model.
     """
 
     name: str
@@ -53,6 +57,7 @@ class OpSpec:
     onnx_ops: tuple[str, ...] = ()
     index_outputs: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     index_rule: Optional[Callable[[Any, np.ndarray, np.ndarray], np.ndarray]] = None
+    bounded: Optional[Callable[[Any, Mapping[str, np.ndarray], PrecisionModel], Expected]] = None
 
     @property
     def dml_type(self) -> str:
@@ -121,7 +126,7 @@ register(OpSpec(
     tensor_support=roi_pooling.TENSOR_SUPPORT, validate=roi_pooling.validate_desc,
     execute=roi_pooling.execute_desc, random_inputs=roi_pooling.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_pooling", cases="ep_testbed.graphs.cases.roi_pooling:catalog",
-    onnx_ops=("MaxRoiPool",)))
+    onnx_ops=("MaxRoiPool",), bounded=roi_pooling_bounds.execute_bounded))
 register(OpSpec(
     name="max_pooling2", desc=max_pooling2.MaxPooling2Desc, page=max_pooling2.PAGE,
     tensor_support=max_pooling2.TENSOR_SUPPORT, validate=max_pooling2.validate_desc,
@@ -132,10 +137,11 @@ register(OpSpec(
     name="roi_align", desc=roi_align.RoiAlignDesc, page=roi_align.PAGE_V0,
     tensor_support=roi_align.TENSOR_SUPPORT_V0, validate=roi_align.validate_desc,
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
-    graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v0"))
+    graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v0",
+    bounded=roi_align_bounds.execute_bounded))
 register(OpSpec(
     name="roi_align1", desc=roi_align.RoiAlign1Desc, page=roi_align.PAGE_V1,
     tensor_support=roi_align.TENSOR_SUPPORT_V1, validate=roi_align.validate_desc,
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v1",
-    onnx_ops=("RoiAlign",)))
+    onnx_ops=("RoiAlign",), bounded=roi_align_bounds.execute_bounded))

@@ -176,7 +176,12 @@ MAX_SAMPLE_POINTS_PER_REGION = 2**24
 
 def samples_per_output(scaled_size: float, output_size: int, minimum: int, maximum: int) -> int:
     """``clamp(scaledRegionSize / outputSize, Minimum, Maximum)``, a fraction rounded up (RA-3)."""
-    return int(min(max(math.ceil(scaled_size / output_size), minimum), maximum))
+    return samples_for_ratio(scaled_size / output_size, minimum, maximum)
+
+
+def samples_for_ratio(ratio: float, minimum: int, maximum: int) -> int:
+    """``clamp(ceil(ratio), Minimum, Maximum)``: the sample count of a size / output ratio (RA-3)."""
+    return int(min(max(math.ceil(ratio), minimum), maximum))
 
 
 def sample_coordinates(scaled_start: float, scaled_size: float, output_size: int, samples: int,
@@ -206,14 +211,32 @@ def region_samples(d: RoiAlign1Desc, row: int, roi: np.ndarray) -> tuple[np.ndar
     size_x, size_y = x2 * scale_x - start_x, y2 * scale_y - start_y
     n_x = samples_per_output(size_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output)
     n_y = samples_per_output(size_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output)
-    if n_x * out_w * n_y * out_h > MAX_SAMPLE_POINTS_PER_REGION:
-        raise DescError(f"ROITensor row {row}", [x1, y1, x2, y2],
-                        f"this region needs {n_y}x{n_x} samples per output element ({n_y * out_h}x{n_x * out_w} "
-                        f"points); the reference computes at most {MAX_SAMPLE_POINTS_PER_REGION} points per region "
-                        "(lower MaximumSamplesPerOutput)", d.TYPE)
+    check_sample_points(d, row, roi, n_y, n_x)
     xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
     ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
     return ys, xs, n_y, n_x
+
+
+def check_sample_points(d: RoiAlign1Desc, row: int, roi: np.ndarray, n_y: int, n_x: int) -> None:
+    """DescError when region ``row`` would need more than ``MAX_SAMPLE_POINTS_PER_REGION`` points."""
+    _, _, out_h, out_w = d.output_tensor.sizes
+    if n_x * out_w * n_y * out_h > MAX_SAMPLE_POINTS_PER_REGION:
+        raise DescError(f"ROITensor row {row}", [float(v) for v in roi],
+                        f"this region needs {n_y}x{n_x} samples per output element ({n_y * out_h}x{n_x * out_w} "
+                        f"points); the reference computes at most {MAX_SAMPLE_POINTS_PER_REGION} points per region "
+                        "(lower MaximumSamplesPerOutput)", d.TYPE)
+
+
+def edge_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per coordinate, clamped to the input (RA-5, whether or not it reads the input): the two
+    neighbouring input indices and their LINEAR weights."""
+    c = np.clip(coords, 0.0, size - 1)
+    low = np.floor(c).astype(np.int64)
+    at_end = low >= size - 1
+    low = np.where(at_end, size - 1, low)
+    high = np.where(at_end, size - 1, low + 1)
+    frac = np.where(at_end, 0.0, c - low)
+    return low, high, 1.0 - frac, frac
 
 
 def linear_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -221,15 +244,8 @@ def linear_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, 
     coordinate reads the input at all (RA-5: within ``[-1, size]``; [-1, 0) and (size-1, size]
     clamp to the edge pixel)."""
     inside = (coords >= -1.0) & (coords <= size)
-    c = np.clip(coords, 0.0, None)
-    low = np.floor(c).astype(np.int64)
-    at_end = low >= size - 1
-    low = np.where(at_end, size - 1, low)
-    high = np.where(at_end, size - 1, low + 1)
-    frac = np.where(at_end, 0.0, c - low)
-    low = np.where(inside, low, 0)
-    high = np.where(inside, high, 0)
-    return low, high, 1.0 - frac, frac, inside
+    low, high, w_low, w_high = edge_taps(coords, size)
+    return np.where(inside, low, 0), np.where(inside, high, 0), w_low, w_high, inside
 
 
 def nearest_tap(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:

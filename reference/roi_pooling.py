@@ -103,34 +103,54 @@ def execute_desc(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray]) -> dict[s
 
 def roi_pooling(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
-    batch_count, channels, height, width = input_tensor.shape
+    batch_count, channels, _, _ = input_tensor.shape
     pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
     rois = roi_tensor.reshape(-1, 5)
     _check_rois(desc, rois, batch_count)
+    channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
+    return {"OutputTensor": pool_all(desc, channels_last, rois, bin_maximum(input_tensor))}
+
+
+def pool_all(desc: RoiPoolingDesc, channels_last: np.ndarray, rois: np.ndarray, maximum: np.ufunc) -> np.ndarray:
+    """The ``(NumROIs, C, PooledHeight, PooledWidth)`` output for checked ROI rows of a
+    channels-last input ``(N, H, W, C)``."""
+    pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
+    output = np.zeros((rois.shape[0], pooled_h, pooled_w, channels_last.shape[-1]), dtype=channels_last.dtype)
+    for r, roi in enumerate(rois):
+        pool_region(channels_last[int(roi[0])], scaled_region(roi[1:], desc.spatial_scale), pooled_h, pooled_w,
+                    maximum, output[r])
+    return np.ascontiguousarray(np.moveaxis(output, -1, 1))
+
+
+def bin_maximum(input_tensor: np.ndarray) -> np.ufunc:
+    """The max of a bin (NAN-1): ``np.fmax`` (NaN loses) when the input holds a NaN, else ``np.maximum``."""
+    floating = np.issubdtype(input_tensor.dtype, np.floating)
+    return np.fmax if floating and np.isnan(input_tensor).any() else np.maximum
+
+
+def pool_region(plane: np.ndarray, corners: tuple[int, int, int, int], pooled_h: int, pooled_w: int,
+                maximum: np.ufunc, out: np.ndarray) -> None:
+    """Write the ``(PooledHeight, PooledWidth, C)`` bin maxima of the region with rounded
+    ``corners`` ``(x1, y1, x2, y2)`` of a channels-last ``(H, W, C)`` plane into ``out``, which
+    holds zeros (RP-4: an empty bin stays 0)."""
     # A max is separable: the max over a bin is the max over its columns of the max over its
     # rows, so a region takes PooledSize.Height + PooledSize.Width reductions, each over whole
     # rows of channels (the input is laid out channels-last once so those are contiguous).
-    floating = np.issubdtype(input_tensor.dtype, np.floating)
-    maximum = np.fmax if floating and np.isnan(input_tensor).any() else np.maximum  # NAN-1
-    channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
-    output = np.zeros((rois.shape[0], pooled_h, pooled_w, channels), dtype=input_tensor.dtype)
-    for r, roi in enumerate(rois):
-        x1, y1, x2, y2 = scaled_region(roi[1:], desc.spatial_scale)
-        rows = [bin_bounds(py, y2 - y1 + 1, pooled_h, y1, height) for py in range(pooled_h)]
-        cols = [bin_bounds(px, x2 - x1 + 1, pooled_w, x1, width) for px in range(pooled_w)]
-        left, right = min(c[0] for c in cols), max(c[1] for c in cols)
-        if right <= left:
-            continue  # every bin is empty: zeros (RP-4)
-        plane = channels_last[int(roi[0]), :, left:right]                                 # (H, columns, C)
-        filled_rows = [py for py, (top, bottom) in enumerate(rows) if bottom > top]
-        if not filled_rows:
-            continue
-        row_max = np.stack([maximum.reduce(plane[rows[py][0]:rows[py][1]], axis=0) for py in filled_rows])
-        for px, (start, end) in enumerate(cols):
-            if end > start:
-                output[r, filled_rows, px] = maximum.reduce(row_max[:, start - left:end - left], axis=1)
-    output = np.ascontiguousarray(np.moveaxis(output, -1, 1))
-    return {"OutputTensor": output}
+    height, width, _ = plane.shape
+    x1, y1, x2, y2 = corners
+    rows = [bin_bounds(py, y2 - y1 + 1, pooled_h, y1, height) for py in range(pooled_h)]
+    cols = [bin_bounds(px, x2 - x1 + 1, pooled_w, x1, width) for px in range(pooled_w)]
+    left, right = min(c[0] for c in cols), max(c[1] for c in cols)
+    if right <= left:
+        return  # every bin is empty: zeros (RP-4)
+    region = plane[:, left:right]                                                      # (H, columns, C)
+    filled_rows = [py for py, (top, bottom) in enumerate(rows) if bottom > top]
+    if not filled_rows:
+        return
+    row_max = np.stack([maximum.reduce(region[rows[py][0]:rows[py][1]], axis=0) for py in filled_rows])
+    for px, (start, end) in enumerate(cols):
+        if end > start:
+            out[filled_rows, px] = maximum.reduce(row_max[:, start - left:end - left], axis=1)
 
 
 def _check_rois(desc: RoiPoolingDesc, rois: np.ndarray, batch_count: int) -> None:

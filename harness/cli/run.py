@@ -21,8 +21,10 @@ import importlib
 import os
 import signal
 import sys
+from dataclasses import replace
 from typing import Any, Sequence
 
+from ep_testbed.reference.precision import precision_model
 from ep_testbed.reference.registry import names
 
 from ..case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
@@ -34,6 +36,7 @@ from ..options import (
     add_tolerance_options,
     parse_ep,
     parse_expectations,
+    parse_precision,
     parse_tolerances,
 )
 from .. import preflight
@@ -109,6 +112,7 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
     try:
         ep = parse_ep(args.ep, args.ep_option)
         tolerances = parse_tolerances(args.tolerances, args.tol)
+        precision = parse_precision(args.precision_model, args.strict_tolerance)
         cases = _selected_cases(args, catalog)
         if args.list:
             for case in cases:
@@ -119,8 +123,9 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
             return EXIT_NO_CASES
         expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias)
         jobs = min(args.jobs, len(cases))
-        config = _case_config(args, ep, tolerances, mapper, jobs)
+        config = replace(_case_config(args, ep, tolerances, mapper, jobs), precision_model=precision)
         options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
+        options.header_extra["precision_model"] = precision_model(precision).to_json()
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
     ready = preflight.check(args.ep, ep.options, config.session)

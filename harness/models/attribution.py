@@ -22,6 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 import onnx
 from ep_testbed.graphs import attributed_op_types
+from ep_testbed.reference import DEFAULT_MODEL
 from onnx import helper, numpy_helper
 
 from ..compare import compare_outputs
@@ -98,7 +99,8 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
         if missing_in or any(n not in ep_values for n in node.output if n):
             row.update(status="error", message="an input or output of the node was not captured from the EP")
             continue
-        pair = judge_node(row, node, arrays, ep_values, config.reading, config.tolerances, opset)
+        pair = judge_node(row, node, arrays, ep_values, config.reading, config.tolerances, opset,
+                          getattr(config, "precision_model", DEFAULT_MODEL))
         if arrays_out is not None and pair is not None:
             arrays_out[row["node"]] = pair
         if ref_values is not None and row["status"] not in NOT_JUDGED:

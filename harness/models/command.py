@@ -38,7 +38,7 @@ import numpy as np
 from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
 from ep_testbed.reports.model_report import render_model_report
 
-from ..options import OptionError, parse_ep, parse_tolerances
+from ..options import OptionError, parse_ep, parse_precision, parse_tolerances
 from ..providers import EpNotAvailable, EpSpec, SessionSettings
 from ..tolerances import Tolerances
 from .baseline import Baseline, BaselineError
@@ -155,10 +155,14 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         setup = _setup(model_path, args, shapes, inputs_path, baseline_dir)
     except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, ValueError, OSError) as exc:
         return _error(str(exc))
+    try:
+        precision = parse_precision(getattr(args, "precision_model", None), getattr(args, "strict_tolerance", False))
+    except OptionError as exc:
+        return _error(str(exc))
     config = ModelRunConfig(ep=setup.ep, reference=setup.reference, tolerances=setup.tolerances,
                             settings=SessionSettings(graph_opt=args.graph_opt),
                             allow_fallback=not args.no_cpu_fallback, reading=args.reading,
-                            baseline_tolerances=setup.baseline_tolerances)
+                            baseline_tolerances=setup.baseline_tolerances, precision_model=precision)
     quiet_default_logger()
     try:
         result = run_model(setup.loaded, setup.feeds, config, setup.baseline, ep_failure=ep_failure)
@@ -171,6 +175,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         print(f"ep-testbed model: {result['ep_failure']['message'].splitlines()[0]}", file=sys.stderr)
     out = Path(args.out or _default_out(setup.loaded.path.stem, setup.ep.alias))
     result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in _user_argv(sys.argv[1:]))
+    result["precision_model"] = precision
     result["inputs"] = {"source": setup.source, "seed": args.seed if setup.source == "generated" else None,
                         "specs": [s.to_json() for s in setup.specs],
                         "shapes": {k: list(np.shape(v)) for k, v in setup.feeds.items()}}

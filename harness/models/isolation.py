@@ -47,10 +47,12 @@ def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = 
     for item in args.tol:
         argv += ["--tol", item]
     for flag, value in (("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
-                        ("--baseline", baseline_dir), ("--tolerances", args.tolerances)):
+                        ("--baseline", baseline_dir), ("--tolerances", args.tolerances),
+                        ("--precision-model", getattr(args, "precision_model", None))):
         if value:
             argv += [flag, str(value)]
-    argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback)) if on]
+    argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback),
+                                   ("--strict-tolerance", getattr(args, "strict_tolerance", False))) if on]
     return argv
 
 

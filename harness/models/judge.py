@@ -29,11 +29,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import onnx
 from ep_testbed.graphs import import_node
-from ep_testbed.reference import execute, spec_for
+from ep_testbed.reference import DEFAULT_MODEL, execute_with_bounds, spec_for
 from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.dtypes import numpy_dtype
 
-from ..compare import Comparison, compare_outputs
+from ..compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
 from ..tolerances import Tolerances
 from .outputs import index_rule_for
 
@@ -43,10 +43,11 @@ ROWS_LISTED = 20
 
 def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarray],
                ep_values: Mapping[str, np.ndarray], reading: str, tolerances: Tolerances,
-               opset: int | None) -> dict[str, np.ndarray] | None:
+               opset: int | None, precision: str = DEFAULT_MODEL) -> dict[str, np.ndarray] | None:
     """Judge ``node`` (module docstring) on its EP input ``arrays`` against the EP's outputs in
-    ``ep_values``, filling ``row``; returns the value outputs of a node that does not match
-    (``{"expected", "actual"}``, for pictures), else None."""
+    ``ep_values``, filling ``row``; the reference's rounding bounds and knife-edge alternatives
+    under the ``precision`` model widen the comparison. Returns the value outputs of a node that
+    does not match (``{"expected", "actual"}``, for pictures), else None."""
     try:
         imported = import_node(node, [a.shape for a in arrays], [a.dtype for a in arrays], reading, opset)
     except ValueError as exc:
@@ -57,7 +58,7 @@ def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarra
     empty = empty_tensors(imported.desc)
     row["empty"] = empty or None
     try:
-        expected = _reference(imported, node, arrays, empty)
+        expected, reference = _reference(imported, node, arrays, empty, precision)
     except Exception as exc:
         row.update(status="error", message=f"reference raised {type(exc).__name__}: {exc}")
         return None
@@ -65,9 +66,13 @@ def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarra
     rename = dict(_members(imported, node, expected))
     index_map, in_window = index_rule_for(imported, arrays)
     compare = functools.partial(compare_outputs, actual=actual, tolerances=tolerances,
-                                inputs=imported.inputs(arrays), in_window=in_window, index_outputs=index_map)
+                                inputs=imported.inputs(arrays), in_window=in_window, index_outputs=index_map,
+                                allowance=Allowance.of(reference) if reference is not None else None)
     cmp = compare(expected)
     _fill(row, cmp, rename)
+    if reference is not None:
+        row["message"] = _rename(cmp.summary() + knife_edge_note(reference, cmp), rename)
+        row.update(allowance_record(reference, cmp))
     if empty:
         row["message"] = f"{row['message']}; {_empty_note(imported.desc, empty)}"
     if cmp.passed:
@@ -88,18 +93,22 @@ def empty_tensors(desc: Any) -> list[str]:
     return found
 
 
-def _reference(imported: Any, node: onnx.NodeProto, arrays: Sequence[np.ndarray],
-               empty: list[str]) -> dict[str, np.ndarray]:
-    """The desc's outputs on ``arrays``, as the node's arrays keyed by DML output member; for a
-    desc with an empty tensor, the empty arrays of its output sizes (the reference is not called)."""
+def _reference(imported: Any, node: onnx.NodeProto, arrays: Sequence[np.ndarray], empty: list[str],
+               precision: str) -> tuple[dict[str, np.ndarray], Any]:
+    """The desc's outputs on ``arrays``, as the node's arrays keyed by DML output member, and the
+    reference's ``Expected`` (bounds, alternatives); for a desc with an empty tensor, the empty
+    arrays of its output sizes and None (the reference is not called: DML has no such desc)."""
     desc = imported.desc
+    reference = None
     if empty:
         raw = {m: np.zeros(member_value(desc, m).sizes, numpy_dtype(member_value(desc, m).data_type))
                for m in desc.OUTPUTS if member_value(desc, m) is not None}
     else:
-        raw = execute(desc, imported.inputs(arrays))
+        reference = execute_with_bounds(desc, imported.inputs(arrays), precision)
+        raw = reference.outputs
     listed = imported.outputs(raw)
-    return {desc.OUTPUTS[i]: np.asarray(listed[i]) for i, name in enumerate(node.output[:len(listed)]) if name}
+    expected = {desc.OUTPUTS[i]: np.asarray(listed[i]) for i, name in enumerate(node.output[:len(listed)]) if name}
+    return expected, reference
 
 
 def _members(imported: Any, node: onnx.NodeProto, expected: Mapping[str, np.ndarray]) -> list[tuple[str, str]]:

@@ -97,6 +97,7 @@ class ModelRunConfig:
     tolerances: Tolerances = field(default_factory=Tolerances.defaults)
     allow_fallback: bool = True
     reading: str = "spec"  # from_onnx mode for attribution: "spec" or "dml-ep"
+    precision_model: str = "fp32"  # the reference's precision model (reference.MODELS) for attribution
     #: (tolerances, where they come from) for the baseline check; None: ``tolerances``
     baseline_tolerances: tuple[Tolerances, str] | None = None
 

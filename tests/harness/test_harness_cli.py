@@ -222,10 +222,15 @@ def test_exit_codes_of_the_real_command(tmp_path):
     assert none.returncode == 4 and "no case matches" in none.stderr
     known = "roi_pooling/edge-float32-bins"  # a CPU divergence listed in harness/expectations/cpu.json
     assert known in {c.id for c in build_catalog(["roi_pooling"])}
-    ok = cli("run", "--ops", "roi_pooling", "-k", f"{known},grid-fp32", "--out", str(tmp_path / "ok"))
+    ok = cli("run", "--ops", "roi_pooling", "-k", f"{known},grid-fp32", "--strict-tolerance", "--out",
+             str(tmp_path / "ok"))
     assert ok.returncode == 0, ok.stdout + ok.stderr  # the CPU EP's known divergence is `known`
-    failed = cli("run", "--ops", "roi_pooling", "-k", known, "--no-expectations", "--out", str(tmp_path / "f"))
+    failed = cli("run", "--ops", "roi_pooling", "-k", known, "--no-expectations", "--strict-tolerance", "--out",
+                 str(tmp_path / "f"))
     assert failed.returncode == 1 and "failures:" in failed.stdout and known in failed.stdout
+    # Under the default precision model its float32 bin end is a knife-edge alternative: a pass with a note.
+    noted = cli("run", "--ops", "roi_pooling", "-k", known, "--no-expectations", "--out", str(tmp_path / "d"))
+    assert noted.returncode == 0, noted.stdout + noted.stderr
 
 
 def _twelve_passing_ids():

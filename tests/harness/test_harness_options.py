@@ -10,7 +10,7 @@ from ep_testbed.harness.options import (OptionError, add_ep_options, add_expecta
                                         parse_ep, parse_expectations, parse_tolerances)
 from ep_testbed.harness.tolerances import DEFAULT_TOLERANCES, Tolerance
 
-SHARED = {"--ep", "--ep-option", "--graph-opt", "--tol", "--tolerances"}
+SHARED = {"--ep", "--ep-option", "--graph-opt", "--tol", "--tolerances", "--precision-model", "--strict-tolerance"}
 
 
 def _subparser(parser, *path):

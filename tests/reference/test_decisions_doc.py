@@ -15,4 +15,5 @@ def test_every_test_named_in_decisions_exists():
     last_file = None
     for file, test in named:
         last_file = file or last_file
+        assert last_file, f"{test} is named in DECISIONS.md before any test file"
         assert f"def {test}(" in sources[last_file], f"{last_file}::{test} named in DECISIONS.md does not exist"

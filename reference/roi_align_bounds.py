@@ -1,0 +1,399 @@
+"""ROI_ALIGN / ROI_ALIGN1 under a precision model: the exact output, a per-element rounding bound
+and the knife-edge alternatives (``precision.py`` says what they are; DECISIONS.md FP-2, FP-3).
+
+Per region and axis the page's quantities are evaluated in the model's ``Arithmetic``::
+
+    a = x1 * SpatialScale, b = x2 * SpatialScale, size = b - a
+    ratio = size / OutputSize                    -> the sample count n = clamp(ceil(ratio))
+    step = size / (OutputSize * n)               (AlignRegionsToCorners: / (OutputSize * n - 1))
+    x_i = (i - OutputPixelOffset) * step + a - InputPixelOffset
+
+which gives every sample coordinate's exact value and a bound ``e_i`` on a kernel's rounded one.
+
+* LINEAR sample: bilinear interpolation is continuous and linear along each axis within a
+  cell, with a slope no larger than the largest difference of the cell's neighbouring taps;
+  moving the coordinates by ``(e_y, e_x)`` moves the value by at most ``e_x*Gx + e_y*Gy``
+  (``G``: slopes of every cell within reach, so the 4x4 neighbourhood where a coordinate lies
+  within ``e`` of a cell edge). The weights ``1 - f`` and the four-term weighted sum add at most
+  ``8u (|value| + Gx + Gy)``.
+* NEAREST sample: a selection, no bound; a coordinate within ``e`` of a half pixel is a knife edge.
+* Element: AVERAGE takes the mean of its samples' bounds plus the summation's ``2mu * mean|s|``;
+  MAX the largest of its samples' bounds. Then one unit in the last place of the output type.
+* Knife edges: a sample coordinate within ``e`` of the input's edge ``[-1, size]`` (inside or
+  out), a NEAREST coordinate within ``e`` of a half, a ratio within ``e`` of a whole number (the
+  sample count). Each alternative's output joins the element's ``[low, high]``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from .nan_rules import nan_ignoring_max
+from .precision import Approx, Arithmetic, Expected, KnifeEdge, PrecisionModel, output_rounding
+from .roi_align import (
+    MAX_SAMPLE_POINTS_PER_REGION,
+    AnyRoiAlign,
+    RoiAlign1Desc,
+    as_roi_align1,
+    check_sample_points,
+    edge_taps,
+    regions,
+    roi_align,
+    samples_for_ratio,
+)
+
+#: Rounding of the weights (1 - f, products) and of the four-term sum of one LINEAR sample, in
+#: units of u times the magnitudes involved (FP-2: 3u weights + u products + 3u sum, rounded up).
+INTERPOLATION_ROUNDINGS = 8
+
+
+@dataclass
+class _Axis:
+    """One axis of every region: the page's quantities in the model's arithmetic, as arrays over
+    the regions, and each region's sample coordinates (computed once per sample count)."""
+
+    ar: Arithmetic
+    name: str             # "Y" or "X"
+    size_name: str        # "OutputHeight" or "OutputWidth"
+    start: Approx         # scaledRegionStart, per region
+    extent: Approx        # scaledRegionSize, per region
+    ratio: Approx         # scaledRegionSize / outputSize, per region
+    out: int
+    in_offset: Approx
+    out_offset: Approx
+    corners: bool
+    counts: list[tuple[int, ...]]  # per region: the exact sample count, then those rounding can give
+    _coords: dict[int, tuple[dict[int, int], Approx]] = field(default_factory=dict)
+
+    def coords(self, region: int, n: int) -> Approx:
+        """Region ``region``'s ``out * n`` sample coordinates (``roi_align.sample_coordinates``)."""
+        if n not in self._coords:
+            rows = [r for r, counts in enumerate(self.counts) if n in counts]
+            self._coords[n] = ({r: i for i, r in enumerate(rows)}, self._grid(np.array(rows, dtype=np.int64), n))
+        where, grid = self._coords[n]
+        i = where[region]
+        return Approx(grid.v[i], grid.e[i])
+
+    def _grid(self, rows: np.ndarray, n: int) -> Approx:
+        """``(len(rows), out * n)`` coordinates of the regions ``rows``, all at count ``n``."""
+        ar, total = self.ar, self.out * n
+        start = Approx(self.start.v[rows, None], self.start.e[rows, None])
+        extent = Approx(self.extent.v[rows, None], self.extent.e[rows, None])
+        neg_offset = Approx(-self.in_offset.v, self.in_offset.e)
+        if self.corners and total == 1:  # the region's centre (RA-6)
+            return ar.total(start, ar.div(extent, ar.const(2.0)), neg_offset)
+        step = ar.div(extent, ar.const(float(total - 1 if self.corners else total)))
+        t = ar.sub(ar.const(np.arange(total, dtype=np.float64)[None, :]), self.out_offset)
+        return ar.total(ar.mul(t, step), start, neg_offset)
+
+
+def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: np.ndarray, scale: float,
+          out: int) -> _Axis:
+    """The axis quantities of every region (``roi_align.region_samples``, with error bounds):
+    ``first``/``last`` are the regions' x1/x2 (or y1/y2) in float64."""
+    s = ar.const(float(np.float32(scale)))
+    start, end = ar.mul(ar.const(first), s), ar.mul(ar.const(last), s)
+    extent = ar.sub(end, start)
+    ratio = ar.div(extent, ar.const(float(out)))
+    lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
+
+    def count(r):
+        return np.minimum(np.maximum(np.ceil(r), lo), hi).astype(np.int64)
+
+    error = np.where(np.isfinite(ratio.e), ratio.e, 0.0)
+    exact, below, above = count(ratio.v), count(ratio.v - error), count(ratio.v + error)
+    counts = [tuple(dict.fromkeys((int(e), int(b), int(a)))) for e, b, a in zip(exact, below, above)]
+    return _Axis(ar, name, "OutputHeight" if name == "Y" else "OutputWidth", start, extent, ratio, out,
+                 ar.const(float(np.float32(d.input_pixel_offset))), ar.const(float(np.float32(d.output_pixel_offset))),
+                 d.align_regions_to_corners, counts)
+
+
+def _edge_flips(c: Approx, size: int) -> np.ndarray:
+    """Whether rounding can move each coordinate across the input's edge ``[-1, size]``."""
+    def inside(v):
+        return (v >= -1.0) & (v <= size)
+
+    now = inside(c.v)
+    return (inside(c.v - c.e) != now) | (inside(c.v + c.e) != now)
+
+
+def _near_cell_edge(c: Approx) -> np.ndarray:
+    """Coordinates that rounding can move into a neighbouring interpolation cell."""
+    return (c.e > 0) & (np.abs(c.v - np.round(c.v)) <= c.e)
+
+
+def _neighbourhood_slopes(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Largest |tap difference| along X and along Y over the 4x4 taps around each (y, x)."""
+    height, width, _ = plane.shape
+
+    def around(v, size):
+        base = np.floor(np.clip(v, 0, size - 1)).astype(np.int64)
+        return np.clip(base[:, None] + np.arange(-1, 3)[None, :], 0, size - 1)
+
+    block = plane[around(ys, height)[:, None, :, None], around(xs, width)[None, :, None, :]].astype(np.float64)
+    gx = np.abs(np.diff(block, axis=3)).max(axis=(2, 3))
+    gy = np.abs(np.diff(block, axis=2)).max(axis=(2, 3))
+    return gx, gy
+
+
+@dataclass
+class _Samples:
+    """Every sample point of a region: value (exact decisions), rounding bound, and the range
+    the knife-edge decisions allow (None: there is none)."""
+
+    values: np.ndarray
+    bound: np.ndarray
+    low: Optional[np.ndarray] = None
+    high: Optional[np.ndarray] = None
+    edge_flips: tuple[np.ndarray, np.ndarray] | None = None
+    nearest_flips: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _abs_diff(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``max(|a - b|, |c - d|)`` in the arrays' own type (float32 or float64)."""
+    first = np.subtract(a, b)
+    np.abs(first, out=first)
+    second = np.subtract(c, d)
+    np.abs(second, out=second)
+    return np.maximum(first, second, out=first)
+
+
+def _linear_samples(plane: np.ndarray, ys: Approx, xs: Approx, k: float) -> tuple[np.ndarray, np.ndarray]:
+    """LINEAR values at every (y, x) with the input clamped to its edge (RA-5), computed as
+    ``roi_align.interpolate`` does, and their bounds (float32): ``e_x Gx + e_y Gy`` for the
+    coordinates plus ``k (|value| + Gx + Gy)`` for the arithmetic, with ``|value| <= |t00| + Gx + Gy``."""
+    height, width, _ = plane.shape
+    y0, y1, wy0, wy1 = edge_taps(ys.v, height)
+    x0, x1, wx0, wx1 = edge_taps(xs.v, width)
+
+    def tap(rows, cols):
+        return plane[rows[:, None], cols[None, :]]
+
+    t00, t01, t10, t11 = tap(y0, x0), tap(y0, x1), tap(y1, x0), tap(y1, x1)
+    wx0, wx1 = wx0[None, :, None], wx1[None, :, None]
+    f00, f01, f10, f11 = (t.astype(np.float64) for t in (t00, t01, t10, t11))
+    raw = (f00 * wx0 + f01 * wx1) * wy0[:, None, None] + (f10 * wx0 + f11 * wx1) * wy1[:, None, None]
+    # Slopes in float32 from float32 taps; from the float64 copies otherwise (NumPy converts
+    # float16 slowly, and the copies exist already).
+    t00, t01, t10, t11 = (t00, t01, t10, t11) if t00.dtype == np.float32 else (f00, f01, f10, f11)
+    gx, gy = _abs_diff(t01, t00, t11, t10), _abs_diff(t10, t00, t11, t01)
+    _widen_near_cell_edges(plane, ys, xs, gx, gy)
+    kind = gx.dtype.type
+    bound = np.multiply(gx, (xs.e + 2 * k).astype(kind)[None, :, None], out=gx)  # in place: no copies
+    bound += np.multiply(gy, (ys.e + 2 * k).astype(kind)[:, None, None], out=gy)
+    magnitude = np.abs(t00, out=gy)
+    magnitude *= kind(k)
+    bound += magnitude
+    return raw, bound
+
+
+def _widen_near_cell_edges(plane: np.ndarray, ys: Approx, xs: Approx, gx: np.ndarray, gy: np.ndarray) -> None:
+    """Where rounding can move a coordinate into the next cell, take the slopes of every cell
+    within reach (the 4x4 taps around the sample) instead of its own cell's; where it can move
+    it a whole pixel or more (float16 coordinates of a large input), the plane's largest."""
+    far_y, far_x = ys.e >= 0.5, xs.e >= 0.5
+    if far_y.any() or far_x.any():
+        data = plane.astype(np.float64)
+        steepest = np.fmax(np.abs(np.diff(data, axis=0)).max(axis=(0, 1), initial=0.0),
+                           np.abs(np.diff(data, axis=1)).max(axis=(0, 1), initial=0.0)).astype(gx.dtype)
+        for slopes in (gx, gy):
+            slopes[far_y] = np.maximum(slopes[far_y], steepest)
+            slopes[:, far_x] = np.maximum(slopes[:, far_x], steepest)
+    near_y, near_x = _near_cell_edge(ys) & ~far_y, _near_cell_edge(xs) & ~far_x
+    if near_y.any():
+        rows = np.flatnonzero(near_y)
+        wide = _neighbourhood_slopes(plane, ys.v[rows], xs.v)
+        gx[rows], gy[rows] = np.maximum(gx[rows], wide[0]), np.maximum(gy[rows], wide[1])
+    if near_x.any():
+        cols = np.flatnonzero(near_x)
+        wide = _neighbourhood_slopes(plane, ys.v, xs.v[cols])
+        gx[:, cols], gy[:, cols] = np.maximum(gx[:, cols], wide[0]), np.maximum(gy[:, cols], wide[1])
+
+
+def _nearest_samples(plane: np.ndarray, ys: Approx, xs: Approx, ar: Arithmetic,
+                     k: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple]:
+    """NEAREST values at every (y, x) clamped to the input, their bounds (only the sum's
+    ``k |value|``: a selection is exact), the lowest and highest value rounding of
+    ``floor(c + 0.5)`` can pick, and where it can pick another index."""
+    height, width, _ = plane.shape
+    half = ar.const(0.5)
+    picks, flips = [], []
+    for c, size in ((ys, height), (xs, width)):
+        shifted = ar.add(c, half)
+        index = [np.clip(np.floor(v), 0, size - 1).astype(np.int64)
+                 for v in (shifted.v, shifted.v - shifted.e, shifted.v + shifted.e)]
+        picks.append(index)
+        flips.append((index[1] != index[0]) | (index[2] != index[0]))
+    raw = plane[picks[0][0][:, None], picks[1][0][None, :]].astype(np.float64)
+    low, high = raw, raw
+    if flips[0].any() or flips[1].any():
+        for iy, ix in itertools.product(picks[0][1:], picks[1][1:]):
+            other = plane[iy[:, None], ix[None, :]].astype(np.float64)
+            low, high = np.fmin(low, other), np.fmax(high, other)
+    bound = np.abs(raw, dtype=np.float32)
+    bound *= np.float32(k)
+    return raw, bound, low, high, (flips[0], flips[1])
+
+
+def _samples(plane: np.ndarray, ys: Approx, xs: Approx, d: RoiAlign1Desc, ar: Arithmetic, m: int) -> _Samples:
+    """Values, bounds and knife-edge ranges of every sample point of a region (module docstring);
+    ``m`` samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample)."""
+    height, width, _ = plane.shape
+    oob = float(np.float32(d.out_of_bounds_input_value))
+    k_sum = 2 * m * ar.unit if d.reduction_function == "AVERAGE" else 0.0
+    nearest = None
+    if d.interpolation_mode == "NEAREST_NEIGHBOR":
+        raw, bound, raw_low, raw_high, nearest = _nearest_samples(plane, ys, xs, ar, k_sum)
+    else:
+        raw, bound = _linear_samples(plane, ys, xs, INTERPOLATION_ROUNDINGS * ar.unit + k_sum)
+        raw_low = raw_high = raw
+    in_y, in_x = (ys.v >= -1.0) & (ys.v <= height), (xs.v >= -1.0) & (xs.v <= width)
+    flip_y, flip_x = _edge_flips(ys, height), _edge_flips(xs, width)
+    samples = _Samples(raw, bound, edge_flips=(flip_y, flip_x), nearest_flips=nearest)
+    if not (in_y.all() and in_x.all()):
+        inside = (in_y[:, None] & in_x[None, :])[:, :, None]
+        samples.values = np.where(inside, raw, oob)
+        samples.bound = np.where(inside, bound, np.float32(k_sum * abs(oob)))
+    ranged = nearest is not None and (nearest[0].any() or nearest[1].any())
+    if not (flip_y.any() or flip_x.any() or ranged):
+        return samples
+    can_in = ((in_y | flip_y)[:, None] & (in_x | flip_x)[None, :])[:, :, None]
+    can_out = ((~in_y | flip_y)[:, None] | (~in_x | flip_x)[None, :])[:, :, None]
+    samples.low = np.fmin(np.where(can_in, raw_low, np.inf), np.where(can_out, oob, np.inf))
+    samples.high = np.fmax(np.where(can_in, raw_high, -np.inf), np.where(can_out, oob, -np.inf))
+    samples.bound = np.where(can_in, bound, np.float32(k_sum * abs(oob)))
+    return samples
+
+
+@dataclass
+class _Region:
+    """One region's output elements ``(OutputHeight, OutputWidth, C)``: value, bound, range."""
+
+    value: np.ndarray
+    bound: np.ndarray
+    low: Optional[np.ndarray]
+    high: Optional[np.ndarray]
+    samples: _Samples
+
+
+def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int) -> _Region:
+    """The page's reduction of each element's ``n_y x n_x`` samples, with its bound (AVERAGE:
+    the mean of the sample bounds, the sum's rounding being in them; MAX: the largest)."""
+    _, _, out_h, out_w = d.output_tensor.sizes
+
+    def grid(a):
+        return a.reshape(out_h, n_y, out_w, n_x, -1)
+
+    if d.reduction_function == "AVERAGE":
+        def reduce(a):
+            return grid(a).mean(axis=(1, 3))
+
+        bound = reduce(s.bound)
+    else:
+        def reduce(a):
+            return nan_ignoring_max(grid(a), axis=(1, 3))
+
+        bound = np.fmax.reduce(grid(s.bound), axis=(1, 3))
+    low = None if s.low is None else reduce(s.low)
+    high = None if s.high is None else reduce(s.high)
+    return _Region(reduce(s.values), bound, low, high, s)
+
+
+def _evaluate(d: RoiAlign1Desc, plane: np.ndarray, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int,
+              ar: Arithmetic) -> _Region:
+    """Region ``row`` at sample counts ``(n_y, n_x)``."""
+    samples = _samples(plane, y.coords(row, n_y), x.coords(row, n_x), d, ar, n_y * n_x)
+    return _reduce(d, samples, n_y, n_x)
+
+
+def _merge(region: _Region, other: _Region) -> None:
+    """Widen ``region``'s range and bound by another decision's outcome."""
+    low = region.value if region.low is None else region.low
+    high = region.value if region.high is None else region.high
+    region.low = np.fmin(low, other.value if other.low is None else other.low)
+    region.high = np.fmax(high, other.value if other.high is None else other.high)
+    region.bound = np.fmax(region.bound, other.bound)
+
+
+def region_bounded(d: RoiAlign1Desc, plane: np.ndarray, row: int, roi: np.ndarray, y: _Axis, x: _Axis,
+                   expected: Expected) -> _Region:
+    """Region ``row`` of a channels-last ``plane``: its elements' values (equal to
+    ``roi_align``'s), bounds and knife-edge ranges; notes each knife edge in ``expected``."""
+    counts_y, counts_x = y.counts[row], x.counts[row]
+    check_sample_points(d, row, roi, counts_y[0], counts_x[0])
+    region = _evaluate(d, plane, row, y, x, counts_y[0], counts_x[0], y.ar)
+    first = region.samples
+    _, _, out_h, out_w = d.output_tensor.sizes
+    for n_y, n_x in itertools.product(counts_y, counts_x):
+        # An alternative count past the reference's limit is not evaluated (the exact one was).
+        if (n_y, n_x) != (counts_y[0], counts_x[0]) and n_y * out_h * n_x * out_w <= MAX_SAMPLE_POINTS_PER_REGION:
+            _merge(region, _evaluate(d, plane, row, y, x, n_y, n_x, y.ar))
+    if region.low is not None:
+        _note_region(expected, d, row, region, first, y, x)
+    return region
+
+
+def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region, s: _Samples, y: _Axis,
+                 x: _Axis) -> None:
+    """One note per kind of knife-edge decision this region holds."""
+    elements = int(np.count_nonzero(region.low != region.high))
+    sizes = {"Y": d.input_tensor.sizes[2], "X": d.input_tensor.sizes[3]}
+    coords = {"Y": y.coords(row, y.counts[row][0]).v, "X": x.coords(row, x.counts[row][0]).v}
+    for axis in (y, x):
+        counts = axis.counts[row]
+        if len(counts) > 1:
+            expected.note(KnifeEdge(
+                "OutputTensor", f"region {row}: samples per output along {axis.name} = ceil(scaledRegionSize{axis.name}"
+                f" / {axis.size_name}) = ceil({float(axis.ratio.v[row]):.9g})", str(counts[0]),
+                " or ".join(str(n) for n in counts[1:]) + f" (the quotient may be off by {float(axis.ratio.e[row]):.3g})",
+                elements))
+    for flips, name in zip(s.edge_flips or (), "YX"):
+        for i in np.flatnonzero(flips)[:1]:
+            c, size = float(coords[name][i]), sizes[name]
+            inside = -1.0 <= c <= size
+            expected.note(KnifeEdge(
+                "OutputTensor", f"region {row}: sample {name} = {c:.9g} against the input's edge [-1, {size}]",
+                "inside" if inside else "outside", "outside (OutOfBoundsInputValue)" if inside else
+                "inside (the edge pixel)", elements))
+    for flips, name in zip(s.nearest_flips or (), "YX"):
+        for i in np.flatnonzero(flips)[:1]:
+            expected.note(KnifeEdge(
+                "OutputTensor", f"region {row}: nearest index of sample {name} = {float(coords[name][i]):.9g}",
+                "floor(c + 0.5)", "the neighbouring index", elements))
+
+
+def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel) -> Expected:
+    """The registry's ``bounded``: ``roi_align``'s output under ``model`` with its bound and
+    knife-edge alternatives (an ``Expected``). The output equals ``execute_desc``'s bit for bit."""
+    x, roi_tensor, batch_tensor = tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"]
+    d = as_roi_align1(desc)
+    ar = model.arithmetic(d.input_tensor.data_type)
+    if ar.exact:
+        return Expected(outputs=roi_align(desc, x, roi_tensor, batch_tensor), model=model)
+    rois, batch_indices = regions(desc, x, roi_tensor, batch_tensor)
+    channels_last = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    _, _, out_h, out_w = d.output_tensor.sizes
+    shape = (rois.shape[0], x.shape[1], out_h, out_w)
+    output, bound = np.empty(shape, dtype=x.dtype), np.empty(shape, dtype=np.float32)
+    expected = Expected(outputs={"OutputTensor": output}, model=model)
+    y = _axis(d, ar, "Y", rois[:, 1], rois[:, 3], d.spatial_scale_y, out_h)
+    x_axis = _axis(d, ar, "X", rois[:, 0], rois[:, 2], d.spatial_scale_x, out_w)
+    ranges = {}
+    for r, roi in enumerate(rois):
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
+            region = region_bounded(d, channels_last[int(batch_indices[r])], r, roi, y, x_axis, expected)
+        output[r], bound[r] = np.moveaxis(region.value, -1, 0), np.moveaxis(region.bound, -1, 0)
+        if region.low is not None:
+            ranges[r] = (region.low, region.high)
+    expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
+    if ranges:
+        low, high = output.copy(), output.copy()
+        for r, (lo, hi) in ranges.items():
+            # Each alternative is an output in its own right: rounded once to the output type.
+            low[r], high[r] = np.moveaxis(lo, -1, 0), np.moveaxis(hi, -1, 0)
+        expected.alternatives["OutputTensor"] = (low, high)
+    return expected
