@@ -43,7 +43,6 @@ from .roi_align import (
     edge_taps,
     regions,
     roi_align,
-    samples_for_ratio,
 )
 
 #: Rounding of the weights (1 - f, products) and of the four-term sum of one LINEAR sample, in

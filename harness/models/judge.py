@@ -78,7 +78,7 @@ def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarra
     if cmp.passed:
         row.update(status="tie-only" if cmp.ties else "match", reason="")
         return None
-    _explain(row, imported, node, arrays, expected, actual, cmp, compare, tolerances, rename)
+    _explain(row, imported, node, arrays, expected, actual, cmp, compare, tolerances, rename, precision)
     value = _value_output(imported.desc, expected)
     return None if value is None else {"expected": expected[value], "actual": actual[value]}
 
@@ -127,13 +127,13 @@ def _fill(row: dict[str, Any], cmp: Comparison, rename: Mapping[str, str]) -> No
 def _explain(row: dict[str, Any], imported: Any, node: onnx.NodeProto, arrays: Sequence[np.ndarray],
              expected: dict[str, np.ndarray], actual: Mapping[str, np.ndarray], cmp: Comparison,
              compare: Callable[[Mapping[str, np.ndarray]], Comparison], tolerances: Tolerances,
-             rename: Mapping[str, str]) -> None:
+             rename: Mapping[str, str], precision: str = DEFAULT_MODEL) -> None:
     """Take the rows the node's alternatives explain out of a failed comparison and set the
     status, ``explained``, ``unexplained`` and ``reason`` (module docstring, step 4)."""
     chosen, explained = dict(expected), []
     for alternative in imported.alternatives(arrays):
         try:
-            meant = _reference(imported, node, alternative.inputs, [])
+            meant, _ = _reference(imported, node, alternative.inputs, [], precision)
         except Exception:  # the node's meaning cannot be computed as this desc: nothing explained
             continue
         rows = _rows_meant(alternative.rows, chosen, meant, actual, tolerances)
