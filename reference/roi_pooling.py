@@ -104,7 +104,6 @@ def execute_desc(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray]) -> dict[s
 def roi_pooling(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
     batch_count, channels, _, _ = input_tensor.shape
-    pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
     rois = roi_tensor.reshape(-1, 5)
     _check_rois(desc, rois, batch_count)
     channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
