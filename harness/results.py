@@ -41,6 +41,10 @@ RECORD_TYPES = (RUN, CASE, END)
 CASE_KEYS = (
     "type", "id", "op", "dtype", "tags", "outcome", "ep", "placement", "placement_source", "errors", "worst",
     "mismatches", "ties", "tolerance_used", "flags", "message", "expected_outcome", "duration_s", "artifacts",
+    # How a compared case failed, beyond the largest errors: of ``mismatches``, the NaN/inf ones and
+    # the index ones; per output, the error distribution and the smallest passing tolerance
+    # (``harness.error_stats``). Added after the keys above, which keep their order.
+    "nonfinite_mismatches", "index_mismatches", "error_stats",
 )
 #: The keys of a case line's ``errors``.
 ERROR_KEYS = ("max_abs", "max_rel", "max_ulp")
