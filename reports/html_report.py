@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.rerun import TIME_FIELD, rerun_args
 from ep_testbed.harness.results import (
     ERROR_KEYS,
     EXPECTED_FAILURE,
@@ -27,6 +28,7 @@ from ep_testbed.harness.results import (
     OUTCOMES,
     PASSING,
     REPORT_ORDER,
+    safe_id,
 )
 
 from . import images
@@ -71,12 +73,11 @@ class Detail:
 
 
 def rerun_command(run: Run, case: CaseResult) -> str:
-    """One shell line that reruns just this case on the same EP with the same seed."""
-    parts = ["ep-testbed", "run", "--ep", run.ep_alias, "-k", case.id]
-    seed = run.header.get("seed")
-    if isinstance(seed, int):
-        parts += ["--seed", str(seed)]
-    parts += ["--out", "runs/rerun"]
+    """One shell line that reruns just this case with every option that changed its outcome
+    (``harness.rerun``: EP and its options, graph optimizations, tolerances as ``--tol`` items,
+    expectations, seed, timeout) into a fresh folder each time it is pasted (``{time}``)."""
+    parts = ["ep-testbed", "run", *rerun_args(run.header), "-k", case.id,
+             "--out", f"runs/rerun-{safe_id(case.id)}-{TIME_FIELD}"]
     return " ".join(shlex.quote(p) for p in parts)
 
 
