@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from ep_testbed.harness.results import (
     safe_id,
 )
 
-from . import images
+from . import figures, images
 from .artifacts import (
     CaseArtifacts,
     IndexMismatch,
@@ -70,6 +69,8 @@ class Detail:
     bundle_files: list[str] = field(default_factory=list)
     message: str = ""
     message_truncated: bool = False
+    figure: str = ""
+    stats: list[dict[str, Any]] = field(default_factory=list)
 
 
 def rerun_command(run: Run, case: CaseResult) -> str:
@@ -99,7 +100,8 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     with ``with_pictures`` also heatmaps, index mismatches and the inline repro bundle."""
     message = case.message
     detail = Detail(anchor=anchor, case=case, rerun=rerun_command(run, case), artifacts_path=case.artifacts,
-                    message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT)
+                    message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT,
+                    figure=figures.failure_figure(case), stats=figures.stats_rows(case))
     folder = resolve_folder(run.path, case.artifacts)
     if folder is None:
         return detail
@@ -125,30 +127,20 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     return detail
 
 
-def _table_number(v: Any) -> float | str | None:
-    """A number for the JSON case table; NaN/Inf (which JSON lacks) as "NaN"/"Inf", read by report.js."""
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        return None
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Inf" if v > 0 else "-Inf"
-    return v
-
-
 def _table_rows(cases: list[CaseResult], anchors: dict[str, str], matrix: Matrix) -> list[list[Any]]:
     """Compact rows for report.js: [id, op, dtype, outcome, max_abs, max_rel, max_ulp, s, anchor, message,
-    fields], where fields holds the tags and the DML fields the by-field matrix links filter on."""
+    fields, figure, failed, figure_rank], where fields holds the tags and the DML fields the by-field
+    matrix links filter on; error cells and the figure follow ``figures`` (a failed row never
+    reads 0 or blank)."""
     rows = []
     for c in cases:
         shown = matrix.keys_for(c.op)
         fields = {k: v for k, v in case_fields(c).items() if k in shown or k in c.tags}
-        e = c.errors
         rows.append([
             c.id, short_op(c.op), c.dtype, c.outcome,
-            *(_table_number(e[k]) for k in ERROR_KEYS),
-            round(c.duration_s, 4), anchors.get(c.id), c.message[:160],
-            fields,
+            *(figures.error_cell(c, k) for k in ERROR_KEYS),
+            round(c.duration_s, 4), anchors.get(c.id), figures.short_message(c.message),
+            fields, figures.failure_figure(c), int(figures.failed(c)), figures.failure_rank(c),
         ])
     return rows
 

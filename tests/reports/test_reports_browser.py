@@ -15,6 +15,8 @@ from chromium_cdp import Browser, browser_unavailable_reason, find_chromium
 from ep_testbed.reports import render_run
 
 REASON = browser_unavailable_reason()
+#: Rows that failed on the EP's answer or got none (harness.results.WRONG and known).
+FAILED_ROWS = ("fail", "crash", "timeout", "error", "known")
 pytestmark = pytest.mark.skipif(REASON is not None, reason=str(REASON))
 
 
@@ -59,12 +61,17 @@ def test_report_loads_filters_sorts_and_shows_pictures(browser, tmp_path):
     shown = rows(b)
     assert len(shown) == 1 and shown[0][0] == "fail" and "max_pooling2" in shown[0][1]
 
-    # reset, then sort by max abs error (descending first)
+    # reset, then sort by max abs error (descending first): every failed row (however it failed:
+    # a number, "index", "NaN/inf", "crash"...) above every passing row, numbers descending
     b.evaluate("document.getElementById('f-reset').click()")
     assert len(rows(b)) == 120
     b.evaluate("document.querySelector('th[data-sort=max_abs]').click()")
-    values = [r[4] for r in rows(b) if r[4] != "—"]
-    numbers = [float(v) for v in values]
+    shown = rows(b)
+    failed = [i for i, r in enumerate(shown) if r[0] in FAILED_ROWS]
+    passing = [i for i, r in enumerate(shown) if r[0] in ("pass", "tie-only")]
+    assert failed and passing and max(failed) < min(passing)
+    assert all(shown[i][5] not in ("0", "—", "") for i in failed)  # a failed row never reads 0 or blank
+    numbers = [float(shown[i][5]) for i in passing if shown[i][5] != "—"]
     assert numbers == sorted(numbers, reverse=True)
 
     # a matrix cell link filters the table to its op and dtype
