@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ep_testbed.harness.rerun import TIME_FIELD, rerun_args
+from ep_testbed.harness.tolerances import Tolerances
 from ep_testbed.harness.results import (
     ERROR_KEYS,
     EXPECTED_FAILURE,
@@ -82,6 +83,16 @@ def rerun_command(run: Run, case: CaseResult) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def run_tolerances(run: Run) -> Tolerances:
+    """The tolerances the run judged its cases by (its header's table over the defaults); the
+    defaults when the header has none or an unreadable one."""
+    table = run.header.get("tolerances")
+    try:
+        return Tolerances.from_json(table) if isinstance(table, dict) else Tolerances.defaults()
+    except (TypeError, ValueError, AttributeError):
+        return Tolerances.defaults()
+
+
 def _severity(case: CaseResult) -> tuple:
     """Sort key of the case sections: ``REPORT_ORDER`` (an outcome it lacks first), then the
     largest error first, then id."""
@@ -112,7 +123,8 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
             actual = art.actual.get(name)
             if actual is None or name == "OutputIndicesTensor":
                 continue
-            detail.pictures[name] = images.worst_slices(case.op, expected, actual)
+            detail.pictures[name] = images.worst_slices(case.op, expected, actual,
+                                                        tolerance=run_tolerances(run).for_dtype(expected.dtype.name.upper()))
         detail.index_mismatches, detail.index_ties, detail.index_differing = index_mismatches(art)
         codes = index_categories(art)
         if codes is not None:
@@ -185,8 +197,8 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "rows": script_json(_table_rows(run.cases, anchors, matrix)),
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),
-        "error_legend": images.legend_uri(images.ERROR_MAP),
     }
+    context["share_bar"], context["share_ticks"] = images.share_legend()
     html = environment().get_template("report.html.j2").render(**context)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(html, encoding="utf-8")

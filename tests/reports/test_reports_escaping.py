@@ -47,7 +47,7 @@ def evil_run(tmp_path):
 
 def test_report_html_escapes_every_field(evil_run):
     html = render_run(evil_run).read_text()
-    p = assert_inert(html, own_scripts=3)  # case data JSON, outcome order JSON, report.js
+    p = assert_inert(html, own_scripts=4)  # case data JSON, outcome order JSON, report.js, heat.js
     visible = "".join(p.text)
     assert visible.count(EVIL) >= 10  # shown as text: header, ids, desc, node, flags, placement, worst ...
     # the case table data: JSON inside <script type="application/json"> must not contain "<" at all
