@@ -129,9 +129,10 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
         codes = index_categories(art)
         if codes is not None:
             detail.index_pictures = images.index_slices(case.op, codes)
-        built = build_bundle(case.id, str(run.header.get("ep") or "CPUExecutionProvider"), art)
+        built = build_bundle(case, run.header, art, run_tolerances(run))
         if built is not None:
-            bundle, detail.bundle_files = built
+            bundle, names = built
+            detail.bundle_files = sorted({n.split("/")[0] + ("/" if "/" in n else "") for n in names})
             if len(bundle) <= MAX_INLINE_BUNDLE:
                 detail.bundle_uri = "data:application/zip;base64," + base64.b64encode(bundle).decode("ascii")
             else:
