@@ -102,15 +102,14 @@ def error_cell(case: CaseResult, key: str) -> float | str | None:
 
 
 def short_message(message: str, limit: int = MESSAGE_CHARS) -> str:
-    """``message`` for the table: a comparison's summary as its first clause and its
-    ``worst ...: expected X, got Y`` part (what a reader scans for; the figures have their own
-    columns), any other message cut to about ``limit`` characters."""
+    """``message`` for the table. A comparison's summary becomes its ``worst ...: expected X,
+    got Y`` part alone: the counts and the largest errors have their own columns, and the worst
+    element is what a reader scans the column for. Any other message is cut to about ``limit``
+    characters."""
     worst = message.find(", worst ")
     if worst > 0:
         tail = message[worst + 2:].split("; tolerance", 1)[0]
-        head = message.split(", ", 1)[0]
-        text = f"{head} … {tail}" if head != message[:worst] else f"{head}, {tail}"
-        return text if len(text) <= limit else text[:limit - 1] + "…"
+        return tail if len(tail) <= limit else tail[:limit - 1] + "…"
     return message if len(message) <= limit else message[:limit - 1] + "…"
 
 

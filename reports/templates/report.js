@@ -122,7 +122,7 @@
       [COL.max_abs, COL.max_rel, COL.max_ulp].forEach(function (c) {
         cell(tr, r.shown && r.shown[c] !== undefined ? r.shown[c] : fmt(r[c]), "num");
       });
-      cell(tr, typeof r[COL.duration] === "number" ? r[COL.duration].toFixed(3) : "—", "num");
+      cell(tr, typeof r[COL.duration] === "number" ? r[COL.duration].toFixed(3) : "—", "num dur");
       var msg = cell(tr, "", "msg");
       var clamp = document.createElement("div");
       clamp.className = "clamp"; clamp.textContent = r[COL.message]; clamp.title = r[COL.message];

@@ -73,6 +73,12 @@ def test_report_is_self_contained(small_run):
 def test_pictures_limited_to_max_pictures(small_run):
     html = render_run(small_run, max_pictures=1).read_text()
     assert len(re.findall(r'<article class="case', html)) > 1
+    # the page says how many sections got pictures, of how many, and how to draw them all
+    with_artifacts = int(re.search(r"Pictures and repro bundles: 1 of the (\d+) case section", html).group(1))
+    assert with_artifacts > 1 and f"--max-pictures {with_artifacts}</code>" in html
+    everything = render_run(small_run, max_pictures=with_artifacts).read_text()
+    assert everything.count('href="data:application/zip;base64,') == with_artifacts  # a bundle in each
+    assert f"Pictures and repro bundles: {with_artifacts} of the {with_artifacts} case section" in everything
     assert html.count('class="heat"') == sum(1 for _ in re.finditer(r'class="heat"', html))
     sections = html.split('<article class="case')[1:]
     assert sum('class="heat"' in s for s in sections) == 1
