@@ -5,10 +5,15 @@ real ``graphs.to_onnx``); importing it re-registers every operator with an ``exe
 moves one element of ``OutputTensor`` outside its tolerance (integers: one step) for about half of the descs
 (chosen by a CRC of the desc, so the same cases fail in every process). The EP's outputs are
 untouched: a repro bundle of a perturbed case carries the wrong expected outputs and must fail.
+
+The perturbation acts only while ``PERTURB_ENV`` is set (the test sets it around its run, and
+the workers inherit it): ``ep-testbed run`` also imports the mapper in its own process, and a
+test session must not keep a wrong reference for the tests after it.
 """
 
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import replace
 
@@ -18,9 +23,12 @@ from ep_testbed.graphs import to_onnx  # noqa: F401  (the mapper the run names)
 from ep_testbed.reference import registry
 
 
+PERTURB_ENV = "EP_TESTBED_TEST_PERTURB_REFERENCE"
+
+
 def perturbed(desc) -> bool:
-    """Whether this desc's reference output is made wrong."""
-    return zlib.crc32(repr(desc).encode()) % 2 == 0
+    """Whether this desc's reference output is made wrong (only while ``PERTURB_ENV`` is set)."""
+    return bool(os.environ.get(PERTURB_ENV)) and zlib.crc32(repr(desc).encode()) % 2 == 0
 
 
 def _wrong(execute):

@@ -20,6 +20,7 @@ import onnx
 import pytest
 
 import repro_check
+from perturbed_reference import PERTURB_ENV
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
 from ep_testbed.reports import render_run
@@ -36,7 +37,9 @@ def perturbed_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("perturbed") / "run"
     args = parse_args(["run", "--ep", "cpu", "-k", "random-s0-00", "--no-expectations", "--keep-worst", "50",
                        "--out", str(out), "--no-progress"])
-    assert run_command(args, mapper="perturbed_reference:to_onnx", worker_paths=(str(HERE),)) == 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(PERTURB_ENV, "1")
+        assert run_command(args, mapper="perturbed_reference:to_onnx", worker_paths=(str(HERE),)) == 1
     render_run(out, max_pictures=500)
     return out
 
