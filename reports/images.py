@@ -68,6 +68,7 @@ def encode_png(rgb: np.ndarray) -> bytes:
 
 
 def png_data_uri(rgb: np.ndarray) -> str:
+    """``rgb`` as a ``data:image/png;base64,...`` URI (inline in the page)."""
     return "data:image/png;base64," + base64.b64encode(encode_png(rgb)).decode("ascii")
 
 
