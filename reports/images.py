@@ -37,10 +37,6 @@ VALUE_MAP = np.array([
 WITHIN_MAP = np.array([(255, 255, 255), (222, 235, 247), (158, 202, 225), (66, 146, 198), (8, 81, 156)],
                       dtype=np.float64)
 OUTSIDE_MAP = np.array([(254, 196, 79), (251, 106, 74), (203, 24, 29), (103, 0, 13)], dtype=np.float64)
-#: Kept for callers that draw a plain 0 -> largest error ramp (index pictures do not).
-ERROR_MAP = np.array([
-    (255, 255, 255), (255, 237, 160), (254, 178, 76), (240, 59, 32), (128, 0, 38),
-], dtype=np.float64)
 #: Share of the tolerance where the outside scale saturates (log scale from 1 to it).
 SHARE_TOP = 1000.0
 #: Colour of NaN cells, and of an error cell where a NaN or an infinity met a number.
