@@ -113,17 +113,34 @@ def short_message(message: str, limit: int = MESSAGE_CHARS) -> str:
     return message if len(message) <= limit else message[:limit - 1] + "…"
 
 
+def _numbers(value: Any, keys: tuple[str, ...]) -> dict[str, float] | None:
+    """``value`` as {key: number} when it is a dict holding a number under every key, else
+    None (a results line is data: a malformed summary is left out, not shown half)."""
+    if not isinstance(value, dict):
+        return None
+    out = {k: decode_number(value.get(k)) for k in keys}
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in out.values())
+    return out if ok else None
+
+
 def stats_rows(case: CaseResult) -> list[dict[str, Any]]:
     """Per float output of ``error_stats``: its name, dtype, counts, abs/ulp summaries and the
-    minimum tolerance with a ``--tol`` a person can paste (None parts left out)."""
+    minimum tolerance with a ``--tol`` a person can paste (None parts left out); outputs whose
+    statistics are malformed are skipped."""
     stats = case.raw.get("error_stats")
     rows = []
     for name, s in (stats.items() if isinstance(stats, dict) else []):
-        if not isinstance(s, dict) or "outside" not in s:
+        counts = _numbers(s, ("elements", "outside", "nonfinite"))
+        if counts is None:
             continue
-        minimum = s.get("min_tolerance") if isinstance(s.get("min_tolerance"), dict) else None
-        pastes = [f"{s.get('dtype', '?')}:{k}={v}" for k, v in (minimum or {}).items() if v is not None]
-        rows.append({"name": name, "dtype": s.get("dtype"), "elements": s.get("elements"), "outside": s.get("outside"),
-                     "nonfinite": s.get("nonfinite"), "abs": s.get("abs"), "ulp": s.get("ulp"),
-                     "minimum": minimum, "pastes": pastes})
+        minimum = s.get("min_tolerance")
+        parts = {k: minimum.get(k) for k in ("atol", "rtol", "ulp")} if isinstance(minimum, dict) else None
+        if parts is not None:
+            parts = {k: v if isinstance(v, (int, float)) and not isinstance(v, bool) else None for k, v in parts.items()}
+        dtype = s.get("dtype") if isinstance(s.get("dtype"), str) else None
+        summary = ("mean", "p50", "p90", "p99", "max")
+        rows.append({"name": str(name), "dtype": dtype, **{k: int(v) for k, v in counts.items()},
+                     "abs": _numbers(s.get("abs"), summary), "ulp": _numbers(s.get("ulp"), summary),
+                     "minimum": parts, "pastes": [f"{dtype}:{k}={v}" for k, v in (parts or {}).items()
+                                                  if v is not None and dtype]})
     return rows

@@ -175,3 +175,18 @@ def test_fresh_out_never_reuses_a_folder(tmp_path):
     second = Path(fresh_out(template))
     assert second != first and "{time}" not in str(second)
     assert fresh_out(str(tmp_path / "plain")) == str(tmp_path / "plain")
+
+
+def test_the_smallest_passing_tolerance_the_report_suggests_passes(tmp_path, monkeypatch):
+    """A failing case's section suggests a --tol; adding it to the rerun line makes the case pass,
+    and the error distribution is shown beside it."""
+    monkeypatch.chdir(tmp_path)
+    main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--out", "first", "--jobs", "0",
+          "--no-progress"])
+    page = (Path("first") / "report.html").read_text(encoding="utf-8")
+    assert "Error distribution of OutputTensor" in page and "p99" in page
+    suggested = html.unescape(re.search(r"Smallest tolerance that passes.*?e\.g\. <code>--tol ([^<]+)</code>",
+                                        page, re.S).group(1))
+    assert suggested.startswith("FLOAT32:atol=")
+    code, again = paste(line_of(Path("first"), CLOSE_CASE) + " --tol " + shlex.quote(suggested))
+    assert code == 0 and outcome(again, CLOSE_CASE) == "pass"
