@@ -67,6 +67,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 def _recording(add: Any, into: list[argparse.Action]) -> Any:
     """``add`` (a group's ``add_argument``) that also appends each action it creates to ``into``."""
     def add_and_record(*names: str, **kwargs: Any) -> argparse.Action:
+        """``add(*names, **kwargs)``, remembering the action."""
         action = add(*names, **kwargs)
         into.append(action)
         return action
