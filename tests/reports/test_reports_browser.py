@@ -14,6 +14,7 @@ import pytest
 
 import synthetic_run
 from chromium_cdp import Browser, browser_unavailable_reason, find_chromium
+from layout_check import CONTRAST_JS, OVERFLOW_JS, WIDTHS
 from ep_testbed.reports import render_run
 
 REASON = browser_unavailable_reason()
@@ -116,23 +117,6 @@ def test_hostile_strings_stay_text_in_the_browser(browser, tmp_path):
 
 # Layout, contrast and links, measured in the browser on a real CPU run with failures (zero
 # tolerance for float32 makes every RoiAlign case a few ULP off fail) and on the synthetic run.
-
-WIDTHS = (1024, 1400, 1920)
-#: WCAG 2 contrast ratio of an element's text on its own background, from computed colours.
-CONTRAST_JS = """(sel) => Array.from(document.querySelectorAll(sel)).map(el => {
-  const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
-  const lum = c => { const v = c.map(x => { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
-                     return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
-  const cs = getComputedStyle(el), a = lum(rgb(cs.color)), b = lum(rgb(cs.backgroundColor));
-  return [el.textContent.trim(), (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)];
-})"""
-OVERFLOW_JS = """(() => {
-  const de = document.documentElement;
-  const clipped = Array.from(document.querySelectorAll('.scroll')).filter(s => s.offsetParent !== null &&
-    s.scrollWidth > s.clientWidth + 1).map(s => (s.closest('section') || {}).id + ': ' + s.scrollWidth + ' > ' + s.clientWidth);
-  return {page: de.scrollWidth - de.clientWidth, clipped};
-})()"""
-
 
 @pytest.fixture(scope="module")
 def failing_cpu_run(tmp_path_factory):
