@@ -16,12 +16,14 @@ One module per job:
   fallback-refusal error that means ``not-on-ep``;
 - ``session``: the one way case runs and model runs build, run and place a session on an EP;
 - ``tolerances`` (the one rule and its per-dtype defaults) and ``compare`` (NaN/Inf-aware,
-  ULP, tie-aware indices, worst elements);
+  ULP, tie-aware indices, worst elements); ``error_stats`` (the error distribution of a case
+  and the smallest tolerance that would pass it, per element share of the tolerance);
 - ``expectations``: known divergences per EP, as data in ``harness/expectations/<alias>.json``;
 - ``case_run`` (one case, in-process), ``worker`` (a worker process and the fault-injection
   test hook), ``pool`` (workers that survive crashes and hangs), ``runner`` (a run streamed to
   results.jsonl, resume, Ctrl-C), ``results`` (the file format), ``artifacts`` (case folders);
-- ``selection`` (``-k``, ``--shard``), ``merge``, ``progress``, ``summary`` (table, exit code);
+- ``selection`` (``-k``, ``--shard``), ``merge``, ``progress``, ``summary`` (table, exit code),
+  ``rerun`` (the outcome-changing options a report's rerun line repeats);
 - ``cli`` (the ``ep-testbed`` command line: a package, one module per subcommand, listed in
   ``cli.SUBCOMMANDS``), ``options`` (the EP, tolerance and expectations flags it shares with
   ``pytest_plugin``, the catalog as a pytest suite, and the model commands);

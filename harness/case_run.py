@@ -39,6 +39,7 @@ from . import placement as placement_mod
 from . import session as session_mod
 from .artifacts import write_artifacts
 from .compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
+from .error_stats import error_statistics
 from .providers import EpSpec, SessionSettings
 from .results import ERROR_KEYS, case_record
 from .session import first_line
@@ -87,7 +88,8 @@ def new_line(case: Any, ep: EpSpec) -> dict[str, Any]:
     tags = dict(getattr(case, "tags", {}) or {})
     return case_record(
         id=case.id, op=case.op, dtype=tags.get("dtype"), tags=tags, ep=ep.provider, placement={},
-        errors=dict.fromkeys(ERROR_KEYS), worst=[], mismatches=0, ties=0, flags=[], message="", duration_s=0.0)
+        errors=dict.fromkeys(ERROR_KEYS), worst=[], mismatches=0, ties=0, flags=[], message="", duration_s=0.0,
+        nonfinite_mismatches=0, index_mismatches=0)
 
 
 def run_case(case: Any, config: CaseConfig, policy: ArtifactPolicy = ArtifactPolicy(),
@@ -234,6 +236,9 @@ def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: Ca
                 ties=comparison.ties, tolerance_used=comparison.tolerance_used)
     line.update(allowance_record(prepared.reference, comparison))
     message = comparison.summary() + knife_edge_note(prepared.reference, comparison)
+    line.update(nonfinite_mismatches=comparison.nonfinite_mismatches, index_mismatches=comparison.index_mismatches,
+                error_stats=error_statistics(prepared.expected, actual, config.tolerances,
+                                             spec_for(case.desc).index_outputs))
     if not comparison.passed:
         message += _tensor_type_hint(case, prepared, actual, config)
         line.update(outcome="fail", message=message)

@@ -42,6 +42,10 @@ CASE_KEYS = (
     "type", "id", "op", "dtype", "tags", "outcome", "ep", "placement", "placement_source", "errors", "worst",
     "mismatches", "ties", "tolerance_used", "bound", "knife_edges", "flags", "message", "expected_outcome",
     "duration_s", "artifacts",
+    # How a compared case failed, beyond the largest errors: of ``mismatches``, the NaN/inf ones and
+    # the index ones; per output, the error distribution and the smallest passing tolerance
+    # (``harness.error_stats``).
+    "nonfinite_mismatches", "index_mismatches", "error_stats",
 )
 #: The keys of a case line's ``errors``.
 ERROR_KEYS = ("max_abs", "max_rel", "max_ulp")

@@ -1,28 +1,35 @@
-"""``diff_runs``: what changed between a baseline run A and a new run B (``ep-testbed diff A B``).
+"""``diff_runs``: what changed between a baseline run A and a new run B (``ep-testbed diff A B``), and the CI gate.
 
 Categories, by case id:
 - newly failing: B's outcome is bad (fail, crash, timeout, error: ``harness.results.WRONG``; a
   ``fixed`` case says the expectations file is stale, not that the EP changed) and A's was not,
   including cases only B has (a new case that fails is a new problem);
-- fixed: A's outcome was bad and B's is pass or tie-only (a case that stopped reaching the EP,
-  bad -> not-on-ep or inexpressible, is an outcome change, not a fix);
-- error grown: both compared the outputs and B's error exceeds ``growth_factor`` times A's.  The
-  error is ``max_ulp`` when both runs give it (one ULP floor, so 0 -> 1 ULP is not growth), else
-  ``max_abs`` with ``abs_floor``;
-- still failing with another outcome (fail -> crash ...), other outcome changes (pass -> not-on-ep
-  ...), cases added (not failing) and cases gone.
-``DiffResult.regressed`` is true when anything is newly failing or grew: the CI gate.  Cases gone
-are reported but not a regression (B may be a filtered run); compare ``gone`` yourself if they are.
+- coverage lost: A tested the case (any outcome but ``harness.results.NOT_TESTED``) and B did
+  not (``not-on-ep``, ``inexpressible``): a pass that stops reaching the EP is not a pass;
+- gone: A has the case, B does not;
+- fixed: A's outcome was bad and B's is pass or tie-only;
+- error grown (a warning): both compared the outputs and B's error exceeds ``growth_factor``
+  times A's. The error is ``max_ulp`` when both runs give it (one ULP floor, so 0 -> 1 ULP is
+  not growth), else ``max_abs`` with ``abs_floor``. Growth that stays within tolerance is
+  noise until it crosses the limit, and then the case is newly failing;
+- still failing with another outcome (fail -> crash ...), other outcome changes, cases added.
+
+The gate (``DiffResult.regressed``, exit code 1) fails on: a newly failing case; lost coverage;
+a gone case; a B that did not finish (no end line, or one that says interrupted); a B with no
+case at all. ``GatePolicy`` relaxes each of the last four (``--allow-not-tested``,
+``--allow-missing``, ``--allow-interrupted``, ``--allow-empty``) and can make growth fail too
+(``--fail-on-growth``). ``DiffResult.reasons`` says in words why the gate failed.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.results import PASSING, WRONG
+from ep_testbed.harness.results import NOT_TESTED, PASSING, WRONG
 
 from .rendering import environment, format_number, short_op
 from .results import CaseResult, Run, load_run
@@ -37,18 +44,34 @@ HEADER_KEYS = ("ep", "ort_flavour", "ort_version", "seed", "tolerances")
 BAD_OUTCOMES = frozenset(WRONG)
 #: Outcomes that count as "fixed" when a bad case reaches them (it ran on the EP and matched).
 GOOD_OUTCOMES = frozenset(PASSING)
+#: Outcomes that did not test the EP: reaching one from any other outcome loses coverage.
+UNTESTED = frozenset(NOT_TESTED)
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    """What the gate tolerates besides unchanged cases (all False: the strictest gate)."""
+
+    allow_not_tested: bool = False   # a tested case may become not-on-ep / inexpressible
+    allow_missing: bool = False      # a case of A may be missing from B (B is a filtered run)
+    allow_interrupted: bool = False  # B may have stopped early
+    allow_empty: bool = False        # B may have no case
+    fail_on_growth: bool = False     # error growth beyond the factor fails the gate too
 
 
 @dataclass
 class Change:
+    """One case's change from A to B (``before``/``after`` None: the case is not in that run)."""
+
     id: str
     op: str
     dtype: str
-    before: str | None          # outcome in A (None: case not in A)
-    after: str | None           # outcome in B (None: case not in B)
+    before: str | None
+    after: str | None
     error_before: float | None = None
     error_after: float | None = None
     metric: str = ""            # "max_ulp" or "max_abs" for growth
+    share_after: float | None = None  # B's tolerance_used: how much of its tolerance B used
     message: str = ""
 
     @property
@@ -58,40 +81,91 @@ class Change:
             return None
         return self.error_after / self.error_before if self.error_before else float("inf")
 
+    @property
+    def group(self) -> str:
+        """What rows are grouped by in diff.html: operator and transition."""
+        return f"{self.op or '?'} · {self.before or 'absent'} → {self.after or 'absent'}"
+
 
 @dataclass
 class DiffResult:
+    """Everything ``compare_runs`` found, and the gate's verdict under ``policy``."""
+
     run_a: Path
     run_b: Path
+    policy: GatePolicy = field(default_factory=GatePolicy)
     newly_failing: list[Change] = field(default_factory=list)
+    coverage_lost: list[Change] = field(default_factory=list)
+    gone: list[Change] = field(default_factory=list)
     fixed: list[Change] = field(default_factory=list)
     grown: list[Change] = field(default_factory=list)
     still_failing_changed: list[Change] = field(default_factory=list)
     other_changes: list[Change] = field(default_factory=list)
     added: list[Change] = field(default_factory=list)
-    gone: list[Change] = field(default_factory=list)
     unchanged: int = 0
+    cases_a: int = 0
+    cases_b: int = 0
+    b_interrupted: bool = False
+    a_interrupted: bool = False
     header_differences: list[tuple[str, Any, Any]] = field(default_factory=list)
     #: The GPU identity line of each run's header (A, B), shown by both outputs.
     identities: tuple[str, str] = ("", "")
     html_path: Path | None = None
     text_path: Path | None = None
 
+    def gate(self) -> list[tuple[str, bool, str]]:
+        """(key, failed, reason) per gate rule, in order; ``failed`` already honours the policy."""
+        p = self.policy
+        return [
+            ("newly_failing", bool(self.newly_failing), f"{len(self.newly_failing)} case(s) newly failing"),
+            ("coverage_lost", bool(self.coverage_lost) and not p.allow_not_tested,
+             f"{len(self.coverage_lost)} tested case(s) no longer reach the EP (--allow-not-tested to accept)"),
+            ("gone", bool(self.gone) and not p.allow_missing,
+             f"{len(self.gone)} case(s) of A missing from B (--allow-missing to accept)"),
+            ("interrupted", self.b_interrupted and not p.allow_interrupted,
+             "run B did not finish (--allow-interrupted to accept)"),
+            ("empty", self.cases_b == 0 and not p.allow_empty, "run B has no case (--allow-empty to accept)"),
+            ("grown", bool(self.grown) and p.fail_on_growth,
+             f"{len(self.grown)} case(s) with error grown (--fail-on-growth is set)"),
+        ]
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the gate failed, one phrase per broken rule (empty: no regression)."""
+        return [reason for _, failed, reason in self.gate() if failed]
+
     @property
     def regressed(self) -> bool:
-        """True when a case newly fails or its error grew beyond the factor."""
-        return bool(self.newly_failing or self.grown)
+        """The CI gate: True when any rule of ``gate`` fails."""
+        return bool(self.reasons)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What deserves a look without failing the gate: what the policy accepted, growth (unless
+        it fails the gate), and a baseline that did not finish."""
+        p, out = self.policy, []
+        accepted = [(self.coverage_lost and p.allow_not_tested, f"{len(self.coverage_lost)} tested case(s) no longer "
+                     "reach the EP"), (self.gone and p.allow_missing, f"{len(self.gone)} case(s) of A missing from B"),
+                    (self.b_interrupted and p.allow_interrupted, "run B did not finish"),
+                    (self.cases_b == 0 and p.allow_empty, "run B has no case")]
+        out += [f"{text} (accepted by the gate's options)" for hit, text in accepted if hit]
+        if self.grown and not p.fail_on_growth:
+            out.append(f"{len(self.grown)} case(s) with error grown beyond the factor, outcome unchanged")
+        if self.a_interrupted:
+            out.append("the baseline A did not finish: cases it lacks count as added")
+        return out
 
     def sections(self) -> list[tuple[str, str, list[Change]]]:
         """(key, title, changes) in report order."""
         return [
             ("newly_failing", "Newly failing", self.newly_failing),
-            ("grown", "Error grown", self.grown),
+            ("coverage_lost", "Coverage lost (no longer tested on the EP)", self.coverage_lost),
+            ("gone", "Cases gone", self.gone),
+            ("grown", "Error grown (warning)", self.grown),
             ("fixed", "Fixed", self.fixed),
             ("still_failing_changed", "Still failing, different outcome", self.still_failing_changed),
             ("other_changes", "Other outcome changes", self.other_changes),
             ("added", "Cases added", self.added),
-            ("gone", "Cases gone", self.gone),
         ]
 
 
@@ -116,16 +190,38 @@ def _growth(a: CaseResult, b: CaseResult, factor: float, abs_floor: float) -> Ch
             if vb > factor * max(va, floor):
                 ch = _change(a, b)
                 ch.error_before, ch.error_after, ch.metric = va, vb, metric
+                used = b.raw.get("tolerance_used")
+                ch.share_after = float(used) if isinstance(used, (int, float)) else None
                 return ch
             return None
     return None
 
 
-def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 1e-6) -> DiffResult:
-    """The diff of two loaded runs (no files written)."""
+def _classify(res: DiffResult, a: CaseResult, b: CaseResult, growth_factor: float, abs_floor: float) -> None:
+    """File the change of a case both runs have under the right section of ``res``."""
+    before, after = a.outcome, b.outcome
+    bad_a, bad_b = before in BAD_OUTCOMES, after in BAD_OUTCOMES
+    if bad_b and not bad_a:
+        res.newly_failing.append(_change(a, b))
+    elif after in UNTESTED and before not in UNTESTED:
+        res.coverage_lost.append(_change(a, b))
+    elif bad_a and after in GOOD_OUTCOMES:
+        res.fixed.append(_change(a, b))
+    elif before != after:
+        (res.still_failing_changed if bad_a and bad_b else res.other_changes).append(_change(a, b))
+    elif (grown := _growth(a, b, growth_factor, abs_floor)) is not None:
+        res.grown.append(grown)
+    else:
+        res.unchanged += 1
+
+
+def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 1e-6,
+                 policy: GatePolicy | None = None) -> DiffResult:
+    """The diff of two loaded runs (no files written); ``ValueError`` for ``growth_factor < 1``."""
     if not growth_factor >= 1.0:
         raise ValueError(f"growth_factor={growth_factor!r}: must be a number >= 1 (2 means 'error doubled')")
-    res = DiffResult(run_a=a.path, run_b=b.path)
+    res = DiffResult(run_a=a.path, run_b=b.path, policy=policy or GatePolicy(), cases_a=len(a.cases),
+                     cases_b=len(b.cases), a_interrupted=a.interrupted, b_interrupted=b.interrupted)
     ca, cb = a.by_id(), b.by_id()
     for key in HEADER_KEYS:
         if a.header.get(key) != b.header.get(key):
@@ -135,19 +231,8 @@ def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 
         ca_case = ca.get(cid)
         if ca_case is None:
             (res.newly_failing if cb_case.outcome in BAD_OUTCOMES else res.added).append(_change(None, cb_case))
-            continue
-        before, after = ca_case.outcome, cb_case.outcome
-        bad_a, bad_b = before in BAD_OUTCOMES, after in BAD_OUTCOMES
-        if bad_b and not bad_a:
-            res.newly_failing.append(_change(ca_case, cb_case))
-        elif bad_a and after in GOOD_OUTCOMES:
-            res.fixed.append(_change(ca_case, cb_case))
-        elif before != after:
-            (res.still_failing_changed if bad_a and bad_b else res.other_changes).append(_change(ca_case, cb_case))
-        elif (grown := _growth(ca_case, cb_case, growth_factor, abs_floor)) is not None:
-            res.grown.append(grown)
         else:
-            res.unchanged += 1
+            _classify(res, ca_case, cb_case, growth_factor, abs_floor)
     res.gone = [_change(c, None) for cid, c in ca.items() if cid not in cb]
     return res
 
@@ -158,13 +243,27 @@ def gpu_summary(header: dict[str, Any]) -> str:
     return str(gpu.get("summary", "?")) if isinstance(gpu, dict) else "not recorded (a run made before GPU identity)"
 
 
+def _change_line(ch: Change) -> str:
+    """One case of diff.txt: id, transition, and for growth the errors and the factor."""
+    extra = ""
+    if ch.metric:
+        extra = (f"  {ch.metric} {format_number(ch.error_before)} -> {format_number(ch.error_after)}"
+                 f" (x{format_number(ch.factor)})")
+        if ch.share_after is not None:
+            extra += f", {format_number(ch.share_after)} of its tolerance in B"
+    return f"  {ch.id}  [{ch.before or '-'} -> {ch.after or '-'}]{extra}"
+
+
 def diff_text(res: DiffResult, growth_factor: float) -> str:
-    """diff.txt: the verdict line, header differences, then every non-empty section."""
-    lines = [f"ep-testbed diff: A={res.run_a} B={res.run_b}",
-             f"verdict: {'REGRESSED' if res.regressed else 'no regression'} "
-             f"({len(res.newly_failing)} newly failing, {len(res.grown)} error grown > {growth_factor:g}x, "
-             f"{len(res.fixed)} fixed, {len(res.added)} added, {len(res.gone)} gone, {res.unchanged} unchanged)",
-             f"GPU A: {res.identities[0]}", f"GPU B: {res.identities[1]}"]
+    """diff.txt: the verdict line with its reasons, warnings, header differences, then every
+    non-empty section."""
+    counts = (f"{len(res.newly_failing)} newly failing, {len(res.coverage_lost)} coverage lost, {len(res.gone)} gone, "
+              f"{len(res.grown)} error grown > {growth_factor:g}x, {len(res.fixed)} fixed, {len(res.added)} added, "
+              f"{res.unchanged} unchanged; A {res.cases_a} cases, B {res.cases_b} cases")
+    verdict = "REGRESSED: " + "; ".join(res.reasons) if res.regressed else "no regression"
+    lines = [f"ep-testbed diff: A={res.run_a} B={res.run_b}", f"verdict: {verdict} ({counts})"]
+    lines += [f"warning: {w}" for w in res.warnings]
+    lines += [f"GPU A: {res.identities[0]}", f"GPU B: {res.identities[1]}"]
     if res.identities[0] != res.identities[1]:
         lines.append("note: the runs name different GPU identities (device, driver, DirectML or ONNX Runtime)")
     for key, a, b in res.header_differences:
@@ -173,34 +272,36 @@ def diff_text(res: DiffResult, growth_factor: float) -> str:
         else:
             lines.append(f"note: {key} differs: A={a!r} B={b!r}")
     for _, title, changes in res.sections():
-        if not changes:
-            continue
-        lines.append("")
-        lines.append(f"{title} ({len(changes)}):")
-        for ch in changes:
-            extra = ""
-            if ch.metric:
-                extra = (f"  {ch.metric} {format_number(ch.error_before)} -> {format_number(ch.error_after)}"
-                         f" (x{format_number(ch.factor)})")
-            lines.append(f"  {ch.id}  [{ch.before or '-'} -> {ch.after or '-'}]{extra}")
+        if changes:
+            lines += ["", f"{title} ({len(changes)}):", *(_change_line(ch) for ch in changes)]
     return "\n".join(lines) + "\n"
 
 
+def _report_link(run_dir: Path, out_dir: Path) -> str | None:
+    """The relative path from ``out_dir`` to ``run_dir``'s report.html, None when it has none."""
+    report = Path(run_dir) / "report.html"
+    if not report.is_file():
+        return None
+    return Path(os.path.relpath(report.resolve(), Path(out_dir).resolve())).as_posix()
+
+
 def diff_runs(run_a: str | Path, run_b: str | Path, out_dir: str | Path, growth_factor: float = 2.0,
-              abs_floor: float = 1e-6) -> DiffResult:
+              abs_floor: float = 1e-6, *, policy: GatePolicy | None = None) -> DiffResult:
     """Compare baseline ``run_a`` with ``run_b``; write ``out_dir/diff.html`` and ``out_dir/diff.txt``.
 
-    Returns the ``DiffResult`` (``.regressed`` is the CI gate).  Raises ``results.ResultsError``
-    when either folder has no readable results.jsonl, ``ValueError`` for ``growth_factor < 1``.
+    Returns the ``DiffResult`` (``.regressed`` is the CI gate under ``policy``).  Raises
+    ``results.ResultsError`` when either folder has no readable results.jsonl, ``ValueError``
+    for ``growth_factor < 1``.
     """
     a, b = load_run(run_a), load_run(run_b)
-    res = compare_runs(a, b, growth_factor, abs_floor)
+    res = compare_runs(a, b, growth_factor, abs_floor, policy)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     res.text_path = out / DIFF_TEXT
     res.text_path.write_text(diff_text(res, growth_factor), encoding="utf-8")
     html = environment().get_template("diff.html.j2").render(
-        res=res, a=a, b=b, growth_factor=growth_factor,
+        res=res, a=a, b=b, growth_factor=growth_factor, link_a=_report_link(a.path, out),
+        link_b=_report_link(b.path, out),
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     res.html_path = out / DIFF_HTML
     res.html_path.write_text(html, encoding="utf-8")

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.rerun import TIME_FIELD, rerun_args
+from ep_testbed.harness.tolerances import Tolerances
 from ep_testbed.harness.results import (
     ERROR_KEYS,
     EXPECTED_FAILURE,
@@ -27,9 +28,10 @@ from ep_testbed.harness.results import (
     OUTCOMES,
     PASSING,
     REPORT_ORDER,
+    safe_id,
 )
 
-from . import images
+from . import figures, images
 from .artifacts import (
     CaseArtifacts,
     IndexMismatch,
@@ -68,16 +70,27 @@ class Detail:
     bundle_files: list[str] = field(default_factory=list)
     message: str = ""
     message_truncated: bool = False
+    figure: str = ""
+    stats: list[dict[str, Any]] = field(default_factory=list)
 
 
 def rerun_command(run: Run, case: CaseResult) -> str:
-    """One shell line that reruns just this case on the same EP with the same seed."""
-    parts = ["ep-testbed", "run", "--ep", run.ep_alias, "-k", case.id]
-    seed = run.header.get("seed")
-    if isinstance(seed, int):
-        parts += ["--seed", str(seed)]
-    parts += ["--out", "runs/rerun"]
+    """One shell line that reruns just this case with every option that changed its outcome
+    (``harness.rerun``: EP and its options, graph optimizations, tolerances as ``--tol`` items,
+    expectations, seed, timeout) into a fresh folder each time it is pasted (``{time}``)."""
+    parts = ["ep-testbed", "run", *rerun_args(run.header), "-k", case.id,
+             "--out", f"runs/rerun-{safe_id(case.id)}-{TIME_FIELD}"]
     return " ".join(shlex.quote(p) for p in parts)
+
+
+def run_tolerances(run: Run) -> Tolerances:
+    """The tolerances the run judged its cases by (its header's table over the defaults); the
+    defaults when the header has none or an unreadable one."""
+    table = run.header.get("tolerances")
+    try:
+        return Tolerances.from_json(table) if isinstance(table, dict) else Tolerances.defaults()
+    except (TypeError, ValueError, AttributeError):
+        return Tolerances.defaults()
 
 
 def _severity(case: CaseResult) -> tuple:
@@ -98,7 +111,8 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     with ``with_pictures`` also heatmaps, index mismatches and the inline repro bundle."""
     message = case.message
     detail = Detail(anchor=anchor, case=case, rerun=rerun_command(run, case), artifacts_path=case.artifacts,
-                    message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT)
+                    message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT,
+                    figure=figures.failure_figure(case), stats=figures.stats_rows(case))
     folder = resolve_folder(run.path, case.artifacts)
     if folder is None:
         return detail
@@ -109,14 +123,16 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
             actual = art.actual.get(name)
             if actual is None or name == "OutputIndicesTensor":
                 continue
-            detail.pictures[name] = images.worst_slices(case.op, expected, actual)
+            detail.pictures[name] = images.worst_slices(case.op, expected, actual,
+                                                        tolerance=run_tolerances(run).for_dtype(expected.dtype.name.upper()))
         detail.index_mismatches, detail.index_ties, detail.index_differing = index_mismatches(art)
         codes = index_categories(art)
         if codes is not None:
             detail.index_pictures = images.index_slices(case.op, codes)
-        built = build_bundle(case.id, str(run.header.get("ep") or "CPUExecutionProvider"), art)
+        built = build_bundle(case, run.header, art, run_tolerances(run))
         if built is not None:
-            bundle, detail.bundle_files = built
+            bundle, names = built
+            detail.bundle_files = sorted({n.split("/")[0] + ("/" if "/" in n else "") for n in names})
             if len(bundle) <= MAX_INLINE_BUNDLE:
                 detail.bundle_uri = "data:application/zip;base64," + base64.b64encode(bundle).decode("ascii")
             else:
@@ -124,30 +140,20 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     return detail
 
 
-def _table_number(v: Any) -> float | str | None:
-    """A number for the JSON case table; NaN/Inf (which JSON lacks) as "NaN"/"Inf", read by report.js."""
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        return None
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Inf" if v > 0 else "-Inf"
-    return v
-
-
 def _table_rows(cases: list[CaseResult], anchors: dict[str, str], matrix: Matrix) -> list[list[Any]]:
     """Compact rows for report.js: [id, op, dtype, outcome, max_abs, max_rel, max_ulp, s, anchor, message,
-    fields], where fields holds the tags and the DML fields the by-field matrix links filter on."""
+    fields, figure, failed, figure_rank], where fields holds the tags and the DML fields the by-field
+    matrix links filter on; error cells and the figure follow ``figures`` (a failed row never
+    reads 0 or blank)."""
     rows = []
     for c in cases:
         shown = matrix.keys_for(c.op)
         fields = {k: v for k, v in case_fields(c).items() if k in shown or k in c.tags}
-        e = c.errors
         rows.append([
             c.id, short_op(c.op), c.dtype, c.outcome,
-            *(_table_number(e[k]) for k in ERROR_KEYS),
-            round(c.duration_s, 4), anchors.get(c.id), c.message[:160],
-            fields,
+            *(figures.error_cell(c, k) for k in ERROR_KEYS),
+            round(c.duration_s, 4), anchors.get(c.id), figures.short_message(c.message),
+            fields, figures.failure_figure(c), int(figures.failed(c)), figures.failure_rank(c),
         ])
     return rows
 
@@ -189,11 +195,15 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "details": details,
         "not_detailed": len(chosen) - len(shown),
         "max_pictures": max_pictures,
+        "max_details": max_details,
+        "pictured": pictured,
+        "with_artifacts": sum(1 for c in chosen if c.artifacts),
+        "report_command": f"ep-testbed report {shlex.quote(str(run_dir))}",
         "rows": script_json(_table_rows(run.cases, anchors, matrix)),
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),
-        "error_legend": images.legend_uri(images.ERROR_MAP),
     }
+    context["share_bar"], context["share_ticks"] = images.share_legend()
     html = environment().get_template("report.html.j2").render(**context)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(html, encoding="utf-8")

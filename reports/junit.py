@@ -24,6 +24,7 @@ from ep_testbed.harness.results import (
     PASSING,
 )
 
+from . import figures
 from .rendering import format_number, short_op
 from .results import CaseResult, load_run
 
@@ -40,13 +41,13 @@ def _clean(text: str) -> str:
 
 
 def error_summary(case: CaseResult) -> str:
-    """One line: outcome, error figures and the first line of the message."""
-    e = case.errors
+    """One line: outcome, how it failed (``figures``: elements outside tolerance and of them
+    NaN/inf and index mismatches, then the error figures, a word where a number would read 0)
+    and the first line of the message."""
     parts = [case.outcome]
-    if any(v is not None for v in e.values()):
-        parts.append(", ".join(f"{k}={format_number(v)}" for k, v in e.items()))
-    if case.raw.get("mismatches"):
-        parts.append(f"{case.raw['mismatches']} mismatching element(s)")
+    if figures.was_compared(case):
+        parts.append(f"outside tolerance {figures.failure_figure(case)}")
+        parts.append(", ".join(f"{k}={format_number(figures.error_cell(case, k))}" for k in case.errors))
     first = case.message.strip().splitlines()[0] if case.message.strip() else ""
     if first:
         parts.append(first[:300])

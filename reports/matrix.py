@@ -73,6 +73,30 @@ class Matrix:
         """The fields shown for ``op`` (the case table needs their values to filter by them)."""
         return self.field_keys.get(op, set())
 
+    def grid(self) -> "Grid":
+        """The op x dtype table laid out to fit a page: the longer of the two lists runs down the
+        rows (a run has few operators and up to a dozen data types; as columns, a dozen types
+        would be wider than a laptop screen), the per-operator totals as the last column or row."""
+        ops_down = len(self.ops) >= len(self.dtypes)
+        if ops_down:
+            rows = [(short_op(op), [self.cells.get((op, d)) for d in self.dtypes] + [self.op_totals[op]])
+                    for op in self.ops]
+            return Grid("operator", [*self.dtypes, "all types"], rows, [], True)
+        rows = [(d, [self.cells.get((op, d)) for op in self.ops]) for d in self.dtypes]
+        return Grid("type", [short_op(op) for op in self.ops], rows, [self.op_totals[op] for op in self.ops], False)
+
+
+@dataclass
+class Grid:
+    """A matrix as the page draws it: header labels, labelled rows of cells (None: no case),
+    and the per-operator totals as the rows' last cell (``ops_down``) or as a last row."""
+
+    corner: str
+    columns: list[str]
+    rows: list[tuple[str, list[Cell | None]]]
+    total_row: list[Cell]
+    ops_down: bool
+
 
 def _sort_key(value: str) -> tuple:
     """Numbers in numeric order first, then other text alphabetically."""

@@ -22,6 +22,8 @@ import numpy as np
 from ep_testbed.harness.models.statuses import NODE_STATUSES
 
 from . import images
+from ep_testbed.harness.tolerances import Tolerances
+
 from .rendering import environment
 
 RESULT_FILE = "model_result.json"
@@ -43,6 +45,38 @@ STATUS_HELP = {
 }
 
 
+#: The arrays ``model run`` saves beside model_result.json, linked from the report.
+SAVED_FILES = ("inputs.npz", "outputs.npz", "reference_outputs.npz")
+
+
+def model_verdict(result: dict[str, Any]) -> tuple[str, str]:
+    """(colour, text) of the report's verdict badge, one statement with the first-divergent
+    banner: red when the run failed (outputs differ, a baseline regression); amber when the
+    outputs match the reference EP but an attributed node diverges from the DML reference (the
+    exit code follows the outputs, so the badge says both), red when such a node fails the run;
+    green when nothing diverges."""
+    ep = str(result.get("ep", {}).get("provider", "?")).replace("ExecutionProvider", "")
+    exit_code = 0 if result.get("verdict") == "pass" else 1
+    outputs_fail = any(o.get("outcome") == "fail" for o in result.get("outputs", []))
+    baseline = result.get("baseline") or {}
+    diverging = [r for r in result.get("attribution", {}).get("nodes", []) if r.get("status") == "diverges"]
+    if result.get("ep_failure"):
+        return "red", f"the model did not run on {ep} (exit {exit_code})"
+    if outputs_fail:
+        return "red", f"outputs differ on {ep} (exit {exit_code})"
+    if baseline.get("outcome") == "regression":
+        return "red", f"regression vs the baseline (exit {exit_code})"
+    if diverging and exit_code:
+        return "red", f"outputs match on {ep}, but {len(diverging)} node(s) diverge from the DML reference with no " \
+                      f"flag to explain it (exit {exit_code})"
+    if exit_code:
+        return "red", f"failed on {ep} (exit {exit_code})"
+    if diverging:
+        return "amber", (f"outputs match on {ep}, but {len(diverging)} node(s) diverge from the DML reference "
+                         f"(exit {exit_code}: the exit code follows the model's outputs)")
+    return "green", f"outputs match on {ep}, every attributed node matches (exit {exit_code})"
+
+
 def load_result(out_dir: str | Path) -> dict[str, Any]:
     """The ``model_result.json`` of a model run folder."""
     path = Path(out_dir) / RESULT_FILE
@@ -50,19 +84,39 @@ def load_result(out_dir: str | Path) -> dict[str, Any]:
         return json.load(f)
 
 
-def _pictures(out_dir: Path, row: dict[str, Any]) -> list[images.SlicePictures]:
-    relative = row.get("arrays")
-    if not relative:
+def inside_link(out_dir: Path, relative: Any) -> str | None:
+    """``relative`` as a link from the report when it names a file inside ``out_dir`` (a result
+    file is data: no absolute path, no ``..`` out of the folder), else None."""
+    if not isinstance(relative, str) or not relative:
+        return None
+    path = (out_dir / relative).resolve()
+    if out_dir.resolve() not in path.parents or not path.is_file():
+        return None
+    return Path(relative).as_posix()
+
+
+def _tolerances(result: dict[str, Any]) -> Tolerances:
+    """The tolerances the model run judged by (its result's table over the defaults)."""
+    try:
+        return Tolerances.from_json(result.get("tolerances") or {})
+    except (TypeError, ValueError, AttributeError):
+        return Tolerances.defaults()
+
+
+def _pictures(out_dir: Path, row: dict[str, Any], tolerances: Tolerances) -> list[images.SlicePictures]:
+    """Heatmaps of a diverging node's saved arrays (EP vs the DML reference), in units of the
+    tolerance of its output dtype; none when the file is missing, outside or unreadable."""
+    relative = inside_link(out_dir, row.get("arrays"))
+    if relative is None:
         return []
     path = (out_dir / relative).resolve()
-    if out_dir.resolve() not in path.parents:  # only files inside the run folder
-        return []
     try:
         with np.load(path, allow_pickle=False) as data:
             expected, actual = data["expected"], data["actual"]
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return []
-    return images.worst_slices(row.get("desc_type") or row["op_type"], expected, actual, SLICES_PER_NODE)
+    return images.worst_slices(row.get("desc_type") or row["op_type"], expected, actual, SLICES_PER_NODE,
+                               tolerance=tolerances.for_dtype(expected.dtype.name.upper()), hover=False)
 
 
 def render_model_report(out_dir: str | Path, *, out: str | Path | None = None) -> Path:
@@ -71,14 +125,18 @@ def render_model_report(out_dir: str | Path, *, out: str | Path | None = None) -
     result = load_result(folder)
     rows = result["attribution"]["nodes"]
     pictures = {}
+    tolerances = _tolerances(result)
     drawn = sorted((r for r in rows if r.get("arrays")), key=lambda r: r.get("status") != "diverges")
     for row in drawn[:NODES_WITH_PICTURES]:
-        pictures[row["node"]] = _pictures(folder, row)
+        pictures[row["node"]] = _pictures(folder, row, tolerances)
     providers = sorted({p for by in result["placement"]["by_op"].values() for p in by})
+    share_bar, share_ticks = images.share_legend()
     html = environment().get_template("model_report.html.j2").render(
         r=result, rows=rows, pictures=pictures, providers=providers, first=result["attribution"]["first_divergent"],
-        status_colours=STATUS_COLOURS, status_help=STATUS_HELP, error_legend=images.legend_uri(images.ERROR_MAP),
-        value_legend=images.legend_uri(images.VALUE_MAP))
+        status_colours=STATUS_COLOURS, status_help=STATUS_HELP, share_bar=share_bar, share_ticks=share_ticks,
+        value_legend=images.legend_uri(images.VALUE_MAP), verdict=model_verdict(result),
+        links={row["node"]: inside_link(folder, row.get("arrays")) for row in rows},
+        saved=[(name, inside_link(folder, name)) for name in SAVED_FILES])
     path = Path(out) if out else folder / REPORT_FILE
     path.write_text(html, encoding="utf-8")
     return path

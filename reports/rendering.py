@@ -27,6 +27,37 @@ OUTCOME_COLOURS = {
     "fail": "#d62f2f", "crash": "#8b1010", "timeout": "#e07b12", "error": "#c2187a",
     "not-on-ep": "#e8b820", "inexpressible": "#b8b8b8",
 }
+#: Text colours for outcome chips and badges: whichever of the two gives the higher WCAG
+#: contrast on the outcome's colour (every outcome then reaches 4.5:1, WCAG AA for normal text;
+#: tests/reports measure it in the browser).
+TEXT_LIGHT, TEXT_DARK = "#ffffff", "#111111"
+
+
+def relative_luminance(colour: str) -> float:
+    """WCAG 2 relative luminance of ``#rrggbb`` (https://www.w3.org/TR/WCAG21/#dfn-relative-luminance)."""
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two ``#rrggbb`` colours (1 to 21)."""
+    hi, lo = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def text_colour(background: str) -> str:
+    """The text colour (``TEXT_LIGHT`` or ``TEXT_DARK``) with the higher contrast on ``background``."""
+    return max((TEXT_LIGHT, TEXT_DARK), key=lambda t: contrast_ratio(t, background))
+
+
+def outcome_css(extra: dict[str, str] | None = None) -> Markup:
+    """CSS custom properties per outcome (and ``extra`` statuses): ``.o-<name>`` and ``.w-<name>``
+    get ``--oc`` (its colour) and ``--ot`` (its text colour); every page takes its palette here."""
+    colours = {**OUTCOME_COLOURS, **(extra or {})}
+    return Markup("".join(f".o-{name},.w-{name}{{--oc:{c};--ot:{text_colour(c)}}}" for name, c in colours.items()))
+
+
 OUTCOME_HELP = {
     "pass": "ran on the EP and matched the reference within tolerance",
     "tie-only": "passed; some MaxPool indices differ only where the window holds equal maxima",
@@ -102,4 +133,5 @@ def environment() -> jinja2.Environment:
     env.globals["REPORT_ORDER"] = REPORT_ORDER
     env.globals["WRONG"] = WRONG
     env.globals["static"] = read_static
+    env.globals["outcome_css"] = outcome_css
     return env

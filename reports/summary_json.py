@@ -4,8 +4,9 @@ Keys: ``run`` (the header line as written), ``end`` (the end line or null), ``in
 ``total``, ``counts`` (every outcome, zeros included, in ``harness.results.REPORT_ORDER``), ``bad``
 (the number of cases whose outcome fails a run: ``harness.results.FAILING``, fail, crash,
 timeout, error and fixed, the same set as the exit code and junit.xml), ``by_op_dtype``
-({op: {dtype: {outcome: n}}}), ``failing`` (those cases, most severe first, with outcome and
-max_abs), ``unreadable_lines``.
+({op: {dtype: {outcome: n}}}), ``failing`` (those cases, most severe first, with outcome,
+max_abs and ``outside``: how they failed, as the report's "outside tolerance" column says it),
+``unreadable_lines``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from ep_testbed.harness.results import FAILING, REPORT_ORDER
 
+from . import figures
 from .results import load_run
 
 SUMMARY_FILE = "summary.json"
@@ -53,7 +55,7 @@ def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None) -
         "bad": len(bad),
         "by_op_dtype": by,
         "failing": [{"id": c.id, "op": c.op, "dtype": c.dtype, "outcome": c.outcome,
-                     "max_abs": _finite(c.max_abs)} for c in bad],
+                     "max_abs": _finite(c.max_abs), "outside": figures.failure_figure(c)} for c in bad],
         "unreadable_lines": run.unreadable_lines,
     }
     out_path = Path(out) if out is not None else Path(run_dir) / SUMMARY_FILE

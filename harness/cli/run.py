@@ -42,6 +42,7 @@ from ..options import (
 from .. import preflight
 from ..pool import WorkerStartError
 from ..providers import EpSpec, SessionSettings
+from ..rerun import TIME_FIELD, file_identity, outcome_argv
 from ..runner import RunError, RunOptions, RunResult, run_cases
 from ..selection import parse_shard, select, shard
 from ..summary import EXIT_NO_CASES, exit_code, failing_outcomes
@@ -59,38 +60,53 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "where every op node ran; compare with the reference; stream results to OUT/results.jsonl.",
         epilog="exit codes: 0 ok, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 4 no case selected, "
                "130 interrupted (finished cases kept; rerun with --resume)")
-    ep_group = p.add_argument_group("execution provider")
-    add_ep_options(ep_group.add_argument)
-    ep_group.add_argument("--dml-graph-fusion", action="store_true",
-                          help="DirectML: keep ORT's DML graph fusion on (default off, so the profiling trace names "
-                               "every node; with fusion, placement rests on the graph assignment info)")
-    _add_selection(p.add_argument_group("what to run"))
-    _add_execution(p.add_argument_group("how to run"))
-    add_tolerance_options(p.add_argument_group("tolerances").add_argument)
-    add_expectation_options(p.add_argument_group("expectations (known divergences)").add_argument)
-    p.set_defaults(func=run_command)
+    outcome: list[argparse.Action] = []  # the options a report's rerun line repeats (harness.rerun)
+    ep_group = _recording(p.add_argument_group("execution provider").add_argument, outcome)
+    add_ep_options(ep_group)
+    ep_group("--dml-graph-fusion", action="store_true",
+             help="DirectML: keep ORT's DML graph fusion on (default off, so the profiling trace names every node; "
+                  "with fusion, placement rests on the graph assignment info)")
+    outcome.append(_add_selection(p.add_argument_group("what to run")))
+    outcome.append(_add_execution(p.add_argument_group("how to run")))
+    add_tolerance_options(_recording(p.add_argument_group("tolerances").add_argument, outcome))
+    add_expectation_options(_recording(p.add_argument_group("expectations (known divergences)").add_argument, outcome))
+    p.set_defaults(func=run_command, outcome_actions=tuple(outcome))
 
 
-def _add_selection(group: argparse._ArgumentGroup) -> None:
-    """``--ops``, ``-k``, ``--exclude``, ``--seed``, ``--shard``, ``--list``."""
+def _recording(add: Any, into: list[argparse.Action]) -> Any:
+    """``add`` (a group's ``add_argument``) that also appends each action it creates to ``into``."""
+    def add_and_record(*names: str, **kwargs: Any) -> argparse.Action:
+        """``add(*names, **kwargs)``, remembering the action."""
+        action = add(*names, **kwargs)
+        into.append(action)
+        return action
+    return add_and_record
+
+
+def _add_selection(group: argparse._ArgumentGroup) -> argparse.Action:
+    """``--ops``, ``-k``, ``--exclude``, ``--seed``, ``--shard``, ``--list``; returns ``--seed``
+    (it changes a case's inputs, so a rerun line repeats it)."""
     group.add_argument("--ops", help=f"comma-separated operators: {', '.join(names())} (default: all)")
     group.add_argument("-k", dest="include", action="append", default=[], metavar="PATTERN",
                        help="only case ids containing PATTERN (or matching it, if it has * ? [); repeatable, "
                             "comma-separated alternatives")
     group.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="drop matching case ids")
-    group.add_argument("--seed", type=int, default=0, help="catalog seed (default 0)")
+    seed = group.add_argument("--seed", type=int, default=0, help="catalog seed (default 0)")
     group.add_argument("--shard", metavar="K/N",
                        help="run only the K-th of N deterministic, balanced shards (K from 1)")
     group.add_argument("--list", action="store_true", help="print the selected case ids and exit")
+    return seed
 
 
-def _add_execution(group: argparse._ArgumentGroup) -> None:
-    """Where results go, workers, time limits, resume, artifacts, exit-code policy, progress."""
-    group.add_argument("--out", help="run folder (default: runs/<ep>-<UTC time>)")
+def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
+    """Where results go, workers, time limits, resume, artifacts, exit-code policy, progress;
+    returns ``--timeout`` (a case past it is a ``timeout``, so a rerun line repeats it)."""
+    group.add_argument("--out", help=f"run folder (default: runs/<ep>-<UTC time>); {TIME_FIELD} in it becomes the "
+                                     "UTC time, with -2, -3... added if that folder exists (a fresh folder per run)")
     group.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                        help="worker processes (default: the number of cores; 0 = in this process, no crash "
                             "isolation)")
-    group.add_argument("--timeout", type=float, default=120.0,
+    timeout = group.add_argument("--timeout", type=float, default=120.0,
                        help="seconds per case before its worker is killed (default 120)")
     group.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     group.add_argument("--overwrite", action="store_true", help="replace existing results in --out")
@@ -102,6 +118,7 @@ def _add_execution(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="live progress even when stderr is not a terminal")
     group.add_argument("--no-progress", dest="progress", action="store_false", help="no live progress")
+    return timeout
 
 
 def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, mapper: str = DEFAULT_MAPPER,
@@ -126,6 +143,8 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
         config = replace(_case_config(args, ep, tolerances, mapper, jobs), precision_model=precision)
         options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
         options.header_extra["precision_model"] = precision_model(precision).to_json()
+        options.header_extra.update(rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args, tolerances),
+                                    tolerances_file=file_identity(args.tolerances))
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
     ready = preflight.check(args.ep, ep.options, config.session)
@@ -190,7 +209,7 @@ def _case_config(args: argparse.Namespace, ep: EpSpec, tolerances: Tolerances, m
 def _run_options(args: argparse.Namespace, ep: EpSpec, jobs: int, catalog: str, expectations: Expectations,
                  worker_paths: Sequence[str]) -> RunOptions:
     """The runner's options; the selection and limits also go into the results header."""
-    out = args.out or os.path.join("runs", f"{ep.alias}-{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}")
+    out = fresh_out(args.out) if args.out else os.path.join("runs", f"{ep.alias}-{_utc_stamp()}")
     extra: dict[str, Any] = {
         "selection": {"ops": _ops(args.ops), "include": args.include, "exclude": args.exclude, "catalog": catalog},
         "jobs": jobs, "timeout_s": args.timeout, "expectations": expectations.source}
@@ -199,6 +218,24 @@ def _run_options(args: argparse.Namespace, ep: EpSpec, jobs: int, catalog: str, 
     return RunOptions(out_dir=out, jobs=jobs, timeout=args.timeout, resume=args.resume, overwrite=args.overwrite,
                       keep_worst=args.keep_worst, progress=args.progress, seed=args.seed,
                       command=args.command_line, header_extra=extra, extra_paths=tuple(worker_paths))
+
+
+def _utc_stamp() -> str:
+    """The current UTC time as it goes into folder names, ``20261122-120000``."""
+    return f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}"
+
+
+def fresh_out(out: str) -> str:
+    """``--out`` with ``{time}`` replaced by the UTC time and, when that folder already exists
+    (a second run in the same second), ``-2``, ``-3``... appended; any other ``--out`` as given."""
+    if TIME_FIELD not in out:
+        return out
+    base = out.replace(TIME_FIELD, _utc_stamp())
+    candidate, n = base, 1
+    while os.path.exists(candidate):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
 
 
 def _run_until_stopped(cases: list[Any], config: CaseConfig, options: RunOptions,

@@ -1,21 +1,29 @@
-/* Case table of report.html: filter, sort and deep links (#cases?outcome=fail&op=..), no server.
+/* Case table of report.html: filter, sort and deep links (#cases?outcome=fail&op=..&id=..), no server.
+   Every filter a reader sets is written back to the URL, so the view can be linked or reloaded.
    Text from results (ids, messages, tags) is only ever inserted with textContent. */
 (function () {
   "use strict";
   var ROWS = JSON.parse(document.getElementById("case-data").textContent);
   var ORDER = JSON.parse(document.getElementById("outcome-order").textContent);
-  var COL = { id: 0, op: 1, dtype: 2, outcome: 3, max_abs: 4, max_rel: 5, max_ulp: 6, duration: 7, anchor: 8, message: 9, tags: 10 };
+  var COL = { id: 0, op: 1, dtype: 2, outcome: 3, max_abs: 4, max_rel: 5, max_ulp: 6, duration: 7, anchor: 8, message: 9,
+              tags: 10, figure: 11, failed: 12, figure_rank: 13 };
+  // Columns where failed rows sort above passing ones whatever their numbers (a failure that
+  // reads "0 error", index-only or NaN/inf, must not hide among the passes).
+  var FAILED_FIRST = { max_abs: 1, max_rel: 1, max_ulp: 1, figure: 1 };
+  var FILTERS = ["q", "outcome", "op", "dtype", "tag", "id"];
   var PAGE = 500;
-  var state = { q: "", outcome: "", op: "", dtype: "", tag: "", sort: "outcome", dir: 1, limit: PAGE };
+  var state = { q: "", outcome: "", op: "", dtype: "", tag: "", id: "", sort: "outcome", dir: 1, limit: PAGE };
   var $ = function (id) { return document.getElementById(id); };
   var tbody = document.querySelector("#case-table tbody");
   var rank = {};
   ORDER.forEach(function (o, i) { rank[o] = i; });
 
-  var SPECIAL = { "NaN": Infinity, "Inf": Infinity, "-Inf": Infinity };  // non-finite errors sort as the worst
+  // Non-finite errors sort as the worst; a failed row's word ("index", "NaN/inf", "crash"...) below
+  // the failed rows' numbers but, through FAILED_FIRST, above every passing row.
+  var SPECIAL = { "NaN": Infinity, "Inf": Infinity, "-Inf": Infinity };
   ROWS.forEach(function (r) {
     [COL.max_abs, COL.max_rel, COL.max_ulp].forEach(function (c) {
-      if (typeof r[c] === "string") { r.shown = r.shown || {}; r.shown[c] = r[c]; r[c] = SPECIAL[r[c]] !== undefined ? SPECIAL[r[c]] : null; }
+      if (typeof r[c] === "string") { r.shown = r.shown || {}; r.shown[c] = r[c]; r[c] = SPECIAL[r[c]] !== undefined ? SPECIAL[r[c]] : -1; }
     });
     var t = r[COL.tags] || {};
     r.search = [r[COL.id], r[COL.op], r[COL.dtype], r[COL.outcome], r[COL.message]]
@@ -46,6 +54,7 @@
   }
 
   function matches(r) {
+    if (state.id && r[COL.id] !== state.id) return false;
     if (state.outcome && r[COL.outcome] !== state.outcome) return false;
     if (state.op && r[COL.op] !== state.op) return false;
     if (state.dtype && r[COL.dtype] !== state.dtype) return false;
@@ -69,7 +78,9 @@
       if (x !== y) return d * (x - y);
       return (b[COL.max_abs] || 0) - (a[COL.max_abs] || 0) || (a[COL.id] < b[COL.id] ? -1 : 1);
     }
-    x = a[COL[k]]; y = b[COL[k]];
+    if (FAILED_FIRST[k] && a[COL.failed] !== b[COL.failed]) return d * (a[COL.failed] - b[COL.failed]);
+    var col = k === "figure" ? COL.figure_rank : COL[k];
+    x = a[col]; y = b[col];
     if (x === null || x === undefined) return (y === null || y === undefined) ? 0 : 1;  // missing last
     if (y === null || y === undefined) return -1;
     if (x < y) return -d;
@@ -107,11 +118,15 @@
         idCell.textContent = r[COL.id];
       }
       cell(tr, r[COL.op]); cell(tr, r[COL.dtype]);
+      cell(tr, r[COL.figure], r[COL.failed] ? "num fig bad" : "num fig");
       [COL.max_abs, COL.max_rel, COL.max_ulp].forEach(function (c) {
         cell(tr, r.shown && r.shown[c] !== undefined ? r.shown[c] : fmt(r[c]), "num");
       });
-      cell(tr, typeof r[COL.duration] === "number" ? r[COL.duration].toFixed(3) : "—", "num");
-      cell(tr, r[COL.message], "msg").title = r[COL.message];
+      cell(tr, typeof r[COL.duration] === "number" ? r[COL.duration].toFixed(3) : "—", "num dur");
+      var msg = cell(tr, "", "msg");
+      var clamp = document.createElement("div");
+      clamp.className = "clamp"; clamp.textContent = r[COL.message]; clamp.title = r[COL.message];
+      msg.appendChild(clamp);
       frag.appendChild(tr);
     });
     tbody.textContent = "";
@@ -125,8 +140,18 @@
       if (th.getAttribute("data-sort") === state.sort) th.setAttribute("aria-sort", state.dir > 0 ? "ascending" : "descending");
       else th.removeAttribute("aria-sort");
     });
-    $("f-tag").hidden = !state.tag;
-    $("f-tag-text").textContent = state.tag;
+    var chip = [state.tag, state.id ? "id = " + state.id : ""].filter(Boolean).join(" · ");
+    $("f-tag").hidden = !chip;
+    $("f-tag-text").textContent = chip;
+  }
+
+  // The current filters as the URL's hash (replaceState: no history entry per keystroke, no
+  // hashchange event, no scroll).
+  function writeHash() {
+    var p = new URLSearchParams();
+    FILTERS.forEach(function (k) { if (state[k]) p.set(k, state[k]); });
+    var query = p.toString();
+    history.replaceState(null, "", query ? "#cases?" + query : location.pathname + location.search + "#cases");
   }
 
   function syncControls() {
@@ -138,22 +163,24 @@
   var timer = null;
   $("f-q").addEventListener("input", function () {
     clearTimeout(timer);
-    timer = setTimeout(function () { state.q = $("f-q").value.trim(); state.limit = PAGE; render(); }, 120);
+    timer = setTimeout(function () { state.q = $("f-q").value.trim(); state.limit = PAGE; render(); writeHash(); }, 120);
   });
   ["outcome", "op", "dtype"].forEach(function (k) {
-    $("f-" + k).addEventListener("change", function () { state[k] = $("f-" + k).value; state.limit = PAGE; render(); });
+    $("f-" + k).addEventListener("change", function () {
+      state[k] = $("f-" + k).value; state.limit = PAGE; render(); writeHash();
+    });
   });
-  $("f-tag-clear").addEventListener("click", function () { state.tag = ""; render(); });
+  $("f-tag-clear").addEventListener("click", function () { state.tag = state.id = ""; render(); writeHash(); });
   $("f-reset").addEventListener("click", function () {
-    state.q = state.outcome = state.op = state.dtype = state.tag = ""; state.limit = PAGE;
-    syncControls(); render();
+    FILTERS.forEach(function (k) { state[k] = ""; }); state.limit = PAGE;
+    syncControls(); render(); writeHash();
   });
   $("f-more").addEventListener("click", function () { state.limit = ROWS.length; render(); });
   document.querySelectorAll("#case-table th[data-sort]").forEach(function (th) {
     th.addEventListener("click", function () {
       var k = th.getAttribute("data-sort");
       if (state.sort === k) state.dir = -state.dir;
-      else { state.sort = k; state.dir = (k.indexOf("max_") === 0 || k === "duration") ? -1 : 1; }
+      else { state.sort = k; state.dir = (FAILED_FIRST[k] || k === "duration") ? -1 : 1; }
       render();
     });
   });
@@ -162,8 +189,8 @@
     var h = location.hash;
     if (h.indexOf("#cases?") !== 0) return;
     var p = new URLSearchParams(h.slice("#cases?".length));
-    state.q = p.get("q") || ""; state.outcome = p.get("outcome") || ""; state.op = p.get("op") || "";
-    state.dtype = p.get("dtype") || ""; state.tag = p.get("tag") || ""; state.limit = PAGE;
+    FILTERS.forEach(function (k) { state[k] = p.get(k) || ""; });
+    state.limit = PAGE;
     syncControls(); render();
     $("cases").scrollIntoView();
   }

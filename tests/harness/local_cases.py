@@ -118,3 +118,16 @@ def build_catalog(ops=None, seed=0, count=12):
         cases.append(max_pool_case(f"max_pooling2/local-w{window[0]}-{i:02d}", shape=(1, 2, 7, 7), window=window,
                                    strides=(1, 1) if i % 2 else (2, 2), seed=seed * 1000 + i, ties=bool(i % 2)))
     return cases
+
+
+def to_onnx_identity_op(desc, opset=None):
+    """A mapper whose op nodes include an Identity in front of the MaxPool: ONNX Runtime's graph
+    optimizations (``--graph-opt``) remove that node, so its placement cannot be proven and the
+    case is ``not-on-ep``; without them it runs and passes. The outcome depends on the flag."""
+    mapping = LocalMapping(desc)
+    graph = mapping.model.graph
+    graph.node[0].input[0] = "X_identity"
+    graph.node.insert(0, helper.make_node("Identity", ["X"], ["X_identity"], name="identity"))
+    onnx.checker.check_model(mapping.model)
+    mapping.op_nodes = ["identity", "pool"]
+    return mapping

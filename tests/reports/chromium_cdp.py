@@ -109,6 +109,11 @@ class Browser:
                 self.events.append(msg)
         raise TimeoutError(method)
 
+    def resize(self, width: int, height: int = 1000) -> None:
+        """Lay the page out as a window ``width`` x ``height`` CSS pixels wide (the next ``open``
+        and the current page alike)."""
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+
     def open(self, url: str) -> None:
         self.events.clear()
         self.call("Page.navigate", url=url)

@@ -5,16 +5,21 @@ links work, that the heatmaps decode, and that hostile strings stay text.  Scree
 run folder (report-top.png, report-case.png) for a person to look at.
 """
 
+import re
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
 
 import synthetic_run
 from chromium_cdp import Browser, browser_unavailable_reason, find_chromium
+from layout_check import CONTRAST_JS, OVERFLOW_JS, WIDTHS
 from ep_testbed.reports import render_run
 
 REASON = browser_unavailable_reason()
+#: Rows that failed on the EP's answer or got none (harness.results.WRONG and known).
+FAILED_ROWS = ("fail", "crash", "timeout", "error", "known")
 pytestmark = pytest.mark.skipif(REASON is not None, reason=str(REASON))
 
 
@@ -59,12 +64,17 @@ def test_report_loads_filters_sorts_and_shows_pictures(browser, tmp_path):
     shown = rows(b)
     assert len(shown) == 1 and shown[0][0] == "fail" and "max_pooling2" in shown[0][1]
 
-    # reset, then sort by max abs error (descending first)
+    # reset, then sort by max abs error (descending first): every failed row (however it failed:
+    # a number, "index", "NaN/inf", "crash"...) above every passing row, numbers descending
     b.evaluate("document.getElementById('f-reset').click()")
     assert len(rows(b)) == 120
     b.evaluate("document.querySelector('th[data-sort=max_abs]').click()")
-    values = [r[4] for r in rows(b) if r[4] != "—"]
-    numbers = [float(v) for v in values]
+    shown = rows(b)
+    failed = [i for i, r in enumerate(shown) if r[0] in FAILED_ROWS]
+    passing = [i for i, r in enumerate(shown) if r[0] in ("pass", "tie-only")]
+    assert failed and passing and max(failed) < min(passing)
+    assert all(shown[i][5] not in ("0", "—", "") for i in failed)  # a failed row never reads 0 or blank
+    numbers = [float(shown[i][5]) for i in passing if shown[i][5] != "—"]
     assert numbers == sorted(numbers, reverse=True)
 
     # a matrix cell link filters the table to its op and dtype
@@ -103,3 +113,123 @@ def test_hostile_strings_stay_text_in_the_browser(browser, tmp_path):
     settle(b, 0.2)
     assert synthetic_run.EVIL in b.evaluate("document.querySelector('article.case:target code.cid').textContent")
     b.screenshot(Path(report).parent / "report-evil.png")
+
+
+# Layout, contrast and links, measured in the browser on a real CPU run with failures (zero
+# tolerance for float32 makes every RoiAlign case a few ULP off fail) and on the synthetic run.
+
+@pytest.fixture(scope="module")
+def failing_cpu_run(tmp_path_factory):
+    from ep_testbed.harness.cli import main
+
+    out = tmp_path_factory.mktemp("cpu") / "run"
+    assert main(["run", "--ep", "cpu", "--ops", "roi_align1,max_pooling2", "--tol", "fp32:atol=0,rtol=0,ulp=0",
+                 "--no-expectations", "--out", str(out), "--jobs", "0", "--no-progress"]) == 1
+    return out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_horizontal_overflow_and_the_matrix_is_not_clipped(browser, failing_cpu_run, tmp_path, width):
+    synthetic = render_run(synthetic_run.write_run(tmp_path / "syn", 120))
+    for report in (failing_cpu_run / "report.html", synthetic):
+        browser.resize(width)
+        browser.open(report.as_uri())
+        found = browser.evaluate(OVERFLOW_JS)
+        assert found == {"page": 0, "clipped": []}, (report, width, found)
+        matrix = browser.evaluate("(() => { const t = document.querySelector('table.matrix'); "
+                                  "return [t.getBoundingClientRect().right, document.documentElement.clientWidth]; })()")
+        assert matrix[0] <= matrix[1]
+    browser.resize(1400)
+
+
+def test_every_chip_and_badge_has_aa_contrast(browser, failing_cpu_run, tmp_path):
+    """Each outcome chip (zero counts too) and badge: text contrast >= 4.5:1 (WCAG AA)."""
+    pages = [failing_cpu_run / "report.html", render_run(synthetic_run.write_run(tmp_path / "syn", 120))]
+    seen = {}
+    for page in pages:
+        browser.open(page.as_uri())
+        browser.evaluate("document.getElementById('f-more').click()")  # every row's badge
+        for text, ratio in browser.evaluate(f"({CONTRAST_JS})('.chip, .badge, .verdict')"):
+            label = re.sub(r"^\d+\s*", "", text)
+            seen[label] = min(ratio, seen.get(label, 99.0))
+    from ep_testbed.harness.results import OUTCOMES
+    assert set(OUTCOMES) <= set(seen)
+    assert {k: round(v, 2) for k, v in seen.items() if v < 4.5} == {}
+
+
+def test_filters_are_written_to_the_url_and_read_back(browser, failing_cpu_run):
+    b = browser
+    b.open((failing_cpu_run / "report.html").as_uri())
+    b.evaluate("""(() => { const s = document.getElementById('f-outcome'); s.value = 'fail';
+                  s.dispatchEvent(new Event('change')); const q = document.getElementById('f-q');
+                  q.value = 'edge'; q.dispatchEvent(new Event('input')); })()""")
+    settle(b)
+    url = b.evaluate("location.href")
+    assert "#cases?" in url and "outcome=fail" in url and "q=edge" in url
+    shown = rows(b)
+    b.open("about:blank")
+    b.open(url)
+    settle(b)
+    assert rows(b) == shown and b.evaluate("document.getElementById('f-outcome').value") == "fail"
+    # a link to one case by id (what diff.html uses) shows that case alone
+    case_id = shown[0][1]
+    b.open("about:blank")  # a new hash on the same page would be no page load
+    b.open((failing_cpu_run / "report.html").as_uri() + "#cases?id=" + urllib.parse.quote(case_id, safe=""))
+    settle(b)
+    assert [r[1] for r in rows(b)] == [case_id]
+    assert b.problems() == []
+
+
+def test_failed_rows_show_how_they_failed(browser, failing_cpu_run):
+    b = browser
+    b.open((failing_cpu_run / "report.html").as_uri())
+    b.evaluate("document.getElementById('f-more').click()")
+    failed = [r for r in rows(b) if r[0] in FAILED_ROWS]
+    assert len(failed) >= 10
+    for r in failed:  # outside tolerance, max abs, max rel, max ULP: never 0, never blank
+        assert all(cell.strip() not in ("", "0", "—") for cell in r[4:8]), r
+        if "worst" in r[-1]:
+            assert re.search(r"expected \S+, got \S+", r[-1]), r[-1]  # the message keeps the worst element
+    nan_row = next(r for r in failed if r[1] == "max_pooling2/edge-nan-inf")
+    assert "NaN/inf" in nan_row[4] and nan_row[6] == nan_row[7] == "NaN/inf"
+
+
+def test_heatmap_cells_show_their_values_on_hover(browser, failing_cpu_run):
+    b = browser
+    b.open((failing_cpu_run / "report.html").as_uri())
+    tip = b.evaluate("""(() => { const fig = document.querySelector('figure.slice[data-cells]');
+        const img = fig.querySelector('img[data-kind=s]'); const r = img.getBoundingClientRect();
+        img.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + 1, clientY: r.top + 1}));
+        const t = fig.querySelector('.tip'); return [t.hidden, t.textContent]; })()""")
+    assert tip[0] is False and tip[1].startswith("row 0, col 0:") and "expected" in tip[1] and "actual" in tip[1]
+    ticks = b.evaluate("document.querySelector('figure.slice .tx').textContent")
+    assert ticks.startswith("0")
+    assert b.problems() == []
+
+
+def test_diff_page_filters_groups_and_links_both_reports(browser, tmp_path):
+    from ep_testbed.reports import diff_runs
+
+    a = synthetic_run.write_run(tmp_path / "a", 40, pattern=["pass"])
+    b_dir = synthetic_run.write_run(tmp_path / "b", 40, pattern=["pass"])
+    lines = (b_dir / "results.jsonl").read_text().splitlines()
+    edited = [lines[0]] + [line.replace('"outcome": "pass"', '"outcome": "not-on-ep"') if i <= 30 else line
+                           for i, line in enumerate(lines[1:], 1)]
+    (b_dir / "results.jsonl").write_text("\n".join(edited) + "\n")
+    render_run(a)
+    render_run(b_dir)
+    res = diff_runs(a, b_dir, tmp_path / "d")
+    b = browser
+    b.open(res.html_path.as_uri())
+    assert b.problems() == []
+    visible = "Array.from(document.querySelectorAll('tr.drow')).filter(r => !r.hidden && r.offsetParent !== null).length"
+    assert b.evaluate(visible) == 30
+    b.evaluate("""(() => { const q = document.getElementById('d-q'); q.value = 'roi_align1';
+                  q.dispatchEvent(new Event('input')); })()""")
+    settle(b)
+    n = b.evaluate(visible)
+    assert 0 < n < 30 and "q=roi_align1" in b.evaluate("location.hash")
+    link = b.evaluate("document.querySelector('tr.drow a.runlink').href")
+    b.open(link)
+    settle(b)
+    assert len(rows(b)) == 1 and rows(b)[0][1] in link.replace("%2F", "/")

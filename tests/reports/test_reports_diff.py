@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -51,9 +52,11 @@ def test_diff_categories(two_runs, tmp_path):
     assert ids(res.grown) == ["2"] and res.grown[0].metric == "max_ulp" and res.grown[0].factor == 5.0
     assert ids(res.still_failing_changed) == ["4"]
     assert ids(res.added) == ["100"] and ids(res.gone) == ["5"]
-    assert res.regressed
+    assert res.regressed and res.reasons == ["2 case(s) newly failing",
+                                             "1 case(s) of A missing from B (--allow-missing to accept)"]
     text = (tmp_path / "out" / "diff.txt").read_text()
-    assert text.splitlines()[1].startswith("verdict: REGRESSED (2 newly failing, 1 error grown > 2x, 1 fixed")
+    assert text.splitlines()[1].startswith("verdict: REGRESSED: 2 case(s) newly failing; 1 case(s) of A missing")
+    assert "1 error grown > 2x, 1 fixed" in text.splitlines()[1]
     html = (tmp_path / "out" / "diff.html").read_text()
     assert "Newly failing" in html and "×5" in html
 
@@ -83,14 +86,14 @@ def test_cli_diff_exit_codes_and_report(two_runs, tmp_path, capsys):
     assert cli_main(["report", str(tmp_path / "missing")]) == 2
 
 
-def test_failure_that_stops_reaching_the_ep_is_not_fixed(tmp_path):
+def test_failure_that_stops_reaching_the_ep_is_not_fixed_but_lost_coverage(tmp_path):
     a = synthetic_run.write_run(tmp_path / "a", 2, pattern=["fail"])
     b = synthetic_run.write_run(tmp_path / "b", 2, pattern=["fail"])
     _edit(b, {1: {"outcome": "not-on-ep"}, 2: {"outcome": "pass"}})
     res = diff_runs(a, b, tmp_path / "out")
-    assert [c.after for c in res.other_changes] == ["not-on-ep"]
+    assert [c.after for c in res.coverage_lost] == ["not-on-ep"]
     assert [c.after for c in res.fixed] == ["pass"]
-    assert not res.regressed
+    assert res.regressed
 
 
 def test_a_stale_expectation_is_an_outcome_change_not_a_regression(tmp_path):
@@ -101,3 +104,86 @@ def test_a_stale_expectation_is_an_outcome_change_not_a_regression(tmp_path):
     res = diff_runs(a, b, tmp_path / "out")
     assert [(c.before, c.after) for c in res.other_changes] == [("known", "fixed")]
     assert not res.newly_failing and not res.regressed
+
+
+# The gate: each way a run can lose what it tested fails it, and a flag accepts each.
+
+def _passing(tmp_path, name: str, n: int = 8) -> Path:
+    return synthetic_run.write_run(tmp_path / name, n, pattern=["pass"])
+
+
+def _gate(capsys, a: Path, b: Path, out: Path, *flags: str) -> tuple[int, str]:
+    code = cli_main(["diff", str(a), str(b), "--out", str(out), *flags])
+    return code, capsys.readouterr().out
+
+
+def test_gate_fails_when_every_pass_becomes_not_on_ep(tmp_path, capsys):
+    a, b = _passing(tmp_path, "a", 56), _passing(tmp_path, "b", 56)
+    _edit(b, {i: {"outcome": "not-on-ep", "errors": {}} for i in range(1, 57)})
+    code, out = _gate(capsys, a, b, tmp_path / "d")
+    assert code == 1 and "56 tested case(s) no longer reach the EP" in out and "REGRESSED" in out
+    assert _gate(capsys, a, b, tmp_path / "d2", "--allow-not-tested")[0] == 0
+
+
+def test_gate_fails_on_pass_to_inexpressible_and_pass_to_error(tmp_path, capsys):
+    a, b = _passing(tmp_path, "a"), _passing(tmp_path, "b")
+    _edit(b, {1: {"outcome": "inexpressible"}, 2: {"outcome": "error"}})
+    res = diff_runs(a, b, tmp_path / "d")
+    assert [c.after for c in res.coverage_lost] == ["inexpressible"]
+    assert [c.after for c in res.newly_failing] == ["error"]
+    assert _gate(capsys, a, b, tmp_path / "d2", "--allow-not-tested")[0] == 1  # the error still fails it
+
+
+def test_gate_fails_when_a_case_goes_missing(tmp_path, capsys):
+    a, b = _passing(tmp_path, "a"), _passing(tmp_path, "b")
+    _edit(b, {}, drop={3})
+    code, out = _gate(capsys, a, b, tmp_path / "d")
+    assert code == 1 and "1 case(s) of A missing from B" in out
+    code, out = _gate(capsys, a, b, tmp_path / "d2", "--allow-missing")
+    assert code == 0 and "warning: 1 case(s) of A missing from B (accepted" in out
+
+
+def test_gate_fails_on_an_interrupted_second_run(tmp_path, capsys):
+    a = _passing(tmp_path, "a")
+    b = synthetic_run.write_run(tmp_path / "b", 8, pattern=["pass"], end=False)
+    code, out = _gate(capsys, a, b, tmp_path / "d")
+    assert code == 1 and "run B did not finish" in out
+    assert _gate(capsys, a, b, tmp_path / "d2", "--allow-interrupted")[0] == 0
+
+
+def test_gate_fails_on_a_second_run_with_no_case(tmp_path, capsys):
+    a = _passing(tmp_path, "a")
+    b = synthetic_run.write_run(tmp_path / "b", 0, pattern=["pass"])
+    code, out = _gate(capsys, a, b, tmp_path / "d")
+    assert code == 1 and "run B has no case" in out
+    assert _gate(capsys, a, b, tmp_path / "d2", "--allow-empty")[0] == 1  # the 8 cases of A are still missing
+    assert _gate(capsys, a, b, tmp_path / "d3", "--allow-empty", "--allow-missing")[0] == 0
+
+
+def test_growth_within_tolerance_only_warns(tmp_path, capsys):
+    """max ULP 60 -> 658 with no element outside tolerance: a warning, exit 0;
+    --fail-on-growth makes it fail."""
+    a, b = _passing(tmp_path, "a"), _passing(tmp_path, "b")
+    _edit(a, {1: {"errors": {"max_abs": 1e-6, "max_rel": 1e-6, "max_ulp": 60}, "tolerance_used": 0.05}})
+    _edit(b, {1: {"errors": {"max_abs": 1e-5, "max_rel": 1e-5, "max_ulp": 658}, "tolerance_used": 0.6}})
+    code, out = _gate(capsys, a, b, tmp_path / "d")
+    assert code == 0 and "no regression" in out and "warning: 1 case(s) with error grown" in out
+    assert "max_ulp 60 -> 658 (x10.9667), 0.6 of its tolerance in B" in out
+    assert _gate(capsys, a, b, tmp_path / "d2", "--fail-on-growth")[0] == 1
+
+
+def test_diff_html_links_both_reports_groups_rows_and_has_a_filter(tmp_path):
+    from ep_testbed.reports import render_run
+
+    a, b = _passing(tmp_path, "a", 40), _passing(tmp_path, "b", 40)
+    _edit(b, {i: {"outcome": "not-on-ep"} for i in range(1, 31)})
+    render_run(a)
+    render_run(b)
+    diff_runs(a, b, tmp_path / "d")
+    html = (tmp_path / "d" / "diff.html").read_text()
+    assert 'href="../a/report.html"' in html and 'href="../b/report.html"' in html
+    assert html.count('href="../a/report.html#cases?id=') == 30  # every changed row links into A and B
+    groups = re.findall(r'<summary><b>([^<]+)</b> <span class="muted">\((\d+)\)</span>', html)
+    assert sum(int(n) for _, n in groups) == 30 and 1 < len(groups) < 30
+    assert all("pass → not-on-ep" in g for g, _ in groups)
+    assert 'id="d-q"' in html and 'id="d-s"' in html

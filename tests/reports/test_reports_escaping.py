@@ -47,7 +47,7 @@ def evil_run(tmp_path):
 
 def test_report_html_escapes_every_field(evil_run):
     html = render_run(evil_run).read_text()
-    p = assert_inert(html, own_scripts=3)  # case data JSON, outcome order JSON, report.js
+    p = assert_inert(html, own_scripts=4)  # case data JSON, outcome order JSON, report.js, heat.js
     visible = "".join(p.text)
     assert visible.count(EVIL) >= 10  # shown as text: header, ids, desc, node, flags, placement, worst ...
     # the case table data: JSON inside <script type="application/json"> must not contain "<" at all
@@ -65,9 +65,9 @@ def test_outside_artifact_paths_are_not_read(evil_run):
 def test_diff_html_escapes(evil_run, tmp_path):
     b = synthetic_run.write_run(tmp_path / "b", 4)
     res = diff_runs(evil_run, b, tmp_path / "d")
-    assert_inert(res.html_path.read_text(), own_scripts=0)
+    assert_inert(res.html_path.read_text(), own_scripts=1)  # diff.js, the filter
     res = diff_runs(b, evil_run, tmp_path / "d2")
-    p = assert_inert(res.html_path.read_text(), own_scripts=0)
+    p = assert_inert(res.html_path.read_text(), own_scripts=1)
     assert EVIL in "".join(p.text)
 
 
@@ -80,3 +80,25 @@ def test_junit_and_summary_keep_the_strings_exactly(evil_run):
     summary = json.loads(render_summary_json(evil_run).read_text())
     assert summary["run"]["ep"].endswith(EVIL)
     assert all(EVIL in f["id"] for f in summary["failing"])
+
+
+def test_malformed_failure_figures_render(tmp_path):
+    """error_stats, counts and error figures of the wrong type (a results line is data) render as
+    far as they make sense; the page is written."""
+    run = synthetic_run.write_run(tmp_path / "r", 4, pattern=["fail"])
+    lines = (run / "results.jsonl").read_text().splitlines()
+    odd = [{"OutputTensor": "x"}, {"OutputTensor": {"elements": "many", "outside": 1}},
+           {"OutputTensor": {"elements": 4, "outside": 1, "nonfinite": 0, "abs": [1], "ulp": {"mean": "a"},
+                             "min_tolerance": {"atol": EVIL, "rtol": None, "ulp": 3}}}, [EVIL]]
+    out = [lines[0]]
+    for i, line in enumerate(lines[1:]):
+        obj = json.loads(line)
+        if obj.get("type") == "case":
+            obj.update(error_stats=odd[i % len(odd)], nonfinite_mismatches=EVIL, index_mismatches=None,
+                       mismatches="3", tolerance_used=EVIL)
+        out.append(json.dumps(obj))
+    (run / "results.jsonl").write_text("\n".join(out) + "\n")
+    html = render_run(run).read_text()
+    assert_inert(html, own_scripts=4)
+    assert "--tol FLOAT32:ulp=3" not in html and "ulp 3</b>" in html  # the one well-formed part is shown
+    assert "atol " + EVIL not in html

@@ -1,0 +1,189 @@
+"""How one case's error is distributed, and the smallest tolerance that would have passed it.
+
+``harness.compare`` gives the verdict and the largest errors; a person triaging a failure also
+wants what Polygraphy's comparator prints beside its verdict: the distribution of the error
+(mean, median, p90, p99 of |a - e| and of the ULP distance) and the minimum tolerance that would
+make the case pass. Both are computed here, per output, under the rule of ``harness.tolerances``
+(the plain atol/rtol/ulp rule), and written into the case line's ``error_stats``.
+
+``element_share`` is that rule per element: the share of its allowed error each element used
+(0 exact, 1 at the limit, above 1 outside, ``inf`` for a NaN/inf that met a number). The report
+draws heatmaps on this absolute scale; its maximum is ``Comparison.tolerance_used`` (the tests
+hold the two equal, element by element, on random data).
+
+The minimum tolerance changes one part of the rule and keeps the run's other two:
+``atol`` (with the run's rtol and ulp), ``rtol`` (with the run's atol and ulp) and ``ulp`` (with
+the run's atol and rtol). Each is the smallest value that passes every element, rounded *up*
+to three significant digits so that the ``--tol`` it suggests passes when pasted. None where no
+value of that part helps: a NaN or infinity that met a number, an element whose expected value
+is 0 (for rtol), an index output (an index that points elsewhere is wrong at any tolerance).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from .compare import ulp_distance
+from .tolerances import Tolerance, Tolerances
+
+#: The percentiles the statistics give besides mean and max (50 is the median).
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass
+class ElementErrors:
+    """Per element of one float output (flattened): |a - e|, ULP distance (0 where undefined),
+    whether both are finite, whether the element passes, and its share of the tolerance."""
+
+    absdiff: np.ndarray
+    ulp: np.ndarray
+    finite: np.ndarray
+    ok: np.ndarray
+    share: np.ndarray
+
+
+def element_errors(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> ElementErrors:
+    """The rule of ``harness.tolerances`` applied to each element of a float output.
+
+    ``expected`` and ``actual`` have one float dtype and one shape. An element passes when NaN
+    meets NaN, an infinity meets the same infinity, or both are finite and
+    ``|a-e| <= atol + rtol*|e|`` or ``ulp <= tol.ulp``. Its share is the smaller of
+    ``|a-e| / (atol + rtol*|e|)`` and ``ulp / tol.ulp`` (0 for an exact or equal non-finite pair,
+    ``inf`` for a non-finite mismatch or a zero budget that an error exceeds).
+    """
+    e = np.asarray(expected).astype(np.float64).ravel()
+    a = np.asarray(actual).astype(np.float64).ravel()
+    finite = np.isfinite(e) & np.isfinite(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        absdiff = np.where(finite, np.abs(a - e), np.inf)
+    same_special = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))
+    absdiff[same_special] = 0.0
+    ulp = np.zeros(e.shape, dtype=np.int64)
+    if finite.any():
+        ulp[finite] = ulp_distance(np.asarray(actual).ravel()[finite], np.asarray(expected).ravel()[finite])
+    bound = tol.atol + tol.rtol * np.abs(np.where(finite, e, 0.0))
+    within = absdiff <= bound
+    if tol.ulp is not None:
+        within |= ulp <= tol.ulp
+    ok = same_special | (finite & within)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(absdiff == 0, 0.0, np.where(bound > 0, absdiff / np.where(bound > 0, bound, 1.0), np.inf))
+        if tol.ulp is not None:
+            share = np.minimum(share, np.where(ulp == 0, 0.0, ulp / tol.ulp if tol.ulp else np.inf))
+    share[~finite] = np.where(ok[~finite], 0.0, np.inf)
+    return ElementErrors(absdiff, ulp, finite, ok, share)
+
+
+def _summary(values: np.ndarray) -> dict[str, float] | None:
+    """mean, p50, p90, p99 and max of ``values`` (None when empty)."""
+    if not values.size:
+        return None
+    v = values.astype(np.float64)
+    stats = {"mean": float(v.mean())}
+    stats.update({f"p{p}": float(q) for p, q in zip(PERCENTILES, np.percentile(v, PERCENTILES))})
+    stats["max"] = float(v.max())
+    return stats
+
+
+def round_up(value: float, digits: int = 3) -> float:
+    """``value`` rounded up to ``digits`` significant digits (a decimal a person can paste)."""
+    if value <= 0 or not math.isfinite(value):
+        return value
+    exponent = math.floor(math.log10(value)) - digits + 1
+    step = 10.0 ** exponent
+    rounded = float(f"{math.ceil(value / step - 1e-9) * step:.{digits}g}")
+    while rounded < value:  # the decimal string may read back a hair below the exact value
+        rounded = float(f"{rounded + step:.{digits}g}")
+    return rounded
+
+
+def _min_tolerance(e: np.ndarray, err: ElementErrors, tol: Tolerance) -> dict[str, float | int | None]:
+    """The smallest atol, rtol and ulp (each with the run's other two parts) passing every
+    element, before rounding; None for a part no value of which helps."""
+    if (~err.ok & ~err.finite).any():
+        return {"atol": None, "rtol": None, "ulp": None}
+    f = err.finite
+    abs_e = np.abs(np.where(f, e, 0.0))
+    by_ulp = err.ulp <= tol.ulp if tol.ulp is not None else np.zeros(e.shape, bool)
+    by_abs = err.absdiff <= tol.atol + tol.rtol * abs_e
+    need = f & ~by_ulp  # elements the ulp part does not pass: atol or rtol must
+    atol = max(float(np.max(err.absdiff[need] - tol.rtol * abs_e[need], initial=0.0)), 0.0)
+    rtol: float | None = None
+    if not (need & (abs_e == 0) & (err.absdiff > tol.atol)).any():
+        pos = need & (abs_e > 0)
+        rtol = max(float(np.max((err.absdiff[pos] - tol.atol) / abs_e[pos], initial=0.0)), 0.0)
+    return {"atol": atol, "rtol": rtol, "ulp": int(np.max(err.ulp[f & ~by_abs], initial=0))}
+
+
+def _rounded_passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, part: str, value: float) -> float:
+    """``value`` rounded up to three significant digits, raised further until the rule with
+    ``part`` set to it passes every element (float rounding can leave the exact value a hair short)."""
+    candidate = round_up(value)
+    for _ in range(8):
+        if element_errors(expected, actual, replace(tol, **{part: candidate})).ok.all():
+            return candidate
+        candidate = round_up(candidate * (1 + 1e-3) if candidate else 1e-30)
+    return candidate
+
+
+def output_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> dict[str, Any]:
+    """``error_stats`` of one float output (see ``error_statistics``)."""
+    err = element_errors(expected, actual, tol)
+    e = np.asarray(expected).astype(np.float64).ravel()
+    outside = int((~err.ok).sum())
+    return {
+        "elements": int(e.size), "outside": outside, "nonfinite": int((~err.ok & ~err.finite).sum()),
+        "abs": _summary(err.absdiff[err.finite]), "ulp": _summary(err.ulp[err.finite]),
+        "share_max": float(err.share.max()) if err.share.size else None,
+        "min_tolerance": _passing(expected, actual, tol, _min_tolerance(e, err, tol)) if outside else None,
+    }
+
+
+def _passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
+             minimum: dict[str, float | int | None]) -> dict[str, float | int | None]:
+    """``minimum`` with atol and rtol rounded up to values that pass when pasted into ``--tol``."""
+    return {part: _rounded_passing(expected, actual, tol, part, value) if part != "ulp" and value is not None
+            else value for part, value in minimum.items()}
+
+
+def _integer_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> dict[str, Any]:
+    """``error_stats`` of an integer (not index) output: |a - e| against atol."""
+    absdiff = np.abs(np.asarray(actual).astype(np.float64).ravel() - np.asarray(expected).astype(np.float64).ravel())
+    absdiff[np.asarray(actual).ravel() == np.asarray(expected).ravel()] = 0.0
+    return {"elements": int(absdiff.size), "outside": int((absdiff > tol.atol).sum()), "nonfinite": 0,
+            "abs": _summary(absdiff), "ulp": None, "share_max": None,
+            "min_tolerance": ({"atol": float(absdiff.max()), "rtol": None, "ulp": None}
+                              if (absdiff > tol.atol).any() else None)}
+
+
+def error_statistics(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray], tolerances: Tolerances,
+                     index_outputs: Mapping[str, Any] = ()) -> dict[str, dict[str, Any]]:
+    """Output name -> its statistics, for every output both sides have with one shape:
+
+    ``elements``, ``outside`` (elements outside tolerance), ``nonfinite`` (of those, a NaN or an
+    infinity that met a number), ``abs`` and ``ulp`` (``mean``, ``p50``, ``p90``, ``p99``,
+    ``max`` over the finite pairs; ``ulp`` None for integers), ``share_max``, ``dtype`` and, when
+    some element is outside, ``min_tolerance`` (module docstring; None when every element passes). Index outputs (``index_outputs``) get ``elements``
+    and ``differing`` only: their verdict is the comparison's (ties need the operator's window).
+    """
+    stats: dict[str, dict[str, Any]] = {}
+    for name, exp in expected.items():
+        act = actual.get(name)
+        if act is None or np.shape(act) != np.shape(exp):
+            continue
+        exp, act = np.asarray(exp), np.asarray(act)
+        dtype = exp.dtype.name.upper()
+        if name in index_outputs:
+            stats[name] = {"dtype": dtype, "elements": int(exp.size),
+                           "differing": int((exp.astype(np.int64) != act.astype(np.int64)).sum())}
+            continue
+        tol = tolerances.for_dtype(dtype)
+        if exp.dtype.kind == "f" and act.dtype == exp.dtype:
+            stats[name] = {"dtype": dtype, **output_stats(exp, act, tol)}
+        elif exp.dtype.kind in "iu":
+            stats[name] = {"dtype": dtype, **_integer_stats(exp, act, tol)}
+    return stats

@@ -1,0 +1,104 @@
+"""Download every repro bundle of a report.html and run it, as a user would (test helper and tool).
+
+``python tests/reports/repro_check.py RUN_DIR [--python PY]`` extracts each case section's inline
+bundle into a temporary folder, runs ``PY repro.py`` there (default: this interpreter), and prints
+per outcome how many bundles exited 0 and 1, plus every bundle whose exit code or summary line
+disagrees with the run (a failing outcome must exit 1, a passing one 0; the summary must be the
+run's message, unless ``--exit-codes-only``: another onnxruntime may word an error or compute a
+case differently while still failing it). Exit 0 when all agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+FAILED = ("fail", "crash", "timeout", "error", "known")
+PASSED = ("pass", "tie-only", "fixed")
+ARTICLE = re.compile(r'<article class="case o-([a-z-]+)" id="c\d+">.*?<code class="cid">(.*?)</code>(.*?)</article>', re.S)
+BUNDLE = re.compile(r'href="data:application/zip;base64,([^"]+)"')
+
+
+@dataclass
+class Ran:
+    case_id: str
+    outcome: str
+    code: int
+    verdict: str
+    stdout: str
+    stderr: str
+
+    @property
+    def agrees(self) -> bool:
+        """Exit 1 for a failing outcome, 0 for a passing one."""
+        return (self.code == 1) if self.outcome in FAILED else (self.code == 0)
+
+
+def bundles(report: Path) -> list[tuple[str, str, bytes]]:
+    """(case id, outcome, zip bytes) of every case section with an inline bundle."""
+    out = []
+    for outcome, cid, body in ARTICLE.findall(report.read_text(encoding="utf-8")):
+        found = BUNDLE.search(body)
+        if found:
+            out.append((html.unescape(cid), outcome, base64.b64decode(found.group(1))))
+    return out
+
+
+def run_bundle(case_id: str, outcome: str, data: bytes, python: str, folder: Path) -> Ran:
+    """Extract one bundle into ``folder`` and run its repro.py with ``python``."""
+    zipfile.ZipFile(io.BytesIO(data)).extractall(folder)
+    done = subprocess.run([python, "repro.py"], cwd=folder, capture_output=True, text=True, timeout=300)
+    first = done.stdout.splitlines()[0] if done.stdout else ""
+    return Ran(case_id, outcome, done.returncode, first, done.stdout, done.stderr)
+
+
+def run_all(run_dir: Path, python: str = sys.executable, workers: int = 2) -> list[Ran]:
+    """Run every bundle of ``run_dir/report.html`` (``workers`` at a time)."""
+    found = bundles(Path(run_dir) / "report.html")
+    with tempfile.TemporaryDirectory(prefix="repro-check-") as tmp, ThreadPoolExecutor(workers) as pool:
+        jobs = [pool.submit(run_bundle, cid, outcome, data, python, Path(tmp) / f"b{i}")
+                for i, (cid, outcome, data) in enumerate(found)]
+        return [j.result() for j in jobs]
+
+
+def messages(run_dir: Path) -> dict[str, str]:
+    """Case id -> the run's message (what the report shows as the case's verdict text)."""
+    lines = (json.loads(x) for x in (Path(run_dir) / "results.jsonl").read_text(encoding="utf-8").splitlines() if x)
+    return {x["id"]: x.get("message") or "" for x in lines if x.get("type") == "case"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the tally and every disagreement; 0 when every bundle agrees with the run."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--python", default=sys.executable, help="interpreter with numpy and onnxruntime")
+    p.add_argument("--exit-codes-only", action="store_true", help="compare exit codes, not the summary text")
+    args = p.parse_args(argv)
+    python = str(Path(args.python).absolute()) if "/" in args.python else args.python
+    ran = run_all(args.run_dir, python)
+    said = messages(args.run_dir)
+    tally = Counter((r.outcome, r.code) for r in ran)
+    for (outcome, code), n in sorted(tally.items()):
+        print(f"{outcome:10} exit {code}: {n}")
+    bad = [r for r in ran if not r.agrees
+           or (not args.exit_codes_only and r.verdict.split(": ", 1)[-1] != said.get(r.case_id))]
+    for r in bad:
+        print(f"DISAGREES {r.case_id} ({r.outcome}, exit {r.code}): {r.verdict}\n{r.stderr[-500:]}")
+    print(f"{len(ran)} bundles, {len(ran) - len(bad)} agree with the run")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
