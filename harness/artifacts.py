@@ -24,6 +24,7 @@ def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any 
                     feeds: Mapping[str, np.ndarray] | None = None,
                     expected: Mapping[str, np.ndarray] | None = None,
                     actual: Mapping[str, np.ndarray] | None = None,
+                    allowance: Mapping[str, np.ndarray] | None = None,
                     extra: Mapping[str, Any] | None = None) -> str:
     """Write whatever is given into the case's folder (``case_dir(case_id)`` under ``run_dir``);
     returns that relative path, as result lines record it."""
@@ -36,7 +37,8 @@ def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any 
         data = model if isinstance(model, (bytes, bytearray)) else model.SerializeToString()
         with open(os.path.join(folder, "model.onnx"), "wb") as f:
             f.write(data)
-    for name, arrays in (("inputs.npz", feeds), ("expected.npz", expected), ("actual.npz", actual)):
+    for name, arrays in (("inputs.npz", feeds), ("expected.npz", expected), ("actual.npz", actual),
+                         ("allowance.npz", allowance)):
         if arrays is not None:
             np.savez(os.path.join(folder, name), **{k: np.asarray(v) for k, v in arrays.items()})
     if extra:

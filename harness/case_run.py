@@ -108,7 +108,7 @@ def run_case(case: Any, config: CaseConfig, policy: ArtifactPolicy = ArtifactPol
         try:
             line["artifacts"] = write_artifacts(
                 config.run_dir, case.id, desc=case.desc, model=state.get("model"), feeds=state.get("feeds"),
-                expected=state.get("expected"), actual=state.get("actual"))
+                expected=state.get("expected"), actual=state.get("actual"), allowance=state.get("allowance"))
         except Exception as exc:
             line["message"] += f" (writing artifacts failed: {exc})"
     return line
@@ -188,6 +188,8 @@ def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state:
         line.update(outcome="error", message=f"reference raised {type(exc).__name__}: {exc}")
         return None
     state["expected"] = reference.outputs
+    allowance = Allowance.of(reference)
+    state["allowance"] = allowance.to_arrays() if allowance is not None else None
     feeds = mapping.feeds(inputs)
     state["feeds"] = feeds
     node_names = [n.name for n in mapping.model.graph.node]

@@ -47,6 +47,10 @@ class Allowance:
     bounds: Mapping[str, np.ndarray] = field(default_factory=dict)
     alternatives: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     rule: str = ""
+    #: The reference's knife-edge notes in brief: how many, under which model, the first one.
+    knife_count: int = 0
+    knife_model: str = ""
+    knife_first: str = ""
 
     @classmethod
     def of(cls, expected: Any) -> "Allowance | None":
@@ -54,7 +58,36 @@ class Allowance:
         none or under the ``exact`` model (the tolerance rule alone)."""
         if expected is None or expected.model.compute is None or not (expected.bounds or expected.alternatives):
             return None
-        return cls(dict(expected.bounds), dict(expected.alternatives), expected.model.bound_phrase)
+        first = expected.knife_edges[0].text() if expected.knife_edge_count else ""
+        return cls(dict(expected.bounds), dict(expected.alternatives), expected.model.bound_phrase,
+                   expected.knife_edge_count, expected.model.name, first)
+
+    def note(self, comparison: "Comparison") -> str:
+        """The message's note on knife edges (``knife_edge_note``), from the allowance alone."""
+        return _knife_text(self.knife_count, self.knife_model, self.knife_first, comparison)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The allowance as named arrays (``bound:<output>``, ``low:<output>``, ``high:<output>``,
+        ``rule``), for an ``.npz`` beside a case's expected outputs, so a repro judges as the run did."""
+        arrays: dict[str, np.ndarray] = {"rule": np.array(self.rule), "knife_count": np.array(self.knife_count),
+                                         "knife_model": np.array(self.knife_model),
+                                         "knife_first": np.array(self.knife_first)}
+        arrays.update({f"bound:{name}": np.asarray(b) for name, b in self.bounds.items()})
+        for name, (low, high) in self.alternatives.items():
+            arrays[f"low:{name}"], arrays[f"high:{name}"] = np.asarray(low), np.asarray(high)
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "Allowance | None":
+        """The inverse of ``to_arrays`` (None for no arrays)."""
+        if not arrays:
+            return None
+        bounds = {k[6:]: v for k, v in arrays.items() if k.startswith("bound:")}
+        alternatives = {k[4:]: (v, arrays[f"high:{k[4:]}"]) for k, v in arrays.items()
+                        if k.startswith("low:") and f"high:{k[4:]}" in arrays}
+        text = {k: str(arrays[k]) if k in arrays else "" for k in ("rule", "knife_model", "knife_first")}
+        count = int(arrays["knife_count"]) if "knife_count" in arrays else 0
+        return cls(bounds, alternatives, text["rule"], count, text["knife_model"], text["knife_first"])
 
 
 @dataclass
@@ -206,11 +239,16 @@ def knife_edge_note(reference: Any, comparison: Comparison) -> str:
     EP's output needed an alternative ("" when there is none)."""
     if reference is None or not reference.knife_edge_count or reference.model.compute is None:
         return ""
-    first = reference.knife_edges[0].text()
+    return _knife_text(reference.knife_edge_count, reference.model.name, reference.knife_edges[0].text(), comparison)
+
+
+def _knife_text(count: int, model: str, first: str, comparison: Comparison) -> str:
+    """``"; note: N knife-edge decision(s) that <model> rounding can flip (...), e.g. <first>"``."""
+    if not count:
+        return ""
     used = (f"{comparison.knife_accepted} elements accepted as knife-edge alternatives" if comparison.knife_accepted
             else "the EP matched the reference's decisions")
-    return (f"; note: {reference.knife_edge_count} knife-edge decision(s) that {reference.model.name} rounding can "
-            f"flip ({used}), e.g. {first}")
+    return f"; note: {count} knife-edge decision(s) that {model} rounding can flip ({used}), e.g. {first}"
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -54,6 +54,8 @@ class CaseArtifacts:
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     expected: dict[str, np.ndarray] = field(default_factory=dict)
     actual: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The reference's bounds and knife-edge ranges (``harness.compare.Allowance.to_arrays``).
+    allowance: dict[str, np.ndarray] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -86,7 +88,7 @@ def load_artifacts(folder: Path) -> CaseArtifacts:
             art.model = summarize_model(model_path)
         except Exception as exc:  # onnx raises several types for damaged protobufs
             art.problems.append(f"model.onnx unreadable: {exc}")
-    for name in ("inputs", "expected", "actual"):
+    for name in ("inputs", "expected", "actual", "allowance"):
         path = folder / f"{name}.npz"
         if not path.is_file():
             continue

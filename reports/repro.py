@@ -2,7 +2,9 @@
 
 Contents: ``model.onnx`` (as the run built it, stamped with the lowest IR version its opsets
 need, so an older ONNX Runtime loads it too), ``inputs.npz`` exactly as the run fed it,
-``expected.npz`` (the DirectML reference, keyed by DML output name), ``actual.npz`` (what the
+``expected.npz`` (the DirectML reference, keyed by DML output name), ``allowance.npz`` (the
+reference's per-element rounding bounds and knife-edge ranges, when the run's precision model
+gave any), ``actual.npz`` (what the
 EP returned in the run), ``desc.json`` (the DML desc), ``check.json`` (how the run judged the
 case: its tolerances, which ONNX output is which DML output, the index outputs, the EP and its
 options, and the run's outcome and message) and ``repro.py``.
@@ -50,7 +52,7 @@ import onnxruntime as ort
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "lib"))
-from ep_testbed.harness.compare import compare_outputs  # noqa: E402
+from ep_testbed.harness.compare import Allowance, compare_outputs  # noqa: E402
 from ep_testbed.harness.tolerances import Tolerances  # noqa: E402
 
 check = json.loads((HERE / "check.json").read_text(encoding="utf-8"))
@@ -62,9 +64,8 @@ so.log_severity_level = 3  # errors only: the verdict is the output
 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep the node as built
 if provider != "CPUExecutionProvider":  # fail rather than quietly run the node on the CPU
     so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-if provider == "DmlExecutionProvider":  # what the DirectML EP asks of a session
-    so.enable_mem_pattern = False
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+if provider == "DmlExecutionProvider":  # one kernel event per node, as the run had it
+    so.add_session_config_entry("ep.dml.disable_graph_fusion", "1")
 feeds = dict(np.load(HERE / "inputs.npz"))
 expected = dict(np.load(HERE / "expected.npz"))
 first_line = lambda exc: f"{{type(exc).__name__}}: {{(str(exc).strip().splitlines() or [''])[0]}}"  # noqa: E731
@@ -87,11 +88,13 @@ if check["window_rule"]:  # the operator's window: an index pointing at an equal
     from ep_testbed.reference import desc_from_dml, spec_for
     desc = desc_from_dml(json.loads((HERE / "desc.json").read_text(encoding="utf-8")))
     in_window = functools.partial(spec_for(desc).index_rule, desc)
+allowance = Allowance.from_arrays(dict(np.load(HERE / "allowance.npz"))) if (HERE / "allowance.npz").is_file() else None
 result = compare_outputs(expected, actual, Tolerances.from_json(check["tolerances"]),
                          {{dml: feeds[onnx] for dml, onnx in check["inputs"].items()}}, in_window=in_window,
-                         index_outputs={{k: tuple(v) for k, v in check["index_outputs"].items()}})
+                         index_outputs={{k: tuple(v) for k, v in check["index_outputs"].items()}},
+                         allowance=allowance)
 verdict = "fail" if not result.passed else "tie-only" if result.ties else "pass"
-print(f"{{verdict}}: {{result.summary()}}")
+print(f"{{verdict}}: {{result.summary()}}{{allowance.note(result) if allowance else ''}}")
 print(f"the run said {{check['run_outcome']}} on {{check['provider']}}: {{check['run_message']}}")
 sys.exit(0 if result.passed else 1)
 '''
@@ -180,6 +183,8 @@ def build_bundle(case: Any, header: dict[str, Any], art: CaseArtifacts,
         z.writestr("model.onnx", lowest_ir(model.read_bytes()))
         z.write(inputs, "inputs.npz")
         z.writestr("expected.npz", _npz_bytes(dict(art.expected)))
+        if art.allowance:
+            z.writestr("allowance.npz", _npz_bytes(dict(art.allowance)))
         for name in ("actual.npz", "desc.json"):
             if (folder / name).is_file():
                 z.write(folder / name, name)

@@ -31,24 +31,47 @@ def perturbed(desc) -> bool:
     return bool(os.environ.get(PERTURB_ENV)) and zlib.crc32(repr(desc).encode()) % 2 == 0
 
 
+def _moved(value: np.ndarray) -> np.ndarray:
+    """``value`` with its first element made wrong."""
+    value = value.copy()
+    flat = value.reshape(-1)
+    if value.dtype.kind == "f":
+        flat[0] = np.asarray(np.nan_to_num(flat[0].astype(np.float64)) * 1.5 + 1.0, dtype=value.dtype)
+    else:  # integers are compared exactly: one step off, away from the type's end
+        flat[0] = flat[0] - 1 if flat[0] > np.iinfo(value.dtype).min else flat[0] + 1
+    return value
+
+
 def _wrong(execute):
     def execute_wrongly(desc, arrays):
         out = dict(execute(desc, arrays))
         value = out.get("OutputTensor")
         if perturbed(desc) and value is not None and value.size:
-            value = value.copy()
-            flat = value.reshape(-1)
-            if value.dtype.kind == "f":
-                flat[0] = np.asarray(np.nan_to_num(flat[0].astype(np.float64)) * 1.5 + 1.0, dtype=value.dtype)
-            else:  # integers are compared exactly: one step off, away from the type's end
-                flat[0] = flat[0] - 1 if flat[0] > np.iinfo(value.dtype).min else flat[0] + 1
-            out["OutputTensor"] = value
+            out["OutputTensor"] = _moved(value)
         return out
     return execute_wrongly
+
+
+def _wrong_bounded(bounded):
+    """The same for an operator's bounded execution: the output and its knife-edge range move
+    together (a range still holding the true value would accept it)."""
+    def bounded_wrongly(desc, arrays, model):
+        expected = bounded(desc, arrays, model)
+        value = expected.outputs.get("OutputTensor")
+        if perturbed(desc) and value is not None and value.size:
+            moved = _moved(value)
+            expected = replace(expected, outputs={**expected.outputs, "OutputTensor": moved})
+            if "OutputTensor" in expected.alternatives:
+                low, high = (v.copy() for v in expected.alternatives["OutputTensor"])
+                low.reshape(-1)[0] = high.reshape(-1)[0] = moved.reshape(-1)[0]
+                expected = replace(expected, alternatives={**expected.alternatives, "OutputTensor": (low, high)})
+        return expected
+    return bounded_wrongly
 
 
 for _spec in registry.specs():
     if not getattr(_spec.execute, "_perturbed", False):
         _wrapped = _wrong(_spec.execute)
         _wrapped._perturbed = True
-        registry.register(replace(_spec, execute=_wrapped))
+        _bounded = _wrong_bounded(_spec.bounded) if _spec.bounded else None
+        registry.register(replace(_spec, execute=_wrapped, bounded=_bounded))

@@ -123,7 +123,7 @@ def failing_cpu_run(tmp_path_factory):
     from ep_testbed.harness.cli import main
 
     out = tmp_path_factory.mktemp("cpu") / "run"
-    assert main(["run", "--ep", "cpu", "--ops", "roi_align1,max_pooling2", "--tol", "fp32:atol=0,rtol=0,ulp=0",
+    assert main(["run", "--ep", "cpu", "--ops", "roi_align1,max_pooling2", "--tol", "fp32:atol=0,rtol=0,ulp=0", "--strict-tolerance",
                  "--no-expectations", "--out", str(out), "--jobs", "0", "--no-progress"]) == 1
     return out
 

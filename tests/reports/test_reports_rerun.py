@@ -25,7 +25,8 @@ from ep_testbed.reports.results import load_run
 
 HARNESS_TESTS = str(Path(__file__).parents[1] / "harness")
 #: A RoiAlign case the CPU EP computes a few ULP off the reference: a pass under the default
-#: tolerances, a fail under zero tolerance.
+#: tolerances, a fail under zero tolerance with the plain rule (``--strict-tolerance``: the fp32
+#: rounding bound would accept those ULP).
 CLOSE_CASE = "roi_align1/edge-whole-image"
 STRICT_FP32 = "fp32:atol=0,rtol=0,ulp=0"
 
@@ -66,7 +67,7 @@ def without(line: str, *flags: str) -> str:
 
 def test_rerun_line_carries_tol(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--out", "first", "--jobs", "0",
+    assert main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--strict-tolerance", "--out", "first", "--jobs", "0",
                  "--no-progress"]) == 1
     assert outcome(Path("first"), CLOSE_CASE) == "fail"
     line = line_of(Path("first"), CLOSE_CASE)
@@ -81,7 +82,7 @@ def test_rerun_line_carries_a_tolerances_file_by_content(tmp_path, monkeypatch):
     """The line holds the file's table as --tol items, so it reproduces where the file is not."""
     monkeypatch.chdir(tmp_path)
     Path("tol.json").write_text(json.dumps({"FLOAT32": {"atol": 0.0, "rtol": 0.0, "ulp": 0}}))
-    assert main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tolerances", "tol.json", "--out", "first", "--jobs", "0",
+    assert main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tolerances", "tol.json", "--strict-tolerance", "--out", "first", "--jobs", "0",
                  "--no-progress"]) == 1
     header = load_run(Path("first")).header
     assert header["tolerances_file"]["path"] == "tol.json" and len(header["tolerances_file"]["sha256"]) == 64
@@ -128,7 +129,7 @@ def test_rerun_line_carries_ep_options(tmp_path, monkeypatch):
 
 def test_pasting_twice_writes_two_folders(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--out", "first", "--jobs", "0",
+    assert main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--strict-tolerance", "--out", "first", "--jobs", "0",
                  "--no-progress"]) == 1
     line = line_of(Path("first"), CLOSE_CASE)
     first_code, first = paste(line)
@@ -139,7 +140,7 @@ def test_pasting_twice_writes_two_folders(tmp_path, monkeypatch):
 
 def test_the_report_shows_that_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--out", "first", "--jobs", "0",
+    main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--strict-tolerance", "--out", "first", "--jobs", "0",
           "--no-progress"])
     page = (Path("first") / "report.html").read_text(encoding="utf-8")
     shown = [html.unescape(m) for m in re.findall(r'<div class="rerun">.*?<code>(.*?)</code>', page, re.S)]
@@ -180,7 +181,7 @@ def test_the_smallest_passing_tolerance_the_report_suggests_passes(tmp_path, mon
     """A failing case's section suggests a --tol; adding it to the rerun line makes the case pass,
     and the error distribution is shown beside it."""
     monkeypatch.chdir(tmp_path)
-    main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--out", "first", "--jobs", "0",
+    main(["run", "--ep", "cpu", "-k", CLOSE_CASE, "--tol", STRICT_FP32, "--strict-tolerance", "--out", "first", "--jobs", "0",
           "--no-progress"])
     page = (Path("first") / "report.html").read_text(encoding="utf-8")
     assert "Error distribution of OutputTensor" in page and "p99" in page
