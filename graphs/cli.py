@@ -11,6 +11,7 @@ import onnx
 from ep_testbed.harness.results import (
     safe_id,  # the folder name `ep-testbed run` gives a case too
 )
+from ep_testbed.harness.untrusted_files import read_json
 from ep_testbed.reference import desc_from_dml, desc_to_dml, execute
 
 from .catalog import build_catalog
@@ -19,11 +20,10 @@ from .to_onnx import to_onnx
 
 def cli_map(desc_json_path: Union[str, Path], opset: Optional[int] = None) -> str:
     """The text ``ep-testbed map desc.json`` prints: the ONNX nodes with their attributes and
-    every field's flag. Raises ``reference.DescError`` / ``graphs.OpsetError`` for bad input
-    (the CLI prints their message)."""
-    with open(desc_json_path, encoding="utf-8") as f:
-        data = json.load(f)
-    desc = desc_from_dml(data)
+    every field's flag. Raises ``reference.DescError`` / ``graphs.OpsetError`` for bad input,
+    ``harness.untrusted_files.FileRefused`` for a file that is not a JSON desc (the CLI prints
+    their message)."""
+    desc = desc_from_dml(read_json(desc_json_path, "JSON desc"))
     mapping = to_onnx(desc, opset)
     info = mapping.describe()
     lines = [f"{desc.TYPE}: {info['kind']}" + ("" if mapping.expressible else " (no ONNX model)")]

@@ -25,12 +25,12 @@ line; ``match`` without flags treats them as not matching.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .results import OUTCOMES, PASSING
+from .untrusted_files import FileRefused, read_json
 
 EXPECTATIONS_DIR = os.path.join(os.path.dirname(__file__), "expectations")
 
@@ -97,38 +97,60 @@ def apply(outcome: str, expectation: Expectation | None) -> str:
 
 
 def parse(data: Any, source: str = "<expectations>") -> Expectations:
-    """Expectations from the decoded JSON of a file; ValueError naming the entry on bad data."""
+    """Expectations from the decoded JSON of a file; ValueError naming the entry and field on
+    bad data (a field of the wrong type, an unknown outcome, a key no entry has)."""
     items = data.get("expectations") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
-    entries = []
-    for n, item in enumerate(items):
-        where = f"{source}: expectations[{n}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where}: expected an object")
-        missing = [k for k in ("id", "outcome", "reason", "link") if not item.get(k)]
-        if missing:
-            raise ValueError(f"{where}: missing {', '.join(missing)} (id, outcome, reason and link are required)")
-        outcome = item["outcome"]
-        outcomes = tuple(outcome) if isinstance(outcome, list) else (outcome,)
-        bad = [o for o in outcomes if o not in EXPECTABLE]
-        if bad:
-            raise ValueError(f"{where}: outcome {bad[0]!r} is not one of {', '.join(EXPECTABLE)}")
-        tags = item.get("tags") or {}
-        flags = item.get("flags") or []
-        if not isinstance(flags, list) or not all(isinstance(f, dict) and f for f in flags):
-            raise ValueError(f"{where}: flags must be a list of objects like "
-                             '{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}')
-        entries.append(Expectation(id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
-                                   tags=tuple(sorted((str(k), str(v)) for k, v in tags.items())),
-                                   flags=tuple(tuple(sorted(f.items())) for f in flags),
-                                   strict=bool(item.get("strict", True))))
-    return Expectations(entries, source)
+    return Expectations([_entry(item, f"{source}: expectations[{n}]") for n, item in enumerate(items)], source)
+
+
+#: Every key an entry may have (the module docstring says what each means).
+ENTRY_KEYS = ("id", "tags", "flags", "outcome", "strict", "reason", "link")
+
+
+def _entry(item: Any, where: str) -> Expectation:
+    """One entry of an expectations file, each field's type checked; ValueError naming it."""
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: expected an object")
+    unknown = sorted(str(k) for k in item if k not in ENTRY_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(ENTRY_KEYS)})")
+    missing = [k for k in ("id", "outcome", "reason", "link") if not item.get(k)]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)} (id, outcome, reason and link are required)")
+    for key in ("id", "reason", "link"):
+        if not isinstance(item[key], str):
+            raise ValueError(f"{where}: {key} must be a string")
+    outcome = item["outcome"]
+    outcomes = tuple(outcome) if isinstance(outcome, list) else (outcome,)
+    bad = [o for o in outcomes if not isinstance(o, str) or o not in EXPECTABLE]
+    if bad or not outcomes:
+        raise ValueError(f"{where}: outcome {bad[0] if bad else outcome!r} is not one of {', '.join(EXPECTABLE)}")
+    tags = item.get("tags") or {}
+    if not isinstance(tags, dict) or not all(isinstance(v, (str, int, float, bool)) for v in tags.values()):
+        raise ValueError(f"{where}: tags must be an object of tag -> value, e.g. {{\"dtype\": \"float32\"}}")
+    flags = item.get("flags") or []
+    if not isinstance(flags, list) or not all(isinstance(f, dict) and f for f in flags):
+        raise ValueError(f"{where}: flags must be a list of objects like "
+                         '{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}')
+    strict = item.get("strict", True)
+    if not isinstance(strict, bool):
+        raise ValueError(f"{where}: strict must be true or false")
+    return Expectation(id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
+                       tags=tuple(sorted((str(k), str(v)) for k, v in tags.items())),
+                       flags=tuple(tuple(sorted(f.items())) for f in flags), strict=strict)
 
 
 def load(path: str) -> Expectations:
-    with open(path, encoding="utf-8") as f:
-        return parse(json.load(f), path)
+    """The expectations in ``path``, read through ``untrusted_files``; ``FileRefused`` naming the
+    file (and the entry and field) when it is not an expectations file."""
+    data = read_json(path, "expectations file")
+    try:
+        return parse(data, path)
+    except ValueError as exc:
+        raise FileRefused(path, f"not an expectations file: {str(exc).removeprefix(f'{path}: ')}",
+                          hint='each entry is {"id": GLOB, "outcome": ..., "reason": ..., "link": ...}') from None
 
 
 def for_ep(alias: str) -> Expectations:

@@ -39,6 +39,8 @@ class OpSpec:
     nodes read back as this desc. ``index_outputs`` maps an index output to the value output it
     locates and the input it indexes; ``index_rule(desc, output_positions, input_indices)`` says
     whether an index lies in its output's window (so a comparison can accept ties).
+    ``check_values(desc, arrays)``, when given, runs before ``execute`` and raises DescError for
+    input values whose computation would exceed the reference's limits (``checks.within_cap``).
     """
 
     name: str
@@ -53,6 +55,7 @@ class OpSpec:
     onnx_ops: tuple[str, ...] = ()
     index_outputs: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     index_rule: Optional[Callable[[Any, np.ndarray, np.ndarray], np.ndarray]] = None
+    check_values: Optional[Callable[[Any, Mapping[str, np.ndarray]], None]] = None
 
     @property
     def dml_type(self) -> str:
@@ -132,10 +135,11 @@ register(OpSpec(
     name="roi_align", desc=roi_align.RoiAlignDesc, page=roi_align.PAGE_V0,
     tensor_support=roi_align.TENSOR_SUPPORT_V0, validate=roi_align.validate_desc,
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
-    graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v0"))
+    graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v0",
+    check_values=roi_align.check_values))
 register(OpSpec(
     name="roi_align1", desc=roi_align.RoiAlign1Desc, page=roi_align.PAGE_V1,
     tensor_support=roi_align.TENSOR_SUPPORT_V1, validate=roi_align.validate_desc,
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v1",
-    onnx_ops=("RoiAlign",)))
+    onnx_ops=("RoiAlign",), check_values=roi_align.check_values))

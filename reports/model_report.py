@@ -12,12 +12,10 @@ diverging nodes. Styling reuses ``report.css``; escaping is Jinja2's autoescape
 
 from __future__ import annotations
 
-import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from ep_testbed.harness.untrusted_files import FileRefused, inside, read_arrays, read_json
 
 from . import images
 from .rendering import environment
@@ -46,22 +44,17 @@ STATUS_HELP = {
 
 def load_result(out_dir: str | Path) -> dict[str, Any]:
     """The ``model_result.json`` of a model run folder."""
-    path = Path(out_dir) / RESULT_FILE
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(Path(out_dir) / RESULT_FILE, "model result", nonfinite=True)
 
 
 def _pictures(out_dir: Path, row: dict[str, Any]) -> list[images.SlicePictures]:
     relative = row.get("arrays")
     if not relative:
         return []
-    path = (out_dir / relative).resolve()
-    if out_dir.resolve() not in path.parents:  # only files inside the run folder
-        return []
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            expected, actual = data["expected"], data["actual"]
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+    try:  # only regular files inside the run folder
+        data = read_arrays(inside(out_dir, relative, "node arrays"), "node arrays")
+        expected, actual = data["expected"], data["actual"]
+    except (FileRefused, KeyError):
         return []
     return images.worst_slices(row.get("desc_type") or row["op_type"], expected, actual, SLICES_PER_NODE)
 
