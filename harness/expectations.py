@@ -25,6 +25,8 @@ line; ``match`` without flags treats them as not matching.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -70,9 +72,12 @@ class Expectation:
 class Expectations:
     """The expectations of one EP, in file order."""
 
-    def __init__(self, entries: Iterable[Expectation] = (), source: str | None = None):
+    def __init__(self, entries: Iterable[Expectation] = (), source: str | None = None, digest: str | None = None):
+        """``entries`` in file order; ``source`` the file; ``digest`` a sha256 of its content
+        (recorded in run headers, so ``--resume`` notices an edited file)."""
         self.entries = list(entries)
         self.source = source
+        self.digest = digest
 
     def match(self, case_id: str, tags: Mapping[str, str] | None = None,
               flags: list[Mapping[str, Any]] | None = None) -> Expectation | None:
@@ -102,7 +107,9 @@ def parse(data: Any, source: str = "<expectations>") -> Expectations:
     items = data.get("expectations") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
-    return Expectations([_entry(item, f"{source}: expectations[{n}]") for n, item in enumerate(items)], source)
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return Expectations([_entry(item, f"{source}: expectations[{n}]") for n, item in enumerate(items)], source,
+                        digest)
 
 
 #: Every key an entry may have (the module docstring says what each means).
