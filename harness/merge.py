@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .results import RESULTS_FILE, ResultsWriter, case_dir, count_outcomes, end_record, load_records
+from .run_folder import FolderBusy, claim
 from .selection import parse_shard
 from .terminal import safe
 from .untrusted_files import FileRefused, copy_planned, plan_copy
@@ -52,9 +53,19 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
     _check_agree(runs)
     _check_shards(runs, allow_partial)
     lines, source = _join_cases(runs)
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        folder = claim(out_dir, command)
+    except FolderBusy as exc:
+        raise MergeError(f"merge: {exc}") from None
+    with folder:
+        return _write_merged(runs, lines, source, out_dir, command)
+
+
+def _write_merged(runs: list[RunRecords], lines: list[dict[str, Any]], source: dict[str, str], out_dir: str,
+                  command: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Copy the case folders and write the merged ``results.jsonl`` into ``out_dir`` (held)."""
     target = os.path.join(out_dir, RESULTS_FILE)
-    if os.path.exists(target):
+    if os.path.lexists(target):
         raise MergeError(f"merge: {target} exists; choose an empty --out")
     copy_planned(_plan_case_folders(lines, source, out_dir))
     header = _merged_header(runs, command)
@@ -64,7 +75,7 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
         for line in lines:
             writer.write(line)
         end = end_record(count_outcomes(lines), interrupted)
-        end["finished"] = max((e or {}).get("finished", "") for _, _, _, e in runs) or end["finished"]
+        end["finished"] = max((e or {}).get("finished") or "" for _, _, _, e in runs) or end["finished"]
         writer.write(end)
     return header, lines
 
@@ -150,7 +161,7 @@ def _merged_header(runs: list[RunRecords], command: str) -> dict[str, Any]:
     header = {key: value for key, value in first.items() if key not in ("shard", "command")}
     header.update(
         command=command or first.get("command", ""),
-        started=min(h.get("started", "") for _, h, _, _ in runs),
+        started=min(h.get("started") or "" for _, h, _, _ in runs),
         case_count=sum(int(h.get("case_count") or 0) for _, h, _, _ in runs),
         shards=[{"run": os.path.abspath(d), "shard": h.get("shard"), "case_count": h.get("case_count"),
                  "command": h.get("command"), "machine": h.get("machine"), "started": h.get("started")}

@@ -83,12 +83,15 @@ class Diagnosis:
 
 
 def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, settings: SessionSettings, *,
-              allow_fallback: bool = False, profile: bool = True, quiet: bool = False) -> EpRun:
+              allow_fallback: bool = False, profile: bool = True, quiet: bool = False,
+              initializers: Mapping[str, np.ndarray] | None = None) -> EpRun:
     """Build a session for ``model`` on ``ep`` with the conformance settings, run it once on
     ``feeds`` and, when ``profile``, read back where each node ran.
 
     ``allow_fallback`` lets nodes the EP declines run on the CPU EP (the CPU EP itself never
-    has fallback disabled); ``quiet`` turns ONNX Runtime's own logging off. Raises
+    has fallback disabled); ``quiet`` turns ONNX Runtime's own logging off; ``initializers``
+    are handed to the session apart from the model (``add_external_initializers``: the
+    external initializers of a model too large for one protobuf message). Raises
     ``SessionError`` when ONNX Runtime raises while building or running the session."""
     import onnxruntime as ort  # loaded on first use: the CLI and the reports start without it
 
@@ -96,6 +99,10 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     so = session_options(ep, settings, allow_fallback=allow_fallback, profile_prefix=prefix)
     if quiet:
         so.log_severity_level = QUIET
+    # The OrtValues borrow the arrays' memory: they stay referenced until the session is gone.
+    injected = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in (initializers or {}).values()]
+    if injected:
+        so.add_external_initializers(list(initializers or {}), injected)
     try:
         session = ort.InferenceSession(model.SerializeToString(), so, providers=providers_arg(ep))
     except Exception as exc:
@@ -113,12 +120,14 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
 
 
 def diagnose_refusal(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec,
-                     settings: SessionSettings, *, quiet: bool = False) -> Diagnosis:
+                     settings: SessionSettings, *, quiet: bool = False,
+                     initializers: Mapping[str, np.ndarray] | None = None) -> Diagnosis:
     """After ``run_on_ep`` was refused a CPU fallback: run ``model`` with fallback allowed, only to
     read where each node went. Never raises for what ONNX Runtime does: a failing diagnostic
     session is a ``Diagnosis`` with ``error`` set."""
     try:
-        run = run_on_ep(model, feeds, ep, settings, allow_fallback=True, profile=True, quiet=quiet)
+        run = run_on_ep(model, feeds, ep, settings, allow_fallback=True, profile=True, quiet=quiet,
+                        initializers=initializers)
     except SessionError as exc:
         return Diagnosis(error=first_line(exc.cause))
     return Diagnosis(run.placement, run.placement_source)

@@ -21,11 +21,12 @@ import numpy as np
 import onnx
 from ep_testbed.graphs import attributed_op_types, import_node
 from ep_testbed.reference import execute, spec_for
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ..compare import compare_outputs
 from ..tolerances import Tolerances
 from .outputs import index_rule_for, no_errors
+from .untrusted import constants as model_constants
 from .untrusted import model_opset
 
 
@@ -78,7 +79,7 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
     Row ``status``: ``match``, ``tie-only``, ``diverges``, ``not-attributable`` (no DML desc for
     the node in this reading) or ``error`` (the reference raised, or a tensor of the node was
     not captured)."""
-    constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    constants = model_constants(model, getattr(config, "initializers", None))
     opset = model_opset(model)
     rows = []
     for position, node in attributed_nodes(model):

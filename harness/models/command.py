@@ -34,7 +34,10 @@ from ep_testbed.reports.model_report import render_model_report
 
 from ..options import OptionError, parse_ep, parse_tolerances
 from ..providers import EpNotAvailable, EpSpec, SessionSettings
+from ..run_folder import FolderBusy, claim, refuse_overwrite
+from ..terminal import safe, safe_message
 from ..tolerances import Tolerances
+from ..untrusted_files import FileRefused
 from .baseline import Baseline, BaselineError
 from .baseline import save_baseline as write_baseline
 from .inputs import (
@@ -44,6 +47,7 @@ from .inputs import (
     generate_inputs,
     input_specs,
     load_inputs,
+    match_inputs,
     parse_shapes,
     resolve_shapes,
 )
@@ -80,8 +84,9 @@ class _Setup:
 
 
 def _error(message: str) -> int:
-    """Print a usage-level error (a refused model, bad options) and return exit code 2."""
-    print(f"ep-testbed model: {message}", file=sys.stderr)
+    """Print a usage-level error (a refused model, bad options) and return exit code 2; control
+    characters that came from the model are shown escaped (``terminal.safe_message``)."""
+    print(f"ep-testbed model: {safe_message(message)}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -105,6 +110,10 @@ def demo_command(args: argparse.Namespace) -> int:
     except OptionError as exc:
         return _error(str(exc))
     out = Path(args.out or _default_out("demo", args.ep))
+    try:
+        refuse_overwrite(out, args.overwrite)
+    except FolderBusy as exc:
+        return _error(str(exc))
     started = time.perf_counter()
     paths = write_demo_models(out / "models", seed=0)
     codes, outcomes = [], []
@@ -130,8 +139,12 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
                    baseline_dir: str | None = None, command: str | None = None) -> int:
     """Everything ``model run`` does for one file; returns the exit code (module docstring)."""
     try:
+        for folder, flag in ((args.out, "--out"), (save_baseline, "--save-baseline")):
+            if folder:  # refused before the model runs, not after
+                refuse_overwrite(folder, args.overwrite, flag)
         setup = _setup(model_path, args, shapes, inputs_path, baseline_dir)
-    except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, ValueError, OSError) as exc:
+    except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, FolderBusy, FileRefused,
+            ValueError, OSError) as exc:
         return _error(str(exc))
     config = ModelRunConfig(ep=setup.ep, reference=setup.reference, tolerances=setup.tolerances,
                             settings=SessionSettings(graph_opt=args.graph_opt),
@@ -142,15 +155,20 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except ModelRefused as exc:
         return _error(str(exc))
     except SessionFailed as exc:
-        print(f"ep-testbed model: {exc}", file=sys.stderr)
+        print(f"ep-testbed model: {safe_message(exc)}", file=sys.stderr)
         return EXIT_FAIL
     out = Path(args.out or _default_out(setup.loaded.path.stem, setup.ep.alias))
     result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     result["inputs"] = {"source": setup.source, "seed": args.seed if setup.source == "generated" else None,
                         "specs": [s.to_json() for s in setup.specs],
                         "shapes": {k: list(np.shape(v)) for k, v in setup.feeds.items()}}
-    _write_run(out, result, setup, args.seed, save_baseline)
-    print_summary(result, out, render_model_report(out))
+    try:
+        with claim(out, result["command"]):
+            _write_run(out, result, setup, args.seed, save_baseline)
+            report = render_model_report(out)
+    except FolderBusy as exc:
+        return _error(str(exc))
+    print_summary(result, out, report)
     return EXIT_OK if result["verdict"] == "pass" else EXIT_FAIL
 
 
@@ -168,7 +186,7 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
     if baseline is not None and not (args.tol or args.tolerances):
         baseline_tolerances = (baseline.recorded_tolerances(), "baseline manifest")
     if baseline is not None:
-        feeds, source = load_inputs(Path(baseline_dir) / "inputs.npz", specs), f"baseline {baseline_dir}"
+        feeds, source = match_inputs(baseline.inputs, specs, f"--baseline {baseline_dir}"), f"baseline {baseline_dir}"
     elif inputs_path:
         feeds, source = load_inputs(inputs_path, specs), f"npz {inputs_path}"
     else:
@@ -201,30 +219,33 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
 
 
 def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> None:
-    """A few lines a terminal user reads: outputs, placement counts, attribution, verdict."""
+    """A few lines a terminal user reads: outputs, placement counts, attribution, verdict. Every
+    name and message from the model (node, output and op names, EP messages) is printed
+    ``terminal.safe``: one line each, control characters escaped."""
     m = result["model"]
-    print(f"{m['name']}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
+    print(f"{safe(m['name'])}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
           f"{result['reference_ep']['provider']} ({result['ort_flavour']} {result['ort_version']}), "
           f"{result['duration_s']:.2f} s")
     for o in result["outputs"]:
-        print(f"  output {o['name']}: {o['outcome']} - {o['message']}")
-    counts = ", ".join(f"{op} " + "/".join(f"{n}x{_short(p)}" for p, n in by.items())
+        print(f"  output {safe(o['name'])}: {o['outcome']} - {safe(o['message'])}")
+    counts = ", ".join(f"{safe(op)} " + "/".join(f"{n}x{safe(_short(p))}" for p, n in by.items())
                        for op, by in result["placement"]["by_op"].items())
     print(f"  placement ({result['placement']['on_ep']}/{result['placement']['total']} nodes on the EP): {counts}")
     for row in result["attribution"]["nodes"]:
-        print(f"  node {row['node']} ({row['op_type']}, on {_short(row['provider'])}): {row['status']} - "
-              f"{row['message']}")
+        print(f"  node {safe(row['node'])} ({safe(row['op_type'])}, on {safe(_short(row['provider']))}): "
+              f"{row['status']} - {safe(row['message'])}")
     first = result["attribution"]["first_divergent"]
     if first:
-        print(f"  first divergent node: {first['node']} ({first['op_type']}) - {first['message']}")
+        print(f"  first divergent node: {safe(first['node'])} ({safe(first['op_type'])}) - {safe(first['message'])}")
     elif result["attribution"]["nodes"]:
         print("  first divergent node: none (every attributed node matches the DirectML reference)")
     b = result.get("baseline")
     if b:
-        print(f"  baseline {b['dir']}: {b['outcome']}" + (f" ({', '.join(b['regressed'])})" if b["regressed"] else ""))
+        print(f"  baseline {safe(b['dir'])}: {b['outcome']}"
+              + (f" ({', '.join(safe(r) for r in b['regressed'])})" if b["regressed"] else ""))
     if result.get("baseline_saved"):
-        print(f"  baseline saved to {result['baseline_saved']}")
-    print(f"  verdict: {result['verdict']}; results in {out}" + (f", report {report}" if report else ""))
+        print(f"  baseline saved to {safe(result['baseline_saved'])}")
+    print(f"  verdict: {result['verdict']}; results in {safe(out)}" + (f", report {safe(report)}" if report else ""))
 
 
 def _safe(name: str) -> str:

@@ -10,12 +10,15 @@ dim is a ``ShapeError`` naming the input, the axis and the ``--shape`` that woul
 ``RoiAlign``/``MaxRoiPool`` get boxes inside their feature map's image (x1 < x2, y1 < y2, in
 the input's pixel units, i.e. feature size / spatial_scale) and batch indices inside the batch,
 while other floats are standard normal and other integers small and non-negative.
-``load_inputs`` reads an ``.npz`` with ``allow_pickle=False`` and checks names, dtypes and shapes.
+``load_inputs`` reads an ``.npz`` through ``harness.untrusted_files`` (no pickles, sizes capped
+before anything is decompressed) and checks names, dtypes and shapes. Every array generated or
+read holds at most the ``elements`` cap (``--limit elements=N``), all inputs together too:
+``generate_inputs`` computes the sizes before it allocates anything.
 """
 
 from __future__ import annotations
 
-import zipfile
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,6 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 import onnx
 from onnx import helper, shape_inference
+
+from ..untrusted_files import FileRefused, limits, read_arrays
 
 
 class ShapeError(ValueError):
@@ -163,9 +168,27 @@ def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) 
     return out
 
 
+def check_sizes(shapes: dict[str, tuple[int, ...]], what: str = "generated inputs") -> None:
+    """``ShapeError`` naming the input (and the ``--shape`` or cap that decides) when any input,
+    or all of them together, would hold more elements than the ``elements`` cap: checked
+    before anything is allocated."""
+    cap = limits().elements
+    total = 0
+    for name, shape in shapes.items():
+        count = math.prod(shape)
+        total += count
+        if count > cap or total > cap:
+            raise ShapeError(f"input {name!r} with shape {list(shape)} ({count} elements) would take the {what} past "
+                             f"{cap} elements; give smaller dims with --shape, or raise the cap with --limit "
+                             f"elements=N if you mean it")
+
+
 def generate_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: dict[str, tuple[int, ...]],
                     seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every spec (module docstring: which ranges and why)."""
+    """Seeded inputs for every spec (module docstring: which ranges and why); every one an
+    ndarray of its spec's shape (a scalar input is a 0-d array), sizes checked first
+    (``check_sizes``)."""
+    check_sizes({spec.name: shapes[spec.name] for spec in specs})
     rng = np.random.default_rng(seed)
     roles = _roles(model, shapes)
     feeds = {}
@@ -179,10 +202,10 @@ def generate_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: 
         elif spec.dtype.kind in "iu":
             feeds[spec.name] = rng.integers(0, 4, size=shape).astype(spec.dtype)
         elif spec.dtype.kind == "b":
-            feeds[spec.name] = rng.random(shape) < 0.5
+            feeds[spec.name] = np.asarray(rng.random(shape) < 0.5)  # a scalar comparison gives np.bool_, not an array
         else:
             raise InputsError(f"input {spec.name!r}: cannot generate {spec.dtype} data; give --inputs FILE.npz")
-    return feeds
+    return {name: np.asarray(value) for name, value in feeds.items()}
 
 
 def _roles(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
@@ -239,27 +262,33 @@ def _role_array(rng: np.random.Generator, role: tuple, shape: tuple[int, ...], d
 
 
 def load_inputs(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
-    """Arrays from an ``.npz`` keyed by input name (``allow_pickle=False``), checked against ``specs``."""
+    """Arrays from an ``.npz`` keyed by input name (``untrusted_files.read_arrays``), checked
+    against ``specs`` (``match_inputs``); ``InputsError`` naming the file and the input otherwise."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise InputsError(f"--inputs {path}: not a readable .npz of plain arrays ({exc})") from None
+        arrays = read_arrays(path, "inputs NPZ")
+    except FileRefused as exc:
+        raise InputsError(f"--inputs {exc}") from None
+    return match_inputs(arrays, specs, f"--inputs {path}")
+
+
+def match_inputs(arrays: dict[str, np.ndarray], specs: Sequence[InputSpec], label: str) -> dict[str, np.ndarray]:
+    """``arrays`` as the model's feeds: exactly its inputs' names, each with its dtype and any
+    fixed dims; ``InputsError`` starting with ``label`` (where the arrays came from) otherwise."""
     names = [s.name for s in specs]
     missing = [n for n in names if n not in arrays]
     extra = [n for n in arrays if n not in names]
     if missing or extra:
-        raise InputsError(f"--inputs {path}: " + "; ".join(
+        raise InputsError(f"{label}: " + "; ".join(
             part for part in (f"missing {', '.join(missing)}" if missing else "",
                               f"not model inputs: {', '.join(extra)}" if extra else "") if part)
             + f" (the model's inputs: {', '.join(names)})")
     for spec in specs:
         array = arrays[spec.name]
         if array.dtype != spec.dtype:
-            raise InputsError(f"--inputs {path}: {spec.name!r} is {array.dtype}, the model takes {spec.dtype}")
+            raise InputsError(f"{label}: {spec.name!r} is {array.dtype}, the model takes {spec.dtype}")
         dims = spec.dims
         if dims is not None and (array.ndim != len(dims) or any(isinstance(d, int) and d != n
                                                                  for d, n in zip(dims, array.shape))):
-            raise InputsError(f"--inputs {path}: {spec.name!r} has shape {list(array.shape)}, the model takes "
+            raise InputsError(f"{label}: {spec.name!r} has shape {list(array.shape)}, the model takes "
                               f"{list(dims)}")
     return {n: arrays[n] for n in names}

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..pool import describe_exit
+from ..terminal import safe, safe_message
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 FAULT_ENV = "EP_TESTBED_MODEL_FAULT"
@@ -47,7 +48,10 @@ def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = 
                         ("--baseline", baseline_dir), ("--tolerances", args.tolerances)):
         if value:
             argv += [flag, str(value)]
-    argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback)) if on]
+    argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback),
+                                   ("--overwrite", getattr(args, "overwrite", False))) if on]
+    for item in getattr(args, "limit", None) or []:
+        argv += ["--limit", item]
     return argv
 
 
@@ -64,15 +68,15 @@ def isolated(argv: list[str], timeout: float, label: str) -> tuple[int, str]:
         child = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         relay(exc.stdout, exc.stderr)
-        print(f"ep-testbed model: {label}: timeout - no result after {timeout:g} s; the child process was killed",
+        print(f"ep-testbed model: {safe(label)}: timeout - no result after {timeout:g} s; the child process was killed",
               file=sys.stderr)
         return EXIT_FAIL, "timeout"
     relay(child.stdout, child.stderr)
     if child.returncode in OUTCOMES:
         return child.returncode, OUTCOMES[child.returncode]
     tail = (child.stderr or "").strip()[-2000:]
-    print(f"ep-testbed model: {label}: crash - the process running it {describe_exit(child.returncode)}"
-          + (f"; it printed: {tail}" if tail else ""), file=sys.stderr)
+    print(f"ep-testbed model: {safe(label)}: crash - the process running it {describe_exit(child.returncode)}"
+          + (f"; it printed: {safe_message(tail)}" if tail else ""), file=sys.stderr)
     return EXIT_FAIL, "crash"
 
 

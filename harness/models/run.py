@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -72,6 +72,9 @@ class ModelRunConfig:
     reading: str = "spec"  # from_onnx mode for attribution: "spec" or "dml-ep"
     #: (tolerances, where they come from) for the baseline check; None: ``tolerances``
     baseline_tolerances: tuple[Tolerances, str] | None = None
+    #: Initializer arrays kept out of the model message (a model over 2 GiB: ``untrusted``),
+    #: handed to every session; ``run_model`` sets them from the ``LoadedModel``.
+    initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -92,7 +95,8 @@ def run_session(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpS
     model itself (no kernel for an op, an IR version too new), else ``SessionFailed``."""
     try:
         return session_mod.run_on_ep(model, feeds, ep, config.settings, profile=profile, quiet=True,
-                                     allow_fallback=config.allow_fallback or ep.is_cpu)
+                                     allow_fallback=config.allow_fallback or ep.is_cpu,
+                                     initializers=config.initializers)
     except session_mod.SessionError as exc:
         raise _failure(exc, model, feeds, ep, config, name) from None
 
@@ -117,7 +121,8 @@ def _failure(exc: session_mod.SessionError, model: onnx.ModelProto, feeds: Mappi
 def _declined(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, config: ModelRunConfig) -> str:
     """The nodes ``ep`` declines, as a message tail, from a session with fallback allowed
     (``harness.session.diagnose_refusal``)."""
-    diagnosis = session_mod.diagnose_refusal(model, feeds, ep, config.settings, quiet=True)
+    diagnosis = session_mod.diagnose_refusal(model, feeds, ep, config.settings, quiet=True,
+                                             initializers=config.initializers)
     if diagnosis.error is not None:
         return f" A session with CPU fallback allowed, built to name the declined nodes, failed too: {diagnosis.error}"
     off = [n for n in model.graph.node if diagnosis.placement.get(n.name) != ep.provider]
@@ -174,11 +179,12 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     started = time.perf_counter()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     model, name = loaded.model, loaded.path.name
+    config = replace(config, initializers=loaded.initializers)
     ep_run = run_session(run_as if run_as is not None else model, feeds, config.ep, config, profile=True, name=name)
     ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
     captured = capture(model, feeds, ep_run, ref_run, config, name, run_as)
 
-    ties = tie_contexts(model, {**feeds, **captured.ref_values})
+    ties = tie_contexts(model, {**config.initializers, **feeds, **captured.ref_values})
     outputs = compare_named(ref_run.named(), ep_run.named(), config.tolerances, ties)
     node_arrays: dict[str, dict[str, np.ndarray]] = {}
     rows = attribute_nodes(model, feeds, captured.ep_values, captured.ref_values, captured.placement, config,
