@@ -73,7 +73,7 @@ def claim(folder: str | os.PathLike, command: str = "") -> Claim:
     note = None
     for _ in range(2):  # a stale lock is removed once, then the claim is tried again
         token = uuid.uuid4().hex
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "pid_started": _process_start(os.getpid()),
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "pid_started": process_start(os.getpid()),
                   "token": token, "command": command, "started": now()}
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o644)
@@ -104,7 +104,7 @@ def _remove_if_stale(folder: str, path: str) -> str:
     if host != socket.gethostname():
         raise FolderBusy(f"{folder} is in use by another ep-testbed run: {who}.\nNote: wait for it to finish or "
                          f"choose another --out; if that run is dead, delete {path}")
-    if isinstance(pid, int) and not isinstance(pid, bool) and _alive(pid, held.get("pid_started")):
+    if isinstance(pid, int) and not isinstance(pid, bool) and process_alive(pid, held.get("pid_started")):
         raise FolderBusy(f"{folder} is in use by another ep-testbed run: {who}.\nNote: wait for it to finish, "
                          "or choose another --out")
     try:
@@ -114,8 +114,9 @@ def _remove_if_stale(folder: str, path: str) -> str:
     return f"removed the stale lock of a run that is no longer running ({who})"
 
 
-def _alive(pid: int, started: Any) -> bool:
-    """Whether process ``pid`` runs and (where start times are known) is the one that wrote the lock."""
+def process_alive(pid: int, started: Any = None) -> bool:
+    """Whether process ``pid`` runs on this host and (where start times are known: ``started``
+    from ``process_start``) is the one that was recorded."""
     if pid <= 0:
         return False
     if sys.platform == "win32":
@@ -126,7 +127,7 @@ def _alive(pid: int, started: Any) -> bool:
         return False
     except PermissionError:  # another user's process: alive
         pass
-    now = _process_start(pid)
+    now = process_start(pid)
     return started is None or now is None or now == started
 
 
@@ -143,7 +144,7 @@ def _alive_windows(pid: int) -> bool:
         kernel32.CloseHandle(handle)
 
 
-def _process_start(pid: int) -> int | None:
+def process_start(pid: int) -> int | None:
     """Linux: the process's start time in clock ticks since boot (``/proc/PID/stat`` field 22),
     which tells a reused pid from the original; None where it cannot be read."""
     try:
@@ -170,4 +171,4 @@ def refuse_overwrite(folder: str | os.PathLike, overwrite: bool, flag: str = "--
                          f"them, or choose another {flag}")
 
 
-__all__ = ["Claim", "FolderBusy", "LOCK_FILE", "claim", "refuse_overwrite"]
+__all__ = ["Claim", "FolderBusy", "LOCK_FILE", "claim", "process_alive", "process_start", "refuse_overwrite"]

@@ -45,4 +45,4 @@ def render_report(run_dir: str) -> None:
         for kind, path in render_all(run_dir).items():
             print(f"{kind}: {path}")
     except Exception as exc:  # a report bug must not turn a finished run into a failure
-        print(f"{PROG}: rendering the report failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{PROG}: rendering the report failed: {type(exc).__name__}: {safe_message(exc)}", file=sys.stderr)
