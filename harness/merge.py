@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from .results import RESULTS_FILE, ResultsWriter, case_dir, count_outcomes, end_record, load_records
+from .results import RESULTS_FILE, ResultsWriter, case_dir, count_outcomes, end_record, load_records, results_path
 from .run_folder import FolderBusy, claim
 from .selection import parse_shard
 from .terminal import safe
@@ -84,10 +84,10 @@ def _read_run_dir(run_dir: str) -> RunRecords:
     """One run folder's header, case lines and end line; ``MergeError`` naming the file (and
     line) if it has no results, a damaged line, no header, or two different headers."""
     path = os.path.join(run_dir, RESULTS_FILE)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise MergeError(f"merge: {path} does not exist")
     try:
-        records = load_records(path)
+        records = load_records(results_path(run_dir))
     except FileRefused as exc:
         raise MergeError(f"merge: {exc}") from None
     if records.damaged:

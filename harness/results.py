@@ -29,7 +29,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .untrusted_files import BadLine, read_json_lines
+from .untrusted_files import BadLine, inside, open_output, read_json_lines
 
 RESULTS_FILE = "results.jsonl"
 #: The folder of a run that holds one folder per case (see ``case_dir``).
@@ -170,9 +170,10 @@ class ResultsWriter:
     """Appends records to ``results.jsonl``; every line is flushed and fsync'ed."""
 
     def __init__(self, run_dir: str):
+        """Open ``run_dir/results.jsonl`` for appending (made if missing; never through a link)."""
         os.makedirs(run_dir, exist_ok=True)
         self.path = os.path.join(run_dir, RESULTS_FILE)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._file = open_output(self.path, "a")
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record and make it durable before returning (a crash loses nothing written)."""
@@ -294,10 +295,16 @@ def read_records(path: str) -> Iterator[dict[str, Any]]:
             yield item
 
 
+def results_path(run_dir: str | os.PathLike) -> str:
+    """``run_dir/results.jsonl``, if it stays inside ``run_dir`` (``FileRefused`` for a link
+    that leads out of it: a run folder is data, and only its own file is read)."""
+    return str(inside(run_dir, RESULTS_FILE, "results file"))
+
+
 def read_run(run_dir: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
     """``(run header, case lines, end line)`` of a run folder (the last case line wins per id;
     lines that do not fit the schema are skipped: ``load_records`` reports them)."""
-    records = load_records(os.path.join(run_dir, RESULTS_FILE))
+    records = load_records(results_path(run_dir))
     return records.header, list(records.cases.values()), records.end
 
 
@@ -305,11 +312,11 @@ def rewrite_for_resume(run_dir: str, records: RunRecords | None = None
                        ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Prepare an interrupted run for ``--resume``: keep its header and finished case lines,
     drop the old end line and any bad line (atomic replace). Returns (header, cases)."""
-    records = records or load_records(os.path.join(run_dir, RESULTS_FILE))
+    records = records or load_records(results_path(run_dir))
     header, cases = records.header, list(records.cases.values())
     path = os.path.join(run_dir, RESULTS_FILE)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open_output(tmp, "w") as f:
         if header is not None:
             f.write(dumps(header) + "\n")
         for case in cases:

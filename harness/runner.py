@@ -17,7 +17,7 @@ import heapq
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ep_testbed.reference import execute
 
@@ -36,6 +36,7 @@ from .results import (
     end_record,
     load_records,
     now,
+    results_path,
     rewrite_for_resume,
 )
 from .run_folder import FolderBusy, claim
@@ -61,6 +62,9 @@ class RunOptions:
     header_extra: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] | None = None        # worker environment (default: this process's)
     extra_paths: tuple[str, ...] = ()        # added to the workers' PYTHONPATH
+    #: Called once the folder is claimed and opened, with (cases to run now, cases selected):
+    #: a front end announces the run here, so a run refused at the start prints one message.
+    announce: Callable[[int, int], None] | None = None
 
 
 @dataclass
@@ -117,6 +121,8 @@ def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
     header, done, fresh, notes = _open_run(cases, config, options)
     finished = {line["id"] for line in done}
     todo = [case for case in cases if case.id not in finished]
+    if options.announce is not None:
+        options.announce(len(todo), len(cases))
     config = CaseConfig(ep=config.ep, session=config.session, tolerances=config.tolerances,
                         run_dir=os.path.abspath(options.out_dir), mapper=config.mapper)
 
@@ -188,7 +194,7 @@ def _resume(run_dir: str, path: str, new: dict[str, Any]
     -> ``RunError`` listing what differs; damaged lines are dropped (their cases run again) and
     named in the notes; a torn last line is dropped silently (a killed run leaves one)."""
     try:
-        records = load_records(path)
+        records = load_records(results_path(run_dir))
     except FileRefused as exc:
         raise RunError(f"--resume: {exc}") from None
     if records.header is None and not records.cases:

@@ -20,7 +20,10 @@ hang, an allocation nobody asked for, or a read outside the folder the file belo
 - **contained**: a path found *inside* data (a result line's ``artifacts``, a tensor's external
   data location, the files of a case folder) is resolved under its folder and refused when it
   is absolute, climbs out with ``..``, or leaves it through a symbolic link (``inside``);
-  ``plan_copy`` / ``copy_planned`` copy regular files only, never through a link.
+  ``plan_copy`` / ``copy_planned`` copy regular files only, never through a link;
+- **written without following links**: what a command writes into a folder (a run folder, a
+  case folder, ``--out``) goes through ``output_folder`` / ``open_output``, which replace a
+  planted symbolic link instead of writing through it.
 
 Paths a user typed on the command line are theirs to choose (a link they name is followed);
 paths read out of files are not. Nothing here imports onnx or onnxruntime: the reports use it.
@@ -190,8 +193,8 @@ def read_bytes(path: str | os.PathLike, what: str = "file", limit: int | None = 
         if size > cap:
             raise FileRefused(path, f"the {what} holds {size} bytes, more than the {cap} this command reads",
                               hint=_limit_hint(limit_name, size))
-        data = f.read(cap + 1)
-    if len(data) > cap:  # it grew while being read
+        data = f.read(size + 1)  # read(n) allocates n bytes up front: never ask for the cap itself
+    if len(data) > min(size, cap):  # it grew while being read
         raise FileRefused(path, f"the {what} holds more than {cap} bytes", hint=_limit_hint(limit_name))
     return data
 
@@ -483,12 +486,59 @@ def copy_planned(pairs: list[tuple[Path, Path]]) -> int:
     for something else since is refused); returns the files copied."""
     for source, target in pairs:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open_regular(source) as src, open(target, "wb") as dst:
+        with open_regular(source) as src, open_output(target, "wb") as dst:
             while chunk := src.read(MiB):
                 dst.write(chunk)
     return len(pairs)
 
 
+# --- writing into folders that may hold planted links -------------------------------------
+
+def output_folder(root: str | os.PathLike, relative: str = "") -> Path:
+    """``root/relative`` as a real folder made inside ``root``: a component that is a symbolic
+    link is removed and made a folder (never followed), one that is a file is ``FileRefused``.
+    A run folder is data too: a link planted in it must not turn a write into one elsewhere."""
+    folder = Path(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    for part in [p for p in re.split(r"[\\/]+", relative) if p not in ("", ".")]:
+        if part == "..":
+            raise FileRefused(root, f"{relative!r} climbs out of the folder")
+        folder = folder / part
+        if folder.is_symlink():
+            folder.unlink()
+        if not folder.exists():
+            folder.mkdir()
+        elif not folder.is_dir():
+            raise FileRefused(folder, "is in the way of a folder this command writes", hint="move it away")
+    return folder
+
+
+def open_output(path: str | os.PathLike, mode: str = "wb") -> Any:
+    """``path`` opened for writing (``"wb"``, ``"w"``, ``"ab"``, ``"a"``) without following a
+    link: a symbolic link there is removed first (a new file takes its place), and the open
+    itself refuses links (``O_NOFOLLOW``), so nothing outside the folder is written."""
+    append = mode.startswith("a")
+    if os.path.islink(path):
+        os.unlink(path)
+    flags = (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, flags, 0o644)
+    except IsADirectoryError:
+        raise FileRefused(path, "is a folder where this command writes a file", hint="move it away") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FileRefused(path, "is not a regular file (a device, FIFO or socket); nothing is written there")
+    return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
+
+
+def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` through ``open_output``; returns the path."""
+    with open_output(path, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)
+
+
 __all__ = ["ARRAY_KINDS", "BadLine", "FileRefused", "LIMIT_NAMES", "Limits", "copy_planned", "decode_text", "inside",
-           "json_depth", "limits", "open_regular", "parse_json", "parse_size", "read_array", "read_arrays",
-           "plan_copy", "read_bytes", "read_json", "read_json_lines", "using_limits"]
+           "json_depth", "limits", "open_output", "open_regular", "output_folder", "parse_json", "parse_size", "read_array", "read_arrays",
+           "plan_copy", "read_bytes", "read_json", "read_json_lines", "using_limits", "write_output"]

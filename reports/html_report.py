@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.untrusted_files import write_output
 from ep_testbed.harness.results import (
     ERROR_KEYS,
     EXPECTED_FAILURE,
@@ -196,5 +197,5 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
     }
     html = environment().get_template("report.html.j2").render(**context)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(html, encoding="utf-8")
+    write_output(out_path, html)  # a link planted in the run folder is replaced, never written through
     return out_path

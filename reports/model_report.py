@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.untrusted_files import FileRefused, inside, read_arrays, read_json
+from ep_testbed.harness.untrusted_files import FileRefused, inside, read_arrays, read_json, write_output
 
 from . import images
 from .rendering import environment
@@ -73,5 +73,5 @@ def render_model_report(out_dir: str | Path, *, out: str | Path | None = None) -
         status_colours=STATUS_COLOURS, status_help=STATUS_HELP, error_legend=images.legend_uri(images.ERROR_MAP),
         value_legend=images.legend_uri(images.VALUE_MAP))
     path = Path(out) if out else folder / REPORT_FILE
-    path.write_text(html, encoding="utf-8")
+    write_output(path, html)
     return path

@@ -23,6 +23,7 @@ from ep_testbed.harness.results import (
     RESULTS_FILE,
     decode_number,
     load_records,
+    results_path,
 )
 from ep_testbed.harness.untrusted_files import BadLine, FileRefused
 
@@ -158,7 +159,7 @@ def load_run(run_dir: str | Path) -> Run:
     if not path.is_file():
         raise ResultsError(f"{path} does not exist: pass a folder written by `ep-testbed run --out`.")
     try:
-        records = load_records(str(path))
+        records = load_records(results_path(run_dir))
     except FileRefused as exc:
         raise ResultsError(str(exc)) from None
     if records.header is None:

@@ -121,7 +121,9 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
         options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
-    print(f"ep-testbed: {len(cases)} cases on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
+    options.announce = lambda todo, selected: print(
+        f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
+        + f" on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
     try:
         result = _run_until_stopped(cases, config, options, expectations)
     except (RunError, WorkerStartError) as exc:

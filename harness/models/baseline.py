@@ -29,7 +29,7 @@ import numpy as np
 
 from ..results import INT, LIST, NULL, OBJECT, STR, kind_of
 from ..tolerances import Tolerances
-from ..untrusted_files import FileRefused, inside, read_arrays, read_json
+from ..untrusted_files import FileRefused, inside, open_output, output_folder, read_arrays, read_json, write_output
 from .outputs import compare_named
 
 FORMAT = "ep-testbed-model-baseline/1"
@@ -70,10 +70,10 @@ def save_baseline(folder: str | Path, result: Mapping[str, Any], inputs: Mapping
                   outputs: Mapping[str, np.ndarray], seed: int | None, inputs_source: str) -> Path:
     """Write ``manifest.json``, ``outputs.npz`` and ``inputs.npz`` for a finished model run (the
     caller has checked that ``folder`` holds nothing it would overwrite: ``run_folder``)."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / OUTPUTS, **{k: np.asarray(v) for k, v in outputs.items()})
-    np.savez(out / INPUTS, **{k: np.asarray(v) for k, v in inputs.items()})
+    out = output_folder(folder)
+    for name, arrays in ((OUTPUTS, outputs), (INPUTS, inputs)):
+        with open_output(out / name) as f:
+            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
     manifest = {
         "format": FORMAT,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -84,7 +84,7 @@ def save_baseline(folder: str | Path, result: Mapping[str, Any], inputs: Mapping
         "tolerances": result["tolerances"],
         "outputs": {k: {"dtype": np.asarray(v).dtype.name, "shape": list(np.shape(v))} for k, v in outputs.items()},
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_output(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return out
 
 

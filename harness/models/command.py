@@ -37,7 +37,7 @@ from ..providers import EpNotAvailable, EpSpec, SessionSettings
 from ..run_folder import FolderBusy, claim, refuse_overwrite
 from ..terminal import safe, safe_message
 from ..tolerances import Tolerances
-from ..untrusted_files import FileRefused
+from ..untrusted_files import FileRefused, open_output, output_folder, write_output
 from .baseline import Baseline, BaselineError
 from .baseline import save_baseline as write_baseline
 from .inputs import (
@@ -199,23 +199,24 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
     """Write the run folder (inputs, both EPs' outputs, diverging nodes' arrays, the baseline if
     asked, ``model_result.json``); pops ``result["_arrays"]``."""
     arrays = result.pop("_arrays")
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / "inputs.npz", **setup.feeds)
-    np.savez(out / "outputs.npz", **arrays["outputs"])
-    np.savez(out / "reference_outputs.npz", **arrays["reference_outputs"])
+    output_folder(out)
+    for name, content in (("inputs.npz", setup.feeds), ("outputs.npz", arrays["outputs"]),
+                          ("reference_outputs.npz", arrays["reference_outputs"])):
+        with open_output(out / name) as f:
+            np.savez(f, **content)
     for row in result["attribution"]["nodes"]:
         pair = arrays["nodes"].get(row["node"])
         if pair is not None:
-            (out / "nodes").mkdir(exist_ok=True)
             relative = f"nodes/{row['position']}_{_safe(row['node'])}.npz"
-            np.savez(out / relative, **pair)
+            output_folder(out, "nodes")
+            with open_output(out / relative) as f:
+                np.savez(f, **pair)
             row["arrays"] = relative
     if save_baseline:
         recorded_seed = seed if setup.source == "generated" else None
         result["baseline_saved"] = str(write_baseline(save_baseline, result, setup.feeds, arrays["outputs"],
                                                       recorded_seed, setup.source))
-    (out / "model_result.json").write_text(json.dumps(result, indent=1, default=_json_default, allow_nan=True) + "\n",
-                                           encoding="utf-8")
+    write_output(out / "model_result.json", json.dumps(result, indent=1, default=_json_default, allow_nan=True) + "\n")
 
 
 def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> None:
