@@ -198,6 +198,7 @@ def _resume(run_dir: str, path: str, new: dict[str, Any]
     except FileRefused as exc:
         raise RunError(f"--resume: {exc}") from None
     if records.header is None and not records.cases:
+        os.remove(path)  # what it held (a torn header) must not run into the new one
         return new, [], True, [f"{path} held no run header and no finished case: started afresh"]
     if records.header is None:
         first = records.bad_lines[0] if records.bad_lines else None

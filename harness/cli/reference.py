@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from ep_testbed.reference import desc_from_dml, execute
+from ep_testbed.reference import DescError, desc_from_dml, execute, validate
 from ep_testbed.reference.inputs import random_inputs
 
 from ..options import seed
@@ -44,11 +44,16 @@ def reference_command(args: argparse.Namespace) -> int:
     except FileRefused as exc:
         return usage_error(f"--desc {exc}")
     desc = desc_from_dml(data)
+    validate(desc, args.feature_level)  # the desc first: a DescError after this is about the arrays
     try:
         tensors = read_arrays(args.inputs, "inputs NPZ") if args.inputs else random_inputs(desc, seed=args.seed)
+        outputs = execute(desc, tensors, feature_level=args.feature_level)
     except FileRefused as exc:
         return usage_error(f"--inputs {exc}")
-    outputs = execute(desc, tensors, feature_level=args.feature_level)
+    except DescError as exc:
+        if not args.inputs:
+            raise
+        return usage_error(f"--inputs {args.inputs}: the arrays do not fit the desc: {exc}")
     for name, array in outputs.items():
         print(f"{name}: shape {list(array.shape)} dtype {array.dtype} min {array.min()} max {array.max()}")
     if args.out:

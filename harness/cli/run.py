@@ -128,6 +128,10 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
         result = _run_until_stopped(cases, config, options, expectations)
     except (RunError, WorkerStartError) as exc:
         return usage_error(str(exc))
+    except OSError as exc:  # the disk filled up, or the folder went away, mid-run
+        return usage_error(f"writing into {options.out_dir} failed ({exc.strerror or exc}); every case finished "
+                           f"before is kept in its results.jsonl.\nNote: make room, then continue with --resume "
+                           f"--out {options.out_dir}")
     return _finish(args, result, len(cases), options.out_dir)
 
 

@@ -44,6 +44,7 @@ from .inputs import (
     InputsError,
     InputSpec,
     ShapeError,
+    check_graph_sizes,
     generate_inputs,
     input_specs,
     load_inputs,
@@ -192,6 +193,7 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
     else:
         resolved = resolve_shapes(specs, parse_shapes(shapes))
         feeds, source = generate_inputs(loaded.model, specs, resolved, args.seed), "generated"
+    check_graph_sizes(loaded.model, {name: tuple(np.shape(value)) for name, value in feeds.items()})
     return _Setup(ep, reference, tolerances, loaded, specs, feeds, source, baseline, baseline_tolerances)
 
 

@@ -146,10 +146,35 @@ def resolve_shapes(specs: Sequence[InputSpec], given: dict[str, tuple[int, ...]]
     return shapes
 
 
-def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int | None, ...]]:
-    """Value name -> shape after ONNX shape inference with the inputs fixed to ``shapes``."""
-    fixed = onnx.ModelProto()
-    fixed.CopyFrom(model)
+def _skeleton(model: onnx.ModelProto, keep_bytes: int = 2**16) -> onnx.ModelProto:
+    """A copy of ``model`` for shape inference without its weights: initializers larger than
+    ``keep_bytes`` become graph inputs of their type and shape (inference needs the values of
+    small ones only, such as a Reshape's shape), so no large model is copied whole."""
+    skeleton = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    skeleton.opset_import.extend(model.opset_import)
+    skeleton.functions.extend(model.functions)
+    graph = skeleton.graph
+    graph.name = model.graph.name
+    for field in ("node", "input", "output", "value_info"):
+        getattr(graph, field).extend(getattr(model.graph, field))
+    declared = {v.name for v in model.graph.input}
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() <= keep_bytes:
+            graph.initializer.append(tensor)
+        elif tensor.name not in declared:
+            graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    return skeleton
+
+
+def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], *, declared: bool = True
+                    ) -> dict[str, tuple[int | None, ...]]:
+    """Value name -> shape after ONNX shape inference with the inputs fixed to ``shapes``; with
+    ``declared=False`` the shapes the model declares for its outputs and intermediates are
+    dropped first, so the result is what the nodes compute, not what the file claims."""
+    fixed = _skeleton(model)
+    if not declared:
+        for value in [*fixed.graph.output, *fixed.graph.value_info]:
+            value.type.tensor_type.ClearField("shape")
     for value in fixed.graph.input:
         if value.name in shapes:
             dims = value.type.tensor_type.shape.dim
@@ -166,6 +191,19 @@ def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) 
         if t.HasField("shape"):
             out[value.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in t.shape.dim)
     return out
+
+
+def check_graph_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> None:
+    """``ShapeError`` naming the value when ONNX shape inference, with the inputs' ``shapes``,
+    gives a tensor of more elements than the ``elements`` cap: the model would make ONNX Runtime
+    allocate it. Values whose size inference cannot tell (data-dependent shapes) are not bounded
+    here; run such a model with ``--timeout`` to keep it in a child process."""
+    cap = limits().elements
+    for name, dims in inferred_shapes(model, shapes, declared=False).items():
+        if dims and all(isinstance(d, int) and d > 0 for d in dims) and math.prod(dims) > cap:
+            raise ShapeError(f"value {name!r} of the model would have shape {list(dims)} ({math.prod(dims)} elements) "
+                             f"with these inputs, more than the {cap} elements this run allows; give smaller inputs "
+                             "with --shape, or raise the cap with --limit elements=N if you mean it")
 
 
 def check_sizes(shapes: dict[str, tuple[int, ...]], what: str = "generated inputs") -> None:
@@ -224,6 +262,8 @@ def _roles(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[s
         for a in node.attribute:
             if a.name == "spatial_scale":
                 scale = float(a.f)
+        if not (math.isfinite(scale) and scale > 0):  # boxes cannot be placed in units of such a scale
+            continue
         if node.op_type == "RoiAlign":
             if len(node.input) > 1 and node.input[1] in inputs:
                 roles[node.input[1]] = ("boxes", feature, scale)

@@ -80,6 +80,22 @@ def _opened_for_writing(mode, flags) -> bool:
     return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
 
 
+#: Where an event's directory file descriptor is, for events that take one (a relative path
+#: is relative to that folder, as shutil.rmtree uses them).
+_DIR_FD_AT = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 2, "os.rename": 2, "os.replace": 2}
+
+
+def _absolute(path, dir_fd) -> str:
+    """``path`` made absolute: against ``dir_fd``'s folder when one is given, else the cwd."""
+    path = os.fsdecode(path)
+    if not os.path.isabs(path) and isinstance(dir_fd, int) and dir_fd >= 0:
+        try:
+            return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+        except OSError:
+            pass
+    return os.path.abspath(path)
+
+
 def _audit(events: list, active: list) -> callable:
     """The hook recording ``["read"|"write", path]`` for file opens and changes while
     ``active[0]`` is true (the command runs; the child's own bookkeeping is not recorded)."""
@@ -89,11 +105,13 @@ def _audit(events: list, active: list) -> callable:
         if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
             kind = "write" if _opened_for_writing(args[1] if len(args) > 1 else None,
                                                   args[2] if len(args) > 2 else None) else "read"
-            events.append([kind, os.path.abspath(os.fsdecode(args[0]))])
+            events.append([kind, _absolute(args[0], None)])
         elif event in _WRITE_EVENTS:
+            at = _DIR_FD_AT.get(event)
+            dir_fd = args[at] if at is not None and len(args) > at else None
             for arg in args[:2]:
                 if isinstance(arg, (str, bytes, os.PathLike)):
-                    events.append(["write", os.path.abspath(os.fsdecode(arg))])
+                    events.append(["write", _absolute(arg, dir_fd)])
     return hook
 
 

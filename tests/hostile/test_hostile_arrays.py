@@ -36,7 +36,7 @@ def _inputs_of(desc):
             {m: numpy_dtype(t.data_type).str for m, t in tensors.items()})
 
 
-@hostile(90)
+@hostile(110)
 @given(data=st.data())
 def test_reference_takes_hostile_inputs_npz(sandbox, tmp_path_factory, data):
     desc = data.draw(st.sampled_from(DESCS), label="desc")

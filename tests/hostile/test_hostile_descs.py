@@ -30,7 +30,7 @@ def _write(folder, raw: bytes):
     return path
 
 
-@hostile(150)
+@hostile(180)
 @given(data=st.data())
 def test_mutated_desc_files_get_a_result_or_one_message(sandbox, tmp_path_factory, data):
     desc = data.draw(st.sampled_from(SEEDS), label="seed desc")
