@@ -145,6 +145,7 @@ class WorkerPool:
         self._close_pipes(worker)
 
     def _close_pipes(self, worker: _Worker) -> None:
+        """Close a finished worker's pipes and remove its profiling scratch folder."""
         for stream in (worker.proc.stdin, worker.results):
             try:
                 stream.close()

@@ -223,6 +223,7 @@ def _resume(run_dir: str, path: str, new: dict[str, Any]
 def header_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """``"KEY: OLD -> NEW"`` for each key of ``RESUME_MUST_MATCH`` where the headers differ."""
     def comparable(key: str, header: dict[str, Any]) -> Any:
+        """The value of ``key`` as far as outcomes depend on it."""
         value = header.get(key)
         if key == "session_options" and isinstance(value, dict):
             return {k: v for k, v in value.items() if k != "intra_op_num_threads"}

@@ -224,17 +224,20 @@ def parse_json(text: str, path: Any = "<json>", what: str = "JSON file", *, nonf
     caps = limits()
 
     def bounded_int(digits: str) -> int:
+        """An integer literal, refused past the digit cap (int() of a huge one is slow, then useless)."""
         if len(digits.lstrip("-")) > caps.int_digits:
             raise _JsonRefusal(f"an integer of {len(digits.lstrip('-'))} digits (at most {caps.int_digits})")
         return int(digits)
 
     def finite_float(text: str) -> float:
+        """A float literal, refused if it overflows to infinity (1e400)."""
         value = float(text)
         if not math.isfinite(value):
             raise _JsonRefusal(f"the number {text[:40]} overflows a float")
         return value
 
     def no_constant(name: str) -> Any:
+        """``NaN``/``Infinity`` literals: floats where the caller allows them, else refused."""
         if nonfinite:
             return float(name.replace("Infinity", "inf"))
         raise _JsonRefusal(f"{name} is not JSON (write a number, or the string \"nan\"/\"inf\" where allowed)")
@@ -266,15 +269,13 @@ class _JsonRefusal(ValueError):
 
 
 def json_depth(value: Any) -> int:
-    """How deeply ``value`` nests lists and objects (a scalar is 0), without recursion."""
+    """How deeply ``value`` nests lists and objects (a scalar is 0, ``[1]`` is 1), without recursion."""
     deepest, stack = 0, [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
     return deepest
 
 

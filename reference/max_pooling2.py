@@ -125,6 +125,7 @@ def validate_desc(d: MaxPooling2Desc, types: TypeTable) -> None:
 
 
 def _check_window_fields(d: MaxPooling2Desc) -> None:
+    """Each window field holds DimensionCount values; Strides, WindowSize, Dilations are >= 1."""
     for member in _WINDOW_FIELDS:
         values = member_value(d, member)
         if len(values) != d.dimension_count:

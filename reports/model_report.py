@@ -48,6 +48,7 @@ def load_result(out_dir: str | Path) -> dict[str, Any]:
 
 
 def _pictures(out_dir: Path, row: dict[str, Any]) -> list[images.SlicePictures]:
+    """Heatmaps of a diverging node's arrays (a regular file inside the run folder), or none."""
     relative = row.get("arrays")
     if not relative:
         return []
