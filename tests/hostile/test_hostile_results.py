@@ -45,7 +45,7 @@ def _mutate_lines(data, lines: list[str]) -> list[str]:
     """One to three edits of a results file's lines (module docstring)."""
     lines = list(lines)
     for _ in range(data.draw(st.integers(1, 3), label="edits")):
-        how = data.draw(st.sampled_from(["field", "field", "field", "artifacts", "delete", "repeat", "swap",
+        how = data.draw(st.sampled_from(["field", "field", "field", "artifacts", "id", "delete", "repeat", "swap",
                                          "garbage", "tear", "type"]), label="edit")
         i = data.draw(st.integers(0, len(lines) - 1), label="line") if lines else 0
         if not lines:
@@ -62,6 +62,11 @@ def _mutate_lines(data, lines: list[str]) -> list[str]:
                     ["../p", "../../secret.txt", "/etc", "cases/../../outside", "cases", ".", "", "cases/x\x1b[2J",
                      *NASTY_TEXT[:6]]), label="artifacts")
                 lines[i] = json.dumps(record)
+        elif how == "id" and lines[i].startswith('{"type": "case"'):
+            record = json.loads(lines[i])
+            record["id"] = data.draw(st.sampled_from(NASTY_TEXT[1:8]), label="id")  # printed by every command
+            record["message"] = data.draw(st.sampled_from(NASTY_TEXT[1:8]), label="message")
+            lines[i] = json.dumps(record)
         elif how == "delete":
             del lines[i]
         elif how == "repeat":
