@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
-import onnx
 from ep_testbed.harness.results import (
     safe_id,  # the folder name `ep-testbed run` gives a case too
 )
+from ep_testbed.harness.untrusted_files import open_output, output_folder, read_json
 from ep_testbed.reference import desc_from_dml, desc_to_dml, execute
 
 from .catalog import build_catalog
@@ -19,11 +19,10 @@ from .to_onnx import to_onnx
 
 def cli_map(desc_json_path: Union[str, Path], opset: Optional[int] = None) -> str:
     """The text ``ep-testbed map desc.json`` prints: the ONNX nodes with their attributes and
-    every field's flag. Raises ``reference.DescError`` / ``graphs.OpsetError`` for bad input
-    (the CLI prints their message)."""
-    with open(desc_json_path, encoding="utf-8") as f:
-        data = json.load(f)
-    desc = desc_from_dml(data)
+    every field's flag. Raises ``reference.DescError`` / ``graphs.OpsetError`` for bad input,
+    ``harness.untrusted_files.FileRefused`` for a file that is not a JSON desc (the CLI prints
+    their message)."""
+    desc = desc_from_dml(read_json(desc_json_path, "JSON desc"))
     mapping = to_onnx(desc, opset)
     info = mapping.describe()
     lines = [f"{desc.TYPE}: {info['kind']}" + ("" if mapping.expressible else " (no ONNX model)")]
@@ -48,30 +47,29 @@ def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]
     names when the desc is inexpressible), ``expected.npz`` (DML output names, from the
     reference) and ``model.onnx`` (when expressible). Also ``out_dir/cases.json``, the index.
     Returns the case folders."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)  # files go in through untrusted_files: never through a planted link
     folders, index = [], []
     for case in build_catalog([op], seed):
-        folder = out / safe_id(case.id)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = output_folder(out, safe_id(case.id))
         mapping = to_onnx(case.desc, case.opset)
         tensors = case.inputs()
-        with open(folder / "desc.json", "w", encoding="utf-8") as f:
+        with open_output(folder / "desc.json", "w") as f:
             json.dump(desc_to_dml(case.desc), f, indent=2)
-        with open(folder / "flags.json", "w", encoding="utf-8") as f:
+        with open_output(folder / "flags.json", "w") as f:
             json.dump({"id": case.id, "kind": mapping.kind, "tags": case.tags,
                        "flags": [fl.to_json() for fl in mapping.flags],
                        "input_flags": [fl.to_json() for fl in mapping.input_flags(tensors)]}, f, indent=2)
         if mapping.model is not None:
-            onnx.save(mapping.model, folder / "model.onnx")
-            np.savez(folder / "inputs.npz", **mapping.feeds(tensors))
-        else:
-            np.savez(folder / "inputs.npz", **tensors)
+            with open_output(folder / "model.onnx") as f:
+                f.write(mapping.model.SerializeToString())
+        with open_output(folder / "inputs.npz") as f:
+            np.savez(f, **(mapping.feeds(tensors) if mapping.model is not None else tensors))
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf edge cases are deliberate
             expected = execute(case.desc, tensors)
-        np.savez(folder / "expected.npz", **expected)
+        with open_output(folder / "expected.npz") as f:
+            np.savez(f, **expected)
         folders.append(folder)
         index.append({"id": case.id, "folder": folder.name, "kind": mapping.kind, "tags": case.tags})
-    with open(out / "cases.json", "w", encoding="utf-8") as f:
+    with open_output(out / "cases.json", "w") as f:
         json.dump({"op": op, "seed": seed, "cases": index}, f, indent=2)
     return folders

@@ -24,6 +24,9 @@ One module per job:
   results.jsonl, resume, Ctrl-C), ``results`` (the file format), ``artifacts`` (case folders);
 - ``selection`` (``-k``, ``--shard``), ``merge``, ``progress``, ``summary`` (table, exit code),
   ``rerun`` (the outcome-changing options a report's rerun line repeats);
+- ``untrusted_files`` (the one reader of every file a command is given: caps, strict parsing,
+  containment, link-safe writes), ``run_folder`` (one run owns a folder; nothing overwritten
+  silently), ``terminal`` (names and messages from files printed without control characters);
 - ``cli`` (the ``ep-testbed`` command line: a package, one module per subcommand, listed in
   ``cli.SUBCOMMANDS``), ``options`` (the EP, tolerance and expectations flags it shares with
   ``pytest_plugin``, the catalog as a pytest suite, and the model commands);

@@ -5,7 +5,8 @@ uses too) holds ``model.onnx``, ``inputs.npz`` (keyed by ONNX input name,
 ready for ``session.run``), ``desc.json`` (the desc in DirectML's spelling), ``expected.npz``
 (the reference) and ``actual.npz`` (what the EP returned), both keyed by DML output name.
 A file is left out when it does not exist (no model for an inexpressible case, no actual
-outputs for a crash).
+outputs for a crash). A run folder may hold planted links: the folders and files are made
+with ``untrusted_files.output_folder`` / ``open_output``, which never write through a link.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from ep_testbed.reference import desc_to_dml
 
 from .results import case_dir
+from .untrusted_files import open_output, output_folder
 
 
 def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any = None,
@@ -29,18 +31,18 @@ def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any 
     """Write whatever is given into the case's folder (``case_dir(case_id)`` under ``run_dir``);
     returns that relative path, as result lines record it."""
     relative = case_dir(case_id)
-    folder = os.path.join(run_dir, relative)
-    os.makedirs(folder, exist_ok=True)
+    folder = str(output_folder(run_dir, relative))
     if desc is not None:
         _write_json(os.path.join(folder, "desc.json"), desc_to_dml(desc))
     if model is not None:
         data = model if isinstance(model, (bytes, bytearray)) else model.SerializeToString()
-        with open(os.path.join(folder, "model.onnx"), "wb") as f:
+        with open_output(os.path.join(folder, "model.onnx")) as f:
             f.write(data)
     for name, arrays in (("inputs.npz", feeds), ("expected.npz", expected), ("actual.npz", actual),
                          ("allowance.npz", allowance)):
         if arrays is not None:
-            np.savez(os.path.join(folder, name), **{k: np.asarray(v) for k, v in arrays.items()})
+            with open_output(os.path.join(folder, name)) as f:
+                np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
     if extra:
         _write_json(os.path.join(folder, "case.json"), {"id": case_id, **extra})
     return relative
@@ -48,6 +50,6 @@ def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any 
 
 def _write_json(path: str, data: Any) -> None:
     """``data`` as indented JSON; values JSON lacks are written as their ``str``."""
-    with open(path, "w", encoding="utf-8") as f:
+    with open_output(path, "w") as f:
         json.dump(data, f, indent=2, default=str)
         f.write("\n")

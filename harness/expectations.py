@@ -41,6 +41,7 @@ desc), ``value``, ``reason`` and ``source``.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from .results import OUTCOMES, PASSING
+from .untrusted_files import FileRefused, read_json
 
 EXPECTATIONS_DIR = os.path.join(os.path.dirname(__file__), "expectations")
 
@@ -110,13 +112,17 @@ class Expectations:
     range); ``predictor`` turns a case into the EP's predictions, for entries with ``predicted``."""
 
     def __init__(self, entries: Iterable[Expectation] = (), source: str | None = None,
-                 inactive: Iterable[Expectation] = (), predictor: Callable[[Any], list] | None = None):
+                 inactive: Iterable[Expectation] = (), predictor: Callable[[Any], list] | None = None,
+                 digest: str | None = None):
         """``entries`` in file order; ``source`` the file; ``inactive`` the entries outside their
-        ``onnxruntime`` range; ``predictor`` the EP's (None: predicted entries never match)."""
+        ``onnxruntime`` range; ``predictor`` the EP's (None: predicted entries never match);
+        ``digest`` a sha256 of the file's content (recorded in run headers, so ``--resume``
+        notices an edited file)."""
         self.entries = list(entries)
         self.source = source
         self.inactive = list(inactive)
         self.predictor = predictor
+        self.digest = digest
         self._predictions: dict[tuple[str, Any], list] = {}
 
     def match(self, case_id: str, tags: Mapping[str, str] | None = None,
@@ -196,6 +202,11 @@ def in_range(version: str, spec: str) -> bool:
     return True
 
 
+#: Every key an entry may have (the module docstring says what each means).
+ENTRY_KEYS = ("id", "tags", "flags", "predicted", "onnxruntime", "outcome", "strict", "reason", "link",
+              "predicted_from")
+
+
 def _patterns(item: dict[str, Any], key: str, where: str, example: str) -> Patterns:
     """The list of objects under ``item[key]`` as sorted key/value pairs; ValueError naming the entry."""
     value = item.get(key) or []
@@ -204,39 +215,51 @@ def _patterns(item: dict[str, Any], key: str, where: str, example: str) -> Patte
     return tuple(tuple(sorted(f.items())) for f in value)
 
 
-def _entry(item: Any, where: str) -> Expectation:
-    """One entry of the file, checked; ValueError naming the entry and the field."""
+def _check_fields(item: Any, where: str) -> tuple[str, ...]:
+    """The entry's outcomes, once every field's type is checked; ValueError naming the field."""
     if not isinstance(item, dict):
         raise ValueError(f"{where}: expected an object")
+    unknown = sorted(str(k) for k in item if k not in ENTRY_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(ENTRY_KEYS)})")
     missing = [k for k in ("id", "outcome", "reason", "link") if not item.get(k)]
     if missing:
         raise ValueError(f"{where}: missing {', '.join(missing)} (id, outcome, reason and link are required)")
+    for key in ("id", "reason", "link", "onnxruntime", "predicted_from"):
+        if key in item and not isinstance(item[key], str):
+            raise ValueError(f"{where}: {key} must be a string" + (' like ">=1.24,<1.29"' if key == "onnxruntime" else ""))
     outcome = item["outcome"]
     outcomes = tuple(outcome) if isinstance(outcome, list) else (outcome,)
-    bad = [o for o in outcomes if o not in EXPECTABLE]
-    if bad:
-        raise ValueError(f"{where}: outcome {bad[0]!r} is not one of {', '.join(EXPECTABLE)}")
+    bad = [o for o in outcomes if not isinstance(o, str) or o not in EXPECTABLE]
+    if bad or not outcomes:
+        raise ValueError(f"{where}: outcome {bad[0] if bad else outcome!r} is not one of {', '.join(EXPECTABLE)}")
     tags = item.get("tags") or {}
-    if not isinstance(tags, dict):
-        raise ValueError(f'{where}: tags must be an object like {{"dtype": "float16"}}')
-    versions = item.get("onnxruntime") or ""
-    if not isinstance(versions, str):
-        raise ValueError(f'{where}: onnxruntime must be a string like ">=1.24,<1.29"')
-    if versions:
+    if not isinstance(tags, dict) or not all(isinstance(v, (str, int, float, bool)) for v in tags.values()):
+        raise ValueError(f"{where}: tags must be an object of tag -> value, e.g. {{\"dtype\": \"float32\"}}")
+    if not isinstance(item.get("strict", True), bool):
+        raise ValueError(f"{where}: strict must be true or false")
+    if item.get("onnxruntime"):
         try:
-            parse_range(versions)
+            parse_range(item["onnxruntime"])
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
+    return outcomes
+
+
+def _entry(item: Any, where: str) -> Expectation:
+    """One entry of the file, checked; ValueError naming the entry and the field."""
+    outcomes = _check_fields(item, where)
     return Expectation(
-        id=str(item["id"]), outcome=outcomes, reason=str(item["reason"]), link=str(item["link"]),
-        tags=tuple(sorted((str(k), str(v)) for k, v in tags.items())),
+        id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
+        tags=tuple(sorted((str(k), str(v)) for k, v in (item.get("tags") or {}).items())),
         flags=_patterns(item, "flags", where, '{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}'),
         predicted=_patterns(item, "predicted", where, '{"field": "PooledSize", "kind": "diverges"}'),
-        strict=bool(item.get("strict", True)), onnxruntime=versions, predicted_from=str(item.get("predicted_from") or ""))
+        strict=item.get("strict", True), onnxruntime=item.get("onnxruntime") or "",
+        predicted_from=item.get("predicted_from") or "")
 
 
 def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None) -> Expectations:
-    """Expectations from the decoded JSON of a file; ValueError naming the entry on bad data.
+    """Expectations from the decoded JSON of a file; ValueError naming the entry and field on bad data.
 
     Entries outside their ``onnxruntime`` range for ``ort_version`` (default: the installed ONNX
     Runtime's) are inactive. The file's ``"ep"`` (a provider name) picks its predictor."""
@@ -251,8 +274,9 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
     active = [e for e in entries if not e.onnxruntime or in_range(str(ort_version), e.onnxruntime)]
     inactive = [e for e in entries if e not in active]
     ep = data.get("ep") if isinstance(data, dict) else None
-    predictor = _predictor(PREDICTORS[ep]) if ep in PREDICTORS else None
-    return Expectations(active, source, inactive, predictor)
+    predictor = _predictor(PREDICTORS[ep]) if isinstance(ep, str) and ep in PREDICTORS else None
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return Expectations(active, source, inactive, predictor, digest)
 
 
 def _predictor(spec: str) -> Callable[[Any], list]:
@@ -268,9 +292,14 @@ def _predictor(spec: str) -> Callable[[Any], list]:
 
 
 def load(path: str, ort_version: str | None = None) -> Expectations:
-    """The expectations file at ``path`` (``parse``)."""
-    with open(path, encoding="utf-8") as f:
-        return parse(json.load(f), path, ort_version)
+    """The expectations in ``path``, read through ``untrusted_files``; ``FileRefused`` naming the
+    file (and the entry and field) when it is not an expectations file."""
+    data = read_json(path, "expectations file")
+    try:
+        return parse(data, path, ort_version)
+    except ValueError as exc:
+        raise FileRefused(path, f"not an expectations file: {str(exc).removeprefix(f'{path}: ')}",
+                          hint='each entry is {"id": GLOB, "outcome": ..., "reason": ..., "link": ...}') from None
 
 
 def for_ep(alias: str, ort_version: str | None = None) -> Expectations:

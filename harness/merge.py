@@ -8,16 +8,27 @@ an unsharded run. Shards must agree on EP, seed, tolerances and session options,
 GPU identity (``harness.gpu.identity_key``: adapter, PCI ids, driver and DirectML versions); a
 mixed merge lists each shard's identity in ``mixed``. A case id in two shards, or a missing
 shard of a ``K/N`` split, is refused.
+
+A shard's ``results.jsonl`` is data: it is read through ``harness.untrusted_files`` and held to
+``harness.results``' schema. A damaged line (anything but the torn last line a killed run
+leaves) or two different run headers refuse the merge, naming the file and line, rather than
+dropping a case. A case line's ``artifacts`` must be the case's own folder (``results.case_dir``)
+and is copied only as regular files inside the shard's folder: a path that leaves either
+folder, or a symbolic link anywhere in it, refuses the merge before anything is copied.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+from pathlib import Path
 from typing import Any, Sequence
 
 from .gpu import identity_key
-from .results import RESULTS_FILE, ResultsWriter, count_outcomes, end_record, read_run
+from .results import RESULTS_FILE, ResultsWriter, case_dir, count_outcomes, end_record, load_records, results_path
+from .run_folder import FolderBusy, claim
+from .selection import parse_shard
+from .terminal import safe
+from .untrusted_files import FileRefused, copy_planned, plan_copy
 
 #: Header keys every shard must share.
 MUST_AGREE = ("ep", "seed", "tolerances", "session_options")
@@ -50,11 +61,22 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
     mixed = _check_identity(runs, allow_mixed)
     _check_shards(runs, allow_partial)
     lines, source = _join_cases(runs)
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        folder = claim(out_dir, command)
+    except FolderBusy as exc:
+        raise MergeError(f"merge: {exc}") from None
+    with folder:
+        return _write_merged(runs, lines, source, out_dir, command, mixed)
+
+
+def _write_merged(runs: list[RunRecords], lines: list[dict[str, Any]], source: dict[str, str], out_dir: str,
+                  command: str, mixed: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Copy the case folders and write the merged ``results.jsonl`` into ``out_dir`` (held);
+    ``mixed``: the identity keys the runs differ on (each run's identity is then listed)."""
     target = os.path.join(out_dir, RESULTS_FILE)
-    if os.path.exists(target):
+    if os.path.lexists(target):
         raise MergeError(f"merge: {target} exists; choose an empty --out")
-    _copy_case_folders(lines, source, out_dir)
+    copy_planned(_plan_case_folders(lines, source, out_dir))
     header = _merged_header(runs, command)
     if mixed:
         header["mixed"] = [{"run": os.path.abspath(d), "ort_flavour": h.get("ort_flavour"),
@@ -65,20 +87,34 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
         for line in lines:
             writer.write(line)
         end = end_record(count_outcomes(lines), interrupted)
-        end["finished"] = max((e or {}).get("finished", "") for _, _, _, e in runs) or end["finished"]
+        end["finished"] = max((e or {}).get("finished") or "" for _, _, _, e in runs) or end["finished"]
         writer.write(end)
     return header, lines
 
 
 def _read_run_dir(run_dir: str) -> RunRecords:
-    """One run folder's header, case lines and end line; ``MergeError`` if it has no results or header."""
+    """One run folder's header, case lines and end line; ``MergeError`` naming the file (and
+    line) if it has no results, a damaged line, no header, or two different headers."""
     path = os.path.join(run_dir, RESULTS_FILE)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise MergeError(f"merge: {path} does not exist")
-    header, cases, end = read_run(run_dir)
-    if header is None:
+    try:
+        records = load_records(results_path(run_dir))
+    except FileRefused as exc:
+        raise MergeError(f"merge: {exc}") from None
+    if records.damaged:
+        first = records.damaged[0]
+        raise MergeError(f"merge: {path} line {first.number} is damaged ({safe(first.reason)})"
+                         + (f", and {len(records.damaged) - 1} more line(s)" if len(records.damaged) > 1 else "")
+                         + "; merging would lose a case.\nNote: repair or delete the line (its case then counts as "
+                           "not run), or rerun that shard with --resume")
+    if records.header is None:
         raise MergeError(f"merge: {path} has no run header line")
-    return run_dir, header, cases, end
+    if any(h != records.header for h in records.headers[1:]):
+        raise MergeError(f"merge: {path} has {len(records.headers)} different run headers: two runs wrote into "
+                         "one folder, so which options its cases ran with is unknown.\nNote: rerun that shard into "
+                         "an empty folder")
+    return run_dir, records.header, list(records.cases.values()), records.end
 
 
 def _check_agree(runs: list[RunRecords]) -> None:
@@ -87,7 +123,8 @@ def _check_agree(runs: list[RunRecords]) -> None:
     for run_dir, header, _, _ in runs[1:]:
         for key in MUST_AGREE:
             if header.get(key) != first.get(key):
-                raise MergeError(f"merge: {run_dir} has {key} = {header.get(key)!r}, {first_dir} has {first.get(key)!r}")
+                raise MergeError(f"merge: {run_dir} has {key} = {safe(repr(header.get(key)), 300)}, {first_dir} has "
+                                 f"{safe(repr(first.get(key)), 300)}")
 
 
 def _identity_of(header: dict[str, Any], key: str) -> Any:
@@ -114,7 +151,7 @@ def _check_identity(runs: list[RunRecords], allow_mixed: bool) -> list[str]:
             if not allow_mixed:
                 mine, theirs = ((_gpu_summary(h) if key == "gpu" else h.get(key)) for h in (header, first))
                 raise MergeError(f"merge: {run_dir} ran on another {'GPU' if key == 'gpu' else key} than {first_dir}: "
-                                 f"{mine!r} vs {theirs!r}; results from different devices, drivers or ONNX Runtime "
+                                 f"{safe(repr(mine), 300)} vs {safe(repr(theirs), 300)}; results from different devices, drivers or ONNX Runtime "
                                  "versions are not one run. Note: pass --allow-mixed to merge anyway (the merged "
                                  "header then lists each shard's identity under 'mixed')")
     return sorted(set(differing))
@@ -128,20 +165,35 @@ def _join_cases(runs: list[RunRecords]) -> tuple[list[dict[str, Any]], dict[str,
     for run_dir, _, cases, _ in runs:
         for line in cases:
             if line["id"] in source:
-                raise MergeError(f"merge: case {line['id']!r} is in both {source[line['id']]} and {run_dir}")
+                raise MergeError(f"merge: case {safe(line['id'])!r} is in both {source[line['id']]} and {run_dir}")
             source[line["id"]] = run_dir
             lines.append(line)
     lines.sort(key=lambda line: line["id"])
     return lines, source
 
 
-def _copy_case_folders(lines: list[dict[str, Any]], source: dict[str, str], out_dir: str) -> None:
-    """Copy each case's folder (its ``artifacts`` path) from its run into ``out_dir``, same relative path."""
+def _plan_case_folders(lines: list[dict[str, Any]], source: dict[str, str], out_dir: str
+                       ) -> list[tuple[Path, Path]]:
+    """What copying each case's folder (its ``artifacts`` path) from its run into ``out_dir``
+    takes, checked whole before anything is copied; ``MergeError`` when a line's ``artifacts``
+    is not its case's folder or the folder holds a link or something not a regular file. A
+    folder the line names but the shard no longer has is left out (the report says so)."""
+    pairs: list[tuple[Path, Path]] = []
     for line in lines:
-        if line.get("artifacts"):
-            src = os.path.join(source[line["id"]], line["artifacts"])
-            if os.path.isdir(src):
-                shutil.copytree(src, os.path.join(out_dir, line["artifacts"]), dirs_exist_ok=True)
+        artifacts = line.get("artifacts")
+        if not artifacts:
+            continue
+        if artifacts != case_dir(line["id"]):
+            raise MergeError(f"merge: {source[line['id']]}: case {safe(line['id'])!r} says its folder is "
+                             f"{safe(artifacts)!r}; a case's folder is {case_dir(line['id'])!r} (the line was "
+                             "edited, or written by something else)")
+        if not os.path.isdir(os.path.join(source[line["id"]], artifacts)):
+            continue
+        try:
+            pairs += plan_copy(source[line["id"]], artifacts, out_dir, "case folder")
+        except FileRefused as exc:
+            raise MergeError(f"merge: {exc}") from None
+    return pairs
 
 
 def _merged_header(runs: list[RunRecords], command: str) -> dict[str, Any]:
@@ -151,7 +203,7 @@ def _merged_header(runs: list[RunRecords], command: str) -> dict[str, Any]:
     header = {key: value for key, value in first.items() if key not in ("shard", "command")}
     header.update(
         command=command or first.get("command", ""),
-        started=min(h.get("started", "") for _, h, _, _ in runs),
+        started=min(h.get("started") or "" for _, h, _, _ in runs),
         case_count=sum(int(h.get("case_count") or 0) for _, h, _, _ in runs),
         shards=[{"run": os.path.abspath(d), "shard": h.get("shard"), "case_count": h.get("case_count"),
                  "command": h.get("command"), "machine": h.get("machine"), "started": h.get("started"),
@@ -168,14 +220,21 @@ def _check_shards(runs: list[RunRecords], allow_partial: bool) -> None:
         return
     if not all(shards):
         raise MergeError("merge: some runs are shards (--shard K/N) and some are not")
-    totals = {s.split("/")[1] for s in shards}
+    try:
+        parsed = [parse_shard(s) for s in shards]
+    except ValueError as exc:
+        raise MergeError(f"merge: a run header's shard is not K/N: {exc}") from None
+    totals = {n for _, n in parsed}
     if len(totals) != 1:
-        raise MergeError(f"merge: runs come from different splits: {sorted(set(shards))}")
-    total = int(totals.pop())
-    present = sorted(int(s.split("/")[0]) for s in shards)
+        raise MergeError(f"merge: runs come from different splits: {safe(sorted(set(shards)))}")
+    total = totals.pop()
+    present = sorted(k for k, _ in parsed)
     if len(set(present)) != len(present):
-        raise MergeError(f"merge: a shard is given twice: {sorted(shards)}")
-    missing = sorted(set(range(1, total + 1)) - set(present))
-    if missing and not allow_partial:
-        raise MergeError(f"merge: shard(s) {', '.join(f'{k}/{total}' for k in missing)} missing "
+        raise MergeError(f"merge: a shard is given twice: {safe(sorted(shards))}")
+    missing_count = total - len(present)  # N comes from a file: never build range(1, N + 1)
+    if missing_count and not allow_partial:
+        given = set(present)
+        first = [k for k in range(1, len(present) + 11) if k not in given and k <= total][:10]
+        more = f" and {missing_count - len(first)} more" if missing_count > len(first) else ""
+        raise MergeError(f"merge: shard(s) {', '.join(f'{k}/{total}' for k in first)}{more} missing "
                          "(pass --allow-partial to merge anyway)")

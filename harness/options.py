@@ -13,10 +13,18 @@
 - the expectations group: ``--expectations FILE`` / ``--no-expectations`` ->
   ``parse_expectations`` gives the ``Expectations`` of the EP.
 
+- the limits group: ``--limit NAME=VALUE`` (repeatable) -> ``parse_limits`` gives the
+  ``untrusted_files.Limits`` every file read (and the reference's element cap) obeys; every
+  ``ep-testbed`` command takes it.
+
 Each ``add_*`` function takes the registering callable, so one definition serves argparse
 (``parser.add_argument``) and pytest (``group.addoption``), which accept the same keywords.
 Every ``parse_*`` function raises ``OptionError`` whose message names the flag, the value,
 what is allowed and what to do next; front ends print it and exit with their usage code.
+
+Numbers with a range are read by the argparse ``type=`` functions below (``seconds``,
+``count``, ``seed``): a NaN, infinite, negative or absurd value is refused at parse time,
+with the flag named (argparse's exit 2, pytest's usage error).
 
 This module sits outside the ``cli`` package so that the pytest plugin and the model CLI can
 use it without importing (or cycling back through) the command line.
@@ -24,7 +32,8 @@ use it without importing (or cycling back through) the command line.
 
 from __future__ import annotations
 
-import json
+import argparse
+import math
 from typing import Any, Callable, Sequence
 
 from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
@@ -33,6 +42,7 @@ from . import expectations as expectations_mod
 from .expectations import Expectations
 from .providers import EpNotAvailable, EpSpec, parse_provider_options, resolve_ep
 from .tolerances import Tolerances, load_tolerances
+from .untrusted_files import LIMIT_NAMES, FileRefused, Limits
 
 #: ``parser.add_argument`` or pytest's ``group.addoption``.
 AddOption = Callable[..., Any]
@@ -78,6 +88,61 @@ def add_expectation_options(add: AddOption) -> None:
     add("--no-expectations", action="store_true", help="ignore known divergences")
 
 
+def add_limit_options(add: AddOption) -> None:
+    """Register ``--limit NAME=VALUE`` (repeatable); ``parse_limits`` reads it."""
+    add("--limit", action="append", default=[], metavar="NAME=VALUE",
+        help="raise (or lower) a cap on what is read or allocated, e.g. elements=2**30 or npz-bytes=8GiB; "
+             f"names: {', '.join(LIMIT_NAMES)} (defaults: harness/README.md, 'Caps')")
+
+
+def parse_limits(items: Sequence[str] = ()) -> Limits:
+    """The default ``Limits`` with each ``--limit`` item applied; ``OptionError`` naming a bad one."""
+    try:
+        return Limits().with_items(list(items))
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
+#: The longest ``--timeout`` accepted: a week (longer is a typo, and overflows some clocks' waits).
+MAX_SECONDS = 7 * 24 * 3600.0
+#: The largest seed accepted (NumPy seeds are unsigned; JSON and other tools keep 64 bits).
+MAX_SEED = 2**63 - 1
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds in ``(0, MAX_SECONDS]``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds > 0 and <= {MAX_SECONDS:g} "
+                                         "(a week)")
+    return value
+
+
+def count(text: str) -> int:
+    """argparse type: a whole number >= 0 (at most 2**31 - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 0 to {2**31 - 1}")
+    return value
+
+
+def seed(text: str) -> int:
+    """argparse type: a seed, a whole number in ``[0, MAX_SEED]``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r}: a seed is a whole number from 0 to {MAX_SEED}")
+    return value
+
+
 def parse_ep(name: str, ep_options: Sequence[str] = ()) -> EpSpec:
     """The ``EpSpec`` of ``--ep name`` with its ``--ep-option`` items; ``OptionError`` names what
     is installed when the provider is missing, or the malformed ``KEY=VALUE`` item."""
@@ -95,12 +160,8 @@ def parse_tolerances(path: str | None, overrides: Sequence[str] = ()) -> Toleran
     """
     try:
         return load_tolerances(path, list(overrides))
-    except OSError as exc:
-        raise OptionError(f"--tolerances {path}: cannot read it ({exc.strerror or exc}); "
-                          "pass an existing JSON file") from None
-    except (json.JSONDecodeError, TypeError, AttributeError) as exc:
-        raise OptionError(f"--tolerances {path}: not a tolerance table ({exc}); expected JSON such as "
-                          '{"FLOAT16": {"atol": 0.01, "rtol": 0.001, "ulp": 4}}') from None
+    except FileRefused as exc:
+        raise OptionError(f"--tolerances {exc}") from None
     except ValueError as exc:  # a --tol item: the message already names it and the form
         raise OptionError(str(exc)) from None
 
@@ -124,11 +185,7 @@ def parse_expectations(path: str | None, disabled: bool, ep_alias: str) -> Expec
         return Expectations()
     try:
         return expectations_mod.load(path) if path else expectations_mod.for_ep(ep_alias)
-    except OSError as exc:
-        raise OptionError(f"--expectations {path}: cannot read it ({exc.strerror or exc}); "
-                          "pass an existing JSON file or --no-expectations") from None
-    except json.JSONDecodeError as exc:
-        raise OptionError(f"--expectations {path}: not JSON ({exc}); expected "
-                          '{"expectations": [{"id": ..., "outcome": ..., "reason": ..., "link": ...}]}') from None
+    except FileRefused as exc:
+        raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field
         raise OptionError(str(exc)) from None

@@ -16,12 +16,18 @@ and a fresh worker takes the next case. Closing the generator (or an exception s
 on Linux the worker asks for SIGKILL when its parent dies (``harness.worker``), on Windows each
 worker is put in a kill-on-close Job object (``harness.winjob``) whose only handle this process
 holds.
+
+The pool's folder in the temp folder (``ep-testbed-workers-<pid>-*``: worker logs, and each
+worker's profiling scratch folder, ``session.SCRATCH_ENV``) goes with the pool; a dead
+worker's scratch folder goes at once, and the folder of a pool whose process was killed
+outright goes when the next pool starts (``session.sweep_stale``).
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +40,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .case_run import ArtifactPolicy, CaseConfig, new_line
 from .winjob import new_job
+from .session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
 from .worker import read_frame, write_frame
 
 #: Seconds a new worker may take to import ONNX Runtime and say it is ready.
@@ -42,6 +49,8 @@ STARTUP_TIMEOUT = 120.0
 OUTPUT_TAIL = 4000
 #: Consecutive workers that die before becoming ready before the run gives up.
 MAX_STARTUP_FAILURES = 3
+#: The name of a pool's folder in the temp folder, before the owner's pid.
+POOL_PREFIX = "ep-testbed-workers-"
 
 
 class WorkerStartError(RuntimeError):
@@ -77,7 +86,9 @@ class WorkerPool:
         self._events: queue.Queue = queue.Queue()
         self._workers: list[_Worker] = []
         self._count = 0
-        self._logs = tempfile.TemporaryDirectory(prefix="ep-testbed-workers-")
+        sweep_stale(tempfile.gettempdir(), POOL_PREFIX)
+        self._logs = tempfile.TemporaryDirectory(prefix=f"{POOL_PREFIX}{os.getpid()}-")
+        self._env[SCRATCH_ENV] = self._logs.name
 
     @staticmethod
     def _child_env(env: dict[str, str] | None, extra_paths: Iterable[str]) -> dict[str, str]:
@@ -155,11 +166,14 @@ class WorkerPool:
         self._close_pipes(worker)
 
     def _close_pipes(self, worker: _Worker) -> None:
+        """Close a finished worker's pipes and remove its profiling scratch folder."""
         for stream in (worker.proc.stdin, worker.results):
             try:
                 stream.close()
             except Exception:
                 pass
+        # a worker that did not exit by itself could not remove its scratch folder
+        shutil.rmtree(os.path.join(self._logs.name, f"{SCRATCH_PREFIX}{worker.proc.pid}"), ignore_errors=True)
 
     def _retire(self, worker: _Worker) -> None:
         """Forget a worker that is gone and close its Job object."""

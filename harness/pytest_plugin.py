@@ -41,6 +41,8 @@ from .options import (
     parse_expectations,
     parse_precision,
     parse_tolerances,
+    seconds,
+    seed,
 )
 from .pool import WorkerPool
 from .providers import SessionSettings
@@ -93,8 +95,8 @@ def _add_options(parser: pytest.Parser) -> None:
     add_ep_options(group.addoption)
     add_tolerance_options(group.addoption)
     add_expectation_options(group.addoption)
-    group.addoption("--case-timeout", type=float, default=120.0, help="seconds per case (default 120)")
-    group.addoption("--catalog-seed", type=int, default=0, help="catalog seed (default 0)")
+    group.addoption("--case-timeout", type=seconds, default=120.0, help="seconds per case (default 120)")
+    group.addoption("--catalog-seed", type=seed, default=0, help="catalog seed (default 0)")
     group.addoption("--ops", default=None, help="comma-separated operators to collect (default: all)")
 
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .tolerances import DEFAULT_TOLERANCES, Tolerances
+from .untrusted_files import FileRefused, read_bytes
 
 #: The part of ``ep-testbed run --out`` that becomes the UTC time (with ``-2``, ``-3``... when that
 #: folder exists): a rerun line pasted twice writes two folders.
@@ -83,9 +83,9 @@ def file_identity(path: str | None) -> dict[str, Any] | None:
     """``{"path", "sha256"}`` of a file the run read (None without one, or when unreadable)."""
     if not path:
         return None
-    try:
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
+    try:  # read through the same caps as the run's own reading of it
+        digest = hashlib.sha256(read_bytes(path, "tolerances file")).hexdigest()
+    except (OSError, FileRefused):
         return None
     return {"path": str(path), "sha256": digest}
 

@@ -24,9 +24,12 @@ import math
 import os
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import numpy as np
+
+from .untrusted_files import BadLine, inside, open_output, read_json_lines
 
 RESULTS_FILE = "results.jsonl"
 #: The folder of a run that holds one folder per case (see ``case_dir``).
@@ -36,17 +39,39 @@ CASES_DIR = "cases"
 RUN, CASE, END = "run", "case", "end"
 RECORD_TYPES = (RUN, CASE, END)
 
-#: Every key of a case line, in the order the harness writes them; ``case_record`` builds a
-#: line from them, so a line never lacks one and never carries another.
-CASE_KEYS = (
-    "type", "id", "op", "dtype", "tags", "outcome", "ep", "placement", "placement_source", "errors", "worst",
-    "mismatches", "ties", "tolerance_used", "bound", "knife_edges", "flags", "message", "expected_outcome",
-    "duration_s", "artifacts",
+#: JSON value kinds of the schema below (``number``: an int or float, or the spelling of a
+#: non-finite float that ``jsonable`` writes; never a bool).
+STR, OBJECT, LIST, INT, NUMBER, BOOL, NULL = "string", "object", "list", "integer", "number", "boolean", "null"
+#: Every key of a case line, in the order the harness writes them, with the JSON kinds its value
+#: may have. ``case_record`` builds a line from them, so a line never lacks one and never carries
+#: another; ``check_record`` holds every line read back to them.
+CASE_SCHEMA: dict[str, tuple[str, ...]] = {
+    "type": (STR,), "id": (STR,), "op": (STR,), "dtype": (STR, NULL), "tags": (OBJECT, NULL), "outcome": (STR,),
+    "ep": (STR, NULL), "placement": (OBJECT, NULL), "placement_source": (STR, NULL), "errors": (OBJECT, NULL),
+    "worst": (LIST, NULL), "mismatches": (INT, NULL), "ties": (INT, NULL), "tolerance_used": (NUMBER, NULL),
+    "bound": (OBJECT, NULL), "knife_edges": (LIST, NULL), "flags": (LIST, NULL), "message": (STR, NULL),
+    "expected_outcome": (OBJECT, NULL), "duration_s": (NUMBER, NULL), "artifacts": (STR, NULL),
     # How a compared case failed, beyond the largest errors: of ``mismatches``, the NaN/inf ones and
     # the index ones; per output, the error distribution and the smallest passing tolerance
     # (``harness.error_stats``).
-    "nonfinite_mismatches", "index_mismatches", "error_stats",
-)
+    "nonfinite_mismatches": (INT, NULL), "index_mismatches": (INT, NULL), "error_stats": (OBJECT, NULL),
+}
+CASE_KEYS = tuple(CASE_SCHEMA)
+#: The kinds the keys of a run header may hold (a header may carry more keys: the EP's
+#: identity, the selection, limits; readers ignore what they do not know).
+HEADER_SCHEMA: dict[str, tuple[str, ...]] = {
+    "type": (STR,), "ep": (STR, NULL), "seed": (INT, NULL), "tolerances": (OBJECT, NULL),
+    "ep_alias": (STR, NULL), "ep_options": (OBJECT, NULL), "ort_flavour": (STR, NULL), "ort_version": (STR, NULL),
+    "command": (STR, NULL), "started": (STR, NULL), "case_count": (INT, NULL), "shard": (STR, NULL),
+    "session_options": (OBJECT, NULL), "machine": (OBJECT, NULL), "selection": (OBJECT, NULL),
+}
+#: The kinds the keys of an end line may hold.
+END_SCHEMA: dict[str, tuple[str, ...]] = {"type": (STR,), "counts": (OBJECT, NULL), "interrupted": (BOOL, NULL),
+                                          "finished": (STR, NULL)}
+#: The keys a line read back must have: its type, and a case line its id. Writers write every
+#: key of the schema; readers accept lines of older writers that lack the others (each reader
+#: has a meaning for a missing key), but never a key holding a kind the schema does not allow.
+REQUIRED_KEYS = {CASE: ("type", "id"), RUN: ("type",), END: ("type",)}
 #: The keys of a case line's ``errors``.
 ERROR_KEYS = ("max_abs", "max_rel", "max_ulp")
 
@@ -149,9 +174,10 @@ class ResultsWriter:
     """Appends records to ``results.jsonl``; every line is flushed and fsync'ed."""
 
     def __init__(self, run_dir: str):
+        """Open ``run_dir/results.jsonl`` for appending (made if missing; never through a link)."""
         os.makedirs(run_dir, exist_ok=True)
         self.path = os.path.join(run_dir, RESULTS_FILE)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._file = open_output(self.path, "a")
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record and make it durable before returning (a crash loses nothing written)."""
@@ -171,41 +197,130 @@ class ResultsWriter:
         self.close()
 
 
+def kind_of(value: Any) -> str:
+    """The schema kind of a decoded JSON value (``number`` for floats and for the strings
+    ``jsonable`` writes for non-finite floats; ``integer`` for ints, which are numbers too)."""
+    if value is None:
+        return NULL
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int):
+        return INT
+    if isinstance(value, float) or (isinstance(value, str) and decode_number(value) is not value):
+        return NUMBER
+    return {str: STR, dict: OBJECT, list: LIST}.get(type(value), type(value).__name__)
+
+
+def check_record(record: dict[str, Any]) -> str | None:
+    """What is wrong with one decoded line of a results file, or None when it fits the schema:
+    a ``type`` that is not a record type, a key missing, or a value of a kind its key does not
+    allow (``CASE_SCHEMA``, ``HEADER_SCHEMA``, ``END_SCHEMA``)."""
+    kind = record.get("type")
+    schema = {CASE: CASE_SCHEMA, RUN: HEADER_SCHEMA, END: END_SCHEMA}.get(kind) if isinstance(kind, str) else None
+    if schema is None:
+        return f"type {str(kind)[:40]!r} is not one of {', '.join(RECORD_TYPES)}"
+    for key in REQUIRED_KEYS[kind]:
+        if key not in record:
+            return f"{kind} line without {key!r}"
+    for key, kinds in schema.items():
+        if key not in record:
+            continue
+        found = kind_of(record[key])
+        if found not in kinds and not (found == INT and NUMBER in kinds):
+            return f"{key} is a {found}; a {kind} line's {key} is {' or '.join(kinds)}"
+    if kind == CASE:
+        return _check_case_parts(record)
+    return None
+
+
+def _check_case_parts(line: dict[str, Any]) -> str | None:
+    """What is wrong inside a case line's containers: ``errors`` values are numbers (or null),
+    ``worst`` and ``flags`` entries objects, ``placement`` values and ``tags`` values text or
+    numbers (never containers), and the id is not empty."""
+    if not line["id"]:
+        return "id is empty"
+    for key in ERROR_KEYS:
+        value = (line.get("errors") or {}).get(key)
+        if kind_of(value) not in (NUMBER, INT, NULL):
+            return f"errors.{key} is a {kind_of(value)}; it is a number or null"
+    for key in ("worst", "flags"):
+        bad = next((kind_of(v) for v in line.get(key) or [] if not isinstance(v, dict)), None)
+        if bad:
+            return f"{key} holds a {bad}; its entries are objects"
+    for key in ("placement", "tags"):
+        bad = next((kind_of(v) for v in (line.get(key) or {}).values() if isinstance(v, (dict, list))), None)
+        if bad:
+            return f"{key} holds a {bad}; its values are text or numbers"
+    return None
+
+
+@dataclass
+class RunRecords:
+    """A results file read back: the first run header, every case line (the last per id wins),
+    the last end line, every header line seen, and every line that was not a record of the
+    schema (``BadLine``: a torn last line is what a killed run leaves; any other is damage)."""
+
+    header: dict[str, Any] | None = None
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    end: dict[str, Any] | None = None
+    headers: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[BadLine] = field(default_factory=list)
+
+    @property
+    def damaged(self) -> list[BadLine]:
+        """The bad lines that a killed writer cannot explain (all but a torn last line)."""
+        return [line for line in self.bad_lines if not line.torn]
+
+
+def load_records(path: str) -> RunRecords:
+    """Every line of the results file ``path`` (read through ``untrusted_files``: a regular
+    file, size-capped, strict JSON), sorted into a ``RunRecords``; nothing is dropped silently:
+    a line that is not a record of the schema is kept in ``bad_lines`` with its number and why."""
+    out = RunRecords()
+    for number, item in read_json_lines(path, "results file"):
+        problem = item.reason if isinstance(item, BadLine) else check_record(item)
+        if problem is not None:
+            out.bad_lines.append(item if isinstance(item, BadLine) else BadLine(number, problem, torn=False))
+        elif item["type"] == RUN:
+            out.headers.append(item)
+            out.header = out.header or item
+        elif item["type"] == CASE:
+            out.cases[item["id"]] = item
+        else:
+            out.end = item
+    return out
+
+
 def read_records(path: str) -> Iterator[dict[str, Any]]:
-    """The records of a results file; a torn last line (a run killed mid-write) is skipped."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+    """The records of a results file that fit the schema, in file order; a torn or damaged line
+    is skipped (``load_records`` says which and why)."""
+    for _, item in read_json_lines(path, "results file"):
+        if not isinstance(item, BadLine) and check_record(item) is None:
+            yield item
+
+
+def results_path(run_dir: str | os.PathLike) -> str:
+    """``run_dir/results.jsonl``, if it stays inside ``run_dir`` (``FileRefused`` for a link
+    that leads out of it: a run folder is data, and only its own file is read)."""
+    return str(inside(run_dir, RESULTS_FILE, "results file"))
 
 
 def read_run(run_dir: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
-    """``(run header, case lines, end line)`` of a run folder (the last case line wins per id)."""
-    header = end = None
-    cases: dict[str, dict[str, Any]] = {}
-    for record in read_records(os.path.join(run_dir, RESULTS_FILE)):
-        kind = record.get("type")
-        if kind == RUN and header is None:
-            header = record
-        elif kind == CASE:
-            cases[record["id"]] = record
-        elif kind == END:
-            end = record
-    return header, list(cases.values()), end
+    """``(run header, case lines, end line)`` of a run folder (the last case line wins per id;
+    lines that do not fit the schema are skipped: ``load_records`` reports them)."""
+    records = load_records(results_path(run_dir))
+    return records.header, list(records.cases.values()), records.end
 
 
-def rewrite_for_resume(run_dir: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def rewrite_for_resume(run_dir: str, records: RunRecords | None = None
+                       ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Prepare an interrupted run for ``--resume``: keep its header and finished case lines,
-    drop the old end line and any torn line (atomic replace). Returns (header, cases)."""
-    header, cases, _ = read_run(run_dir)
+    drop the old end line and any bad line (atomic replace). Returns (header, cases)."""
+    records = records or load_records(results_path(run_dir))
+    header, cases = records.header, list(records.cases.values())
     path = os.path.join(run_dir, RESULTS_FILE)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open_output(tmp, "w") as f:
         if header is not None:
             f.write(dumps(header) + "\n")
         for case in cases:

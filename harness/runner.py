@@ -1,7 +1,10 @@
 """One run: cases in, ``RUN_DIR/results.jsonl`` out, nothing finished ever lost.
 
-``run_cases(cases, config, options)`` writes the run header (or, with ``resume``, keeps the
-previous one and skips the ids already finished), runs the cases in worker processes
+``run_cases(cases, config, options)`` owns the run folder for as long as it runs
+(``run_folder.claim``: a second run into it is refused, naming this one), writes the run header
+(or, with ``resume``, keeps the previous one and skips the ids already finished: only when
+every option that can change an outcome, ``RESUME_MUST_MATCH``, is the same, and the folder
+holds exactly one readable header), runs the cases in worker processes
 (``harness.pool``; ``jobs=0`` runs them in this process, without crash isolation, for
 debugging), applies the EP's expectations, writes artifacts for crashes and timeouts (the
 worker writes the others), streams every line to disk as it finishes, and on Ctrl-C stops
@@ -15,7 +18,7 @@ import heapq
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ep_testbed.reference import execute
 
@@ -23,6 +26,7 @@ from . import expectations as expectations_mod
 from .artifacts import write_artifacts
 from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_case, severity
 from .expectations import Expectations
+from .gpu import identity_key
 from .pool import WorkerPool
 from .progress import Progress
 from .providers import runtime_info
@@ -32,9 +36,14 @@ from .results import (
     ResultsWriter,
     count_outcomes,
     end_record,
+    load_records,
     now,
+    results_path,
     rewrite_for_resume,
 )
+from .run_folder import FolderBusy, claim
+from .terminal import safe
+from .untrusted_files import FileRefused
 
 
 class RunError(RuntimeError):
@@ -55,6 +64,9 @@ class RunOptions:
     header_extra: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] | None = None        # worker environment (default: this process's)
     extra_paths: tuple[str, ...] = ()        # added to the workers' PYTHONPATH
+    #: Called once the folder is claimed and opened, with (cases to run now, cases selected):
+    #: a front end announces the run here, so a run refused at the start prints one message.
+    announce: Callable[[int, int], None] | None = None
 
 
 @dataclass
@@ -65,6 +77,7 @@ class RunResult:
     interrupted: bool
     elapsed_s: float
     ran: int          # cases run now (not resumed)
+    notes: list[str] = field(default_factory=list)  # what the run repaired or removed (printed)
 
     @property
     def cases_per_second(self) -> float:
@@ -88,15 +101,30 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
               expectations: Expectations | None = None) -> RunResult:
     """Run ``cases`` (objects with graphs.catalog.Case's contract) and record them in ``options.out_dir``.
 
-    Raises ``RunError`` when the folder already holds results and neither ``resume`` nor
-    ``overwrite`` is set, or when a resumed run was made on another EP. Ctrl-C ends the run
-    with an ``end`` line that says ``"interrupted": true`` (``RunResult.interrupted``).
+    Raises ``RunError`` when another run holds the folder, when it already holds results and
+    neither ``resume`` nor ``overwrite`` is set, or when the run to resume differs in an option
+    of ``RESUME_MUST_MATCH`` or has no single readable header. Ctrl-C ends the run with an
+    ``end`` line that says ``"interrupted": true`` (``RunResult.interrupted``).
     """
-    cases = list(cases)
-    expectations = expectations or Expectations()
-    header, done = _open_run(cases, config, options)
+    try:
+        folder = claim(options.out_dir, options.command)
+    except FolderBusy as exc:
+        raise RunError(str(exc)) from None
+    with folder:
+        result = _run_claimed(list(cases), config, options, expectations or Expectations())
+    if folder.note:
+        result.notes.insert(0, folder.note)
+    return result
+
+
+def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
+                 expectations: Expectations) -> RunResult:
+    """``run_cases``' work once the folder is this process's."""
+    header, done, fresh, notes = _open_run(cases, config, options)
     finished = {line["id"] for line in done}
     todo = [case for case in cases if case.id not in finished]
+    if options.announce is not None:
+        options.announce(len(todo), len(cases))
     config = replace(config, run_dir=os.path.abspath(options.out_dir))
 
     lines = list(done)
@@ -105,7 +133,7 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
     progress = Progress(len(todo), options.progress)
     start = time.monotonic()
     with ResultsWriter(options.out_dir) as writer:
-        if not done:
+        if fresh:
             writer.write(header)
 
         def policy_for(case: Any) -> ArtifactPolicy:
@@ -128,29 +156,91 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
             counts = count_outcomes(lines)
             writer.write(end_record(counts, interrupted or len(lines) < len(cases),
                                     ran=len(lines) - len(done), elapsed_s=round(time.monotonic() - start, 3)))
-    return RunResult(header, lines, counts, interrupted, time.monotonic() - start, len(lines) - len(done))
+    return RunResult(header, lines, counts, interrupted, time.monotonic() - start, len(lines) - len(done), notes)
 
 
 def _open_run(cases: list[Any], config: CaseConfig, options: RunOptions
-              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The run header and the case lines already finished (only with ``resume``).
+              ) -> tuple[dict[str, Any], list[dict[str, Any]], bool, list[str]]:
+    """``(header, finished case lines, fresh, notes)``: ``fresh`` when the caller must write the
+    header (a new or replaced run), ``notes`` what resuming repaired.
 
-    Existing results are continued (``resume``), replaced (``overwrite``) or refused; a new or
-    replaced run gets a fresh header, which the caller writes.
+    Existing results are continued (``resume``, see ``_resume``), replaced (``overwrite``) or
+    refused.
     """
     path = os.path.join(options.out_dir, RESULTS_FILE)
-    os.makedirs(options.out_dir, exist_ok=True)
-    if os.path.exists(path) and os.path.getsize(path) and not options.overwrite:
+    header = run_header(config, options, len(cases))
+    if os.path.lexists(path) and not options.overwrite:
         if not options.resume:
             raise RunError(f"{path} already holds results: pass --resume to continue that run, "
                            "--overwrite to replace it, or choose another --out")
-        header, done = rewrite_for_resume(options.out_dir)
-        if header and header.get("ep") != config.ep.provider:
-            raise RunError(f"--resume: {path} was run on {header.get('ep')}, not {config.ep.provider}")
-        return header or run_header(config, options, len(cases)), done
-    if os.path.exists(path):
+        return _resume(options.out_dir, path, header, {case.id for case in cases})
+    if os.path.lexists(path):
         os.remove(path)
-    return run_header(config, options, len(cases)), []
+    return header, [], True, []
+
+
+#: Run header keys whose difference can change a case's outcome: ``--resume`` refuses to add
+#: cases run with other values to a run (``session_options`` without the thread count, which
+#: follows ``--jobs`` and changes only speed).
+RESUME_MUST_MATCH = ("ep", "ep_options", "seed", "selection", "shard", "case_count", "tolerances",
+                     "precision_model", "expectations_sha256", "session_options", "ort_flavour", "ort_version",
+                     "gpu")
+
+
+def _resume(run_dir: str, path: str, new: dict[str, Any], selected: set[str]
+            ) -> tuple[dict[str, Any], list[dict[str, Any]], bool, list[str]]:
+    """Continue the run in ``run_dir`` under the new header ``new`` (see ``_open_run``).
+
+    Deterministic whatever the file holds: no readable header and no case -> a fresh start; no
+    readable header but cases, two different headers, or a difference in ``RESUME_MUST_MATCH``
+    -> ``RunError`` listing what differs; a finished case outside ``selected`` (an edited line)
+    -> ``RunError``; damaged lines are dropped (their cases run again) and
+    named in the notes; a torn last line is dropped silently (a killed run leaves one)."""
+    try:
+        records = load_records(results_path(run_dir))
+    except FileRefused as exc:
+        raise RunError(f"--resume: {exc}") from None
+    if records.header is None and not records.cases:
+        os.remove(path)  # what it held (a torn header) must not run into the new one
+        return new, [], True, [f"{path} held no run header and no finished case: started afresh"]
+    if records.header is None:
+        first = records.bad_lines[0] if records.bad_lines else None
+        why = f" (line {first.number}: {safe(first.reason)})" if first else ""
+        raise RunError(f"--resume: {path} has no readable run header{why}, so the options its {len(records.cases)} "
+                       "finished cases ran with are unknown.\nNote: pass --overwrite to start again, or choose "
+                       "another --out")
+    if any(h != records.header for h in records.headers[1:]):
+        raise RunError(f"--resume: {path} holds {len(records.headers)} different run headers (two runs wrote into "
+                       "it).\nNote: pass --overwrite to start again, or choose another --out")
+    differences = header_differences(records.header, new)
+    if differences:
+        raise RunError(f"--resume: {path} was run with other options; resuming would mix cases run two ways:\n  "
+                       + "\n  ".join(differences)
+                       + "\nNote: resume with the same options, pass --overwrite to start again, or choose another --out")
+    foreign = sorted(set(records.cases) - selected)
+    if foreign:  # same options, so the same selection: the line was edited or comes from elsewhere
+        raise RunError(f"--resume: {path} holds {len(foreign)} finished case(s) this run does not select, e.g. "
+                       f"{safe(foreign[0], 120)!r}; its lines were edited or written by another run.\nNote: pass "
+                       "--overwrite to start again, or choose another --out")
+    header, done = rewrite_for_resume(run_dir, records)
+    notes = [f"{path} line {b.number} was damaged ({safe(b.reason)}); its case runs again"
+             for b in records.damaged]
+    return header, done, False, notes
+
+
+def header_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``"KEY: OLD -> NEW"`` for each key of ``RESUME_MUST_MATCH`` where the headers differ."""
+    def comparable(key: str, header: dict[str, Any]) -> Any:
+        """The value of ``key`` as far as outcomes depend on it."""
+        value = header.get(key)
+        if key == "session_options" and isinstance(value, dict):
+            return {k: v for k, v in value.items() if k != "intra_op_num_threads"}
+        if key == "gpu":  # the device, not the adapter's slot or LUID (which change across reboots)
+            return identity_key(value)
+        return value
+
+    return [f"{key}: {safe(repr(comparable(key, old)), 160)} -> {safe(repr(comparable(key, new)), 160)}"
+            for key in RESUME_MUST_MATCH if comparable(key, old) != comparable(key, new)]
 
 
 #: Outcomes where the worker died, so its case folder was never written.

@@ -16,8 +16,11 @@ session to judge outputs.
   session *with* fallback allowed only to read where every node went (``Diagnosis``); the
   caller decides what the refusal means for its verdict.
 
-Profiling traces go to one scratch folder per process (made on first use, removed at exit);
-each trace is removed as soon as it is read.
+Profiling traces go to one scratch folder per process, ``ep-testbed-prof-<pid>`` (made on first
+use, removed at exit); each trace is removed as soon as it is read. A worker process makes it
+inside its pool's folder (``SCRATCH_ENV``), which the pool removes when the worker dies; a
+process killed outright leaves its folder behind, and the next one to make a scratch folder
+removes those of processes that are gone (``sweep_stale``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ import onnx
 
 from . import placement as placement_mod
 from .providers import EpSpec, SessionSettings, providers_arg, session_options
+from .run_folder import process_alive
+
+#: Where a worker makes its scratch folder (set by ``harness.pool``); unset: the system temp folder.
+SCRATCH_ENV = "EP_TESTBED_SCRATCH"
+SCRATCH_PREFIX = "ep-testbed-prof-"
 
 #: ONNX Runtime's quietest log level: failures reach the caller as exceptions, and a session
 #: that is refused would otherwise also print profiling noise.
@@ -85,12 +93,15 @@ class Diagnosis:
 
 
 def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, settings: SessionSettings, *,
-              allow_fallback: bool = False, profile: bool = True, quiet: bool = False) -> EpRun:
+              allow_fallback: bool = False, profile: bool = True, quiet: bool = False,
+              initializers: Mapping[str, np.ndarray] | None = None) -> EpRun:
     """Build a session for ``model`` on ``ep`` with the conformance settings, run it once on
     ``feeds`` and, when ``profile``, read back where each node ran.
 
     ``allow_fallback`` lets nodes the EP declines run on the CPU EP (the CPU EP itself never
-    has fallback disabled); ``quiet`` turns ONNX Runtime's own logging off. Raises
+    has fallback disabled); ``quiet`` turns ONNX Runtime's own logging off; ``initializers``
+    are handed to the session apart from the model (``add_external_initializers``: the
+    external initializers of a model too large for one protobuf message). Raises
     ``SessionError`` when ONNX Runtime raises while building or running the session."""
     import onnxruntime as ort  # loaded on first use: the CLI and the reports start without it
 
@@ -98,6 +109,10 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     so = session_options(ep, settings, allow_fallback=allow_fallback, profile_prefix=prefix)
     if quiet:
         so.log_severity_level = QUIET
+    # The OrtValues borrow the arrays' memory: they stay referenced until the session is gone.
+    injected = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in (initializers or {}).values()]
+    if injected:
+        so.add_external_initializers(list(initializers or {}), injected)
     try:
         # enable_fallback=0: Python's InferenceSession would otherwise rebuild the session on the
         # CPU EP alone when the EP fails to start (onnxruntime_inference_collection.py)
@@ -121,12 +136,14 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
 
 
 def diagnose_refusal(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec,
-                     settings: SessionSettings, *, quiet: bool = False) -> Diagnosis:
+                     settings: SessionSettings, *, quiet: bool = False,
+                     initializers: Mapping[str, np.ndarray] | None = None) -> Diagnosis:
     """After ``run_on_ep`` was refused a CPU fallback: run ``model`` with fallback allowed, only to
     read where each node went. Never raises for what ONNX Runtime does: a failing diagnostic
     session is a ``Diagnosis`` with ``error`` set."""
     try:
-        run = run_on_ep(model, feeds, ep, settings, allow_fallback=True, profile=True, quiet=quiet)
+        run = run_on_ep(model, feeds, ep, settings, allow_fallback=True, profile=True, quiet=quiet,
+                        initializers=initializers)
     except SessionError as exc:
         return Diagnosis(error=first_line(exc.cause))
     return Diagnosis(run.placement, run.placement_source)
@@ -148,11 +165,30 @@ def _profile_prefix() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _scratch_dir() -> str:
-    """One folder per process for profiling traces: a TemporaryDirectory per case cost ~1 ms.
-    Traces are removed as they are read; what a failing session leaves goes at process exit."""
-    path = tempfile.mkdtemp(prefix="ep-testbed-prof-")
+    """This process's folder for profiling traces (a TemporaryDirectory per case cost ~1 ms):
+    ``ep-testbed-prof-<pid>`` in ``SCRATCH_ENV``'s folder or the temp folder. Traces are
+    removed as they are read; what a failing session leaves goes at process exit."""
+    parent = os.environ.get(SCRATCH_ENV) or tempfile.gettempdir()
+    sweep_stale(parent)
+    path = os.path.join(parent, f"{SCRATCH_PREFIX}{os.getpid()}")
+    os.makedirs(path, exist_ok=True)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
 
-__all__ = ["Diagnosis", "EpRun", "SessionError", "diagnose_refusal", "first_line", "run_on_ep"]
+def sweep_stale(parent: str, prefix: str = SCRATCH_PREFIX) -> None:
+    """Remove ``<prefix><pid>`` folders in ``parent`` whose process is gone (killed before its
+    exit handler ran); folders of live processes, and anything else, are left alone."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        pid_text = entry.name[len(prefix):].split("-", 1)[0]
+        if (entry.name.startswith(prefix) and pid_text.isdigit() and entry.is_dir(follow_symlinks=False)
+                and int(pid_text) != os.getpid() and not process_alive(int(pid_text))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+__all__ = ["Diagnosis", "EpRun", "SCRATCH_ENV", "SessionError", "diagnose_refusal", "first_line", "run_on_ep",
+           "sweep_stale"]

@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable
 
 from .results import FAILING, OUTCOMES, REPORT_ORDER
+from .terminal import safe
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -33,13 +34,15 @@ def exit_code(counts: dict[str, int], failing: Iterable[str], interrupted: bool 
 
 
 def table(lines: Iterable[dict[str, Any]]) -> str:
-    """Outcome counts per operator, plus a total row; columns only for outcomes that occurred."""
+    """Outcome counts per operator, plus a total row; columns only for outcomes that occurred.
+    Names from the lines (operators, outcomes a newer writer added) are printed ``terminal.safe``."""
     per_op: dict[str, Counter] = defaultdict(Counter)
     total: Counter = Counter()
     for line in lines:
-        op = str(line.get("op") or "?").removeprefix("DML_OPERATOR_")
-        per_op[op][line.get("outcome")] += 1
-        total[line.get("outcome")] += 1
+        op = safe(str(line.get("op") or "?").removeprefix("DML_OPERATOR_"), 60)
+        outcome = line.get("outcome") if line.get("outcome") in OUTCOMES else safe(line.get("outcome"), 40)
+        per_op[op][outcome] += 1
+        total[outcome] += 1
     columns = [o for o in OUTCOMES if total[o] or o in ("pass", "fail")]
     columns += sorted(str(o) for o in total if o not in OUTCOMES)
     header = ["operator", *columns, "total"]
@@ -53,14 +56,14 @@ def table(lines: Iterable[dict[str, Any]]) -> str:
 
 def problems(lines: Iterable[dict[str, Any]], failing: Iterable[str], limit: int = 20) -> str:
     """The first ``limit`` cases with a failing outcome, one line each (id, outcome, message),
-    most severe outcome first (``results.REPORT_ORDER``)."""
+    most severe outcome first (``results.REPORT_ORDER``); ids and messages printed ``terminal.safe``."""
     failing = set(failing)
     bad = [line for line in lines if line.get("outcome") in failing]
     out = []
     rank = {outcome: i for i, outcome in enumerate(REPORT_ORDER)}
     for line in sorted(bad, key=lambda l: (rank.get(l["outcome"], len(rank)), l["id"]))[:limit]:
         message = (line.get("message") or "").strip().splitlines()
-        out.append(f"  {line['outcome']:<8} {line['id']}: {message[0] if message else ''}")
+        out.append(f"  {line['outcome']:<8} {safe(line['id'])}: {safe(message[0]) if message else ''}")
     if len(bad) > limit:
         out.append(f"  ... and {len(bad) - limit} more (see results.jsonl)")
     return "\n".join(out)

@@ -26,10 +26,13 @@ few ULP of the output dtype plus ONNX Runtime OpTester's absolute/relative floor
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
+
+from ep_testbed.reference.dtypes import NUMPY_DTYPES
+
+from .untrusted_files import FileRefused, read_json
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class Tolerances:
         if not sep or not body:
             raise ValueError(f"--tol {spec!r}: expected DTYPE:key=value[,key=value], e.g. fp16:atol=1e-2,ulp=4")
         data_type = _DTYPE_ALIASES.get(dtype_text.strip().lower(), dtype_text.strip().upper())
+        if data_type not in KNOWN_DTYPES:
+            raise ValueError(f"--tol {spec!r}: {dtype_text.strip()!r} is not a data type; use one of "
+                             f"{', '.join(KNOWN_DTYPES)} (or fp16, fp32, fp64)")
         tolerance = self.for_dtype(data_type)
         for item in body.split(","):
             key, eq, value = item.partition("=")
@@ -90,8 +96,8 @@ class Tolerances:
                 number: Any = (None if value.strip().lower() == "none" else int(value)) if key == "ulp" else float(value)
             except ValueError:
                 raise ValueError(f"--tol {spec!r}: {key} = {value!r} is not a number") from None
-            if number is not None and (number < 0 or (isinstance(number, float) and math.isnan(number))):
-                raise ValueError(f"--tol {spec!r}: {key} must be >= 0")
+            if number is not None and (number < 0 or not math.isfinite(number)):
+                raise ValueError(f"--tol {spec!r}: {key} must be a finite number >= 0")
             tolerance = replace(tolerance, **{key: number})
         by_dtype = dict(self.by_dtype)
         by_dtype[data_type] = tolerance
@@ -102,21 +108,55 @@ class Tolerances:
                 "other_dtypes": EXACT.to_json()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Tolerances":
-        """Read ``to_json()`` output, or a plain ``{"FLOAT16": {"atol": ..}}`` file, over the defaults."""
-        table = data.get("by_dtype", data)
+    def from_json(cls, data: Any) -> "Tolerances":
+        """Read ``to_json()`` output, or a plain ``{"FLOAT16": {"atol": ..}}`` table, over the defaults.
+
+        ValueError naming the entry and key for anything else: a dtype that is not a DML data
+        type, a key other than atol/rtol/ulp, a value that is not a finite number >= 0 (``ulp``
+        a whole number or null)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a tolerance table is a JSON object, not a {type(data).__name__}")
+        table = data["by_dtype"] if "by_dtype" in data else data
+        if not isinstance(table, dict):
+            raise ValueError("by_dtype: must be an object of data type -> {atol, rtol, ulp}")
         by_dtype = dict(DEFAULT_TOLERANCES)
         for name, values in table.items():
-            by_dtype[_DTYPE_ALIASES.get(name.lower(), name.upper())] = Tolerance(**values)
+            data_type = _DTYPE_ALIASES.get(name.lower(), name.upper())
+            if data_type not in KNOWN_DTYPES:
+                raise ValueError(f"{name!r} is not a data type (allowed: {', '.join(KNOWN_DTYPES)})")
+            by_dtype[data_type] = _tolerance_from(name, values)
         return cls(by_dtype)
 
 
+def _tolerance_from(name: str, values: Any) -> Tolerance:
+    """One table entry as a ``Tolerance``; ValueError naming ``name.key`` and what is allowed."""
+    keys = [f.name for f in fields(Tolerance)]
+    if not isinstance(values, dict):
+        raise ValueError(f"{name}: must be an object with {', '.join(keys)}")
+    for key, value in values.items():
+        where = f"{name}.{key}"
+        if key not in keys:
+            raise ValueError(f"{where}: not a tolerance key (allowed: {', '.join(keys)})")
+        if key == "ulp":
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**64):
+                raise ValueError(f"{where} = {value!r}: must be a whole number >= 0, or null (no ULP bound)")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{where} = {value!r}: must be a finite number >= 0")
+    return Tolerance(**{k: (float(v) if k != "ulp" else v) for k, v in values.items()})
+
+
 def load_tolerances(path: str | None, overrides: list[str] | None = None) -> Tolerances:
-    """Defaults, then a JSON file (``--tolerances``), then ``--tol`` overrides, in that order."""
+    """Defaults, then a JSON file (``--tolerances``, read through ``untrusted_files``), then
+    ``--tol`` overrides, in that order. ``FileRefused`` naming the file and entry for a file that
+    is not a tolerance table; ValueError for a bad ``--tol`` item."""
     tolerances = Tolerances.defaults()
     if path:
-        with open(path, encoding="utf-8") as f:
-            tolerances = Tolerances.from_json(json.load(f))
+        data = read_json(path, "tolerance table")
+        try:
+            tolerances = Tolerances.from_json(data)
+        except ValueError as exc:
+            raise FileRefused(path, f"not a tolerance table: {exc}", hint='write it like {"FLOAT16": {"atol": 0.01, "rtol": 0.001, '
+                                                   '"ulp": 4}}') from None
     for spec in overrides or []:
         tolerances = tolerances.override(spec)
     return tolerances
@@ -127,3 +167,6 @@ _DTYPE_ALIASES = {
     "fp16": "FLOAT16", "float16": "FLOAT16", "half": "FLOAT16",
     "fp64": "FLOAT64", "float64": "FLOAT64", "double": "FLOAT64",
 }
+
+#: Data types a tolerance may be given for: the DML types the pages use, and FLOAT64.
+KNOWN_DTYPES = tuple(dict.fromkeys([*DEFAULT_TOLERANCES, *NUMPY_DTYPES]))

@@ -25,10 +25,15 @@ def execute(desc: Desc, tensors: Mapping[str, np.ndarray],
 
     Raises ``DescError`` (naming the field) for a desc that breaks its page at
     ``feature_level``, for missing, extra or mismatched arrays, and for tensor values the
-    page leaves undefined (e.g. a batch index outside ``[0, BatchCount)``).
+    page leaves undefined (e.g. a batch index outside ``[0, BatchCount)``), and for a desc or
+    values that would need more than the reference's limits (``checks.within_cap``).
     """
     validate(desc, feature_level)
-    return spec_for(desc).execute(desc, _check_tensors(desc, tensors))
+    arrays = _check_tensors(desc, tensors)
+    spec = spec_for(desc)
+    if spec.check_values is not None:  # limits that depend on the values, checked before the kernel allocates
+        spec.check_values(desc, arrays)
+    return spec.execute(desc, arrays)
 
 
 def execute_with_bounds(desc: Desc, tensors: Mapping[str, np.ndarray], model: str = DEFAULT_MODEL,

@@ -30,12 +30,13 @@ this one must equal bit for bit.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 import numpy as np
 
-from .checks import TypeTable, check_tensor, expect_sizes, same_type
+from .checks import TypeTable, check_tensor, expect_sizes, max_loop, max_work, same_type, within_cap
 from .descs import Desc, TensorDesc, dml_field, member_value
 from .dtypes import NUMPY_DTYPES, numpy_dtype, random_values
 from .errors import DescError
@@ -111,6 +112,7 @@ def validate_desc(d: MaxPooling2Desc, types: TypeTable) -> None:
                             d.dilations)
     for i in range(d.dimension_count):
         _check_axis(d, i, expected[i + 2])
+    _check_cost(d, expected)
     expect_sizes(op, "OutputTensor", d.output_tensor.sizes, expected,
                  "the page's formula: (PaddedSize - dilated WindowSize) / Strides + 1")
     if d.output_indices_tensor is not None:
@@ -123,6 +125,7 @@ def validate_desc(d: MaxPooling2Desc, types: TypeTable) -> None:
 
 
 def _check_window_fields(d: MaxPooling2Desc) -> None:
+    """Each window field holds DimensionCount values; Strides, WindowSize, Dilations are >= 1."""
     for member in _WINDOW_FIELDS:
         values = member_value(d, member)
         if len(values) != d.dimension_count:
@@ -131,6 +134,25 @@ def _check_window_fields(d: MaxPooling2Desc) -> None:
             for i, v in enumerate(values):
                 if v < 1:
                     raise DescError(f"{member}[{i}]", v, "must be at least 1", d.TYPE)
+
+
+def _check_cost(d: MaxPooling2Desc, out: tuple[int, ...]) -> None:
+    """The reference's limits (``checks.within_cap``), before any array exists: the padded
+    layout ``phase_layout`` builds, the window offsets and stride phases it loops over, and the
+    work of one pass per offset over every output."""
+    op, n, c = d.TYPE, out[0], out[1]
+    spatial = out[2:]
+    reach = [(spatial[i] - 1) * d.strides[i] + (d.window_size[i] - 1) * d.dilations[i] + 1
+             for i in range(d.dimension_count)]
+    layout = n * c * math.prod(-(-reach[i] // d.strides[i]) * d.strides[i] for i in range(d.dimension_count))
+    window = math.prod(d.window_size)
+    within_cap(op, "Strides", list(d.strides), math.prod(d.strides), "loop iterations (one per stride phase)",
+               max_loop())
+    within_cap(op, "WindowSize", list(d.window_size), window, "loop iterations (one per window offset)", max_loop())
+    within_cap(op, "WindowSize/Dilations/Strides", [list(d.window_size), list(d.dilations), list(d.strides)],
+               layout, "elements for the padded input the windows read")
+    within_cap(op, "WindowSize", list(d.window_size), window * math.prod(out), "element-steps (window offsets x "
+               "output elements)", max_work())
 
 
 def _check_axis(d: MaxPooling2Desc, i: int, out: int) -> None:
@@ -151,12 +173,53 @@ def _check_axis(d: MaxPooling2Desc, i: int, out: int) -> None:
 
 def first_window_without_input(size: int, out: int, window: int, stride: int, start: int,
                                dilation: int) -> int | None:
-    """The first output position along one axis whose window reads only padding, or None."""
-    for o in range(out):
-        first = o * stride - start
-        if not any(0 <= first + j * dilation < size for j in range(window)):
-            return o
-    return None
+    """The first output position along one axis whose window reads only padding, or None.
+
+    Arithmetic, not a scan over the outputs (their count can be 2**32): output ``o`` reads
+    positions ``o*stride - start + j*dilation``, ``j < window``. A window misses the input when
+    it ends left of it, starts right of it, or (``dilation > size``) straddles it with every
+    step jumping over it: then its first position at or past 0 is ``(o*stride - start) mod
+    dilation``, which must be ``>= size`` (``_first_in_residues`` finds the first such ``o``)."""
+    span = (window - 1) * dilation
+    first_reaching = max(0, -(-(start - span) // stride))         # first o whose last position is >= 0
+    if first_reaching > 0:
+        return 0 if out > 0 else None
+    past_end = -(-(size + start) // stride)                       # first o whose first position is >= size
+    candidates = [past_end] if past_end < out else []
+    straddling_end = min(-(-start // stride), past_end, out)      # o below this start left of the input
+    if dilation > size and straddling_end > 0:
+        found = _first_in_residues(stride, -start, dilation, size, dilation - 1, straddling_end)
+        if found is not None:
+            candidates.append(found)
+    return min(candidates) if candidates else None
+
+
+def _first_in_residues(a: int, b: int, m: int, low: int, high: int, count: int) -> int | None:
+    """The least ``x`` in ``[0, count)`` with ``low <= (a*x + b) mod m <= high`` (``0 <= low <=
+    high < m``), or None: ``(a*x) mod m`` must fall in the interval shifted by ``-b``, which
+    may wrap around ``m`` and is then two intervals."""
+    lo, hi = (low - b) % m, (high - b) % m
+    pieces = [(lo, hi)] if lo <= hi else [(lo, m - 1), (0, hi)]
+    found = [x for x in (_least_multiple_in(a % m, m, p, q) for p, q in pieces) if x is not None and x < count]
+    return min(found) if found else None
+
+
+def _least_multiple_in(a: int, m: int, low: int, high: int) -> int | None:
+    """The least ``x >= 0`` with ``low <= (a*x) mod m <= high`` (``0 <= low <= high < m``,
+    ``0 <= a < m``), or None. Euclid-like: when no multiple of ``a`` lands in the interval
+    before the first wrap, the wraps ``y`` solve the same problem for ``(m mod a, a)``; each
+    step at least halves the modulus, so this takes O(log m) steps."""
+    if low == 0:
+        return 0
+    if a == 0:
+        return None
+    x = -(-low // a)
+    if a * x <= high:
+        return x
+    y = _least_multiple_in(m % a, a, (-high) % a, (-low) % a)
+    if y is None:
+        return None
+    return -(-(m * y + low) // a)
 
 
 def window_coordinates(size: int, out: int, window: int, stride: int, start_padding: int,

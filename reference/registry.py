@@ -43,6 +43,8 @@ class OpSpec:
     ``bounded(desc, arrays, model)`` computes a validated desc under a precision model
     (``precision.Expected``: outputs, per-element rounding bounds, knife-edge alternatives);
     None means every output is a selection, exact under every model.
+    ``check_values(desc, arrays)``, when given, runs before ``execute`` and raises DescError for
+    input values whose computation would exceed the reference's limits (``checks.within_cap``).
     """
 
     name: str
@@ -58,6 +60,7 @@ class OpSpec:
     index_outputs: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     index_rule: Optional[Callable[[Any, np.ndarray, np.ndarray], np.ndarray]] = None
     bounded: Optional[Callable[[Any, Mapping[str, np.ndarray], PrecisionModel], Expected]] = None
+    check_values: Optional[Callable[[Any, Mapping[str, np.ndarray]], None]] = None
 
     @property
     def dml_type(self) -> str:
@@ -138,10 +141,10 @@ register(OpSpec(
     tensor_support=roi_align.TENSOR_SUPPORT_V0, validate=roi_align.validate_desc,
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v0",
-    bounded=roi_align_bounds.execute_bounded))
+    bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values))
 register(OpSpec(
     name="roi_align1", desc=roi_align.RoiAlign1Desc, page=roi_align.PAGE_V1,
     tensor_support=roi_align.TENSOR_SUPPORT_V1, validate=roi_align.validate_desc,
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v1",
-    onnx_ops=("RoiAlign",), bounded=roi_align_bounds.execute_bounded))
+    onnx_ops=("RoiAlign",), bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values))

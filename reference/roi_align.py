@@ -29,7 +29,7 @@ from typing import ClassVar, Union
 
 import numpy as np
 
-from .checks import TypeTable, check_tensor, expect_sizes, finite, same_type
+from .checks import TypeTable, check_tensor, expect_sizes, finite, float32_value, max_elements, same_type, within_cap
 from .descs import Desc, TensorDesc, dml_field
 from .dtypes import numpy_dtype, random_values
 from .errors import DescError
@@ -142,6 +142,7 @@ def validate_desc(d: AnyRoiAlign, types: TypeTable) -> None:
     if type(d) is RoiAlign1Desc:
         finite(op, "InputPixelOffset", d.input_pixel_offset)
         finite(op, "OutputPixelOffset", d.output_pixel_offset)
+    float32_value(op, "OutOfBoundsInputValue", d.out_of_bounds_input_value)
     if d.minimum_samples_per_output < 1:
         raise DescError("MinimumSamplesPerOutput", d.minimum_samples_per_output,
                         "must be at least 1: an output element with no sample has no value to reduce", op)
@@ -172,6 +173,34 @@ def _validate_tensors(d: AnyRoiAlign, types: TypeTable) -> None:
 #: The reference refuses regions that need more sample points than this per channel (a
 #: guard against a hang on absurd ROIs, not a DirectML rule).
 MAX_SAMPLE_POINTS_PER_REGION = 2**24
+
+
+def check_values(desc: AnyRoiAlign, tensors: dict[str, np.ndarray]) -> None:
+    """The reference's limit on one region's samples, once the ROI values are known (the
+    registry's ``check_values``, run before the kernel): the kernel interpolates every sample
+    point of a region for all channels at once, in float64, so sample points x channels must
+    stay within ``max_elements() // 8`` (several such arrays are alive at a time). Rows that
+    are not finite are left to the kernel, which refuses them (ERR-1)."""
+    d = as_roi_align1(desc)
+    _, _, out_h, out_w = d.output_tensor.sizes
+    channels = d.input_tensor.sizes[1]
+    rois = np.asarray(tensors["ROITensor"], dtype=np.float64).reshape(-1, 4)
+    finite_rows = np.isfinite(rois).all(axis=1)
+    scale_x, scale_y = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
+    with np.errstate(over="ignore", invalid="ignore"):
+        size_x = rois[:, 2] * scale_x - rois[:, 0] * scale_x
+        size_y = rois[:, 3] * scale_y - rois[:, 1] * scale_y
+        low, high = float(d.minimum_samples_per_output), float(d.maximum_samples_per_output)
+        n_x = np.minimum(np.maximum(np.ceil(size_x / out_w), low), high)
+        n_y = np.minimum(np.maximum(np.ceil(size_y / out_h), low), high)
+        points = n_x * out_w * n_y * out_h * channels
+    points = np.where(finite_rows & ~np.isnan(points), points, 0.0)
+    if points.size and points.max() > max_elements() // 8:
+        row = int(np.argmax(points))
+        within_cap(d.TYPE, f"ROITensor row {row}", rois[row].tolist(), int(min(points[row], 2.0**80)),
+                   f"sample values ({int(n_y[row])}x{int(n_x[row])} samples per output element x {channels} channels; "
+                   "a lower MaximumSamplesPerOutput bounds them)",
+                   max_elements() // 8)
 
 
 def samples_per_output(scaled_size: float, output_size: int, minimum: int, maximum: int) -> int:

@@ -1,20 +1,22 @@
 """Read one case's artifact folder (``RUN_DIR/cases/<safe-id>/``) for the report.
 
 The harness writes ``model.onnx``, ``inputs.npz`` (ONNX input names), ``desc.json`` (DML spelling),
-``expected.npz`` and ``actual.npz`` (DML output names).  This module only *reads* them: the model
-is opened with ``onnx.load`` to show its nodes, never run.  Every reader returns ``None`` (or an
-empty value) for a missing or unreadable file and records why in ``CaseArtifacts.problems``, so one
+``expected.npz`` and ``actual.npz`` (DML output names).  This module only *reads* them, through
+``harness.untrusted_files`` (regular files inside the case folder only, sizes capped, no pickles):
+the model is parsed to show its nodes, never run.  Every reader returns ``None`` (or an empty
+value) for a missing or unreadable file and records why in ``CaseArtifacts.problems``, so one
 damaged folder costs one case's pictures, not the report.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ep_testbed.harness.untrusted_files import ARRAY_KINDS, FileRefused, inside, read_arrays, read_bytes, read_json
 
 INDICES_OUTPUT = "OutputIndicesTensor"
 VALUES_OUTPUT = "OutputTensor"
@@ -60,43 +62,38 @@ class CaseArtifacts:
 
 
 def resolve_folder(run_dir: Path, artifacts: str | None) -> Path | None:
-    """The case folder, refusing paths that escape the run folder (a results line is data)."""
+    """The case folder, refusing paths that escape the run folder, lexically or through a
+    symbolic link (a results line is data): None for those and for no folder at all."""
     if not artifacts:
         return None
-    run_root = run_dir.resolve()
-    folder = (run_root / artifacts).resolve()
-    if folder != run_root and run_root not in folder.parents:
+    try:
+        return inside(run_dir, artifacts, "artifacts path")
+    except FileRefused:
         return None
-    return folder
 
 
 def load_artifacts(folder: Path) -> CaseArtifacts:
-    """Everything readable in ``folder``; missing pieces are listed in ``problems``."""
+    """Everything readable in ``folder``; missing or refused pieces are listed in ``problems``
+    (a file is read only if it is a regular file inside the folder, within the size caps)."""
     art = CaseArtifacts(folder=folder)
     if not folder.is_dir():
         art.problems.append(f"artifact folder {folder.name} is missing")
         return art
-    desc_path = folder / "desc.json"
-    if desc_path.is_file():
-        try:
-            art.desc = json.loads(desc_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            art.problems.append(f"desc.json unreadable: {exc}")
-    model_path = folder / "model.onnx"
-    if model_path.is_file():
-        try:
-            art.model = summarize_model(model_path)
-        except Exception as exc:  # onnx raises several types for damaged protobufs
-            art.problems.append(f"model.onnx unreadable: {exc}")
-    for name in ("inputs", "expected", "actual", "allowance"):
-        path = folder / f"{name}.npz"
-        if not path.is_file():
+    readers = {"desc.json": lambda p: read_json(p, "desc"), "model.onnx": summarize_model}
+    readers.update({f"{name}.npz": lambda p: read_arrays(p, "arrays file") for name in ("inputs", "expected", "actual")})
+    readers["allowance.npz"] = lambda p: read_arrays(p, "allowance file", ARRAY_KINDS + "U")  # its rule is text
+    for file_name, reader in readers.items():
+        if not (folder / file_name).exists() and not (folder / file_name).is_symlink():
             continue
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                setattr(art, name, {k: npz[k] for k in npz.files})
-        except (OSError, ValueError) as exc:
-            art.problems.append(f"{name}.npz unreadable: {exc}")
+            value = reader(inside(folder, file_name, "case file"))
+        except MemoryError:
+            raise
+        except Exception as exc:  # one damaged file costs that file (onnx and numpy raise many types)
+            art.problems.append(f"{file_name} unreadable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            continue
+        attribute = {"desc.json": "desc", "model.onnx": "model"}.get(file_name, file_name.removesuffix(".npz"))
+        setattr(art, attribute, value if attribute != "desc" or isinstance(value, dict) else None)
     return art
 
 
@@ -132,7 +129,8 @@ def summarize_model(path: Path) -> ModelSummary:
     import onnx  # loaded only when a case folder holds a model: most report pages need none
     from onnx import helper
 
-    model = onnx.load(str(path), load_external_data=False)
+    model = onnx.ModelProto()
+    model.ParseFromString(read_bytes(path, "ONNX model", limit_name="model_bytes"))
     nodes = [
         OnnxNode(
             name=n.name, op_type=n.op_type, domain=n.domain or "ai.onnx",

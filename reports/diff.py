@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ep_testbed.harness.results import NOT_TESTED, PASSING, WRONG
+from ep_testbed.harness.terminal import safe
+from ep_testbed.harness.untrusted_files import output_folder, write_output
 
 from .rendering import environment, format_number, short_op
 from .results import CaseResult, Run, load_run
@@ -274,7 +276,7 @@ def diff_text(res: DiffResult, growth_factor: float) -> str:
     for _, title, changes in res.sections():
         if changes:
             lines += ["", f"{title} ({len(changes)}):", *(_change_line(ch) for ch in changes)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(safe(line) for line in lines) + "\n"  # ids and values come from files: one visible line each
 
 
 def _report_link(run_dir: Path, out_dir: Path) -> str | None:
@@ -295,14 +297,11 @@ def diff_runs(run_a: str | Path, run_b: str | Path, out_dir: str | Path, growth_
     """
     a, b = load_run(run_a), load_run(run_b)
     res = compare_runs(a, b, growth_factor, abs_floor, policy)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    res.text_path = out / DIFF_TEXT
-    res.text_path.write_text(diff_text(res, growth_factor), encoding="utf-8")
+    out = output_folder(out_dir)  # never written through a link planted in the folder
+    res.text_path = write_output(out / DIFF_TEXT, diff_text(res, growth_factor))
     html = environment().get_template("diff.html.j2").render(
         res=res, a=a, b=b, growth_factor=growth_factor, link_a=_report_link(a.path, out),
         link_b=_report_link(b.path, out),
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-    res.html_path = out / DIFF_HTML
-    res.html_path.write_text(html, encoding="utf-8")
+    res.html_path = write_output(out / DIFF_HTML, html)
     return res

@@ -20,6 +20,7 @@ from typing import Any
 
 from ep_testbed.harness.rerun import TIME_FIELD, rerun_args
 from ep_testbed.harness.tolerances import Tolerances
+from ep_testbed.harness.untrusted_files import write_output
 from ep_testbed.harness.results import (
     ERROR_KEYS,
     EXPECTED_FAILURE,
@@ -206,5 +207,5 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
     context["share_bar"], context["share_ticks"] = images.share_legend()
     html = environment().get_template("report.html.j2").render(**context)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(html, encoding="utf-8")
+    write_output(out_path, html)  # a link planted in the run folder is replaced, never written through
     return out_path

@@ -16,6 +16,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ep_testbed.harness.untrusted_files import open_output
 from ep_testbed.harness.results import (
     EXPECTED_FAILURE,
     FAILING,
@@ -106,5 +107,6 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
     root = ET.Element("testsuites")
     root.append(suite)
     out_path = Path(out) if out is not None else Path(run_dir) / JUNIT_FILE
-    ET.ElementTree(root).write(out_path, encoding="utf-8", xml_declaration=True)
+    with open_output(out_path) as f:  # a link planted in the run folder is replaced, never written through
+        ET.ElementTree(root).write(f, encoding="utf-8", xml_declaration=True)
     return out_path

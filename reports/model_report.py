@@ -12,12 +12,10 @@ diverging nodes. Styling reuses ``report.css``; escaping is Jinja2's autoescape
 
 from __future__ import annotations
 
-import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from ep_testbed.harness.untrusted_files import FileRefused, inside, read_arrays, read_json, write_output
 
 from ep_testbed.harness.models.statuses import NODE_STATUSES
 
@@ -79,18 +77,16 @@ def model_verdict(result: dict[str, Any]) -> tuple[str, str]:
 
 def load_result(out_dir: str | Path) -> dict[str, Any]:
     """The ``model_result.json`` of a model run folder."""
-    path = Path(out_dir) / RESULT_FILE
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(Path(out_dir) / RESULT_FILE, "model result", nonfinite=True)
 
 
 def inside_link(out_dir: Path, relative: Any) -> str | None:
-    """``relative`` as a link from the report when it names a file inside ``out_dir`` (a result
-    file is data: no absolute path, no ``..`` out of the folder), else None."""
-    if not isinstance(relative, str) or not relative:
-        return None
-    path = (out_dir / relative).resolve()
-    if out_dir.resolve() not in path.parents or not path.is_file():
+    """``relative`` as a link from the report when it names a regular file inside ``out_dir`` (a
+    result file is data: no absolute path, no ``..`` or link out of the folder), else None."""
+    try:
+        if not inside(out_dir, relative, "link").is_file():
+            return None
+    except FileRefused:
         return None
     return Path(relative).as_posix()
 
@@ -105,15 +101,15 @@ def _tolerances(result: dict[str, Any]) -> Tolerances:
 
 def _pictures(out_dir: Path, row: dict[str, Any], tolerances: Tolerances) -> list[images.SlicePictures]:
     """Heatmaps of a diverging node's saved arrays (EP vs the DML reference), in units of the
-    tolerance of its output dtype; none when the file is missing, outside or unreadable."""
+    tolerance of its output dtype; none when the file is missing, outside the run folder or
+    unreadable (read through ``untrusted_files``: regular files, capped, no pickles)."""
     relative = inside_link(out_dir, row.get("arrays"))
     if relative is None:
         return []
-    path = (out_dir / relative).resolve()
     try:
-        with np.load(path, allow_pickle=False) as data:
-            expected, actual = data["expected"], data["actual"]
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        data = read_arrays(inside(out_dir, relative, "node arrays"), "node arrays")
+        expected, actual = data["expected"], data["actual"]
+    except (FileRefused, KeyError):
         return []
     return images.worst_slices(row.get("desc_type") or row["op_type"], expected, actual, SLICES_PER_NODE,
                                tolerance=tolerances.for_dtype(expected.dtype.name.upper()), hover=False)
@@ -138,5 +134,5 @@ def render_model_report(out_dir: str | Path, *, out: str | Path | None = None) -
         links={row["node"]: inside_link(folder, row.get("arrays")) for row in rows},
         saved=[(name, inside_link(folder, name)) for name in SAVED_FILES])
     path = Path(out) if out else folder / REPORT_FILE
-    path.write_text(html, encoding="utf-8")
+    write_output(path, html)
     return path

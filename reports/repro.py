@@ -29,6 +29,7 @@ import numpy as np
 
 from ep_testbed.harness import compare, tolerances
 from ep_testbed.harness.tolerances import Tolerances
+from ep_testbed.harness.untrusted_files import FileRefused, inside, read_bytes
 from ep_testbed.reference import registry
 
 from .artifacts import CaseArtifacts
@@ -174,20 +175,24 @@ def build_bundle(case: Any, header: dict[str, Any], art: CaseArtifacts,
     """(zip bytes, file names) of the repro folder of ``case`` (a ``results.CaseResult``), or None
     when the model, the inputs or the expected outputs are missing."""
     folder: Path = art.folder
-    model, inputs = folder / "model.onnx", folder / "inputs.npz"
-    if not (model.is_file() and inputs.is_file()) or art.model is None or not art.expected:
+    if art.model is None or not art.inputs or not art.expected:
+        return None
+    try:  # the case folder is data: the same reader, caps and containment as load_artifacts
+        model = read_bytes(inside(folder, "model.onnx", "case file"), "ONNX model", limit_name="model_bytes")
+    except FileRefused:
         return None
     check = check_json(case, header, art, tols)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("model.onnx", lowest_ir(model.read_bytes()))
-        z.write(inputs, "inputs.npz")
+        z.writestr("model.onnx", lowest_ir(model))
+        z.writestr("inputs.npz", _npz_bytes(dict(art.inputs)))
         z.writestr("expected.npz", _npz_bytes(dict(art.expected)))
         if art.allowance:
             z.writestr("allowance.npz", _npz_bytes(dict(art.allowance)))
-        for name in ("actual.npz", "desc.json"):
-            if (folder / name).is_file():
-                z.write(folder / name, name)
+        if art.actual:
+            z.writestr("actual.npz", _npz_bytes(dict(art.actual)))
+        if art.desc is not None:
+            z.writestr("desc.json", json.dumps(art.desc, indent=1, default=str))
         z.writestr("check.json", json.dumps(check, indent=1, allow_nan=False, default=str))
         z.writestr("repro.py", repro_script(case.id))
         for path, data in vendored_files(check["window_rule"]).items():

@@ -3,27 +3,29 @@
 The file and its schema (record types, case-line keys, outcomes, the spelling of NaN and
 infinities) are defined once, in ``harness.results``; this module only reads it: a ``run``
 header line, one ``case`` line per finished case (flushed as it finishes), and an optional
-``end`` line.  An interrupted run may end in a half-written line; it is skipped and counted in
-``Run.unreadable_lines`` so nothing that *was* finished is lost.  Nothing here interprets
-numbers beyond reading them.
+``end`` line.  The file is read through ``harness.results.load_records`` (and so through
+``harness.untrusted_files``: a regular file, size-capped, strict JSON, each line held to the
+schema).  An interrupted run may end in a half-written line, and a damaged file may hold lines
+that are not records of the schema; each is skipped and its number kept in
+``Run.unreadable_lines`` (``Run.unreadable`` says why), so nothing that *was* finished is lost
+and nothing malformed reaches a renderer.  Nothing here interprets numbers beyond reading them.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ep_testbed.harness.results import (
-    CASE,
-    END,
     ERROR_KEYS,
     RESULTS_FILE,
-    RUN,
     decode_number,
+    load_records,
+    results_path,
 )
+from ep_testbed.harness.untrusted_files import BadLine, FileRefused
 
 
 @dataclass
@@ -77,19 +79,32 @@ class CaseResult:
 
     @property
     def flags(self) -> list[dict[str, Any]]:
-        """The mapper's flags, as written."""
-        return list(self.raw.get("flags") or [])
+        """The mapper's flags: the objects of the line's list (anything else in it is dropped; a
+        results line is data)."""
+        return [{**f, **{k: str(f.get(k, "")) for k in ("field", "kind", "reason")}}
+                for f in self.raw.get("flags") or [] if isinstance(f, dict)]
 
     @property
     def worst(self) -> list[dict[str, Any]]:
-        """The worst elements, NaN/infinities decoded; entries that are not objects are dropped."""
-        return [{k: decode_number(v) for k, v in w.items()} for w in self.raw.get("worst") or []
-                if isinstance(w, dict)]
+        """The worst elements, NaN/infinities decoded; entries that are not objects are dropped,
+        an ``index`` that is not a list of integers is shown empty (a results line is data)."""
+        entries = []
+        for w in self.raw.get("worst") or []:
+            if not isinstance(w, dict):
+                continue
+            entry = {k: decode_number(v) for k, v in w.items()}
+            index = entry.get("index")
+            if not (isinstance(index, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in index)):
+                entry["index"] = []
+            entry["output"] = str(entry.get("output", ""))
+            entries.append(entry)
+        return entries
 
     @property
     def placement(self) -> dict[str, str]:
-        """Node name -> the provider it ran on."""
-        return dict(self.raw.get("placement") or {})
+        """Node name -> the provider it ran on (as text)."""
+        placement = self.raw.get("placement") or {}
+        return {str(k): str(v) for k, v in placement.items()} if isinstance(placement, dict) else {}
 
     @property
     def duration_s(self) -> float:
@@ -104,8 +119,9 @@ class CaseResult:
 
     @property
     def expected_outcome(self) -> dict[str, Any] | None:
-        """The expectation that matched the case, None if none did."""
-        return self.raw.get("expected_outcome") or None
+        """The expectation that matched the case, None if none did (or the line's is not an object)."""
+        expected = self.raw.get("expected_outcome")
+        return expected if isinstance(expected, dict) and expected else None
 
 
 @dataclass
@@ -117,6 +133,7 @@ class Run:
     cases: list[CaseResult]
     end: dict[str, Any] | None = None
     unreadable_lines: list[int] = field(default_factory=list)
+    unreadable: list[BadLine] = field(default_factory=list)
 
     @property
     def counts(self) -> Counter:
@@ -147,48 +164,21 @@ class ResultsError(ValueError):
 def load_run(run_dir: str | Path) -> Run:
     """Read ``run_dir/results.jsonl``.
 
-    Raises ``ResultsError`` when the file is missing or has no run header.  A line that is not
-    JSON (an interrupted write) is skipped and its number kept in ``Run.unreadable_lines``.
+    Raises ``ResultsError`` when the file is missing, cannot be read (not a regular file, over
+    the size cap) or has no run header.  A line that is not a record of the schema (an
+    interrupted write, damage) is skipped and listed in ``Run.unreadable_lines``/``unreadable``.
     """
     run_dir = Path(run_dir)
     path = run_dir / RESULTS_FILE
     if not path.is_file():
         raise ResultsError(f"{path} does not exist: pass a folder written by `ep-testbed run --out`.")
-    header: dict[str, Any] | None = None
-    cases: list[CaseResult] = []
-    end = None
-    bad: list[int] = []
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                bad.append(number)
-                continue
-            if not isinstance(obj, dict):
-                bad.append(number)
-                continue
-            kind = obj.get("type")
-            if kind == RUN and header is None:
-                header = obj
-            elif kind == CASE:
-                cases.append(CaseResult(obj))
-            elif kind == END:
-                end = obj
-            else:
-                bad.append(number)
-    if header is None:
+    try:
+        records = load_records(results_path(run_dir))
+    except FileRefused as exc:
+        raise ResultsError(str(exc)) from None
+    if records.header is None:
         raise ResultsError(f"{path} has no run header line ({{\"type\": \"run\", ...}}); "
                            "it was not written by `ep-testbed run`.")
-    # A resumed run may repeat an id; keep the last result but the first position.
-    seen: dict[str, int] = {}
-    unique: list[CaseResult] = []
-    for c in cases:
-        if c.id in seen:
-            unique[seen[c.id]] = c
-        else:
-            seen[c.id] = len(unique)
-            unique.append(c)
-    return Run(path=run_dir, header=header, cases=unique, end=end, unreadable_lines=bad)
+    return Run(path=run_dir, header=records.header, cases=[CaseResult(c) for c in records.cases.values()],
+               end=records.end, unreadable_lines=[b.number for b in records.bad_lines],
+               unreadable=list(records.bad_lines))

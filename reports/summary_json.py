@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.untrusted_files import write_output
 from ep_testbed.harness.results import FAILING, REPORT_ORDER
 
 from . import figures
@@ -59,5 +60,5 @@ def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None) -
         "unreadable_lines": run.unreadable_lines,
     }
     out_path = Path(out) if out is not None else Path(run_dir) / SUMMARY_FILE
-    out_path.write_text(json.dumps(_finite(summary), indent=1, default=str, allow_nan=False) + "\n", encoding="utf-8")
+    write_output(out_path, json.dumps(_finite(summary), indent=1, default=str, allow_nan=False) + "\n")
     return out_path

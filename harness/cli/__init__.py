@@ -10,9 +10,10 @@ mechanism to keep in step).
 
 ``main(argv)`` parses with ``parse_args`` (which also stores the shell-quoted command line on the
 namespace as ``args.command_line``: the rerun command recorded in results headers) and runs the
-handler; a ``DescError`` (a desc the
-DML page refuses) or an unreadable file becomes exit code 2 with one message. Bad usage that
-argparse catches exits 2 with argparse's message. Python-API seams that are not flags (another
+handler under the ``--limit`` caps every command takes (``harness.untrusted_files``: every file
+a command reads goes through that module); a ``DescError`` (a desc the DML page refuses), a
+``FileRefused`` (a file the module will not read as asked) or another unreadable file becomes
+exit code 2 with one message. Bad usage that argparse catches exits 2 with argparse's message. Python-API seams that are not flags (another
 case catalog or mapper for ``run``) are keyword arguments of the handler itself: see
 ``cli.run.run_command``.
 """
@@ -26,6 +27,8 @@ from typing import Sequence
 
 from ep_testbed.reference import DescError
 
+from ..options import OptionError, add_limit_options, parse_limits
+from ..untrusted_files import FileRefused, using_limits
 from . import diff, doctor, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, usage_error
@@ -43,7 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add(sub)
+    for leaf in _leaf_parsers(sub):
+        add_limit_options(leaf.add_argument_group("limits (caps on what is read or allocated)").add_argument)
     return parser
+
+
+def _leaf_parsers(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    """The parsers that run a handler: those of ``sub`` and, for a command with subcommands of
+    its own (``model run``), theirs, so every one of them takes ``--limit``."""
+    leaves = []
+    for parser in dict.fromkeys(sub.choices.values()):  # an alias maps to the same parser
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        leaves += [leaf for action in nested for leaf in _leaf_parsers(action)] if nested else [parser]
+    return leaves
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -72,8 +87,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerant_console()
     args = parse_args(argv)
     try:
-        return args.func(args)
+        caps = parse_limits(args.limit)
+    except OptionError as exc:
+        return usage_error(str(exc))
+    try:
+        with using_limits(caps):
+            return args.func(args)
     except DescError as exc:
         return usage_error(f"invalid desc: {exc}")
+    except FileRefused as exc:
+        return usage_error(str(exc))
     except (OSError, json.JSONDecodeError) as exc:
         return usage_error(str(exc))

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from ep_testbed.reports import render_all
 
 from ..summary import EXIT_USAGE, problems, table
+from ..terminal import safe_message
 
 PROG = "ep-testbed"
 
@@ -18,8 +19,10 @@ class UsageError(Exception):
 
 
 def usage_error(message: str, prog: str = PROG) -> int:
-    """Print ``<prog>: <message>`` to stderr and return the usage exit code (2)."""
-    print(f"{prog}: {message}", file=sys.stderr)
+    """Print ``<prog>: <message>`` to stderr and return the usage exit code (2). The message's
+    own line breaks (a ``Note:`` line) are kept; any other control character in it, which can
+    only have come from data, is shown escaped (``terminal.safe_message``)."""
+    print(f"{prog}: {safe_message(message)}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -42,4 +45,4 @@ def render_report(run_dir: str) -> None:
         for kind, path in render_all(run_dir).items():
             print(f"{kind}: {path}")
     except Exception as exc:  # a report bug must not turn a finished run into a failure
-        print(f"{PROG}: rendering the report failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{PROG}: rendering the report failed: {type(exc).__name__}: {safe_message(exc)}", file=sys.stderr)

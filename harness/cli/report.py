@@ -1,6 +1,8 @@
 """``ep-testbed report RUN_DIR``: re-render report.html, junit.xml and summary.json from results.jsonl.
 
-Exit 0, or 2 when RUN_DIR has no readable results. Nothing is run.
+Exit 0, or 2 when RUN_DIR has no readable results. Nothing is run. Lines of results.jsonl that
+are not records of the schema (a torn last line, damage) are skipped and each is named on
+stderr; the report shows what could be read.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ from pathlib import Path
 
 from ep_testbed.reports import (
     ResultsError,
+    load_run,
     render_junit,
     render_run,
     render_summary_json,
 )
+
+from ..options import count
+from ..terminal import safe, safe_message
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -24,19 +30,23 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                                           "RUN_DIR/results.jsonl (nothing is run).",
                               epilog="exit codes: 0 written, 2 RUN_DIR has no readable results")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    p.add_argument("--max-pictures", type=int, default=60,
+    p.add_argument("--max-pictures", type=count, default=60,
                    help="case sections with heatmaps and a repro bundle, most severe first (default 60)")
-    p.add_argument("--max-details", type=int, default=500, help="case sections in all (default 500)")
+    p.add_argument("--max-details", type=count, default=500, help="case sections in all (default 500)")
     p.set_defaults(func=report_command)
 
 
 def report_command(args: argparse.Namespace) -> int:
     """Write the three report files into ``args.run_dir``; print their paths; 0, or 2 on unreadable results."""
     try:
+        for bad in load_run(args.run_dir).unreadable:
+            what = "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason)}"
+            print(f"ep-testbed report: note: {args.run_dir / 'results.jsonl'} line {bad.number} skipped, {what}",
+                  file=sys.stderr)
         paths = [render_run(args.run_dir, max_pictures=args.max_pictures, max_details=args.max_details),
                  render_junit(args.run_dir), render_summary_json(args.run_dir)]
     except ResultsError as exc:
-        print(f"ep-testbed report: {exc}", file=sys.stderr)
+        print(f"ep-testbed report: {safe_message(exc)}", file=sys.stderr)
         return 2
     for path in paths:
         print(f"wrote {path}")

@@ -34,10 +34,13 @@ from ..options import (
     add_ep_options,
     add_expectation_options,
     add_tolerance_options,
+    count,
     parse_ep,
     parse_expectations,
     parse_precision,
     parse_tolerances,
+    seconds,
+    seed,
 )
 from .. import preflight
 from ..pool import WorkerStartError
@@ -47,6 +50,7 @@ from ..runner import RunError, RunOptions, RunResult, run_cases
 from ..selection import parse_shard, select, shard
 from ..summary import EXIT_NO_CASES, exit_code, failing_outcomes
 from ..tolerances import Tolerances
+from ..terminal import safe_message
 from .common import UsageError, print_outcomes, render_report, usage_error
 
 DEFAULT_CATALOG = "ep_testbed.graphs.catalog:build_catalog"
@@ -91,11 +95,11 @@ def _add_selection(group: argparse._ArgumentGroup) -> argparse.Action:
                        help="only case ids containing PATTERN (or matching it, if it has * ? [); repeatable, "
                             "comma-separated alternatives")
     group.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="drop matching case ids")
-    seed = group.add_argument("--seed", type=int, default=0, help="catalog seed (default 0)")
+    seed_action = group.add_argument("--seed", type=seed, default=0, help="catalog seed (default 0)")
     group.add_argument("--shard", metavar="K/N",
                        help="run only the K-th of N deterministic, balanced shards (K from 1)")
     group.add_argument("--list", action="store_true", help="print the selected case ids and exit")
-    return seed
+    return seed_action
 
 
 def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
@@ -103,14 +107,14 @@ def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
     returns ``--timeout`` (a case past it is a ``timeout``, so a rerun line repeats it)."""
     group.add_argument("--out", help=f"run folder (default: runs/<ep>-<UTC time>); {TIME_FIELD} in it becomes the "
                                      "UTC time, with -2, -3... added if that folder exists (a fresh folder per run)")
-    group.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    group.add_argument("--jobs", type=count, default=os.cpu_count() or 1,
                        help="worker processes (default: the number of cores; 0 = in this process, no crash "
                             "isolation)")
-    timeout = group.add_argument("--timeout", type=float, default=120.0,
+    timeout = group.add_argument("--timeout", type=seconds, default=120.0,
                        help="seconds per case before its worker is killed (default 120)")
     group.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     group.add_argument("--overwrite", action="store_true", help="replace existing results in --out")
-    group.add_argument("--keep-worst", type=int, default=5, metavar="N",
+    group.add_argument("--keep-worst", type=count, default=5, metavar="N",
                        help="also write case folders for the N worst passing cases (default 5)")
     group.add_argument("--fail-on-not-on-ep", action="store_true", help="count not-on-ep cases as failures")
     group.add_argument("--fail-on-inexpressible", action="store_true",
@@ -150,11 +154,17 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
     ready = preflight.check(args.ep, ep.options, config.session)
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
-    print(f"ep-testbed: {len(cases)} cases on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
+    options.announce = lambda todo, selected: print(
+        f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
+        + f" on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
     try:
         result = _run_until_stopped(cases, config, options, expectations)
     except (RunError, WorkerStartError) as exc:
         return usage_error(str(exc))
+    except OSError as exc:  # the disk filled up, or the folder went away, mid-run
+        return usage_error(f"writing into {options.out_dir} failed ({exc.strerror or exc}); every case finished "
+                           f"before is kept in its results.jsonl.\nNote: make room, then continue with --resume "
+                           f"--out {options.out_dir}")
     return _finish(args, result, len(cases), options.out_dir)
 
 
@@ -185,13 +195,24 @@ def _ops(text: str | None) -> list[str] | None:
 
 
 def load_cases(spec: str, ops: list[str] | None, seed: int) -> list[Any]:
-    """The cases of the catalog function named ``"module:function"`` (build_catalog's signature)."""
+    """The cases of the catalog function named ``"module:function"`` (build_catalog's signature);
+    ``UsageError`` when it cannot be imported, raises, or returns something that is not a list
+    of cases (objects with an ``id`` string, a ``desc`` and ``inputs()``)."""
     module_name, _, function = spec.partition(":")
     try:
         build = getattr(importlib.import_module(module_name), function or "build_catalog")
-    except (ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError, ValueError) as exc:
         raise UsageError(f"the case catalog {spec} is not available: {exc}") from exc
-    return list(build(ops, seed=seed))
+    try:
+        cases = list(build(ops, seed=seed))
+    except Exception as exc:  # a catalog is code we did not write: any failure is its message
+        raise UsageError(f"the case catalog {spec} raised {type(exc).__name__}: {exc}") from None
+    bad = next((c for c in cases if not (isinstance(getattr(c, "id", None), str) and hasattr(c, "desc")
+                                         and callable(getattr(c, "inputs", None)))), None)
+    if bad is not None:
+        raise UsageError(f"the case catalog {spec} returned {type(bad).__name__} items, not cases (objects with an "
+                         "id, a desc and inputs(), as graphs.catalog.Case)")
+    return cases
 
 
 def _case_config(args: argparse.Namespace, ep: EpSpec, tolerances: Tolerances, mapper: str, jobs: int) -> CaseConfig:
@@ -212,7 +233,8 @@ def _run_options(args: argparse.Namespace, ep: EpSpec, jobs: int, catalog: str, 
     out = fresh_out(args.out) if args.out else os.path.join("runs", f"{ep.alias}-{_utc_stamp()}")
     extra: dict[str, Any] = {
         "selection": {"ops": _ops(args.ops), "include": args.include, "exclude": args.exclude, "catalog": catalog},
-        "jobs": jobs, "timeout_s": args.timeout, "expectations": expectations.source}
+        "jobs": jobs, "timeout_s": args.timeout, "expectations": expectations.source,
+        "expectations_sha256": expectations.digest}
     if args.shard:
         extra["shard"] = "{}/{}".format(*parse_shard(args.shard))
     return RunOptions(out_dir=out, jobs=jobs, timeout=args.timeout, resume=args.resume, overwrite=args.overwrite,
@@ -255,6 +277,8 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str) -> int:
     """Print the outcome table, failures, speed and the resume hint; render the report; the exit code."""
+    for note in result.notes:
+        print(f"ep-testbed: note: {safe_message(note)}", file=sys.stderr)
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(result.lines, failing)
     print(f"\n{result.ran} cases run in {result.elapsed_s:.1f} s ({result.cases_per_second:.1f} cases/s); "

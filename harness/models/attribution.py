@@ -23,13 +23,14 @@ import numpy as np
 import onnx
 from ep_testbed.graphs import attributed_op_types
 from ep_testbed.reference import DEFAULT_MODEL
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ..compare import compare_outputs
 from ..tolerances import Tolerances
 from .judge import judge_node
 from .outputs import no_errors
 from .statuses import DIVERGING, NOT_JUDGED
+from .untrusted import constants as model_constants
 from .untrusted import model_opset
 
 
@@ -85,12 +86,13 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
     when they are not the EP's own (nodes judged alone). Row ``status``: one of
     ``statuses.NODE_STATUSES`` (``judge`` says how each is decided; ``error`` also when a tensor
     of the node was not captured)."""
+    constants = model_constants(model, getattr(config, "initializers", None))
     opset = model_opset(model)
     rows = []
     for position, node in attributed_nodes(model):
         row = _new_row(node, position, placement)
         rows.append(row)
-        arrays = node_arrays(model, node, feeds, ep_values if input_values is None else input_values)
+        arrays = node_arrays(model, node, feeds, ep_values if input_values is None else input_values, constants)
         row["inputs"] = [{"name": n, "shape": None if a is None else list(a.shape),
                           "dtype": None if a is None else a.dtype.name} for n, a in zip(node.input, arrays)]
         row["outputs"] = [{"name": n, "shape": list(np.shape(ep_values[n])) if n in ep_values else None}
@@ -154,17 +156,17 @@ def _new_row(node: onnx.NodeProto, position: int, placement: Mapping[str, str]) 
 
 
 def node_arrays(model: onnx.ModelProto, node: onnx.NodeProto, feeds: Mapping[str, np.ndarray],
-                values: Mapping[str, np.ndarray]) -> list[np.ndarray | None]:
-    """The node's inputs, in node input order, as a feed, an initializer or a captured tensor
-    (``values``); None where one is none of these (or the input is unnamed)."""
+                values: Mapping[str, np.ndarray], constants: Mapping[str, np.ndarray] | None = None
+                ) -> list[np.ndarray | None]:
+    """The node's inputs, in node input order, as a feed, a captured tensor (``values``) or an
+    initializer (``constants``, default: those stored in the model; an external tensor is never
+    read here); None where one is none of these (or the input is unnamed)."""
+    known = model_constants(model) if constants is None else constants
     found = []
     for name in node.input:
-        if name in feeds:
-            value = feeds[name]
-        else:
-            value = values.get(name)
-            if value is None:
-                value = next((numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name), None)
+        value = feeds[name] if name in feeds else values.get(name)
+        if value is None:
+            value = known.get(name)
         found.append(None if value is None or not name else np.asarray(value))
     return found
 

@@ -8,8 +8,10 @@ A baseline folder holds three files, readable with NumPy and any JSON tool:
 - ``inputs.npz``: the exact inputs fed, so a later run compares like with like even if input
   generation changes.
 
-``save_baseline`` writes them; ``Baseline.load`` reads them back with ``allow_pickle=False`` and
-refuses a folder that is incomplete or was recorded for another model (``BaselineError``);
+``save_baseline`` writes them (into a folder that holds nothing yet, unless ``overwrite``);
+``Baseline.load`` reads them back through ``harness.untrusted_files`` (regular files inside the
+folder, no pickles, sizes capped), holds the manifest to ``MANIFEST_SCHEMA``, and refuses a
+folder that is incomplete, tampered with or was recorded for another model (``BaselineError``);
 ``Baseline.compare`` judges new outputs with the harness's tolerance rule and reports ``match``
 or ``regression`` per output. ``model run --baseline`` uses the tolerances recorded in the
 manifest unless ``--tol`` / ``--tolerances`` are given.
@@ -19,14 +21,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from ..results import INT, LIST, NULL, OBJECT, STR, kind_of
 from ..tolerances import Tolerances
+from ..untrusted_files import FileRefused, inside, open_output, output_folder, read_arrays, read_json, write_output
 from .outputs import compare_named
 
 FORMAT = "ep-testbed-model-baseline/1"
@@ -39,13 +42,38 @@ class BaselineError(ValueError):
     """A baseline folder that cannot be used for this model; the message says why."""
 
 
+#: Where in the manifest (dotted path) -> the JSON kinds allowed there (``results.kind_of``).
+MANIFEST_SCHEMA: dict[str, tuple[str, ...]] = {
+    "format": (STR,), "created": (STR, NULL), "model": (OBJECT,), "model.name": (STR, NULL), "model.sha256": (STR,),
+    "inputs": (OBJECT, NULL), "inputs.seed": (INT, NULL), "inputs.source": (STR, NULL), "inputs.names": (LIST, NULL),
+    "ep": (STR, NULL), "ep_alias": (STR, NULL), "ort_flavour": (STR, NULL), "ort_version": (STR, NULL),
+    "tolerances": (OBJECT, NULL), "outputs": (OBJECT, NULL),
+}
+
+
+def check_manifest(manifest: Any, path: Any) -> None:
+    """``BaselineError`` naming the manifest and the key whose value is not of a kind
+    ``MANIFEST_SCHEMA`` allows (a tampered or foreign file)."""
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BaselineError(f"--baseline {path}: not a {FORMAT} manifest")
+    for where, kinds in MANIFEST_SCHEMA.items():
+        parent, _, key = where.rpartition(".")
+        holder = manifest.get(parent) if parent else manifest
+        value = holder.get(key) if isinstance(holder, dict) else None
+        found = kind_of(value)
+        if found not in kinds:
+            raise BaselineError(f"--baseline {path}: {where} is a {found}, it must be {' or '.join(kinds)} "
+                                "(the manifest was edited or is not a baseline's); save the baseline again")
+
+
 def save_baseline(folder: str | Path, result: Mapping[str, Any], inputs: Mapping[str, np.ndarray],
                   outputs: Mapping[str, np.ndarray], seed: int | None, inputs_source: str) -> Path:
-    """Write ``manifest.json``, ``outputs.npz`` and ``inputs.npz`` for a finished model run."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / OUTPUTS, **{k: np.asarray(v) for k, v in outputs.items()})
-    np.savez(out / INPUTS, **{k: np.asarray(v) for k, v in inputs.items()})
+    """Write ``manifest.json``, ``outputs.npz`` and ``inputs.npz`` for a finished model run (the
+    caller has checked that ``folder`` holds nothing it would overwrite: ``run_folder``)."""
+    out = output_folder(folder)
+    for name, arrays in ((OUTPUTS, outputs), (INPUTS, inputs)):
+        with open_output(out / name) as f:
+            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
     manifest = {
         "format": FORMAT,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -56,7 +84,7 @@ def save_baseline(folder: str | Path, result: Mapping[str, Any], inputs: Mapping
         "tolerances": result["tolerances"],
         "outputs": {k: {"dtype": np.asarray(v).dtype.name, "shape": list(np.shape(v))} for k, v in outputs.items()},
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_output(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return out
 
 
@@ -74,30 +102,33 @@ class Baseline:
         table = self.manifest.get("tolerances")
         try:
             return Tolerances.from_json(table) if isinstance(table, dict) else Tolerances.defaults()
-        except (TypeError, ValueError, AttributeError):
-            raise BaselineError(f"--baseline {self.folder}: the manifest's tolerances are not a tolerance table") \
-                from None
+        except ValueError as exc:
+            raise BaselineError(f"--baseline {self.folder}: the manifest's tolerances are not a tolerance table "
+                                f"({exc})") from None
 
     @classmethod
     def load(cls, folder: str | Path, model_sha256: str | None = None) -> "Baseline":
         """Read the baseline in ``folder``; ``BaselineError`` naming the file when it is incomplete,
-        unreadable, or (given ``model_sha256``) recorded for another model file."""
+        unreadable, tampered with, or (given ``model_sha256``) recorded for another model file."""
         root = Path(folder)
-        for name in (MANIFEST, OUTPUTS, INPUTS):
-            if not (root / name).is_file():
+        try:
+            paths = {name: inside(root, name, "baseline file") for name in (MANIFEST, OUTPUTS, INPUTS)}
+        except FileRefused as exc:
+            raise BaselineError(f"--baseline {exc}") from None
+        for name, path in paths.items():
+            if not path.is_file():
                 raise BaselineError(f"--baseline {root}: {name} is missing (a baseline folder holds {MANIFEST}, "
                                     f"{OUTPUTS} and {INPUTS}; write one with --save-baseline)")
         try:
-            manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BaselineError(f"--baseline {root}: {MANIFEST} is not valid JSON ({exc})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise BaselineError(f"--baseline {root}: {MANIFEST} is not a {FORMAT} manifest")
-        recorded = (manifest.get("model") or {}).get("sha256")
+            manifest = read_json(paths[MANIFEST], "baseline manifest")
+        except FileRefused as exc:
+            raise BaselineError(f"--baseline {exc}") from None
+        check_manifest(manifest, root / MANIFEST)
+        recorded = manifest["model"]["sha256"]
         if model_sha256 is not None and recorded != model_sha256:
-            raise BaselineError(f"--baseline {root}: recorded for model sha256 {recorded}, this model is "
+            raise BaselineError(f"--baseline {root}: recorded for model sha256 {recorded[:80]}, this model is "
                                 f"{model_sha256}; a baseline only applies to the exact model file it was saved for")
-        return cls(root, manifest, _load_npz(root / OUTPUTS), _load_npz(root / INPUTS))
+        return cls(root, manifest, _load_npz(paths[OUTPUTS]), _load_npz(paths[INPUTS]))
 
     def compare(self, outputs: Mapping[str, np.ndarray], tolerances: Tolerances,
                 tolerances_from: str = "command line") -> dict[str, Any]:
@@ -118,9 +149,8 @@ class Baseline:
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` without unpickling anything; ``BaselineError`` naming the file otherwise."""
+    """The arrays of an ``.npz`` (``untrusted_files.read_arrays``); ``BaselineError`` naming the file otherwise."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise BaselineError(f"{path}: not a readable .npz of plain arrays ({exc})") from None
+        return read_arrays(path, "baseline arrays")
+    except FileRefused as exc:
+        raise BaselineError(f"--baseline {exc}") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..options import add_ep_options, add_tolerance_options
+from ..options import add_ep_options, add_tolerance_options, seconds, seed
 from .command import DEMO_TIMEOUT, demo_command, run_command
 
 
@@ -35,7 +35,7 @@ def add_model(subparsers: argparse._SubParsersAction) -> None:
     base = run.add_mutually_exclusive_group()
     base.add_argument("--save-baseline", metavar="DIR", help="store outputs + manifest as a baseline in DIR")
     base.add_argument("--baseline", metavar="DIR", help="compare with the baseline in DIR; exit 1 on a regression")
-    run.add_argument("--timeout", type=float, metavar="SECONDS",
+    run.add_argument("--timeout", type=seconds, metavar="SECONDS",
                      help="kill the child process that runs the model after SECONDS (default: no limit)")
     run.add_argument("--in-process", action="store_true",
                      help="run in this process, not in a child (a crash of the EP then ends ep-testbed too)")
@@ -46,7 +46,7 @@ def add_model(subparsers: argparse._SubParsersAction) -> None:
                           description="Write the bundled models (a detection head with RoiAlign and a ResNet-style "
                                       "stem with MaxPool + Indices, seeded weights) and run each like `model run`.")
     _common(demo)
-    demo.add_argument("--timeout", type=float, default=DEMO_TIMEOUT, metavar="SECONDS",
+    demo.add_argument("--timeout", type=seconds, default=DEMO_TIMEOUT, metavar="SECONDS",
                       help=f"per-model time limit of its child process (default {DEMO_TIMEOUT:g})")
     demo.add_argument("--in-process", action="store_true", help="run the models in this process (no isolation)")
     demo.set_defaults(func=demo_command)
@@ -56,8 +56,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     """The flags ``model run`` and ``model demo`` share (EPs, seed, output folder, session, reading, tolerances)."""
     add_ep_options(p.add_argument)
     p.add_argument("--reference-ep", default="cpu", help="EP whose outputs are the reference (default cpu)")
-    p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="input seed (default 0)")
     p.add_argument("--out", help="output folder (default runs/model-<name>-<ep>-<UTC time>)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace what --out (and --save-baseline) already hold (default: refuse, never overwrite "
+                        "silently)")
     p.add_argument("--no-cpu-fallback", action="store_true",
                    help="refuse to run when the EP declines a node (default: it runs on CPU and placement says so)")
     p.add_argument("--reading", choices=("spec", "dml-ep"), default="spec",

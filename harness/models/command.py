@@ -40,16 +40,21 @@ from ep_testbed.reports.model_report import render_model_report
 
 from ..options import OptionError, parse_ep, parse_precision, parse_tolerances
 from ..providers import EpNotAvailable, EpSpec, SessionSettings
+from ..run_folder import FolderBusy, claim, refuse_overwrite
+from ..terminal import safe, safe_message
 from ..tolerances import Tolerances
+from ..untrusted_files import FileRefused, open_output, output_folder, write_output
 from .baseline import Baseline, BaselineError
 from .baseline import save_baseline as write_baseline
 from .inputs import (
     InputsError,
     InputSpec,
     ShapeError,
+    check_graph_sizes,
     generate_inputs,
     input_specs,
     load_inputs,
+    match_inputs,
     parse_shapes,
     resolve_shapes,
 )
@@ -86,8 +91,9 @@ class _Setup:
 
 
 def _error(message: str) -> int:
-    """Print a usage-level error (a refused model, bad options) and return exit code 2."""
-    print(f"ep-testbed model: {message}", file=sys.stderr)
+    """Print a usage-level error (a refused model, bad options) and return exit code 2; control
+    characters that came from the model are shown escaped (``terminal.safe_message``)."""
+    print(f"ep-testbed model: {safe_message(message)}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -125,6 +131,10 @@ def demo_command(args: argparse.Namespace) -> int:
     except OptionError as exc:
         return _error(str(exc))
     out = Path(args.out or _default_out("demo", args.ep))
+    try:
+        refuse_overwrite(out, args.overwrite)
+    except FolderBusy as exc:
+        return _error(str(exc))
     started = time.perf_counter()
     paths = write_demo_models(out / "models", seed=0)
     codes, outcomes = [], []
@@ -152,8 +162,12 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     """Everything ``model run`` does for one file; returns the exit code (module docstring).
     ``ep_failure``: the EP crashed on the whole model in an earlier process (``run.run_model``)."""
     try:
+        for folder, flag in ((args.out, "--out"), (save_baseline, "--save-baseline")):
+            if folder:  # refused before the model runs, not after
+                refuse_overwrite(folder, args.overwrite, flag)
         setup = _setup(model_path, args, shapes, inputs_path, baseline_dir)
-    except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, ValueError, OSError) as exc:
+    except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, FolderBusy, FileRefused,
+            ValueError, OSError) as exc:
         return _error(str(exc))
     try:
         precision = parse_precision(getattr(args, "precision_model", None), getattr(args, "strict_tolerance", False))
@@ -169,18 +183,23 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except ModelRefused as exc:
         return _error(str(exc))
     except SessionFailed as exc:  # the reference EP failed: nothing to judge against
-        print(f"ep-testbed model: {exc}", file=sys.stderr)
+        print(f"ep-testbed model: {safe_message(exc)}", file=sys.stderr)
         return EXIT_FAIL
     if result.get("ep_failure"):  # the whole message follows in the summary, and in model_result.json
-        print(f"ep-testbed model: {result['ep_failure']['message'].splitlines()[0]}", file=sys.stderr)
+        print(f"ep-testbed model: {safe(result['ep_failure']['message'].splitlines()[0])}", file=sys.stderr)
     out = Path(args.out or _default_out(setup.loaded.path.stem, setup.ep.alias))
     result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in _user_argv(sys.argv[1:]))
     result["precision_model"] = precision
     result["inputs"] = {"source": setup.source, "seed": args.seed if setup.source == "generated" else None,
                         "specs": [s.to_json() for s in setup.specs],
                         "shapes": {k: list(np.shape(v)) for k, v in setup.feeds.items()}}
-    _write_run(out, result, setup, args.seed, save_baseline)
-    print_summary(result, out, render_model_report(out))
+    try:
+        with claim(out, result["command"]):
+            _write_run(out, result, setup, args.seed, save_baseline)
+            report = render_model_report(out)
+    except FolderBusy as exc:
+        return _error(str(exc))
+    print_summary(result, out, report)
     return EXIT_OK if result["verdict"] == "pass" else EXIT_FAIL
 
 
@@ -198,12 +217,13 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
     if baseline is not None and not (args.tol or args.tolerances):
         baseline_tolerances = (baseline.recorded_tolerances(), "baseline manifest")
     if baseline is not None:
-        feeds, source = load_inputs(Path(baseline_dir) / "inputs.npz", specs), f"baseline {baseline_dir}"
+        feeds, source = match_inputs(baseline.inputs, specs, f"--baseline {baseline_dir}"), f"baseline {baseline_dir}"
     elif inputs_path:
         feeds, source = load_inputs(inputs_path, specs), f"npz {inputs_path}"
     else:
         resolved = resolve_shapes(specs, parse_shapes(shapes))
         feeds, source = generate_inputs(loaded.model, specs, resolved, args.seed), "generated"
+    check_graph_sizes(loaded.model, {name: tuple(np.shape(value)) for name, value in feeds.items()})
     return _Setup(ep, reference, tolerances, loaded, specs, feeds, source, baseline, baseline_tolerances)
 
 
@@ -211,16 +231,18 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
     """Write the run folder (inputs, both EPs' outputs, diverging nodes' arrays, the baseline if
     asked, ``model_result.json``); pops ``result["_arrays"]``."""
     arrays = result.pop("_arrays")
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / "inputs.npz", **setup.feeds)
-    np.savez(out / "outputs.npz", **arrays["outputs"])
-    np.savez(out / "reference_outputs.npz", **arrays["reference_outputs"])
+    output_folder(out)
+    for name, content in (("inputs.npz", setup.feeds), ("outputs.npz", arrays["outputs"]),
+                          ("reference_outputs.npz", arrays["reference_outputs"])):
+        with open_output(out / name) as f:
+            np.savez(f, **content)
     for row in result["attribution"]["nodes"]:
         pair = arrays["nodes"].get(row["node"])
         if pair is not None:
-            (out / "nodes").mkdir(exist_ok=True)
             relative = f"nodes/{row['position']}_{_safe(row['node'])}.npz"
-            np.savez(out / relative, **pair)
+            output_folder(out, "nodes")
+            with open_output(out / relative) as f:
+                np.savez(f, **pair)
             row["arrays"] = relative
     if save_baseline and result.get("ep_failure"):
         print(f"ep-testbed model: no baseline saved to {save_baseline}: the EP produced no outputs", file=sys.stderr)
@@ -228,39 +250,40 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
         recorded_seed = seed if setup.source == "generated" else None
         result["baseline_saved"] = str(write_baseline(save_baseline, result, setup.feeds, arrays["outputs"],
                                                       recorded_seed, setup.source))
-    (out / "model_result.json").write_text(json.dumps(result, indent=1, default=_json_default, allow_nan=True) + "\n",
-                                           encoding="utf-8")
+    write_output(out / "model_result.json", json.dumps(result, indent=1, default=_json_default, allow_nan=True) + "\n")
 
 
 def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> None:
     """A few lines a terminal user reads: outputs, placement counts, attribution (every node with
-    its status, and why for each that differs), the verdict and what it rests on."""
+    its status, and why for each that differs), the verdict and what it rests on. Every name and
+    message from the model (node, output and op names, EP messages) is printed ``terminal.safe``:
+    one line each, control characters escaped."""
     m = result["model"]
-    print(f"{m['name']}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
+    print(f"{safe(m['name'])}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
           f"{result['reference_ep']['provider']} ({result['ort_flavour']} {result['ort_version']}), "
           f"{result['duration_s']:.2f} s")
     for o in result["outputs"]:
-        print(f"  output {o['name']}: {o['outcome']} - {o['message']}")
-    counts = ", ".join(f"{op} " + "/".join(f"{n}x{_short(p)}" for p, n in by.items())
+        print(f"  output {safe(o['name'])}: {o['outcome']} - {safe(o['message'])}")
+    counts = ", ".join(f"{safe(op)} " + "/".join(f"{n}x{safe(_short(p))}" for p, n in by.items())
                        for op, by in result["placement"]["by_op"].items())
     failure = result.get("ep_failure")
     if failure:
-        message = failure["message"].replace("\n", "\n      ")
-        print(f"  {result['ep']['provider']} did not take the whole model ({failure['stage']}): no output compared; "
-              f"each attributed node was judged alone on it\n      {message}")
+        print(f"  {safe(result['ep']['provider'])} did not take the whole model ({safe(failure['stage'])}): no output "
+              f"compared; each attributed node was judged alone on it\n      {safe_message(failure['message'])}")
     where = "nodes judged alone" if failure else "nodes"
     print(f"  placement ({result['placement']['on_ep']}/{result['placement']['total']} {where} on the EP): {counts}")
     _print_attribution(result["attribution"])
     b = result.get("baseline")
     if b:
-        print(f"  baseline {b['dir']}: {b['outcome']}" + (f" ({', '.join(b['regressed'])})" if b["regressed"] else ""))
+        print(f"  baseline {safe(b['dir'])}: {b['outcome']}"
+              + (f" ({', '.join(safe(r) for r in b['regressed'])})" if b["regressed"] else ""))
     if result.get("baseline_saved"):
-        print(f"  baseline saved to {result['baseline_saved']}")
+        print(f"  baseline saved to {safe(result['baseline_saved'])}")
     reasons = result.get("verdict_reasons") or []
     count = f" ({len(reasons)} reason{'s' * (len(reasons) != 1)})" if reasons else ""
-    print(f"  verdict: {result['verdict']}{count}; results in {out}" + (f", report {report}" if report else ""))
+    print(f"  verdict: {result['verdict']}{count}; results in {safe(out)}" + (f", report {safe(report)}" if report else ""))
     for reason in reasons:
-        print(f"    - {reason}")
+        print(f"    - {safe(reason)}")
 
 
 def _print_attribution(attribution: dict[str, Any]) -> None:
@@ -277,14 +300,14 @@ def _print_attribution(attribution: dict[str, Any]) -> None:
     print(f"  attribution: {counts.get('judged', '?')} of {len(rows)} RoiAlign/MaxRoiPool/MaxPool nodes judged "
           f"{how} ({statuses})")
     for row in rows:
-        where = f"inside the {row['inside']}" if row.get("inside") else f"on {_short(row['provider'])}"
-        print(f"  node {row['node']} ({row['op_type']}, {where}): {row['status']} - {row['message']}")
+        where = f"inside the {safe(row['inside'])}" if row.get("inside") else f"on {safe(_short(row['provider']))}"
+        print(f"  node {safe(row['node'])} ({safe(row['op_type'])}, {where}): {row['status']} - {safe(row['message'])}")
         if row.get("reason"):
-            print(f"      why: {row['reason']}")
+            print(f"      why: {safe(row['reason'])}")
     first = attribution["first_divergent"]
     if first:
-        print(f"  first divergent node: {first['node']} ({first['op_type']}) - "
-              f"{(first.get('unexplained') or {}).get('message') or first['message']}")
+        print(f"  first divergent node: {safe(first['node'])} ({safe(first['op_type'])}) - "
+              f"{safe((first.get('unexplained') or {}).get('message') or first['message'])}")
     elif any(row["status"] == "not-attributed" for row in rows) or counts.get("not_judged"):
         print("  first divergent node: none among the nodes judged (the lines above say which were not)")
     else:

@@ -10,12 +10,15 @@ dim is a ``ShapeError`` naming the input, the axis and the ``--shape`` that woul
 ``RoiAlign``/``MaxRoiPool`` get boxes inside their feature map's image (x1 < x2, y1 < y2, in
 the input's pixel units, i.e. feature size / spatial_scale) and batch indices inside the batch,
 while other floats are standard normal and other integers small and non-negative.
-``load_inputs`` reads an ``.npz`` with ``allow_pickle=False`` and checks names, dtypes and shapes.
+``load_inputs`` reads an ``.npz`` through ``harness.untrusted_files`` (no pickles, sizes capped
+before anything is decompressed) and checks names, dtypes and shapes. Every array generated or
+read holds at most the ``elements`` cap (``--limit elements=N``), all inputs together too:
+``generate_inputs`` computes the sizes before it allocates anything.
 """
 
 from __future__ import annotations
 
-import zipfile
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,6 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 import onnx
 from onnx import helper, shape_inference
+
+from ..untrusted_files import FileRefused, limits, read_arrays
 
 
 class ShapeError(ValueError):
@@ -141,10 +146,35 @@ def resolve_shapes(specs: Sequence[InputSpec], given: dict[str, tuple[int, ...]]
     return shapes
 
 
-def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int | None, ...]]:
-    """Value name -> shape after ONNX shape inference with the inputs fixed to ``shapes``."""
-    fixed = onnx.ModelProto()
-    fixed.CopyFrom(model)
+def _skeleton(model: onnx.ModelProto, keep_bytes: int = 2**16) -> onnx.ModelProto:
+    """A copy of ``model`` for shape inference without its weights: initializers larger than
+    ``keep_bytes`` become graph inputs of their type and shape (inference needs the values of
+    small ones only, such as a Reshape's shape), so no large model is copied whole."""
+    skeleton = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    skeleton.opset_import.extend(model.opset_import)
+    skeleton.functions.extend(model.functions)
+    graph = skeleton.graph
+    graph.name = model.graph.name
+    for field in ("node", "input", "output", "value_info"):
+        getattr(graph, field).extend(getattr(model.graph, field))
+    declared = {v.name for v in model.graph.input}
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() <= keep_bytes:
+            graph.initializer.append(tensor)
+        elif tensor.name not in declared:
+            graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    return skeleton
+
+
+def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], *, declared: bool = True
+                    ) -> dict[str, tuple[int | None, ...]]:
+    """Value name -> shape after ONNX shape inference with the inputs fixed to ``shapes``; with
+    ``declared=False`` the shapes the model declares for its outputs and intermediates are
+    dropped first, so the result is what the nodes compute, not what the file claims."""
+    fixed = _skeleton(model)
+    if not declared:
+        for value in [*fixed.graph.output, *fixed.graph.value_info]:
+            value.type.tensor_type.ClearField("shape")
     for value in fixed.graph.input:
         if value.name in shapes:
             dims = value.type.tensor_type.shape.dim
@@ -163,9 +193,40 @@ def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) 
     return out
 
 
+def check_graph_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> None:
+    """``ShapeError`` naming the value when ONNX shape inference, with the inputs' ``shapes``,
+    gives a tensor of more elements than the ``elements`` cap: the model would make ONNX Runtime
+    allocate it. Values whose size inference cannot tell (data-dependent shapes) are not bounded
+    here; run such a model with ``--timeout`` to keep it in a child process."""
+    cap = limits().elements
+    for name, dims in inferred_shapes(model, shapes, declared=False).items():
+        if dims and all(isinstance(d, int) and d > 0 for d in dims) and math.prod(dims) > cap:
+            raise ShapeError(f"value {name!r} of the model would have shape {list(dims)} ({math.prod(dims)} elements) "
+                             f"with these inputs, more than the {cap} elements this run allows; give smaller inputs "
+                             "with --shape, or raise the cap with --limit elements=N if you mean it")
+
+
+def check_sizes(shapes: dict[str, tuple[int, ...]], what: str = "generated inputs") -> None:
+    """``ShapeError`` naming the input (and the ``--shape`` or cap that decides) when any input,
+    or all of them together, would hold more elements than the ``elements`` cap: checked
+    before anything is allocated."""
+    cap = limits().elements
+    total = 0
+    for name, shape in shapes.items():
+        count = math.prod(shape)
+        total += count
+        if count > cap or total > cap:
+            raise ShapeError(f"input {name!r} with shape {list(shape)} ({count} elements) would take the {what} past "
+                             f"{cap} elements; give smaller dims with --shape, or raise the cap with --limit "
+                             f"elements=N if you mean it")
+
+
 def generate_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: dict[str, tuple[int, ...]],
                     seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every spec (module docstring: which ranges and why)."""
+    """Seeded inputs for every spec (module docstring: which ranges and why); every one an
+    ndarray of its spec's shape (a scalar input is a 0-d array), sizes checked first
+    (``check_sizes``)."""
+    check_sizes({spec.name: shapes[spec.name] for spec in specs})
     rng = np.random.default_rng(seed)
     roles = _roles(model, shapes)
     feeds = {}
@@ -182,7 +243,7 @@ def generate_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: 
             feeds[spec.name] = np.asarray(rng.random(shape) < 0.5)  # a 0-d draw is a NumPy scalar, not an array
         else:
             raise InputsError(f"input {spec.name!r}: cannot generate {spec.dtype} data; give --inputs FILE.npz")
-    return feeds
+    return {name: np.asarray(value) for name, value in feeds.items()}
 
 
 def _roles(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
@@ -201,6 +262,8 @@ def _roles(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[s
         for a in node.attribute:
             if a.name == "spatial_scale":
                 scale = float(a.f)
+        if not (math.isfinite(scale) and scale > 0):  # boxes cannot be placed in units of such a scale
+            continue
         if node.op_type == "RoiAlign":
             if len(node.input) > 1 and node.input[1] in inputs:
                 roles[node.input[1]] = ("boxes", feature, scale)
@@ -239,27 +302,33 @@ def _role_array(rng: np.random.Generator, role: tuple, shape: tuple[int, ...], d
 
 
 def load_inputs(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
-    """Arrays from an ``.npz`` keyed by input name (``allow_pickle=False``), checked against ``specs``."""
+    """Arrays from an ``.npz`` keyed by input name (``untrusted_files.read_arrays``), checked
+    against ``specs`` (``match_inputs``); ``InputsError`` naming the file and the input otherwise."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise InputsError(f"--inputs {path}: not a readable .npz of plain arrays ({exc})") from None
+        arrays = read_arrays(path, "inputs NPZ")
+    except FileRefused as exc:
+        raise InputsError(f"--inputs {exc}") from None
+    return match_inputs(arrays, specs, f"--inputs {path}")
+
+
+def match_inputs(arrays: dict[str, np.ndarray], specs: Sequence[InputSpec], label: str) -> dict[str, np.ndarray]:
+    """``arrays`` as the model's feeds: exactly its inputs' names, each with its dtype and any
+    fixed dims; ``InputsError`` starting with ``label`` (where the arrays came from) otherwise."""
     names = [s.name for s in specs]
     missing = [n for n in names if n not in arrays]
     extra = [n for n in arrays if n not in names]
     if missing or extra:
-        raise InputsError(f"--inputs {path}: " + "; ".join(
+        raise InputsError(f"{label}: " + "; ".join(
             part for part in (f"missing {', '.join(missing)}" if missing else "",
                               f"not model inputs: {', '.join(extra)}" if extra else "") if part)
             + f" (the model's inputs: {', '.join(names)})")
     for spec in specs:
         array = arrays[spec.name]
         if array.dtype != spec.dtype:
-            raise InputsError(f"--inputs {path}: {spec.name!r} is {array.dtype}, the model takes {spec.dtype}")
+            raise InputsError(f"{label}: {spec.name!r} is {array.dtype}, the model takes {spec.dtype}")
         dims = spec.dims
         if dims is not None and (array.ndim != len(dims) or any(isinstance(d, int) and d != n
                                                                  for d, n in zip(dims, array.shape))):
-            raise InputsError(f"--inputs {path}: {spec.name!r} has shape {list(array.shape)}, the model takes "
+            raise InputsError(f"{label}: {spec.name!r} has shape {list(array.shape)}, the model takes "
                               f"{list(dims)}")
     return {n: arrays[n] for n in names}

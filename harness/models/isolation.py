@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from ..pool import describe_exit
+from ..terminal import safe, safe_message
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 FAULT_ENV = "EP_TESTBED_MODEL_FAULT"
@@ -52,7 +53,10 @@ def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = 
         if value:
             argv += [flag, str(value)]
     argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback),
-                                   ("--strict-tolerance", getattr(args, "strict_tolerance", False))) if on]
+                                   ("--strict-tolerance", getattr(args, "strict_tolerance", False)),
+                                   ("--overwrite", getattr(args, "overwrite", False))) if on]
+    for item in getattr(args, "limit", None) or []:
+        argv += ["--limit", item]
     return argv
 
 
@@ -84,7 +88,7 @@ def child_run(argv: list[str], timeout: float | None, label: str) -> ChildEnd:
         child = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         relay(exc.stdout, exc.stderr)
-        print(f"ep-testbed model: {label}: timeout - no result after {timeout:g} s; the child process was killed",
+        print(f"ep-testbed model: {safe(label)}: timeout - no result after {timeout:g} s; the child process was killed",
               file=sys.stderr)
         return ChildEnd(EXIT_FAIL, "timeout")
     relay(child.stdout, child.stderr)
@@ -92,7 +96,8 @@ def child_run(argv: list[str], timeout: float | None, label: str) -> ChildEnd:
         return ChildEnd(child.returncode, OUTCOMES[child.returncode])
     tail = (child.stderr or "").strip()[-2000:]
     detail = f"the process running it {describe_exit(child.returncode)}"
-    print(f"ep-testbed model: {label}: crash - {detail}" + (f"; it printed: {tail}" if tail else ""), file=sys.stderr)
+    print(f"ep-testbed model: {safe(label)}: crash - {detail}" + (f"; it printed: {safe_message(tail)}" if tail else ""),
+          file=sys.stderr)
     return ChildEnd(EXIT_FAIL, "crash", detail + (f"; its last words: {tail[-600:]}" if tail else ""))
 
 

@@ -26,10 +26,10 @@ from ep_testbed.graphs import import_node
 from ep_testbed.reference import spec_for
 from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.registry import OpSpec, specs_for_onnx
-from onnx import numpy_helper
 
 from ..compare import compare_outputs
 from ..tolerances import Tolerances
+from .untrusted import constants as model_constants
 from .untrusted import model_opset
 
 #: The keys ``compare_named`` hands ``compare_outputs`` for one index output, its values and its source.
@@ -150,7 +150,7 @@ def tie_contexts(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> di
     windows are the node's as the ONNX spec reads it; where the node cannot be read, a tie is
     judged on the value alone; where it reorders elements, there are no ties."""
     graph_outputs = {o.name for o in model.graph.output}
-    known = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer} | dict(values)
+    known = model_constants(model) | dict(values)
     contexts = {}
     for node in model.graph.node:
         for spec in specs_for_onnx(node.op_type)[:1]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -55,6 +55,7 @@ from .attribution import node_arrays as node_arrays_of
 from .outputs import compare_named, tie_contexts
 from .statuses import DIVERGING
 from .untrusted import LoadedModel, ModelRefused, explain_session_error, model_opset
+from .untrusted import constants as model_constants
 
 #: How ``graphs.import_node`` reads attributed nodes: ``"spec"`` or ``"dml-ep"``.
 READINGS = MODES
@@ -100,6 +101,9 @@ class ModelRunConfig:
     precision_model: str = "fp32"  # the reference's precision model (reference.MODELS) for attribution
     #: (tolerances, where they come from) for the baseline check; None: ``tolerances``
     baseline_tolerances: tuple[Tolerances, str] | None = None
+    #: Initializer arrays kept out of the model message (a model over 2 GiB: ``untrusted``),
+    #: handed to every session; ``run_model`` sets them from the ``LoadedModel``.
+    initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -131,7 +135,8 @@ def run_session(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpS
     model itself (no kernel for an op, an IR version too new), else ``SessionFailed``."""
     try:
         return session_mod.run_on_ep(model, feeds, ep, config.settings, profile=profile, quiet=True,
-                                     allow_fallback=config.allow_fallback or ep.is_cpu)
+                                     allow_fallback=config.allow_fallback or ep.is_cpu,
+                                     initializers=config.initializers)
     except session_mod.SessionError as exc:
         raise _failure(exc, model, feeds, ep, config, name) from None
 
@@ -156,7 +161,8 @@ def _failure(exc: session_mod.SessionError, model: onnx.ModelProto, feeds: Mappi
 def _declined(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, config: ModelRunConfig) -> str:
     """The nodes ``ep`` declines, as a message tail, from a session with fallback allowed
     (``harness.session.diagnose_refusal``)."""
-    diagnosis = session_mod.diagnose_refusal(model, feeds, ep, config.settings, quiet=True)
+    diagnosis = session_mod.diagnose_refusal(model, feeds, ep, config.settings, quiet=True,
+                                             initializers=config.initializers)
     if diagnosis.error is not None:
         return f" A session with CPU fallback allowed, built to name the declined nodes, failed too: {diagnosis.error}"
     off = [n for n in model.graph.node if diagnosis.placement.get(n.name) != ep.provider]
@@ -225,6 +231,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
         raise ValueError(f"reading = {config.reading!r}: one of {', '.join(READINGS)}")
     started = time.perf_counter()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    config = replace(config, initializers=loaded.initializers)  # weights kept out of a model over 2 GiB
     ep_run = None
     if ep_failure is None:
         try:
@@ -250,7 +257,7 @@ def _run_whole(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mod
     model, name = loaded.model, loaded.path.name
     ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
     captured = capture(model, feeds, ep_run, ref_run, config, name, run_as)
-    ties = tie_contexts(model, {**feeds, **captured.ref_values})
+    ties = tie_contexts(model, {**config.initializers, **feeds, **captured.ref_values})
     outputs = compare_named(ref_run.named(), ep_run.named(), config.tolerances, ties)
     node_arrays: dict[str, dict[str, np.ndarray]] = {}
     if captured.alone:  # the EP ran the model but not its probe copy: judge the nodes one by one
@@ -303,8 +310,9 @@ def _judge_alone(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config
     (what the reference EP fed it), judged; ``(rows, node -> provider)``. A node whose one-node
     session fails is an ``error`` row with the EP's whole message."""
     ep_values, placement, failed = {}, {}, {}
+    constants = model_constants(model, config.initializers)
     for position, node in attributed_nodes(model):
-        arrays = node_arrays_of(model, node, feeds, values)
+        arrays = node_arrays_of(model, node, feeds, values, constants)
         if any(a is None for name, a in zip(node.input, arrays) if name):
             continue  # not captured: attribute_nodes says so
         try:

@@ -2,17 +2,23 @@
 
 ``load_untrusted(path)`` is the only way ``model run`` reads a model. It guarantees:
 
-- the model file is read once, as bytes, by this module (``onnx.load`` is not used: it would
-  follow external-data references itself);
+- the model file is read once, as bytes, through ``harness.untrusted_files`` (a regular file,
+  at most the ``model-bytes`` cap; ``onnx.load`` is not used: it would follow external-data
+  references itself);
 - a truncated file or one that is not an ONNX model is refused with ``ModelRefused`` (protobuf
   cannot parse it, or it parses to something without an IR version, opset imports and a graph);
 - every tensor stored as external data (initializers, sparse initializers, ``Constant``-style
   tensor attributes, in every subgraph) is checked *before any file it names is opened*: the
   location must be a relative path that stays inside the model's folder lexically (no absolute
   path, drive or ``..`` escape) and after resolving symlinks, must name a regular file, and its
-  offset/length must lie inside that file. Only then are its bytes read, by this module, into
-  the tensor, so the ModelProto handed on holds no external reference and ONNX Runtime
-  never opens a file at all (it gets the serialized bytes);
+  offset/length must lie inside that file, and all of them together must stay within the
+  ``external-bytes`` cap. Only then are their bytes read, by this module. When the model and
+  its external data fit one protobuf message (``INLINE_LIMIT``, 2 GiB), the bytes go into the
+  tensors, so the ModelProto handed on holds no external reference; a larger model keeps its
+  main graph's external initializers out of the message (their location replaced by
+  ``INJECTED``, which names no file) and hands their arrays on in ``LoadedModel.initializers``,
+  which every session receives through ``add_external_initializers``. Either way ONNX Runtime
+  never opens a file at all (it gets the serialized bytes and, for a large model, the arrays);
 - ``check_ops`` (below) and then ``onnx.checker`` check the now self-contained model.
 
 ``check_ops(model)`` refuses nodes whose op no execution provider can have (an op the ONNX
@@ -25,18 +31,28 @@ exits 2 on it.
 from __future__ import annotations
 
 import hashlib
-import ntpath
 import os
-import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 
-#: Models above this size are refused (protobuf cannot serialize more than 2 GiB in one message).
+from ..untrusted_files import FileRefused, inside, limits, open_regular, read_bytes
+
+#: A model file above this size is refused whatever ``--limit model-bytes`` says: protobuf
+#: cannot parse more than 2 GiB in one message (weights beyond that go into external data).
 MAX_MODEL_BYTES = 2**31 - 1
+#: Up to this many bytes (model plus external data) the external data is inlined into the
+#: tensors; above it, initializers are injected into sessions instead (module docstring).
+INLINE_LIMIT = 2**31 - 2**24
+#: The location an injected tensor is left with: no file has this name (a ``:`` and ``*`` are
+#: not valid in Windows file names), and ONNX Runtime never looks it up because the tensor is
+#: replaced by ``add_external_initializers`` first.
+INJECTED = "*ep-testbed:injected*"
 
 
 class ModelRefused(ValueError):
@@ -52,31 +68,45 @@ class LoadedModel:
     folder: Path
     sha256: str            # of the model file's bytes (external data files not included)
     external_files: list[str]  # external data locations read, relative to ``folder``
+    initializers: dict[str, np.ndarray] = field(default_factory=dict)  # injected, not inlined (a model over 2 GiB)
 
 
 def load_untrusted(path: str | os.PathLike) -> LoadedModel:
     """Read, parse, resolve external data safely and check the model at ``path`` (see module doc)."""
     model_path = Path(path)
-    if not model_path.exists():
-        raise ModelRefused(f"{model_path}: no such file")
-    if not model_path.is_file():
-        raise ModelRefused(f"{model_path}: not a regular file")
-    size = model_path.stat().st_size
-    if size == 0:
+    cap = min(limits().model_bytes, MAX_MODEL_BYTES)
+    try:
+        data = read_bytes(model_path, "model file", limit=cap, limit_name="model_bytes")
+    except FileRefused as exc:
+        raise ModelRefused(f"{exc}" + ("; a model over 2 GiB must keep its weights as external data"
+                                       if "more than" in exc.problem else "")) from None
+    if not data:
         raise ModelRefused(f"{model_path}: empty file, not an ONNX model")
-    if size > MAX_MODEL_BYTES:
-        raise ModelRefused(f"{model_path}: {size} bytes; models over 2 GiB must keep their weights as external data")
-    data = model_path.read_bytes()
     model = parse_model(data, str(model_path))
     folder = model_path.resolve().parent
-    external = resolve_external_data(model, folder, str(model_path))
+    external, injected = resolve_external_data(model, folder, str(model_path), len(data))
     check_ops(model, str(model_path))
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(_without(model, injected) if injected else model)
     except onnx.checker.ValidationError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelRefused(f"{model_path}: onnx.checker rejects the model: {first}") from None
-    return LoadedModel(model, model_path, folder, hashlib.sha256(data).hexdigest(), external)
+    return LoadedModel(model, model_path, folder, hashlib.sha256(data).hexdigest(), external, injected)
+
+
+def _without(model: onnx.ModelProto, injected: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy of ``model`` for ``onnx.checker``: the injected initializers (whose data is not in
+    the message) become graph inputs of the same type and shape, which is what the checker can
+    check without reading their data."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    kept = [t for t in copy.graph.initializer if t.name not in injected]
+    for tensor in copy.graph.initializer:
+        if tensor.name in injected:
+            copy.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    del copy.graph.initializer[:]
+    copy.graph.initializer.extend(kept)
+    return copy
 
 
 def parse_model(data: bytes, name: str = "model") -> onnx.ModelProto:
@@ -124,74 +154,111 @@ def iter_tensors(graph: onnx.GraphProto) -> Iterator[tuple[str, onnx.TensorProto
                 yield from iter_tensors(g)
 
 
-def resolve_external_data(model: onnx.ModelProto, folder: Path, name: str = "model") -> list[str]:
-    """Check every external-data reference against ``folder``, then inline the bytes.
+def resolve_external_data(model: onnx.ModelProto, folder: Path, name: str = "model", model_bytes: int = 0
+                          ) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Check every external-data reference against ``folder``, then read the bytes: inlined
+    into the tensors when model and data fit ``INLINE_LIMIT``, else returned as arrays to inject
+    (module docstring). Returns ``(locations read, injected arrays by initializer name)``.
 
     Raises ``ModelRefused`` naming the tensor and the location before opening anything for a
-    location that is absolute, escapes the folder (``..``, symlinks), is missing, or whose
-    offset/length do not fit the file. Returns the locations read.
-    """
-    root = folder.resolve()
-    checked: list[tuple[onnx.TensorProto, Path, int, int | None]] = []
-    for where, tensor in iter_tensors(model.graph):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {entry.key: entry.value for entry in tensor.external_data}
-        location = info.get("location", "")
-        if not location:
-            raise ModelRefused(f"{name}: {where} is stored as external data without a location")
-        target = _inside(location, root)
-        if target is None:
-            raise ModelRefused(f"{name}: {where} points at external data {location!r}, which is outside the model's "
-                               f"folder {root}; only files inside that folder are read")
-        if not target.is_file():
-            raise ModelRefused(f"{name}: {where}: external data file {location!r} does not exist in {root}")
-        try:
-            offset = int(info.get("offset", "0") or 0)
-            length = int(info["length"]) if info.get("length") else None
-        except ValueError:
-            raise ModelRefused(f"{name}: {where}: external data offset/length {info.get('offset')!r}/"
-                               f"{info.get('length')!r} are not whole numbers") from None
-        size = target.stat().st_size
-        if offset < 0 or (length is not None and length < 0) or offset + (length or 0) > size:
-            raise ModelRefused(f"{name}: {where}: external data {location!r} offset {offset} length {length} "
-                               f"does not fit the file ({size} bytes)")
-        checked.append((tensor, target, offset, length))
+    location that is absolute, escapes the folder (``..``, symlinks), is missing, whose
+    offset/length do not fit the file, or when all of them together exceed the
+    ``external-bytes`` cap."""
+    checked = [(where, tensor, *_checked_location(where, tensor, folder, name))
+               for where, tensor in iter_tensors(model.graph) if tensor.data_location == onnx.TensorProto.EXTERNAL]
+    total = sum(length for *_, length in checked)
+    cap = limits().external_bytes
+    if total > cap:
+        raise ModelRefused(f"{name}: its external data holds {total} bytes, more than the {cap} read.\nNote: if you "
+                           f"mean it, raise the cap with --limit external-bytes={total}")
+    inline = model_bytes + total <= INLINE_LIMIT
+    main = {id(t) for t in model.graph.initializer}
+    injected: dict[str, np.ndarray] = {}
     read: list[str] = []
-    for tensor, target, offset, length in checked:
-        with open(target, "rb") as f:
-            f.seek(offset)
-            tensor.raw_data = f.read() if length is None else f.read(length)
-        del tensor.external_data[:]
-        tensor.data_location = onnx.TensorProto.DEFAULT
-        relative = str(target.relative_to(root))
+    for where, tensor, target, offset, length in checked:
+        payload = _read_range(target, offset, length, name, where)
+        if inline:
+            tensor.raw_data = payload
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+        else:
+            injected[tensor.name] = _injectable(tensor, payload, id(tensor) in main, name, where)
+        relative = target.relative_to(folder.resolve()).as_posix()
         if relative not in read:
             read.append(relative)
-    return read
+    return read, injected
 
 
-def _inside(location: str, root: Path) -> Path | None:
-    """The file ``location`` names under ``root``, or None if it is not inside ``root``.
-
-    Decided lexically first (absolute paths, drive letters, ``..`` that climbs out), with no
-    filesystem access, then again after resolving symlinks (``realpath`` only reads links)."""
-    if (posixpath.isabs(location) or ntpath.isabs(location) or ntpath.splitdrive(location)[0]
-            or location.startswith(("\\", "/"))):
-        return None
-    parts = re.split(r"[\\/]+", location)
-    depth = 0
-    for part in parts:
-        if part in ("", "."):
-            continue
-        depth = depth - 1 if part == ".." else depth + 1
-        if depth < 0:
-            return None
-    candidate = Path(os.path.realpath(root.joinpath(*[p for p in parts if p not in ("", ".")])))
+def _checked_location(where: str, tensor: onnx.TensorProto, folder: Path, name: str) -> tuple[Path, int, int]:
+    """``(file, offset, length)`` of one external tensor, checked as ``resolve_external_data``
+    says; nothing is opened."""
+    info = {entry.key: entry.value for entry in tensor.external_data}
+    location = info.get("location", "")
+    if not location:
+        raise ModelRefused(f"{name}: {where} is stored as external data without a location")
     try:
-        candidate.relative_to(root)
+        target = inside(folder, location, "external data")
+    except FileRefused:
+        raise ModelRefused(f"{name}: {where} points at external data {location!r}, which is outside the model's "
+                           f"folder {folder.resolve()}; only files inside that folder are read") from None
+    if not target.is_file():
+        raise ModelRefused(f"{name}: {where}: external data file {location!r} does not exist in {folder.resolve()}")
+    try:
+        offset = int(info.get("offset", "0") or 0)
+        length = int(info["length"]) if info.get("length") else None
     except ValueError:
-        return None
-    return candidate
+        raise ModelRefused(f"{name}: {where}: external data offset/length {info.get('offset')!r}/"
+                           f"{info.get('length')!r} are not whole numbers") from None
+    size = target.stat().st_size
+    if offset < 0 or (length is not None and length < 0) or offset + (length or 0) > size:
+        raise ModelRefused(f"{name}: {where}: external data {location!r} offset {offset} length {length} "
+                           f"does not fit the file ({size} bytes)")
+    return target, offset, size - offset if length is None else length
+
+
+def _read_range(target: Path, offset: int, length: int, name: str, where: str) -> bytes:
+    """Exactly ``length`` bytes at ``offset`` of ``target`` (a regular file, opened as such)."""
+    try:
+        with open_regular(target, "external data file") as f:
+            f.seek(offset)
+            payload = f.read(length)
+    except FileRefused as exc:
+        raise ModelRefused(f"{name}: {where}: {exc}") from None
+    if len(payload) != length:
+        raise ModelRefused(f"{name}: {where}: external data {target.name!r} ended after {len(payload)} of {length} "
+                           "bytes (it changed while being read)")
+    return payload
+
+
+def _injectable(tensor: onnx.TensorProto, payload: bytes, in_main_graph: bool, name: str, where: str) -> np.ndarray:
+    """The array an external initializer of a large model is injected as; the tensor keeps its
+    external marker with ``INJECTED`` as location. ``ModelRefused`` for a tensor that cannot be
+    injected (not a main-graph initializer, a string tensor, bytes that do not fit its dims)."""
+    if not in_main_graph:
+        raise ModelRefused(f"{name}: {where} holds external data, but the model is over 2 GiB and only the main "
+                           "graph's initializers can be handed to ONNX Runtime apart from the model; store that tensor "
+                           "in the model or make it an initializer of the main graph")
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, TypeError, ValueError):
+        raise ModelRefused(f"{name}: {where} has data type {tensor.data_type}, which has no NumPy form") from None
+    count = int(np.prod(tensor.dims, dtype=np.int64)) if tensor.dims else 1
+    if dtype.kind not in "biufc" or count * dtype.itemsize != len(payload):
+        raise ModelRefused(f"{name}: {where}: {len(payload)} bytes of external data do not hold {count} {dtype} "
+                           f"values (its dims {list(tensor.dims)})")
+    del tensor.external_data[:]
+    for key, value in (("location", INJECTED), ("offset", "0"), ("length", str(len(payload)))):
+        tensor.external_data.add(key=key, value=value)
+    return np.frombuffer(payload, dtype=dtype.newbyteorder("<")).reshape(tuple(tensor.dims)).astype(dtype, copy=False)
+
+
+def constants(model: onnx.ModelProto, injected: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The main graph's initializers as arrays: those stored in the model, plus ``injected``;
+    an external tensor is never read here (``numpy_helper.to_array`` would open its file)."""
+    arrays = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer
+              if t.data_location != onnx.TensorProto.EXTERNAL}
+    arrays.update(injected or {})
+    return arrays
 
 
 def model_opset(model: onnx.ModelProto, domain: str = "") -> int | None:

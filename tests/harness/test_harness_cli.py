@@ -28,8 +28,12 @@ LOCAL = {"catalog": "local_cases:build_catalog", "mapper": "local_cases:to_onnx"
 
 
 def run_local(capsys, *argv, **seams):
-    """``ep-testbed run <argv>`` in this process on the local cases; (exit code, stdout, stderr)."""
-    code = run_command(parse_args(["run", *argv]), **{**LOCAL, **seams})
+    """``ep-testbed run <argv>`` in this process on the local cases; (exit code, stdout, stderr)
+    (argparse's refusals exit 2, as from a shell)."""
+    try:
+        code = run_command(parse_args(["run", *argv]), **{**LOCAL, **seams})
+    except SystemExit as exc:
+        code = exc.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -102,7 +106,10 @@ def test_existing_results_are_never_overwritten_silently(tmp_path, capsys):
 
 def test_bad_arguments_are_refused_with_the_allowed_values(tmp_path, capsys):
     for argv, words in ((["--ops", "max_pool"], "roi_pooling"), (["--shard", "3/2"], "K/N"),
-                        (["--ep-option", "device_id"], "KEY=VALUE"), (["--jobs", "-1"], ">= 0"),
+                        (["--ep-option", "device_id"], "KEY=VALUE"), (["--jobs", "-1"], "from 0 to"),
+                        (["--timeout", "nan"], "finite number of seconds"), (["--timeout", "inf"], "finite"),
+                        (["--timeout", "1e10"], "<= 604800"), (["--timeout", "0"], "> 0"),
+                        (["--keep-worst", "-5"], "from 0 to"), (["--seed", "-1"], "a seed is a whole number"),
                         (["--tol", "fp16:atol"], "atol=X"), (["--tolerances", str(tmp_path / "none.json")],
                                                              "cannot read it")):
         code, _, stderr = run_local(capsys, *argv)

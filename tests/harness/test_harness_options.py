@@ -60,10 +60,18 @@ def test_parse_tolerances_applies_defaults_then_file_then_each_tol(tmp_path):
 @pytest.mark.parametrize("content, overrides, words", [
     (None, ["fp16"], "expected DTYPE:key=value"),
     (None, ["fp16:speed=1"], "must be atol=X, rtol=X or ulp=N"),
-    (None, ["fp16:atol=-1"], "must be >= 0"),
+    (None, ["fp16:atol=-1"], "must be a finite number >= 0"),
+    (None, ["fp16:atol=nan"], "must be a finite number >= 0"),
+    (None, ["flaot16:atol=1"], "is not a data type"),
     ("{not json", [], "not a tolerance table"),
     ('{"FLOAT16": {"abs": 1}}', [], "not a tolerance table"),
     ('{"FLOAT16": 3}', [], "not a tolerance table"),
+    ('{"FLOAT16": {"atol": NaN}}', [], "NaN is not JSON"),
+    ('{"FLOAT16": {"atol": "0.1"}}', [], "FLOAT16.atol = '0.1': must be a finite number >= 0"),
+    ('{"FLOAT16": {"atol": 1e999}}', [], "overflows a float"),
+    ('{"FLOAT16": {"ulp": 1.5}}', [], "FLOAT16.ulp = 1.5: must be a whole number"),
+    ('{"FLAOT16": {"atol": 1}}', [], "'FLAOT16' is not a data type"),
+    ('[1, 2]', [], "a tolerance table is a JSON object"),
 ])
 def test_parse_tolerances_errors_name_the_flag_and_the_form(tmp_path, content, overrides, words):
     path = None
@@ -95,7 +103,7 @@ def test_parse_expectations_bundled_file_override_disable(tmp_path):
     assert len(parse_expectations(None, False, "no-such-ep")) == 0
     path = tmp_path / "e.json"
     path.write_text("{")
-    with pytest.raises(OptionError, match="--expectations .*e.json: not JSON"):
+    with pytest.raises(OptionError, match="--expectations .*e.json: not an expectations file: not JSON"):
         parse_expectations(str(path), False, "cpu")
     path.write_text(json.dumps({"expectations": [{"id": "x"}]}))
     with pytest.raises(OptionError, match=r"expectations\[0\]: missing outcome, reason, link"):

@@ -145,3 +145,39 @@ def test_a_model_newer_than_this_onnxruntime_is_refused_with_the_fix(tmp_path, c
     path.write_bytes(model.SerializeToString())
     code, _, err = run_cli(["model", "run", str(path), "--out", str(tmp_path / "run")], capsys)
     assert code == 2 and f"Unsupported model IR version: {onnx.IR_VERSION}" in err and "re-save" in err
+
+
+def test_a_model_too_large_to_inline_runs_with_its_initializers_injected(tmp_path, capsys, monkeypatch):
+    """A model whose weights exceed what one protobuf message holds keeps them out of the
+    message: ONNX Runtime gets the arrays (add_external_initializers), never a file name. The
+    2 GiB threshold is lowered here so that a small model takes that path."""
+    from ep_testbed.harness.models import untrusted
+
+    path = _external_model(tmp_path / "model")
+    inline = tmp_path / "inline"
+    assert run_cli(["model", "run", str(path), "--out", str(inline)], capsys)[0] == 0
+    monkeypatch.setattr(untrusted, "INLINE_LIMIT", 0)
+    loaded = load_untrusted(path)
+    assert loaded.initializers and all(t.name in loaded.initializers for t in loaded.model.graph.initializer)
+    assert all(e.value == untrusted.INJECTED for t in loaded.model.graph.initializer for e in t.external_data
+               if e.key == "location")
+    with recording_opens() as opened:
+        code, _, err = run_cli(["model", "run", str(path), "--out", str(tmp_path / "injected")], capsys)
+    assert code == 0, err
+    assert not any(untrusted.INJECTED in p for p in opened)
+    a, b = result_of(inline), result_of(tmp_path / "injected")
+    assert [o["outcome"] for o in a["outputs"]] == [o["outcome"] for o in b["outputs"]] == ["pass"] * len(a["outputs"])
+    import numpy as np
+
+    with np.load(inline / "outputs.npz") as x, np.load(tmp_path / "injected" / "outputs.npz") as y:
+        assert x.files == y.files and all(np.array_equal(x[k], y[k]) for k in x.files)
+
+
+def test_external_data_over_the_cap_is_refused_before_it_is_read(tmp_path, capsys):
+    path = _external_model(tmp_path / "model")
+    size = (path.parent / "weights.bin").stat().st_size
+    with recording_opens() as opened:
+        code, _, err = run_cli(["model", "run", str(path), "--limit", f"external-bytes={size - 1}",
+                                "--out", str(tmp_path / "run")], capsys)
+    assert code == 2 and f"holds {size} bytes, more than the {size - 1} read" in err and "--limit external-bytes" in err
+    assert not any(p.endswith("weights.bin") for p in opened)

@@ -199,4 +199,4 @@ def test_cli_reports_a_file_that_is_not_json(tmp_path):
     result = subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "reference", "--desc", str(path)],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
-    assert "notes.txt is not a JSON desc" in result.stderr and "Traceback" not in result.stderr
+    assert "notes.txt: not a JSON desc" in result.stderr and "Traceback" not in result.stderr

@@ -83,22 +83,26 @@ def test_junit_and_summary_keep_the_strings_exactly(evil_run):
 
 
 def test_malformed_failure_figures_render(tmp_path):
-    """error_stats, counts and error figures of the wrong type (a results line is data) render as
-    far as they make sense; the page is written."""
+    """error_stats of the wrong shape inside a well-typed line (a results line is data) render as
+    far as they make sense; a line whose counts have the wrong JSON kind is skipped and named
+    (the schema of harness.results); the page is written either way."""
     run = synthetic_run.write_run(tmp_path / "r", 4, pattern=["fail"])
     lines = (run / "results.jsonl").read_text().splitlines()
     odd = [{"OutputTensor": "x"}, {"OutputTensor": {"elements": "many", "outside": 1}},
            {"OutputTensor": {"elements": 4, "outside": 1, "nonfinite": 0, "abs": [1], "ulp": {"mean": "a"},
-                             "min_tolerance": {"atol": EVIL, "rtol": None, "ulp": 3}}}, [EVIL]]
-    out = [lines[0]]
-    for i, line in enumerate(lines[1:]):
+                             "min_tolerance": {"atol": EVIL, "rtol": None, "ulp": 3}}}]
+    out, cases = [lines[0]], 0
+    for line in lines[1:]:
         obj = json.loads(line)
         if obj.get("type") == "case":
-            obj.update(error_stats=odd[i % len(odd)], nonfinite_mismatches=EVIL, index_mismatches=None,
-                       mismatches="3", tolerance_used=EVIL)
+            obj.update(error_stats=odd[cases % len(odd)], index_mismatches=None)
+            if cases == len(odd):  # the last: counts of the wrong kind
+                obj.update(nonfinite_mismatches=EVIL, mismatches="3", tolerance_used=EVIL)
+            cases += 1
         out.append(json.dumps(obj))
     (run / "results.jsonl").write_text("\n".join(out) + "\n")
     html = render_run(run).read_text()
     assert_inert(html, own_scripts=4)
     assert "--tol FLOAT32:ulp=3" not in html and "ulp 3</b>" in html  # the one well-formed part is shown
     assert "atol " + EVIL not in html
+    assert f"1 unreadable line(s) in results.jsonl were skipped (line {2 + len(odd)})" in html

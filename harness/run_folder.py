@@ -1,0 +1,174 @@
+"""Output folders: owned by one process at a time, and never overwritten silently.
+
+``claim(folder, command)`` makes a folder this process's for the duration of a ``with`` block:
+it creates ``folder/ep-testbed.lock`` exclusively (``O_CREAT | O_EXCL``) holding the owner's
+pid, host, process start time, command and start time, and removes it on the way out. A second
+``ep-testbed run`` (or ``merge``, or ``model run``) into the same folder is refused with a
+``FolderBusy`` naming the other run. A lock left by a process that is gone (same host, pid no
+longer running, or running but started at another time: the pid was reused) is stale: it is
+removed, and ``Claim.note`` says so. A lock from another host cannot be checked and is refused
+with the file to delete if that run is known to be dead.
+
+``refuse_overwrite(folder, overwrite, flag)`` is the one policy for folders a command fills:
+a folder that already holds something is refused unless ``--overwrite`` says to replace it
+(``run``'s results, ``model run --out``, ``--save-baseline``, ``gen --out``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import socket
+import sys
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .results import now
+from .untrusted_files import FileRefused, read_json
+
+LOCK_FILE = "ep-testbed.lock"
+
+
+class FolderBusy(RuntimeError):
+    """The folder is in use by another run, or holds files a command would overwrite."""
+
+
+@dataclass
+class Claim:
+    """A held folder: its lock file, the token written in it, and a note when a stale lock of a
+    dead run was removed to take it."""
+
+    folder: str
+    path: str
+    token: str
+    note: str | None = None
+
+    def release(self) -> None:
+        """Remove the lock if it is still this claim's (idempotent)."""
+        try:
+            held = read_json(self.path, "lock file")
+        except FileRefused:
+            return
+        if isinstance(held, dict) and held.get("token") == self.token:
+            try:
+                os.remove(self.path)
+            except OSError:
+                pass
+
+    def __enter__(self) -> "Claim":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def claim(folder: str | os.PathLike, command: str = "") -> Claim:
+    """Own ``folder`` (created if missing) until the returned ``Claim`` is released (use it in a
+    ``with``). ``FolderBusy`` naming the other run when a live run holds it."""
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, LOCK_FILE)
+    note = None
+    for _ in range(2):  # a stale lock is removed once, then the claim is tried again
+        token = uuid.uuid4().hex
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "pid_started": process_start(os.getpid()),
+                  "token": token, "command": command, "started": now()}
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o644)
+        except FileExistsError:
+            note = _remove_if_stale(folder, path)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return Claim(folder, path, token, note)
+    raise FolderBusy(f"{folder} is in use: its lock file {path} came back while a stale one was removed")
+
+
+def _remove_if_stale(folder: str, path: str) -> str:
+    """Remove the lock at ``path`` if its owner is gone; the note to print. ``FolderBusy``
+    naming the owner when it may be alive (or the lock cannot be read)."""
+    try:
+        held = read_json(path, "lock file")
+    except FileRefused as exc:
+        raise FolderBusy(f"{folder} holds a lock file that cannot be read ({exc.problem}).\nNote: if no "
+                         f"ep-testbed command is using the folder, delete {path}") from None
+    if not isinstance(held, dict):
+        held = {}
+    pid, host = held.get("pid"), held.get("host")
+    who = (f"pid {pid} on {host}" + (f", started {held.get('started')}" if held.get("started") else "")
+           + (f" ({str(held.get('command'))[:200]})" if held.get("command") else ""))
+    if host != socket.gethostname():
+        raise FolderBusy(f"{folder} is in use by another ep-testbed run: {who}.\nNote: wait for it to finish or "
+                         f"choose another --out; if that run is dead, delete {path}")
+    if isinstance(pid, int) and not isinstance(pid, bool) and process_alive(pid, held.get("pid_started")):
+        raise FolderBusy(f"{folder} is in use by another ep-testbed run: {who}.\nNote: wait for it to finish, "
+                         "or choose another --out")
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    return f"removed the stale lock of a run that is no longer running ({who})"
+
+
+def process_alive(pid: int, started: Any = None) -> bool:
+    """Whether process ``pid`` runs on this host and (where start times are known: ``started``
+    from ``process_start``) is the one that was recorded."""
+    if pid <= 0:
+        return False
+    if sys.platform == "win32":
+        return _alive_windows(pid)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        pass
+    now = process_start(pid)
+    return started is None or now is None or now == started
+
+
+def _alive_windows(pid: int) -> bool:
+    """Windows: ``OpenProcess`` + ``GetExitCodeProcess`` (``STILL_ACTIVE`` is 259)."""
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return ctypes.get_last_error() == 5  # ERROR_ACCESS_DENIED: it exists
+    try:
+        code = ctypes.c_ulong()
+        return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259
+    finally:
+        kernel32.CloseHandle(handle)
+
+
+def process_start(pid: int) -> int | None:
+    """Linux: the process's start time in clock ticks since boot (``/proc/PID/stat`` field 22),
+    which tells a reused pid from the original; None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read(4096).decode("ascii", "replace")
+        return int(text.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def refuse_overwrite(folder: str | os.PathLike, overwrite: bool, flag: str = "--out",
+                     ignore: tuple[str, ...] = (LOCK_FILE,)) -> None:
+    """``FolderBusy`` when ``folder`` exists and holds anything (but ``ignore``) and
+    ``overwrite`` is not set: a command never replaces files silently."""
+    folder = os.fspath(folder)
+    if overwrite or not os.path.isdir(folder):
+        if not overwrite and os.path.exists(folder):
+            raise FolderBusy(f"{flag} {folder} exists and is not a folder.\nNote: choose another {flag}")
+        return
+    entries = sorted(e for e in os.listdir(folder) if e not in ignore)
+    if entries:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise FolderBusy(f"{flag} {folder} already holds files ({shown}).\nNote: pass --overwrite to replace "
+                         f"them, or choose another {flag}")
+
+
+__all__ = ["Claim", "FolderBusy", "LOCK_FILE", "claim", "process_alive", "process_start", "refuse_overwrite"]
