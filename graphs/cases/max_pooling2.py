@@ -8,12 +8,14 @@ narrow to hold distinct values (int8/uint8).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.max_pooling2 import MaxPooling2Desc, output_sizes
 
-from .common import Case, grid, is_valid, make_case
+from .common import FUZZ_RECIPE, Case, FuzzDraw, fuzz_recipe, fuzz_values, grid, is_valid, make_case
 
 
 def catalog(seed: int) -> list[Case]:
@@ -23,8 +25,72 @@ def catalog(seed: int) -> list[Case]:
 
 def make_inputs(desc: MaxPooling2Desc, recipe: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """A case's inputs by recipe (``random``, ``ties``, ``extremes``, ``int64-large``, ``nan-inf``,
-    ``minus-inf``)."""
+    ``minus-inf``; a fuzzed case's ``fuzz:<value kind>``, see ``common.fuzz_values``)."""
+    if recipe.startswith(FUZZ_RECIPE + ":"):
+        values, _ = fuzz_recipe(recipe)
+        return {"InputTensor": fuzz_values(desc.input_tensor.sizes, desc.input_tensor.data_type, values, rng)}
     return {"InputTensor": _maxpool_input(desc, recipe, rng)}
+
+
+def fuzz_strategy(op: str = "max_pooling2", size: str = "default") -> Any:
+    """A Hypothesis strategy of ``FuzzDraw``s over MAX_POOLING2's whole field space: every data
+    type, 4-D and 5-D, windows from 1 to the whole input, strides, dilations, padding up to and
+    past the window (every window still sees an input element, as the page requires), with or
+    without indices of either type, any opset MaxPool changed in; simplest values first."""
+    from hypothesis import assume
+    from hypothesis import strategies as st
+
+    from . import fuzzing
+
+    bounds = fuzzing.limits(size)
+    axis = {2: _fuzz_axis(bounds.spatial), 3: _fuzz_axis(bounds.spatial_3d)}  # built once: a composite is costly
+
+    @st.composite
+    def draw(draw: Any) -> FuzzDraw:
+        dims = draw(fuzzing.choice([2, 3]))
+        axes = [draw(axis[dims]) for _ in range(dims)]
+        room = max(1, bounds.elements // int(np.prod([a["spatial"] for a in axes])))
+        batch = draw(fuzzing.bounded(1, min(bounds.batch, room)))
+        channels = draw(fuzzing.bounded(1, min(bounds.channels, room // batch)))
+        row = dict(dtype=draw(fuzzing.choice(MAXPOOL_TYPES)), indices=draw(fuzzing.choice([None, "UINT64", "UINT32"])),
+                   dims=dims, batch=batch, channels=channels,
+                   **{key: tuple(a[key] for a in axes) for key in ("window", "stride", "start", "end", "dilation",
+                                                                    "spatial")})
+        desc = max_pooling2_desc(**row)
+        assume(desc.output_tensor.element_count <= bounds.elements and is_valid(desc))
+        values = draw(fuzzing.value_kind())
+        opset = draw(fuzzing.weighted([(None, 4), (12, 1), (11, 1), (10, 1), (8, 1)]))
+        if opset == 8 and any(d != 1 for d in desc.dilations):
+            opset = 10  # MaxPool has dilations from opset 10 (the mapper refuses them at 8)
+        return FuzzDraw(desc, fuzzing.recipe(values), draw(fuzzing.value_seed()), opset)
+
+    return draw()
+
+
+def _fuzz_axis(max_spatial: int) -> Any:
+    """One spatial axis: window, stride, dilation, padding (up to the dilated window), size."""
+    from hypothesis import strategies as st
+
+    from . import fuzzing
+
+    @st.composite
+    def axis(draw: Any) -> dict:
+        whole = draw(fuzzing.weighted([(False, 6), (True, 1)]))  # a window as large as the input
+        window = draw(fuzzing.bounded(1, 5))
+        dilation, stride = draw(fuzzing.bounded(1, 3)), draw(fuzzing.bounded(1, 4))
+        dilated = (window - 1) * dilation + 1
+        # Padding up to the dilated window (pads >= WindowSize: the page allows it, ONNX Runtime's
+        # CPU EP refuses it) on one axis in six; below the window otherwise.
+        big = draw(fuzzing.weighted([(False, 5), (True, 1)]))
+        most = dilated - 1 if big else window - 1
+        start, end = draw(fuzzing.bounded(0, most)), draw(fuzzing.bounded(0, most))
+        low = max(1, dilated - start - end)
+        spatial = draw(fuzzing.bounded(low, max_spatial))
+        if whole:
+            window, dilation, start, end = spatial, 1, min(start, spatial - 1), min(end, spatial - 1)
+        return dict(window=window, stride=stride, dilation=dilation, start=start, end=end, spatial=spatial)
+
+    return axis()
 
 
 MAXPOOL_TYPES = ["FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64"]

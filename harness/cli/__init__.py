@@ -26,12 +26,12 @@ from typing import Sequence
 
 from ep_testbed.reference import DescError
 
-from . import diff, gen, merge, model, reference, report, run
+from . import diff, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, usage_error
 
 #: Every subcommand module, in help order.
-SUBCOMMANDS = (run, merge, report, diff, map_, gen, reference, model)
+SUBCOMMANDS = (run, fuzz, merge, report, diff, map_, gen, reference, model)
 
 
 def build_parser() -> argparse.ArgumentParser:
