@@ -325,3 +325,77 @@ def fuzz_recipe(recipe: str) -> tuple[str, str]:
     """``"fuzz:<values>[:<regions>]"`` -> ``(values, regions)`` (regions ``"inside"`` when absent)."""
     _, values, regions = (recipe.split(":") + ["inside"])[:3]
     return values, regions
+
+
+# --- tiers ----------------------------------------------------------------------------------
+
+#: What ``build_catalog(tier=...)`` offers: a few cases per operator for a pre-commit check, the
+#: catalog, and detection-, classifier- and GPU-boundary-sized cases.
+TIERS = ("smoke", "default", "stress")
+#: A worker process with NumPy and ONNX Runtime loaded, before any case.
+PROCESS_BASELINE_BYTES = 150 * 2**20
+
+
+def tier_cases(op: str, seed: int, tier: str) -> list[Case]:
+    """The cases of ``op`` in ``tier``: its catalog, the catalog cases its cases module's
+    ``SMOKE`` patterns pick (``smoke``), or its ``stress_cases(op, seed)`` (``stress``)."""
+    if tier not in TIERS:
+        raise ValueError(f"tier = {tier!r}: one of {', '.join(TIERS)}")
+    if tier == "stress":
+        return cases_module(spec_named(op).dml_type).stress_cases(op, seed)
+    cases = cases_builder(op)(seed)
+    if tier == "default":
+        return cases
+    import fnmatch
+
+    patterns = cases_module(spec_named(op).dml_type).SMOKE
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.id, f"{op}/{p}") for p in patterns)]
+
+
+def memory_need(desc: Any, input_copies: float = 3, per_output: int = 96) -> int:
+    """Bytes a worker needs at most to run one case of ``desc``, estimated: ``input_copies``
+    times the inputs (the arrays, their feeds, the reference's padded or gathered copy) and
+    ``per_output`` bytes per output element (the reference's work arrays, the expected and
+    actual outputs, the comparison's float64 differences and masks), over the process's own
+    ``PROCESS_BASELINE_BYTES``. The defaults hold for the ROI operators (measured: up to 90
+    bytes per output element with 10,000 regions); MAX_POOLING2 passes its own (2 and 48).
+    ``benchmarks/bench_stress_memory.py`` prints the measured peak of every stress case next to it."""
+    inputs = sum(_tensor(desc, m).element_count * numpy_dtype(_tensor(desc, m).data_type).itemsize
+                 for m in desc.INPUTS)
+    outputs = sum(_tensor(desc, m).element_count for m in desc.OUTPUTS if _tensor(desc, m) is not None)
+    return int(input_copies * inputs) + per_output * outputs + PROCESS_BASELINE_BYTES
+
+
+def _tensor(desc: Any, member: str) -> Any:
+    return getattr(desc, _attribute(desc, member))
+
+
+def stress_case(op: str, name: str, desc: Any, seed: int, recipe: str, input_copies: float = 3,
+                per_output: int = 96) -> Case:
+    """A stress-tier case ``<op>/stress-<name>`` tagged with its memory need (``memory_mb``,
+    ``memory_need`` with the operator's factors)."""
+    case = make_case(op, f"stress-{name}", desc, seed, "stress", recipe=recipe)
+    case.tags["memory_mb"] = str(-(-memory_need(desc, input_copies, per_output) // 2**20))
+    return case
+
+
+def detection_regions(count: int, height: int, width: int, scale: float, half: bool, rng: np.random.Generator,
+                      quantum: tuple[float, float] = (1 / 16, 1 / 16)) -> np.ndarray:
+    """``count`` regions ``[x1, y1, x2, y2]`` in ROITensor units, as a detector's proposals on a
+    feature map ``1/scale`` times smaller than the image: with ``half`` False corners in the first
+    80% of the image and sides up to 40% of it, with ``half`` True (``scale`` 1) sides up to half
+    the image. On the feature map, corners are multiples of 1/16 and sides multiples of
+    ``quantum`` (x, y): a RoiAlign passes ``output size * samples / 16``, so that every sample
+    position is a multiple of 1/16 and exact in float32 like the catalog's, and a mismatch means
+    another computation, not float32 coordinates rounding on a steep input (which moves a
+    bilinear sample by 1e-4 of a value at these sizes)."""
+    (qx, qy), grid = quantum, 1 / 16
+    if half:
+        x1, y1 = rng.uniform(0, width / 2, count), rng.uniform(0, height / 2, count)
+        w, h = rng.uniform(1, width / 2, count), rng.uniform(1, height / 2, count)
+    else:
+        x1, y1 = rng.uniform(0, width * 0.8, count), rng.uniform(0, height * 0.8, count)
+        w, h = rng.uniform(1, width * 0.4, count), rng.uniform(1, height * 0.4, count)
+    x1, y1 = np.round(x1 / grid) * grid, np.round(y1 / grid) * grid
+    w, h = np.maximum(1, np.round(w / qx)) * qx, np.maximum(1, np.round(h / qy)) * qy
+    return np.stack([x1, y1, x1 + w, y1 + h], axis=1) / scale

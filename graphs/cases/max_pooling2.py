@@ -15,7 +15,17 @@ from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.max_pooling2 import MaxPooling2Desc, output_sizes
 
-from .common import FUZZ_RECIPE, Case, FuzzDraw, fuzz_recipe, fuzz_values, grid, is_valid, make_case
+from .common import (
+    FUZZ_RECIPE,
+    Case,
+    FuzzDraw,
+    fuzz_recipe,
+    fuzz_values,
+    grid,
+    is_valid,
+    make_case,
+    stress_case,
+)
 
 
 def catalog(seed: int) -> list[Case]:
@@ -209,10 +219,60 @@ def _random_cases(seed: int, count: int = 16) -> list[Case]:
     return cases
 
 
+#: The smoke tier: catalog cases (id patterns after ``max_pooling2/``) a pre-commit check runs.
+SMOKE = ("edge-ties", "edge-window-equals-input", "edge-minus-inf-window", "edge-dilation-padding-5d",
+         "edge-int8-extremes", "random-s*-000", "random-s*-001")
+
+#: The stress tier: ``(name, max_pooling2_desc arguments, recipe)``. Classifier stems, a 5-D
+#: pool, a window as large as the input, output counts one 64-thread group below, at and
+#: above 65,535 groups and around 2^24 (with UINT32 indices past 2^24, where float index
+#: arithmetic loses whole numbers), and UINT32 indices past 2^31 and up to 2^32 - 2 (INT8
+#: inputs of 2^31 + 32,768 and 2^32 - 1 elements: the largest offsets UINT32 represents).
+STRESS = [
+    ("classifier-1x64x112x112-3x3-s2-p1-fp32", dict(batch=1, channels=64, spatial=(112, 112), window=3, stride=2,
+                                                    start=1, end=1), "random"),
+    ("classifier-1x64x112x112-3x3-s2-p1-fp16", dict(dtype="FLOAT16", batch=1, channels=64, spatial=(112, 112),
+                                                    window=3, stride=2, start=1, end=1), "random"),
+    ("classifier-1x64x112x112-3x3-s2-p1-idxuint32", dict(batch=1, channels=64, spatial=(112, 112), window=3, stride=2,
+                                                         start=1, end=1, indices="UINT32"), "random"),
+    ("5d-1x16x32x56x56-3x3x3-s1x2x2-p1-d2", dict(dims=3, batch=1, channels=16, spatial=(32, 56, 56), window=3,
+                                                 stride=(1, 2, 2), start=1, end=1, dilation=2), "random"),
+    ("window-as-input-1x64x112x112", dict(batch=1, channels=64, spatial=(112, 112), window=112), "random"),
+    *[(f"out-64x{h}-groups-of-64", dict(batch=1, channels=64, spatial=(h, 2), window=(1, 2), indices="UINT32"),
+       "random") for h in (65534, 65535, 65536)],
+    *[(f"out-4096x{w}-around-2^24-idxuint32", dict(batch=1, channels=1, spatial=(4096, w), window=1, indices="UINT32"),
+       "random") for w in (4095, 4096, 4097)],
+    ("int8-idxuint32-past-2^31", dict(dtype="INT8", batch=1, channels=1, spatial=(32768, 65537), window=(1, 64),
+                                      stride=(1, 64), indices="UINT32"), "pattern"),
+    ("int8-idxuint32-2^32-1-elements", dict(dtype="INT8", batch=1, channels=1, spatial=(65535, 65537),
+                                            window=(1, 64), stride=(1, 64), indices="UINT32"), "pattern"),
+]
+
+
+def stress_cases(op: str, seed: int) -> list[Case]:
+    """The MAX_POOLING2 stress tier (``STRESS``), each case tagged with its memory need (the
+    reference copies the padded input once; measured up to 44 bytes per output element)."""
+    return [stress_case(op, name, max_pooling2_desc(**row), seed, recipe, input_copies=2, per_output=48)
+            for name, row, recipe in STRESS]
+
+
+def _pattern(desc: MaxPooling2Desc) -> np.ndarray:
+    """Inputs of billions of elements, made without a random draw per element: along the last
+    axis ``(i * 37) % 127`` (shifted to the type), the same in every row, so any 127
+    consecutive elements of a row are distinct and a window along it has one maximum."""
+    sizes = desc.input_tensor.sizes
+    dtype = numpy_dtype(desc.input_tensor.data_type)
+    low = 0 if np.issubdtype(dtype, np.unsignedinteger) or np.issubdtype(dtype, np.floating) else -63
+    row = ((np.arange(sizes[-1], dtype=np.int64) * 37) % 127 + low).astype(dtype)
+    return np.ascontiguousarray(np.broadcast_to(row, sizes))
+
+
 def _maxpool_input(desc: MaxPooling2Desc, recipe: str, rng) -> np.ndarray:
     sizes = desc.input_tensor.sizes
     dtype = numpy_dtype(desc.input_tensor.data_type)
     count = int(np.prod(sizes))
+    if recipe == "pattern":
+        return _pattern(desc)
     if recipe == "ties":
         return rng.integers(0, 4, size=sizes).astype(dtype)
     if recipe == "extremes":

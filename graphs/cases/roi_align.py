@@ -20,6 +20,7 @@ from .common import (
     UINT32_MAX,
     Case,
     FuzzDraw,
+    detection_regions,
     fuzz_recipe,
     fuzz_regions,
     fuzz_values,
@@ -27,6 +28,7 @@ from .common import (
     make_case,
     num,
     roi_op_inputs,
+    stress_case,
 )
 
 
@@ -249,11 +251,52 @@ def _random_cases(op: str, v1: bool, seed: int, count: int = 16) -> list[Case]:
     return cases
 
 
+#: The smoke tier: catalog cases (id patterns after ``roi_align/`` or ``roi_align1/``).
+SMOKE = ("edge-outside-partly", "edge-whole-image", "edge-one-pixel", "edge-empty-region", "edge-fp16-outside-partly",
+         "opset10-avg-fp32", "random-s*-000")
+
+_DETECTION = dict(batch=1, channels=256, height=200, width=304, rois=1000, out=(7, 7), samples=(2, 2))
+#: The stress tier: ``(name, roi_align_desc arguments, recipe, ROI_ALIGN1 only)``. A detector's
+#: RoiAlign with its proposals at spatial scale 1/16 and with regions of up to half the image at
+#: scale 1 (same sample count, other memory access), 10,000 regions, output counts one 64-thread
+#: group below, at and above 65,535 groups (8x8 outputs of 65,534 / 65,535 / 65,536
+#: region-channels), and regions as large as the input sampled adaptively.
+STRESS = [
+    ("detection-1x256x200x304-r1000-7x7-sr2-scale1_16", dict(_DETECTION, sx=1 / 16, sy=1 / 16), "detection", False),
+    ("detection-1x256x200x304-r1000-7x7-sr2-scale1-half-image", dict(_DETECTION, sx=1.0, sy=1.0), "detection-half",
+     False),
+    ("detection-1x256x200x304-r1000-7x7-sr2-scale1_16-fp16", dict(_DETECTION, dtype="FLOAT16", sx=1 / 16, sy=1 / 16),
+     "detection", True),
+    ("rois-10000-1x64x50x50-7x7", dict(batch=1, channels=64, height=50, width=50, rois=10000, out=(7, 7), sx=1.0,
+                                       sy=1.0), "detection-half", True),
+    *[(f"out-8x8-{r}x{c}-groups-of-64", dict(batch=1, channels=c, height=16, width=16, rois=r, out=(8, 8), sx=1.0,
+                                             sy=1.0), "random", True) for r, c in ((151, 434), (257, 255), (256, 256))],
+    ("whole-image-adaptive-1x16x200x304-r8-1x1", dict(batch=1, channels=16, height=200, width=304, rois=8, out=(1, 1),
+                                                      samples=(1, UINT32_MAX), sx=1.0, sy=1.0), "whole-image", True),
+]
+
+
+def stress_cases(op: str, seed: int) -> list[Case]:
+    """The ROI_ALIGN / ROI_ALIGN1 stress tier (``STRESS``; ROI_ALIGN takes the fp32 detection
+    shapes only), each case tagged with its memory need."""
+    v1 = op == "roi_align1"
+    return [stress_case(op, name, roi_align_desc(v1, **row), seed, recipe)
+            for name, row, recipe, v1_only in STRESS if v1 or not v1_only]
+
+
 def _roi_align_rois(desc, recipe: str, rng) -> dict[str, np.ndarray]:
     batch, _, height, width = desc.input_tensor.sizes
     n = roi_count(desc.roi_tensor.sizes)
     dtype = numpy_dtype(desc.roi_tensor.data_type)
     sx, sy = float(np.float32(desc.spatial_scale_x)), float(np.float32(desc.spatial_scale_y))
+    if recipe in ("detection", "detection-half"):
+        out_h, out_w = desc.output_tensor.sizes[2:]
+        samples = desc.minimum_samples_per_output
+        rois = detection_regions(n, height, width, sx, recipe == "detection-half", rng,
+                                 quantum=(out_w * samples / 16, out_h * samples / 16)).astype(dtype)
+        bi = rng.integers(0, batch, n).astype(numpy_dtype(desc.batch_indices_tensor.data_type))
+        return {"ROITensor": rois.reshape(desc.roi_tensor.sizes),
+                "BatchIndicesTensor": bi.reshape(desc.batch_indices_tensor.sizes)}
 
     def grid(lo, hi, size):  # multiples of 1/16: exact in float16 for |v| < 128
         return np.round(rng.uniform(lo, hi, size) * 16) / 16

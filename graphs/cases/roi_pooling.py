@@ -21,6 +21,7 @@ from .common import (
     SHORT_DTYPE,
     Case,
     FuzzDraw,
+    detection_regions,
     fuzz_recipe,
     fuzz_regions,
     fuzz_values,
@@ -28,6 +29,7 @@ from .common import (
     make_case,
     num,
     roi_op_inputs,
+    stress_case,
 )
 
 
@@ -139,6 +141,32 @@ def _roi_pooling_cases(seed: int) -> list[Case]:
     return cases
 
 
+#: The smoke tier: catalog cases (id patterns after ``roi_pooling/``).
+SMOKE = ("edge-outside-partly", "edge-whole-image", "edge-empty-bins", "edge-rounding-ties", "random-s*-000")
+
+#: The stress tier: ``(name, roi_pooling_desc arguments, recipe)``. A detector's MaxRoiPool with
+#: its proposals at spatial scale 1/16 and with regions of up to half the image at scale 1,
+#: 10,000 regions, output counts one 64-thread group below, at and above 65,535 groups (8x8
+#: bins of 65,534 / 65,535 / 65,536 region-channels), and regions as large as the input.
+STRESS = [
+    ("detection-1x512x38x50-r300-7x7-scale1_16", dict(scale=1 / 16, pooled=(7, 7), rois=300, batch=1, channels=512,
+                                                       height=38, width=50), "detection"),
+    ("detection-1x512x38x50-r300-7x7-scale1-half-image", dict(scale=1.0, pooled=(7, 7), rois=300, batch=1,
+                                                               channels=512, height=38, width=50), "detection-half"),
+    ("rois-10000-1x64x38x50-7x7", dict(scale=1.0, pooled=(7, 7), rois=10000, batch=1, channels=64, height=38,
+                                       width=50), "detection-half"),
+    *[(f"out-8x8-{r}x{c}-groups-of-64", dict(scale=1.0, pooled=(8, 8), rois=r, batch=1, channels=c, height=16,
+                                             width=16), "random") for r, c in ((151, 434), (257, 255), (256, 256))],
+    ("whole-image-1x64x200x304-r8-1x1", dict(scale=1.0, pooled=(1, 1), rois=8, batch=1, channels=64, height=200,
+                                             width=304), "whole-image"),
+]
+
+
+def stress_cases(op: str, seed: int) -> list[Case]:
+    """The ROI_POOLING stress tier (``STRESS``), each case tagged with its memory need."""
+    return [stress_case(op, name, roi_pooling_desc(**row), seed, recipe) for name, row, recipe in STRESS]
+
+
 def _away_from_half(rng, lo, hi, n):
     """Numbers in [lo, hi] whose fractional part is at least 0.1 away from .5."""
     whole = rng.integers(int(np.floor(lo)), int(np.ceil(hi)) + 1, n)
@@ -152,6 +180,9 @@ def _roi_pooling_rois(desc: RoiPoolingDesc, recipe: str, rng) -> np.ndarray:
     dtype = numpy_dtype(desc.roi_tensor.data_type)
     scale = float(np.float32(desc.spatial_scale)) or 1.0
     ids = rng.integers(0, batch, n).astype(np.float64)
+    if recipe in ("detection", "detection-half"):
+        box = detection_regions(n, height, width, scale, recipe == "detection-half", rng)
+        return np.concatenate([ids[:, None], box], axis=1).astype(dtype).reshape(desc.roi_tensor.sizes)
     if recipe == "outside-partly":
         x1, y1 = _away_from_half(rng, -4, width - 2, n), _away_from_half(rng, -4, height - 2, n)
         x2, y2 = x1 + _away_from_half(rng, 2, width + 4, n), y1 + _away_from_half(rng, 2, height + 4, n)

@@ -22,10 +22,12 @@ import signal
 import sys
 from typing import Any, Sequence
 
-from ep_testbed.reference.registry import names
+from ep_testbed.graphs.catalog import TIERS
+from ep_testbed.reference.registry import names, spec_of_type
 
 from ..case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
 from ..expectations import Expectations
+from ..fuzz.corpus import CorpusError, load_corpus, with_corpus
 from ..options import (
     OptionError,
     add_ep_options,
@@ -70,6 +72,13 @@ def _add_selection(group: argparse._ArgumentGroup) -> None:
                             "comma-separated alternatives")
     group.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="drop matching case ids")
     group.add_argument("--seed", type=int, default=0, help="catalog seed (default 0)")
+    group.add_argument("--tier", choices=TIERS, default="default",
+                       help="smoke: a few cases per operator (seconds); default: the catalog; stress: detection- and "
+                            "classifier-sized and GPU-boundary cases (each states its memory need; what does not fit "
+                            "this machine is skipped with the reason)")
+    group.add_argument("--corpus", action="append", default=[], metavar="DIR",
+                       help="also run the case folders in DIR (written by `ep-testbed fuzz --corpus-out`), with their "
+                            "expectations; repeatable")
     group.add_argument("--shard", metavar="K/N",
                        help="run only the K-th of N deterministic, balanced shards (K from 1)")
     group.add_argument("--list", action="store_true", help="print the selected case ids and exit")
@@ -85,8 +94,9 @@ def _add_execution(group: argparse._ArgumentGroup) -> None:
                        help="seconds per case before its worker is killed (default 120)")
     group.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     group.add_argument("--overwrite", action="store_true", help="replace existing results in --out")
-    group.add_argument("--keep-worst", type=int, default=5, metavar="N",
-                       help="also write case folders for the N worst passing cases (default 5)")
+    group.add_argument("--keep-worst", type=int, default=None, metavar="N",
+                       help="also write case folders for the N worst passing cases (default 5; 0 with --tier stress, "
+                            "whose folders hold hundreds of MB each)")
     group.add_argument("--fail-on-not-on-ep", action="store_true", help="count not-on-ep cases as failures")
     group.add_argument("--fail-on-inexpressible", action="store_true",
                        help="count inexpressible cases as failures")
@@ -103,7 +113,7 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
     try:
         ep = parse_ep(args.ep, args.ep_option)
         tolerances = parse_tolerances(args.tolerances, args.tol)
-        cases = _selected_cases(args, catalog)
+        cases, corpus = _selected_cases(args, catalog)
         if args.list:
             for case in cases:
                 print(case.id)
@@ -112,11 +122,18 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
             print("ep-testbed: no case matches the selection", file=sys.stderr)
             return EXIT_NO_CASES
         expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias)
+        if not args.no_expectations:
+            expectations = with_corpus(expectations, corpus, ep.alias)
         jobs = min(args.jobs, len(cases))
+        cases, skipped = _fitting(cases, jobs)
         config = _case_config(args, ep, tolerances, mapper, jobs)
         options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
+        options.header_extra["skipped"] = skipped
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
+    if not cases:
+        print("ep-testbed: no selected case fits this machine's memory", file=sys.stderr)
+        return EXIT_NO_CASES
     print(f"ep-testbed: {len(cases)} cases on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
     try:
         result = _run_until_stopped(cases, config, options, expectations)
@@ -125,9 +142,11 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
     return _finish(args, result, len(cases), options.out_dir)
 
 
-def _selected_cases(args: argparse.Namespace, catalog: str) -> list[Any]:
-    """The cases of ``--ops``, ``-k``, ``--exclude``, ``--shard`` in catalog (or shard) order;
-    ``UsageError`` for a bad ``--shard``/``--jobs``/``--timeout``/``--ops`` or a missing catalog."""
+def _selected_cases(args: argparse.Namespace, catalog: str) -> tuple[list[Any], list[Any]]:
+    """The cases of ``--ops``, ``--tier``, ``--corpus``, ``-k``, ``--exclude``, ``--shard`` in
+    catalog (or shard) order, corpus cases after the catalog's, and the corpus entries read;
+    ``UsageError`` for a bad ``--shard``/``--jobs``/``--timeout``/``--ops``, a missing catalog or
+    an unreadable corpus."""
     try:
         shard_spec = parse_shard(args.shard) if args.shard else None
     except ValueError as exc:
@@ -137,8 +156,58 @@ def _selected_cases(args: argparse.Namespace, catalog: str) -> list[Any]:
     if args.timeout <= 0:
         raise UsageError(f"--timeout {args.timeout}: must be > 0 seconds")
     ops = _ops(args.ops)
-    cases = select(load_cases(catalog, ops, args.seed), args.include, args.exclude)
-    return shard(cases, *shard_spec) if shard_spec else cases
+    corpus = _corpus(args.corpus, ops)
+    cases = select(load_cases(catalog, ops, args.seed, args.tier) + [e.case for e in corpus], args.include,
+                   args.exclude)
+    return (shard(cases, *shard_spec) if shard_spec else cases), corpus
+
+
+def _corpus(folders: Sequence[str], ops: list[str] | None) -> list[Any]:
+    """The corpus entries of every ``--corpus`` folder for ``ops``; ``UsageError`` naming the
+    file and field of the first unreadable one."""
+    entries = []
+    try:
+        for folder in folders:
+            entries += load_corpus(folder)
+    except CorpusError as exc:
+        raise UsageError(str(exc)) from None
+    return [e for e in entries if ops is None or spec_of_type(e.case.op).name in ops]
+
+
+def _fitting(cases: list[Any], jobs: int) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The cases whose ``memory_mb`` tag (stress cases state one) fits this machine with
+    ``jobs`` workers at once, and the others as ``{"id", "memory_mb", "reason"}`` (printed)."""
+    available = available_memory()
+    if available is None:
+        return cases, []
+    budget_mb = int(available * 0.8 / max(1, jobs)) // 2**20
+    kept, skipped = [], []
+    for case in cases:
+        need = int((getattr(case, "tags", None) or {}).get("memory_mb") or 0)
+        if need <= budget_mb:
+            kept.append(case)
+            continue
+        reason = (f"needs {need} MiB; {available // 2**20} MiB available, 80% of it shared by {jobs} worker(s) "
+                  f"leaves {budget_mb} MiB" + (" (Note: --jobs 1 gives one case all of it)" if jobs > 1 else ""))
+        skipped.append({"id": case.id, "memory_mb": need, "reason": reason})
+        print(f"ep-testbed: skipped {case.id}: {reason}", file=sys.stderr)
+    return kept, skipped
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes now (Linux ``MemAvailable``, else free
+    physical pages), or None when this platform does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _ops(text: str | None) -> list[str] | None:
@@ -151,14 +220,20 @@ def _ops(text: str | None) -> list[str] | None:
     return ops
 
 
-def load_cases(spec: str, ops: list[str] | None, seed: int) -> list[Any]:
-    """The cases of the catalog function named ``"module:function"`` (build_catalog's signature)."""
+def load_cases(spec: str, ops: list[str] | None, seed: int, tier: str = "default") -> list[Any]:
+    """The cases of the catalog function named ``"module:function"`` (build_catalog's signature;
+    ``tier`` is passed only when it is not ``default``, so catalogs without tiers still load)."""
     module_name, _, function = spec.partition(":")
     try:
         build = getattr(importlib.import_module(module_name), function or "build_catalog")
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"the case catalog {spec} is not available: {exc}") from exc
-    return list(build(ops, seed=seed))
+    if tier == "default":
+        return list(build(ops, seed=seed))
+    try:
+        return list(build(ops, seed=seed, tier=tier))
+    except TypeError as exc:
+        raise UsageError(f"the case catalog {spec} has no tiers ({exc}); --tier needs graphs.catalog's") from None
 
 
 def _case_config(args: argparse.Namespace, ep: EpSpec, tolerances: Tolerances, mapper: str, jobs: int) -> CaseConfig:
@@ -177,13 +252,21 @@ def _run_options(args: argparse.Namespace, ep: EpSpec, jobs: int, catalog: str, 
     """The runner's options; the selection and limits also go into the results header."""
     out = args.out or os.path.join("runs", f"{ep.alias}-{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}")
     extra: dict[str, Any] = {
-        "selection": {"ops": _ops(args.ops), "include": args.include, "exclude": args.exclude, "catalog": catalog},
+        "selection": {"ops": _ops(args.ops), "include": args.include, "exclude": args.exclude, "catalog": catalog,
+                      "tier": args.tier, "corpus": [os.path.abspath(c) for c in args.corpus]},
         "jobs": jobs, "timeout_s": args.timeout, "expectations": expectations.source}
     if args.shard:
         extra["shard"] = "{}/{}".format(*parse_shard(args.shard))
     return RunOptions(out_dir=out, jobs=jobs, timeout=args.timeout, resume=args.resume, overwrite=args.overwrite,
-                      keep_worst=args.keep_worst, progress=args.progress, seed=args.seed,
+                      keep_worst=_keep_worst(args), progress=args.progress, seed=args.seed,
                       command=args.command_line, header_extra=extra, extra_paths=tuple(worker_paths))
+
+
+def _keep_worst(args: argparse.Namespace) -> int:
+    """``--keep-worst``, or its default: 5, and 0 for the stress tier (its case folders are large)."""
+    if args.keep_worst is not None:
+        return args.keep_worst
+    return 0 if args.tier == "stress" else 5
 
 
 def _run_until_stopped(cases: list[Any], config: CaseConfig, options: RunOptions,
