@@ -42,6 +42,7 @@ from .matrix import Matrix, build_matrix, case_fields
 from .rendering import environment, script_json, short_op
 from .repro import MAX_INLINE_BUNDLE, build_bundle
 from .results import CaseResult, Run, load_run
+from .shrinks import shrink_pairs
 
 REPORT_FILE = "report.html"
 #: Outcomes that always get a detail section: those that fail a run, and known divergences.
@@ -187,6 +188,7 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "skipped": sum(counts.get(o, 0) for o in NOT_TESTED),
         "matrix": matrix,
         "details": details,
+        "shrinks": shrink_pairs(run, anchors),
         "not_detailed": len(chosen) - len(shown),
         "max_pictures": max_pictures,
         "rows": script_json(_table_rows(run.cases, anchors, matrix)),

@@ -10,8 +10,8 @@
    worker, placement proof, tolerances), then the EP's expectations; every line is streamed to
    results.jsonl as it finishes (artifacts for failures, as ``run`` writes them);
 3. then shrinks (``harness.fuzz.shrink``) the first failure of every new ``Signature`` (all of
-   them with ``shrink="all"``; ``known`` ones too with ``shrink_known``), at most
-   ``max_shrinks``, each within ``shrink_time_s``, in a pool of its own; each minimal case is
+   them with ``shrink="all"``; ``known`` ones too with ``shrink_known``), those no mapper flag
+   explains first, at most ``max_shrinks``, each within ``shrink_time_s``, in a pool of its own; each minimal case is
    run once more with its case folder written, gets its own line (``<id>-min``), a record in
    ``shrinks.jsonl`` (``harness.fuzz.records``) and, with ``corpus_out``, a corpus folder;
 4. ends results.jsonl with an ``end`` line (counts, cases run, generation time and rate).
@@ -131,7 +131,6 @@ def fuzz(config: CaseConfig, options: FuzzOptions, expectations: Expectations | 
             _generate(config, options, expectations, writer, result, counts)
         except KeyboardInterrupt:
             result.interrupted = True
-        result.generation_s = time.monotonic() - start
         if not result.interrupted:
             try:
                 _shrink_findings(config, options, expectations, writer, result, counts)
@@ -187,20 +186,22 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
 
 def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
               result: FuzzResult, counts: Counter) -> None:
-    """Step 2 of the module docstring: batches through the pool until the budget is spent."""
-    start = time.monotonic()
-    deadline = start + options.budget_s
+    """Step 2 of the module docstring: batches through the pool until the budget is spent. The
+    budget starts with the first batch drawn (the drawing process's start-up is not fuzzing)."""
     pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths)
-    status = _Status(options.progress, options.budget_s)
 
     def policy_for(case: Any) -> ArtifactPolicy:
         return ArtifactPolicy(force=expectations.match(case.id, case.tags) is not None)
 
     drawer = Drawer(options.ops, options.seed, options.size)
+    status = _Status(options.progress, options.budget_s)
     try:
+        batch = drawer.next_batch()
+        start = status.start = time.monotonic()
         while True:
-            for chunk in _chunks(drawer.next_batch(), CHUNK):
-                if time.monotonic() >= deadline:
+            for chunk in _chunks(batch, CHUNK):
+                result.generation_s = time.monotonic() - start
+                if result.generation_s >= options.budget_s:
                     return
                 by_id = {case.id: case for case in chunk}
                 for line in pool.run(chunk, policy_for, keep_workers=True):
@@ -210,6 +211,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
                     result.ran += 1
                     status.update(result, counts)
                 writer.sync()
+            batch = drawer.next_batch()
     finally:
         drawer.close()
         status.close()
@@ -304,7 +306,8 @@ def _chunks(items: list[Any], size: int) -> list[list[Any]]:
 
 def _to_shrink(findings: list[Finding], options: FuzzOptions) -> list[Finding]:
     """The findings to shrink: the first of each signature (every one with ``shrink="all"``),
-    in the order found, at most ``max_shrinks``."""
+    at most ``max_shrinks``; failures no mapper flag explains (no ``diverging`` field) first,
+    each group in the order found."""
     if options.shrink == "none":
         return []
     chosen, seen = [], set()
@@ -312,6 +315,7 @@ def _to_shrink(findings: list[Finding], options: FuzzOptions) -> list[Finding]:
         if options.shrink == "all" or finding.signature not in seen:
             chosen.append(finding)
             seen.add(finding.signature)
+    chosen.sort(key=lambda f: bool(f.signature.diverging))  # stable: discovery order within each group
     return chosen[:options.max_shrinks]
 
 

@@ -8,6 +8,8 @@ Two stages share one time budget:
    regions, smaller inputs and windows, fields back to the first (default) value of each
    choice, simpler value kinds, value seed 0. A candidate counts as failing only when its raw
    result line has the original's ``Signature``.
+   Hypothesis orders draws by their choices; of the failing draws, the one with the fewest
+   elements (``desc_elements``) is kept.
 2. **Values**: the smallest failing case becomes a ``LiteralCase`` (its arrays), whose input
    arrays are then simplified: each array set to zeros, then ever smaller blocks of it zeroed
    (as delta debugging does), then its floats rounded to whole numbers -- each change kept
@@ -132,7 +134,10 @@ def _structure_stage(original: FuzzCase, trial: _Trial) -> tuple[Any, dict[str, 
                 return
             verdicts[key] = trial.fails(draw_mod.fuzz_case(fid, candidate, original.id))
         if verdicts[key]:
-            state["best"] = draw_mod.fuzz_case(fid, candidate, original.id)
+            case = draw_mod.fuzz_case(fid, candidate, original.id)
+            # Hypothesis orders draws by their choices, not by size: keep the fewest elements seen
+            if desc_elements(case.desc) <= desc_elements(state["best"].desc):
+                state["best"] = case
             raise _StillFails
 
     notes = []
