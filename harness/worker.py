@@ -12,7 +12,7 @@ groups are needed, so this works on Windows too.)
 
 Test hook (fault injection), read only here and only from the environment::
 
-    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>;perturb[:N]=<glob>;ftz=<glob>"
+    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>;perturb[:N]=<glob>"
 
 makes the worker, right before running a case whose id matches ``<glob>`` (fnmatch), call
 ``os.abort()`` (SIGABRT), sleep forever, dereference NULL (SIGSEGV), ``os._exit(3)``, raise
@@ -20,8 +20,7 @@ inside ``run_case``'s caller, or write junk to file descriptors 1 and 2 and go o
 what a chatty native library does). ``perturb`` runs the case normally but changes element
 ``N`` (default 0, flat) of the first output the EP hands back, when that output has so many
 elements: a wrong answer that only outputs of more than ``N`` elements show, like a kernel bug
-past a tiling boundary; ``ftz`` flushes subnormal float outputs to zero (sign kept), as a GPU in
-flush-to-zero mode does: a wrong answer only some values show. It exists so the tests can show that a crashing or hanging EP costs one
+past a tiling boundary. It exists so the tests can show that a crashing or hanging EP costs one
 case and nothing else, and that fuzzing finds and shrinks a wrong output; nothing sets it
 unless you do.
 """
@@ -40,9 +39,7 @@ import time
 from typing import Any, BinaryIO, Callable
 
 FAULT_ENV = "EP_TESTBED_FAULT"
-FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise", "perturb", "ftz")
-#: Faults that change what the EP hands back instead of misbehaving (``perturbing``).
-OUTPUT_FAULTS = ("perturb", "ftz")
+FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise", "perturb")
 
 _HEADER = struct.Struct(">I")
 
@@ -110,41 +107,28 @@ def inject(faults: list[tuple[str, str]], case_id: str) -> None:
 
 
 def perturbing(faults: list[tuple[str, str]], case_id: str, mapper: Callable[..., Any]) -> Callable[..., Any]:
-    """``mapper`` itself, or, when a ``perturb[:N]`` or ``ftz`` fault matches ``case_id``, a
-    mapper whose mappings read the EP's outputs back changed: element ``N`` of the first output
-    (``_perturb``), or every subnormal of a float output flushed to zero (``_flush_to_zero``)."""
+    """``mapper`` itself, or, when a ``perturb[:N]`` fault matches ``case_id``, a mapper whose
+    mappings read the EP's first output back with element ``N`` changed (``_perturb``)."""
     for action, pattern in faults:
         name, _, element = action.partition(":")
-        if name in OUTPUT_FAULTS and fnmatch.fnmatchcase(case_id, pattern):
-            return functools.partial(_perturbed_mapping, mapper, name, int(element or 0))
+        if name == "perturb" and fnmatch.fnmatchcase(case_id, pattern):
+            return functools.partial(_perturbed_mapping, mapper, int(element or 0))
     return mapper
 
 
-def _perturbed_mapping(mapper: Callable[..., Any], fault: str, element: int, desc: Any, **kwargs: Any) -> Any:
-    """``mapper(desc, **kwargs)`` with its ``outputs`` read-back wrapped to apply ``fault``."""
+def _perturbed_mapping(mapper: Callable[..., Any], element: int, desc: Any, **kwargs: Any) -> Any:
+    """``mapper(desc, **kwargs)`` with its ``outputs`` read-back wrapped to perturb ``element``."""
     mapping = mapper(desc, **kwargs)
     read_back = mapping.outputs
 
     def outputs(onnx_outputs: Any) -> dict[str, Any]:
         arrays = read_back(onnx_outputs)
-        if fault == "ftz":
-            return {name: _flush_to_zero(array) for name, array in arrays.items()}
         first = next(iter(arrays))
         arrays[first] = _perturb(arrays[first], element)
         return arrays
 
     mapping.outputs = outputs
     return mapping
-
-
-def _flush_to_zero(array: Any) -> Any:
-    """``array`` with its subnormal values replaced by a zero of the same sign (floats only)."""
-    import numpy as np
-
-    if array.dtype.kind != "f":
-        return array
-    subnormal = (array != 0) & (np.abs(array) < np.finfo(array.dtype).tiny)
-    return np.where(subnormal, np.copysign(np.zeros_like(array), array), array) if subnormal.any() else array
 
 
 def _perturb(array: Any, element: int) -> Any:

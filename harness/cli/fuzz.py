@@ -5,8 +5,9 @@ field space (``graphs/cases/<op>.py``: ``fuzz_strategy``), runs them exactly as 
 (worker processes, placement proof, tolerances, expectations) into ``DIR/results.jsonl``, then
 shrinks the first failure of each kind to a minimal case (``DIR/shrinks.jsonl``; the report
 shows both side by side) and, with ``--corpus-out``, writes the minimal cases as corpus folders
-that ``ep-testbed run --corpus`` runs next to the catalog. ``--replay ID`` reruns one fuzzed
-case from its id alone. ``harness.fuzz`` holds the engine.
+that ``ep-testbed run --corpus`` runs next to the catalog. ``--replay ID`` (repeatable) reruns
+fuzzed cases from their ids alone, and shrinks them when they fail. ``harness.fuzz`` holds the
+engine.
 
 Exit codes: 0 no failure (``known`` ones allowed), 1 some case failed, crashed, timed out,
 errored or is ``fixed``, 2 bad usage, 130 interrupted (finished cases kept).
@@ -34,7 +35,7 @@ from ..options import (
 from ..pool import WorkerStartError
 from ..providers import SessionSettings
 from ..results import read_run
-from ..runner import RunError, RunOptions, run_cases
+from ..runner import RunError
 from ..summary import exit_code, failing_outcomes
 from .common import UsageError, print_outcomes, render_report, usage_error
 
@@ -60,7 +61,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--size", choices=("default", "large"), default="default",
                       help="size distribution: default (at most 4096 elements a tensor) or large (GPU dispatch "
                            "sizes, up to 2^21)")
-    what.add_argument("--replay", metavar="CASE_ID", help="run only this fuzzed case, redrawn from its id")
+    what.add_argument("--replay", action="append", default=[], metavar="CASE_ID",
+                      help="run only this fuzzed case, redrawn from its id (and shrink it if it fails); repeatable")
     _add_shrinking(p.add_argument_group("shrinking and the corpus"))
     _add_execution(p.add_argument_group("how to run"))
     add_tolerance_options(p.add_argument_group("tolerances").add_argument)
@@ -92,7 +94,7 @@ def _add_execution(group: argparse._ArgumentGroup) -> None:
 
 
 def fuzz_command(args: argparse.Namespace) -> int:
-    """Fuzz ``--ep`` (or replay one case); return the exit code (module docstring)."""
+    """Fuzz ``--ep`` (or replay ``--replay`` cases); return the exit code (module docstring)."""
     try:
         ep = parse_ep(args.ep, args.ep_option)
         tolerances = parse_tolerances(args.tolerances, args.tol)
@@ -106,8 +108,6 @@ def fuzz_command(args: argparse.Namespace) -> int:
     settings = SessionSettings(graph_opt=args.graph_opt, intra_op_threads=max(1, cores // args.jobs))
     config = CaseConfig(ep=ep, session=settings, tolerances=tolerances)
     out = args.out or os.path.join("runs", f"fuzz-{ep.alias}-s{args.seed}")
-    if args.replay:
-        return _replay(args, config, expectations, out)
     return _fuzz(args, config, expectations, ops, out)
 
 
@@ -115,12 +115,20 @@ def _fuzz(args: argparse.Namespace, config: CaseConfig, expectations: Any, ops: 
     """The fuzz run itself, its summary and report."""
     from ..fuzz.engine import FuzzOptions, FuzzUsageError, fuzz
 
-    options = FuzzOptions(out_dir=out, ops=ops, budget_s=args.budget, seed=args.seed, size=args.size, jobs=args.jobs,
+    from ..fuzz.draw import parse_id
+    from ..fuzz.draw import replay as redraw
+
+    try:
+        replay = [redraw(case_id).id for case_id in args.replay]  # refuses a bad id before anything runs
+    except ValueError as exc:
+        return usage_error(f"--replay: {exc}")
+    seed = parse_id(replay[0]).seed if replay else args.seed
+    options = FuzzOptions(out_dir=out, ops=ops, budget_s=args.budget, seed=seed, size=args.size, jobs=args.jobs,
                           timeout=args.timeout, shrink=args.shrink, shrink_known=args.shrink_known,
                           shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks, corpus_out=args.corpus_out,
-                          overwrite=args.overwrite, progress=args.progress, command=args.command_line)
-    print(f"ep-testbed: fuzzing {', '.join(ops)} on {config.ep.provider} for {args.budget:g} s ({args.jobs} workers) "
-          f"-> {out}", file=sys.stderr)
+                          overwrite=args.overwrite, progress=args.progress, command=args.command_line, replay=replay)
+    what = f"replaying {len(replay)} case(s)" if replay else f"fuzzing {', '.join(ops)} for {args.budget:g} s"
+    print(f"ep-testbed: {what} on {config.ep.provider} ({args.jobs} workers) -> {out}", file=sys.stderr)
     try:
         result = fuzz(config, options, expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
@@ -138,27 +146,6 @@ def _fuzz(args: argparse.Namespace, config: CaseConfig, expectations: Any, ops: 
     print(f"results: {os.path.join(out, 'results.jsonl')}")
     if result.interrupted:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
-    render_report(out)
-    return exit_code(result.counts, failing, result.interrupted)
-
-
-def _replay(args: argparse.Namespace, config: CaseConfig, expectations: Any, out: str) -> int:
-    """``--replay ID``: the fuzzed case redrawn from its id and run like ``run`` runs a case."""
-    from ..fuzz.draw import replay
-
-    try:
-        case = replay(args.replay)
-    except ValueError as exc:
-        return usage_error(f"--replay: {exc}")
-    options = RunOptions(out_dir=out, jobs=1, timeout=args.timeout, overwrite=args.overwrite, progress=False,
-                         seed=case.seed, command=args.command_line,
-                         header_extra={"selection": {"replay": case.id, "catalog": "fuzz"}})
-    try:
-        result = run_cases([case], config, options, expectations)
-    except (RunError, WorkerStartError) as exc:
-        return usage_error(str(exc))
-    failing = failing_outcomes(False, False)
-    print_outcomes(result.lines, failing)
     render_report(out)
     return exit_code(result.counts, failing, result.interrupted)
 

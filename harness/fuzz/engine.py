@@ -4,7 +4,8 @@
 
 1. writes a run header (``harness.runner.run_header``, with a ``fuzz`` entry: budget, size,
    operators, batch size, Hypothesis version) to ``OUT/results.jsonl``;
-2. until ``budget_s`` has passed, draws batches of cases per operator in turn
+2. until ``budget_s`` has passed, draws batches of cases per operator in turn (or, with
+   ``replay``, redraws just the fuzzed cases those ids name)
    (``harness.fuzz.draw``) and runs them in chunks through one ``WorkerPool``: each case goes
    through the pipeline of ``ep-testbed run`` (mapper, reference, a session on the EP in a
    worker, placement proof, tolerances), then the EP's expectations; every line is streamed to
@@ -29,7 +30,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
 from ep_testbed.reference import desc_to_dml
@@ -76,6 +77,7 @@ class FuzzOptions:
     command: str = ""
     env: dict[str, str] | None = None
     extra_paths: tuple[str, ...] = ()
+    replay: Sequence[str] = ()    # fuzzed case ids to rerun (and shrink) instead of drawing
 
 
 @dataclass
@@ -193,15 +195,15 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     def policy_for(case: Any) -> ArtifactPolicy:
         return ArtifactPolicy(force=expectations.match(case.id, case.tags) is not None)
 
-    drawer = Drawer(options.ops, options.seed, options.size)
     status = _Status(options.progress, options.budget_s)
+    batches = _batches(options)
     try:
-        batch = drawer.next_batch()
-        start = status.start = time.monotonic()
-        while True:
+        start = None
+        for batch in batches:
+            start = status.start = start or time.monotonic()
             for chunk in _chunks(batch, CHUNK):
                 result.generation_s = time.monotonic() - start
-                if result.generation_s >= options.budget_s:
+                if result.generation_s >= options.budget_s and not options.replay:
                     return
                 by_id = {case.id: case for case in chunk}
                 for line in pool.run(chunk, policy_for, keep_workers=True):
@@ -211,11 +213,25 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
                     result.ran += 1
                     status.update(result, counts)
                 writer.sync()
-            batch = drawer.next_batch()
+        result.generation_s = time.monotonic() - (start or time.monotonic())
     finally:
-        drawer.close()
+        batches.close()
         status.close()
         pool.close()
+
+
+def _batches(options: FuzzOptions) -> Iterator[list[Any]]:
+    """The batches to run: the ``replay`` cases redrawn from their ids (one batch), or the
+    drawing process's batches, without end."""
+    if options.replay:
+        yield [draw_mod.replay(case_id) for case_id in options.replay]
+        return
+    drawer = Drawer(options.ops, options.seed, options.size)
+    try:
+        while True:
+            yield drawer.next_batch()
+    finally:
+        drawer.close()
 
 
 def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations,
