@@ -72,7 +72,7 @@ def fuzz_run(ep: str, jobs: int, budget: float, root: str) -> tuple[int, float, 
 def hypothesis_loop(ep: str, budget: float) -> tuple[int, float, float]:
     """``@given`` over every operator's strategy in turn, each example run in a worker and
     awaited; rates over the time spent (worker start-up excluded)."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, seed, settings, strategies as st
 
     from ep_testbed.harness.case_run import CaseConfig
     from ep_testbed.harness.fuzz import draw
@@ -88,6 +88,7 @@ def hypothesis_loop(ep: str, budget: float) -> tuple[int, float, float]:
 
     @settings(max_examples=10**9, database=None, deadline=None, phases=draw.hypothesis_settings(1).phases,
               suppress_health_check=draw.hypothesis_settings(1).suppress_health_check)
+    @seed(0)
     @given(strategy)
     def run(pair):
         if time.monotonic() - start > budget:

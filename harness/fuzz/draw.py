@@ -4,7 +4,8 @@ A fuzz run draws, per operator, batch after batch of ``BATCH_SIZE`` cases from t
 strategy (its cases module's ``fuzz_strategy(op, size)``). A batch is one Hypothesis run in
 generate-only mode with a fixed seed (``batch_seed``: a hash of operator, size, run seed and
 batch number), whose test function only collects what Hypothesis draws; so the same Hypothesis
-version draws the same batch anywhere. A case is named after where it was drawn:
+version draws the same batch anywhere (with the literals Hypothesis harvests from imported local
+modules turned off: ``_no_local_constants``). A case is named after where it was drawn:
 
     <op>/fuzz-s<seed>-b<batch>-<index>          e.g. max_pooling2/fuzz-s7-b12-034
     <op>/fuzz-large-s<seed>-b<batch>-<index>    the ``large`` size distribution
@@ -17,11 +18,12 @@ fuzzed cases as they do to catalog ones.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ep_testbed.graphs.cases.common import FuzzCase, FuzzDraw, cases_module, desc_elements, fuzz_recipe
 from ep_testbed.reference.registry import names, spec_named
@@ -88,7 +90,35 @@ def run_batch(fid: FuzzId, test: Callable[[FuzzDraw], None], count: int = BATCH_
     def example(draw: FuzzDraw) -> None:
         test(draw)
 
-    hypothesis_settings(count, shrink)(seed(batch_seed(fid))(given(strategy(fid.op, fid.size))(example)))()
+    with _no_local_constants():
+        hypothesis_settings(count, shrink)(seed(batch_seed(fid))(given(strategy(fid.op, fid.size))(example)))()
+
+
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Keep Hypothesis from mixing in literals it harvests from the local (non-site-packages)
+    modules the process has imported: which modules those are differs between the drawing
+    process, the CLI and a test run, and would make one seed draw different batches. Hypothesis
+    offers no setting for it, so its provider's hook is swapped for the time of a batch (when a
+    Hypothesis version lacks the hook, there is nothing to swap and its draws are what they are)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis without the module
+        yield
+        return
+    hook, cache, empty = (getattr(providers, name, None) for name in ("_get_local_constants", "CONSTANTS_CACHE",
+                                                                       "Constants"))
+    if hook is None or cache is None or empty is None:
+        yield
+        return
+    nothing = empty()
+    providers._get_local_constants = lambda: nothing
+    cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = hook
+        cache.cache.clear()
 
 
 def draw_batch(op: str, run_seed: int, batch: int, size: str = "default", count: int = BATCH_SIZE) -> list[FuzzCase]:

@@ -81,15 +81,20 @@ def test_a_batch_is_drawn_the_same_twice_and_other_batches_differ():
     assert [_fingerprint(c) for c in first] != [_fingerprint(c) for c in other]
 
 
-def test_a_case_id_regenerates_its_case_in_a_fresh_interpreter(batches):
+def test_a_case_id_regenerates_its_case_in_a_fresh_interpreter_whatever_it_imported(batches):
     chosen = [batches[op][i] for op, i in (("max_pooling2", 37), ("roi_align", 141), ("roi_pooling", 5))]
-    code = ("import sys, json\nsys.path.insert(0, sys.argv[1])\nfrom test_fuzz_draw import _fingerprint\n"
-            "from ep_testbed.harness.fuzz.draw import replay\n"
-            "print(json.dumps([_fingerprint(replay(i)) for i in sys.argv[2:]]))")
+    # The child imports other local modules first: Hypothesis would mix their literals into its
+    # draws, which draw.run_batch turns off.
+    code = ("import sys, json\nsys.path.insert(0, sys.argv[1])\nimport ep_testbed.harness.pool, ep_testbed.harness.cli\n"
+            "from test_fuzz_draw import _fingerprint\nfrom ep_testbed.harness.fuzz.draw import draw_batch, replay\n"
+            "print(json.dumps([[_fingerprint(replay(i)) for i in sys.argv[2:]],\n"
+            "                  [_fingerprint(c) for op in ('max_pooling2', 'roi_align1') for c in draw_batch(op, 3, 1)]]))")
     out = subprocess.run([sys.executable, "-c", code, str(__import__("pathlib").Path(__file__).parent),
                           *[c.id for c in chosen]], capture_output=True, text=True, check=True,
                          env={**__import__("os").environ, "PYTHONHASHSEED": "123"})
-    assert json.loads(out.stdout) == [_fingerprint(c) for c in chosen]
+    replayed, whole = json.loads(out.stdout)
+    assert replayed == [_fingerprint(c) for c in chosen]
+    assert whole == [_fingerprint(c) for op in ("max_pooling2", "roi_align1") for c in batches[op][:100]]
 
 
 @pytest.mark.parametrize("bad", ["max_pooling2/random-s0-001", "nope/fuzz-s0-b1-002", "roi_align/fuzz-s0-b1"])

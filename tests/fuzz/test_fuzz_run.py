@@ -20,7 +20,7 @@ from ep_testbed.harness.worker import FAULT_ENV, _perturb, parse_faults  # noqa:
 pytestmark = pytest.mark.slow
 
 
-def _fuzz(out, *extra, fault="perturb=max_pooling2/fuzz-s0-b0-0[5-9]*", budget="3"):
+def _fuzz(out, *extra, fault="perturb=max_pooling2/fuzz-s0-b0-0[5-9]*", budget="8"):
     os.environ[FAULT_ENV] = fault
     try:
         return main(["fuzz", "--ep", "cpu", "--ops", "max_pooling2", "--budget", budget, "--out", str(out),
