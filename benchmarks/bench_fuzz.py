@@ -91,6 +91,7 @@ def hypothesis_loop(ep: str, budget: float) -> tuple[int, float, float]:
     @seed(0)
     @given(strategy)
     def run(pair):
+        """Run one drawn case in the worker and wait for it."""
         if time.monotonic() - start > budget:
             raise _Stop
         op, d = pair
@@ -123,6 +124,7 @@ def draw_costs() -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the three rows (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ep", default="cpu")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds for the fuzz and Hypothesis rows")

@@ -39,6 +39,7 @@ print(json.dumps({"outcome": line["outcome"], "seconds": time.perf_counter() - s
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print one row per stress case (module docstring)."""
     from ep_testbed.graphs.catalog import build_catalog
     from ep_testbed.harness.cli.run import available_memory
 

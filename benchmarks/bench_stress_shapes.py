@@ -48,6 +48,7 @@ def median_time(fn: Callable[[], object], repeat: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print one row per shape (module docstring)."""
     import onnxruntime as ort
     from ep_testbed.graphs import to_onnx
     from ep_testbed.graphs.catalog import build_catalog

@@ -173,6 +173,7 @@ def desc_elements(desc: Any) -> int:
 
 
 def _attribute(desc: Any, member: str) -> str:
+    """The dataclass attribute that holds DML member ``member`` of ``desc``."""
     from ep_testbed.reference.descs import attribute_of
 
     return attribute_of(type(desc), member)
@@ -201,16 +202,19 @@ def fuzz_values(sizes: tuple[int, ...], data_type: str, kind: str, rng: np.rando
 
 
 def _small(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Integers in [-3, 3] ([0, 6] for unsigned types)."""
     low = 0 if np.issubdtype(dtype, np.unsignedinteger) else -3
     return rng.integers(low, low + 7, size=count).astype(dtype)
 
 
 def _distinct_floats(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Distinct multiples of 1/8 (repeating past 2048 values)."""
     span = min(count, 2048)  # multiples of 1/8 below 256: exact in float16
     return ((rng.permutation(count) % span - span // 2) / 8).astype(dtype)
 
 
 def _specials(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Distinct values with a fifth of them NaN, +-inf, -0, +-denormal, +-max or the smallest normal."""
     info = np.finfo(dtype)
     pool = np.array([np.nan, np.inf, -np.inf, -0.0, info.smallest_subnormal, -info.smallest_subnormal,
                      info.max, -info.max, info.tiny], dtype=dtype)
@@ -221,6 +225,7 @@ def _specials(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarr
 
 
 def _ulp_neighbours(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """One base value and its neighbours up to three ULPs away on either side."""
     base = np.array(rng.choice([1.0, -2.5, 1000.0, 0.0]), dtype=dtype)
     steps = rng.integers(-3, 4, size=count)
     up, down = np.nextafter(base, dtype.type(np.inf)), np.nextafter(base, dtype.type(-np.inf))
@@ -234,16 +239,19 @@ def _ulp_neighbours(count: int, dtype: np.dtype, rng: np.random.Generator) -> np
 
 
 def _near_rounding(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Uniform values in [-4, 4] using every mantissa bit (sums land near rounding boundaries)."""
     return rng.uniform(-4, 4, size=count).astype(dtype)
 
 
 def _float_extremes(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """The largest finite values, half of them, the smallest normals, +-1 and 0."""
     info = np.finfo(dtype)
     pool = np.array([info.max, -info.max, info.max / 2, -info.tiny, info.tiny, 1.0, -1.0, 0.0], dtype=dtype)
     return rng.choice(pool, size=count)
 
 
 def _minus_inf_block(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Distinct values with a quarter of them, in one block, -inf (the type's minimum for integers)."""
     x = _distinct_floats(count, dtype, rng) if np.issubdtype(dtype, np.floating) else _int_distinct(count, dtype, rng)
     lowest = -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
     start = int(rng.integers(0, count))
@@ -252,6 +260,7 @@ def _minus_inf_block(count: int, dtype: np.dtype, rng: np.random.Generator) -> n
 
 
 def _int_distinct(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """A permutation of distinct integers where the type has room, uniform ones otherwise."""
     info = np.iinfo(dtype)
     lo, hi = max(int(info.min), -count), min(int(info.max), count)
     if hi - lo + 1 >= count:
@@ -260,11 +269,13 @@ def _int_distinct(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.n
 
 
 def _int_uniform(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Integers uniform over the whole type."""
     info = np.iinfo(dtype)
     return rng.integers(int(info.min), int(info.max), size=count, endpoint=True, dtype=dtype)
 
 
 def _int_extremes(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """The type's minimum and maximum, their neighbours, 0 and 1."""
     info = np.iinfo(dtype)
     pool = np.array(sorted({int(info.min), int(info.min) + 1, 0, 1, int(info.max) - 1, int(info.max)}), dtype=dtype)
     return rng.choice(pool, size=count)
@@ -367,6 +378,7 @@ def memory_need(desc: Any, input_copies: float = 3, per_output: int = 96) -> int
 
 
 def _tensor(desc: Any, member: str) -> Any:
+    """The tensor desc of DML member ``member`` (None for an absent optional output)."""
     return getattr(desc, _attribute(desc, member))
 
 

@@ -57,6 +57,7 @@ def fuzz_strategy(op: str = "max_pooling2", size: str = "default") -> Any:
 
     @st.composite
     def draw(draw: Any) -> FuzzDraw:
+        """One MAX_POOLING2 draw (the enclosing docstring)."""
         dims = draw(fuzzing.choice([2, 3]))
         axes = [draw(axis[dims]) for _ in range(dims)]
         room = max(1, bounds.elements // int(np.prod([a["spatial"] for a in axes])))
@@ -85,6 +86,7 @@ def _fuzz_axis(max_spatial: int) -> Any:
 
     @st.composite
     def axis(draw: Any) -> dict:
+        """One axis's window, stride, dilation, padding and size."""
         whole = draw(fuzzing.weighted([(False, 6), (True, 1)]))  # a window as large as the input
         window = draw(fuzzing.bounded(1, 5))
         dilation, stride = draw(fuzzing.bounded(1, 3)), draw(fuzzing.bounded(1, 4))

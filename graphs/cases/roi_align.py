@@ -85,6 +85,7 @@ def fuzz_strategy(op: str = "roi_align1", size: str = "default") -> Any:
 
     @st.composite
     def draw(draw: Any) -> FuzzDraw:
+        """One ROI_ALIGN / ROI_ALIGN1 draw (the enclosing docstring)."""
         kw = _fuzz_geometry(draw, bounds)
         kw.update(dtype=draw(fuzzing.choice(["FLOAT32", "FLOAT16"])), reduction=draw(fuzzing.choice(["AVERAGE", "MAX"])),
                   interp=draw(fuzzing.weighted([("LINEAR", 12), ("NEAREST_NEIGHBOR", 1)])),

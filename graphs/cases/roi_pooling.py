@@ -66,6 +66,7 @@ def fuzz_strategy(op: str = "roi_pooling", size: str = "default") -> Any:
 
     @st.composite
     def draw(draw: Any) -> FuzzDraw:
+        """One ROI_POOLING draw (the enclosing docstring)."""
         height, width = draw(fuzzing.bounded(1, bounds.spatial)), draw(fuzzing.bounded(1, bounds.spatial))
         pooled = (draw(fuzzing.bounded(1, bounds.out)), draw(fuzzing.bounded(1, bounds.out)))
         room = max(1, bounds.elements // (height * width))

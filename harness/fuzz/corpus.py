@@ -251,6 +251,7 @@ def content_hash(case: LiteralCase) -> str:
 
 
 def _op_name(op_type: str) -> str:
+    """The registry name of a ``DML_OPERATOR_*`` type (the type itself when unregistered)."""
     spec = spec_of_type(op_type)
     return spec.name if spec else op_type
 
@@ -297,6 +298,7 @@ def run_repro(folder: str, provider: str, python: str | None = None, timeout: fl
 
 
 def _write_json(path: str, data: Any) -> None:
+    """``data`` as indented JSON, values JSON lacks as their ``str``."""
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, default=str)
         f.write("\n")

@@ -193,6 +193,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths)
 
     def policy_for(case: Any) -> ArtifactPolicy:
+        """A case folder for every case an expectation names, as ``run`` keeps them."""
         return ArtifactPolicy(force=expectations.match(case.id, case.tags) is not None)
 
     status = _Status(options.progress, options.budget_s)
@@ -302,10 +303,12 @@ class _Lines:
         self._file = open(os.path.join(run_dir, RESULTS_FILE), "a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
+        """Append one record and flush it."""
         self._file.write(dumps(record) + "\n")
         self._file.flush()
 
     def sync(self) -> None:
+        """Make everything written so far durable."""
         os.fsync(self._file.fileno())
 
     def __enter__(self) -> "_Lines":
@@ -317,6 +320,7 @@ class _Lines:
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    """``items`` in consecutive lists of at most ``size``."""
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
@@ -414,6 +418,7 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _say(options: FuzzOptions, text: str) -> None:
+    """One line of what the run is doing on stderr (not with ``--no-progress``)."""
     if options.progress is not False:
         print(f"ep-testbed fuzz: {text}", file=sys.stderr, flush=True)
 
@@ -426,6 +431,7 @@ class _Status:
         self.budget_s, self.start, self.last = budget_s, time.monotonic(), 0.0
 
     def update(self, result: FuzzResult, counts: Counter) -> None:
+        """Redraw the line, at most twice a second."""
         now = time.monotonic()
         if not self.enabled or now - self.last < 0.5:
             return
@@ -436,5 +442,6 @@ class _Status:
         sys.stderr.flush()
 
     def close(self) -> None:
+        """End the line."""
         if self.enabled:
             sys.stderr.write("\n")

@@ -57,10 +57,12 @@ class ShrinkResult:
 
     @property
     def original_elements(self) -> int:
+        """Elements of the original case's inputs and outputs."""
         return desc_elements(self.original.desc)
 
     @property
     def minimal_elements(self) -> int:
+        """Elements of the minimal case's inputs and outputs."""
         return desc_elements(self.minimal.desc)
 
 
@@ -73,6 +75,7 @@ class _Trial:
         self.best_line: dict[str, Any] | None = None
 
     def expired(self) -> bool:
+        """Whether the shrink budget is spent."""
         return time.monotonic() >= self.deadline
 
     def fails(self, case: Any) -> bool:
@@ -121,6 +124,8 @@ def _structure_stage(original: FuzzCase, trial: _Trial) -> tuple[Any, dict[str, 
     verdicts: dict[str, bool] = {target_key: True}
 
     def test(candidate: Any) -> None:
+        """Hypothesis's test function: skip the draws before the failing one, then raise for every
+        candidate that fails like the original (verdicts cached by draw)."""
         key = draw_mod.draw_key(candidate)
         if not state["reached"]:  # replaying the batch up to the failing draw: nothing runs
             state["calls"] += 1
