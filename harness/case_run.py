@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
+from ep_testbed.reference.checks import element_cap, max_elements
 
 from . import placement as placement_mod
 from . import session as session_mod
@@ -58,6 +59,7 @@ class CaseConfig:
     run_dir: str | None = None        # artifacts go to run_dir/cases/...; None: no artifacts
     mapper: str = DEFAULT_MAPPER      # "module:function" with graphs.to_onnx's contract
     precision_model: str = DEFAULT_MODEL  # reference.MODELS: the rounding a correct kernel may show
+    max_elements: int | None = None   # the reference's element cap in workers (--limit elements); None: default
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,8 @@ def run_case(case: Any, config: CaseConfig, policy: ArtifactPolicy = ArtifactPol
     line = new_line(case, config.ep)
     state: dict[str, Any] = {}
     try:
-        _run(case, config, mapper or load_mapper(config.mapper), line, state)
+        with element_cap(config.max_elements or max_elements()):  # a worker does not inherit --limit
+            _run(case, config, mapper or load_mapper(config.mapper), line, state)
     except Exception as exc:  # the harness itself: never let one case take the worker down
         line["outcome"] = "error"
         line["message"] = f"harness raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"

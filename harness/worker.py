@@ -12,14 +12,18 @@ groups are needed, so this works on Windows too.)
 
 Test hook (fault injection), read only here and only from the environment::
 
-    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>"
+    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>;perturb[:N]=<glob>"
 
 makes the worker, right before running a case whose id matches ``<glob>`` (fnmatch), call
 ``os.abort()`` (SIGABRT; on Windows exit status 3), sleep forever, read an address in the
 never-mapped first page (SIGSEGV; on Windows STATUS_ACCESS_VIOLATION), ``os._exit(3)``, raise
 inside ``run_case``'s caller, or write junk to file descriptors 1 and 2 and go on (``noise``:
-what a chatty native library does). It exists so the tests can show that a crashing or hanging
-EP costs one case and nothing else; nothing sets it unless you do.
+what a chatty native library does). ``perturb`` runs the case normally but changes element
+``N`` (default 0, flat) of the first output the EP hands back, when that output has so many
+elements: a wrong answer that only outputs of more than ``N`` elements show, like a kernel bug
+past a tiling boundary. It exists so the tests can show that a crashing or hanging EP costs one
+case and nothing else, and that fuzzing finds and shrinks a wrong output; nothing sets it
+unless you do.
 
 On Windows the worker first turns off the crash dialogs (SetErrorMode, and the C runtime's abort
 message and report), so a crashing EP ends the process at once instead of waiting on a dialog
@@ -30,16 +34,17 @@ from __future__ import annotations
 
 import ctypes
 import fnmatch
+import functools
 import os
 import pickle
 import signal
 import struct
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 FAULT_ENV = "EP_TESTBED_FAULT"
-FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise")
+FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise", "perturb")
 
 _HEADER = struct.Struct(">I")
 
@@ -72,12 +77,15 @@ def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
 
 
 def parse_faults(text: str) -> list[tuple[str, str]]:
-    """``"abort=a/*;hang=b"`` -> ``[("abort", "a/*"), ("hang", "b")]``; unknown actions refused."""
+    """``"abort=a/*;hang=b"`` -> ``[("abort", "a/*"), ("hang", "b")]``; unknown actions refused
+    (``perturb`` may carry an element number: ``perturb:1000=*``)."""
     faults = []
     for item in filter(None, (part.strip() for part in text.split(";"))):
         action, sep, pattern = item.partition("=")
-        if not sep or action not in FAULT_ACTIONS:
-            raise ValueError(f"{FAULT_ENV}: {item!r} must be ACTION=GLOB with ACTION one of {', '.join(FAULT_ACTIONS)}")
+        name, colon, element = action.partition(":")
+        if not sep or name not in FAULT_ACTIONS or (colon and (name != "perturb" or not element.isdigit())):
+            raise ValueError(f"{FAULT_ENV}: {item!r} must be ACTION=GLOB with ACTION one of {', '.join(FAULT_ACTIONS)} "
+                             "(perturb may name an element: perturb:N=GLOB)")
         faults.append((action, pattern))
     return faults
 
@@ -131,6 +139,50 @@ def quiet_crash_reports(api: Any = None, crt: Any = None) -> None:
         pass
 
 
+def perturbing(faults: list[tuple[str, str]], case_id: str, mapper: Callable[..., Any]) -> Callable[..., Any]:
+    """``mapper`` itself, or, when a ``perturb[:N]`` fault matches ``case_id``, a mapper whose
+    mappings read the EP's first output back with element ``N`` changed (``_perturb``)."""
+    for action, pattern in faults:
+        name, _, element = action.partition(":")
+        if name == "perturb" and fnmatch.fnmatchcase(case_id, pattern):
+            return functools.partial(_perturbed_mapping, mapper, int(element or 0))
+    return mapper
+
+
+def _perturbed_mapping(mapper: Callable[..., Any], element: int, desc: Any, **kwargs: Any) -> Any:
+    """``mapper(desc, **kwargs)`` with its ``outputs`` read-back wrapped to perturb ``element``."""
+    mapping = mapper(desc, **kwargs)
+    read_back = mapping.outputs
+
+    def outputs(onnx_outputs: Any) -> dict[str, Any]:
+        arrays = read_back(onnx_outputs)
+        first = next(iter(arrays))
+        arrays[first] = _perturb(arrays[first], element)
+        return arrays
+
+    mapping.outputs = outputs
+    return mapping
+
+
+def _perturb(array: Any, element: int) -> Any:
+    """A copy of ``array`` whose flat element ``element`` is surely different and finite (a NaN
+    or an infinity becomes 0, a number ``v`` becomes ``v + 1`` below 1024 in magnitude and
+    ``v / 2`` above, where float16 would round ``v + 1`` back to ``v``; an integer ``v + 1``,
+    wrapping); ``array`` itself when it has no such element."""
+    import numpy as np
+
+    if array.size <= element:
+        return array
+    changed = np.array(array, copy=True)
+    flat = changed.reshape(-1)
+    value = flat[element]
+    if changed.dtype.kind == "f":
+        flat[element] = (value + 1 if abs(value) < 1024 else value / 2) if np.isfinite(value) else 0
+    else:
+        flat[element] = np.array(int(value) + 1).astype(changed.dtype)
+    return changed
+
+
 def _die_with_parent() -> None:
     """Linux: get SIGKILL when the parent dies, so a hung worker never outlives its run (on Windows
     the parent's Job object does this, harness.winjob)."""
@@ -176,7 +228,7 @@ def main() -> int:
         print(f"--- case {case.id}", file=sys.stderr, flush=True)
         try:
             inject(faults, case.id)
-            line = run_case(case, config, policy, mapper)
+            line = run_case(case, config, policy, perturbing(faults, case.id, mapper))
         except Exception as exc:
             line = {"outcome": "error", "message": f"worker raised {type(exc).__name__}: {exc}"}
         sys.stdout.flush()

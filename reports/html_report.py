@@ -43,8 +43,9 @@ from .artifacts import (
 )
 from .matrix import Matrix, build_matrix, case_fields
 from .rendering import environment, script_json, short_op
-from .repro import MAX_INLINE_BUNDLE, build_bundle
+from .repro import MAX_INLINE_BUNDLE, build_bundle, header_tolerances
 from .results import CaseResult, Run, load_run
+from .shrinks import shrink_pairs
 
 REPORT_FILE = "report.html"
 #: Outcomes that always get a detail section: those that fail a run, and known divergences.
@@ -85,13 +86,8 @@ def rerun_command(run: Run, case: CaseResult) -> str:
 
 
 def run_tolerances(run: Run) -> Tolerances:
-    """The tolerances the run judged its cases by (its header's table over the defaults); the
-    defaults when the header has none or an unreadable one."""
-    table = run.header.get("tolerances")
-    try:
-        return Tolerances.from_json(table) if isinstance(table, dict) else Tolerances.defaults()
-    except (TypeError, ValueError, AttributeError):
-        return Tolerances.defaults()
+    """The tolerances the run judged its cases by (``repro.header_tolerances``)."""
+    return header_tolerances(run.header)
 
 
 def _severity(case: CaseResult) -> tuple:
@@ -194,6 +190,7 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "skipped": sum(counts.get(o, 0) for o in NOT_TESTED),
         "matrix": matrix,
         "details": details,
+        "shrinks": shrink_pairs(run, anchors),
         "not_detailed": len(chosen) - len(shown),
         "max_pictures": max_pictures,
         "max_details": max_details,

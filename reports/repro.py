@@ -170,6 +170,16 @@ def check_json(case: Any, header: dict[str, Any], art: CaseArtifacts, tols: Tole
     }
 
 
+def header_tolerances(header: dict[str, Any]) -> Tolerances:
+    """The tolerances a run judged its cases by (its header's table over the defaults); the
+    defaults when the header has none or an unreadable one (a header is data)."""
+    table = header.get("tolerances")
+    try:
+        return Tolerances.from_json(table) if isinstance(table, dict) else Tolerances.defaults()
+    except (TypeError, ValueError, AttributeError):
+        return Tolerances.defaults()
+
+
 def build_bundle(case: Any, header: dict[str, Any], art: CaseArtifacts,
                  tols: Tolerances) -> tuple[bytes, list[str]] | None:
     """(zip bytes, file names) of the repro folder of ``case`` (a ``results.CaseResult``), or None

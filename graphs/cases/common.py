@@ -116,3 +116,298 @@ def roi_op_inputs(desc: Any, recipe: str, rng: np.random.Generator,
         if recipe in ("nan-inf", "float32-bins") or not input_flags(desc, tensors):
             break
     return tensors
+
+
+# --- fuzzed and literal cases -----------------------------------------------------------------
+
+#: The random stream a fuzzed case's input values come from, with its ``value_seed``.
+FUZZ_STREAM = 0xF022
+#: The prefix of a fuzzed case's recipe: ``fuzz:<value kind>[:<region kind>]``.
+FUZZ_RECIPE = "fuzz"
+
+
+@dataclass(frozen=True)
+class FuzzDraw:
+    """What an operator's fuzz strategy draws: a valid desc, an input recipe
+    (``fuzz:<value kind>[:<region kind>]``), the seed of its input values and an opset (None:
+    the mapper's default). ``ep-testbed fuzz`` names it and turns it into a ``FuzzCase``."""
+
+    desc: Any
+    recipe: str
+    value_seed: int
+    opset: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class FuzzCase(Case):
+    """A fuzzed case: its inputs come from ``value_seed`` (not from its id), so a shrunk
+    variant with another id keeps the values its draw says."""
+
+    value_seed: int = 0
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The input arrays by DML member name, deterministic in ``(recipe, value_seed)``."""
+        rng = np.random.default_rng([FUZZ_STREAM, self.value_seed])
+        return cases_module(self.op).make_inputs(self.desc, self.recipe, rng)
+
+
+@dataclass(frozen=True)
+class LiteralCase(Case):
+    """A case whose inputs are given arrays (keyed by DML member name): a shrunk failure or a
+    corpus case."""
+
+    arrays: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """Copies of the given arrays (a run may not change the case)."""
+        return {name: np.array(array, copy=True) for name, array in self.arrays.items()}
+
+
+def desc_elements(desc: Any) -> int:
+    """Elements of every input and output tensor of ``desc`` together: the size a shrink reduces."""
+    total = 0
+    for member in (*desc.INPUTS, *desc.OUTPUTS):
+        tensor = getattr(desc, _attribute(desc, member))
+        total += tensor.element_count if tensor is not None else 0
+    return total
+
+
+def _attribute(desc: Any, member: str) -> str:
+    """The dataclass attribute that holds DML member ``member`` of ``desc``."""
+    from ep_testbed.reference.descs import attribute_of
+
+    return attribute_of(type(desc), member)
+
+
+#: Input value kinds of fuzzed cases, simplest first (a shrink moves towards the first).
+VALUE_KINDS = ("small", "distinct", "ties", "specials", "ulp-neighbours", "near-rounding", "extremes", "minus-inf")
+#: Region placements of fuzzed ROI cases, simplest first; ``mixed`` draws one kind per region.
+REGION_KINDS = ("inside", "whole-image", "one-pixel", "outside-partly", "outside-wholly", "degenerate", "inverted",
+                "tiny", "huge", "near-half", "mixed")
+
+
+def fuzz_values(sizes: tuple[int, ...], data_type: str, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """Input values of one ``VALUE_KINDS`` kind: ``small`` integers in [-3, 3] ([0, 6] unsigned),
+    ``distinct`` (unique maxima where the type has room), ``ties`` (integers in [0, 3]),
+    ``specials`` (NaN, +-inf, -0, denormals, the largest finite values among small ones; the
+    type's extremes for integers), ``ulp-neighbours`` (values a few ULPs apart), ``near-rounding``
+    (every mantissa bit used), ``extremes`` (the type's range ends) and ``minus-inf`` (a block
+    of -inf or the type's minimum)."""
+    dtype = numpy_dtype(data_type)
+    count = int(np.prod(sizes)) if len(sizes) else 1
+    if kind in ("distinct", "near-rounding", "extremes") or np.issubdtype(dtype, np.floating):
+        make = _FLOAT_KINDS if np.issubdtype(dtype, np.floating) else _INT_KINDS
+        return make.get(kind, make["small"])(count, dtype, rng).reshape(sizes)
+    return _INT_KINDS.get(kind, _INT_KINDS["small"])(count, dtype, rng).reshape(sizes)
+
+
+def _small(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Integers in [-3, 3] ([0, 6] for unsigned types)."""
+    low = 0 if np.issubdtype(dtype, np.unsignedinteger) else -3
+    return rng.integers(low, low + 7, size=count).astype(dtype)
+
+
+def _distinct_floats(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Distinct multiples of 1/8 (repeating past 2048 values)."""
+    span = min(count, 2048)  # multiples of 1/8 below 256: exact in float16
+    return ((rng.permutation(count) % span - span // 2) / 8).astype(dtype)
+
+
+def _specials(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Distinct values with a fifth of them NaN, +-inf, -0, +-denormal, +-max or the smallest normal."""
+    info = np.finfo(dtype)
+    pool = np.array([np.nan, np.inf, -np.inf, -0.0, info.smallest_subnormal, -info.smallest_subnormal,
+                     info.max, -info.max, info.tiny], dtype=dtype)
+    x = _distinct_floats(count, dtype, rng)
+    picks = rng.random(count) < 0.2
+    x[picks] = rng.choice(pool, size=int(picks.sum()))
+    return x
+
+
+def _ulp_neighbours(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """One base value and its neighbours up to three ULPs away on either side."""
+    base = np.array(rng.choice([1.0, -2.5, 1000.0, 0.0]), dtype=dtype)
+    steps = rng.integers(-3, 4, size=count)
+    up, down = np.nextafter(base, dtype.type(np.inf)), np.nextafter(base, dtype.type(-np.inf))
+    x = np.full(count, base, dtype=dtype)
+    x[steps > 0], x[steps < 0] = up, down
+    for _ in range(2):  # a second and third step away, so neighbours of neighbours occur too
+        x[steps > 1] = np.nextafter(x[steps > 1], dtype.type(np.inf))
+        x[steps < -1] = np.nextafter(x[steps < -1], dtype.type(-np.inf))
+        steps = steps - np.sign(steps)
+    return x
+
+
+def _near_rounding(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Uniform values in [-4, 4] using every mantissa bit (sums land near rounding boundaries)."""
+    return rng.uniform(-4, 4, size=count).astype(dtype)
+
+
+def _float_extremes(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """The largest finite values, half of them, the smallest normals, +-1 and 0."""
+    info = np.finfo(dtype)
+    pool = np.array([info.max, -info.max, info.max / 2, -info.tiny, info.tiny, 1.0, -1.0, 0.0], dtype=dtype)
+    return rng.choice(pool, size=count)
+
+
+def _minus_inf_block(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Distinct values with a quarter of them, in one block, -inf (the type's minimum for integers)."""
+    x = _distinct_floats(count, dtype, rng) if np.issubdtype(dtype, np.floating) else _int_distinct(count, dtype, rng)
+    lowest = -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+    start = int(rng.integers(0, count))
+    x[start:start + max(1, count // 4)] = lowest
+    return x
+
+
+def _int_distinct(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """A permutation of distinct integers where the type has room, uniform ones otherwise."""
+    info = np.iinfo(dtype)
+    lo, hi = max(int(info.min), -count), min(int(info.max), count)
+    if hi - lo + 1 >= count:
+        return rng.permutation(np.arange(lo, lo + count)).astype(dtype)
+    return rng.integers(lo, hi + 1, size=count).astype(dtype)  # 8-bit types: ties unavoidable
+
+
+def _int_uniform(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Integers uniform over the whole type."""
+    info = np.iinfo(dtype)
+    return rng.integers(int(info.min), int(info.max), size=count, endpoint=True, dtype=dtype)
+
+
+def _int_extremes(count: int, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """The type's minimum and maximum, their neighbours, 0 and 1."""
+    info = np.iinfo(dtype)
+    pool = np.array(sorted({int(info.min), int(info.min) + 1, 0, 1, int(info.max) - 1, int(info.max)}), dtype=dtype)
+    return rng.choice(pool, size=count)
+
+
+_FLOAT_KINDS = {"small": lambda n, d, r: _small(n, d, r), "distinct": _distinct_floats,
+                "ties": lambda n, d, r: r.integers(0, 4, size=n).astype(d), "specials": _specials,
+                "ulp-neighbours": _ulp_neighbours, "near-rounding": _near_rounding, "extremes": _float_extremes,
+                "minus-inf": _minus_inf_block}
+_INT_KINDS = {"small": _small, "distinct": _int_distinct, "ties": lambda n, d, r: r.integers(0, 4, size=n).astype(d),
+              "specials": _int_extremes, "ulp-neighbours": lambda n, d, r: (_small(n, d, r) // 3).astype(d),
+              "near-rounding": _int_uniform, "extremes": _int_extremes, "minus-inf": _minus_inf_block}
+
+
+def fuzz_regions(kind: str, count: int, height: int, width: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` regions ``[x1, y1, x2, y2]`` (float64, in scaled input pixels) of one
+    ``REGION_KINDS`` placement over a ``height`` x ``width`` input; ``mixed`` draws a kind per region."""
+    if kind == "mixed":
+        kinds = rng.choice([k for k in REGION_KINDS if k != "mixed"], size=count)
+        return np.stack([fuzz_regions(str(k), 1, height, width, rng)[0] for k in kinds]) if count else \
+            np.zeros((0, 4))
+    h, w = float(height), float(width)
+    x1, y1 = _grid(rng, -1, w - 1, count), _grid(rng, -1, h - 1, count)
+    x2, y2 = x1 + _grid(rng, 0.5, w, count), y1 + _grid(rng, 0.5, h, count)
+    if kind == "whole-image":
+        x1, y1, x2, y2 = np.zeros(count), np.zeros(count), np.full(count, w), np.full(count, h)
+    elif kind == "one-pixel":
+        x1, y1 = _grid(rng, 0, w - 1, count), _grid(rng, 0, h - 1, count)
+        x2, y2 = x1 + 1, y1 + 1
+    elif kind == "outside-partly":
+        x1, y1 = _grid(rng, -4, w / 2, count), _grid(rng, -4, h / 2, count)
+        x2, y2 = x1 + _grid(rng, w / 2, w + 4, count), y1 + _grid(rng, h / 2, h + 4, count)
+    elif kind == "outside-wholly":
+        x1, y1 = _grid(rng, w + 1, w + 6, count), _grid(rng, -8, -3, count)
+        x2, y2 = x1 + _grid(rng, 1, 4, count), y1 + _grid(rng, 1, 2, count)
+    elif kind == "degenerate":
+        x2, y2 = x1.copy(), np.where(rng.random(count) < 0.5, y1, y2)
+    elif kind == "inverted":
+        x1, x2, y1, y2 = x2, x1, y2, y1
+    elif kind == "tiny":
+        x2, y2 = x1 + _grid(rng, 0, 0.5, count), y1 + _grid(rng, 0, 0.5, count)
+    elif kind == "huge":
+        x1, y1 = -_grid(rng, 2 * w, 4 * w + 64, count), -_grid(rng, 2 * h, 4 * h + 64, count)
+        x2, y2 = _grid(rng, 2 * w, 4 * w + 64, count), _grid(rng, 2 * h, 4 * h + 64, count)
+    elif kind == "near-half":
+        x1, y1 = rng.integers(0, width, count) + 0.5, rng.integers(0, height, count) + 0.5
+        x2 = x1 + rng.integers(0, width, count) + rng.choice([-1e-6, 0.0, 1e-6], count)
+        y2 = y1 + rng.integers(0, height, count) + rng.choice([-1e-6, 0.0, 1e-6], count)
+    return np.stack([x1, y1, x2, y2], axis=1)
+
+
+def _grid(rng: np.random.Generator, lo: float, hi: float, count: int) -> np.ndarray:
+    """Multiples of 1/16 in [lo, hi]: exact in float16 for |v| < 128."""
+    return np.round(rng.uniform(lo, max(lo, hi), count) * 16) / 16
+
+
+def fuzz_recipe(recipe: str) -> tuple[str, str]:
+    """``"fuzz:<values>[:<regions>]"`` -> ``(values, regions)`` (regions ``"inside"`` when absent)."""
+    _, values, regions = (recipe.split(":") + ["inside"])[:3]
+    return values, regions
+
+
+# --- tiers ----------------------------------------------------------------------------------
+
+#: What ``build_catalog(tier=...)`` offers: a few cases per operator for a pre-commit check, the
+#: catalog, and detection-, classifier- and GPU-boundary-sized cases.
+TIERS = ("smoke", "default", "stress")
+#: A worker process with NumPy and ONNX Runtime loaded, before any case.
+PROCESS_BASELINE_BYTES = 150 * 2**20
+
+
+def tier_cases(op: str, seed: int, tier: str) -> list[Case]:
+    """The cases of ``op`` in ``tier``: its catalog, the catalog cases its cases module's
+    ``SMOKE`` patterns pick (``smoke``), or its ``stress_cases(op, seed)`` (``stress``)."""
+    if tier not in TIERS:
+        raise ValueError(f"tier = {tier!r}: one of {', '.join(TIERS)}")
+    if tier == "stress":
+        return cases_module(spec_named(op).dml_type).stress_cases(op, seed)
+    cases = cases_builder(op)(seed)
+    if tier == "default":
+        return cases
+    import fnmatch
+
+    patterns = cases_module(spec_named(op).dml_type).SMOKE
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.id, f"{op}/{p}") for p in patterns)]
+
+
+def memory_need(desc: Any, input_copies: float = 3, per_output: int = 96) -> int:
+    """Bytes a worker needs at most to run one case of ``desc``, estimated: ``input_copies``
+    times the inputs (the arrays, their feeds, the reference's padded or gathered copy) and
+    ``per_output`` bytes per output element (the reference's work arrays, the expected and
+    actual outputs, the comparison's float64 differences and masks), over the process's own
+    ``PROCESS_BASELINE_BYTES``. The defaults hold for the ROI operators (measured: up to 90
+    bytes per output element with 10,000 regions); MAX_POOLING2 passes its own (2 and 48).
+    ``benchmarks/bench_stress_memory.py`` prints the measured peak of every stress case next to it."""
+    inputs = sum(_tensor(desc, m).element_count * numpy_dtype(_tensor(desc, m).data_type).itemsize
+                 for m in desc.INPUTS)
+    outputs = sum(_tensor(desc, m).element_count for m in desc.OUTPUTS if _tensor(desc, m) is not None)
+    return int(input_copies * inputs) + per_output * outputs + PROCESS_BASELINE_BYTES
+
+
+def _tensor(desc: Any, member: str) -> Any:
+    """The tensor desc of DML member ``member`` (None for an absent optional output)."""
+    return getattr(desc, _attribute(desc, member))
+
+
+def stress_case(op: str, name: str, desc: Any, seed: int, recipe: str, input_copies: float = 3,
+                per_output: int = 96) -> Case:
+    """A stress-tier case ``<op>/stress-<name>`` tagged with its memory need (``memory_mb``,
+    ``memory_need`` with the operator's factors)."""
+    case = make_case(op, f"stress-{name}", desc, seed, "stress", recipe=recipe)
+    case.tags["memory_mb"] = str(-(-memory_need(desc, input_copies, per_output) // 2**20))
+    return case
+
+
+def detection_regions(count: int, height: int, width: int, scale: float, half: bool, rng: np.random.Generator,
+                      quantum: tuple[float, float] = (1 / 16, 1 / 16)) -> np.ndarray:
+    """``count`` regions ``[x1, y1, x2, y2]`` in ROITensor units, as a detector's proposals on a
+    feature map ``1/scale`` times smaller than the image: with ``half`` False corners in the first
+    80% of the image and sides up to 40% of it, with ``half`` True (``scale`` 1) sides up to half
+    the image. On the feature map, corners are multiples of 1/16 and sides multiples of
+    ``quantum`` (x, y): a RoiAlign passes ``output size * samples / 16``, so that every sample
+    position is a multiple of 1/16 and exact in float32 like the catalog's, and a mismatch means
+    another computation, not float32 coordinates rounding on a steep input (which moves a
+    bilinear sample by 1e-4 of a value at these sizes)."""
+    (qx, qy), grid = quantum, 1 / 16
+    if half:
+        x1, y1 = rng.uniform(0, width / 2, count), rng.uniform(0, height / 2, count)
+        w, h = rng.uniform(1, width / 2, count), rng.uniform(1, height / 2, count)
+    else:
+        x1, y1 = rng.uniform(0, width * 0.8, count), rng.uniform(0, height * 0.8, count)
+        w, h = rng.uniform(1, width * 0.4, count), rng.uniform(1, height * 0.4, count)
+    x1, y1 = np.round(x1 / grid) * grid, np.round(y1 / grid) * grid
+    w, h = np.maximum(1, np.round(w / qx)) * qx, np.maximum(1, np.round(h / qy)) * qy
+    return np.stack([x1, y1, x1 + w, y1 + h], axis=1) / scale

@@ -8,12 +8,24 @@ narrow to hold distinct values (int8/uint8).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.max_pooling2 import MaxPooling2Desc, output_sizes
 
-from .common import Case, grid, is_valid, make_case
+from .common import (
+    FUZZ_RECIPE,
+    Case,
+    FuzzDraw,
+    fuzz_recipe,
+    fuzz_values,
+    grid,
+    is_valid,
+    make_case,
+    stress_case,
+)
 
 
 def catalog(seed: int) -> list[Case]:
@@ -23,8 +35,74 @@ def catalog(seed: int) -> list[Case]:
 
 def make_inputs(desc: MaxPooling2Desc, recipe: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """A case's inputs by recipe (``random``, ``ties``, ``extremes``, ``int64-large``, ``nan-inf``,
-    ``minus-inf``)."""
+    ``minus-inf``; a fuzzed case's ``fuzz:<value kind>``, see ``common.fuzz_values``)."""
+    if recipe.startswith(FUZZ_RECIPE + ":"):
+        values, _ = fuzz_recipe(recipe)
+        return {"InputTensor": fuzz_values(desc.input_tensor.sizes, desc.input_tensor.data_type, values, rng)}
     return {"InputTensor": _maxpool_input(desc, recipe, rng)}
+
+
+def fuzz_strategy(op: str = "max_pooling2", size: str = "default") -> Any:
+    """A Hypothesis strategy of ``FuzzDraw``s over MAX_POOLING2's whole field space: every data
+    type, 4-D and 5-D, windows from 1 to the whole input, strides, dilations, padding up to and
+    past the window (every window still sees an input element, as the page requires), with or
+    without indices of either type, any opset MaxPool changed in; simplest values first."""
+    from hypothesis import assume
+    from hypothesis import strategies as st
+
+    from . import fuzzing
+
+    bounds = fuzzing.limits(size)
+    axis = {2: _fuzz_axis(bounds.spatial), 3: _fuzz_axis(bounds.spatial_3d)}  # built once: a composite is costly
+
+    @st.composite
+    def draw(draw: Any) -> FuzzDraw:
+        """One MAX_POOLING2 draw (the enclosing docstring)."""
+        dims = draw(fuzzing.choice([2, 3]))
+        axes = [draw(axis[dims]) for _ in range(dims)]
+        room = max(1, bounds.elements // int(np.prod([a["spatial"] for a in axes])))
+        batch = draw(fuzzing.bounded(1, min(bounds.batch, room)))
+        channels = draw(fuzzing.bounded(1, min(bounds.channels, room // batch)))
+        row = dict(dtype=draw(fuzzing.choice(MAXPOOL_TYPES)), indices=draw(fuzzing.choice([None, "UINT64", "UINT32"])),
+                   dims=dims, batch=batch, channels=channels,
+                   **{key: tuple(a[key] for a in axes) for key in ("window", "stride", "start", "end", "dilation",
+                                                                    "spatial")})
+        desc = max_pooling2_desc(**row)
+        assume(desc.output_tensor.element_count <= bounds.elements and is_valid(desc))
+        values = draw(fuzzing.value_kind())
+        opset = draw(fuzzing.weighted([(None, 4), (12, 1), (11, 1), (10, 1), (8, 1)]))
+        if opset == 8 and any(d != 1 for d in desc.dilations):
+            opset = 10  # MaxPool has dilations from opset 10 (the mapper refuses them at 8)
+        return FuzzDraw(desc, fuzzing.recipe(values), draw(fuzzing.value_seed()), opset)
+
+    return draw()
+
+
+def _fuzz_axis(max_spatial: int) -> Any:
+    """One spatial axis: window, stride, dilation, padding (up to the dilated window), size."""
+    from hypothesis import strategies as st
+
+    from . import fuzzing
+
+    @st.composite
+    def axis(draw: Any) -> dict:
+        """One axis's window, stride, dilation, padding and size."""
+        whole = draw(fuzzing.weighted([(False, 6), (True, 1)]))  # a window as large as the input
+        window = draw(fuzzing.bounded(1, 5))
+        dilation, stride = draw(fuzzing.bounded(1, 3)), draw(fuzzing.bounded(1, 4))
+        dilated = (window - 1) * dilation + 1
+        # Padding up to the dilated window (pads >= WindowSize: the page allows it, ONNX Runtime's
+        # CPU EP refuses it) on one axis in six; below the window otherwise.
+        big = draw(fuzzing.weighted([(False, 5), (True, 1)]))
+        most = dilated - 1 if big else window - 1
+        start, end = draw(fuzzing.bounded(0, most)), draw(fuzzing.bounded(0, most))
+        low = max(1, dilated - start - end)
+        spatial = draw(fuzzing.bounded(low, max_spatial))
+        if whole:
+            window, dilation, start, end = spatial, 1, min(start, spatial - 1), min(end, spatial - 1)
+        return dict(window=window, stride=stride, dilation=dilation, start=start, end=end, spatial=spatial)
+
+    return axis()
 
 
 MAXPOOL_TYPES = ["FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64"]
@@ -143,10 +221,60 @@ def _random_cases(seed: int, count: int = 16) -> list[Case]:
     return cases
 
 
+#: The smoke tier: catalog cases (id patterns after ``max_pooling2/``) a pre-commit check runs.
+SMOKE = ("edge-ties", "edge-window-equals-input", "edge-minus-inf-window", "edge-dilation-padding-5d",
+         "edge-int8-extremes", "random-s*-000", "random-s*-001")
+
+#: The stress tier: ``(name, max_pooling2_desc arguments, recipe)``. Classifier stems, a 5-D
+#: pool, a window as large as the input, output counts one 64-thread group below, at and
+#: above 65,535 groups and around 2^24 (with UINT32 indices past 2^24, where float index
+#: arithmetic loses whole numbers), and UINT32 indices past 2^31 and up to 2^32 - 2 (INT8
+#: inputs of 2^31 + 32,768 and 2^32 - 1 elements: the largest offsets UINT32 represents).
+STRESS = [
+    ("classifier-1x64x112x112-3x3-s2-p1-fp32", dict(batch=1, channels=64, spatial=(112, 112), window=3, stride=2,
+                                                    start=1, end=1), "random"),
+    ("classifier-1x64x112x112-3x3-s2-p1-fp16", dict(dtype="FLOAT16", batch=1, channels=64, spatial=(112, 112),
+                                                    window=3, stride=2, start=1, end=1), "random"),
+    ("classifier-1x64x112x112-3x3-s2-p1-idxuint32", dict(batch=1, channels=64, spatial=(112, 112), window=3, stride=2,
+                                                         start=1, end=1, indices="UINT32"), "random"),
+    ("5d-1x16x32x56x56-3x3x3-s1x2x2-p1-d2", dict(dims=3, batch=1, channels=16, spatial=(32, 56, 56), window=3,
+                                                 stride=(1, 2, 2), start=1, end=1, dilation=2), "random"),
+    ("window-as-input-1x64x112x112", dict(batch=1, channels=64, spatial=(112, 112), window=112), "random"),
+    *[(f"out-64x{h}-groups-of-64", dict(batch=1, channels=64, spatial=(h, 2), window=(1, 2), indices="UINT32"),
+       "random") for h in (65534, 65535, 65536)],
+    *[(f"out-4096x{w}-around-2^24-idxuint32", dict(batch=1, channels=1, spatial=(4096, w), window=1, indices="UINT32"),
+       "random") for w in (4095, 4096, 4097)],
+    ("int8-idxuint32-past-2^31", dict(dtype="INT8", batch=1, channels=1, spatial=(32768, 65537), window=(1, 64),
+                                      stride=(1, 64), indices="UINT32"), "pattern"),
+    ("int8-idxuint32-2^32-1-elements", dict(dtype="INT8", batch=1, channels=1, spatial=(65535, 65537),
+                                            window=(1, 64), stride=(1, 64), indices="UINT32"), "pattern"),
+]
+
+
+def stress_cases(op: str, seed: int) -> list[Case]:
+    """The MAX_POOLING2 stress tier (``STRESS``), each case tagged with its memory need (the
+    reference copies the padded input once; measured up to 44 bytes per output element)."""
+    return [stress_case(op, name, max_pooling2_desc(**row), seed, recipe, input_copies=2, per_output=48)
+            for name, row, recipe in STRESS]
+
+
+def _pattern(desc: MaxPooling2Desc) -> np.ndarray:
+    """Inputs of billions of elements, made without a random draw per element: along the last
+    axis ``(i * 37) % 127`` (shifted to the type), the same in every row, so any 127
+    consecutive elements of a row are distinct and a window along it has one maximum."""
+    sizes = desc.input_tensor.sizes
+    dtype = numpy_dtype(desc.input_tensor.data_type)
+    low = 0 if np.issubdtype(dtype, np.unsignedinteger) or np.issubdtype(dtype, np.floating) else -63
+    row = ((np.arange(sizes[-1], dtype=np.int64) * 37) % 127 + low).astype(dtype)
+    return np.ascontiguousarray(np.broadcast_to(row, sizes))
+
+
 def _maxpool_input(desc: MaxPooling2Desc, recipe: str, rng) -> np.ndarray:
     sizes = desc.input_tensor.sizes
     dtype = numpy_dtype(desc.input_tensor.data_type)
     count = int(np.prod(sizes))
+    if recipe == "pattern":
+        return _pattern(desc)
     if recipe == "ties":
         return rng.integers(0, 4, size=sizes).astype(dtype)
     if recipe == "extremes":

@@ -7,12 +7,29 @@ float64 ceil), both of which the mapper flags per input.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.roi_align import RoiAlign1Desc, RoiAlignDesc, roi_count
 
-from .common import SHORT_DTYPE, UINT32_MAX, Case, grid, make_case, num, roi_op_inputs
+from .common import (
+    FUZZ_RECIPE,
+    SHORT_DTYPE,
+    UINT32_MAX,
+    Case,
+    FuzzDraw,
+    detection_regions,
+    fuzz_recipe,
+    fuzz_regions,
+    fuzz_values,
+    grid,
+    make_case,
+    num,
+    roi_op_inputs,
+    stress_case,
+)
 
 
 def catalog_v0(seed: int) -> list[Case]:
@@ -27,8 +44,102 @@ def catalog_v1(seed: int) -> list[Case]:
 
 def make_inputs(desc, recipe: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """A case's inputs by recipe (``outside-partly``, ``outside-wholly``, ``one-pixel``,
-    ``whole-image``, ``empty``, ``inverted``, ``ties``, ``nan-inf``, ``random``)."""
+    ``whole-image``, ``empty``, ``inverted``, ``ties``, ``nan-inf``, ``random``; a fuzzed case's
+    ``fuzz:<value kind>:<region kind>``, see ``common.fuzz_values`` and ``common.fuzz_regions``)."""
+    if recipe.startswith(FUZZ_RECIPE + ":"):
+        return _fuzz_inputs(desc, recipe, rng)
     return roi_op_inputs(desc, recipe, rng, _roi_align_rois)
+
+
+#: Field values fuzzing draws with their weights: the page's defaults (ROI_ALIGN's fixed offsets)
+#: first, then the catalog's, then extremes. Values the mapper finds inexpressible in ONNX (no
+#: nearest-neighbour RoiAlign, sample-count ranges other than n..n and 1..max, output offsets
+#: other than -0.5, corner alignment, most out-of-bounds values) never reach an EP, so they are
+#: drawn rarely: they still show up as ``inexpressible`` in every run of a few seconds.
+FUZZ_SCALES = ((1.0, 3), (0.5, 2), (0.25, 2), (0.0625, 2), (2.0, 1), (0.125, 1), (1 / 3, 1), (0.0, 1), (-1.0, 1),
+               (1e-3, 1), (64.0, 1))
+FUZZ_INPUT_OFFSETS = ((0.5, 4), (0.0, 3), (0.25, 1), (-0.5, 1), (1.0, 1), (100.0, 1))
+FUZZ_OUTPUT_OFFSETS = ((-0.5, 12), (0.0, 1), (-0.25, 1), (0.5, 1), (1.0, 1), (-100.0, 1))
+FUZZ_OOB = ((0.0, 24), (1.5, 1), (-2.0, 1), (-0.0, 1), (65504.0, 1), (float("inf"), 1), (float("-inf"), 1),
+            (float("nan"), 1))
+FUZZ_SAMPLES = (((1, 1), 3), ((2, 2), 3), ((1, UINT32_MAX), 3), ((3, 3), 2), ((4, 4), 1), ((8, 8), 1), ((1, 4), 1),
+                ((2, 5), 1), ((1, 2), 1), ((5, UINT32_MAX), 1))
+#: Adaptive sample counts are capped here by shrinking huge regions: ORT and the reference
+#: both sample ceil(region / output) points per axis, and a region of thousands of pixels per
+#: output element would cost seconds per case.
+FUZZ_MAX_ADAPTIVE = 64
+
+
+def fuzz_strategy(op: str = "roi_align1", size: str = "default") -> Any:
+    """A Hypothesis strategy of ``FuzzDraw``s over ROI_ALIGN's (``op="roi_align"``) or
+    ROI_ALIGN1's whole field space: both data types, both reductions and interpolations, any
+    scales (0, negative and extremes included), pixel offsets, out-of-bounds values (infinities
+    and NaN included), every sample-count setting, corner alignment, every ROI and batch-index
+    rank and type; simplest values first."""
+    from hypothesis import strategies as st
+
+    from . import fuzzing
+
+    v1 = op == "roi_align1"
+    bounds = fuzzing.limits(size)
+
+    @st.composite
+    def draw(draw: Any) -> FuzzDraw:
+        """One ROI_ALIGN / ROI_ALIGN1 draw (the enclosing docstring)."""
+        kw = _fuzz_geometry(draw, bounds)
+        kw.update(dtype=draw(fuzzing.choice(["FLOAT32", "FLOAT16"])), reduction=draw(fuzzing.choice(["AVERAGE", "MAX"])),
+                  interp=draw(fuzzing.weighted([("LINEAR", 12), ("NEAREST_NEIGHBOR", 1)])),
+                  sx=draw(fuzzing.weighted(FUZZ_SCALES)), sy=draw(fuzzing.weighted(FUZZ_SCALES)),
+                  oob=draw(fuzzing.weighted(FUZZ_OOB)), samples=draw(fuzzing.weighted(FUZZ_SAMPLES)),
+                  roi_rank=draw(fuzzing.bounded(2, 4)), bi_rank=draw(fuzzing.bounded(1, 4)))
+        if v1:
+            kw.update(ipo=draw(fuzzing.weighted(FUZZ_INPUT_OFFSETS)), opo=draw(fuzzing.weighted(FUZZ_OUTPUT_OFFSETS)),
+                      corners=draw(fuzzing.weighted([(False, 12), (True, 1)])),
+                      bi_type=draw(fuzzing.choice(["UINT32", "UINT64"])))
+        desc = roi_align_desc(v1, **kw)
+        values, regions = draw(fuzzing.value_kind()), draw(fuzzing.region_kind())
+        opset = draw(fuzzing.choice([None, None, None, 10]))
+        return FuzzDraw(desc, fuzzing.recipe(values, regions), draw(fuzzing.value_seed()), opset)
+
+    return draw()
+
+
+def _fuzz_geometry(draw: Any, bounds: Any) -> dict:
+    """Input, region and output sizes within ``bounds`` (a ``fuzzing.Limits``)."""
+    from . import fuzzing
+
+    height, width = draw(fuzzing.bounded(1, bounds.spatial)), draw(fuzzing.bounded(1, bounds.spatial))
+    out = (draw(fuzzing.bounded(1, bounds.out)), draw(fuzzing.bounded(1, bounds.out)))
+    room = max(1, bounds.elements // (height * width))
+    batch = draw(fuzzing.bounded(1, min(bounds.batch, room)))
+    channels = draw(fuzzing.bounded(1, min(bounds.channels, room // batch, bounds.elements // (out[0] * out[1]))))
+    rois = draw(fuzzing.bounded(1, min(bounds.rois, max(1, bounds.elements // (channels * out[0] * out[1])))))
+    return dict(batch=batch, channels=channels, height=height, width=width, out=out, rois=rois)
+
+
+def _fuzz_inputs(desc, recipe: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A fuzzed case's feature map, regions (placed in scaled pixels, then divided by each
+    axis's scale; kept finite in the data type) and batch indices."""
+    values, regions = fuzz_recipe(recipe)
+    batch, _, height, width = desc.input_tensor.sizes
+    x = fuzz_values(desc.input_tensor.sizes, desc.input_tensor.data_type, values, rng)
+    n = roi_count(desc.roi_tensor.sizes)
+    box = fuzz_regions(regions, n, height, width, rng)
+    if desc.maximum_samples_per_output > FUZZ_MAX_ADAPTIVE:
+        out_h, out_w = desc.output_tensor.sizes[2:]
+        _cap_extent(box, 0, 2, out_w * FUZZ_MAX_ADAPTIVE), _cap_extent(box, 1, 3, out_h * FUZZ_MAX_ADAPTIVE)
+    scales = np.array([desc.spatial_scale_x, desc.spatial_scale_y] * 2, dtype=np.float32).astype(np.float64)
+    limit = float(np.finfo(x.dtype).max)
+    rois = np.clip(box / np.where(scales == 0, 1.0, scales), -limit, limit).astype(x.dtype)
+    bi = rng.integers(0, batch, n).astype(numpy_dtype(desc.batch_indices_tensor.data_type))
+    return {"InputTensor": x, "ROITensor": rois.reshape(desc.roi_tensor.sizes),
+            "BatchIndicesTensor": bi.reshape(desc.batch_indices_tensor.sizes)}
+
+
+def _cap_extent(box: np.ndarray, lo: int, hi: int, limit: float) -> None:
+    """Shorten regions along one axis (columns ``lo``/``hi`` of ``box``) to at most ``limit``."""
+    extent = box[:, hi] - box[:, lo]
+    box[:, hi] = box[:, lo] + np.clip(extent, -limit, limit)
 
 
 def roi_align_desc(v1: bool, dtype="FLOAT32", reduction="AVERAGE", interp="LINEAR", sx=0.5, sy=0.5, ipo=0.5,
@@ -141,11 +252,52 @@ def _random_cases(op: str, v1: bool, seed: int, count: int = 16) -> list[Case]:
     return cases
 
 
+#: The smoke tier: catalog cases (id patterns after ``roi_align/`` or ``roi_align1/``).
+SMOKE = ("edge-outside-partly", "edge-whole-image", "edge-one-pixel", "edge-empty-region", "edge-fp16-outside-partly",
+         "opset10-avg-fp32", "random-s*-000")
+
+_DETECTION = dict(batch=1, channels=256, height=200, width=304, rois=1000, out=(7, 7), samples=(2, 2))
+#: The stress tier: ``(name, roi_align_desc arguments, recipe, ROI_ALIGN1 only)``. A detector's
+#: RoiAlign with its proposals at spatial scale 1/16 and with regions of up to half the image at
+#: scale 1 (same sample count, other memory access), 10,000 regions, output counts one 64-thread
+#: group below, at and above 65,535 groups (8x8 outputs of 65,534 / 65,535 / 65,536
+#: region-channels), and regions as large as the input sampled adaptively.
+STRESS = [
+    ("detection-1x256x200x304-r1000-7x7-sr2-scale1_16", dict(_DETECTION, sx=1 / 16, sy=1 / 16), "detection", False),
+    ("detection-1x256x200x304-r1000-7x7-sr2-scale1-half-image", dict(_DETECTION, sx=1.0, sy=1.0), "detection-half",
+     False),
+    ("detection-1x256x200x304-r1000-7x7-sr2-scale1_16-fp16", dict(_DETECTION, dtype="FLOAT16", sx=1 / 16, sy=1 / 16),
+     "detection", True),
+    ("rois-10000-1x64x50x50-7x7", dict(batch=1, channels=64, height=50, width=50, rois=10000, out=(7, 7), sx=1.0,
+                                       sy=1.0), "detection-half", True),
+    *[(f"out-8x8-{r}x{c}-groups-of-64", dict(batch=1, channels=c, height=16, width=16, rois=r, out=(8, 8), sx=1.0,
+                                             sy=1.0), "random", True) for r, c in ((151, 434), (257, 255), (256, 256))],
+    ("whole-image-adaptive-1x16x200x304-r8-1x1", dict(batch=1, channels=16, height=200, width=304, rois=8, out=(1, 1),
+                                                      samples=(1, UINT32_MAX), sx=1.0, sy=1.0), "whole-image", True),
+]
+
+
+def stress_cases(op: str, seed: int) -> list[Case]:
+    """The ROI_ALIGN / ROI_ALIGN1 stress tier (``STRESS``; ROI_ALIGN takes the fp32 detection
+    shapes only), each case tagged with its memory need."""
+    v1 = op == "roi_align1"
+    return [stress_case(op, name, roi_align_desc(v1, **row), seed, recipe)
+            for name, row, recipe, v1_only in STRESS if v1 or not v1_only]
+
+
 def _roi_align_rois(desc, recipe: str, rng) -> dict[str, np.ndarray]:
     batch, _, height, width = desc.input_tensor.sizes
     n = roi_count(desc.roi_tensor.sizes)
     dtype = numpy_dtype(desc.roi_tensor.data_type)
     sx, sy = float(np.float32(desc.spatial_scale_x)), float(np.float32(desc.spatial_scale_y))
+    if recipe in ("detection", "detection-half"):
+        out_h, out_w = desc.output_tensor.sizes[2:]
+        samples = desc.minimum_samples_per_output
+        rois = detection_regions(n, height, width, sx, recipe == "detection-half", rng,
+                                 quantum=(out_w * samples / 16, out_h * samples / 16)).astype(dtype)
+        bi = rng.integers(0, batch, n).astype(numpy_dtype(desc.batch_indices_tensor.data_type))
+        return {"ROITensor": rois.reshape(desc.roi_tensor.sizes),
+                "BatchIndicesTensor": bi.reshape(desc.batch_indices_tensor.sizes)}
 
     def grid(lo, hi, size):  # multiples of 1/16: exact in float16 for |v| < 128
         return np.round(rng.uniform(lo, hi, size) * 16) / 16

@@ -8,12 +8,29 @@ recipes that exist to hit them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from ep_testbed.reference.descs import Size2D, TensorDesc
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.roi_pooling import RoiPoolingDesc
 
-from .common import SHORT_DTYPE, Case, grid, make_case, num, roi_op_inputs
+from .common import (
+    FUZZ_RECIPE,
+    REGION_KINDS,
+    SHORT_DTYPE,
+    Case,
+    FuzzDraw,
+    detection_regions,
+    fuzz_recipe,
+    fuzz_regions,
+    fuzz_values,
+    grid,
+    make_case,
+    num,
+    roi_op_inputs,
+    stress_case,
+)
 
 
 def catalog(seed: int) -> list[Case]:
@@ -23,8 +40,62 @@ def catalog(seed: int) -> list[Case]:
 
 def make_inputs(desc: RoiPoolingDesc, recipe: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """A case's inputs by recipe (``outside-partly``, ``outside-wholly``, ``one-pixel``,
-    ``whole-image``, ``rounding-ties``, ``float32-bins``, ``ties``, ``nan-inf``, ``random``)."""
+    ``whole-image``, ``rounding-ties``, ``float32-bins``, ``ties``, ``nan-inf``, ``random``; a
+    fuzzed case's ``fuzz:<value kind>:<region kind>``, see ``common.fuzz_values`` and
+    ``common.fuzz_regions``)."""
+    if recipe.startswith(FUZZ_RECIPE + ":"):
+        return _fuzz_inputs(desc, recipe, rng)
     return roi_op_inputs(desc, recipe, rng, lambda d, r, g: {"ROITensor": _roi_pooling_rois(d, r, g)})
+
+
+#: Region kinds ROI_POOLING takes: the page requires x2 >= x1 and y2 >= y1.
+FUZZ_REGIONS = tuple(k for k in REGION_KINDS if k != "inverted")
+#: SpatialScale values fuzzing draws (the catalog's, then extremes), the default first.
+FUZZ_SCALES = (1.0, 0.5, 0.25, 0.0625, 2.0, 0.0, 1 / 3, 16.0, 1e-3)
+
+
+def fuzz_strategy(op: str = "roi_pooling", size: str = "default") -> Any:
+    """A Hypothesis strategy of ``FuzzDraw``s over ROI_POOLING's whole field space: both data
+    types, any SpatialScale (0 and extremes included), pooled sizes from 1 to past the region,
+    region counts, batch, channels, input sizes; simplest values first."""
+    from hypothesis import strategies as st
+
+    from . import fuzzing
+
+    bounds = fuzzing.limits(size)
+
+    @st.composite
+    def draw(draw: Any) -> FuzzDraw:
+        """One ROI_POOLING draw (the enclosing docstring)."""
+        height, width = draw(fuzzing.bounded(1, bounds.spatial)), draw(fuzzing.bounded(1, bounds.spatial))
+        pooled = (draw(fuzzing.bounded(1, bounds.out)), draw(fuzzing.bounded(1, bounds.out)))
+        room = max(1, bounds.elements // (height * width))
+        batch = draw(fuzzing.bounded(1, min(bounds.batch, room)))
+        channels = draw(fuzzing.bounded(1, min(bounds.channels, room // batch, bounds.elements // (pooled[0] * pooled[1]))))
+        rois = draw(fuzzing.bounded(1, min(bounds.rois, max(1, bounds.elements // (channels * pooled[0] * pooled[1])))))
+        desc = roi_pooling_desc(dtype=draw(fuzzing.choice(["FLOAT32", "FLOAT16"])), scale=draw(fuzzing.choice(FUZZ_SCALES)),
+                                pooled=pooled, rois=rois, batch=batch, channels=channels, height=height, width=width)
+        values, regions = draw(fuzzing.value_kind()), draw(fuzzing.region_kind(FUZZ_REGIONS))
+        return FuzzDraw(desc, fuzzing.recipe(values, regions), draw(fuzzing.value_seed()))
+
+    return draw()
+
+
+def _fuzz_inputs(desc: RoiPoolingDesc, recipe: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A fuzzed case's feature map and regions ``[BatchID, x1, y1, x2, y2]`` (regions placed in
+    scaled pixels, then divided by SpatialScale; x2 >= x1 and y2 >= y1 kept, as the page requires)."""
+    values, regions = fuzz_recipe(recipe)
+    batch, _, height, width = desc.input_tensor.sizes
+    x = fuzz_values(desc.input_tensor.sizes, desc.input_tensor.data_type, values, rng)
+    n = desc.roi_tensor.sizes[2]
+    box = fuzz_regions(regions, n, height, width, rng)
+    box[:, 2], box[:, 3] = np.maximum(box[:, 0], box[:, 2]), np.maximum(box[:, 1], box[:, 3])
+    scale = float(np.float32(desc.spatial_scale)) or 1.0
+    ids = rng.integers(0, batch, n).astype(np.float64)
+    limit = float(np.finfo(x.dtype).max)  # a region past float16's range would be +-inf, which the page refuses
+    rois = np.concatenate([ids[:, None], np.clip(box / scale, -limit, limit)], axis=1).astype(x.dtype)
+    rois[:, 3], rois[:, 4] = np.maximum(rois[:, 1], rois[:, 3]), np.maximum(rois[:, 2], rois[:, 4])
+    return {"InputTensor": x, "ROITensor": rois.reshape(desc.roi_tensor.sizes)}
 
 
 def roi_pooling_desc(dtype="FLOAT32", scale=1.0, pooled=(2, 2), rois=3, batch=2, channels=3, height=9, width=11):
@@ -71,6 +142,32 @@ def _roi_pooling_cases(seed: int) -> list[Case]:
     return cases
 
 
+#: The smoke tier: catalog cases (id patterns after ``roi_pooling/``).
+SMOKE = ("edge-outside-partly", "edge-whole-image", "edge-empty-bins", "edge-rounding-ties", "random-s*-000")
+
+#: The stress tier: ``(name, roi_pooling_desc arguments, recipe)``. A detector's MaxRoiPool with
+#: its proposals at spatial scale 1/16 and with regions of up to half the image at scale 1,
+#: 10,000 regions, output counts one 64-thread group below, at and above 65,535 groups (8x8
+#: bins of 65,534 / 65,535 / 65,536 region-channels), and regions as large as the input.
+STRESS = [
+    ("detection-1x512x38x50-r300-7x7-scale1_16", dict(scale=1 / 16, pooled=(7, 7), rois=300, batch=1, channels=512,
+                                                       height=38, width=50), "detection"),
+    ("detection-1x512x38x50-r300-7x7-scale1-half-image", dict(scale=1.0, pooled=(7, 7), rois=300, batch=1,
+                                                               channels=512, height=38, width=50), "detection-half"),
+    ("rois-10000-1x64x38x50-7x7", dict(scale=1.0, pooled=(7, 7), rois=10000, batch=1, channels=64, height=38,
+                                       width=50), "detection-half"),
+    *[(f"out-8x8-{r}x{c}-groups-of-64", dict(scale=1.0, pooled=(8, 8), rois=r, batch=1, channels=c, height=16,
+                                             width=16), "random") for r, c in ((151, 434), (257, 255), (256, 256))],
+    ("whole-image-1x64x200x304-r8-1x1", dict(scale=1.0, pooled=(1, 1), rois=8, batch=1, channels=64, height=200,
+                                             width=304), "whole-image"),
+]
+
+
+def stress_cases(op: str, seed: int) -> list[Case]:
+    """The ROI_POOLING stress tier (``STRESS``), each case tagged with its memory need."""
+    return [stress_case(op, name, roi_pooling_desc(**row), seed, recipe) for name, row, recipe in STRESS]
+
+
 def _away_from_half(rng, lo, hi, n):
     """Numbers in [lo, hi] whose fractional part is at least 0.1 away from .5."""
     whole = rng.integers(int(np.floor(lo)), int(np.ceil(hi)) + 1, n)
@@ -84,6 +181,9 @@ def _roi_pooling_rois(desc: RoiPoolingDesc, recipe: str, rng) -> np.ndarray:
     dtype = numpy_dtype(desc.roi_tensor.data_type)
     scale = float(np.float32(desc.spatial_scale)) or 1.0
     ids = rng.integers(0, batch, n).astype(np.float64)
+    if recipe in ("detection", "detection-half"):
+        box = detection_regions(n, height, width, scale, recipe == "detection-half", rng)
+        return np.concatenate([ids[:, None], box], axis=1).astype(dtype).reshape(desc.roi_tensor.sizes)
     if recipe == "outside-partly":
         x1, y1 = _away_from_half(rng, -4, width - 2, n), _away_from_half(rng, -4, height - 2, n)
         x2, y2 = x1 + _away_from_half(rng, 2, width + 4, n), y1 + _away_from_half(rng, 2, height + 4, n)

@@ -29,12 +29,12 @@ from ep_testbed.reference import DescError
 
 from ..options import OptionError, add_limit_options, parse_limits
 from ..untrusted_files import FileRefused, using_limits
-from . import diff, doctor, gen, merge, model, reference, report, run
+from . import diff, doctor, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, usage_error
 
 #: Every subcommand module, in help order.
-SUBCOMMANDS = (doctor, run, merge, report, diff, map_, gen, reference, model)
+SUBCOMMANDS = (doctor, run, fuzz, merge, report, diff, map_, gen, reference, model)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,11 +24,13 @@ import sys
 from dataclasses import replace
 from typing import Any, Sequence
 
+from ep_testbed.graphs.catalog import TIERS
 from ep_testbed.reference.precision import precision_model
-from ep_testbed.reference.registry import names
+from ep_testbed.reference.registry import names, spec_of_type
 
 from ..case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
 from ..expectations import Expectations
+from ..fuzz.corpus import CorpusError, load_corpus, with_corpus
 from ..options import (
     OptionError,
     add_ep_options,
@@ -50,6 +52,7 @@ from ..runner import RunError, RunOptions, RunResult, run_cases
 from ..selection import parse_shard, select, shard
 from ..summary import EXIT_NO_CASES, exit_code, failing_outcomes
 from ..tolerances import Tolerances
+from ..untrusted_files import limits, using_limits
 from ..terminal import safe_message
 from .common import UsageError, print_outcomes, render_report, usage_error
 
@@ -70,7 +73,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     ep_group("--dml-graph-fusion", action="store_true",
              help="DirectML: keep ORT's DML graph fusion on (default off, so the profiling trace names every node; "
                   "with fusion, placement rests on the graph assignment info)")
-    outcome.append(_add_selection(p.add_argument_group("what to run")))
+    outcome += _add_selection(p.add_argument_group("what to run"))
     outcome.append(_add_execution(p.add_argument_group("how to run")))
     add_tolerance_options(_recording(p.add_argument_group("tolerances").add_argument, outcome))
     add_expectation_options(_recording(p.add_argument_group("expectations (known divergences)").add_argument, outcome))
@@ -87,19 +90,27 @@ def _recording(add: Any, into: list[argparse.Action]) -> Any:
     return add_and_record
 
 
-def _add_selection(group: argparse._ArgumentGroup) -> argparse.Action:
-    """``--ops``, ``-k``, ``--exclude``, ``--seed``, ``--shard``, ``--list``; returns ``--seed``
-    (it changes a case's inputs, so a rerun line repeats it)."""
+def _add_selection(group: argparse._ArgumentGroup) -> list[argparse.Action]:
+    """``--ops``, ``-k``, ``--exclude``, ``--seed``, ``--tier``, ``--corpus``, ``--shard``,
+    ``--list``; returns ``--seed``, ``--tier`` and ``--corpus`` (they change which cases exist
+    and their inputs, so a rerun line repeats them)."""
     group.add_argument("--ops", help=f"comma-separated operators: {', '.join(names())} (default: all)")
     group.add_argument("-k", dest="include", action="append", default=[], metavar="PATTERN",
                        help="only case ids containing PATTERN (or matching it, if it has * ? [); repeatable, "
                             "comma-separated alternatives")
     group.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="drop matching case ids")
     seed_action = group.add_argument("--seed", type=seed, default=0, help="catalog seed (default 0)")
+    tier = group.add_argument("--tier", choices=TIERS, default="default",
+                              help="smoke: a few cases per operator (seconds); default: the catalog; stress: detection- "
+                                   "and classifier-sized and GPU-boundary cases (each states its memory need; what "
+                                   "does not fit this machine is skipped with the reason)")
+    corpus = group.add_argument("--corpus", action="append", default=[], metavar="DIR",
+                                help="also run the case folders in DIR (written by `ep-testbed fuzz --corpus-out`), "
+                                     "with their expectations; repeatable")
     group.add_argument("--shard", metavar="K/N",
                        help="run only the K-th of N deterministic, balanced shards (K from 1)")
     group.add_argument("--list", action="store_true", help="print the selected case ids and exit")
-    return seed_action
+    return [seed_action, tier, corpus]
 
 
 def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
@@ -114,8 +125,9 @@ def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
                        help="seconds per case before its worker is killed (default 120)")
     group.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     group.add_argument("--overwrite", action="store_true", help="replace existing results in --out")
-    group.add_argument("--keep-worst", type=count, default=5, metavar="N",
-                       help="also write case folders for the N worst passing cases (default 5)")
+    group.add_argument("--keep-worst", type=count, default=None, metavar="N",
+                       help="also write case folders for the N worst passing cases (default 5; 0 with --tier stress, "
+                            "whose folders hold hundreds of MB each)")
     group.add_argument("--fail-on-not-on-ep", action="store_true", help="count not-on-ep cases as failures")
     group.add_argument("--fail-on-inexpressible", action="store_true",
                        help="count inexpressible cases as failures")
@@ -125,16 +137,31 @@ def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
     return timeout
 
 
+#: The element cap of ``--tier stress`` unless ``--limit elements=`` says otherwise: its cases are
+#: generated here, not read from a file, and up to 2**32 - 1 elements large (UINT32 indices at
+#: their largest offsets); memory is guarded by the tier's per-case memory need instead.
+STRESS_ELEMENTS = 2**33
+
+
 def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, mapper: str = DEFAULT_MAPPER,
                 worker_paths: Sequence[str] = ()) -> int:
     """Run the selected cases of ``catalog`` through ``mapper`` on ``--ep``; return the exit code
     (module docstring). ``catalog``/``mapper`` are ``"module:function"`` names; ``worker_paths``
     are added to the workers' PYTHONPATH so that they can import the mapper."""
+    given = [item.partition("=")[0].strip().replace("-", "_") for item in getattr(args, "limit", None) or []]
+    if getattr(args, "tier", "default") == "stress" and "elements" not in given:
+        with using_limits(replace(limits(), elements=max(limits().elements, STRESS_ELEMENTS))):
+            return _run_command(args, catalog, mapper, worker_paths)
+    return _run_command(args, catalog, mapper, worker_paths)
+
+
+def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_paths: Sequence[str]) -> int:
+    """``run_command`` under the element cap in force."""
     try:
         ep = parse_ep(args.ep, args.ep_option)
         tolerances = parse_tolerances(args.tolerances, args.tol)
         precision = parse_precision(args.precision_model, args.strict_tolerance)
-        cases = _selected_cases(args, catalog)
+        cases, corpus = _selected_cases(args, catalog)
         if args.list:
             for case in cases:
                 print(case.id)
@@ -143,14 +170,23 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
             print("ep-testbed: no case matches the selection", file=sys.stderr)
             return EXIT_NO_CASES
         expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias)
+        if not args.no_expectations:
+            expectations = with_corpus(expectations, corpus, ep.alias)
         jobs = min(args.jobs, len(cases))
+        if not args.no_expectations:
+            expectations = with_corpus(expectations, corpus, ep.alias)
+        jobs = min(args.jobs, len(cases))
+        cases, skipped = _fitting(cases, jobs)
         config = replace(_case_config(args, ep, tolerances, mapper, jobs), precision_model=precision)
         options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
-        options.header_extra["precision_model"] = precision_model(precision).to_json()
-        options.header_extra.update(rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args, tolerances),
+        options.header_extra.update(skipped=skipped, precision_model=precision_model(precision).to_json(),
+                                    rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args, tolerances),
                                     tolerances_file=file_identity(args.tolerances))
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
+    if not cases:
+        print("ep-testbed: no selected case fits this machine's memory", file=sys.stderr)
+        return EXIT_NO_CASES
     ready = preflight.check(args.ep, ep.options, config.session)
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
@@ -168,9 +204,11 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
     return _finish(args, result, len(cases), options.out_dir)
 
 
-def _selected_cases(args: argparse.Namespace, catalog: str) -> list[Any]:
-    """The cases of ``--ops``, ``-k``, ``--exclude``, ``--shard`` in catalog (or shard) order;
-    ``UsageError`` for a bad ``--shard``/``--jobs``/``--timeout``/``--ops`` or a missing catalog."""
+def _selected_cases(args: argparse.Namespace, catalog: str) -> tuple[list[Any], list[Any]]:
+    """The cases of ``--ops``, ``--tier``, ``--corpus``, ``-k``, ``--exclude``, ``--shard`` in
+    catalog (or shard) order, corpus cases after the catalog's, and the corpus entries read;
+    ``UsageError`` for a bad ``--shard``/``--jobs``/``--timeout``/``--ops``, a missing catalog or
+    an unreadable corpus."""
     try:
         shard_spec = parse_shard(args.shard) if args.shard else None
     except ValueError as exc:
@@ -180,8 +218,58 @@ def _selected_cases(args: argparse.Namespace, catalog: str) -> list[Any]:
     if args.timeout <= 0:
         raise UsageError(f"--timeout {args.timeout}: must be > 0 seconds")
     ops = _ops(args.ops)
-    cases = select(load_cases(catalog, ops, args.seed), args.include, args.exclude)
-    return shard(cases, *shard_spec) if shard_spec else cases
+    corpus = _corpus(args.corpus, ops)
+    cases = select(load_cases(catalog, ops, args.seed, args.tier) + [e.case for e in corpus], args.include,
+                   args.exclude)
+    return (shard(cases, *shard_spec) if shard_spec else cases), corpus
+
+
+def _corpus(folders: Sequence[str], ops: list[str] | None) -> list[Any]:
+    """The corpus entries of every ``--corpus`` folder for ``ops``; ``UsageError`` naming the
+    file and field of the first unreadable one."""
+    entries = []
+    try:
+        for folder in folders:
+            entries += load_corpus(folder)
+    except CorpusError as exc:
+        raise UsageError(str(exc)) from None
+    return [e for e in entries if ops is None or spec_of_type(e.case.op).name in ops]
+
+
+def _fitting(cases: list[Any], jobs: int) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The cases whose ``memory_mb`` tag (stress cases state one) fits this machine with
+    ``jobs`` workers at once, and the others as ``{"id", "memory_mb", "reason"}`` (printed)."""
+    available = available_memory()
+    if available is None:
+        return cases, []
+    budget_mb = int(available * 0.8 / max(1, jobs)) // 2**20
+    kept, skipped = [], []
+    for case in cases:
+        need = int((getattr(case, "tags", None) or {}).get("memory_mb") or 0)
+        if need <= budget_mb:
+            kept.append(case)
+            continue
+        reason = (f"needs {need} MiB; {available // 2**20} MiB available, 80% of it shared by {jobs} worker(s) "
+                  f"leaves {budget_mb} MiB" + (" (Note: --jobs 1 gives one case all of it)" if jobs > 1 else ""))
+        skipped.append({"id": case.id, "memory_mb": need, "reason": reason})
+        print(f"ep-testbed: skipped {case.id}: {reason}", file=sys.stderr)
+    return kept, skipped
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes now (Linux ``MemAvailable``, else free
+    physical pages), or None when this platform does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _ops(text: str | None) -> list[str] | None:
@@ -194,17 +282,22 @@ def _ops(text: str | None) -> list[str] | None:
     return ops
 
 
-def load_cases(spec: str, ops: list[str] | None, seed: int) -> list[Any]:
-    """The cases of the catalog function named ``"module:function"`` (build_catalog's signature);
-    ``UsageError`` when it cannot be imported, raises, or returns something that is not a list
-    of cases (objects with an ``id`` string, a ``desc`` and ``inputs()``)."""
+def load_cases(spec: str, ops: list[str] | None, seed: int, tier: str = "default") -> list[Any]:
+    """The cases of the catalog function named ``"module:function"`` (build_catalog's signature;
+    ``tier`` is passed only when it is not ``default``, so catalogs without tiers still load);
+    ``UsageError`` when it cannot be imported, raises, has no tiers, or returns something that is
+    not a list of cases (objects with an ``id`` string, a ``desc`` and ``inputs()``)."""
     module_name, _, function = spec.partition(":")
     try:
         build = getattr(importlib.import_module(module_name), function or "build_catalog")
     except (ImportError, AttributeError, ValueError) as exc:
         raise UsageError(f"the case catalog {spec} is not available: {exc}") from exc
     try:
-        cases = list(build(ops, seed=seed))
+        cases = list(build(ops, seed=seed) if tier == "default" else build(ops, seed=seed, tier=tier))
+    except TypeError as exc:
+        if tier != "default":
+            raise UsageError(f"the case catalog {spec} has no tiers ({exc}); --tier needs graphs.catalog's") from None
+        raise UsageError(f"the case catalog {spec} raised TypeError: {exc}") from None
     except Exception as exc:  # a catalog is code we did not write: any failure is its message
         raise UsageError(f"the case catalog {spec} raised {type(exc).__name__}: {exc}") from None
     bad = next((c for c in cases if not (isinstance(getattr(c, "id", None), str) and hasattr(c, "desc")
@@ -224,7 +317,7 @@ def _case_config(args: argparse.Namespace, ep: EpSpec, tolerances: Tolerances, m
     cores = os.cpu_count() or 1
     settings = SessionSettings(graph_opt=args.graph_opt, intra_op_threads=max(1, cores // jobs) if jobs > 1 else 0,
                                dml_graph_fusion=args.dml_graph_fusion)
-    return CaseConfig(ep=ep, session=settings, tolerances=tolerances, mapper=mapper)
+    return CaseConfig(ep=ep, session=settings, tolerances=tolerances, mapper=mapper, max_elements=limits().elements)
 
 
 def _run_options(args: argparse.Namespace, ep: EpSpec, jobs: int, catalog: str, expectations: Expectations,
@@ -232,13 +325,14 @@ def _run_options(args: argparse.Namespace, ep: EpSpec, jobs: int, catalog: str, 
     """The runner's options; the selection and limits also go into the results header."""
     out = fresh_out(args.out) if args.out else os.path.join("runs", f"{ep.alias}-{_utc_stamp()}")
     extra: dict[str, Any] = {
-        "selection": {"ops": _ops(args.ops), "include": args.include, "exclude": args.exclude, "catalog": catalog},
+        "selection": {"ops": _ops(args.ops), "include": args.include, "exclude": args.exclude, "catalog": catalog,
+                      "tier": args.tier, "corpus": [os.path.abspath(c) for c in args.corpus]},
         "jobs": jobs, "timeout_s": args.timeout, "expectations": expectations.source,
         "expectations_sha256": expectations.digest}
     if args.shard:
         extra["shard"] = "{}/{}".format(*parse_shard(args.shard))
     return RunOptions(out_dir=out, jobs=jobs, timeout=args.timeout, resume=args.resume, overwrite=args.overwrite,
-                      keep_worst=args.keep_worst, progress=args.progress, seed=args.seed,
+                      keep_worst=_keep_worst(args), progress=args.progress, seed=args.seed,
                       command=args.command_line, header_extra=extra, extra_paths=tuple(worker_paths))
 
 
@@ -258,6 +352,13 @@ def fresh_out(out: str) -> str:
         n += 1
         candidate = f"{base}-{n}"
     return candidate
+
+
+def _keep_worst(args: argparse.Namespace) -> int:
+    """``--keep-worst``, or its default: 5, and 0 for the stress tier (its case folders are large)."""
+    if args.keep_worst is not None:
+        return args.keep_worst
+    return 0 if args.tier == "stress" else 5
 
 
 def _run_until_stopped(cases: list[Any], config: CaseConfig, options: RunOptions,

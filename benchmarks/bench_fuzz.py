@@ -1,0 +1,149 @@
+"""Fuzzing throughput on an EP, against named peers measured in the same run.
+
+    python benchmarks/bench_fuzz.py [--ep cpu] [--budget SECONDS] [--jobs N]
+
+Three ways of running cases with worker isolation and placement proof on, one after another:
+
+1. ``ep-testbed run`` on the default catalog (the peer: the same per-case pipeline on fixed cases);
+2. ``ep-testbed fuzz --shrink none`` for ``--budget`` seconds (the default size distribution;
+   cases drawn a batch ahead in a drawing process, chunks through the worker pool);
+3. the textbook Hypothesis loop: ``@given(strategy)`` whose test function runs each drawn case
+   in a worker and waits for it (``WorkerPool.run_one``), for the same time: what using
+   Hypothesis as the engine end to end would give.
+
+For each it prints cases per second, counted two ways: every case written to results.jsonl,
+and only those that ran a session on the EP (not ``inexpressible``, not ``error``). The draw
+cost of each operator's strategy (CPU milliseconds per case) and the machine's load average
+before and after come with it: the machine may be shared, so compare rows of one run only.
+A benchmark, not a test: nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+NOT_RUN = ("inexpressible", "error")
+
+
+class _Stop(BaseException):
+    """Ends the Hypothesis loop at its budget (not an Exception: Hypothesis must not shrink it)."""
+
+
+def _rates(run_dir: str, seconds: float) -> tuple[int, float, float]:
+    """(cases, cases/s, cases that ran on the EP per s) of a run folder over ``seconds``."""
+    from ep_testbed.harness.results import read_run
+
+    _, lines, _ = read_run(run_dir)
+    ran = sum(1 for line in lines if line["outcome"] not in NOT_RUN)
+    return len(lines), len(lines) / seconds, ran / seconds
+
+
+def peer_run(ep: str, jobs: int, root: str) -> tuple[int, float, float]:
+    """``ep-testbed run`` on the catalog; rates over the run's own elapsed time (end line)."""
+    from ep_testbed.harness.results import read_run
+
+    out = os.path.join(root, "run")
+    subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "run", "--ep", ep, "--jobs", str(jobs),
+                    "--out", out, "--no-progress"], capture_output=True, check=False)
+    _, _, end = read_run(out)
+    return _rates(out, float(end["elapsed_s"]))
+
+
+def fuzz_run(ep: str, jobs: int, budget: float, root: str) -> tuple[int, float, float]:
+    """``ep-testbed fuzz --shrink none``; rates over its generation time (end line)."""
+    from ep_testbed.harness.results import read_run
+
+    out = os.path.join(root, "fuzz")
+    subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "fuzz", "--ep", ep, "--jobs", str(jobs),
+                    "--budget", str(budget), "--shrink", "none", "--out", out, "--no-progress"],
+                   capture_output=True, check=False)
+    _, lines, end = read_run(out)
+    return _rates(out, float(end["fuzz"]["generation_s"]))
+
+
+def hypothesis_loop(ep: str, budget: float) -> tuple[int, float, float]:
+    """``@given`` over every operator's strategy in turn, each example run in a worker and
+    awaited; rates over the time spent (worker start-up excluded)."""
+    from hypothesis import given, seed, settings, strategies as st
+
+    from ep_testbed.harness.case_run import CaseConfig
+    from ep_testbed.harness.fuzz import draw
+    from ep_testbed.harness.pool import WorkerPool
+    from ep_testbed.harness.providers import SessionSettings, resolve_ep
+    from ep_testbed.reference.registry import names
+
+    pool = WorkerPool(CaseConfig(ep=resolve_ep(ep), session=SessionSettings(intra_op_threads=1)), 1, 60.0)
+    pool.run_one(draw.draw_batch("max_pooling2", 0, 0, count=1)[0])  # start the worker
+    counts = {"all": 0, "ran": 0}
+    start = time.monotonic()
+    strategy = st.one_of(*[st.tuples(st.just(op), draw.strategy(op, "default")) for op in names()])
+
+    @settings(max_examples=10**9, database=None, deadline=None, phases=draw.hypothesis_settings(1).phases,
+              suppress_health_check=draw.hypothesis_settings(1).suppress_health_check)
+    @seed(0)
+    @given(strategy)
+    def run(pair):
+        """Run one drawn case in the worker and wait for it."""
+        if time.monotonic() - start > budget:
+            raise _Stop
+        op, d = pair
+        line = pool.run_one(draw.fuzz_case(draw.FuzzId(op, 0, 0, counts["all"]), d))
+        counts["all"] += 1
+        counts["ran"] += line["outcome"] not in NOT_RUN
+
+    try:
+        run()
+    except _Stop:
+        pass
+    finally:
+        pool.close()
+    seconds = min(time.monotonic() - start, budget)
+    return counts["all"], counts["all"] / seconds, counts["ran"] / seconds
+
+
+def draw_costs() -> dict[str, float]:
+    """CPU milliseconds per drawn case, per operator (one batch each, after a warm-up batch)."""
+    from ep_testbed.harness.fuzz import draw
+    from ep_testbed.reference.registry import names
+
+    costs = {}
+    for op in names():
+        draw.draw_batch(op, 0, 0, count=5)
+        start = time.process_time()
+        cases = draw.draw_batch(op, 0, 1)
+        costs[op] = (time.process_time() - start) / len(cases) * 1e3
+    return costs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the three rows (module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ep", default="cpu")
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds for the fuzz and Hypothesis rows")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+    print(f"load average before: {os.getloadavg()}; {os.cpu_count()} cores; --jobs {args.jobs}")
+    print("draw cost (CPU ms per case): " + ", ".join(f"{op} {ms:.2f}" for op, ms in draw_costs().items()))
+    print(f"{'way':58} {'cases':>7} {'cases/s':>8} {'on EP/s':>8}")
+    with tempfile.TemporaryDirectory(prefix="bench-fuzz-") as root:
+        rows = [("ep-testbed run, default catalog (peer)", peer_run(args.ep, args.jobs, root)),
+                (f"ep-testbed fuzz --budget {args.budget:g} --shrink none", fuzz_run(args.ep, args.jobs, args.budget,
+                                                                                    root)),
+                (f"Hypothesis @given, one case at a time in a worker, {args.budget:g} s",
+                 hypothesis_loop(args.ep, args.budget))]
+        for name, (count, rate, ran_rate) in rows:
+            print(f"{name:58} {count:7d} {rate:8.1f} {ran_rate:8.1f}", flush=True)
+    print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

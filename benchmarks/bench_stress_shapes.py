@@ -1,0 +1,87 @@
+"""Time the reference against ONNX Runtime's CPU EP on the stress tier's detection and classifier shapes.
+
+    python benchmarks/bench_stress_shapes.py [--repeat N] [--threads T] [-k PATTERN]
+
+For each shape the stress tier runs (``ep-testbed run --tier stress``; the cases of
+``graphs/cases/<op>.py:STRESS``), with the tier's own inputs, and for RoiAlign and MaxRoiPool
+each region distribution the tier holds (a detector's proposals at spatial scale 1/16, and
+regions spanning up to half the image at scale 1: same sample count, other memory access), it
+prints the median wall time of ``reference.execute`` and of a CPU EP session running the ONNX
+model ``graphs.to_onnx`` builds for the case (the one the harness runs), both measured in this
+run, and their ratio. Also the machine's load average, since the machine may be shared.
+A benchmark, not a test: nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+#: Stress case ids (after ``<op>/stress-``) of the detection and classifier shapes.
+SHAPES = (
+    "roi_align1/stress-detection-1x256x200x304-r1000-7x7-sr2-scale1_16",
+    "roi_align1/stress-detection-1x256x200x304-r1000-7x7-sr2-scale1-half-image",
+    "roi_align1/stress-detection-1x256x200x304-r1000-7x7-sr2-scale1_16-fp16",
+    "roi_pooling/stress-detection-1x512x38x50-r300-7x7-scale1_16",
+    "roi_pooling/stress-detection-1x512x38x50-r300-7x7-scale1-half-image",
+    "max_pooling2/stress-classifier-1x64x112x112-3x3-s2-p1-fp32",
+    "max_pooling2/stress-classifier-1x64x112x112-3x3-s2-p1-fp16",
+    "max_pooling2/stress-5d-1x16x32x56x56-3x3x3-s1x2x2-p1-d2",
+)
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    """The median wall time of ``repeat`` calls."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print one row per shape (module docstring)."""
+    import onnxruntime as ort
+    from ep_testbed.graphs import to_onnx
+    from ep_testbed.graphs.catalog import build_catalog
+    from ep_testbed.reference import execute
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2, help="ORT intra-op threads (default 2: this machine)")
+    parser.add_argument("-k", dest="pattern", default="")
+    args = parser.parse_args(argv)
+    cases = {c.id: c for c in build_catalog(tier="stress")}
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    print(f"onnxruntime {ort.__version__} CPU EP, {args.threads} threads; load average {os.getloadavg()}")
+    print(f"{'stress case':78} {'reference':>10} {'ORT CPU':>10} {'ref/ORT':>8}")
+    for case_id in SHAPES:
+        if args.pattern not in case_id:
+            continue
+        case = cases[case_id]
+        inputs = case.inputs()
+        mapping = to_onnx(case.desc, opset=case.opset)
+        feeds = mapping.feeds(inputs)
+        session = ort.InferenceSession(mapping.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session.run(None, feeds)
+        execute(case.desc, inputs)
+        t_ref = median_time(lambda: execute(case.desc, inputs), args.repeat)
+        t_ort = median_time(lambda: session.run(None, feeds), args.repeat)
+        print(f"{case_id:78} {t_ref * 1e3:8.1f}ms {t_ort * 1e3:8.1f}ms {t_ref / t_ort:8.2f}", flush=True)
+    print(f"load average {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

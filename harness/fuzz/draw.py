@@ -1,0 +1,159 @@
+"""Fuzzed cases from Hypothesis strategies: drawn in seeded batches, named so that an id regenerates its case.
+
+A fuzz run draws, per operator, batch after batch of ``BATCH_SIZE`` cases from the operator's
+strategy (its cases module's ``fuzz_strategy(op, size)``). A batch is one Hypothesis run in
+generate-only mode with a fixed seed (``batch_seed``: a hash of operator, size, run seed and
+batch number), whose test function only collects what Hypothesis draws; so the same Hypothesis
+version draws the same batch anywhere (with the literals Hypothesis harvests from imported local
+modules turned off: ``_no_local_constants``). A case is named after where it was drawn:
+
+    <op>/fuzz-s<seed>-b<batch>-<index>          e.g. max_pooling2/fuzz-s7-b12-034
+    <op>/fuzz-large-s<seed>-b<batch>-<index>    the ``large`` size distribution
+
+``replay(case_id)`` redraws that batch and returns the case (a fraction of a second); the
+shrinker replays the same batch to hand Hypothesis the failing draw (``harness.fuzz.shrink``).
+Ids start with the operator name, so the expectations' id patterns (``roi_align*``) apply to
+fuzzed cases as they do to catalog ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from ep_testbed.graphs.cases.common import FuzzCase, FuzzDraw, cases_module, desc_elements, fuzz_recipe
+from ep_testbed.reference.registry import names, spec_named
+
+#: Cases per batch: the unit a run draws, and what a replay redraws.
+BATCH_SIZE = 100
+
+_ID = re.compile(r"^(?P<op>[a-z0-9_]+)/fuzz(?:-(?P<size>[a-z]+))?-s(?P<seed>\d+)-b(?P<batch>\d+)-(?P<index>\d+)$")
+
+
+@dataclass(frozen=True)
+class FuzzId:
+    """Where a fuzzed case was drawn: operator, size distribution, run seed, batch, position."""
+
+    op: str
+    seed: int
+    batch: int
+    index: int
+    size: str = "default"
+
+    def text(self) -> str:
+        """The case id (module docstring)."""
+        size = "" if self.size == "default" else f"-{self.size}"
+        return f"{self.op}/fuzz{size}-s{self.seed}-b{self.batch}-{self.index:03d}"
+
+
+def parse_id(case_id: str) -> FuzzId:
+    """The ``FuzzId`` of a fuzzed case id; ValueError saying what a fuzzed id looks like otherwise."""
+    match = _ID.match(case_id)
+    if not match or match["op"] not in names():
+        raise ValueError(f"{case_id!r} is not a fuzzed case id: expected <op>/fuzz[-<size>]-s<seed>-b<batch>-<index> "
+                         f"with <op> one of {', '.join(names())} (e.g. max_pooling2/fuzz-s0-b3-017)")
+    return FuzzId(match["op"], int(match["seed"]), int(match["batch"]), int(match["index"]), match["size"] or "default")
+
+
+def batch_seed(fid: FuzzId) -> int:
+    """The Hypothesis seed of the batch ``fid`` belongs to (its index does not matter)."""
+    text = f"ep-testbed-fuzz/{fid.op}/{fid.size}/{fid.seed}/{fid.batch}"
+    return int(hashlib.sha256(text.encode()).hexdigest()[:16], 16)
+
+
+@functools.lru_cache(maxsize=None)
+def strategy(op: str, size: str) -> Any:
+    """The operator's Hypothesis strategy (built once per process: building one is costly)."""
+    return cases_module(spec_named(op).dml_type).fuzz_strategy(op, size)
+
+
+def hypothesis_settings(max_examples: int, shrink: bool = False) -> Any:
+    """Settings of a batch run: no example database (a batch is its seed), no deadline or
+    health checks (a draw is not a test), quiet; ``shrink`` adds Hypothesis's shrink phase."""
+    from hypothesis import HealthCheck, Phase, Verbosity, settings
+
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    return settings(max_examples=max_examples, database=None, phases=phases, deadline=None,
+                    suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
+                    derandomize=False)
+
+
+def run_batch(fid: FuzzId, test: Callable[[FuzzDraw], None], count: int = BATCH_SIZE, shrink: bool = False) -> None:
+    """Run Hypothesis over ``fid``'s batch with ``test`` as the test function (what
+    ``draw_batch`` collects with, and what the shrinker replays with)."""
+    from hypothesis import given, seed
+
+    def example(draw: FuzzDraw) -> None:
+        test(draw)
+
+    with _no_local_constants():
+        hypothesis_settings(count, shrink)(seed(batch_seed(fid))(given(strategy(fid.op, fid.size))(example)))()
+
+
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Keep Hypothesis from mixing in literals it harvests from the local (non-site-packages)
+    modules the process has imported: which modules those are differs between the drawing
+    process, the CLI and a test run, and would make one seed draw different batches. Hypothesis
+    offers no setting for it, so its provider's hook is swapped for the time of a batch (when a
+    Hypothesis version lacks the hook, there is nothing to swap and its draws are what they are)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis without the module
+        yield
+        return
+    hook, cache, empty = (getattr(providers, name, None) for name in ("_get_local_constants", "CONSTANTS_CACHE",
+                                                                       "Constants"))
+    if hook is None or cache is None or empty is None:
+        yield
+        return
+    nothing = empty()
+    providers._get_local_constants = lambda: nothing
+    cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = hook
+        cache.cache.clear()
+
+
+def draw_batch(op: str, run_seed: int, batch: int, size: str = "default", count: int = BATCH_SIZE) -> list[FuzzCase]:
+    """The ``count`` cases of one batch (fewer when Hypothesis runs out of distinct draws)."""
+    draws: list[FuzzDraw] = []
+    run_batch(FuzzId(op, run_seed, batch, 0, size), draws.append, count)
+    return [fuzz_case(FuzzId(op, run_seed, batch, i, size), d) for i, d in enumerate(draws)]
+
+
+def fuzz_case(fid: FuzzId, draw: FuzzDraw, case_id: str | None = None) -> FuzzCase:
+    """The case of ``draw`` drawn at ``fid`` (``case_id`` overrides its id: shrink candidates)."""
+    values, regions = fuzz_recipe(draw.recipe)
+    tags = {"dtype": draw.desc.input_tensor.data_type.lower(), "family": "fuzz", "values": values,
+            "elements": str(desc_elements(draw.desc))}
+    if draw.recipe.count(":") > 1:
+        tags["regions"] = regions
+    return FuzzCase(id=case_id or fid.text(), op=spec_named(fid.op).dml_type, desc=draw.desc, seed=fid.seed,
+                    opset=draw.opset, tags=tags, recipe=draw.recipe, value_seed=draw.value_seed)
+
+
+def replay(case_id: str) -> FuzzCase:
+    """The fuzzed case ``case_id`` names, redrawn (ValueError for an id that is not one, or an
+    index past what its batch drew)."""
+    fid = parse_id(case_id)
+    cases = draw_batch(fid.op, fid.seed, fid.batch, fid.size, count=max(BATCH_SIZE, fid.index + 1))
+    if fid.index >= len(cases):
+        raise ValueError(f"{case_id}: batch {fid.batch} drew only {len(cases)} cases")
+    return cases[fid.index]
+
+
+def draw_key(draw: FuzzDraw) -> str:
+    """A key equal for equal draws (``repr``: a NaN field compares unequal to itself)."""
+    return repr(draw)
+
+
+def draw_of(case: FuzzCase) -> FuzzDraw:
+    """The ``FuzzDraw`` a fuzzed case was made from."""
+    return FuzzDraw(case.desc, case.recipe, case.value_seed, case.opset)

@@ -1,0 +1,458 @@
+"""The fuzz loop: draw, run, record, until the budget is spent; then shrink what failed.
+
+``fuzz(config, options, expectations)``:
+
+1. writes a run header (``harness.runner.run_header``, with a ``fuzz`` entry: budget, size,
+   operators, batch size, Hypothesis version) to ``OUT/results.jsonl``;
+2. until ``budget_s`` has passed, draws batches of cases per operator in turn (or, with
+   ``replay``, redraws just the fuzzed cases those ids name)
+   (``harness.fuzz.draw``) and runs them in chunks through one ``WorkerPool``: each case goes
+   through the pipeline of ``ep-testbed run`` (mapper, reference, a session on the EP in a
+   worker, placement proof, tolerances), then the EP's expectations; every line is streamed to
+   results.jsonl as it finishes (artifacts for failures, as ``run`` writes them);
+3. then shrinks (``harness.fuzz.shrink``) the first failure of every new ``Signature`` (all of
+   them with ``shrink="all"``; ``known`` ones too with ``shrink_known``), those no mapper flag
+   explains first, at most ``max_shrinks``, each within ``shrink_time_s``, in a pool of its own; each minimal case is
+   run once more with its case folder written, gets its own line (``<id>-min``), a record in
+   ``shrinks.jsonl`` (``harness.fuzz.records``) and, with ``corpus_out``, a corpus folder;
+4. ends results.jsonl with an ``end`` line (counts, cases run, generation time and rate).
+
+Ctrl-C stops drawing and skips shrinking; every finished line is kept, the end line says
+``"interrupted": true``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
+from ep_testbed.reference import desc_to_dml
+
+from .. import expectations as expectations_mod
+from ..case_run import ArtifactPolicy, CaseConfig
+from ..expectations import Expectations
+from ..pool import WorkerPool
+from ..results import RESULTS_FILE, count_outcomes, dumps, end_record
+from ..run_folder import FolderBusy, claim
+from ..runner import RunError, RunOptions, _settle, run_header
+from ..untrusted_files import open_output, output_folder
+from . import draw as draw_mod
+from . import records
+from .shrink import ShrinkResult, shrink
+from .signature import Signature, same_failure, signature
+
+#: Cases handed to the pool at a time: the budget is checked between chunks.
+CHUNK = 25
+#: What ``FuzzOptions.shrink`` accepts: the first failure of each signature, every one, none.
+SHRINK_MODES = ("first", "all", "none")
+
+
+class FuzzUsageError(ValueError):
+    """Options a fuzz run cannot start with (unknown size, shrink mode or operator)."""
+
+
+@dataclass
+class FuzzOptions:
+    """How one fuzz run goes (module docstring)."""
+
+    out_dir: str
+    ops: Sequence[str]
+    budget_s: float
+    seed: int = 0
+    size: str = "default"
+    jobs: int = 1
+    timeout: float = 30.0
+    shrink: str = "first"
+    shrink_known: bool = False
+    shrink_time_s: float = 30.0
+    max_shrinks: int = 20
+    corpus_out: str | None = None
+    overwrite: bool = False
+    progress: bool | None = None
+    command: str = ""
+    env: dict[str, str] | None = None
+    extra_paths: tuple[str, ...] = ()
+    replay: Sequence[str] = ()    # fuzzed case ids to rerun (and shrink) instead of drawing
+
+
+@dataclass
+class Finding:
+    """A failing fuzzed case: the case, its raw and its settled line, its signature."""
+
+    case: Any
+    raw: dict[str, Any]
+    line: dict[str, Any]
+    signature: Signature
+    found_s: float
+
+
+@dataclass
+class FuzzResult:
+    """What a fuzz run did: header, outcome counts, findings, shrink records, times."""
+
+    header: dict[str, Any]
+    counts: dict[str, int]
+    ran: int
+    generation_s: float
+    findings: list[Finding] = field(default_factory=list)
+    shrinks: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    elapsed_s: float = 0.0
+
+    @property
+    def cases_per_second(self) -> float:
+        """Fuzzed cases run per second of the generation phase (0 when none ran)."""
+        return self.ran / self.generation_s if self.generation_s > 0 else 0.0
+
+    @property
+    def signatures(self) -> dict[Signature, int]:
+        """Each distinct signature and how many findings have it."""
+        return dict(Counter(f.signature for f in self.findings))
+
+
+def fuzz(config: CaseConfig, options: FuzzOptions, expectations: Expectations | None = None) -> FuzzResult:
+    """Fuzz ``options.ops`` on ``config.ep`` into ``options.out_dir`` (module docstring).
+
+    Raises ``RunError`` when the folder already holds results and ``overwrite`` is not set, or
+    another run owns it (``run_folder``), and ``FuzzUsageError`` for an unknown size, shrink
+    mode or operator."""
+    try:
+        folder = claim(options.out_dir, options.command)
+    except FolderBusy as exc:
+        raise RunError(str(exc)) from None
+    with folder:
+        return _fuzz_claimed(config, options, expectations or Expectations())
+
+
+def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expectations) -> FuzzResult:
+    """``fuzz``'s work once the folder is this process's."""
+    _check(options)
+    config = dataclasses.replace(config, run_dir=os.path.abspath(options.out_dir))
+    header = _header(config, options, expectations)
+    start = time.monotonic()
+    result = FuzzResult(header, {}, 0, 0.0)
+    counts: Counter = Counter()
+    with _Lines(options.out_dir) as writer:
+        writer.write(header)
+        try:
+            _generate(config, options, expectations, writer, result, counts)
+        except KeyboardInterrupt:
+            result.interrupted = True
+        if not result.interrupted:
+            try:
+                _shrink_findings(config, options, expectations, writer, result, counts)
+            except KeyboardInterrupt:
+                result.interrupted = True
+        result.counts, result.elapsed_s = count_outcomes([{"outcome": o} for o in counts.elements()]), \
+            time.monotonic() - start
+        writer.write(end_record(result.counts, result.interrupted, ran=result.ran,
+                                elapsed_s=round(result.elapsed_s, 3),
+                                fuzz={"generation_s": round(result.generation_s, 3),
+                                      "cases_per_second": round(result.cases_per_second, 1),
+                                      "findings": len(result.findings), "shrunk": len(result.shrinks)}))
+    return result
+
+
+def _check(options: FuzzOptions) -> None:
+    """Refuse what cannot run: unknown size/shrink mode/operator, existing results without overwrite."""
+    from ep_testbed.graphs.cases.fuzzing import SIZES
+    from ep_testbed.reference.registry import names
+
+    if options.size not in SIZES:
+        raise FuzzUsageError(f"size {options.size!r}: one of {', '.join(SIZES)}")
+    if options.shrink not in SHRINK_MODES:
+        raise FuzzUsageError(f"shrink {options.shrink!r}: one of {', '.join(SHRINK_MODES)}")
+    unknown = [op for op in options.ops if op not in names()]
+    if unknown or not options.ops:
+        raise FuzzUsageError(f"operator {unknown[0] if unknown else '(none)'!r}: choose from {', '.join(names())}")
+    path = os.path.join(options.out_dir, RESULTS_FILE)
+    if os.path.lexists(path) and (os.path.islink(path) or os.path.getsize(path)):
+        if not options.overwrite:
+            raise RunError(f"{path} already holds results: pass --overwrite to replace them, or choose another --out")
+    for name in (RESULTS_FILE, records.SHRINKS_FILE):  # a fuzz run starts its files afresh (never appends)
+        if os.path.lexists(os.path.join(options.out_dir, name)):
+            os.remove(os.path.join(options.out_dir, name))
+    output_folder(options.out_dir)
+
+
+def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations) -> dict[str, Any]:
+    """The run line of a fuzz run: ``run_header`` plus the fuzz settings (case count unknown: null)."""
+    import hypothesis
+
+    extra = {"fuzz": {"budget_s": options.budget_s, "size": options.size, "ops": list(options.ops),
+                      "batch_size": draw_mod.BATCH_SIZE, "hypothesis": hypothesis.__version__,
+                      "shrink": options.shrink, "shrink_known": options.shrink_known,
+                      "shrink_time_s": options.shrink_time_s, "max_shrinks": options.max_shrinks},
+             "selection": {"ops": list(options.ops), "catalog": "fuzz"}, "jobs": options.jobs,
+             "timeout_s": options.timeout, "expectations": expectations.source}
+    run_options = RunOptions(out_dir=options.out_dir, seed=options.seed, command=options.command, header_extra=extra)
+    header = run_header(config, run_options, 0)
+    header["case_count"] = None
+    return header
+
+
+def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
+              result: FuzzResult, counts: Counter) -> None:
+    """Step 2 of the module docstring: batches through the pool until the budget is spent. The
+    budget starts with the first batch drawn (the drawing process's start-up is not fuzzing)."""
+    pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths)
+
+    def policy_for(case: Any) -> ArtifactPolicy:
+        """A case folder for every case an expectation names, as ``run`` keeps them."""
+        return ArtifactPolicy(force=expectations.match_case(case) is not None)
+
+    status = _Status(options.progress, options.budget_s)
+    batches = _batches(options)
+    try:
+        start = None
+        for batch in batches:
+            start = status.start = start or time.monotonic()
+            for chunk in _chunks(batch, CHUNK):
+                result.generation_s = time.monotonic() - start
+                if result.generation_s >= options.budget_s and not options.replay:
+                    return
+                by_id = {case.id: case for case in chunk}
+                for line in pool.run(chunk, policy_for, keep_workers=True):
+                    _record(line, by_id[line["id"]], config, expectations, options, result, start)
+                    writer.write(line)
+                    counts[line["outcome"]] += 1
+                    result.ran += 1
+                    status.update(result, counts)
+                writer.sync()
+        result.generation_s = time.monotonic() - (start or time.monotonic())
+    finally:
+        batches.close()
+        status.close()
+        pool.close()
+
+
+def _batches(options: FuzzOptions) -> Iterator[list[Any]]:
+    """The batches to run: the ``replay`` cases redrawn from their ids (one batch), or the
+    drawing process's batches, without end."""
+    if options.replay:
+        yield [draw_mod.replay(case_id) for case_id in options.replay]
+        return
+    drawer = Drawer(options.ops, options.seed, options.size)
+    try:
+        while True:
+            yield drawer.next_batch()
+    finally:
+        drawer.close()
+
+
+def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations,
+            options: FuzzOptions, result: FuzzResult, start: float) -> None:
+    """Settle ``line`` (expectations; offline artifacts when the worker died) and keep it as a
+    ``Finding`` when it is a failure to shrink."""
+    raw = dict(line)
+    if line["outcome"] in ("crash", "timeout"):
+        _settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
+    else:
+        expectation = expectations.match_case(case, line["flags"])
+        line["expected_outcome"] = expectation.to_json() if expectation else None
+        line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
+    found = signature(raw)
+    if found is not None and (line["outcome"] != "known" or options.shrink_known):
+        result.findings.append(Finding(case, raw, line, found, time.monotonic() - start))
+
+
+class Drawer:
+    """Draws the run's batches in a process of its own, a couple of batches ahead, so that
+    drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
+    ones. The order of batches is fixed: batch 0 of every operator in turn, then batch 1..."""
+
+    AHEAD = 2
+
+    def __init__(self, ops: Sequence[str], seed: int, size: str):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # the parent has threads: never fork it
+        self._queue = context.Queue(maxsize=self.AHEAD)
+        self._process = context.Process(target=draw_batches, args=(list(ops), seed, size, self._queue), daemon=True)
+        self._process.start()
+
+    def next_batch(self) -> list[Any]:
+        """The next batch of cases (RuntimeError with the drawer's traceback if it failed)."""
+        kind, payload = self._queue.get()
+        if kind == "error":
+            raise RuntimeError(f"drawing fuzzed cases failed:\n{payload}")
+        return payload
+
+    def close(self) -> None:
+        """Stop the drawing process."""
+        if self._process.is_alive():
+            self._process.terminate()
+        self._process.join(timeout=10)
+        self._queue.close()
+        self._queue.cancel_join_thread()
+
+
+def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any) -> None:
+    """The drawing process: every batch, in ``Drawer``'s order, into ``queue`` (blocks when full)."""
+    import traceback
+
+    try:
+        for batch in itertools.count():
+            for op in ops:
+                queue.put(("batch", draw_mod.draw_batch(op, seed, batch, size)))
+    except Exception:
+        queue.put(("error", traceback.format_exc()))
+
+
+class _Lines:
+    """``results.jsonl`` of a fuzz run: each record flushed as it is written (a killed run keeps
+    it), fsync'ed once per chunk (``sync``) rather than per line, which halves the throughput."""
+
+    def __init__(self, run_dir: str):
+        self._file = open_output(os.path.join(output_folder(run_dir), RESULTS_FILE), "w")
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record and flush it."""
+        self._file.write(dumps(record) + "\n")
+        self._file.flush()
+
+    def sync(self) -> None:
+        """Make everything written so far durable."""
+        os.fsync(self._file.fileno())
+
+    def __enter__(self) -> "_Lines":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.sync()
+        self._file.close()
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    """``items`` in consecutive lists of at most ``size``."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _to_shrink(findings: list[Finding], options: FuzzOptions) -> list[Finding]:
+    """The findings to shrink: the first of each signature (every one with ``shrink="all"``),
+    at most ``max_shrinks``; failures no mapper flag explains (no ``diverging`` field) first,
+    each group in the order found."""
+    if options.shrink == "none":
+        return []
+    chosen, seen = [], set()
+    for finding in findings:
+        if options.shrink == "all" or finding.signature not in seen:
+            chosen.append(finding)
+            seen.add(finding.signature)
+    chosen.sort(key=lambda f: bool(f.signature.diverging))  # stable: discovery order within each group
+    return chosen[:options.max_shrinks]
+
+
+def _shrink_findings(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
+                     result: FuzzResult, counts: Counter) -> None:
+    """Step 3 of the module docstring."""
+    chosen = _to_shrink(result.findings, options)
+    if not chosen:
+        return
+    quiet = dataclasses.replace(config, run_dir=None)  # candidates leave no case folders
+    pool = WorkerPool(quiet, 1, options.timeout, env=options.env, extra_paths=options.extra_paths)
+    shrunk: list[tuple[Finding, ShrinkResult]] = []
+    try:
+        for finding in chosen:
+            _say(options, f"shrinking {finding.case.id}: {finding.signature.describe()}")
+            shrunk.append((finding, shrink(finding.case, finding.signature, pool.run_one, options.shrink_time_s)))
+    finally:
+        pool.close()
+    _finish_minimal(config, options, expectations, writer, result, counts, shrunk)
+
+
+def _finish_minimal(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
+                    result: FuzzResult, counts: Counter, shrunk: list[tuple[Finding, ShrinkResult]]) -> None:
+    """Run every minimal case once more with its case folder written, record its line and its
+    ``shrinks.jsonl`` record, and write it to the corpus when asked."""
+    minimal = {s.minimal.id: (finding, s) for finding, s in shrunk}
+    cases = {case_id: _tagged(s.minimal, finding) for case_id, (finding, s) in minimal.items()}
+    pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
+                      extra_paths=options.extra_paths)
+    for line in pool.run(list(cases.values()), lambda case: ArtifactPolicy(force=True)):
+        finding, shrink_result = minimal[line["id"]]
+        raw = dict(line)
+        _settle(line, cases[line["id"]], config, expectations)
+        writer.write(line)
+        counts[line["outcome"]] += 1
+        corpus_path = None
+        if options.corpus_out and same_failure(finding.signature, raw):
+            from . import corpus
+
+            corpus_path = corpus.write_entry(options.corpus_out, cases[line["id"]], line, result.header,
+                                             finding.signature, shrink_result, options.out_dir)
+        record = _shrink_record(finding, shrink_result, raw, corpus_path)
+        records.append_shrink(options.out_dir, record)
+        result.shrinks.append(record)
+
+
+def _tagged(case: LiteralCase, finding: Finding) -> LiteralCase:
+    """The minimal case tagged as such (family ``fuzz-minimal``, ``shrunk_from``, its size)."""
+    tags = {"dtype": case.desc.input_tensor.data_type.lower(), "family": "fuzz-minimal",
+            "shrunk_from": finding.case.id, "elements": str(desc_elements(case.desc))}
+    return dataclasses.replace(case, tags=tags)
+
+
+def _shrink_record(finding: Finding, s: ShrinkResult, raw: dict[str, Any], corpus_path: str | None) -> dict[str, Any]:
+    """The ``shrinks.jsonl`` record of one shrink (``harness.fuzz.records``)."""
+    return records.shrink_record(
+        original=finding.case.id, minimal=s.minimal.id, found_s=round(finding.found_s, 3),
+        signature=finding.signature.to_json(),
+        same_failure=same_failure(finding.signature, raw), original_elements=s.original_elements,
+        minimal_elements=s.minimal_elements, reduction=round(s.original_elements / max(1, s.minimal_elements), 1),
+        seconds=round(s.seconds, 3), candidates=s.candidates, accepted=s.accepted, stages=s.stages,
+        changes=desc_changes(finding.case.desc, s.minimal.desc), notes=s.notes, corpus=corpus_path)
+
+
+def desc_changes(original: Any, minimal: Any) -> list[dict[str, Any]]:
+    """The DML fields (``InputTensor.Sizes``, ``WindowSize``...) whose values differ between two descs."""
+    a, b = _flat(desc_to_dml(original)), _flat(desc_to_dml(minimal))
+    return [{"field": k, "original": a.get(k), "minimal": b.get(k)} for k in sorted(set(a) | set(b))
+            if repr(a.get(k)) != repr(b.get(k))]
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested desc dict flattened to ``Outer.Inner`` keys (lists kept as values)."""
+    if not isinstance(d, dict):
+        return {prefix: d}
+    flat: dict[str, Any] = {}
+    for key, value in d.items():
+        flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def _say(options: FuzzOptions, text: str) -> None:
+    """One line of what the run is doing on stderr (not with ``--no-progress``)."""
+    if options.progress is not False:
+        print(f"ep-testbed fuzz: {text}", file=sys.stderr, flush=True)
+
+
+class _Status:
+    """A live status line on stderr (only on a terminal, or when ``enabled``): cases, findings, rate."""
+
+    def __init__(self, enabled: bool | None, budget_s: float):
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.budget_s, self.start, self.last = budget_s, time.monotonic(), 0.0
+
+    def update(self, result: FuzzResult, counts: Counter) -> None:
+        """Redraw the line, at most twice a second."""
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.5:
+            return
+        self.last, elapsed = now, now - self.start
+        sys.stderr.write(f"\rfuzz: {result.ran} cases, {len(result.findings)} failing "
+                         f"({len(result.signatures)} kinds), {result.ran / max(elapsed, 1e-9):.0f} cases/s, "
+                         f"{max(0.0, self.budget_s - elapsed):.0f} s left\x1b[K")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        """End the line."""
+        if self.enabled:
+            sys.stderr.write("\n")

@@ -1,0 +1,125 @@
+"""Fuzzed cases: every draw is a valid case over the whole field space, and a seed and a case id
+regenerate the same case anywhere (here: in a fresh interpreter)."""
+
+import collections
+import hashlib
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("hypothesis")
+
+from ep_testbed.graphs.cases.common import REGION_KINDS, VALUE_KINDS, desc_elements  # noqa: E402
+from ep_testbed.harness.fuzz import draw  # noqa: E402
+from ep_testbed.reference import desc_to_dml, validate  # noqa: E402
+from ep_testbed.reference.descs import member_value  # noqa: E402
+from ep_testbed.reference.dtypes import numpy_dtype  # noqa: E402
+from ep_testbed.reference.registry import names  # noqa: E402
+
+OPS = list(names())
+
+
+def _fingerprint(case) -> str:
+    """The desc, recipe, opset and input bytes of a case, hashed."""
+    digest = hashlib.sha256(json.dumps([desc_to_dml(case.desc), case.recipe, case.opset], sort_keys=True,
+                                       default=str).encode())
+    for name, array in sorted(case.inputs().items()):
+        digest.update(name.encode() + str(array.dtype).encode() + np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def batches():
+    return {op: draw.draw_batch(op, 3, 1) + draw.draw_batch(op, 3, 2) for op in OPS}
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_draw_is_a_valid_case_whose_inputs_match_its_desc(batches, op):
+    for case in batches[op]:
+        validate(case.desc)
+        inputs = case.inputs()
+        assert set(inputs) == set(case.desc.INPUTS), case.id
+        for member, array in inputs.items():
+            tensor = member_value(case.desc, member)
+            assert array.shape == tuple(tensor.sizes) and array.dtype == numpy_dtype(tensor.data_type), case.id
+        assert draw.parse_id(case.id).op == op and case.tags["family"] == "fuzz"
+
+
+def test_the_default_sizes_stay_small_with_a_median_of_hundreds_of_elements(batches):
+    sizes = [desc_elements(c.desc) for cases in batches.values() for c in cases]
+    assert 100 <= float(np.median(sizes)) <= 4096 and max(sizes) <= 4 * 4096 + 4096
+
+
+def test_max_pooling_draws_cover_every_type_both_ranks_and_pads_past_the_window(batches):
+    cases = batches["max_pooling2"]
+    assert {c.desc.input_tensor.data_type for c in cases} == {
+        "FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64"}
+    assert {c.desc.dimension_count for c in cases} == {2, 3}
+    assert any(p >= w for c in cases for p, w in zip(c.desc.start_padding + c.desc.end_padding,
+                                                       c.desc.window_size * 2))
+    assert any(c.desc.window_size == tuple(c.desc.input_tensor.sizes[2:]) for c in cases)
+    assert {c.recipe.split(":")[1] for c in cases} == set(VALUE_KINDS)
+
+
+def test_roi_align_draws_cover_regions_scales_and_sample_settings(batches):
+    cases = batches["roi_align1"]
+    assert {c.recipe.split(":")[2] for c in cases} == set(REGION_KINDS)
+    assert {c.desc.reduction_function for c in cases} == {"AVERAGE", "MAX"}
+    assert {c.desc.spatial_scale_x for c in cases} >= {0.0, -1.0, 64.0, 1.0}
+    assert any(c.desc.maximum_samples_per_output == 2**32 - 1 for c in cases)
+    assert any(not np.isfinite(c.desc.out_of_bounds_input_value) for c in cases)
+    assert {c.opset for c in cases} == {None, 10}
+
+
+def test_a_batch_is_drawn_the_same_twice_and_other_batches_differ():
+    first, again = draw.draw_batch("roi_pooling", 5, 0), draw.draw_batch("roi_pooling", 5, 0)
+    assert [_fingerprint(c) for c in first] == [_fingerprint(c) for c in again]
+    other = draw.draw_batch("roi_pooling", 6, 0)
+    assert [_fingerprint(c) for c in first] != [_fingerprint(c) for c in other]
+
+
+def test_a_case_id_regenerates_its_case_in_a_fresh_interpreter_whatever_it_imported(batches):
+    chosen = [batches[op][i] for op, i in (("max_pooling2", 37), ("roi_align", 141), ("roi_pooling", 5))]
+    # The child imports other local modules first: Hypothesis would mix their literals into its
+    # draws, which draw.run_batch turns off.
+    code = ("import sys, json\nsys.path.insert(0, sys.argv[1])\nimport ep_testbed.harness.pool, ep_testbed.harness.cli\n"
+            "from test_fuzz_draw import _fingerprint\nfrom ep_testbed.harness.fuzz.draw import draw_batch, replay\n"
+            "print(json.dumps([[_fingerprint(replay(i)) for i in sys.argv[2:]],\n"
+            "                  [_fingerprint(c) for op in ('max_pooling2', 'roi_align1') for c in draw_batch(op, 3, 1)]]))")
+    out = subprocess.run([sys.executable, "-c", code, str(__import__("pathlib").Path(__file__).parent),
+                          *[c.id for c in chosen]], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "PYTHONHASHSEED": "123"})
+    replayed, whole = json.loads(out.stdout)
+    assert replayed == [_fingerprint(c) for c in chosen]
+    assert whole == [_fingerprint(c) for op in ("max_pooling2", "roi_align1") for c in batches[op][:100]]
+
+
+@pytest.mark.parametrize("bad", ["max_pooling2/random-s0-001", "nope/fuzz-s0-b1-002", "roi_align/fuzz-s0-b1"])
+def test_an_id_that_is_not_a_fuzzed_one_is_refused_with_the_form(bad):
+    with pytest.raises(ValueError, match="<op>/fuzz"):
+        draw.parse_id(bad)
+
+
+def test_ids_name_operator_size_seed_batch_and_position():
+    fid = draw.FuzzId("roi_align1", 7, 12, 34, "large")
+    assert fid.text() == "roi_align1/fuzz-large-s7-b12-034" and draw.parse_id(fid.text()) == fid
+    assert draw.FuzzId("max_pooling2", 0, 3, 17).text() == "max_pooling2/fuzz-s0-b3-017"
+
+
+def test_the_value_kinds_are_what_their_names_say():
+    from ep_testbed.graphs.cases.common import fuzz_values
+
+    rng = np.random.default_rng(0)
+    specials = fuzz_values((4000,), "FLOAT16", "specials", rng)
+    assert np.isnan(specials).any() and np.isposinf(specials).any() and np.isneginf(specials).any()
+    assert (specials[np.isfinite(specials)] != 0).any() and (np.abs(specials[specials != 0]) < 1e-6).any()
+    distinct = fuzz_values((2, 3, 50), "INT32", "distinct", rng)
+    assert len(np.unique(distinct)) == distinct.size
+    neighbours = fuzz_values((500,), "FLOAT32", "ulp-neighbours", rng)
+    assert len(np.unique(neighbours)) <= 7 and np.ptp(neighbours) < 1e-3 * max(1.0, float(np.abs(neighbours).max()))
+    extremes = fuzz_values((300,), "UINT8", "extremes", rng)
+    assert {0, 255} <= set(extremes.tolist())
+    assert collections.Counter(fuzz_values((100,), "INT8", "small", rng).tolist()).keys() <= set(range(-3, 4))
