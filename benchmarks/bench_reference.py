@@ -118,6 +118,7 @@ def max_roi_pool_shape() -> Shape:
 
 
 def median_time(fn: Callable[[], object], repeat: int) -> float:
+    """The median wall time of ``repeat`` calls."""
     times = []
     for _ in range(repeat):
         start = time.perf_counter()

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_reference import median_time  # noqa: E402  (one timing rule for the benchmarks)
 
 #: Stress case ids (after ``<op>/stress-``) of the detection and classifier shapes.
 SHAPES = (
@@ -35,16 +34,6 @@ SHAPES = (
     "max_pooling2/stress-classifier-1x64x112x112-3x3-s2-p1-fp16",
     "max_pooling2/stress-5d-1x16x32x56x56-3x3x3-s1x2x2-p1-d2",
 )
-
-
-def median_time(fn: Callable[[], object], repeat: int) -> float:
-    """The median wall time of ``repeat`` calls."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
