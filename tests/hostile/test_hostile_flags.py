@@ -21,7 +21,11 @@ NASTY_ARGS = ["nan", "NaN", "inf", "-inf", "1e10", "1e308", "-5", "-1", "0", "1"
 #: command line -> the flags to fill with nasty values; every line ends so that nothing runs.
 COMMANDS = {
     ("run", "--list"): ["--timeout", "--seed", "--jobs", "--keep-worst", "--shard", "--ops", "--ep-option", "--tol",
-                        "--limit", "-k", "--exclude", "--ep"],
+                        "--limit", "-k", "--exclude", "--ep", "--tier", "--corpus", "--precision-model"],
+    ("fuzz", "--replay", "no-such-case-id", "--out", "no-such-fuzz"): [
+        "--budget", "--seed", "--timeout", "--jobs", "--shrink-time", "--max-shrinks", "--ops", "--size", "--tol",
+        "--limit", "--ep"],
+    ("doctor", "--ep", "no-such-ep"): ["--ep-option", "--limit"],
     ("model", "run", "no-such-model.onnx"): ["--timeout", "--seed", "--shape", "--tol", "--limit", "--ep",
                                              "--reference-ep", "--reading"],
     ("reference", "--desc", "no-such-desc.json"): ["--seed", "--feature-level", "--limit"],
@@ -49,4 +53,4 @@ def test_hostile_flag_values_are_used_or_refused_with_one_message(sandbox, tmp_p
     result.check((0, 1, 2, 4) if timed else (0, 2, 4), reads=[folder], temp=sandbox.temp)
     if command[0] == "run" and result.code == 0:  # --list printed the case ids it selected, if any
         assert all("/" in line for line in result.stdout.splitlines()), result.describe()
-    assert not (folder / "no-such-merged").exists()
+    assert not (folder / "no-such-merged").exists() and not (folder / "no-such-fuzz").exists()
