@@ -5,11 +5,8 @@ One folder per case (named ``harness.results.safe_id`` of its id), every file pl
     DIR/<safe id>/case.json    what the case is, what failed where, and its expectations
     DIR/<safe id>/desc.json    the desc in DirectML's spelling (``desc_from_dml`` reads it)
     DIR/<safe id>/inputs.npz   one array per DML input member (InputTensor, ROITensor, ...)
-    DIR/<safe id>/repro/       the case's repro bundle, as the report offers it: model.onnx,
-                               inputs.npz (ONNX names), expected.npz, actual.npz, desc.json,
-                               check.json (the run's tolerance rule), lib/ (the judging code),
-                               repro.py (numpy + onnxruntime; prints the verdict, exits 1 on a
-                               failure); tools/refresh_corpus_repros.py rebuilds them
+    DIR/<safe id>/repro/       the case's repro bundle: model.onnx, inputs.npz (ONNX names),
+                               expected.npz, actual.npz, desc.json, repro.py (numpy + onnxruntime)
 
 ``case.json`` (``CASE_FILE``) holds::
 
