@@ -39,7 +39,7 @@ class _Stop(BaseException):
 
 def _rates(run_dir: str, seconds: float) -> tuple[int, float, float]:
     """(cases, cases/s, cases that ran on the EP per s) of a run folder over ``seconds``."""
-    from ep_testbed.harness.results import read_run
+    from ep_testbed.harness.core.results import read_run
 
     _, lines, _ = read_run(run_dir)
     ran = sum(1 for line in lines if line["outcome"] not in NOT_RUN)
@@ -48,7 +48,7 @@ def _rates(run_dir: str, seconds: float) -> tuple[int, float, float]:
 
 def peer_run(ep: str, jobs: int, root: str) -> tuple[int, float, float]:
     """``ep-testbed run`` on the catalog; rates over the run's own elapsed time (end line)."""
-    from ep_testbed.harness.results import read_run
+    from ep_testbed.harness.core.results import read_run
 
     out = os.path.join(root, "run")
     subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "run", "--ep", ep, "--jobs", str(jobs),
@@ -59,7 +59,7 @@ def peer_run(ep: str, jobs: int, root: str) -> tuple[int, float, float]:
 
 def fuzz_run(ep: str, jobs: int, budget: float, root: str) -> tuple[int, float, float]:
     """``ep-testbed fuzz --shrink none``; rates over its generation time (end line)."""
-    from ep_testbed.harness.results import read_run
+    from ep_testbed.harness.core.results import read_run
 
     out = os.path.join(root, "fuzz")
     subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "fuzz", "--ep", ep, "--jobs", str(jobs),
@@ -72,12 +72,13 @@ def fuzz_run(ep: str, jobs: int, budget: float, root: str) -> tuple[int, float, 
 def hypothesis_loop(ep: str, budget: float) -> tuple[int, float, float]:
     """``@given`` over every operator's strategy in turn, each example run in a worker and
     awaited; rates over the time spent (worker start-up excluded)."""
-    from hypothesis import given, seed, settings, strategies as st
+    from hypothesis import given, seed, settings
+    from hypothesis import strategies as st
 
-    from ep_testbed.harness.case_run import CaseConfig
+    from ep_testbed.harness.eps.providers import SessionSettings, resolve_ep
     from ep_testbed.harness.fuzz import draw
-    from ep_testbed.harness.pool import WorkerPool
-    from ep_testbed.harness.providers import SessionSettings, resolve_ep
+    from ep_testbed.harness.run.case_run import CaseConfig
+    from ep_testbed.harness.run.pool import WorkerPool
     from ep_testbed.reference.registry import names
 
     pool = WorkerPool(CaseConfig(ep=resolve_ep(ep), session=SessionSettings(intra_op_threads=1)), 1, 60.0)

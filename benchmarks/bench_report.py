@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "reports"))
 
 import synthetic_run  # noqa: E402
+
 from ep_testbed.reports import render_junit, render_run, render_summary_json  # noqa: E402
 
 

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 CHILD = r"""
 import json, resource, sys, time
 from ep_testbed.graphs.catalog import build_catalog
-from ep_testbed.harness.case_run import CaseConfig, run_case
-from ep_testbed.harness.providers import SessionSettings, resolve_ep
+from ep_testbed.harness.run.case_run import CaseConfig, run_case
+from ep_testbed.harness.eps.providers import SessionSettings, resolve_ep
 case = next(c for c in build_catalog(tier="stress") if c.id == sys.argv[1])
 start = time.perf_counter()
 line = run_case(case, CaseConfig(ep=resolve_ep(sys.argv[2]), session=SessionSettings(intra_op_threads=2)))

@@ -39,6 +39,7 @@ SHAPES = (
 def main(argv: list[str] | None = None) -> int:
     """Print one row per shape (module docstring)."""
     import onnxruntime as ort
+
     from ep_testbed.graphs import to_onnx
     from ep_testbed.graphs.catalog import build_catalog
     from ep_testbed.reference import execute

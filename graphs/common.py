@@ -7,9 +7,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import onnx
+from onnx import helper
+
 from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.dtypes import dml_data_type, numpy_dtype
-from onnx import helper
 
 from .flags import Flag
 from .runtime import DEFAULT_OPSET, MIN_OPSET, max_opset

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 import onnx
+
 from ep_testbed.reference.descs import Size2D, TensorDesc, dml_fields
 from ep_testbed.reference.registry import specs, specs_for_onnx
 

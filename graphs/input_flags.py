@@ -13,6 +13,7 @@ from typing import Mapping as MappingT
 from typing import Optional
 
 import numpy as np
+
 from ep_testbed.reference import Desc
 
 from .flags import Flag

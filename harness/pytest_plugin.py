@@ -17,7 +17,7 @@ Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
 ``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--tol DTYPE:atol=X,rtol=Y,ulp=N``
 (repeatable), ``--tolerances FILE``, ``--precision-model MODEL`` / ``--strict-tolerance``,
 ``--expectations FILE`` / ``--no-expectations`` (the same
-flags, parsed by the same functions, as ``ep-testbed run``: ``harness.options``), and
+flags, parsed by the same functions, as ``ep-testbed run``: ``harness.cli.options``), and
 ``--case-timeout SECONDS``, ``--catalog-seed N``, ``--ops a,b``. An unusable value of the shared
 options (an EP that is not installed, a malformed ``--tol``) stops pytest with one usage error.
 """
@@ -27,12 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ep_testbed.reference.dtypes import NUMPY_DTYPES
-from ep_testbed.reference.registry import spec_of_type, specs
 
-from . import expectations as expectations_mod
-from .case_run import CaseConfig
-from .options import (
+from ep_testbed.harness.cli.options import (
     OptionError,
     add_ep_options,
     add_expectation_options,
@@ -44,8 +40,13 @@ from .options import (
     seconds,
     seed,
 )
-from .pool import WorkerPool
-from .providers import SessionSettings
+from ep_testbed.harness.eps.providers import SessionSettings
+from ep_testbed.harness.run.case_run import CaseConfig
+from ep_testbed.harness.run.pool import WorkerPool
+from ep_testbed.reference.dtypes import NUMPY_DTYPES
+from ep_testbed.reference.registry import spec_of_type, specs
+
+from .core import expectations as expectations_mod
 
 DTYPE_MARKERS = tuple(sorted(str(dtype) for dtype in NUMPY_DTYPES.values()))
 
@@ -73,7 +74,7 @@ EXCEPTIONS = {"fail": CaseFailed, "crash": CaseCrashed, "timeout": CaseTimedOut,
 def _option(config: pytest.Config, name: str, default: Any) -> Any:
     """An option of this plugin, or its default when the plugin's options were never added
     (a bare ``pytest`` from the repository root loads tests/conformance/conftest.py too late
-    for command-line options; ``pytest tests/conformance --ep ...`` or ``-p harness.pytest_plugin``
+    for command-line options; ``pytest tests/conformance --ep ...`` or ``-p ep_testbed.harness.pytest_plugin``
     loads it in time)."""
     try:
         return config.getoption(name)
@@ -90,7 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _add_options(parser: pytest.Parser) -> None:
-    """The shared EP, tolerance and expectations groups (``harness.options``), then this plugin's own."""
+    """The shared EP, tolerance and expectations groups (``harness.cli.options``), then this plugin's own."""
     group = parser.getgroup("ep-testbed", "ep-testbed conformance (the case catalog on an execution provider)")
     add_ep_options(group.addoption)
     add_tolerance_options(group.addoption)

@@ -5,6 +5,11 @@ page, ``execute`` computes it; ``registry`` lists the operators (one record each
 here imports onnx or onnxruntime.
 """
 
+if __name__ == "reference":  # imported by its folder name from the repository root, not as installed
+    raise ImportError("ep-testbed's modules are imported as ep_testbed.reference (e.g. `from ep_testbed.reference import execute`): "
+                      "`import reference` would load a second copy whose classes differ from the installed ones. "
+                      "Install the project (`python -m pip install -e .`) and import ep_testbed.reference.")
+
 from .descs import Desc, Size2D, TensorDesc
 from .dml_dict import desc_from_dml, desc_to_dml
 from .errors import DescError

@@ -28,8 +28,8 @@ from .roi_pooling import (
     bin_maximum,
     pool_all,
     pool_region,
-    round_half_away_from_zero,
     roi_pooling,
+    round_half_away_from_zero,
     scaled_region,
 )
 

@@ -12,6 +12,11 @@ else; never runs a model.  Public API (the CLI calls these):
 
 from __future__ import annotations
 
+if __name__ == "reports":  # imported by its folder name from the repository root, not as installed
+    raise ImportError("ep-testbed's modules are imported as ep_testbed.reports (e.g. `from ep_testbed.reports import render_all`): "
+                      "`import reports` would load a second copy whose classes differ from the installed ones. "
+                      "Install the project (`python -m pip install -e .`) and import ep_testbed.reports.")
+
 from pathlib import Path
 
 from .diff import DiffResult, diff_runs

@@ -2,7 +2,7 @@
 
 The harness writes ``model.onnx``, ``inputs.npz`` (ONNX input names), ``desc.json`` (DML spelling),
 ``expected.npz`` and ``actual.npz`` (DML output names).  This module only *reads* them, through
-``harness.untrusted_files`` (regular files inside the case folder only, sizes capped, no pickles):
+``harness.core.untrusted_files`` (regular files inside the case folder only, sizes capped, no pickles):
 the model is parsed to show its nodes, never run.  Every reader returns ``None`` (or an empty
 value) for a missing or unreadable file and records why in ``CaseArtifacts.problems``, so one
 damaged folder costs one case's pictures, not the report.
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ep_testbed.harness.untrusted_files import ARRAY_KINDS, FileRefused, inside, read_arrays, read_bytes, read_json
+from ep_testbed.harness.core.untrusted_files import ARRAY_KINDS, FileRefused, inside, read_arrays, read_bytes, read_json
 
 INDICES_OUTPUT = "OutputIndicesTensor"
 VALUES_OUTPUT = "OutputTensor"
@@ -56,7 +56,7 @@ class CaseArtifacts:
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     expected: dict[str, np.ndarray] = field(default_factory=dict)
     actual: dict[str, np.ndarray] = field(default_factory=dict)
-    #: The reference's bounds and knife-edge ranges (``harness.compare.Allowance.to_arrays``).
+    #: The reference's bounds and knife-edge ranges (``harness.core.compare.Allowance.to_arrays``).
     allowance: dict[str, np.ndarray] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 

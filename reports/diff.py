@@ -1,10 +1,10 @@
 """``diff_runs``: what changed between a baseline run A and a new run B (``ep-testbed diff A B``), and the CI gate.
 
 Categories, by case id:
-- newly failing: B's outcome is bad (fail, crash, timeout, error: ``harness.results.WRONG``; a
+- newly failing: B's outcome is bad (fail, crash, timeout, error: ``harness.core.results.WRONG``; a
   ``fixed`` case says the expectations file is stale, not that the EP changed) and A's was not,
   including cases only B has (a new case that fails is a new problem);
-- coverage lost: A tested the case (any outcome but ``harness.results.NOT_TESTED``) and B did
+- coverage lost: A tested the case (any outcome but ``harness.core.results.NOT_TESTED``) and B did
   not (``not-on-ep``, ``inexpressible``): a pass that stops reaching the EP is not a pass;
 - gone: A has the case, B does not;
 - fixed: A's outcome was bad and B's is pass or tie-only;
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.results import NOT_TESTED, PASSING, WRONG
-from ep_testbed.harness.terminal import safe
-from ep_testbed.harness.untrusted_files import output_folder, write_output
+from ep_testbed.harness.core.results import NOT_TESTED, PASSING, WRONG
+from ep_testbed.harness.core.terminal import safe
+from ep_testbed.harness.core.untrusted_files import output_folder, write_output
 
 from .rendering import environment, format_number, short_op
 from .results import CaseResult, Run, load_run
@@ -40,7 +40,7 @@ DIFF_HTML = "diff.html"
 DIFF_TEXT = "diff.txt"
 #: Run header fields whose difference changes what a comparison means (noted in the diff).
 HEADER_KEYS = ("ep", "ort_flavour", "ort_version", "seed", "tolerances")
-#: A case going bad: the EP or the harness got it wrong (``harness.results.WRONG``).  ``fixed``
+#: A case going bad: the EP or the harness got it wrong (``harness.core.results.WRONG``).  ``fixed``
 #: fails a run but says the expectations file is stale, not that the EP changed, so a diff of
 #: what the EP did leaves it out.
 BAD_OUTCOMES = frozenset(WRONG)

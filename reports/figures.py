@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ep_testbed.harness.results import EXPECTED_FAILURE, NOT_TESTED, WRONG, decode_number
+from ep_testbed.harness.core.results import EXPECTED_FAILURE, NOT_TESTED, WRONG, decode_number
 
 from .results import CaseResult
 

@@ -18,10 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.rerun import TIME_FIELD, rerun_args
-from ep_testbed.harness.tolerances import Tolerances
-from ep_testbed.harness.untrusted_files import write_output
-from ep_testbed.harness.results import (
+from ep_testbed.harness.core.rerun import TIME_FIELD, rerun_args
+from ep_testbed.harness.core.results import (
     ERROR_KEYS,
     EXPECTED_FAILURE,
     FAILING,
@@ -31,6 +29,8 @@ from ep_testbed.harness.results import (
     REPORT_ORDER,
     safe_id,
 )
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import write_output
 
 from . import figures, images
 from .artifacts import (
@@ -78,7 +78,7 @@ class Detail:
 
 def rerun_command(run: Run, case: CaseResult) -> str:
     """One shell line that reruns just this case with every option that changed its outcome
-    (``harness.rerun``: EP and its options, graph optimizations, tolerances as ``--tol`` items,
+    (``harness.core.rerun``: EP and its options, graph optimizations, tolerances as ``--tol`` items,
     expectations, seed, timeout) into a fresh folder each time it is pasted (``{time}``)."""
     parts = ["ep-testbed", "run", *rerun_args(run.header), "-k", case.id,
              "--out", f"runs/rerun-{safe_id(case.id)}-{TIME_FIELD}"]
@@ -159,7 +159,7 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
                max_details: int = 500) -> Path:
     """Write ``report.html`` for ``run_dir`` (default into ``run_dir``) and return its path.
 
-    ``max_details`` caps the per-case sections (most severe first, ``harness.results.REPORT_ORDER``);
+    ``max_details`` caps the per-case sections (most severe first, ``harness.core.results.REPORT_ORDER``);
     ``max_pictures`` caps how many of those with artifacts get heatmaps and an inline repro bundle.  Raises ``results.ResultsError`` when the
     folder has no readable results.jsonl.
     """

@@ -21,12 +21,13 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
-from ep_testbed.harness import error_stats
-from ep_testbed.harness.tolerances import Tolerance, Tolerances
+
+from ep_testbed.harness.core import error_stats
+from ep_testbed.harness.core.tolerances import Tolerance, Tolerances
 
 # Anchor colours (sRGB) interpolated linearly.  VALUE_MAP is viridis (perceptually uniform, readable
 # in grey and by most colour-blind readers).  The error pictures are drawn on one absolute scale,
-# in units of the element's tolerance (``harness.error_stats.element_errors``: 1.0 is the limit):
+# in units of the element's tolerance (``harness.core.error_stats.element_errors``: 1.0 is the limit):
 # WITHIN_MAP from white (exact) to blue (at the limit), OUTSIDE_MAP from orange (just past it) to
 # dark red (SHARE_TOP times the limit and beyond, on a log scale), so a slice whose elements
 # all pass can never look red, and every cell past the limit is in the red family.

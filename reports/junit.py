@@ -1,6 +1,6 @@
 """``render_junit``: ``junit.xml`` with one ``<testcase>`` per case of results.jsonl.
 
-Mapping, from ``harness.results`` (so a CI's JUnit view agrees with ``ep-testbed run``'s exit
+Mapping, from ``harness.core.results`` (so a CI's JUnit view agrees with ``ep-testbed run``'s exit
 code and summary.json: failures + errors are exactly the ``FAILING`` cases):
 pass, tie-only (``PASSING``) -> passed; fail, fixed -> ``<failure>`` (fixed: the expectation file
 is out of date, like pytest's strict xpass); crash, timeout, error (``NO_VERDICT``) and any
@@ -16,14 +16,14 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ep_testbed.harness.untrusted_files import open_output
-from ep_testbed.harness.results import (
+from ep_testbed.harness.core.results import (
     EXPECTED_FAILURE,
     FAILING,
     NO_VERDICT,
     NOT_TESTED,
     PASSING,
 )
+from ep_testbed.harness.core.untrusted_files import open_output
 
 from . import figures
 from .rendering import format_number, short_op

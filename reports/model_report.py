@@ -15,13 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.untrusted_files import FileRefused, inside, read_arrays, read_json, write_output
-
-from ep_testbed.harness.models.statuses import NODE_STATUSES
+from ep_testbed.harness.core.model_statuses import NODE_STATUSES
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import FileRefused, inside, read_arrays, read_json, write_output
 
 from . import images
-from ep_testbed.harness.tolerances import Tolerances
-
 from .rendering import environment
 
 RESULT_FILE = "model_result.json"

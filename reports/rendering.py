@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from ep_testbed.harness.results import REPORT_ORDER, WRONG
 from markupsafe import Markup
+
+from ep_testbed.harness.core.results import REPORT_ORDER, WRONG
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-#: Background colour per outcome of ``harness.results.OUTCOMES`` (also used by report.js through
+#: Background colour per outcome of ``harness.core.results.OUTCOMES`` (also used by report.js through
 #: CSS classes ``o-<outcome>``).
 OUTCOME_COLOURS = {
     "pass": "#2e9d4f", "tie-only": "#7cc48d", "known": "#8a9bb0", "fixed": "#7b52c9",

@@ -11,7 +11,7 @@ options, and the run's outcome and message) and ``repro.py``.
 
 ``repro.py`` needs only numpy and onnxruntime. It runs the model on the EP, then judges the
 outputs with the run's own comparison: ``lib/`` holds verbatim copies of ep-testbed's
-``harness/compare.py`` and ``harness/tolerances.py`` (the one rule, not a second copy of it),
+``harness/core/compare.py`` and ``harness/core/tolerances.py`` (the one rule, not a second copy of it),
 plus the reference package when the operator's index outputs need its window rule to tell a tie
 from a mismatch. It prints the verdict and the same summary line the report shows, and exits 1
 on a failure, 0 on a pass.
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ep_testbed.harness import compare, tolerances
-from ep_testbed.harness.tolerances import Tolerances
-from ep_testbed.harness.untrusted_files import FileRefused, inside, read_bytes
+from ep_testbed.harness.core import compare, tolerances
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import FileRefused, inside, read_bytes
 from ep_testbed.reference import registry
 
 from .artifacts import CaseArtifacts
@@ -53,8 +53,8 @@ import onnxruntime as ort
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "lib"))
-from ep_testbed.harness.compare import Allowance, compare_outputs  # noqa: E402
-from ep_testbed.harness.tolerances import Tolerances  # noqa: E402
+from ep_testbed.harness.core.compare import Allowance, compare_outputs  # noqa: E402
+from ep_testbed.harness.core.tolerances import Tolerances  # noqa: E402
 
 check = json.loads((HERE / "check.json").read_text(encoding="utf-8"))
 provider = sys.argv[1] if len(sys.argv) > 1 else check["provider"]

@@ -1,10 +1,10 @@
 """Read a run folder's ``results.jsonl`` into plain Python objects.
 
 The file and its schema (record types, case-line keys, outcomes, the spelling of NaN and
-infinities) are defined once, in ``harness.results``; this module only reads it: a ``run``
+infinities) are defined once, in ``harness.core.results``; this module only reads it: a ``run``
 header line, one ``case`` line per finished case (flushed as it finishes), and an optional
-``end`` line.  The file is read through ``harness.results.load_records`` (and so through
-``harness.untrusted_files``: a regular file, size-capped, strict JSON, each line held to the
+``end`` line.  The file is read through ``harness.core.results.load_records`` (and so through
+``harness.core.untrusted_files``: a regular file, size-capped, strict JSON, each line held to the
 schema).  An interrupted run may end in a half-written line, and a damaged file may hold lines
 that are not records of the schema; each is skipped and its number kept in
 ``Run.unreadable_lines`` (``Run.unreadable`` says why), so nothing that *was* finished is lost
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.results import (
+from ep_testbed.harness.core.results import (
     ERROR_KEYS,
     RESULTS_FILE,
     decode_number,
     load_records,
     results_path,
 )
-from ep_testbed.harness.untrusted_files import BadLine, FileRefused
+from ep_testbed.harness.core.untrusted_files import BadLine, FileRefused
 
 
 @dataclass

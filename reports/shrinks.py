@@ -1,7 +1,7 @@
 """The fuzz section of a report: every shrunk failure, its original and its minimal case side by side.
 
 A fuzz run (``ep-testbed fuzz``) writes ``shrinks.jsonl`` next to ``results.jsonl``
-(``harness.fuzz.records``: the one schema); both cases of a record have their own line and
+(``harness.core.shrink_records``: the one schema); both cases of a record have their own line and
 case section in the report. ``shrink_pairs`` reads the records and joins each with the two
 lines: outcomes, element counts, the fields that changed, what shrinking cost, the command
 that redraws the original, and the minimal case's repro bundle inline (minimal cases are
@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from ep_testbed.harness.fuzz.records import read_shrinks
+from ep_testbed.harness.core.shrink_records import read_shrinks
 
 from .artifacts import load_artifacts, resolve_folder
 from .repro import MAX_INLINE_BUNDLE, build_bundle, header_tolerances

@@ -1,8 +1,8 @@
 """``render_summary_json``: ``summary.json``, the machine-readable digest of a run.
 
 Keys: ``run`` (the header line as written), ``end`` (the end line or null), ``interrupted``,
-``total``, ``counts`` (every outcome, zeros included, in ``harness.results.REPORT_ORDER``), ``bad``
-(the number of cases whose outcome fails a run: ``harness.results.FAILING``, fail, crash,
+``total``, ``counts`` (every outcome, zeros included, in ``harness.core.results.REPORT_ORDER``), ``bad``
+(the number of cases whose outcome fails a run: ``harness.core.results.FAILING``, fail, crash,
 timeout, error and fixed, the same set as the exit code and junit.xml), ``by_op_dtype``
 ({op: {dtype: {outcome: n}}}), ``failing`` (those cases, most severe first, with outcome,
 max_abs and ``outside``: how they failed, as the report's "outside tolerance" column says it),
@@ -16,8 +16,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.untrusted_files import write_output
-from ep_testbed.harness.results import FAILING, REPORT_ORDER
+from ep_testbed.harness.core.results import FAILING, REPORT_ORDER
+from ep_testbed.harness.core.untrusted_files import write_output
 
 from . import figures
 from .results import load_run

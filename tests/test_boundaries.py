@@ -1,7 +1,12 @@
 """DESIGN.md's ownership rules that a test can check."""
 
+import ast
+import os
+import pathlib
 import subprocess
 import sys
+
+import pytest
 
 
 def test_reference_imports_neither_onnx_nor_onnxruntime():
@@ -19,13 +24,37 @@ def test_reports_never_import_onnxruntime():
     assert out == ""
 
 
-def _module_imports(root):
-    """``{module: {ep_testbed modules it imports at module level}}`` for the four packages.
-    ``from pkg import sub`` counts as importing the submodule ``pkg.sub`` when it is one, else
-    as importing ``pkg`` (where the name is defined)."""
-    import ast
-    import pathlib
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: The rooms of DESIGN.md ("Packages") and what each may import, bottom up. A module's room is its
+#: top-level folder, or for harness/ its subfolder; the pytest plugin is a front end like the CLI.
+ALLOWED = {
+    "reference": set(),
+    "graphs": {"reference"},
+    "harness.core": {"reference"},
+    "reports": {"harness.core", "reference"},
+    "harness.eps": {"harness.core", "graphs", "reference"},
+    "harness.run": {"harness.eps", "harness.core", "graphs", "reference"},
+    "harness.models": {"harness.run", "harness.eps", "harness.core", "reports", "graphs", "reference"},
+    "harness.fuzz": {"harness.run", "harness.eps", "harness.core", "reports", "graphs", "reference"},
+    "harness.cli": {"harness.models", "harness.fuzz", "harness.run", "harness.eps", "harness.core", "reports",
+                    "graphs", "reference"},
+    "harness": set(),
+}
+
+
+def room(module):
+    """``ep_testbed.harness.eps.session`` -> ``harness.eps``; ``ep_testbed.reports.diff`` -> ``reports``."""
+    parts = module.split(".")[1:]
+    if parts[0] != "harness" or len(parts) == 1:
+        return parts[0]
+    return "harness.cli" if parts[1] == "pytest_plugin" else f"harness.{parts[1]}"
+
+
+def _module_imports(root):
+    """``{module: {ep_testbed modules it imports}}`` for the four packages, counting imports inside
+    functions too (an import moved into a function still ties the modules). ``from pkg import sub``
+    counts as importing the submodule ``pkg.sub`` when it is one, else as importing ``pkg``."""
     folders = {"reference", "graphs", "harness", "reports"}
     imports = {}
     for path in pathlib.Path(root).rglob("*.py"):
@@ -35,7 +64,7 @@ def _module_imports(root):
         name = "ep_testbed." + ".".join(p for p in parts if p != "__init__")
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         pairs = set()
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module level only
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -52,23 +81,56 @@ def _module_imports(root):
     return graph
 
 
-def test_no_import_cycles_among_the_packages_modules():
-    import os
-
-    graph = _module_imports(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert len(graph) > 50
+def _cycles(graph):
+    """Every cycle a depth-first walk of ``graph`` meets (empty when it is acyclic)."""
     state, cycles = {}, []
 
-    def visit(module, stack):
-        state[module] = "open"
-        for target in sorted(graph[module]):
+    def visit(node, stack):
+        state[node] = "open"
+        for target in sorted(graph[node]):
             if state.get(target) == "open":
                 cycles.append(stack[stack.index(target):] + [target])
             elif target not in state:
                 visit(target, stack + [target])
-        state[module] = "done"
+        state[node] = "done"
 
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [module])
-    assert cycles == []
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_import_cycle_among_modules_even_through_imports_inside_functions():
+    graph = _module_imports(ROOT)
+    assert len(graph) > 50
+    assert _cycles(graph) == []
+
+
+def test_no_import_cycle_among_subpackages():
+    graph = _module_imports(ROOT)
+    packages = {}
+    for module, targets in graph.items():
+        packages.setdefault(room(module), set()).update(room(t) for t in targets if room(t) != room(module))
+    assert _cycles(packages) == []
+
+
+def test_every_module_imports_only_the_rooms_below_its_own():
+    graph = _module_imports(ROOT)
+    assert set(map(room, graph)) <= set(ALLOWED)
+    crossing = sorted((m, t) for m, targets in graph.items() for t in targets
+                      if room(t) != room(m) and room(t) not in ALLOWED[room(m)])
+    assert crossing == []
+
+
+def test_design_md_draws_the_rooms_the_test_checks():
+    design = pathlib.Path(ROOT, "DESIGN.md").read_text(encoding="utf-8")
+    for name in ALLOWED:
+        if name.startswith("harness."):
+            assert f"harness/{name.split('.')[1]}/" in design, name
+
+
+@pytest.mark.parametrize("folder", ["harness", "graphs", "reports", "reference"])
+def test_a_folder_imported_by_its_bare_name_fails_naming_the_ep_testbed_spelling(folder):
+    p = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode != 0
+    assert f"ep_testbed.{folder}" in p.stderr.strip().splitlines()[-1]

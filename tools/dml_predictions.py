@@ -2,7 +2,7 @@
 
     python tools/dml_predictions.py [--seed N] [--ops roi_pooling,...] [--ort-version 1.24.4] [-v]
 
-For every catalog case the DirectML EP's predictor (``harness/dml_ep.py``) reads the case's ONNX
+For every catalog case the DirectML EP's predictor (``harness/eps/dml_ep.py``) reads the case's ONNX
 model against the EP's registrations and operator files; a declined node implies ``not-on-ep``,
 a diverging field ``fail``. The bundled ``harness/expectations/dml.json`` (evaluated for the
 onnxruntime-directml version given, default 1.24.4) should turn every one of them into
@@ -18,8 +18,8 @@ import collections
 import sys
 
 from ep_testbed.graphs.catalog import build_catalog
-from ep_testbed.harness import dml_ep
-from ep_testbed.harness import expectations as expectations_mod
+from ep_testbed.harness.core import expectations as expectations_mod
+from ep_testbed.harness.eps import dml_ep
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,7 +95,6 @@ from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredic
 from torchvision.models.resnet import BasicBlock, ResNet  # noqa: E402
 from torchvision.ops import MultiScaleRoIAlign  # noqa: E402
 
-
 # --------------------------------------------------------------------------------------------------
 # the models
 # --------------------------------------------------------------------------------------------------

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import numpy as np
+
+from ep_testbed.graphs.input_flags import input_flags
+from ep_testbed.graphs.pairwise import all_pairs
 from ep_testbed.reference import DescError, validate
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.registry import spec_named, spec_of_type
-
-from ..input_flags import input_flags
-from ..pairwise import all_pairs
 
 UINT32_MAX = 2**32 - 1
 SHORT_DTYPE = {"FLOAT32": "fp32", "FLOAT16": "fp16"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.max_pooling2 import MaxPooling2Desc, output_sizes

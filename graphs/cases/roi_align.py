@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.roi_align import RoiAlign1Desc, RoiAlignDesc, roi_count

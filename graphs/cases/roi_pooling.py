@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from ep_testbed.reference.descs import Size2D, TensorDesc
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.roi_pooling import RoiPoolingDesc

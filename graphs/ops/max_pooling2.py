@@ -30,12 +30,9 @@ from typing import Optional
 
 import numpy as np
 import onnx
-from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import dml_data_type
-from ep_testbed.reference.max_pooling2 import MaxPooling2Desc
 
-from ..builder import GraphBuilder
-from ..common import (
+from ep_testbed.graphs.builder import GraphBuilder
+from ep_testbed.graphs.common import (
     Imported,
     OnnxImportError,
     OpsetError,
@@ -43,8 +40,11 @@ from ..common import (
     node_attributes,
     strides_flag,
 )
-from ..flags import Flag
-from ..mapping import Mapping, Port
+from ep_testbed.graphs.flags import Flag
+from ep_testbed.graphs.mapping import Mapping, Port
+from ep_testbed.reference.descs import TensorDesc
+from ep_testbed.reference.dtypes import dml_data_type
+from ep_testbed.reference.max_pooling2 import MaxPooling2Desc
 
 #: Data type -> the first MaxPool opset that lists it (others are composed through float64).
 NATIVE = {"FLOAT32": 8, "FLOAT16": 8, "INT8": 12, "UINT8": 12}

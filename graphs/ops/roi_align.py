@@ -47,17 +47,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 import onnx
-from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import numpy_dtype
-from ep_testbed.reference.roi_align import (
-    AnyRoiAlign,
-    RoiAlign1Desc,
-    as_roi_align1,
-    roi_count,
-)
 
-from ..builder import GraphBuilder
-from ..common import (
+from ep_testbed.graphs.builder import GraphBuilder
+from ep_testbed.graphs.common import (
     UINT32_MAX,
     Alternative,
     Imported,
@@ -69,8 +61,16 @@ from ..common import (
     scalar_tensor,
     strides_flag,
 )
-from ..flags import Flag
-from ..mapping import Mapping, Port
+from ep_testbed.graphs.flags import Flag
+from ep_testbed.graphs.mapping import Mapping, Port
+from ep_testbed.reference.descs import TensorDesc
+from ep_testbed.reference.dtypes import numpy_dtype
+from ep_testbed.reference.roi_align import (
+    AnyRoiAlign,
+    RoiAlign1Desc,
+    as_roi_align1,
+    roi_count,
+)
 
 ADAPTIVE_REASON = ("sampling_ratio=0: ONNX's count ceil(size/output) per axis, equal to the page's clamp(ceil(size/"
                    "output), 1, UINT32_MAX) for every region of positive size (ORT takes no sample for an empty or "

@@ -19,13 +19,13 @@ from typing import Optional
 
 import numpy as np
 import onnx
+
+from ep_testbed.graphs.builder import GraphBuilder
+from ep_testbed.graphs.common import Imported, dtype_of, float_data_type, node_attributes, strides_flag
+from ep_testbed.graphs.flags import Flag
+from ep_testbed.graphs.mapping import Mapping, Port
 from ep_testbed.reference.descs import Size2D, TensorDesc
 from ep_testbed.reference.roi_pooling import RoiPoolingDesc, bin_bounds, scaled_region
-
-from ..builder import GraphBuilder
-from ..common import Imported, dtype_of, float_data_type, node_attributes, strides_flag
-from ..flags import Flag
-from ..mapping import Mapping, Port
 
 
 def to_onnx(desc: RoiPoolingDesc, opset: int) -> Mapping:

@@ -3,14 +3,14 @@
 Each subcommand module exposes ``add(subparsers)``, which registers its parser with ``func=``
 set to its handler (``handler(args) -> exit code``); ``SUBCOMMANDS`` below is the only list of
 them, in the order ``ep-testbed --help`` shows. Options several front ends share (the EP, the
-tolerances, the expectations) are defined once in ``harness.options``, which the pytest plugin
+tolerances, the expectations) are defined once in ``harness.cli.options``, which the pytest plugin
 and the model CLI use too. Every subcommand module is imported with this package (no lazy
 loading: the whole import costs a few tenths of a second, and one explicit list beats a second
 mechanism to keep in step).
 
 ``main(argv)`` parses with ``parse_args`` (which also stores the shell-quoted command line on the
 namespace as ``args.command_line``: the rerun command recorded in results headers) and runs the
-handler under the ``--limit`` caps every command takes (``harness.untrusted_files``: every file
+handler under the ``--limit`` caps every command takes (``harness.core.untrusted_files``: every file
 a command reads goes through that module); a ``DescError`` (a desc the DML page refuses), a
 ``FileRefused`` (a file the module will not read as asked) or another unreadable file becomes
 exit code 2 with one message. Bad usage that argparse catches exits 2 with argparse's message. Python-API seams that are not flags (another
@@ -25,13 +25,13 @@ import json
 import sys
 from typing import Sequence
 
+from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
-from ..options import OptionError, add_limit_options, parse_limits
-from ..untrusted_files import FileRefused, using_limits
 from . import diff, doctor, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, usage_error
+from .options import OptionError, add_limit_options, parse_limits
 
 #: Every subcommand module, in help order.
 SUBCOMMANDS = (doctor, run, fuzz, merge, report, diff, map_, gen, reference, model)

@@ -6,10 +6,9 @@ import shlex
 import sys
 from typing import Any, Sequence
 
+from ep_testbed.harness.core.terminal import safe_message
+from ep_testbed.harness.run.summary import EXIT_USAGE, problems, table
 from ep_testbed.reports import render_all
-
-from ..summary import EXIT_USAGE, problems, table
-from ..terminal import safe_message
 
 PROG = "ep-testbed"
 

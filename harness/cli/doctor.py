@@ -1,6 +1,6 @@
 """``ep-testbed doctor --ep EP [--ep-option device_id=N]``: can this machine run the catalog on the EP?
 
-Prints each check of ``harness.preflight`` (the ONNX Runtime wheels, the EP, for DirectML the DXGI
+Prints each check of ``harness.eps.preflight`` (the ONNX Runtime wheels, the EP, for DirectML the DXGI
 adapters, the chosen one and DirectML.dll, then one one-node session on the EP) and the GPU
 identity that run headers will record. Exit codes: 0 ready, 2 not ready (the one line on stderr
 names what is wrong and the fix). ``ep-testbed run`` makes the same checks before any case runs.
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..options import add_ep_options
-from ..preflight import check
-from ..providers import SessionSettings, parse_provider_options
+from ep_testbed.harness.eps.preflight import check
+from ep_testbed.harness.eps.providers import SessionSettings, parse_provider_options
+
 from .common import usage_error
+from .options import add_ep_options
 
 MARKS = {"ok": "ok   ", "warn": "warn ", "fatal": "FAIL "}
 

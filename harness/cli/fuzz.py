@@ -20,10 +20,17 @@ import os
 import sys
 from typing import Any
 
+from ep_testbed.harness.core.results import read_run
+from ep_testbed.harness.core.untrusted_files import limits
+from ep_testbed.harness.eps.providers import SessionSettings
+from ep_testbed.harness.run.case_run import CaseConfig
+from ep_testbed.harness.run.pool import WorkerStartError
+from ep_testbed.harness.run.runner import RunError
+from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 from ep_testbed.reference.registry import names
 
-from ..case_run import CaseConfig
-from ..options import (
+from .common import UsageError, print_outcomes, render_report, usage_error
+from .options import (
     OptionError,
     add_ep_options,
     add_expectation_options,
@@ -36,13 +43,6 @@ from ..options import (
     seconds,
     seed,
 )
-from ..pool import WorkerStartError
-from ..providers import SessionSettings
-from ..results import read_run
-from ..runner import RunError
-from ..summary import exit_code, failing_outcomes
-from ..untrusted_files import limits
-from .common import UsageError, print_outcomes, render_report, usage_error
 
 HYPOTHESIS_HINT = "Note: ep-testbed fuzz draws its cases with Hypothesis: pip install 'ep-testbed[fuzz]'"
 
@@ -120,10 +120,9 @@ def fuzz_command(args: argparse.Namespace) -> int:
 
 def _fuzz(args: argparse.Namespace, config: CaseConfig, expectations: Any, ops: list[str], out: str) -> int:
     """The fuzz run itself, its summary and report."""
-    from ..fuzz.engine import FuzzOptions, FuzzUsageError, fuzz
-
-    from ..fuzz.draw import parse_id
-    from ..fuzz.draw import replay as redraw
+    from ep_testbed.harness.fuzz.draw import parse_id
+    from ep_testbed.harness.fuzz.draw import replay as redraw
+    from ep_testbed.harness.fuzz.engine import FuzzOptions, FuzzUsageError, fuzz
 
     try:
         replay = [redraw(case_id).id for case_id in args.replay]  # refuses a bad id before anything runs

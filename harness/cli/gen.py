@@ -1,21 +1,29 @@
 """``ep-testbed gen --op NAME --out DIR [--seed N]``: write one operator's catalog cases as files.
 
 Each case folder holds model.onnx, inputs.npz, desc.json, flags.json and expected.npz
-(``graphs.write_cases``); ``DIR/cases.json`` indexes them. A ``DIR`` that already holds files is
+(``write_cases``); ``DIR/cases.json`` indexes them. A ``DIR`` that already holds files is
 refused unless ``--overwrite`` (``run_folder.refuse_overwrite``): exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+from typing import Union
 
-from ep_testbed.graphs import write_cases
+import numpy as np
+
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.harness.core.results import safe_id
+from ep_testbed.harness.core.untrusted_files import open_output, output_folder
+from ep_testbed.harness.run.run_folder import FolderBusy, refuse_overwrite
+from ep_testbed.reference import desc_to_dml, execute
 from ep_testbed.reference.registry import names
 
-from ..options import seed
-from ..run_folder import FolderBusy, refuse_overwrite
 from .common import usage_error
+from .options import seed
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -41,3 +49,38 @@ def gen_command(args: argparse.Namespace) -> int:
     folders = write_cases(args.op, args.out, args.seed)
     print(f"wrote {len(folders)} {args.op} cases under {args.out} (index: {Path(args.out) / 'cases.json'})")
     return 0
+
+
+def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]:
+    """Write every catalog case of ``op`` (an operator's registry name) under ``out_dir/<safe id>/``
+    (``harness.core.results.safe_id``: the name ``ep-testbed run`` gives the case's folder too):
+    ``desc.json`` (DML spelling), ``flags.json``, ``inputs.npz`` (ONNX input names; DML member
+    names when the desc is inexpressible), ``expected.npz`` (DML output names, from the
+    reference) and ``model.onnx`` (when expressible). Also ``out_dir/cases.json``, the index.
+    Returns the case folders."""
+    out = output_folder(out_dir)  # files go in through untrusted_files: never through a planted link
+    folders, index = [], []
+    for case in build_catalog([op], seed):
+        folder = output_folder(out, safe_id(case.id))
+        mapping = to_onnx(case.desc, case.opset)
+        tensors = case.inputs()
+        with open_output(folder / "desc.json", "w") as f:
+            json.dump(desc_to_dml(case.desc), f, indent=2)
+        with open_output(folder / "flags.json", "w") as f:
+            json.dump({"id": case.id, "kind": mapping.kind, "tags": case.tags,
+                       "flags": [fl.to_json() for fl in mapping.flags],
+                       "input_flags": [fl.to_json() for fl in mapping.input_flags(tensors)]}, f, indent=2)
+        if mapping.model is not None:
+            with open_output(folder / "model.onnx") as f:
+                f.write(mapping.model.SerializeToString())
+        with open_output(folder / "inputs.npz") as f:
+            np.savez(f, **(mapping.feeds(tensors) if mapping.model is not None else tensors))
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf edge cases are deliberate
+            expected = execute(case.desc, tensors)
+        with open_output(folder / "expected.npz") as f:
+            np.savez(f, **expected)
+        folders.append(folder)
+        index.append({"id": case.id, "folder": folder.name, "kind": mapping.kind, "tags": case.tags})
+    with open_output(out / "cases.json", "w") as f:
+        json.dump({"op": op, "seed": seed, "cases": index}, f, indent=2)
+    return folders

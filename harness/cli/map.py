@@ -7,9 +7,14 @@ Exit 0, or 2 for a desc the page refuses or an opset that cannot express it (``m
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+from typing import Optional, Union
 
-from ep_testbed.graphs import OpsetError, cli_map
+from ep_testbed.graphs import OpsetError, to_onnx
+from ep_testbed.harness.core.untrusted_files import read_json
+from ep_testbed.reference import desc_from_dml
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -31,3 +36,26 @@ def map_command(args: argparse.Namespace) -> int:
         print(f"ep-testbed map: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def cli_map(desc_json_path: Union[str, Path], opset: Optional[int] = None) -> str:
+    """The text ``ep-testbed map desc.json`` prints: the ONNX nodes with their attributes and
+    every field's flag. Raises ``reference.DescError`` / ``graphs.OpsetError`` for bad input,
+    ``untrusted_files.FileRefused`` for a file that is not a JSON desc (the CLI prints
+    their message)."""
+    desc = desc_from_dml(read_json(desc_json_path, "JSON desc"))
+    mapping = to_onnx(desc, opset)
+    info = mapping.describe()
+    lines = [f"{desc.TYPE}: {info['kind']}" + ("" if mapping.expressible else " (no ONNX model)")]
+    if mapping.model is not None:
+        lines.append(f"ONNX model: opset {info['opset']}, IR version {info['ir_version']}, "
+                     f"inputs {mapping.onnx_input_names}, outputs {mapping.onnx_output_names}")
+        for node in info["nodes"]:
+            attrs = ", ".join(f"{k}={v!r}" for k, v in sorted(node["attributes"].items()))
+            lines.append(f"  [{node['role']:6}] {node['name']}: {node['op_type']}({', '.join(node['inputs'])}) -> "
+                         f"{', '.join(node['outputs'])}" + (f"  {{{attrs}}}" if attrs else ""))
+    lines.append("Flags:")
+    width = max(len(f.field) for f in mapping.flags)
+    for f in mapping.flags:
+        lines.append(f"  {f.kind:13} {f.field:{width}} = {json.dumps(f.to_json()['value'])}: {f.reason}")
+    return "\n".join(lines) + "\n"

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..merge import MergeError, merge_runs
-from ..results import count_outcomes
-from ..summary import exit_code, failing_outcomes
+from ep_testbed.harness.core.results import count_outcomes
+from ep_testbed.harness.run.merge import MergeError, merge_runs
+from ep_testbed.harness.run.summary import exit_code, failing_outcomes
+
 from .common import print_outcomes, render_report, usage_error
 
 

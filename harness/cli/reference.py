@@ -12,12 +12,13 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+
+from ep_testbed.harness.core.untrusted_files import FileRefused, read_arrays, read_json
 from ep_testbed.reference import DescError, desc_from_dml, execute, validate
 from ep_testbed.reference.inputs import random_inputs
 
-from ..options import seed
-from ..untrusted_files import FileRefused, read_arrays, read_json
 from .common import usage_error
+from .options import seed
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.reports import (
     ResultsError,
     load_run,
@@ -19,8 +20,7 @@ from ep_testbed.reports import (
     render_summary_json,
 )
 
-from ..options import count
-from ..terminal import safe, safe_message
+from .options import count
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:

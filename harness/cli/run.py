@@ -25,13 +25,24 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from ep_testbed.graphs.catalog import TIERS
+from ep_testbed.harness.core.expectations import Expectations
+from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
+from ep_testbed.harness.core.terminal import safe_message
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import limits, using_limits
+from ep_testbed.harness.eps import preflight
+from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
+from ep_testbed.harness.fuzz.corpus import CorpusError, load_corpus, with_corpus
+from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
+from ep_testbed.harness.run.pool import WorkerStartError
+from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases
+from ep_testbed.harness.run.selection import parse_shard, select, shard
+from ep_testbed.harness.run.summary import EXIT_NO_CASES, exit_code, failing_outcomes
 from ep_testbed.reference.precision import precision_model
 from ep_testbed.reference.registry import names, spec_of_type
 
-from ..case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
-from ..expectations import Expectations
-from ..fuzz.corpus import CorpusError, load_corpus, with_corpus
-from ..options import (
+from .common import UsageError, print_outcomes, render_report, usage_error
+from .options import (
     OptionError,
     add_ep_options,
     add_expectation_options,
@@ -44,17 +55,6 @@ from ..options import (
     seconds,
     seed,
 )
-from .. import preflight
-from ..pool import WorkerStartError
-from ..providers import EpSpec, SessionSettings
-from ..rerun import TIME_FIELD, file_identity, outcome_argv
-from ..runner import RunError, RunOptions, RunResult, run_cases
-from ..selection import parse_shard, select, shard
-from ..summary import EXIT_NO_CASES, exit_code, failing_outcomes
-from ..tolerances import Tolerances
-from ..untrusted_files import limits, using_limits
-from ..terminal import safe_message
-from .common import UsageError, print_outcomes, render_report, usage_error
 
 DEFAULT_CATALOG = "ep_testbed.graphs.catalog:build_catalog"
 
@@ -67,7 +67,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "where every op node ran; compare with the reference; stream results to OUT/results.jsonl.",
         epilog="exit codes: 0 ok, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 4 no case selected, "
                "130 interrupted (finished cases kept; rerun with --resume)")
-    outcome: list[argparse.Action] = []  # the options a report's rerun line repeats (harness.rerun)
+    outcome: list[argparse.Action] = []  # the options a report's rerun line repeats (harness.core.rerun)
     ep_group = _recording(p.add_argument_group("execution provider").add_argument, outcome)
     add_ep_options(ep_group)
     ep_group("--dml-graph-fusion", action="store_true",

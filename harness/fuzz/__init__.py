@@ -10,8 +10,9 @@ One module per job:
 - ``signature``: what "fails the same way" means (outcome, failing outputs, diverging fields).
 - ``shrink``: Hypothesis's shrinker on the failing draw, then the input values simplified;
   every step runs on the EP in a worker.
-- ``records``: ``shrinks.jsonl``, the original -> minimal record the report shows side by side.
 - ``corpus``: minimal failures as case folders; ``ep-testbed run --corpus DIR`` runs them.
 
-Hypothesis (the ``fuzz`` extra) is imported only when drawing or shrinking.
+``shrinks.jsonl`` (the original -> minimal record the report shows side by side) is
+``harness.core.shrink_records``. Hypothesis (the ``fuzz`` extra) is imported only when drawing or
+shrinking.
 """

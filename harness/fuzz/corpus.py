@@ -1,6 +1,6 @@
 """The corpus: minimal failing cases as folders, run next to the catalog by ``ep-testbed run --corpus DIR``.
 
-One folder per case (named ``harness.results.safe_id`` of its id), every file plain data::
+One folder per case (named ``harness.core.results.safe_id`` of its id), every file plain data::
 
     DIR/<safe id>/case.json    what the case is, what failed where, and its expectations
     DIR/<safe id>/desc.json    the desc in DirectML's spelling (``desc_from_dml`` reads it)
@@ -36,25 +36,36 @@ import datetime as _dt
 import hashlib
 import io
 import json
-from collections import Counter
 import os
 import subprocess
 import sys
 import zipfile
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+
 from ep_testbed.graphs.cases.common import LiteralCase
+from ep_testbed.harness.core import expectations as expectations_mod
+from ep_testbed.harness.core.expectations import Expectation, Expectations
+from ep_testbed.harness.core.results import safe_id
+from ep_testbed.harness.core.untrusted_files import (
+    FileRefused,
+    inside,
+    open_output,
+    output_folder,
+    read_arrays,
+    read_json,
+)
 from ep_testbed.reference import DescError, desc_from_dml, desc_to_dml, validate
 from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.registry import spec_of_type
-
-from .. import expectations as expectations_mod
-from ..expectations import Expectation, Expectations
-from ..results import safe_id
-from ..untrusted_files import FileRefused, inside, open_output, output_folder, read_arrays, read_json
+from ep_testbed.reports.artifacts import load_artifacts, resolve_folder
+from ep_testbed.reports.repro import build_bundle, header_tolerances
+from ep_testbed.reports.results import CaseResult
 
 FORMAT = "ep-testbed-corpus/1"
 CASE_FILE, DESC_FILE, INPUTS_FILE, REPRO_DIR = "case.json", "desc.json", "inputs.npz", "repro"
@@ -260,11 +271,6 @@ def _write_bundle(folder: str, corpus_id: str, header: Mapping[str, Any], run_di
     """Unpack the report's repro bundle of the case (judged as the run in ``run_dir``, whose
     header is ``header``, judged it) into ``folder/repro`` and run its ``repro.py`` once;
     returns what it printed ("" when the run kept no case folder)."""
-    from pathlib import Path
-
-    from ep_testbed.reports.artifacts import load_artifacts, resolve_folder
-    from ep_testbed.reports.repro import build_bundle, header_tolerances
-    from ep_testbed.reports.results import CaseResult
 
     source = resolve_folder(Path(run_dir), line.get("artifacts"))
     case = CaseResult({**line, "id": corpus_id})

@@ -2,7 +2,7 @@
 
 ``fuzz(config, options, expectations)``:
 
-1. writes a run header (``harness.runner.run_header``, with a ``fuzz`` entry: budget, size,
+1. writes a run header (``harness.run.runner.run_header``, with a ``fuzz`` entry: budget, size,
    operators, batch size, Hypothesis version) to ``OUT/results.jsonl``;
 2. until ``budget_s`` has passed, draws batches of cases per operator in turn (or, with
    ``replay``, redraws just the fuzzed cases those ids name)
@@ -14,7 +14,7 @@
    them with ``shrink="all"``; ``known`` ones too with ``shrink_known``), those no mapper flag
    explains first, at most ``max_shrinks``, each within ``shrink_time_s``, in a pool of its own; each minimal case is
    run once more with its case folder written, gets its own line (``<id>-min``), a record in
-   ``shrinks.jsonl`` (``harness.fuzz.records``) and, with ``corpus_out``, a corpus folder;
+   ``shrinks.jsonl`` (``harness.core.shrink_records``) and, with ``corpus_out``, a corpus folder;
 4. ends results.jsonl with an ``end`` line (counts, cases run, generation time and rate).
 
 Ctrl-C stops drawing and skips shrinking; every finished line is kept, the end line says
@@ -33,18 +33,19 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
+from ep_testbed.harness.core import expectations as expectations_mod
+from ep_testbed.harness.core import shrink_records as records
+from ep_testbed.harness.core.expectations import Expectations
+from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
+from ep_testbed.harness.core.untrusted_files import open_output, output_folder
+from ep_testbed.harness.run.case_run import ArtifactPolicy, CaseConfig
+from ep_testbed.harness.run.pool import WorkerPool
+from ep_testbed.harness.run.run_folder import FolderBusy, claim
+from ep_testbed.harness.run.runner import RunError, RunOptions, _settle, run_header
 from ep_testbed.reference import desc_to_dml
 
-from .. import expectations as expectations_mod
-from ..case_run import ArtifactPolicy, CaseConfig
-from ..expectations import Expectations
-from ..pool import WorkerPool
-from ..results import RESULTS_FILE, count_outcomes, dumps, end_record
-from ..run_folder import FolderBusy, claim
-from ..runner import RunError, RunOptions, _settle, run_header
-from ..untrusted_files import open_output, output_folder
+from . import corpus
 from . import draw as draw_mod
-from . import records
 from .shrink import ShrinkResult, shrink
 from .signature import Signature, same_failure, signature
 
@@ -384,8 +385,6 @@ def _finish_minimal(config: CaseConfig, options: FuzzOptions, expectations: Expe
         counts[line["outcome"]] += 1
         corpus_path = None
         if options.corpus_out and same_failure(finding.signature, raw):
-            from . import corpus
-
             corpus_path = corpus.write_entry(options.corpus_out, cases[line["id"]], line, result.header,
                                              finding.signature, shrink_result, options.out_dir)
         record = _shrink_record(finding, shrink_result, raw, corpus_path)
@@ -401,7 +400,7 @@ def _tagged(case: LiteralCase, finding: Finding) -> LiteralCase:
 
 
 def _shrink_record(finding: Finding, s: ShrinkResult, raw: dict[str, Any], corpus_path: str | None) -> dict[str, Any]:
-    """The ``shrinks.jsonl`` record of one shrink (``harness.fuzz.records``)."""
+    """The ``shrinks.jsonl`` record of one shrink (``harness.core.shrink_records``)."""
     return records.shrink_record(
         original=finding.case.id, minimal=s.minimal.id, found_s=round(finding.found_s, 3),
         signature=finding.signature.to_json(),

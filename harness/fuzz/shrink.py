@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
 from ep_testbed.graphs.cases.common import FuzzCase, LiteralCase, desc_elements
 
 from . import draw as draw_mod

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..results import decode_number
+from ep_testbed.harness.core.results import decode_number
 
 #: Raw outcomes a fuzz run shrinks (``known`` ones too when asked: their raw outcome is one of these).
 SHRINKABLE = ("fail", "crash", "timeout")

@@ -1,7 +1,7 @@
 """Whole-model regression: a model on the EP under test and on a reference EP, placement per
 node, per-node attribution through ``graphs.import_node`` + the reference, baselines, and
-checks on model files nobody vouched for. Sessions go through ``harness.session`` and outputs
-through ``harness.compare``, as case runs do.
+checks on model files nobody vouched for. Sessions go through ``harness.eps.session`` and outputs
+through ``harness.core.compare``, as case runs do.
 
 One module per job:
 
@@ -11,10 +11,10 @@ One module per job:
 - ``attribution``: which nodes are judged (and which, inside Loop/If bodies, cannot be), the probe
   copy, one row per RoiAlign / MaxRoiPool / MaxPool node, the first divergent node;
 - ``judge``: the verdict on one node (empty nodes, differences a flag explains or predicts);
-- ``statuses``: the node statuses, named once, and which of them fail a run;
 - ``run``: ``run_model``, the result of one model run (``model_result.json``);
 - ``baseline``: saved outputs and manifest, and the check against them;
-- ``isolation``: child processes with a time limit, and the fault-injection test hook;
-- ``command``: what ``model run`` / ``model demo`` do (run folder, report, summary, exit code);
-- ``cli``: their argparse registration (``add_model``).
+- ``isolation``: child processes with a time limit, and the fault-injection test hook.
+
+The node statuses live in ``harness.core.model_statuses`` (the reports read them); what
+``model run`` / ``model demo`` do as commands lives in ``harness.cli.model_command``.
 """

@@ -21,15 +21,16 @@ from typing import Any, Mapping
 
 import numpy as np
 import onnx
-from ep_testbed.graphs import attributed_op_types
-from ep_testbed.reference import DEFAULT_MODEL
 from onnx import helper
 
-from ..compare import compare_outputs
-from ..tolerances import Tolerances
+from ep_testbed.graphs import attributed_op_types
+from ep_testbed.harness.core.compare import compare_outputs
+from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.reference import DEFAULT_MODEL
+
 from .judge import judge_node
 from .outputs import no_errors
-from .statuses import DIVERGING, NOT_JUDGED
 from .untrusted import constants as model_constants
 from .untrusted import model_opset
 

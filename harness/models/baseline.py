@@ -9,7 +9,7 @@ A baseline folder holds three files, readable with NumPy and any JSON tool:
   generation changes.
 
 ``save_baseline`` writes them (into a folder that holds nothing yet, unless ``overwrite``);
-``Baseline.load`` reads them back through ``harness.untrusted_files`` (regular files inside the
+``Baseline.load`` reads them back through ``harness.core.untrusted_files`` (regular files inside the
 folder, no pickles, sizes capped), holds the manifest to ``MANIFEST_SCHEMA``, and refuses a
 folder that is incomplete, tampered with or was recorded for another model (``BaselineError``);
 ``Baseline.compare`` judges new outputs with the harness's tolerance rule and reports ``match``
@@ -27,9 +27,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..results import INT, LIST, NULL, OBJECT, STR, kind_of
-from ..tolerances import Tolerances
-from ..untrusted_files import FileRefused, inside, open_output, output_folder, read_arrays, read_json, write_output
+from ep_testbed.harness.core.results import INT, LIST, NULL, OBJECT, STR, kind_of
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import (
+    FileRefused,
+    inside,
+    open_output,
+    output_folder,
+    read_arrays,
+    read_json,
+    write_output,
+)
+
 from .outputs import compare_named
 
 FORMAT = "ep-testbed-model-baseline/1"

@@ -10,7 +10,7 @@ dim is a ``ShapeError`` naming the input, the axis and the ``--shape`` that woul
 ``RoiAlign``/``MaxRoiPool`` get boxes inside their feature map's image (x1 < x2, y1 < y2, in
 the input's pixel units, i.e. feature size / spatial_scale) and batch indices inside the batch,
 while other floats are standard normal and other integers small and non-negative.
-``load_inputs`` reads an ``.npz`` through ``harness.untrusted_files`` (no pickles, sizes capped
+``load_inputs`` reads an ``.npz`` through ``harness.core.untrusted_files`` (no pickles, sizes capped
 before anything is decompressed) and checks names, dtypes and shapes. Every array generated or
 read holds at most the ``elements`` cap (``--limit elements=N``), all inputs together too:
 ``generate_inputs`` computes the sizes before it allocates anything.
@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import helper, shape_inference
 
-from ..untrusted_files import FileRefused, limits, read_arrays
+from ep_testbed.harness.core.untrusted_files import FileRefused, limits, read_arrays
 
 
 class ShapeError(ValueError):

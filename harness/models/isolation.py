@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from ..pool import describe_exit
-from ..terminal import safe, safe_message
+from ep_testbed.harness.core.terminal import safe, safe_message
+from ep_testbed.harness.run.pool import describe_exit
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 FAULT_ENV = "EP_TESTBED_MODEL_FAULT"

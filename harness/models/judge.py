@@ -7,7 +7,7 @@ DirectML reference run on the node's own EP inputs, and the row fields that verd
    no proposal) computes nothing: DML tensor sizes are at least 1, so the reference is not
    called; the expected outputs are the empty arrays of the desc's output sizes, and the
    comparison checks the EP's output shapes (``row["empty"]`` names the empty tensors).
-3. Otherwise ``reference.execute`` computes the desc, and ``harness.compare.compare_outputs``
+3. Otherwise ``reference.execute`` computes the desc, and ``harness.core.compare.compare_outputs``
    compares (index outputs tie-aware, ``outputs.index_rule_for``): ``match`` / ``tie-only``.
 4. Where it differs, the node's alternatives (``Imported.alternatives``: the rows where the ONNX
    node means something else for these inputs, e.g. a RoiAlign region under one pixel that
@@ -28,13 +28,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
+
 from ep_testbed.graphs import import_node
+from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
+from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.reference import DEFAULT_MODEL, execute_with_bounds, spec_for
 from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.dtypes import numpy_dtype
 
-from ..compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
-from ..tolerances import Tolerances
 from .outputs import index_rule_for
 
 #: Explained rows listed by number in a row's ``explained`` record, at most.

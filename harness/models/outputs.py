@@ -2,7 +2,7 @@
 and the tie rules of index outputs, both read from the operator records.
 
 ``compare_named(expected, actual, tolerances, tie_context)`` judges each named output with the
-harness's one comparison (``harness.compare.compare_outputs``): one row per output, as
+harness's one comparison (``harness.core.compare.compare_outputs``): one row per output, as
 ``model_result.json`` records it. An output that is an attributed node's index output (a
 MaxPool's ``Indices``: the operator record's ``index_outputs``) is compared tie-aware, through
 a ``TieContext``: an index that differs but points at an element of the input it indexes equal
@@ -22,13 +22,14 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import onnx
+
 from ep_testbed.graphs import import_node
+from ep_testbed.harness.core.compare import compare_outputs
+from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.reference import spec_for
 from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.registry import OpSpec, specs_for_onnx
 
-from ..compare import compare_outputs
-from ..tolerances import Tolerances
 from .untrusted import constants as model_constants
 from .untrusted import model_opset
 

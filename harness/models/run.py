@@ -3,12 +3,12 @@
 by ``reports.model_report``):
 
 1. **Outputs**: the model runs on the EP under test and on the reference EP (CPU by default),
-   both through the harness's one session layer (``harness.session.run_on_ep``: graph
+   both through the harness's one session layer (``harness.eps.session.run_on_ep``: graph
    optimizations off unless ``--graph-opt``); each graph output is compared with the harness's
-   one comparison (``outputs.compare_named`` over ``harness.compare.compare_outputs``). An
+   one comparison (``outputs.compare_named`` over ``harness.core.compare.compare_outputs``). An
    index output (a MaxPool's ``Indices``: the operator record's ``index_outputs``) is compared
    tie-aware, against the input it indexes as the reference EP computed it.
-2. **Placement**: node -> provider read back from the EP session (``harness.placement``),
+2. **Placement**: node -> provider read back from the EP session (``harness.eps.placement``),
    counted by op type. Unlike a conformance case, a model run takes the production path by
    default: nodes the EP declines run on the CPU EP, and the counts say so;
    ``allow_fallback=False`` refuses that instead (and names the declined nodes).
@@ -34,13 +34,16 @@ from typing import Any, Mapping
 
 import numpy as np
 import onnx
+
 from ep_testbed.graphs import attributed_op_types
 from ep_testbed.graphs.from_onnx import MODES
+from ep_testbed.harness.core.model_statuses import DIVERGING
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.eps import session as session_mod
+from ep_testbed.harness.eps.gpu import runtime_info
+from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
+from ep_testbed.harness.eps.session import EpRun, first_line
 
-from .. import session as session_mod
-from ..providers import EpSpec, SessionSettings, runtime_info
-from ..session import EpRun, first_line
-from ..tolerances import Tolerances
 from .alone import node_feeds, one_node_model
 from .attribution import (
     attribute_nodes,
@@ -53,7 +56,6 @@ from .attribution import (
 )
 from .attribution import node_arrays as node_arrays_of
 from .outputs import compare_named, tie_contexts
-from .statuses import DIVERGING
 from .untrusted import LoadedModel, ModelRefused, explain_session_error, model_opset
 from .untrusted import constants as model_constants
 
@@ -122,14 +124,14 @@ def quiet_default_logger() -> None:
     """Keep EP warnings off the console: EPs log to ONNX Runtime's process-wide default logger,
     outside any session's log level (OpenVINO: "The input ... is not used due to OpenVINO
     optimization", once per unused input); errors still reach the caller as exceptions."""
-    import onnxruntime as ort  # loaded on first use, like harness.session
+    import onnxruntime as ort  # loaded on first use, like harness.eps.session
 
     ort.set_default_logger_severity(3)
 
 
 def run_session(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, config: ModelRunConfig,
                 profile: bool, name: str = "model") -> EpRun:
-    """Run ``model`` once on ``ep`` through ``harness.session.run_on_ep`` (the model run's
+    """Run ``model`` once on ``ep`` through ``harness.eps.session.run_on_ep`` (the model run's
     settings: CPU fallback as ``config.allow_fallback`` says, ONNX Runtime's log quiet) and,
     when ``profile``, read placement back. Raises ``ModelRefused`` when ONNX Runtime refuses the
     model itself (no kernel for an op, an IR version too new), else ``SessionFailed``."""
@@ -160,7 +162,7 @@ def _failure(exc: session_mod.SessionError, model: onnx.ModelProto, feeds: Mappi
 
 def _declined(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, config: ModelRunConfig) -> str:
     """The nodes ``ep`` declines, as a message tail, from a session with fallback allowed
-    (``harness.session.diagnose_refusal``)."""
+    (``harness.eps.session.diagnose_refusal``)."""
     diagnosis = session_mod.diagnose_refusal(model, feeds, ep, config.settings, quiet=True,
                                              initializers=config.initializers)
     if diagnosis.error is not None:

@@ -2,7 +2,7 @@
 
 ``load_untrusted(path)`` is the only way ``model run`` reads a model. It guarantees:
 
-- the model file is read once, as bytes, through ``harness.untrusted_files`` (a regular file,
+- the model file is read once, as bytes, through ``harness.core.untrusted_files`` (a regular file,
   at most the ``model-bytes`` cap; ``onnx.load`` is not used: it would follow external-data
   references itself);
 - a truncated file or one that is not an ONNX model is refused with ``ModelRefused`` (protobuf
@@ -41,7 +41,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..untrusted_files import FileRefused, inside, limits, open_regular, read_bytes
+from ep_testbed.harness.core.untrusted_files import FileRefused, inside, limits, open_regular, read_bytes
 
 #: A model file above this size is refused whatever ``--limit model-bytes`` says: protobuf
 #: cannot parse more than 2 GiB in one message (weights beyond that go into external data).

@@ -1,11 +1,11 @@
 """Loads the conformance plugin (options --ep, --ep-option, --case-timeout, ...; op/dtype markers)."""
 
 from ep_testbed.harness.pytest_plugin import (  # noqa: F401  (pytest finds hooks by name)
+    catalog_params,
     pytest_addoption,
     pytest_configure,
     pytest_unconfigure,
 )
-from ep_testbed.harness.pytest_plugin import catalog_params
 
 
 def pytest_generate_tests(metafunc):

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from ep_testbed.harness.fuzz.corpus import load_corpus, run_repro
-from ep_testbed.harness.results import read_run
+from ep_testbed.harness.core.results import read_run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -12,8 +12,8 @@ import pytest
 from ep_testbed.graphs.cases.common import LiteralCase
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.cli import main
+from ep_testbed.harness.core.results import read_run, safe_id
 from ep_testbed.harness.fuzz import corpus
-from ep_testbed.harness.results import read_run, safe_id
 from ep_testbed.reference import desc_to_dml
 
 

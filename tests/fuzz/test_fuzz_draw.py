@@ -85,7 +85,7 @@ def test_a_case_id_regenerates_its_case_in_a_fresh_interpreter_whatever_it_impor
     chosen = [batches[op][i] for op, i in (("max_pooling2", 37), ("roi_align", 141), ("roi_pooling", 5))]
     # The child imports other local modules first: Hypothesis would mix their literals into its
     # draws, which draw.run_batch turns off.
-    code = ("import sys, json\nsys.path.insert(0, sys.argv[1])\nimport ep_testbed.harness.pool, ep_testbed.harness.cli\n"
+    code = ("import sys, json\nsys.path.insert(0, sys.argv[1])\nimport ep_testbed.harness.run.pool, ep_testbed.harness.cli\n"
             "from test_fuzz_draw import _fingerprint\nfrom ep_testbed.harness.fuzz.draw import draw_batch, replay\n"
             "print(json.dumps([[_fingerprint(replay(i)) for i in sys.argv[2:]],\n"
             "                  [_fingerprint(c) for op in ('max_pooling2', 'roi_align1') for c in draw_batch(op, 3, 1)]]))")

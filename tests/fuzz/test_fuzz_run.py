@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("hypothesis")
 
 from ep_testbed.harness.cli import main  # noqa: E402
+from ep_testbed.harness.core.results import read_run  # noqa: E402
+from ep_testbed.harness.core.shrink_records import read_shrinks  # noqa: E402
 from ep_testbed.harness.fuzz.corpus import load_corpus  # noqa: E402
-from ep_testbed.harness.fuzz.records import read_shrinks  # noqa: E402
-from ep_testbed.harness.results import read_run  # noqa: E402
-from ep_testbed.harness.worker import FAULT_ENV, _perturb, parse_faults  # noqa: E402
+from ep_testbed.harness.run.worker import FAULT_ENV, _perturb, parse_faults  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

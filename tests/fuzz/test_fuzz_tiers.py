@@ -5,7 +5,7 @@ from ep_testbed.graphs.cases.common import memory_need
 from ep_testbed.graphs.catalog import TIERS, build_catalog
 from ep_testbed.harness.cli import main
 from ep_testbed.harness.cli import run as run_cli
-from ep_testbed.harness.results import read_run
+from ep_testbed.harness.core.results import read_run
 from ep_testbed.reference import validate
 from ep_testbed.reference.checks import element_cap
 from ep_testbed.reference.registry import names

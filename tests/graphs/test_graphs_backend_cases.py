@@ -4,9 +4,9 @@ each agrees with ONNX's expected output or is listed with a documented reason (a
 from __future__ import annotations
 
 import numpy as np
+from graphs_testkit import max_abs_error
 
 from ep_testbed.graphs.backend_cases import KNOWN_DIFFERENCES, onnx_backend_cases
-from graphs_testkit import max_abs_error
 from ep_testbed.reference import execute
 
 

@@ -16,6 +16,7 @@ from ep_testbed.reference.registry import names
 
 OPS = names()
 from graphs_testkit import agrees, is_selection, max_abs_error, run_cpu
+
 from ep_testbed.reference import execute, validate
 
 CATALOG = build_catalog()

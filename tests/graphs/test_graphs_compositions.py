@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphs_testkit import agrees, is_selection, max_abs_error, run_cpu
 
 from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.cases.common import UINT32_MAX, Case
 from ep_testbed.graphs.cases.max_pooling2 import max_pooling2_desc
 from ep_testbed.graphs.cases.roi_align import roi_align_desc
 from ep_testbed.graphs.cases.roi_pooling import roi_pooling_desc
-from graphs_testkit import agrees, is_selection, max_abs_error, run_cpu
 from ep_testbed.reference import execute
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from graphs_testkit import max_abs_error
 from onnx import helper
 
 from ep_testbed.graphs import from_onnx, import_node, predicted_divergences, to_onnx
 from ep_testbed.graphs.catalog import build_catalog
-from graphs_testkit import max_abs_error
 from ep_testbed.reference import execute
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import onnx
 import onnxruntime as ort
 import pytest
+from graphs_testkit import session
 
 from ep_testbed.graphs import OpsetError, max_ir_version, max_opset, to_onnx
 from ep_testbed.graphs.cases.max_pooling2 import max_pooling2_desc
 from ep_testbed.graphs.cases.roi_align import roi_align_desc
 from ep_testbed.graphs.cases.roi_pooling import roi_pooling_desc
 from ep_testbed.graphs.catalog import build_catalog
-from graphs_testkit import session
 from ep_testbed.reference import DescError
 
 CATALOG = build_catalog()

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphs_testkit import max_abs_error, run_cpu
 
 from ep_testbed.graphs import from_onnx, import_node, to_onnx
 from ep_testbed.graphs.cases.roi_align import roi_align_desc
-from graphs_testkit import max_abs_error, run_cpu
 from ep_testbed.reference import execute
 
 

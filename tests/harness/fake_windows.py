@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import struct
 
-from ep_testbed.harness import gpu
+from ep_testbed.harness.eps import gpu
 
 FUNCTYPE = gpu.FUNCTYPE
 # Vtable slots in dxgi.h's method order (IUnknown QueryInterface 0, AddRef 1, Release 2;

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ep_testbed.harness.case_run import CaseConfig, run_case
-from ep_testbed.harness.compare import Allowance, compare_outputs
-from ep_testbed.harness.options import OptionError, parse_precision
-from ep_testbed.harness.providers import resolve_ep
-from ep_testbed.harness.tolerances import Tolerances
+from ep_testbed.harness.cli.options import OptionError, parse_precision
+from ep_testbed.harness.core.compare import Allowance, compare_outputs
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.run.case_run import CaseConfig, run_case
 from ep_testbed.reference import desc_from_dml, execute_with_bounds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
@@ -241,7 +241,7 @@ def test_a_float16_coordinate_failure_is_named_as_such(monkeypatch):
     that float16 arithmetic explains it (the tensor-type bound holds)."""
     import low_precision_kernels as lp  # tests/reference
 
-    import ep_testbed.harness.case_run as case_run
+    import ep_testbed.harness.run.case_run as case_run
 
     inputs = detection_inputs(count=12, dtype=np.float16)
     desc = roi_align_desc(inputs["InputTensor"].shape, 12, dtype="FLOAT16")

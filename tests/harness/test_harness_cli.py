@@ -15,13 +15,13 @@ import sys
 import time
 
 import pytest
+from local_cases import HERE
 
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.cli import main, parse_args
 from ep_testbed.harness.cli.run import run_command
-from ep_testbed.harness.results import read_run
-from ep_testbed.harness.worker import FAULT_ENV
-from local_cases import HERE
+from ep_testbed.harness.core.results import read_run
+from ep_testbed.harness.run.worker import FAULT_ENV
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LOCAL = {"catalog": "local_cases:build_catalog", "mapper": "local_cases:to_onnx", "worker_paths": (HERE,)}

@@ -1,4 +1,4 @@
-"""The tolerance rule and the comparison: every branch of harness/tolerances.py's rule.
+"""The tolerance rule and the comparison: every branch of harness/core/tolerances.py's rule.
 
 Expected values here are built from the rule's own definition (e.g. "the next float32 after
 1.0 is one ULP away", numpy.nextafter), not copied from a run.
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from ep_testbed.harness.compare import compare_outputs, ulp_distance
-from ep_testbed.harness.tolerances import DEFAULT_TOLERANCES, Tolerance, Tolerances, load_tolerances
+from ep_testbed.harness.core.compare import compare_outputs, ulp_distance
+from ep_testbed.harness.core.tolerances import DEFAULT_TOLERANCES, Tolerance, Tolerances, load_tolerances
 from ep_testbed.reference.registry import spec_named
 
 #: MaxPool's index output, as its operator record declares it.

@@ -1,4 +1,4 @@
-"""The DirectML EP's predictor (harness/dml_ep.py) and harness/expectations/dml.json.
+"""The DirectML EP's predictor (harness/eps/dml_ep.py) and harness/expectations/dml.json.
 
 Every expected value below comes from ORT's DirectML EP source at c4780e65b
 (``onnxruntime/core/providers/dml/DmlExecutionProvider/src/``, the lines each test names) and the
@@ -10,15 +10,15 @@ import os
 import subprocess
 import sys
 
+from local_cases import HERE
 from onnx import TensorProto as T
 from onnx import helper
 
 from ep_testbed.graphs.catalog import build_catalog
-from ep_testbed.harness import dml_ep
-from ep_testbed.harness import expectations as exp
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
-from local_cases import HERE
+from ep_testbed.harness.core import expectations as exp
+from ep_testbed.harness.eps import dml_ep
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 

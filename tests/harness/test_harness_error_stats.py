@@ -1,5 +1,5 @@
-"""harness.error_stats: the error distribution and the smallest passing tolerance of a case,
-held to the comparison's verdict (harness.compare) element by element."""
+"""harness.core.error_stats: the error distribution and the smallest passing tolerance of a case,
+held to the comparison's verdict (harness.core.compare) element by element."""
 
 import math
 
@@ -7,9 +7,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ep_testbed.harness import error_stats
-from ep_testbed.harness.compare import compare_outputs
-from ep_testbed.harness.tolerances import Tolerance, Tolerances
+from ep_testbed.harness.core import error_stats
+from ep_testbed.harness.core.compare import compare_outputs
+from ep_testbed.harness.core.tolerances import Tolerance, Tolerances
 
 OUT = "OutputTensor"
 

@@ -1,6 +1,6 @@
 """Fault injection: a worker that aborts, segfaults, exits or hangs costs exactly its case.
 
-Faults are injected through the documented test hook ``EP_TESTBED_FAULT`` (harness/worker.py),
+Faults are injected through the documented test hook ``EP_TESTBED_FAULT`` (harness/run/worker.py),
 read only by worker processes. Every test checks that all other cases still ran and that no
 finished line was lost from results.jsonl.
 """
@@ -9,13 +9,13 @@ import os
 import time
 
 import pytest
-
-from ep_testbed.harness.case_run import CaseConfig
-from ep_testbed.harness.providers import resolve_ep
-from ep_testbed.harness.results import read_run
-from ep_testbed.harness.runner import RunOptions, run_cases
-from ep_testbed.harness.worker import FAULT_ENV, parse_faults
 from local_cases import HERE, MAPPER, max_pool_case
+
+from ep_testbed.harness.core.results import read_run
+from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.run.case_run import CaseConfig
+from ep_testbed.harness.run.runner import RunOptions, run_cases
+from ep_testbed.harness.run.worker import FAULT_ENV, parse_faults
 
 CASES = [max_pool_case(f"max_pooling2/fault-{i}", seed=i) for i in range(6)]
 
@@ -113,7 +113,7 @@ def test_fault_spec_is_validated():
 
 
 def test_exit_statuses_are_named():
-    from ep_testbed.harness.pool import describe_exit
+    from ep_testbed.harness.run.pool import describe_exit
 
     assert describe_exit(-11) == "died of SIGSEGV (signal 11)"
     assert describe_exit(3) == "exited with status 3"

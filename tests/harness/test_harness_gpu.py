@@ -1,4 +1,4 @@
-"""GPU identity (harness/gpu.py): the DXGI, registry and version-resource readers run against
+"""GPU identity (harness/eps/gpu.py): the DXGI, registry and version-resource readers run against
 stand-ins laid out as Windows lays them out (tests/harness/fake_windows.py), and the identity
 records built from them. Layouts and numbers come from dxgi.h (DXGI_ADAPTER_DESC1, the vtable
 order), ORT's dml_provider_factory.cc (device_id, IsSoftwareAdapter) and Dawn's driver-version
@@ -8,9 +8,9 @@ split; nothing here touches a real GPU.
 import ctypes
 
 import pytest
-
-from ep_testbed.harness import gpu
 from fake_windows import E_FAIL, FakeAdapter, FakeDxgi, FakeWinreg, pe_with_version, signed
+
+from ep_testbed.harness.eps import gpu
 
 ORT = {"distribution": "onnxruntime-directml", "version": "1.24.4"}
 UMD = (32 << 48) | (0 << 32) | (15 << 16) | 6094  # 32.0.15.6094

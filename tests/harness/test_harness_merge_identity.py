@@ -1,16 +1,17 @@
 """``ep-testbed merge`` ties a run to one device: shards of different GPU identity, driver,
 DirectML or ONNX Runtime version are refused unless ``--allow-mixed``. The shards are real runs
 on the CPU EP whose headers are then given the identity records a Windows runner would write
-(built by harness.gpu from the simulated DXGI adapters of fake_windows)."""
+(built by harness.eps.gpu from the simulated DXGI adapters of fake_windows)."""
 
 import json
 
-from ep_testbed.harness import gpu
-from ep_testbed.harness.cli import main, parse_args
-from ep_testbed.harness.cli.run import run_command
-from ep_testbed.harness.results import read_run
 from fake_windows import FakeAdapter, FakeDxgi
 from local_cases import HERE
+
+from ep_testbed.harness.cli import main, parse_args
+from ep_testbed.harness.cli.run import run_command
+from ep_testbed.harness.core.results import read_run
+from ep_testbed.harness.eps import gpu
 
 LOCAL = {"catalog": "local_cases:build_catalog", "mapper": "local_cases:to_onnx", "worker_paths": (HERE,)}
 ORT = {"distribution": "onnxruntime-directml", "version": "1.24.4"}

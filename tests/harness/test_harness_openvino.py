@@ -23,11 +23,10 @@ if "OpenVINOExecutionProvider" not in ort.get_available_providers():
     pytest.skip(_why, allow_module_level=True)
 
 from ep_testbed.graphs.catalog import build_catalog  # noqa: E402
-
-from ep_testbed.harness import expectations  # noqa: E402
-from ep_testbed.harness.case_run import CaseConfig  # noqa: E402
-from ep_testbed.harness.providers import resolve_ep  # noqa: E402
-from ep_testbed.harness.runner import RunOptions, run_cases  # noqa: E402
+from ep_testbed.harness.core import expectations  # noqa: E402
+from ep_testbed.harness.eps.providers import resolve_ep  # noqa: E402
+from ep_testbed.harness.run.case_run import CaseConfig  # noqa: E402
+from ep_testbed.harness.run.runner import RunOptions, run_cases  # noqa: E402
 
 OV = "OpenVINOExecutionProvider"
 RAN = ("pass", "tie-only", "fail", "known", "fixed")

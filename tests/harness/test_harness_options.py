@@ -1,4 +1,4 @@
-"""The shared option groups (harness/options.py): one definition, one parser each, in every front end."""
+"""The shared option groups (harness/cli/options.py): one definition, one parser each, in every front end."""
 
 import argparse
 import json
@@ -6,9 +6,16 @@ import json
 import pytest
 
 from ep_testbed.harness.cli import build_parser
-from ep_testbed.harness.options import (OptionError, add_ep_options, add_expectation_options, add_tolerance_options,
-                                        parse_ep, parse_expectations, parse_tolerances)
-from ep_testbed.harness.tolerances import DEFAULT_TOLERANCES, Tolerance
+from ep_testbed.harness.cli.options import (
+    OptionError,
+    add_ep_options,
+    add_expectation_options,
+    add_tolerance_options,
+    parse_ep,
+    parse_expectations,
+    parse_tolerances,
+)
+from ep_testbed.harness.core.tolerances import DEFAULT_TOLERANCES, Tolerance
 
 SHARED = {"--ep", "--ep-option", "--graph-opt", "--tol", "--tolerances", "--precision-model", "--strict-tolerance"}
 

@@ -1,4 +1,4 @@
-"""The preflight (harness/preflight.py) behind ``ep-testbed doctor`` and the start of ``ep-testbed run``.
+"""The preflight (harness/eps/preflight.py) behind ``ep-testbed doctor`` and the start of ``ep-testbed run``.
 
 Here there is no DirectML: a Windows GPU runner is simulated (the EP in the provider list, DXGI
 adapters from fake_windows, the session check stubbed); the real machine's answer (no DirectML
@@ -10,12 +10,12 @@ import subprocess
 import sys
 
 import pytest
-
-from ep_testbed.harness import gpu, preflight
-from ep_testbed.harness.cli import parse_args
-from ep_testbed.harness.cli.run import run_command
 from fake_windows import FakeAdapter, FakeDxgi
 from local_cases import HERE
+
+from ep_testbed.harness.cli import parse_args
+from ep_testbed.harness.cli.run import run_command
+from ep_testbed.harness.eps import gpu, preflight
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WINDOWS = {"available": ["DmlExecutionProvider", "CPUExecutionProvider"], "distributions": ["onnxruntime-directml"]}

@@ -7,9 +7,9 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from local_cases import HERE
 
 from ep_testbed.graphs.catalog import build_catalog
-from local_cases import HERE
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 

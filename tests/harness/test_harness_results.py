@@ -1,4 +1,4 @@
-"""The results schema (``harness.results``): one set of outcomes, keys and folder names that
+"""The results schema (``harness.core.results``): one set of outcomes, keys and folder names that
 every writer and reader agrees on -- the runner, ``ep-testbed gen``, the exit code and the reports.
 """
 
@@ -11,17 +11,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ep_testbed.harness import results
-from ep_testbed.harness.case_run import CaseConfig, new_line
+from local_cases import HERE, build_catalog
+
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
-from ep_testbed.harness.expectations import parse as parse_expectations
-from ep_testbed.harness.providers import resolve_ep
-from ep_testbed.harness.runner import RunOptions, run_cases
-from ep_testbed.harness.summary import EXIT_FAILED, failing_outcomes
-from ep_testbed.harness.worker import FAULT_ENV
+from ep_testbed.harness.core import results
+from ep_testbed.harness.core.expectations import parse as parse_expectations
+from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.run.case_run import CaseConfig, new_line
+from ep_testbed.harness.run.runner import RunOptions, run_cases
+from ep_testbed.harness.run.summary import EXIT_FAILED, failing_outcomes
+from ep_testbed.harness.run.worker import FAULT_ENV
 from ep_testbed.reports import render_junit, render_run, render_summary_json
-from local_cases import HERE, build_catalog
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -149,7 +150,7 @@ def test_one_fixed_case_fails_the_exit_code_junit_summary_and_report_alike(tmp_p
 
 def test_the_schema_module_imports_neither_onnx_nor_onnxruntime():
     """The reports import it; a machine that only renders reports need not have ONNX Runtime."""
-    code = ("import sys, ep_testbed.harness.results\n"
+    code = ("import sys, ep_testbed.harness.core.results\n"
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""

@@ -1,6 +1,6 @@
 """A run folder is owned by one run, and ``--resume`` only continues the same run.
 
-The lock (``harness.run_folder``) is tested with real processes where liveness matters; the
+The lock (``harness.run.run_folder``) is tested with real processes where liveness matters; the
 resume checks run the handler in this process on tests/harness/local_cases.py, like
 test_harness_cli.py.
 """
@@ -14,7 +14,7 @@ import sys
 import pytest
 from test_harness_cli import case_lines, run_local
 
-from ep_testbed.harness.run_folder import LOCK_FILE, FolderBusy, claim, refuse_overwrite
+from ep_testbed.harness.run.run_folder import LOCK_FILE, FolderBusy, claim, refuse_overwrite
 
 
 def _lock(folder, **fields):

@@ -7,15 +7,15 @@ import subprocess
 import sys
 import time
 
+from local_cases import HERE, MAPPER
 from test_harness_faults import CASES
 
-from ep_testbed.harness.case_run import CaseConfig
-from ep_testbed.harness.providers import resolve_ep
-from ep_testbed.harness.results import read_run
-from ep_testbed.harness.runner import RunOptions, run_cases
-from ep_testbed.harness.session import SCRATCH_PREFIX, sweep_stale
-from ep_testbed.harness.worker import FAULT_ENV
-from local_cases import HERE, MAPPER
+from ep_testbed.harness.core.results import read_run
+from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.eps.session import SCRATCH_PREFIX, sweep_stale
+from ep_testbed.harness.run.case_run import CaseConfig
+from ep_testbed.harness.run.runner import RunOptions, run_cases
+from ep_testbed.harness.run.worker import FAULT_ENV
 
 
 def _run_in(tmp_path, temp, fault):

@@ -5,12 +5,21 @@ import json
 import numpy as np
 import onnxruntime as ort
 import pytest
-
-from ep_testbed.harness import expectations as exp
-from ep_testbed.harness.placement import is_fallback_refusal, off_ep, placement_from_profile, read_placement
-from ep_testbed.harness.providers import (EpNotAvailable, EpSpec, SessionSettings, alias_of, ort_flavour, parse_provider_options,
-                               providers_arg, resolve_ep, session_options)
 from local_cases import max_pool_case, to_onnx
+
+from ep_testbed.harness.core import expectations as exp
+from ep_testbed.harness.core.installed import ort_flavour
+from ep_testbed.harness.eps.placement import is_fallback_refusal, off_ep, placement_from_profile, read_placement
+from ep_testbed.harness.eps.providers import (
+    EpNotAvailable,
+    EpSpec,
+    SessionSettings,
+    alias_of,
+    parse_provider_options,
+    providers_arg,
+    resolve_ep,
+    session_options,
+)
 
 
 def test_aliases_and_full_names_resolve_against_the_installed_providers():
@@ -92,7 +101,7 @@ def test_dml_traces_prove_placement_per_node_and_say_how():
     (MemcpyFromHost/MemcpyToHost are DML kernels, OperatorRegistration.cpp L1098-1099) prove
     nothing. With fusion on, the nodes hide in DmlFusedNode_<p>_<i> (DmlGraphFusionHelper.cpp
     CreateIndexedSubGraph)."""
-    from ep_testbed.harness.placement import describe_evidence, placement_evidence
+    from ep_testbed.harness.eps.placement import describe_evidence, placement_evidence
 
     dml = "DmlExecutionProvider"
     copy = {"cat": "Node", "name": "Memcpy_kernel_time", "args": {"provider": dml, "op_name": "MemcpyFromHost"}}
@@ -156,7 +165,7 @@ def test_an_unreadable_profiling_trace_proves_nothing_but_the_assignment_info(tm
     a node it does not name stays unproven (so the case can never pass)."""
     from types import SimpleNamespace
 
-    from ep_testbed.harness.placement import off_ep, read_placement
+    from ep_testbed.harness.eps.placement import off_ep, read_placement
 
     def trace():
         path = tmp_path / "trace.json"
@@ -236,7 +245,7 @@ def test_dml_sessions_disable_graph_fusion_unless_kept():
 def test_a_session_python_rebuilt_without_the_ep_is_a_build_failure(monkeypatch):
     """onnxruntime_inference_collection.py retries a failing EP on the CPU EP alone unless
     enable_fallback=0; the harness passes it and still checks get_providers()."""
-    from ep_testbed.harness import session as session_mod
+    from ep_testbed.harness.eps import session as session_mod
 
     seen = {}
 

@@ -5,9 +5,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from ep_testbed.harness.progress import Progress
-from ep_testbed.harness.selection import parse_shard, select, shard
-from ep_testbed.harness.summary import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_CASES, EXIT_OK, exit_code, failing_outcomes, table
+from ep_testbed.harness.run.progress import Progress
+from ep_testbed.harness.run.selection import parse_shard, select, shard
+from ep_testbed.harness.run.summary import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NO_CASES,
+    EXIT_OK,
+    exit_code,
+    failing_outcomes,
+    table,
+)
 
 
 @dataclass(frozen=True)

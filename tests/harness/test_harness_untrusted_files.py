@@ -1,5 +1,5 @@
-"""The one reader of untrusted files (harness/untrusted_files.py) and terminal escaping
-(harness/terminal.py), piece by piece. The attack suite (tests/hostile/) feeds the same pieces
+"""The one reader of untrusted files (harness/core/untrusted_files.py) and terminal escaping
+(harness/core/terminal.py), piece by piece. The attack suite (tests/hostile/) feeds the same pieces
 through every command."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ep_testbed.harness.terminal import safe, safe_message
-from ep_testbed.harness.untrusted_files import (
+from ep_testbed.harness.core.terminal import safe, safe_message
+from ep_testbed.harness.core.untrusted_files import (
     FileRefused,
     Limits,
     inside,
@@ -207,7 +207,7 @@ def test_safe_text_is_one_line_of_printable_characters(text):
 
 
 def test_results_records_from_a_link_outside_the_run_are_not_read(tmp_path):
-    from ep_testbed.harness.results import read_run
+    from ep_testbed.harness.core.results import read_run
 
     (tmp_path / "elsewhere.jsonl").write_text(json.dumps({"type": "run", "ep": "x"}) + "\n")
     (tmp_path / "run").mkdir()

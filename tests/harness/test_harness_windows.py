@@ -1,7 +1,7 @@
 """The Windows-only process code, run here against stand-ins for kernel32 and the C runtime:
-the kill-on-close Job object per worker (harness/winjob.py, as winnt.h/jobapi2.h and
+the kill-on-close Job object per worker (harness/run/winjob.py, as winnt.h/jobapi2.h and
 microsoft/debugpy's launcher use it), the crash-dialog switch and the injected segfault of
-harness/worker.py."""
+harness/run/worker.py."""
 
 import ctypes
 import os
@@ -10,14 +10,14 @@ import subprocess
 import sys
 
 import pytest
+from local_cases import HERE, MAPPER, max_pool_case
 
 from ep_testbed.graphs.catalog import build_catalog
-from ep_testbed.harness import pool as pool_mod
-from ep_testbed.harness import winjob, worker
-from ep_testbed.harness.case_run import CaseConfig
-from ep_testbed.harness.providers import resolve_ep
-from ep_testbed.harness.worker import FAULT_ENV
-from local_cases import HERE, MAPPER, max_pool_case
+from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.run import pool as pool_mod
+from ep_testbed.harness.run import winjob, worker
+from ep_testbed.harness.run.case_run import CaseConfig
+from ep_testbed.harness.run.worker import FAULT_ENV
 
 
 class FakeKernel32:
@@ -131,7 +131,7 @@ def test_crash_dialogs_are_switched_off_on_windows_only():
 
 @pytest.mark.skipif(os.name == "nt", reason="the POSIX signal; on Windows the same read is STATUS_ACCESS_VIOLATION")
 def test_the_injected_segfault_is_a_real_crash_not_an_exception():
-    p = subprocess.run([sys.executable, "-c", "from ep_testbed.harness.worker import segfault; segfault()"],
+    p = subprocess.run([sys.executable, "-c", "from ep_testbed.harness.run.worker import segfault; segfault()"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == -signal.SIGSEGV, (p.returncode, p.stderr)
 

@@ -19,7 +19,7 @@ import pytest
 from sandbox import ROOT
 
 from ep_testbed.graphs.catalog import build_catalog
-from ep_testbed.harness.worker import FAULT_ENV
+from ep_testbed.harness.run.worker import FAULT_ENV
 
 IDS = [c.id for c in build_catalog(["max_pooling2"]) if "/grid-" in c.id][:6]
 VOLATILE = {"duration_s", "placement_source", "message"}

@@ -20,7 +20,6 @@ import time
 import zipfile
 
 import numpy as np
-import onnx
 import pytest
 from hostile_kit import npy_bytes, npz_bytes
 from onnx import TensorProto, helper
@@ -30,8 +29,8 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.graphs.models import resnet_stem
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
-from ep_testbed.harness.results import case_dir
-from ep_testbed.harness.worker import FAULT_ENV
+from ep_testbed.harness.core.results import case_dir
+from ep_testbed.harness.run.worker import FAULT_ENV
 from ep_testbed.reference import desc_to_dml
 from ep_testbed.reference.max_pooling2 import first_window_without_input
 

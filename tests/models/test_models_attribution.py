@@ -12,10 +12,10 @@ import pytest
 from models_testkit import with_node_attribute
 
 from ep_testbed.graphs.models import DEMO_SHAPES, detection_head, resnet_stem
+from ep_testbed.harness.eps.providers import resolve_ep
 from ep_testbed.harness.models.inputs import generate_inputs, input_specs, resolve_shapes
 from ep_testbed.harness.models.outputs import compare_named
 from ep_testbed.harness.models.run import ModelRunConfig, run_model
-from ep_testbed.harness.providers import resolve_ep
 from ep_testbed.harness.models.untrusted import LoadedModel
 
 

@@ -9,12 +9,12 @@ import onnxruntime as ort
 from models_testkit import with_node_attribute
 
 from ep_testbed.graphs.models import DEMO_SHAPES, detection_head
-from ep_testbed.harness import session
+from ep_testbed.harness.eps import session
+from ep_testbed.harness.eps.providers import resolve_ep
 from ep_testbed.harness.models.alone import node_feeds, one_node_model
 from ep_testbed.harness.models.inputs import generate_inputs, input_specs, resolve_shapes
 from ep_testbed.harness.models.run import ERROR_TEXT_LIMIT, ModelRunConfig, _failure, run_model, whole_message
 from ep_testbed.harness.models.untrusted import LoadedModel
-from ep_testbed.harness.providers import resolve_ep
 
 CPU = ModelRunConfig(ep=resolve_ep("cpu"), reference=resolve_ep("cpu"))
 

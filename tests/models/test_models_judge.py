@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper as h
 
+from ep_testbed.harness.core.model_statuses import AGREES, DIVERGING, NODE_STATUSES, NOT_JUDGED, PREDICTED
+from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.models.judge import judge_node
 from ep_testbed.harness.models.run import verdict_reasons
-from ep_testbed.harness.models.statuses import AGREES, DIVERGING, NODE_STATUSES, NOT_JUDGED, PREDICTED
-from ep_testbed.harness.tolerances import Tolerances
 
 TOL = Tolerances.defaults()
 

@@ -27,9 +27,9 @@ if "OpenVINOExecutionProvider" not in ort.get_available_providers():
 from models_testkit import result_of, run_cli, with_node_attribute  # noqa: E402
 
 from ep_testbed.graphs.models import DEMO_SHAPES, detection_head  # noqa: E402
+from ep_testbed.harness.eps.providers import resolve_ep  # noqa: E402
 from ep_testbed.harness.models.inputs import generate_inputs, input_specs, resolve_shapes  # noqa: E402
 from ep_testbed.harness.models.run import ModelRunConfig, run_model  # noqa: E402
-from ep_testbed.harness.providers import resolve_ep  # noqa: E402
 from ep_testbed.harness.models.untrusted import LoadedModel  # noqa: E402
 
 OV = "OpenVINOExecutionProvider"

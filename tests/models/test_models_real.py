@@ -17,7 +17,7 @@ import pytest
 from models_testkit import result_of, run_cli
 from real_models import CORPUS, ENTRIES, RUNS, expected_counts, recorded_input, zero_roi_nodes
 
-from ep_testbed.harness.models.statuses import DIVERGING, NOT_JUDGED
+from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
 
 
 def _roi_sizes(file: str, image: np.ndarray) -> dict[str, np.ndarray]:

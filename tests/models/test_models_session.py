@@ -1,4 +1,4 @@
-"""Case runs and model runs build their sessions through one function, ``harness.session.run_on_ep``,
+"""Case runs and model runs build their sessions through one function, ``harness.eps.session.run_on_ep``,
 and a refused model names what it refused."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import pytest
 
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.graphs.models import DEMO_SHAPES, resnet_stem
-from ep_testbed.harness import session
-from ep_testbed.harness.case_run import CaseConfig, run_case
+from ep_testbed.harness.eps import session
+from ep_testbed.harness.eps.providers import SessionSettings, resolve_ep
 from ep_testbed.harness.models.inputs import generate_inputs, input_specs, resolve_shapes
 from ep_testbed.harness.models.run import ModelRunConfig, SessionFailed, run_model, run_session
 from ep_testbed.harness.models.untrusted import LoadedModel
-from ep_testbed.harness.providers import SessionSettings, resolve_ep
+from ep_testbed.harness.run.case_run import CaseConfig, run_case
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@ import functools
 import warnings
 
 
-
 @functools.lru_cache(maxsize=1)
 def onnx_backend_cases():
     """ONNX's own backend node test cases (shipped in the onnx package), collected once."""

@@ -7,9 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ep_testbed.reference.roi_align import RoiAlign1Desc, RoiAlignDesc, as_roi_align1
-from ep_testbed.reference.roi_align import linear_taps, nearest_tap, region_samples, regions
 from ep_testbed.reference.nan_rules import nan_ignoring_max
+from ep_testbed.reference.roi_align import (
+    RoiAlign1Desc,
+    RoiAlignDesc,
+    as_roi_align1,
+    linear_taps,
+    nearest_tap,
+    region_samples,
+    regions,
+)
 
 
 def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, out_of_bounds: float) -> np.ndarray:

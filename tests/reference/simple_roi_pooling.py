@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ep_testbed.reference import RoiPoolingDesc
-from ep_testbed.reference.roi_pooling import _check_rois, bin_bounds, scaled_region
 from ep_testbed.reference.nan_rules import nan_ignoring_max
+from ep_testbed.reference.roi_pooling import _check_rois, bin_bounds, scaled_region
 
 
 def roi_pooling(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray) -> dict[str, np.ndarray]:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import numpy as np
-import pytest
-from hypothesis import assume, given, settings, strategies as st
-
 import low_precision_kernels as lp
+import numpy as np
 import ort_oracle
+import pytest
 from descs_for_tests import max_pooling2, roi_align1, roi_pooling
-from ep_testbed.reference import DescError, MODELS, execute, execute_with_bounds, precision_model
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from ep_testbed.reference import MODELS, DescError, execute, execute_with_bounds, precision_model
 from ep_testbed.reference.precision import Arithmetic
 
 UINT32_MAX = 2**32 - 1
@@ -330,6 +331,7 @@ def test_linear_sample_bound_covers_every_coordinate_within_its_error(seed, erro
     their errors moves its value by at most the sample bound ``e_x Gx + e_y Gy``, also when the
     move crosses into a neighbouring cell (coordinates on cell edges) or by pixels (large errors)."""
     import simple_roi_align
+
     from ep_testbed.reference.precision import Approx
     from ep_testbed.reference.roi_align_bounds import _linear_samples
 

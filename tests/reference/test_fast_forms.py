@@ -4,11 +4,12 @@ this folder, gather every window / loop over every bin exactly as the pages read
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
-
 import simple_max_pooling2
 import simple_roi_pooling
 from descs_for_tests import max_pooling2, roi_pooling
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ep_testbed.reference import DescError, execute
 
 
@@ -69,8 +70,8 @@ def test_roi_align_fast_equals_simple(seed, dtype, mode, reduction, corners):
     """Equal up to the order of float64 additions in AVERAGE (the fast form sums channels-last):
     the two float64 means differ by at most a few float64 ulps, so after the one rounding to the
     output type they agree except where that rounding is a near tie (at most 1 ulp of the output)."""
-    from descs_for_tests import roi_align1
     import simple_roi_align
+    from descs_for_tests import roi_align1
 
     rng = np.random.default_rng(seed)
     np_type = np.float32 if dtype == "FLOAT32" else np.float16

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import ort_oracle
+import pytest
 from descs_for_tests import max_pooling2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx_cases import onnx_backend_cases
+
 from ep_testbed.reference import execute
 
 RNG = np.random.default_rng(99)

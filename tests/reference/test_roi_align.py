@@ -5,12 +5,13 @@ same thing. Each test names the DECISIONS.md entry it pins."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import ort_oracle
-from onnx_cases import onnx_backend_cases
+import pytest
 from descs_for_tests import roi_align1
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx_cases import onnx_backend_cases
+
 from ep_testbed.reference import execute
 from ep_testbed.reference.roi_align import samples_per_output
 

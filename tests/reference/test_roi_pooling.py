@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
 import ort_oracle
+import pytest
 from descs_for_tests import roi_pooling
+
 from ep_testbed.reference import execute
 from ep_testbed.reference.roi_pooling import bin_bounds, round_half_away_from_zero, scaled_region
 

@@ -6,10 +6,10 @@ import copy
 
 import numpy as np
 import pytest
-
 from descs_for_tests import max_pooling2, roi_align1, roi_pooling
-from ep_testbed.reference import DescError, desc_from_dml, desc_to_dml, execute, validate
 from test_descs import CANONICAL, ISSUE_EXAMPLE
+
+from ep_testbed.reference import DescError, desc_from_dml, desc_to_dml, execute, validate
 
 
 def refused(d, field, level="5.0", words=None):

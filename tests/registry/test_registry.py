@@ -48,9 +48,9 @@ def test_a_toy_operator_joins_the_catalog_reference_and_mapper(toy):
 
 
 def test_a_toy_operator_runs_on_the_cpu_ep_and_shows_in_the_report(toy, tmp_path):
-    from ep_testbed.harness.case_run import CaseConfig
-    from ep_testbed.harness.providers import resolve_ep
-    from ep_testbed.harness.runner import RunOptions, run_cases
+    from ep_testbed.harness.eps.providers import resolve_ep
+    from ep_testbed.harness.run.case_run import CaseConfig
+    from ep_testbed.harness.run.runner import RunOptions, run_cases
     from ep_testbed.reports import render_all
 
     out = tmp_path / "run"

@@ -22,7 +22,6 @@ import numpy as np
 from ep_testbed.graphs import to_onnx  # noqa: F401  (the mapper the run names)
 from ep_testbed.reference import registry
 
-
 PERTURB_ENV = "EP_TESTBED_TEST_PERTURB_REFERENCE"
 
 

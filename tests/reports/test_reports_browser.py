@@ -11,14 +11,14 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-
 import synthetic_run
 from chromium_cdp import Browser, browser_unavailable_reason, find_chromium
 from layout_check import CONTRAST_JS, OVERFLOW_JS, WIDTHS
+
 from ep_testbed.reports import render_run
 
 REASON = browser_unavailable_reason()
-#: Rows that failed on the EP's answer or got none (harness.results.WRONG and known).
+#: Rows that failed on the EP's answer or got none (harness.core.results.WRONG and known).
 FAILED_ROWS = ("fail", "crash", "timeout", "error", "known")
 pytestmark = pytest.mark.skipif(REASON is not None, reason=str(REASON))
 
@@ -152,7 +152,7 @@ def test_every_chip_and_badge_has_aa_contrast(browser, failing_cpu_run, tmp_path
         for text, ratio in browser.evaluate(f"({CONTRAST_JS})('.chip, .badge, .verdict')"):
             label = re.sub(r"^\d+\s*", "", text)
             seen[label] = min(ratio, seen.get(label, 99.0))
-    from ep_testbed.harness.results import OUTCOMES
+    from ep_testbed.harness.core.results import OUTCOMES
     assert set(OUTCOMES) <= set(seen)
     assert {k: round(v, 2) for k, v in seen.items() if v < 4.5} == {}
 

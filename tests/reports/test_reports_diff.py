@@ -3,8 +3,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 import synthetic_run
+
 from ep_testbed.harness.cli import main as cli_main
 from ep_testbed.reports import diff_runs
 

@@ -4,6 +4,7 @@ when they differ; a run made before the identity was recorded says so."""
 import json
 
 import synthetic_run
+
 from ep_testbed.reports import diff_runs
 
 

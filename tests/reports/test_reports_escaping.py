@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
-
 import synthetic_run
 from synthetic_run import EVIL
+
 from ep_testbed.reports import diff_runs, render_junit, render_run, render_summary_json
 
 
@@ -85,7 +85,7 @@ def test_junit_and_summary_keep_the_strings_exactly(evil_run):
 def test_malformed_failure_figures_render(tmp_path):
     """error_stats of the wrong shape inside a well-typed line (a results line is data) render as
     far as they make sense; a line whose counts have the wrong JSON kind is skipped and named
-    (the schema of harness.results); the page is written either way."""
+    (the schema of harness.core.results); the page is written either way."""
     run = synthetic_run.write_run(tmp_path / "r", 4, pattern=["fail"])
     lines = (run / "results.jsonl").read_text().splitlines()
     odd = [{"OutputTensor": "x"}, {"OutputTensor": {"elements": "many", "outside": 1}},

@@ -8,8 +8,8 @@ import zipfile
 from html.parser import HTMLParser
 
 import numpy as np
-
 import synthetic_run
+
 from ep_testbed.reports import render_run
 from ep_testbed.reports.artifacts import index_mismatches, load_artifacts
 

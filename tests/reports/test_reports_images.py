@@ -6,7 +6,7 @@ import zlib
 import numpy as np
 import pytest
 
-from ep_testbed.harness.tolerances import Tolerance
+from ep_testbed.harness.core.tolerances import Tolerance
 from ep_testbed.reports import images
 
 

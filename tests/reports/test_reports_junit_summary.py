@@ -2,8 +2,9 @@ import json
 import xml.etree.ElementTree as ET
 
 import synthetic_run
+
+from ep_testbed.harness.core.results import FAILING, REPORT_ORDER
 from ep_testbed.reports import render_junit, render_summary_json
-from ep_testbed.harness.results import FAILING, REPORT_ORDER
 from ep_testbed.reports.results import load_run
 
 

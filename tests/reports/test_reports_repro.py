@@ -18,9 +18,9 @@ from pathlib import Path
 
 import onnx
 import pytest
-
 import repro_check
 from perturbed_reference import PERTURB_ENV
+
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
 from ep_testbed.reports import render_run

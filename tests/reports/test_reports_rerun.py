@@ -15,11 +15,10 @@ import re
 import shlex
 from pathlib import Path
 
-
-from ep_testbed.harness import rerun
 from ep_testbed.harness.cli import main, parse_args
+from ep_testbed.harness.cli.options import parse_tolerances
 from ep_testbed.harness.cli.run import fresh_out, run_command
-from ep_testbed.harness.options import parse_tolerances
+from ep_testbed.harness.core import rerun
 from ep_testbed.reports.html_report import rerun_command
 from ep_testbed.reports.results import load_run
 

@@ -2,9 +2,9 @@ import json
 import math
 
 import pytest
-
 import synthetic_run
-from ep_testbed.harness.results import OUTCOMES
+
+from ep_testbed.harness.core.results import OUTCOMES
 from ep_testbed.reports.rendering import OUTCOME_COLOURS, OUTCOME_HELP
 from ep_testbed.reports.results import ResultsError, load_run
 

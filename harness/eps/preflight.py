@@ -8,11 +8,11 @@ fix):
 1. the ONNX Runtime wheels: exactly one distribution may provide the ``onnxruntime`` module
    (``onnxruntime`` and ``onnxruntime-directml`` both installed overwrite each other's files);
 2. the EP is in this ONNX Runtime (``providers.resolve_ep``);
-3. DirectML: the DXGI adapters (``harness.gpu``): ``device_id`` a whole number within them, the
+3. DirectML: the DXGI adapters (``harness.eps.gpu``): ``device_id`` a whole number within them, the
    chosen adapter not the Microsoft Basic Render Driver (ORT's dml_provider_factory.cc refuses it
    with ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER), a hardware adapter at all, DirectML.dll found;
 4. one session with one node (a float32 MaxPool from the case catalog) builds, runs and is
-   proven on the EP, with the run's session settings (``harness.session.run_on_ep``); ORT's
+   proven on the EP, with the run's session settings (``harness.eps.session.run_on_ep``); ORT's
    errors are explained where their HRESULT is known (0x887A0002: no adapter at that index).
 """
 
@@ -23,7 +23,14 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .providers import ALIASES, EpNotAvailable, EpSpec, SessionSettings, ort_flavour, ort_version, resolve_ep
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.harness.core.installed import ort_flavour, ort_version
+
+from . import placement as placement_mod
+from .gpu import identity
+from .providers import ALIASES, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
+from .session import SessionError, first_line, run_on_ep
 
 #: The wheel that brings each EP (the fix a missing EP names).
 WHEELS = {"DmlExecutionProvider": "onnxruntime-directml", "OpenVINOExecutionProvider": "onnxruntime-openvino",
@@ -140,7 +147,6 @@ def explain(error: str) -> str:
 
 def probe_case() -> Any:
     """The case the session check runs: the first float32 2-D MaxPool of the catalog."""
-    from ep_testbed.graphs.catalog import build_catalog  # the catalog loads onnx and the registry
 
     return next(c for c in build_catalog(["max_pooling2"]) if c.tags.get("dtype") == "float32"
                 and c.desc.dimension_count == 2)
@@ -148,10 +154,7 @@ def probe_case() -> Any:
 
 def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> bool:
     """Finding 4: one node builds, runs and is proven on the EP."""
-    from ep_testbed.graphs import to_onnx
 
-    from . import placement as placement_mod
-    from .session import SessionError, first_line, run_on_ep
 
     case = probe_case()
     mapping = to_onnx(case.desc, opset=case.opset)
@@ -175,7 +178,6 @@ def check(name: str, options: dict[str, str], settings: SessionSettings = Sessio
     """Run the checks for ``--ep name`` with its provider ``options``, stopping at the first fatal
     one. ``available``/``distributions``/``gpu_record`` replace what is read from this machine
     (tests simulate a Windows GPU runner through them)."""
-    from .gpu import identity
 
     result = Preflight()
     if not check_wheels(result, onnxruntime_distributions() if distributions is None else distributions):

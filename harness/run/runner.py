@@ -5,7 +5,7 @@
 (or, with ``resume``, keeps the previous one and skips the ids already finished: only when
 every option that can change an outcome, ``RESUME_MUST_MATCH``, is the same, and the folder
 holds exactly one readable header), runs the cases in worker processes
-(``harness.pool``; ``jobs=0`` runs them in this process, without crash isolation, for
+(``harness.run.pool``; ``jobs=0`` runs them in this process, without crash isolation, for
 debugging), applies the EP's expectations, writes artifacts for crashes and timeouts (the
 worker writes the others), streams every line to disk as it finishes, and on Ctrl-C stops
 the workers and closes the file with an ``end`` line that says ``"interrupted": true``.
@@ -13,24 +13,15 @@ the workers and closes the file with an ``end`` line that says ``"interrupted": 
 
 from __future__ import annotations
 
-
 import heapq
 import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
-from ep_testbed.reference import execute
-
-from . import expectations as expectations_mod
-from .artifacts import write_artifacts
-from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_case, severity
-from .expectations import Expectations
-from .gpu import identity_key
-from .pool import WorkerPool
-from .progress import Progress
-from .providers import runtime_info
-from .results import (
+from ep_testbed.harness.core import expectations as expectations_mod
+from ep_testbed.harness.core.expectations import Expectations
+from ep_testbed.harness.core.results import (
     PASSING,
     RESULTS_FILE,
     ResultsWriter,
@@ -41,9 +32,16 @@ from .results import (
     results_path,
     rewrite_for_resume,
 )
+from ep_testbed.harness.core.terminal import safe
+from ep_testbed.harness.core.untrusted_files import FileRefused
+from ep_testbed.harness.eps.gpu import identity_key, runtime_info
+from ep_testbed.reference import execute
+
+from .artifacts import write_artifacts
+from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_case, severity
+from .pool import WorkerPool
+from .progress import Progress
 from .run_folder import FolderBusy, claim
-from .terminal import safe
-from .untrusted_files import FileRefused
 
 
 class RunError(RuntimeError):

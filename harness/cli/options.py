@@ -36,13 +36,12 @@ import argparse
 import math
 from typing import Any, Callable, Sequence
 
+from ep_testbed.harness.core import expectations as expectations_mod
+from ep_testbed.harness.core.expectations import Expectations
+from ep_testbed.harness.core.tolerances import Tolerances, load_tolerances
+from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits
+from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, parse_provider_options, resolve_ep
 from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
-
-from . import expectations as expectations_mod
-from .expectations import Expectations
-from .providers import EpNotAvailable, EpSpec, parse_provider_options, resolve_ep
-from .tolerances import Tolerances, load_tolerances
-from .untrusted_files import LIMIT_NAMES, FileRefused, Limits
 
 #: ``parser.add_argument`` or pytest's ``group.addoption``.
 AddOption = Callable[..., Any]

@@ -1,9 +1,9 @@
 """Run one case in this process: map, compute the reference, run on the EP, prove placement, compare.
 
 ``run_case(case, config)`` returns a result line (a dict, the ``case`` schema of
-``harness.results``) with the *raw* outcome: expectations are applied by the caller. It never
+``harness.core.results``) with the *raw* outcome: expectations are applied by the caller. It never
 raises for anything the case does; it can only be stopped by the process dying (a crashing
-EP), which is why the harness calls it inside a worker process (``harness.worker``).
+EP), which is why the harness calls it inside a worker process (``harness.run.worker``).
 
 Outcomes decided here, in the order they are checked:
 
@@ -33,18 +33,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
+from ep_testbed.harness.core.error_stats import error_statistics
+from ep_testbed.harness.core.results import ERROR_KEYS, case_record
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.eps import placement as placement_mod
+from ep_testbed.harness.eps import session as session_mod
+from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
+from ep_testbed.harness.eps.session import first_line
 from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
 from ep_testbed.reference.checks import element_cap, max_elements
 
-from . import placement as placement_mod
-from . import session as session_mod
 from .artifacts import write_artifacts
-from .compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
-from .error_stats import error_statistics
-from .providers import EpSpec, SessionSettings
-from .results import ERROR_KEYS, case_record
-from .session import first_line
-from .tolerances import Tolerances
 
 DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"
 
@@ -85,7 +86,7 @@ def severity(line: dict[str, Any]) -> float:
 
 def new_line(case: Any, ep: EpSpec) -> dict[str, Any]:
     """A result line for ``case`` with nothing decided yet: every key of
-    ``harness.results.CASE_KEYS``, those not given here ``None`` (outcome, placement_source,
+    ``harness.core.results.CASE_KEYS``, those not given here ``None`` (outcome, placement_source,
     tolerance_used, expected_outcome, artifacts)."""
     tags = dict(getattr(case, "tags", {}) or {})
     return case_record(

@@ -11,11 +11,11 @@ the value the EP returned::
 ``ulp_distance`` counts representable values of the output's dtype between ``a`` and ``e``
 (``+0`` and ``-0`` are 0 apart). Integer outputs use ``|a - e| <= atol`` (default 0: exact).
 Index outputs (``OutputIndicesTensor``) are exact, except that an index pointing at a
-different element holding the same maximum is a *tie* (see ``harness.compare``).
+different element holding the same maximum is a *tie* (see ``harness.core.compare``).
 
 Beyond the rule, under a precision model (``--precision-model``, default ``fp32``) an element
 also passes within the reference's own per-element rounding bound, or within that bound of a
-knife-edge alternative (``harness.compare``, ``reference/DECISIONS.md`` FP-2 and FP-3), so an
+knife-edge alternative (``harness.core.compare``, ``reference/DECISIONS.md`` FP-2 and FP-3), so an
 element passes within ``max(rule, bound)``; ``--strict-tolerance`` keeps the rule alone.
 
 Why these defaults: the reference computes in float64 and rounds once to the output dtype,

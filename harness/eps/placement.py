@@ -8,7 +8,7 @@ one that proved it (``EVIDENCE``, strongest first):
    ``sequential_executor.cc``). A compiling EP (OpenVINO, TensorRT, DirectML graph fusion)
    reports its fused node instead (``OpenVINOExecutionProvider_OpenVINO-EP-subgraph_1_0``,
    ``DmlFusedNode_0_3``); DirectML sessions therefore run with graph fusion disabled
-   (``harness.providers``), so each node gets its own event.
+   (``harness.eps.providers``), so each node gets its own event.
 2. ``assignment-info``: ``InferenceSession.get_provider_graph_assignment_info()`` (ONNX Runtime
    >= 1.24.1 with ``session.record_ep_graph_assignment_info = 1``): EP -> original node names,
    recorded at partitioning, before any fusion.

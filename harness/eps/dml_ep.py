@@ -40,6 +40,10 @@ from typing import Any, Iterable, Optional
 import onnx
 from onnx import TensorProto as T
 
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.from_onnx import predicted_divergences
+from ep_testbed.harness.core.expectations import apply
+
 SRC = ("https://github.com/microsoft/onnxruntime/blob/c4780e65b57e8c7e3f8f184a80c25aabc5530b06/"
        "onnxruntime/core/providers/dml/DmlExecutionProvider/src/")
 REGISTRATION = SRC + "Operators/OperatorRegistration.cpp"
@@ -167,7 +171,6 @@ def divergence_predictions(node: onnx.NodeProto, opset: int, shapes: dict[str, l
     """``diverges`` for each field where the DML EP's desc for ``node`` differs from the spec's
     (``graphs.from_onnx.predicted_divergences``); ``declined`` when its reading refuses the node
     (e.g. a support query such as QueryMaxPool). Empty when the node cannot be read back."""
-    from ep_testbed.graphs.from_onnx import predicted_divergences  # graphs loads the operator registry
 
     try:
         flags = predicted_divergences(node, [shapes[i] for i in node.input], [types_of[i] for i in node.input],
@@ -217,7 +220,6 @@ def predict_model(model: onnx.ModelProto, op_nodes: Optional[Iterable[str]] = No
 def predict_case(case: Any) -> list[dict]:
     """``predict_model`` for a catalog case's model (``graphs.to_onnx(case.desc, case.opset)``);
     empty when the case has no model (inexpressible) or cannot be mapped."""
-    from ep_testbed.graphs import to_onnx
 
     try:
         mapping = to_onnx(case.desc, opset=getattr(case, "opset", None))
@@ -242,9 +244,8 @@ def implied_outcome(predictions: Iterable[dict]) -> Optional[str]:
 def first_run_outlook(cases: Iterable[Any], expectations: Any) -> list[dict]:
     """Per case what a first DML run would report where the source predicts something: ``id``,
     ``predicted`` (``implied_outcome``), ``reported`` (after ``expectations``, an
-    ``harness.expectations.Expectations``), ``entry`` (the matching pattern or None) and the
+    ``harness.core.expectations.Expectations``), ``entry`` (the matching pattern or None) and the
     predictions. Cases with no prediction are left out: nothing is known of them until a run."""
-    from .expectations import apply
 
     rows = []
     for case in cases:

@@ -1,7 +1,7 @@
 """Worker processes that survive the EP: a crash or a hang costs one case, never the run.
 
 ``WorkerPool(config, jobs, timeout).run(cases, policy_for)`` yields one result line per case
-as cases finish (completion order). Each worker is a ``python -m harness.worker`` subprocess
+as cases finish (completion order). Each worker is a ``python -m ep_testbed.harness.run.worker`` subprocess
 in its own session / process group (Ctrl-C reaches only the parent), fed pickled cases on
 stdin and answering on its stdout pipe; everything it prints goes to a log file. When a worker
 
@@ -13,8 +13,8 @@ stdin and answering on its stdout pipe; everything it prints goes to a log file.
 
 and a fresh worker takes the next case. Closing the generator (or an exception such as
 ``KeyboardInterrupt`` in the consumer) kills every worker. Workers never outlive this process:
-on Linux the worker asks for SIGKILL when its parent dies (``harness.worker``), on Windows each
-worker is put in a kill-on-close Job object (``harness.winjob``) whose only handle this process
+on Linux the worker asks for SIGKILL when its parent dies (``harness.run.worker``), on Windows each
+worker is put in a kill-on-close Job object (``harness.run.winjob``) whose only handle this process
 holds.
 
 The pool's folder in the temp folder (``ep-testbed-workers-<pid>-*``: worker logs, and each
@@ -38,9 +38,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from ep_testbed.harness.eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
+
 from .case_run import ArtifactPolicy, CaseConfig, new_line
 from .winjob import new_job
-from .session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
 from .worker import read_frame, write_frame
 
 #: Seconds a new worker may take to import ONNX Runtime and say it is ready.
@@ -71,7 +72,7 @@ class _Worker:
     dispatched: float = 0.0
     dead: bool = False
     reader: threading.Thread | None = field(default=None, repr=False)
-    job: Any = None  # Windows: the worker's Job object (harness.winjob)
+    job: Any = None  # Windows: the worker's Job object (harness.run.winjob)
 
 
 class WorkerPool:
@@ -112,7 +113,7 @@ class WorkerPool:
         else:
             isolation = {"start_new_session": True}
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.worker"], stdin=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.run.worker"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=log, env=self._env, close_fds=True,
                                     bufsize=0, **isolation)
         worker = _Worker(self._count, proc, proc.stdout, log_path, time.monotonic(), job=self._job_for(proc))

@@ -1,15 +1,15 @@
 """One ONNX Runtime session on an execution provider: built with the conformance settings, run
-once, and where each node ran read back. Case runs (``harness.case_run``) and model runs
+once, and where each node ran read back. Case runs (``harness.run.case_run``) and model runs
 (``harness.models.run``) both go through ``run_on_ep``; nothing else in the harness builds a
 session to judge outputs.
 
 - ``run_on_ep(model, feeds, ep, settings)`` builds the session with
-  ``harness.providers.session_options`` (graph optimizations off unless asked, CPU fallback
+  ``harness.eps.providers.session_options`` (graph optimizations off unless asked, CPU fallback
   disabled unless ``allow_fallback``, DirectML's settings: graph fusion off), with Python's
   whole-session fallback to the CPU EP off (``enable_fallback=0``; a session built without the
   EP under test is a build failure), runs it, and returns an ``EpRun``:
   the outputs, and the node -> provider placement with its source
-  (``harness.placement.read_placement``) when profiled. ONNX Runtime's errors come back as one
+  (``harness.eps.placement.read_placement``) when profiled. ONNX Runtime's errors come back as one
   ``SessionError`` that says whether building or running failed, and whether the failure is
   ONNX Runtime refusing a CPU fallback (``refused_fallback``).
 - ``diagnose_refusal(model, feeds, ep, settings)``: after such a refusal, builds and runs a
@@ -37,11 +37,12 @@ from typing import Mapping
 import numpy as np
 import onnx
 
+from ep_testbed.harness.core.processes import process_alive
+
 from . import placement as placement_mod
 from .providers import EpSpec, SessionSettings, providers_arg, session_options
-from .run_folder import process_alive
 
-#: Where a worker makes its scratch folder (set by ``harness.pool``); unset: the system temp folder.
+#: Where a worker makes its scratch folder (set by ``harness.run.pool``); unset: the system temp folder.
 SCRATCH_ENV = "EP_TESTBED_SCRATCH"
 SCRATCH_PREFIX = "ep-testbed-prof-"
 

@@ -4,7 +4,7 @@
 words); the report builds ``ep-testbed run <rerun_args> -k <case id> --out runs/rerun-...-{time}``
 from them, so a pasted line runs the case as CI ran it:
 
-- the flags of the shared EP, tolerance and expectations groups (``harness.options``: ``--ep``,
+- the flags of the shared EP, tolerance and expectations groups (``harness.cli.options``: ``--ep``,
   ``--ep-option``, ``--graph-opt``, ``--expectations``/``--no-expectations`` and whatever those
   groups gain later), plus ``--seed`` and ``--timeout``, each only where it differs from its
   default (``--ep`` and ``--seed`` always);

@@ -35,7 +35,12 @@ import struct
 import sys
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+from ep_testbed.harness.core.installed import machine_info, ort_flavour, ort_version
+
+if TYPE_CHECKING:  # annotations only: providers needs nothing from this module
+    from .providers import EpSpec
 
 DXGI_ERROR_NOT_FOUND = 0x887A0002
 DXGI_ERROR_UNSUPPORTED = 0x887A0004
@@ -338,7 +343,6 @@ def openvino_identity(options: dict[str, str], ort: dict[str, str]) -> dict[str,
         name = str(openvino.Core().get_property(device, "FULL_DEVICE_NAME"))
     except Exception:  # not installed, or a device (HETERO:..., AUTO) with no single name
         if device.upper().startswith("CPU"):
-            from .providers import machine_info
 
             name = machine_info()["cpu"]
     try:
@@ -394,7 +398,6 @@ def identity_key(data: Optional[dict[str, Any]]) -> tuple:
 def identity(provider: str, options: dict[str, str]) -> dict[str, Any]:
     """The identity record of a run on ``provider`` with its provider ``options``, read from this
     machine (DXGI and the registry on Windows for DirectML; the OpenVINO device; else none)."""
-    from .providers import ort_flavour, ort_version
 
     ort = {"distribution": ort_flavour(), "version": ort_version()}
     if provider == "OpenVINOExecutionProvider":
@@ -410,3 +413,19 @@ def identity(provider: str, options: dict[str, str]) -> dict[str, Any]:
     import winreg  # type: ignore[import-not-found]  # Windows only
 
     return dml_identity(options, adapters, read_display_drivers(winreg), directml_dll(), ort)
+
+
+def runtime_info(ep: EpSpec | None = None) -> dict[str, Any]:
+    """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``; with
+    ``ep``, also ``gpu``: the identity of the device it runs on (``identity``)."""
+    import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
+
+    info = {
+        "ort_flavour": ort_flavour(),
+        "ort_version": ort_version(),
+        "available_providers": list(onnxruntime.get_available_providers()),
+        "machine": machine_info(),
+    }
+    if ep is not None:
+        info["gpu"] = identity(ep.provider, ep.options)
+    return info

@@ -1,4 +1,4 @@
-"""Compare an EP's outputs with the reference's, under the rule of ``harness.tolerances``.
+"""Compare an EP's outputs with the reference's, under the rule of ``harness.core.tolerances``.
 
 ``compare_outputs(expected, actual, tolerances, inputs)`` takes both sides keyed by DML output
 name (``OutputTensor``, ``OutputIndicesTensor``) in the desc's data types and returns a

@@ -1,6 +1,6 @@
 """``RUN_DIR/shrinks.jsonl``: one line per shrunk failure of a fuzz run, original next to minimal.
 
-A fuzz run's ``results.jsonl`` is an ordinary run (``harness.results``): every fuzzed case has
+A fuzz run's ``results.jsonl`` is an ordinary run (``harness.core.results``): every fuzzed case has
 its line, and every minimal case its own line too (id ``<original id>-min``, tags
 ``family: fuzz-minimal`` and ``shrunk_from``), with its case folder, so ``report``, ``diff`` and
 ``merge`` read a fuzz run unchanged. What ties an original to its minimal case is this file,
@@ -17,7 +17,7 @@ written as each shrink finishes, with exactly ``SHRINK_KEYS``:
 - ``notes``: anything the shrink wants a reader to know (budget reached, replay diverged);
 - ``corpus``: the corpus folder the minimal case was written to, or null.
 
-It imports nothing but the standard library, ``harness.results`` and ``harness.untrusted_files``:
+It imports nothing but the standard library, ``harness.core.results`` and ``harness.core.untrusted_files``:
 the reports read it.
 """
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-from ..results import dumps
-from ..untrusted_files import FileRefused, inside, open_output, read_json_lines
+from .results import dumps
+from .untrusted_files import FileRefused, inside, open_output, read_json_lines
 
 SHRINKS_FILE = "shrinks.jsonl"
 SHRINK_KEYS = ("original", "minimal", "found_s", "signature", "same_failure", "original_elements", "minimal_elements",

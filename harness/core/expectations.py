@@ -32,7 +32,7 @@ Runtime in use is inactive (``Expectations.inactive``), as if absent.
 Entries with ``flags`` can only be decided once the case has been mapped, i.e. on its result
 line; ``match`` without flags treats them as not matching. Entries with ``predicted`` need the
 case itself (``match_case``): the predictor of the file's EP (``PREDICTORS``, e.g. the DirectML
-EP's in ``harness.dml_ep``) reads what that EP will do with the case's ONNX model from the EP's
+EP's in ``harness.eps.dml_ep``) reads what that EP will do with the case's ONNX model from the EP's
 public source; a predictor's answer is a list of dicts with ``node``, ``op_type``, ``field``,
 ``kind`` (``declined``: the EP does not take the node; ``diverges``: it builds a different
 desc), ``value``, ``reason`` and ``source``.
@@ -48,13 +48,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from .installed import ort_version as installed_ort_version
 from .results import OUTCOMES, PASSING
 from .untrusted_files import FileRefused, read_json
 
-EXPECTATIONS_DIR = os.path.join(os.path.dirname(__file__), "expectations")
+EXPECTATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "expectations")
 
 #: Provider name -> "module:function" of its predictor (case -> list of prediction dicts).
-PREDICTORS: dict[str, str] = {"DmlExecutionProvider": "ep_testbed.harness.dml_ep:predict_case"}
+PREDICTORS: dict[str, str] = {"DmlExecutionProvider": "ep_testbed.harness.eps.dml_ep:predict_case"}
 
 Patterns = tuple[tuple[tuple[str, Any], ...], ...]
 
@@ -268,9 +269,7 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
         raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
     entries = [_entry(item, f"{source}: expectations[{n}]") for n, item in enumerate(items)]
     if any(e.onnxruntime for e in entries) and ort_version is None:
-        from .providers import ort_version as installed  # imports onnxruntime: only when a range needs it
-
-        ort_version = installed()
+        ort_version = installed_ort_version()  # imports onnxruntime: only when a range needs it
     active = [e for e in entries if not e.onnxruntime or in_range(str(ort_version), e.onnxruntime)]
     inactive = [e for e in entries if e not in active]
     ep = data.get("ep") if isinstance(data, dict) else None

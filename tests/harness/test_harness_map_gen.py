@@ -8,9 +8,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from ep_testbed.graphs import cli_map, safe_id, write_cases
 from ep_testbed.graphs.cases.roi_align import roi_align_desc
 from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.harness.cli.gen import write_cases
+from ep_testbed.harness.cli.map import cli_map
+from ep_testbed.harness.core.results import safe_id
 from ep_testbed.reference import desc_from_dml, desc_to_dml, execute
 
 

@@ -1,6 +1,6 @@
 """Case folders: everything needed to reproduce one case without the testbed.
 
-``RUN_DIR/cases/<safe-id>/`` (``harness.results.case_dir``: the folder name ``ep-testbed gen``
+``RUN_DIR/cases/<safe-id>/`` (``harness.core.results.case_dir``: the folder name ``ep-testbed gen``
 uses too) holds ``model.onnx``, ``inputs.npz`` (keyed by ONNX input name,
 ready for ``session.run``), ``desc.json`` (the desc in DirectML's spelling), ``expected.npz``
 (the reference) and ``actual.npz`` (what the EP returned), both keyed by DML output name.
@@ -16,10 +16,10 @@ import os
 from typing import Any, Mapping
 
 import numpy as np
-from ep_testbed.reference import desc_to_dml
 
-from .results import case_dir
-from .untrusted_files import open_output, output_folder
+from ep_testbed.harness.core.results import case_dir
+from ep_testbed.harness.core.untrusted_files import open_output, output_folder
+from ep_testbed.reference import desc_to_dml
 
 
 def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any = None,

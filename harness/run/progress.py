@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from typing import Any, TextIO
 
-from .results import EXPECTED_FAILURE, FAILING, NOT_TESTED
+from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED
 
 
 class Progress:

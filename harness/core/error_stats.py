@@ -1,9 +1,9 @@
 """How one case's error is distributed, and the smallest tolerance that would have passed it.
 
-``harness.compare`` gives the verdict and the largest errors; a person triaging a failure also
+``harness.core.compare`` gives the verdict and the largest errors; a person triaging a failure also
 wants what Polygraphy's comparator prints beside its verdict: the distribution of the error
 (mean, median, p90, p99 of |a - e| and of the ULP distance) and the minimum tolerance that would
-make the case pass. Both are computed here, per output, under the rule of ``harness.tolerances``
+make the case pass. Both are computed here, per output, under the rule of ``harness.core.tolerances``
 (the plain atol/rtol/ulp rule), and written into the case line's ``error_stats``.
 
 ``element_share`` is that rule per element: the share of its allowed error each element used
@@ -47,7 +47,7 @@ class ElementErrors:
 
 
 def element_errors(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> ElementErrors:
-    """The rule of ``harness.tolerances`` applied to each element of a float output.
+    """The rule of ``harness.core.tolerances`` applied to each element of a float output.
 
     ``expected`` and ``actual`` have one float dtype and one shape. An element passes when NaN
     meets NaN, an infinity meets the same infinity, or both are finite and

@@ -1,6 +1,6 @@
-"""A worker process: runs cases one after another for ``harness.pool``, until its stdin closes.
+"""A worker process: runs cases one after another for ``harness.run.pool``, until its stdin closes.
 
-Started as ``python -m harness.worker`` with stdin and stdout as pipes and stderr as a log
+Started as ``python -m ep_testbed.harness.run.worker`` with stdin and stdout as pipes and stderr as a log
 file. It reads length-prefixed pickled frames on stdin -- first a ``CaseConfig``, then
 ``(case, ArtifactPolicy)`` per case -- and writes ``("ready", pid)``, then one
 ``("result", line)`` per case. The frames go to a private duplicate of the original stdout;
@@ -185,7 +185,7 @@ def _perturb(array: Any, element: int) -> Any:
 
 def _die_with_parent() -> None:
     """Linux: get SIGKILL when the parent dies, so a hung worker never outlives its run (on Windows
-    the parent's Job object does this, harness.winjob)."""
+    the parent's Job object does this, harness.run.winjob)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -8,13 +8,10 @@ why); ``runtime_info`` describes the installed ONNX Runtime and the machine for 
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-import platform
-import socket
-import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+from ep_testbed.harness.core.installed import ort_flavour, ort_version
 
 #: Command-line alias -> ONNX Runtime provider name. Any other full provider name is accepted as is.
 ALIASES: dict[str, str] = {
@@ -27,13 +24,6 @@ ALIASES: dict[str, str] = {
     "coreml": "CoreMLExecutionProvider",
     "qnn": "QNNExecutionProvider",
 }
-
-#: Wheels that ship the ``onnxruntime`` module, most specific first (only one may be installed).
-ORT_DISTRIBUTIONS = (
-    "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-qnn",
-    "onnxruntime-training", "onnxruntime",
-)
-
 
 class EpNotAvailable(RuntimeError):
     """The requested execution provider is not in this ONNX Runtime build."""
@@ -176,66 +166,3 @@ def providers_arg(ep: EpSpec) -> list[Any]:
     """The ``providers=`` argument: only the EP under test (listing CPU too would conflict with
     ``disable_cpu_ep_fallback``; ONNX Runtime adds the CPU EP itself)."""
     return [(ep.provider, dict(ep.options))] if ep.options else [ep.provider]
-
-
-def ort_flavour() -> str:
-    """The installed wheel that provides ``onnxruntime`` (``onnxruntime-directml``, ...)."""
-    try:
-        names = importlib.metadata.packages_distributions().get("onnxruntime", [])
-    except Exception:  # pragma: no cover - broken metadata
-        names = []
-    for candidate in ORT_DISTRIBUTIONS:
-        if candidate in names:
-            return candidate
-    if names:
-        return names[0]
-    for candidate in ORT_DISTRIBUTIONS:  # e.g. an egg-link install without top_level.txt
-        try:
-            importlib.metadata.distribution(candidate)
-            return candidate
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "unknown"
-
-
-def ort_version() -> str:
-    import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
-
-    return str(onnxruntime.__version__)
-
-
-def machine_info() -> dict[str, str]:
-    """Platform, Python, CPU and host name, as recorded in every run header."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "cpu": f"{cpu} ({os.cpu_count()} logical cores)",
-        "hostname": socket.gethostname(),
-    }
-
-
-def runtime_info(ep: EpSpec | None = None) -> dict[str, Any]:
-    """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``; with
-    ``ep``, also ``gpu``: the identity of the device it runs on (``harness.gpu.identity``)."""
-    import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
-
-    info = {
-        "ort_flavour": ort_flavour(),
-        "ort_version": ort_version(),
-        "available_providers": list(onnxruntime.get_available_providers()),
-        "machine": machine_info(),
-    }
-    if ep is not None:
-        from .gpu import identity  # the DXGI reader loads ctypes COM glue only when asked
-
-        info["gpu"] = identity(ep.provider, ep.options)
-    return info

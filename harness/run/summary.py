@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
-from .results import FAILING, OUTCOMES, REPORT_ORDER
-from .terminal import safe
+from ep_testbed.harness.core.results import FAILING, OUTCOMES, REPORT_ORDER
+from ep_testbed.harness.core.terminal import safe
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -53,7 +53,7 @@ CASE_SCHEMA: dict[str, tuple[str, ...]] = {
     "expected_outcome": (OBJECT, NULL), "duration_s": (NUMBER, NULL), "artifacts": (STR, NULL),
     # How a compared case failed, beyond the largest errors: of ``mismatches``, the NaN/inf ones and
     # the index ones; per output, the error distribution and the smallest passing tolerance
-    # (``harness.error_stats``).
+    # (``harness.core.error_stats``).
     "nonfinite_mismatches": (INT, NULL), "index_mismatches": (INT, NULL), "error_stats": (OBJECT, NULL),
 }
 CASE_KEYS = tuple(CASE_SCHEMA)
@@ -150,7 +150,7 @@ def case_record(**fields: Any) -> dict[str, Any]:
     """
     unknown = sorted(set(fields) - set(CASE_KEYS))
     if unknown:
-        raise KeyError(f"case line field(s) {unknown} are not in harness.results.CASE_KEYS {list(CASE_KEYS)}. "
+        raise KeyError(f"case line field(s) {unknown} are not in harness.core.results.CASE_KEYS {list(CASE_KEYS)}. "
                        "Note: add a new key to CASE_KEYS (and the readers) first.")
     return {key: CASE if key == "type" else fields.get(key) for key in CASE_KEYS}
 

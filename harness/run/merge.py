@@ -5,12 +5,12 @@ sum, ``shards`` listing where each part ran), every case line once (sorted by id
 folders copied, and an ``end`` line with the counts -- so reports read it exactly as they read
 an unsharded run. Shards must agree on EP, seed, tolerances and session options, and -- unless
 ``allow_mixed`` -- on what ties results to a device: ONNX Runtime flavour and version and the
-GPU identity (``harness.gpu.identity_key``: adapter, PCI ids, driver and DirectML versions); a
+GPU identity (``harness.eps.gpu.identity_key``: adapter, PCI ids, driver and DirectML versions); a
 mixed merge lists each shard's identity in ``mixed``. A case id in two shards, or a missing
 shard of a ``K/N`` split, is refused.
 
-A shard's ``results.jsonl`` is data: it is read through ``harness.untrusted_files`` and held to
-``harness.results``' schema. A damaged line (anything but the torn last line a killed run
+A shard's ``results.jsonl`` is data: it is read through ``harness.core.untrusted_files`` and held to
+``harness.core.results``' schema. A damaged line (anything but the torn last line a killed run
 leaves) or two different run headers refuse the merge, naming the file and line, rather than
 dropping a case. A case line's ``artifacts`` must be the case's own folder (``results.case_dir``)
 and is copied only as regular files inside the shard's folder: a path that leaves either
@@ -23,12 +23,21 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from .gpu import identity_key
-from .results import RESULTS_FILE, ResultsWriter, case_dir, count_outcomes, end_record, load_records, results_path
+from ep_testbed.harness.core.results import (
+    RESULTS_FILE,
+    ResultsWriter,
+    case_dir,
+    count_outcomes,
+    end_record,
+    load_records,
+    results_path,
+)
+from ep_testbed.harness.core.terminal import safe
+from ep_testbed.harness.core.untrusted_files import FileRefused, copy_planned, plan_copy
+from ep_testbed.harness.eps.gpu import identity_key
+
 from .run_folder import FolderBusy, claim
 from .selection import parse_shard
-from .terminal import safe
-from .untrusted_files import FileRefused, copy_planned, plan_copy
 
 #: Header keys every shard must share.
 MUST_AGREE = ("ep", "seed", "tolerances", "session_options")

@@ -35,18 +35,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
-from ep_testbed.reports.model_report import render_model_report
 
-from ..options import OptionError, parse_ep, parse_precision, parse_tolerances
-from ..providers import EpNotAvailable, EpSpec, SessionSettings
-from ..run_folder import FolderBusy, claim, refuse_overwrite
-from ..terminal import safe, safe_message
-from ..tolerances import Tolerances
-from ..untrusted_files import FileRefused, open_output, output_folder, write_output
-from .baseline import Baseline, BaselineError
-from .baseline import save_baseline as write_baseline
-from .inputs import (
+from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
+from ep_testbed.harness.core.terminal import safe, safe_message
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, output_folder, write_output
+from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings
+from ep_testbed.harness.models.baseline import Baseline, BaselineError
+from ep_testbed.harness.models.baseline import save_baseline as write_baseline
+from ep_testbed.harness.models.inputs import (
     InputsError,
     InputSpec,
     ShapeError,
@@ -58,7 +55,7 @@ from .inputs import (
     parse_shapes,
     resolve_shapes,
 )
-from .isolation import (
+from ep_testbed.harness.models.isolation import (
     EXIT_FAIL,
     EXIT_OK,
     EXIT_USAGE,
@@ -68,8 +65,12 @@ from .isolation import (
     fault_hook,
     isolated,
 )
-from .run import ModelRunConfig, SessionFailed, quiet_default_logger, run_model
-from .untrusted import LoadedModel, ModelRefused, load_untrusted
+from ep_testbed.harness.models.run import ModelRunConfig, SessionFailed, quiet_default_logger, run_model
+from ep_testbed.harness.models.untrusted import LoadedModel, ModelRefused, load_untrusted
+from ep_testbed.harness.run.run_folder import FolderBusy, claim, refuse_overwrite
+from ep_testbed.reports.model_report import render_model_report
+
+from .options import OptionError, parse_ep, parse_precision, parse_tolerances
 
 #: Seconds a demo model's child process may run (``model demo --timeout``'s default).
 DEMO_TIMEOUT = 300.0

@@ -1,0 +1,67 @@
+"""What is installed: the ONNX Runtime wheel and version, and the machine, as run headers record them.
+
+A leaf of the foundation: the EP layer, the device identity and the expectations' version
+ranges all read it, and it imports nothing of the testbed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import sys
+
+#: Wheels that ship the ``onnxruntime`` module, most specific first (only one may be installed).
+ORT_DISTRIBUTIONS = (
+    "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-qnn",
+    "onnxruntime-training", "onnxruntime",
+)
+
+
+def ort_flavour() -> str:
+    """The installed wheel that provides ``onnxruntime`` (``onnxruntime-directml``, ...)."""
+    try:
+        names = importlib.metadata.packages_distributions().get("onnxruntime", [])
+    except Exception:  # pragma: no cover - broken metadata
+        names = []
+    for candidate in ORT_DISTRIBUTIONS:
+        if candidate in names:
+            return candidate
+    if names:
+        return names[0]
+    for candidate in ORT_DISTRIBUTIONS:  # e.g. an egg-link install without top_level.txt
+        try:
+            importlib.metadata.distribution(candidate)
+            return candidate
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def ort_version() -> str:
+    import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
+
+    return str(onnxruntime.__version__)
+
+
+def machine_info() -> dict[str, str]:
+    """Platform, Python, CPU and host name, as recorded in every run header."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu": f"{cpu} ({os.cpu_count()} logical cores)",
+        "hostname": socket.gethostname(),
+    }
+
+
+__all__ = ["ORT_DISTRIBUTIONS", "machine_info", "ort_flavour", "ort_version"]

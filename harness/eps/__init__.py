@@ -1,0 +1,8 @@
+"""EP adapters: how the testbed holds an execution provider.
+
+EP names and the conformance session options (``providers``), the one session layer case runs
+and model runs share (``session``), where each node ran read back from ONNX Runtime
+(``placement``), the device a run header names (``gpu``), the checks ``doctor`` prints and
+``run`` makes first (``preflight``), and what ORT's DirectML EP does with a model, read from its
+source (``dml_ep``).
+"""
