@@ -40,7 +40,7 @@ from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, output_folder, write_output
-from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings
+from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec
 from ep_testbed.harness.models.baseline import Baseline, BaselineError
 from ep_testbed.harness.models.baseline import save_baseline as write_baseline
 from ep_testbed.harness.models.inputs import (
@@ -70,7 +70,7 @@ from ep_testbed.harness.models.untrusted import LoadedModel, ModelRefused, load_
 from ep_testbed.harness.run.run_folder import FolderBusy, claim, refuse_overwrite
 from ep_testbed.reports.model_report import render_model_report
 
-from .options import OptionError, parse_ep, parse_precision, parse_tolerances
+from .options import OptionError, RunConfig, parse_ep, run_config
 
 #: Seconds a demo model's child process may run (``model demo --timeout``'s default).
 DEMO_TIMEOUT = 300.0
@@ -80,9 +80,8 @@ DEMO_TIMEOUT = 300.0
 class _Setup:
     """Everything a model run needs, read and checked before anything runs."""
 
-    ep: EpSpec
+    settings: RunConfig  # the EP, tolerances, precision model, seed, --out
     reference: EpSpec
-    tolerances: Tolerances
     loaded: LoadedModel
     specs: list[InputSpec]
     feeds: dict[str, np.ndarray]
@@ -127,7 +126,7 @@ def demo_command(args: argparse.Namespace) -> int:
     """``ep-testbed model demo``: write the bundled models and run each like ``model run``; the
     worst exit code of the models."""
     try:  # fail once, here, rather than once per model
-        parse_ep(args.ep, args.ep_option)
+        run_config(args)
         parse_ep(args.reference_ep)
     except OptionError as exc:
         return _error(str(exc))
@@ -170,13 +169,10 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, FolderBusy, FileRefused,
             ValueError, OSError) as exc:
         return _error(str(exc))
-    try:
-        precision = parse_precision(getattr(args, "precision_model", None), getattr(args, "strict_tolerance", False))
-    except OptionError as exc:
-        return _error(str(exc))
-    config = ModelRunConfig(ep=setup.ep, reference=setup.reference, tolerances=setup.tolerances,
-                            settings=SessionSettings(graph_opt=args.graph_opt),
-                            allow_fallback=not args.no_cpu_fallback, reading=args.reading,
+    settings = setup.settings
+    precision = settings.precision_model
+    config = ModelRunConfig(ep=settings.ep, reference=setup.reference, tolerances=settings.tolerances,
+                            settings=settings.session(), allow_fallback=not args.no_cpu_fallback, reading=args.reading,
                             baseline_tolerances=setup.baseline_tolerances, precision_model=precision)
     quiet_default_logger()
     try:
@@ -188,15 +184,15 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         return EXIT_FAIL
     if result.get("ep_failure"):  # the whole message follows in the summary, and in model_result.json
         print(f"ep-testbed model: {safe(result['ep_failure']['message'].splitlines()[0])}", file=sys.stderr)
-    out = Path(args.out or _default_out(setup.loaded.path.stem, setup.ep.alias))
+    out = Path(settings.out or _default_out(setup.loaded.path.stem, settings.ep.alias))
     result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in _user_argv(sys.argv[1:]))
     result["precision_model"] = precision
-    result["inputs"] = {"source": setup.source, "seed": args.seed if setup.source == "generated" else None,
+    result["inputs"] = {"source": setup.source, "seed": settings.seed if setup.source == "generated" else None,
                         "specs": [s.to_json() for s in setup.specs],
                         "shapes": {k: list(np.shape(v)) for k, v in setup.feeds.items()}}
     try:
         with claim(out, result["command"]):
-            _write_run(out, result, setup, args.seed, save_baseline)
+            _write_run(out, result, setup, settings.seed, save_baseline)
             report = render_model_report(out)
     except FolderBusy as exc:
         return _error(str(exc))
@@ -208,9 +204,8 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
            baseline_dir: str | None) -> _Setup:
     """Resolve the EPs and tolerances, load the model and its baseline, and make its inputs
     (the baseline's, ``--inputs``, or seeded). Raises what ``run_model_file`` reports as exit 2."""
-    ep = parse_ep(args.ep, args.ep_option)
+    settings = run_config(args)
     reference = parse_ep(args.reference_ep)
-    tolerances = parse_tolerances(args.tolerances, args.tol)
     loaded = load_untrusted(model_path)
     specs = input_specs(loaded.model)
     baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None
@@ -223,9 +218,9 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
         feeds, source = load_inputs(inputs_path, specs), f"npz {inputs_path}"
     else:
         resolved = resolve_shapes(specs, parse_shapes(shapes))
-        feeds, source = generate_inputs(loaded.model, specs, resolved, args.seed), "generated"
+        feeds, source = generate_inputs(loaded.model, specs, resolved, settings.seed), "generated"
     check_graph_sizes(loaded.model, {name: tuple(np.shape(value)) for name, value in feeds.items()})
-    return _Setup(ep, reference, tolerances, loaded, specs, feeds, source, baseline, baseline_tolerances)
+    return _Setup(settings, reference, loaded, specs, feeds, source, baseline, baseline_tolerances)
 
 
 def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save_baseline: str | None) -> None:
