@@ -27,6 +27,11 @@ BASE = settings(deadline=None, database=None, suppress_health_check=list(HealthC
 #: a hostile input gets past validation is then small, and the sandbox's address-space limit
 #: (far above it) catches any allocation that no cap checked.
 SMALL_CAP = ["--limit", f"elements={2**20}"]
+#: ``model run`` reads and runs the model in a child interpreter unless ``--in-process``: the
+#: sandbox's audit hook sees only its own process, so the hostile model tests run the reader
+#: in process, where every file it opens is recorded (and no interpreter starts per example).
+#: The child process itself is tested by tests/models/test_models_isolation.py.
+IN_PROCESS = ["--in-process"]
 
 
 def hostile(n: int) -> settings:
