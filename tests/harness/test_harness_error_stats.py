@@ -6,6 +6,7 @@ import math
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from ep_testbed.harness.core import error_stats
 from ep_testbed.harness.core.compare import compare_outputs
@@ -44,7 +45,7 @@ def _tolerances(dtype, tol: Tolerance) -> Tolerances:
     return Tolerances({np.dtype(dtype).name.upper(): tol})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(float_pairs(), tolerances)
 def test_counts_and_share_agree_with_the_comparison(pair, tol):
     e, a = pair
@@ -60,7 +61,7 @@ def test_counts_and_share_agree_with_the_comparison(pair, tol):
         assert stats["ulp"]["max"] == verdict.max_ulp
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(float_pairs(), tolerances)
 def test_the_minimum_tolerance_passes_and_a_smaller_one_does_not(pair, tol):
     e, a = pair

@@ -14,6 +14,7 @@ from descs_for_tests import max_pooling2, roi_align1, roi_pooling
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from hypothesis_profiles import examples
 from value_strategies import feature_map, finite, uniform
 
 from ep_testbed.reference import MODELS, DescError, execute, execute_with_bounds, precision_model
@@ -92,7 +93,7 @@ def _orders(desc):
     return ("page", "onnx") if onnx_like else ("page",)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(case=roi_align_case())
 def test_float32_kernel_lies_within_the_fp32_bound(case):
     """The issue's hidden-oracle property: for random descs, the reference's exact output lies
@@ -102,7 +103,7 @@ def test_float32_kernel_lies_within_the_fp32_bound(case):
     _within_model(desc, x, rois, batch, "fp32", np.float32, _orders(desc))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(case=roi_align_case(dtypes=("FLOAT16",)))
 def test_float16_kernel_lies_within_the_tensor_type_bound(case):
     """A kernel computing everything in float16 (torchvision's CUDA roi_align in half) lies within
@@ -294,7 +295,7 @@ def roi_pooling_case(draw):
     return roi_pooling(x.shape, r, (ph, pw), scale=scale), x, rois.astype(np.float32).reshape(1, 1, r, 5)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=roi_pooling_case())
 def test_roi_pooling_float32_kernel_lies_within_the_alternatives(case):
     """Hidden-case style: decisions computed in float32 (ORT's float bins, a float32 product)
@@ -335,7 +336,7 @@ def linear_plane(draw):
     return plane, uniform(draw, -1, h, 4, "ys"), uniform(draw, -1, w, 5, "xs")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=linear_plane(), error=st.sampled_from([0.0, 1e-6, 1e-3, 0.05, 0.3, 0.7, 2.0]), on_edges=st.booleans())
 def test_linear_sample_bound_covers_every_coordinate_within_its_error(case, error, on_edges):
     """FP-2's core claim, without arithmetic: moving a LINEAR sample's coordinates anywhere within

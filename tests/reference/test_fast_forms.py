@@ -10,6 +10,7 @@ from descs_for_tests import max_pooling2, roi_pooling
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from hypothesis_profiles import examples
 
 from ep_testbed.reference import DescError, execute, validate
 
@@ -45,7 +46,7 @@ def max_pooling_cases(draw):
     return desc, draw(arrays(np_type, (1, 2, *spatial), elements=values))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(case=max_pooling_cases())
 def test_max_pooling2_fast_equals_simple(case):
     desc, x = case
@@ -74,7 +75,7 @@ def roi_pooling_cases(draw):
     return roi_pooling(x.shape, r, (ph, pw), scale=scale), x, rois
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(case=roi_pooling_cases())
 def test_roi_pooling_fast_equals_simple(case):
     desc, x, rois = case
@@ -106,7 +107,7 @@ def roi_align_cases(draw):
     return desc, x, rois, batch
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(case=roi_align_cases())
 def test_roi_align_fast_equals_simple(case):
     """Equal up to the order of float64 additions in AVERAGE (the fast form sums channels-last):

@@ -9,6 +9,7 @@ from descs_for_tests import max_pooling2
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from hypothesis_profiles import examples
 
 from ep_testbed.graphs.backend_cases import raw_cases as onnx_backend_cases
 from ep_testbed.reference import execute
@@ -151,7 +152,7 @@ def test_agrees_with_onnxruntime_cpu_including_ties():
         np.testing.assert_array_equal(out["OutputIndicesTensor"].astype(np.int64), idx)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(h=st.integers(1, 7), w=st.integers(1, 7), kh=st.integers(1, 3), kw=st.integers(1, 3),
        sh=st.integers(1, 3), sw=st.integers(1, 3), ph=st.integers(0, 2), pw=st.integers(0, 2),
        dh=st.integers(1, 2), dw=st.integers(1, 2), data=st.data())

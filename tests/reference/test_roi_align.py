@@ -11,6 +11,7 @@ from descs_for_tests import roi_align1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from hypothesis_profiles import examples
 
 from ep_testbed.graphs.backend_cases import raw_cases as onnx_backend_cases
 from ep_testbed.reference import execute
@@ -329,7 +330,7 @@ def test_opset10_is_output_half_pixel_on_cpu_but_not_dml():
 
 # --- properties -------------------------------------------------------------------------------
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(h=st.integers(2, 9), w=st.integers(2, 9), oh=st.integers(1, 4), ow=st.integers(1, 4),
        n=st.integers(1, 3), value=st.floats(-8, 8, width=32), mode=st.sampled_from(["LINEAR", "NEAREST_NEIGHBOR"]),
        reduction=st.sampled_from(["AVERAGE", "MAX"]), data=st.data())
@@ -345,7 +346,7 @@ def test_constant_input_gives_constant_output(h, w, oh, ow, n, value, mode, redu
     np.testing.assert_allclose(y, value, rtol=1e-6, atol=1e-6)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(x=arrays(np.float32, (1, 1, 6, 6), elements=st.floats(-4, 4, width=32)),
        rois=arrays(np.float32, (2, 4), elements=st.floats(-1, 7, width=32, allow_subnormal=False)),
        k=st.sampled_from([0.5, 2.0, 4.0]))
