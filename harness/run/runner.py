@@ -130,17 +130,17 @@ def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
     interrupted = False
     progress = Progress(len(todo), options.progress)
     start = time.monotonic()
+
+    def policy_for(case: Any) -> ArtifactPolicy:
+        """Keep the folder of a case with an expectation, a failure, or a pass among the worst N."""
+        threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
+        return ArtifactPolicy(force=expectations.match_case(case) is not None, threshold=threshold)
+
+    by_id = {case.id: case for case in todo}
     with ResultsWriter(options.out_dir) as writer:
         if fresh:
             writer.write(header)
-
-        def policy_for(case: Any) -> ArtifactPolicy:
-            """Keep the folder of a case with an expectation, a failure, or a pass among the worst N."""
-            threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
-            return ArtifactPolicy(force=expectations.match_case(case) is not None, threshold=threshold)
-
-        by_id = {case.id: case for case in todo}
-        try:
+        try:  # at once: a Ctrl-C any time after the header is on disk ends the file with an end line
             for line in _execute(todo, config, options, policy_for):
                 _settle(line, by_id[line["id"]], config, expectations)
                 _keep_worst(worst, line, options.keep_worst)

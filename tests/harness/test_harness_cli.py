@@ -12,9 +12,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+import run_watch
 from local_cases import HERE
 
 from ep_testbed.graphs.catalog import build_catalog
@@ -254,21 +254,18 @@ POSIX_SIGNALS = pytest.mark.skipif(os.name == "nt", reason="POSIX signals: Windo
 def test_ctrl_c_keeps_every_finished_case_and_resume_completes_the_run(tmp_path):
     ids = _twelve_passing_ids()
     argv = ["run", "--ops", "max_pooling2", "-k", ",".join(ids), "--jobs", "1", "--out", str(tmp_path / "r")]
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.cli", *argv, "--timeout", "120"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**env, FAULT_ENV: f"hang={ids[7]}"})
+                            env={**env, FAULT_ENV: f"hang={ids[7]}", "TMPDIR": str(temp)})
     results = tmp_path / "r" / "results.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until the first seven cases are on disk and the eighth hangs
-        if results.exists() and results.read_text().count('"type": "case"') >= 7:
-            break
-        time.sleep(0.1)
-    time.sleep(0.5)
-    before = [l for l in results.read_text().splitlines() if '"type": "case"' in l]
+    # the first seven cases are on disk and the eighth is running (and hangs): the worker says so
+    run_watch.wait_until(run_watch.fault_injected(temp, "hang", ids[7]), "the eighth case hanging", proc)
+    before = run_watch.lines_of(results, "case")
     assert len(before) == 7
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = run_watch.stop(proc, results, signal.SIGINT)
     assert proc.returncode == 130, stderr
     assert "--resume" in stderr
     records = [json.loads(l) for l in results.read_text().splitlines()]
@@ -289,17 +286,15 @@ def test_ctrl_c_keeps_every_finished_case_and_resume_completes_the_run(tmp_path)
 @POSIX_SIGNALS
 def test_a_cancelled_ci_job_stops_like_ctrl_c(tmp_path):
     ids = _twelve_passing_ids()
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.cli", "run", "--ops", "max_pooling2", "-k",
                              ",".join(ids), "--jobs", "1", "--out", str(tmp_path / "r")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**env, FAULT_ENV: f"hang={ids[2]}"})
+                            env={**env, FAULT_ENV: f"hang={ids[2]}", "TMPDIR": str(temp)})
     results = tmp_path / "r" / "results.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (results.exists() and results.read_text().count('"type": "case"') >= 2):
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)  # what a CI runner sends when a job is cancelled
-    _, stderr = proc.communicate(timeout=60)
+    run_watch.wait_until(run_watch.fault_injected(temp, "hang", ids[2]), "the third case hanging", proc)
+    _, stderr = run_watch.stop(proc, results, signal.SIGTERM)  # what a CI runner sends when a job is cancelled
     assert proc.returncode == 130, stderr
     assert json.loads(results.read_text().splitlines()[-1])["interrupted"] is True
