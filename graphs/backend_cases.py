@@ -53,7 +53,8 @@ def _collect() -> tuple:
     # collect_testcases imports every op's case module once (and warns about unrelated ops)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        return tuple(c for c in node_cases.collect_testcases(None) if c.model.graph.node[0].op_type in attributed_op_types())
+        return tuple(c for c in node_cases.collect_testcases(None)
+                     if c.model is not None and c.model.graph.node[0].op_type in attributed_op_types())
 
 
 def raw_cases() -> dict[str, Any]:

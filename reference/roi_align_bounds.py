@@ -393,6 +393,6 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
         low, high = output.copy(), output.copy()
         for r, (lo, hi) in ranges.items():
             # Each alternative is an output in its own right: rounded once to the output type.
-            low[r], high[r] = np.moveaxis(lo, -1, 0), np.moveaxis(hi, -1, 0)
+            low[r], high[r] = np.moveaxis(np.asarray(lo), -1, 0), np.moveaxis(np.asarray(hi), -1, 0)
         expected.alternatives["OutputTensor"] = (low, high)
     return expected

@@ -74,11 +74,11 @@ def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]
             with open_output(folder / "model.onnx") as f:
                 f.write(mapping.model.SerializeToString())
         with open_output(folder / "inputs.npz") as f:
-            np.savez(f, **(mapping.feeds(tensors) if mapping.model is not None else tensors))
+            np.savez(f, **(mapping.feeds(tensors) if mapping.model is not None else tensors))  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf edge cases are deliberate
             expected = execute(case.desc, tensors)
         with open_output(folder / "expected.npz") as f:
-            np.savez(f, **expected)
+            np.savez(f, **expected)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         folders.append(folder)
         index.append({"id": case.id, "folder": folder.name, "kind": mapping.kind, "tags": case.tags})
     with open_output(out / "cases.json", "w") as f:

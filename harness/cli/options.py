@@ -356,4 +356,4 @@ def _corpus(folders: Sequence[str], ops: list[str] | None) -> list[Any]:
             entries += load_corpus(folder)
     except CorpusError as exc:
         raise OptionError(str(exc)) from None
-    return [e for e in entries if ops is None or spec_of_type(e.case.op).name in ops]
+    return [e for e in entries if ops is None or getattr(spec_of_type(e.case.op), "name", None) in ops]

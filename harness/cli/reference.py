@@ -58,6 +58,6 @@ def reference_command(args: argparse.Namespace) -> int:
     for name, array in outputs.items():
         print(f"{name}: shape {list(array.shape)} dtype {array.dtype} min {array.min()} max {array.max()}")
     if args.out:
-        np.savez(args.out, **outputs)
+        np.savez(args.out, **outputs)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         print(f"wrote {args.out}")
     return 0

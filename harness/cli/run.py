@@ -289,7 +289,7 @@ def _run_options(args: argparse.Namespace, settings: RunConfig, jobs: int, catal
         "expectations_sha256": expectations.digest}
     if args.shard:
         extra["shard"] = "{}/{}".format(*parse_shard(args.shard))
-    return RunOptions(out_dir=out, jobs=jobs, timeout=settings.timeout, resume=settings.resume,
+    return RunOptions(out_dir=out, jobs=jobs, timeout=settings.timeout or 120.0, resume=settings.resume,
                       overwrite=settings.overwrite, keep_worst=_keep_worst(args), progress=args.progress,
                       seed=settings.seed, command=args.command_line, header_extra=extra,
                       extra_paths=tuple(worker_paths))
