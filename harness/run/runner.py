@@ -140,8 +140,9 @@ def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
     with ResultsWriter(options.out_dir) as writer:
         if fresh:
             writer.write(header)
+        results = _execute(todo, config, options, policy_for)
         try:  # at once: a Ctrl-C any time after the header is on disk ends the file with an end line
-            for line in _execute(todo, config, options, policy_for):
+            for line in results:
                 _settle(line, by_id[line["id"]], config, expectations)
                 _keep_worst(worst, line, options.keep_worst)
                 writer.write(line)
@@ -150,6 +151,7 @@ def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            results.close()  # the workers stop here, whatever ended the loop (not when the generator is collected)
             progress.close()
             counts = count_outcomes(lines)
             writer.write(end_record(counts, interrupted or len(lines) < len(cases),
