@@ -48,6 +48,7 @@ def test_a_case_folder_round_trips_exactly(good):
     assert corpus.content_hash(entry.case) == corpus.content_hash(case)
 
 
+@pytest.mark.slow
 def test_run_corpus_applies_the_case_expectation_per_ep(good, tmp_path):
     root, _, case = good
     out = tmp_path / "r"

@@ -63,6 +63,7 @@ def _draws(swapped: bool, run_seed: int) -> list[int]:
     return seen
 
 
+@pytest.mark.slow
 def test_the_swap_keeps_a_local_modules_literal_out_of_the_draws(tmp_path, monkeypatch):
     (tmp_path / "ep_testbed_local_literals.py").write_text(f"LITERAL = {MAGIC}\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -4,6 +4,7 @@ held to the comparison's verdict (harness.core.compare) element by element."""
 import math
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -61,6 +62,7 @@ def test_counts_and_share_agree_with_the_comparison(pair, tol):
         assert stats["ulp"]["max"] == verdict.max_ulp
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(float_pairs(), tolerances)
 def test_the_minimum_tolerance_passes_and_a_smaller_one_does_not(pair, tol):

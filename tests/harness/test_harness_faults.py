@@ -75,6 +75,7 @@ def test_an_exception_around_the_case_is_an_error_not_a_crash(tmp_path):
     assert line["op"] == "DML_OPERATOR_MAX_POOLING2"  # the parent completes the partial line
 
 
+@pytest.mark.slow
 def test_results_are_on_disk_before_the_run_ends(tmp_path):
     """Lines are flushed as cases finish: read the file while a later case hangs."""
     import threading

@@ -26,6 +26,8 @@ from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.registry import names
 
+pytestmark = pytest.mark.slow  # every test here runs commands in the sandbox: -m "not slow" skips them
+
 #: One small catalog desc per operator, with the arrays its inputs take.
 DESCS = [build_catalog([op], 0)[0].desc for op in names()]
 

@@ -21,6 +21,8 @@ from sandbox import ROOT
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.run.worker import FAULT_ENV
 
+pytestmark = pytest.mark.slow  # every test here runs ep-testbed commands: -m "not slow" skips them
+
 IDS = [c.id for c in build_catalog(["max_pooling2"]) if "/grid-" in c.id][:6]
 VOLATILE = {"duration_s", "placement_source", "message"}
 

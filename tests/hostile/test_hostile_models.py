@@ -20,6 +20,8 @@ from onnx import TensorProto, helper
 from ep_testbed.graphs.models import detection_head, resnet_stem
 from ep_testbed.graphs.runtime import DEFAULT_OPSET
 
+pytestmark = pytest.mark.slow  # every test here runs commands in the sandbox: -m "not slow" skips them
+
 
 def _max_roi_pool() -> onnx.ModelProto:
     """image [1, 4, 16, 16] -> MaxRoiPool(rois [3, 5], pooled 3x3)."""

@@ -108,6 +108,7 @@ def _ids(n=4):
     return [c.id for c in build_catalog(["max_pooling2"]) if "/grid-" in c.id][:n]
 
 
+@pytest.mark.slow
 def test_defect_3_a_second_run_into_the_same_out_is_refused_naming_the_first(tmp_path):
     ids = _ids()
     out = tmp_path / "r"
@@ -145,6 +146,7 @@ def test_defect_4_resume_refuses_another_seed_or_tolerance(sandbox, tmp_path, ch
     assert listed in result.stderr and (out / "results.jsonl").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_defect_4_ctrl_c_before_the_first_case_then_resume_leaves_one_header(tmp_path):
     ids = _ids(3)
     out = tmp_path / "r"
@@ -425,6 +427,7 @@ def test_defect_10_model_run_baseline_and_gen_never_overwrite_silently(sandbox, 
 
 # --- 11. scratch folders of killed workers ---------------------------------------------------
 
+@pytest.mark.slow
 def test_defect_11_killed_workers_leave_no_profiling_folder(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()

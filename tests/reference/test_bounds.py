@@ -93,6 +93,7 @@ def _orders(desc):
     return ("page", "onnx") if onnx_like else ("page",)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(case=roi_align_case())
 def test_float32_kernel_lies_within_the_fp32_bound(case):

@@ -44,6 +44,7 @@ def perturbed_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_every_bundle_exits_like_the_run_and_prints_its_verdict(perturbed_run):
     ran = repro_check.run_all(perturbed_run)
     said = repro_check.messages(perturbed_run)
