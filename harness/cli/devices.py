@@ -74,7 +74,8 @@ def _live(args: argparse.Namespace) -> tuple[list[EpDevice], list[dict[str, Any]
     if args.ep is None:
         if args.ep_device or args.ep_library:
             raise OptionError("--ep-device and --ep-library need --ep (the EP whose devices they concern)")
-        return devices_mod.read_devices(), _register_installed(), None, None
+        registered = _register_installed()  # before reading: a plugin lists its devices once registered
+        return devices_mod.read_devices(), registered, None, None
     ep = parse_ep_args(args)
     held = adapter_for(ep).describe()
     entry = [dict(held, ep_names=[ep.provider], status="registered")] if ep.holder == "plugin" else []

@@ -13,7 +13,8 @@ A file holds a list of expectations, each::
      "onnxruntime": ">=1.29",          # optional: the ONNX Runtime versions the entry holds for
      "ep_package": "onnxruntime-ep-webgpu>=0.4",
                                        # optional: the package providing the EP (a plugin package,
-                                       # else the onnxruntime wheel) and its versions
+                                       # else the onnxruntime wheel) and its versions; or a list
+                                       # of such, any of which will do
      "outcome": "fail",                # or a list, e.g. ["fail", "crash"]
      "strict": true,                   # optional, default true (see below)
      "reason": "one sentence: what differs and why",
@@ -87,7 +88,7 @@ class Expectation:
     predicted: Patterns = ()
     onnxruntime: str = ""
     predicted_from: str = ""
-    ep_package: str = ""
+    ep_package: tuple[str, ...] = ()
 
     def matches(self, case_id: str, tags: Mapping[str, str] | None = None,
                 flags: list[Mapping[str, Any]] | None = None,
@@ -113,7 +114,7 @@ class Expectation:
         if self.onnxruntime:
             data["onnxruntime"] = self.onnxruntime
         if self.ep_package:
-            data["ep_package"] = self.ep_package
+            data["ep_package"] = self.ep_package[0] if len(self.ep_package) == 1 else list(self.ep_package)
         if self.predicted_from:
             data["predicted_from"] = self.predicted_from
         return data
@@ -230,17 +231,34 @@ def parse_package(spec: str) -> tuple[str, str]:
     return name, clauses
 
 
-def package_holds(spec: str, package: tuple[str, str] | None) -> bool:
-    """Whether an entry's ``ep_package`` holds for the EP's ``(distribution, version)`` (None: unknown)."""
+def package_holds(specs: Iterable[str], package: tuple[str, str] | None) -> bool:
+    """Whether one of an entry's ``ep_package`` specs holds for the EP's ``(distribution, version)``
+    (None: unknown, so none holds)."""
     if package is None:
         return False
-    name, clauses = parse_package(spec)
-    if name != package[0].lower().replace("_", "-"):
-        return False
-    try:
-        return not clauses or in_range(package[1], clauses)
-    except ValueError:  # a version with no number (e.g. "unknown"): the range cannot be said to hold
-        return False
+    for spec in specs:
+        name, clauses = parse_package(spec)
+        if name != package[0].lower().replace("_", "-"):
+            continue
+        try:
+            if not clauses or in_range(package[1], clauses):
+                return True
+        except ValueError:  # a version with no number (e.g. "unknown"): the range cannot be said to hold
+            continue
+    return False
+
+
+def _package_specs(value: Any, where: str) -> tuple[str, ...]:
+    """An entry's ``ep_package`` (one spec or a list of them) as a tuple, each checked; ValueError naming ``where``."""
+    specs = [value] if isinstance(value, str) else value
+    if not isinstance(specs, list) or not specs or not all(isinstance(v, str) and v for v in specs):
+        raise ValueError(f'{where}: ep_package must be a string like "onnxruntime-ep-webgpu>=0.4" or a list of them')
+    for spec in specs:
+        try:
+            parse_package(spec)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return tuple(specs)
 
 
 #: Every key an entry may have (the module docstring says what each means).
@@ -266,11 +284,9 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
     missing = [k for k in ("id", "outcome", "reason", "link") if not item.get(k)]
     if missing:
         raise ValueError(f"{where}: missing {', '.join(missing)} (id, outcome, reason and link are required)")
-    for key in ("id", "reason", "link", "onnxruntime", "ep_package", "predicted_from"):
+    for key in ("id", "reason", "link", "onnxruntime", "predicted_from"):
         if key in item and not isinstance(item[key], str):
-            raise ValueError(f"{where}: {key} must be a string" + (' like ">=1.24,<1.29"' if key == "onnxruntime" else
-                                                                   ' like "onnxruntime-ep-webgpu>=0.4"'
-                                                                   if key == "ep_package" else ""))
+            raise ValueError(f"{where}: {key} must be a string" + (' like ">=1.24,<1.29"' if key == "onnxruntime" else ""))
     outcome = item["outcome"]
     outcomes = tuple(outcome) if isinstance(outcome, list) else (outcome,)
     bad = [o for o in outcomes if not isinstance(o, str) or o not in EXPECTABLE]
@@ -281,13 +297,13 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
         raise ValueError(f"{where}: tags must be an object of tag -> value, e.g. {{\"dtype\": \"float32\"}}")
     if not isinstance(item.get("strict", True), bool):
         raise ValueError(f"{where}: strict must be true or false")
-    try:
-        if item.get("onnxruntime"):
+    if item.get("onnxruntime"):
+        try:
             parse_range(item["onnxruntime"])
-        if item.get("ep_package"):
-            parse_package(item["ep_package"])
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    if "ep_package" in item:
+        _package_specs(item["ep_package"], where)
     return outcomes
 
 
@@ -300,7 +316,8 @@ def _entry(item: Any, where: str) -> Expectation:
         flags=_patterns(item, "flags", where, '{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}'),
         predicted=_patterns(item, "predicted", where, '{"field": "PooledSize", "kind": "diverges"}'),
         strict=item.get("strict", True), onnxruntime=item.get("onnxruntime") or "",
-        predicted_from=item.get("predicted_from") or "", ep_package=item.get("ep_package") or "")
+        predicted_from=item.get("predicted_from") or "",
+        ep_package=_package_specs(item["ep_package"], where) if "ep_package" in item else ())
 
 
 def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None,

@@ -37,6 +37,15 @@ FIELD_KEYS = ("type", "vendor", "vendor_id", "device_id", "ep_vendor")
 NUMBER_KEYS = ("vendor_id", "device_id")
 #: Metadata that names a device's driver or build, part of a run's identity when present.
 IDENTITY_METADATA = ("ov_device", "DriverVersion", "driver_version")
+#: Metadata that tells devices apart, in the order a one-line description shows it (the rest is in
+#: ``to_json``: the OpenVINO plugin alone adds a dozen OpenVINO properties).
+IDENTIFYING_METADATA = ("ov_device", "ov_meta_device", "FULL_DEVICE_NAME", "Description", "pci_bus_id", "card_idx",
+                        "DxgiAdapterNumber", "DxgiHighPerformanceIndex", "LUID", "Discrete", "DriverVersion",
+                        "driver_version")
+#: PCI vendor ids -> names, for devices whose vendor ONNX Runtime leaves empty (its Linux device
+#: discovery reads only the ids: onnxruntime/core/platform/linux/device_discovery.cc, "TODO vendor name").
+PCI_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x1022: "AMD", 0x8086: "Intel", 0x1414: "Microsoft",
+               0x5143: "Qualcomm", 0x106B: "Apple", 0x13B5: "ARM"}
 
 
 class SelectorError(ValueError):
@@ -59,11 +68,23 @@ class EpDevice:
     index: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        """The entry as ``ep-testbed devices --json`` and run headers record it (ids also in hex)."""
+        """The entry as ``ep-testbed devices --json`` and run headers record it (``vendor`` as ORT
+        reports it, ``vendor_name`` with the PCI table's name where that is empty; ids also in hex)."""
         return {"ep": self.ep, "index": self.index, "type": self.type, "vendor": self.vendor,
+                "vendor_name": self.vendor_name,
                 "vendor_id": self.vendor_id, "device_id": self.device_id, "pci_ids": self.pci_ids,
                 "ep_vendor": self.ep_vendor, "ep_metadata": dict(self.ep_metadata),
                 "ep_options": dict(self.ep_options), "metadata": dict(self.metadata)}
+
+    @property
+    def vendor_name(self) -> str:
+        """The vendor ORT reports, else the name of its PCI vendor id, else ``?``."""
+        return self.vendor or PCI_VENDORS.get(self.vendor_id, "?")
+
+    def identifying(self) -> dict[str, str]:
+        """The hardware and EP metadata that tells devices apart (``IDENTIFYING_METADATA``), in that order."""
+        meta = {**self.metadata, **self.ep_metadata}
+        return {key: meta[key] for key in IDENTIFYING_METADATA if key in meta}
 
     @property
     def pci_ids(self) -> str:
@@ -71,10 +92,10 @@ class EpDevice:
         return f"{self.vendor_id:04X}:{self.device_id:04X}"
 
     def describe(self) -> str:
-        """One terminal-safe line: ``0: GPU NVIDIA [10DE:2330] Discrete=1, pci_bus_id=0000:19:00.0``."""
-        meta = {**self.metadata, **self.ep_metadata}
-        items = ", ".join(f"{k}={v}" for k, v in sorted(meta.items()))
-        return safe(f"{self.index}: {self.type} {self.vendor or '?'} [{self.pci_ids}]" + (f" {items}" if items else ""),
+        """One terminal-safe line: ``0: GPU NVIDIA [10DE:2330] pci_bus_id=0000:19:00.0, Discrete=1``
+        (the identifying metadata; ``to_json`` has all of it)."""
+        items = ", ".join(f"{k}={v}" for k, v in self.identifying().items())
+        return safe(f"{self.index}: {self.type} {self.vendor_name} [{self.pci_ids}]" + (f" {items}" if items else ""),
                     300)
 
     def key(self) -> tuple:
@@ -197,7 +218,7 @@ def parse_selector(text: str) -> int | list[tuple[str, str]]:
     for part in spec.split(","):
         key, sep, value = part.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise SelectorError(f"--ep-device {safe(text, 80)!r}: expected an index (0, 1, ...) or KEY=VALUE items "
+            raise SelectorError(f"--ep-device {safe(text, 80)}: expected an index (0, 1, ...) or KEY=VALUE items "
                                 "separated by commas, e.g. type=GPU, vendor_id=0x10de, ov_device=NPU")
         items.append((key.strip(), value.strip()))
     return items

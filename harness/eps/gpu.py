@@ -385,10 +385,13 @@ def ort_view(ep: EpSpec) -> dict[str, Any]:
         chosen = adapter_for(ep).device()
     except EpNotAvailable as exc:  # the run itself refuses this EP; the record says why
         return {"device": None, "selection": None, "candidates": [], "note": str(exc)}
+    dxgi = [d for d in mine if d.metadata.get("DxgiAdapterNumber") == str(ep.options.get("device_id"))]
     if chosen is not None:
         how = f"--ep-device {ep.device}" if ep.device is not None else "the plugin EP's only device"
     elif len(mine) == 1:
         chosen, how = mine[0], "the only device ONNX Runtime lists for the EP"
+    elif ep.provider == "DmlExecutionProvider" and len(dxgi) == 1:  # device_id is a DXGI index for DirectML
+        chosen, how = dxgi[0], f"--ep-option device_id={ep.options['device_id']} (its DxgiAdapterNumber)"
     else:
         how = None
     note = None
@@ -461,7 +464,7 @@ def summary(data: dict[str, Any]) -> str:
 
 
 #: Device metadata worth a place in the one-line summary (what tells the device apart).
-SUMMARY_METADATA = ("Description", "pci_bus_id", "DxgiAdapterNumber", "ov_device", "Discrete")
+SUMMARY_METADATA = ("ov_device", "Description", "pci_bus_id", "DxgiAdapterNumber", "Discrete")
 
 
 def _device_words(device: dict[str, Any], cpu: Optional[str]) -> str:
@@ -469,7 +472,7 @@ def _device_words(device: dict[str, Any], cpu: Optional[str]) -> str:
     meta = {**(device.get("metadata") or {}), **(device.get("ep_metadata") or {})}
     items = [f"{k}={meta[k]}" for k in SUMMARY_METADATA if k in meta]
     name = f" {cpu}" if device.get("type") == "CPU" and cpu else ""
-    return (f"{device.get('type')} {device.get('vendor') or '?'} [{device.get('pci_ids')}]{name}"
+    return (f"{device.get('type')} {device.get('vendor_name') or device.get('vendor') or '?'} [{device.get('pci_ids')}]{name}"
             + (f" {', '.join(items)}" if items else ""))
 
 

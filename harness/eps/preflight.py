@@ -33,9 +33,10 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.core.installed import ort_flavour, ort_version
 
 from . import placement as placement_mod
-from .adapters import PLUGIN_PREFIX, adapter_for, resolve
-from .devices import of_ep, read_devices
-from .gpu import identity
+from .adapters import PLUGIN_PREFIX, resolve
+from .devices import from_json_list
+from .gpu import identity, ort_view
+from .plugins import KNOWN_PACKAGES
 from .providers import ALIASES, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
 from .session import SessionError, first_line, run_on_ep
 
@@ -139,14 +140,13 @@ def check_ep(result: Preflight, name: str, options: dict[str, str], available: O
 
 
 def check_devices(result: Preflight, ep: EpSpec) -> None:
-    """ONNX Runtime's device list for the EP, the one the run uses marked (never fatal here: a
-    plugin EP without a device, or a selector that fails, is already refused by ``resolve``)."""
-    mine = of_ep(read_devices(), ep.provider)
-    chosen = adapter_for(ep).device()
-    if chosen is None and len(mine) == 1:
-        chosen = mine[0]
+    """ONNX Runtime's device list for the EP, the one the run uses marked (``gpu.ort_view``; never
+    fatal here: a plugin EP without a device, or a selector that fails, is refused by ``resolve``)."""
+    view = ort_view(ep)
+    mine = from_json_list(view["candidates"])
+    chosen = (view["device"] or {}).get("index")
     for device in mine:
-        result.add("ok", f"device {device.describe()}" + ("  <- runs here" if device == chosen else ""))
+        result.add("ok", f"device {device.describe()}" + ("  <- runs here" if device.index == chosen else ""))
     if not mine:
         result.add("warn", f"ONNX Runtime lists no device for {ep.provider}: run headers name its device from "
                            "other readers, or as unknown")
@@ -200,18 +200,25 @@ def probe_case() -> Any:
                 and c.desc.dimension_count == 2)
 
 
+def session_fix(ep: EpSpec) -> str:
+    """What to do when a session on ``ep`` fails to build or run (the fatal finding's ``Fix:``)."""
+    if ep.holder == "plugin":
+        rule = KNOWN_PACKAGES.get(ep.package or "")
+        why = f" ({rule.no_device})" if rule and rule.no_device else ""
+        return (f"the plugin lists the device but could not use it{why}; `ep-testbed devices` shows the device, check "
+                "its driver")
+    return f"run `ep-testbed doctor --ep {ep.alias}` and check the adapter, device_id and driver it lists"
+
+
 def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> bool:
     """Finding 4: one node builds, runs and is proven on the EP."""
-
-
     case = probe_case()
     mapping = to_onnx(case.desc, opset=case.opset)
     try:
         run = run_on_ep(mapping.model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
     except SessionError as exc:
         return result.add("fatal", f"a one-node MaxPool session failed on {ep.provider}: "
-                                   f"{explain(first_line(exc.cause))}. Fix: run `ep-testbed doctor --ep "
-                                   f"{ep.alias}` and check the adapter, device_id and driver it lists")
+                                   f"{explain(first_line(exc.cause))}. Fix: {session_fix(ep)}")
     off = placement_mod.off_ep(run.placement, mapping.op_nodes, ep.provider)
     if off:
         return result.add("fatal", f"a one-node MaxPool session ran, but not on {ep.provider}: "
