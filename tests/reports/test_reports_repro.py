@@ -92,6 +92,8 @@ def test_a_real_cpu_failure_reproduces_with_numpy_and_onnxruntime_alone(cpu_run,
     assert sorted(cpu_bundles) == sorted(CPU_CASES)
     for cid, outcome in CPU_CASES.items():
         folder = _extract(cpu_bundles[cid], tmp_path / cid.replace("/", "_"))
+        model = onnx.load(str(folder / "model.onnx"))  # the lowest IR its opset needs: older runtimes load it
+        assert model.ir_version == onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
         done = _repro(bare, folder)
         assert (done.returncode, done.stderr) == ({"fail": 1, "pass": 0}[outcome], ""), cid
         assert done.stdout.splitlines()[0] == f"{outcome}: {said[cid]}", cid
