@@ -980,7 +980,10 @@ int main(int argc, char **argv)
     g_out = GetStdHandle(STD_OUTPUT_HANDLE);
     if (!hello_only) {
         /* Before any DLL loads (ORT's C runtime reads the standard handles when it starts):
-         * anything printed from here on goes to stderr, never into the frames. */
+         * anything printed from here on goes to stderr, never into the frames. The frames keep
+         * a duplicate of the handle, since pointing C's fd 1 at stderr closes the original. */
+        HANDLE self = GetCurrentProcess();
+        if (!DuplicateHandle(self, g_out, self, &g_out, 0, FALSE, DUPLICATE_SAME_ACCESS)) return 5;
         SetStdHandle(STD_OUTPUT_HANDLE, GetStdHandle(STD_ERROR_HANDLE));
         _dup2(2, 1);
     }
