@@ -33,8 +33,10 @@ def _needs_host() -> None:
         pytest.skip(f"{OPT_OUT}=1: DirectML under Wine not used on this machine")
     try:
         dml_host.read_host_json()
+        return
     except HostSetupError as exc:
-        pytest.fail(f"{exc}\n(set {OPT_OUT}=1 to run the suite without it)", pytrace=False)
+        problem = str(exc)
+    pytest.fail(f"{problem}\n(set {OPT_OUT}=1 to run the suite without it)", pytrace=False)
 
 
 @pytest.fixture(scope="module")
