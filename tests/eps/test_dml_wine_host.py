@@ -203,6 +203,25 @@ def test_a_node_directml_lacks_is_refused_at_build_with_ort_text(host):
     assert host.hello()["onnxruntime_version"] == "1.24.4"
 
 
+def test_an_emulation_failure_is_told_from_directml_by_its_stderr(host):
+    # vkd3d 1.14 cannot read the DXBC of DirectML's vectorised element-wise kernels (Add of 4 or
+    # 8 float32 elements): session creation fails 0x80004005, fusion on or off. The request's
+    # own stderr carries vkd3d's reason; the next request's does not.
+    x = np.arange(8, dtype=np.float32)
+    m = model([helper.make_node("Add", ["X", "X"], ["Y"], name="add")], [("X", TensorProto.FLOAT, [8])],
+              [("Y", TensorProto.FLOAT)])
+    run = host.run(m, {"X": x})
+    if run.ok:  # a vkd3d that reads these shaders: then the answer must be right
+        np.testing.assert_array_equal(run.outputs[0], x + x)
+    else:
+        assert run.error_stage == "build" and "80004005" in run.error_message
+        assert any("Invalid shader" in note for note in run.emulation_notes), run.stderr
+    pool = model([helper.make_node("MaxPool", ["X"], ["Y"], name="pool", kernel_shape=[2, 2])],
+                 [("X", TensorProto.FLOAT, [1, 1, 4, 4])], [("Y", TensorProto.FLOAT)])
+    after = host.run(pool, {"X": np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)})
+    assert after.ok and after.emulation_notes == []
+
+
 def test_a_crash_raises_host_crashed_and_a_new_host_works():
     _needs_host()
     doomed = DmlWineHost()

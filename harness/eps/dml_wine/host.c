@@ -28,14 +28,17 @@
  *   response u8 status (0 ok, 1 build error, 2 run error, 3 bad request), str message (ONNX
  *            Runtime's text verbatim on 1 and 2), then by type:
  *     HELLO      str JSON (the versions and the device, see hello_json)
- *     RUN        f64 build seconds, f64 run seconds, u32 n + n x tensor (the outputs in the
+ *     RUN        f64 seconds in: session options (the DML EP's device made here), session
+ *                build, run, read-back and release; u32 n + n x tensor (the outputs in the
  *                session's output order; empty unless ok), str profiling trace JSON (empty
  *                when profiling is off), u8 assignment info present (0/1), u32 n subgraphs +
  *                n x (str EP name, u32 n nodes + n x (str node name, str op type))
  *     others     -
  *
  * stdout carries only frames: the standard output handle is pointed at stderr before any DLL
- * loads, so whatever ONNX Runtime, DirectML or Wine print goes to stderr.
+ * loads, so whatever ONNX Runtime, DirectML or Wine print goes to stderr. Before each response
+ * the host writes END_MARKER on a line of its own to stderr, so the client can tell which
+ * request wrote which of Wine's and vkd3d's messages (they say why a shader was refused).
  */
 #define COBJMACROS
 #define WIN32_LEAN_AND_MEAN
@@ -53,6 +56,7 @@
 #include "onnxruntime_c_api.h"
 
 #define HOST_PROTOCOL 1
+#define END_MARKER "[ep-testbed-host] end of request"
 
 enum { REQ_HELLO = 1, REQ_RUN = 2, REQ_QUIT = 3, REQ_TEST_ABORT = 0xF0, REQ_TEST_STALL = 0xF1 };
 enum { ST_OK = 0, ST_BUILD = 1, ST_RUN = 2, ST_BAD_REQUEST = 3 };
@@ -643,7 +647,7 @@ static void free_run(RunRequest *q)
 typedef struct {
     int status;
     Buf message;   /* ORT's text, NUL-terminated when set */
-    double build_s, run_s;
+    double options_s, build_s, run_s, finish_s;
     Buf outputs;   /* n tensors, already encoded */
     uint32_t n_outputs;
     Buf profile;   /* trace JSON text */
@@ -881,26 +885,32 @@ static void handle_run(Reader *r, Buf *resp)
     } else if (!g_ort) {
         fail_text(&res, ST_BUILD, g_ort_error);
     } else {
+        double t0 = now_s();
         OrtSessionOptions *opts = make_options(&q, &res);
         OrtSession *session = NULL;
+        res.options_s = now_s() - t0;
         if (opts) {
-            double t0 = now_s();
+            t0 = now_s();
             failed(g_ort->CreateSessionFromArray(g_env, q.model, q.model_len, opts, &session), &res, ST_BUILD);
             res.build_s = now_s() - t0;
             g_ort->ReleaseSessionOptions(opts);
         }
         if (session) {
             run_session(session, &q, &res);
+            t0 = now_s();
             read_assignment(session, &res);
             if (q.profile) read_profile(session, &res);
             g_ort->ReleaseSession(session);
+            res.finish_s = now_s() - t0;
         }
     }
     put_u8(resp, (uint8_t)res.status);
     put_u8(&res.message, 0);
     put_str(resp, (const char *)res.message.data);
+    put_f64(resp, res.options_s);
     put_f64(resp, res.build_s);
     put_f64(resp, res.run_s);
+    put_f64(resp, res.finish_s);
     put_u32(resp, res.n_outputs);
     buf_put(resp, res.outputs.data, res.outputs.len);
     put_strn(resp, (const char *)res.profile.data, res.profile.len);
@@ -915,6 +925,15 @@ static void handle_run(Reader *r, Buf *resp)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+
+/* Closes the request's stderr: everything before this line, since the last one, was written
+ * while serving it (Wine's and vkd3d's messages go straight to the same file). */
+static void mark_end_of_request(void)
+{
+    static const char line[] = "\n" END_MARKER "\n";
+    DWORD put = 0;
+    WriteFile(GetStdHandle(STD_ERROR_HANDLE), line, sizeof line - 1, &put, NULL);
+}
 
 /* One request frame -> one response frame; false on QUIT. */
 static int serve_one(const uint8_t *frame, size_t len)
@@ -946,6 +965,7 @@ static int serve_one(const uint8_t *frame, size_t len)
         put_u8(&resp, ST_BAD_REQUEST);
         put_str(&resp, "unknown request type");
     }
+    mark_end_of_request();
     send_frame(&resp);
     free(resp.data);
     return keep_going;

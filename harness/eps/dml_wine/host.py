@@ -53,6 +53,15 @@ HOST_DLLS = ("DirectML.dll", "onnxruntime.dll", "onnxruntime_providers_shared.dl
 #: so a crash ends the process instead of starting a debugger that waits.
 DLL_OVERRIDES = "wined3d,dxgi,d3d12=n;winedbg.exe=d"
 HOST_PROTOCOL = 1
+#: What host.exe writes to stderr just before each response (host.c, END_MARKER).
+END_MARKER = b"[ep-testbed-host] end of request"
+#: Default WINEDEBUG: Wine's own channels quiet but its errors, and vkd3d's warnings, which say
+#: when vkd3d refused one of DirectML's shaders (``EMULATION_SIGNATURES``).
+WINE_DEBUG = "-all,err+all,warn+vkd3d"
+#: stderr lines that mark a failure of the emulation (vkd3d on lavapipe), not of DirectML: seen
+#: when DirectML's vectorised element-wise kernels (e.g. Add of 4 or 8 float32 elements, Cast
+#: uint32 -> int64) fail to compile with 0x80004005 at session creation.
+EMULATION_SIGNATURES = ("Failed to scan shader bytecode", "Invalid shader", "Invalid heap for base descriptor")
 
 #: Session config entries of a conformance session (``harness/providers.py`` sets the same
 #: ones in-process): no silent CPU fallback, DirectML graph fusion off (each node its own
@@ -191,7 +200,11 @@ class HostRun:
     trace's events (empty when profiling was off; ``profile_note`` says when the trace was
     unreadable). ``assignment``: node -> EP from the graph assignment info, or None when the
     host's ONNX Runtime has none or it was not recorded (``subgraphs`` keeps each subgraph's
-    EP and (node, op type) pairs). ``build_seconds``/``run_seconds``: as timed in the host."""
+    EP and (node, op type) pairs). ``*_seconds``: as timed in the host: session options (for DML
+    this creates the EP's Direct3D 12 and DirectML devices), session build, the run, and
+    read-back (assignment, profiling trace) with the session's release. ``stderr``: what Wine,
+    vkd3d, DirectML and ONNX Runtime wrote while serving this request (bounded; needs the
+    host's stderr channels on, see ``WINE_DEBUG``)."""
 
     outputs: list[np.ndarray]
     output_names: list[str]
@@ -199,10 +212,13 @@ class HostRun:
     assignment: dict[str, str] | None
     error_stage: str | None
     error_message: str | None
+    options_seconds: float = 0.0
     build_seconds: float = 0.0
     run_seconds: float = 0.0
+    finish_seconds: float = 0.0
     subgraphs: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
     profile_note: str = ""
+    stderr: str = ""
 
     @property
     def ok(self) -> bool:
@@ -211,6 +227,13 @@ class HostRun:
     def named(self) -> dict[str, np.ndarray]:
         """The outputs keyed by graph output name."""
         return dict(zip(self.output_names, self.outputs))
+
+    @property
+    def emulation_notes(self) -> list[str]:
+        """This request's stderr lines that mark an emulation failure (``EMULATION_SIGNATURES``):
+        non-empty means the failure says nothing about DirectML itself."""
+        return [line.strip() for line in self.stderr.splitlines()
+                if any(sig in line for sig in EMULATION_SIGNATURES)]
 
     def raise_for_error(self) -> "HostRun":
         """``self`` if the session ran; else RuntimeError with the stage and ONNX Runtime's text."""
@@ -302,25 +325,53 @@ class _Reader:
 
 class _StderrTail:
     """The last ``limit`` bytes a process wrote to stderr, read by a daemon thread (a pipe
-    nobody drains would block Wine once it fills)."""
+    nobody drains would block Wine once it fills). ``total`` counts every byte ever read, so a
+    request's share is what follows the ``total`` taken before it."""
 
     def __init__(self, stream: Any, limit: int) -> None:
-        self.limit, self.size = limit, 0
+        self.limit, self.size, self.total = limit, 0, 0
         self.chunks: collections.deque[bytes] = collections.deque()
-        self.lock = threading.Lock()
+        self.changed = threading.Condition()
         self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self.thread.start()
 
     def _pump(self, stream: Any) -> None:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            with self.lock:
-                self.chunks.append(chunk)
-                self.size += len(chunk)
-                while self.size - len(self.chunks[0]) >= self.limit:
-                    self.size -= len(self.chunks.popleft())
+        try:
+            for chunk in iter(lambda: stream.read1(65536), b""):
+                with self.changed:
+                    self.chunks.append(chunk)
+                    self.size += len(chunk)
+                    self.total += len(chunk)
+                    while self.size - len(self.chunks[0]) >= self.limit:
+                        self.size -= len(self.chunks.popleft())
+                    self.changed.notify_all()
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self.changed:
+                self.changed.notify_all()
+            stream.close()
+
+    def _since(self, offset: int) -> bytes:
+        data = b"".join(self.chunks)
+        return data[max(0, offset - (self.total - self.size)):]
+
+    def request_text(self, offset: int, timeout: float = 2.0) -> str:
+        """What was written from ``offset`` up to the host's end-of-request marker, waiting up
+        to ``timeout`` for the marker to arrive (stderr is a separate pipe from the response)."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while END_MARKER not in self._since(offset) and self.thread.is_alive():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.changed.wait(remaining)
+            data = self._since(offset)
+        data = data.split(b"\n" + END_MARKER, 1)[0]
+        return data.decode("utf-8", errors="replace")
 
     def text(self, max_chars: int | None = None) -> str:
-        with self.lock:
+        with self.changed:
             data = b"".join(self.chunks)[-self.limit:]
         text = data.decode("utf-8", errors="replace")
         return text[-max_chars:] if max_chars else text
@@ -340,9 +391,10 @@ def _kill(proc: subprocess.Popen | None) -> None:
             pass
 
 
-def _start_xvfb(timeout: float) -> tuple[subprocess.Popen, str]:
-    """A private X server on a display number it picks itself (``-displayfd``: no race with
-    other servers); returns it and ``":N"``."""
+def start_xvfb(timeout: float) -> tuple[subprocess.Popen, str]:
+    """An X server (Xvfb) on a display number it picks itself (``-displayfd``: no race with
+    other servers); returns it and ``":N"``. One per host by default; several hosts can share
+    one (``DmlWineHost(display=...)``), and whoever started it kills it."""
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1024x768x24",
@@ -370,20 +422,24 @@ class DmlWineHost:
 
     ``home``: the set-up home folder (default ``home_dir()``); ``request_timeout``: seconds a
     request may take (``run(..., timeout=)`` overrides it per request); ``start_timeout``: for
-    Xvfb, Wine and the host's first answer; ``wine_debug``: WINEDEBUG (default: Wine's own
-    channels off; ``"fixme-all"`` keeps vkd3d's and Wine's error lines in the stderr tail);
-    ``stderr_limit``: bytes of stderr kept. Starting is about 1-2 s (``start_seconds``);
-    ``info`` is the host's hello."""
+    Xvfb, Wine and the host's first answer; ``wine_debug``: WINEDEBUG (default ``WINE_DEBUG``:
+    Wine's errors and vkd3d's warnings, captured, never printed; ``"-all"``: nothing);
+    ``stderr_limit``: bytes of stderr kept; ``display``: an X display to use (e.g. ``":5"``, one
+    Xvfb shared by several hosts) instead of starting a private Xvfb. Starting is about 1-2 s
+    (``start_seconds``); ``info`` is the host's hello."""
 
     def __init__(self, home: str | os.PathLike | None = None, *, request_timeout: float = 300.0,
-                 start_timeout: float = 120.0, wine_debug: str = "-all", stderr_limit: int = 64 * 1024,
-                 check_source: bool = True) -> None:
+                 start_timeout: float = 120.0, wine_debug: str = WINE_DEBUG, stderr_limit: int = 64 * 1024,
+                 check_source: bool = True, display: str | None = None) -> None:
         self.setup = read_host_json(home, check_source=check_source)
         self.request_timeout = request_timeout
         self._proc: subprocess.Popen | None = None
         self._xvfb: subprocess.Popen | None = None
         t0 = time.monotonic()
-        self._xvfb, self.display = _start_xvfb(start_timeout)
+        if display is None:
+            self._xvfb, self.display = start_xvfb(start_timeout)
+        else:
+            self.display = display
         env = dict(os.environ, WINEPREFIX=self.setup["prefix"], DISPLAY=self.display,
                    WINEDLLOVERRIDES=self.setup.get("dll_overrides") or DLL_OVERRIDES, WINEDEBUG=wine_debug)
         env.pop("WAYLAND_DISPLAY", None)
@@ -436,11 +492,12 @@ class DmlWineHost:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 _kill(proc)
-            for stream in (proc.stdout, proc.stderr):
-                try:
-                    stream.close()
-                except OSError:
-                    pass
+            # stderr stays with its pump thread, which closes it at EOF (when Wine's service
+            # processes, which inherit it, end): closing it here would wait for the pump's read.
+            try:
+                proc.stdout.close()
+            except OSError:
+                pass
         _kill(self._xvfb)
         self._xvfb = None
         self._finalizer.detach()
@@ -486,8 +543,11 @@ class DmlWineHost:
         w.u32(len(feeds))
         for name, array in feeds.items():
             w.tensor(name, np.asarray(array))
+        offset = self._stderr.total
         reader, stage, message = self._call(w.frame(), timeout)
-        return _read_run(reader, stage, message)
+        run = _read_run(reader, stage, message)
+        run.stderr = self._stderr.request_text(offset)
+        return run
 
     def _test_abort(self, timeout: float | None = None) -> None:
         """Test only: the host calls abort() (its crash handling is exercised with this)."""
@@ -518,7 +578,6 @@ class DmlWineHost:
                               f"stderr tail:\n{tail}", tail) from None
         except (_Gone, BrokenPipeError):
             code = self._proc.wait(timeout=10) if self._proc else None
-            self._stderr.thread.join(timeout=2)
             tail = self._die()
             raise HostCrashed(f"the DirectML host died mid-request (exit code {code}{_exit_meaning(code)}). "
                               f"stderr tail:\n{tail}", code, tail) from None
@@ -527,7 +586,7 @@ class DmlWineHost:
         """Kill the host and its Xvfb after a timeout or crash; the stderr tail. The dead
         process stays in ``_proc``: ``alive`` is False and later requests say so."""
         _kill(self._proc)
-        self._stderr.thread.join(timeout=2)
+        self._stderr.request_text(self._stderr.total, timeout=0.3)  # let the last lines arrive
         _kill(self._xvfb)
         self._xvfb = None
         self._finalizer.detach()
@@ -549,13 +608,19 @@ class DmlWineHost:
                     raise _Gone() from exc
 
     def _read(self, n: int, deadline: float) -> bytes:
+        # EOF alone does not tell a crash in time: Wine's service processes (services.exe,
+        # explorer.exe, ...), started by the first process of a prefix, inherit its pipes and
+        # hold them open until the wineserver ends (seconds later, or never while another host
+        # uses the prefix). So the process itself is polled too.
         parts, got = [], 0
         while got < n:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _Deadline()
-            ready, _, _ = select.select([self._out_fd], [], [], remaining)
+            ready, _, _ = select.select([self._out_fd], [], [], min(remaining, 0.1))
             if not ready:
+                if self._proc.poll() is not None and not select.select([self._out_fd], [], [], 0)[0]:
+                    raise _Gone()
                 continue
             chunk = os.read(self._out_fd, min(n - got, 1 << 22))
             if not chunk:
@@ -604,7 +669,7 @@ def _exit_meaning(code: int | None) -> str:
 
 
 def _read_run(reader: _Reader, stage: str | None, message: str) -> HostRun:
-    build_s, run_s = reader.unpack("<d"), reader.unpack("<d")
+    options_s, build_s, run_s, finish_s = (reader.unpack("<d") for _ in range(4))
     outputs = [reader.tensor() for _ in range(reader.unpack("<I"))]
     trace = reader.str()
     has_assignment = reader.unpack("<B")
@@ -622,7 +687,8 @@ def _read_run(reader: _Reader, stage: str | None, message: str) -> HostRun:
     assignment = {node: ep for ep, nodes in subgraphs for node, _ in nodes} if has_assignment else None
     return HostRun(outputs=[a for _, a in outputs], output_names=[n for n, _ in outputs], profile_events=events,
                    assignment=assignment, error_stage=stage, error_message=message if stage else None,
-                   build_seconds=build_s, run_seconds=run_s, subgraphs=subgraphs, profile_note=note)
+                   options_seconds=options_s, build_seconds=build_s, run_seconds=run_s,
+                   finish_seconds=finish_s, subgraphs=subgraphs, profile_note=note)
 
 
 def _main(argv: list[str] | None = None) -> int:
