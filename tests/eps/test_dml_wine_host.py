@@ -42,7 +42,7 @@ def _needs_host() -> None:
 @pytest.fixture(scope="module")
 def host():
     _needs_host()
-    with DmlWineHost(wine_debug="fixme-all") as h:
+    with DmlWineHost() as h:
         yield h
 
 
