@@ -4,10 +4,12 @@
 
 Measures, on this machine, in one run:
 - start: a host's start (Xvfb + Wine + Direct3D 12 + ONNX Runtime, up to its first answer);
-- requests: one request (session build + one run + read-back) of a one-node MaxPool and a
-  one-node RoiAlign 16, the first and the following ones;
+- requests: one request (session build + one run + read-back) of a one-node MaxPool, RoiAlign
+  16 and MaxRoiPool, the first and the following ones, with the EP's own DirectML device per
+  session (ORT's device_id path) and with the host's shared device;
 - batched: ONE model holding K independent one-node subgraphs (each its own inputs and outputs),
-  K = 8, 32, 128: the request's time, per node, placement and outputs against the CPU EP;
+  K = 8, 32, 128 (shared device): the request's time, per node, placement and outputs against
+  the CPU EP;
 - fusion: DirectML graph fusion on vs off (``ep.dml.disable_graph_fusion``) for Y = Relu(X) + X
   (8 elements) and a lone Cast uint32 -> int64;
 - fp16: whether the DML EP takes float16 MaxPool / RoiAlign / MaxRoiPool nodes on this device;
@@ -114,9 +116,10 @@ def bench_requests(host, repeat, rng):
     for label, build in (("MaxPool", max_pool_nodes), ("RoiAlign", roi_align_nodes), ("MaxRoiPool", max_roi_pool_nodes)):
         nodes, inputs, outputs, feeds = build(1, rng)
         m = model(nodes, inputs, outputs)
-        figures, run = timed_requests(host, m, feeds, repeat)
-        figures["placement"] = run.placement([n.name for n in nodes])
-        out[label] = figures
+        for device, shared in (("own device", False), ("shared device", True)):
+            figures, run = timed_requests(host, m, feeds, repeat, shared_device=shared)
+            figures["placement"] = run.placement([n.name for n in nodes])
+            out[f"{label}, {device}"] = figures
     return out
 
 
@@ -126,7 +129,7 @@ def bench_batched(host, repeat, rng, ks=(8, 32, 128)):
         for k in ks:
             nodes, inputs, outputs, feeds = build(k, rng)
             m = model(nodes, inputs, outputs)
-            figures, run = timed_requests(host, m, feeds, max(2, repeat // 2))
+            figures, run = timed_requests(host, m, feeds, max(2, repeat // 2), shared_device=True)
             names = [n.name for n in nodes]
             if run.ok:
                 placement = run.placement(names)
@@ -184,7 +187,7 @@ def bench_fp16(host, rng):
 
 def _work(host, m, feeds, n, results, key):
     t0 = time.perf_counter()
-    ok = all(host.run(m, feeds).ok for _ in range(n))
+    ok = all(host.run(m, feeds, shared_device=True).ok for _ in range(n))
     results[key] = (time.perf_counter() - t0, ok)
 
 

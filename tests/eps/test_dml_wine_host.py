@@ -222,6 +222,22 @@ def test_an_emulation_failure_is_told_from_directml_by_its_stderr(host):
     assert after.ok and after.emulation_notes == []
 
 
+def test_the_shared_directml_device_gives_the_same_bits_and_survives_a_refused_session(host):
+    x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    m = model([helper.make_node("MaxPool", ["X"], ["Y", "I"], name="pool", kernel_shape=[3, 3], strides=[2, 2])],
+              [("X", TensorProto.FLOAT, list(x.shape))], [("Y", TensorProto.FLOAT), ("I", TensorProto.INT64)])
+    own = host.run(m, {"X": x})
+    shared = host.run(m, {"X": x}, shared_device=True)
+    assert_on_dml(shared, ["pool"])
+    for a, b in zip(own.outputs, shared.outputs):
+        np.testing.assert_array_equal(a, b)
+    det = model([helper.make_node("Det", ["X"], ["Y"], name="det")], [("X", TensorProto.FLOAT, [3, 3])],
+                [("Y", TensorProto.FLOAT)])
+    assert host.run(det, {"X": np.eye(3, dtype=np.float32)}, shared_device=True).error_stage == "build"
+    again = host.run(m, {"X": x}, shared_device=True)
+    np.testing.assert_array_equal(again.outputs[0], own.outputs[0])
+
+
 def test_a_crash_raises_host_crashed_and_a_new_host_works():
     _needs_host()
     doomed = DmlWineHost()

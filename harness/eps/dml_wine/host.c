@@ -18,7 +18,9 @@
  *
  *   request  u8 type, then by type:
  *     1 HELLO    -
- *     2 RUN      u8 provider (0 CPU, 1 DML), i32 device_id, i32 graph optimization level
+ *     2 RUN      u8 provider (0 CPU, 1 DML), i32 device_id, u8 DML device (0: the EP makes its
+ *                own for the session, as ORT's device_id path does; 1: the host's shared device
+ *                for device_id, see shared_dml_device), i32 graph optimization level
  *                (0, 1, 2, 99), i32 log severity (0 verbose ... 4 fatal), u8 profile (0/1),
  *                u32 n + n x (str key, str value) session config entries, blob model (ONNX
  *                protobuf), u32 n + n x tensor (the feeds)
@@ -290,12 +292,14 @@ static void exe_dir(WCHAR *dir, size_t cap)
 /* ONNX Runtime, loaded at run time.                                                          */
 
 typedef OrtStatus *(ORT_API_CALL *AppendDmlFn)(OrtSessionOptions *, int);
+typedef OrtStatus *(ORT_API_CALL *AppendDmlExFn)(OrtSessionOptions *, IUnknown *dml_device, ID3D12CommandQueue *);
 
 static const OrtApi *g_ort;
 static OrtEnv *g_env;
 static OrtMemoryInfo *g_cpu;
 static OrtAllocator *g_alloc;
 static AppendDmlFn g_append_dml;
+static AppendDmlExFn g_append_dml_ex;
 static const char *g_ort_version;
 static int g_api_version;   /* the OrtApi version asked of onnxruntime.dll */
 static char g_ort_error[512];
@@ -320,6 +324,7 @@ static int load_ort(void)
     typedef const OrtApiBase *(ORT_API_CALL *GetApiBaseFn)(void);
     GetApiBaseFn get_base = (GetApiBaseFn)(void (*)(void))GetProcAddress(ort, "OrtGetApiBase");
     g_append_dml = (AppendDmlFn)(void (*)(void))GetProcAddress(ort, "OrtSessionOptionsAppendExecutionProvider_DML");
+    g_append_dml_ex = (AppendDmlExFn)(void (*)(void))GetProcAddress(ort, "OrtSessionOptionsAppendExecutionProviderEx_DML");
     if (!get_base) {
         snprintf(g_ort_error, sizeof g_ort_error, "onnxruntime.dll exports no OrtGetApiBase");
         return 0;
@@ -565,10 +570,81 @@ static void hello_json(Buf *b)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* The shared DirectML device.                                                                */
+/*
+ * ORT's DML EP, given a device_id, creates a Direct3D 12 device, a command queue and a DirectML
+ * device for every session: 0.1-0.25 s of each one-node request here. A RUN may instead ask
+ * for one set made once per adapter and handed to each session
+ * (OrtSessionOptionsAppendExecutionProviderEx_DML, exported by onnxruntime.dll; see
+ * include/onnxruntime/core/providers/dml/dml_provider_factory.h in
+ * https://github.com/microsoft/onnxruntime). It is made as ORT makes its own: the DXGI adapter
+ * at index device_id, feature level 11_0, a DIRECT queue that never times out, DMLCreateDevice
+ * with no flags. A device found removed is made again.
+ */
+static const GUID IID_Queue = {0x0ec870a6, 0x5d7e, 0x4c22, {0x8c, 0xfc, 0x5b, 0xaa, 0xe0, 0x76, 0x16, 0xed}};
+static const GUID IID_DmlDevice = {0x6dbd6437, 0x96fd, 0x423f, {0xa9, 0x8c, 0xae, 0x5e, 0x7c, 0x2a, 0x57, 0x3f}};
+typedef HRESULT(WINAPI *DmlCreateDeviceFn)(ID3D12Device *, UINT flags, REFIID, void **);
+
+static struct {
+    int device_id;
+    ID3D12Device *d3d;
+    ID3D12CommandQueue *queue;
+    IUnknown *dml;
+} g_shared = {-1, NULL, NULL, NULL};
+
+static void release_shared(void)
+{
+    if (g_shared.dml) IUnknown_Release(g_shared.dml);
+    if (g_shared.queue) ID3D12CommandQueue_Release(g_shared.queue);
+    if (g_shared.d3d) ID3D12Device_Release(g_shared.d3d);
+    g_shared.dml = NULL, g_shared.queue = NULL, g_shared.d3d = NULL, g_shared.device_id = -1;
+}
+
+static HRESULT make_shared(int device_id, char *why, size_t cap)
+{
+    HMODULE dxgi = LoadLibraryW(L"dxgi.dll"), dml = LoadLibraryW(L"DirectML.dll"), d3d12 = LoadLibraryW(L"d3d12.dll");
+    CreateFactoryFn factory_fn = dxgi ? (CreateFactoryFn)(void (*)(void))GetProcAddress(dxgi, "CreateDXGIFactory1") : NULL;
+    DmlCreateDeviceFn dml_fn = dml ? (DmlCreateDeviceFn)(void (*)(void))GetProcAddress(dml, "DMLCreateDevice") : NULL;
+    CreateDeviceFn d3d_fn = d3d12 ? (CreateDeviceFn)(void (*)(void))GetProcAddress(d3d12, "D3D12CreateDevice") : NULL;
+    IDXGIFactory1 *factory = NULL;
+    IDXGIAdapter1 *adapter = NULL;
+    HRESULT hr = (factory_fn && dml_fn && d3d_fn) ? factory_fn(&IID_Factory1, (void **)&factory) : E_NOINTERFACE;
+    const char *stage = "loading dxgi.dll, d3d12.dll and DirectML.dll";
+    if (SUCCEEDED(hr) && (stage = "IDXGIFactory1::EnumAdapters1(device_id)"))
+        hr = IDXGIFactory1_EnumAdapters1(factory, (UINT)device_id, &adapter);
+    if (SUCCEEDED(hr) && (stage = "D3D12CreateDevice"))
+        hr = d3d_fn((IUnknown *)adapter, D3D_FEATURE_LEVEL_11_0, &IID_Device, (void **)&g_shared.d3d);
+    if (SUCCEEDED(hr) && (stage = "ID3D12Device::CreateCommandQueue")) {
+        D3D12_COMMAND_QUEUE_DESC desc = {D3D12_COMMAND_LIST_TYPE_DIRECT, 0, D3D12_COMMAND_QUEUE_FLAG_DISABLE_GPU_TIMEOUT, 0};
+        hr = ID3D12Device_CreateCommandQueue(g_shared.d3d, &desc, &IID_Queue, (void **)&g_shared.queue);
+    }
+    if (SUCCEEDED(hr) && (stage = "DMLCreateDevice"))
+        hr = dml_fn(g_shared.d3d, 0, &IID_DmlDevice, (void **)&g_shared.dml);
+    if (adapter) IDXGIAdapter1_Release(adapter);
+    if (factory) IDXGIFactory1_Release(factory);
+    if (FAILED(hr)) {
+        snprintf(why, cap, "shared DirectML device for device_id %d: %s failed: 0x%08lx", device_id, stage,
+                 (unsigned long)hr);
+        release_shared();
+        return hr;
+    }
+    g_shared.device_id = device_id;
+    return S_OK;
+}
+
+/* The shared set for device_id, made (again) when missing, for another adapter, or removed. */
+static int shared_dml_device(int device_id, char *why, size_t cap)
+{
+    if (g_shared.d3d && (g_shared.device_id != device_id || ID3D12Device_GetDeviceRemovedReason(g_shared.d3d) != S_OK))
+        release_shared();
+    return g_shared.d3d || SUCCEEDED(make_shared(device_id, why, cap));
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* RUN: one session built, run once, read back, released.                                   */
 
 typedef struct {
-    uint8_t provider;
+    uint8_t provider, shared_device;
     int32_t device_id, opt_level, log_level;
     uint8_t profile;
     uint32_t n_config;
@@ -595,6 +671,7 @@ static int parse_run(Reader *r, RunRequest *q)
 {
     q->provider = get_u8(r);
     q->device_id = get_i32(r);
+    q->shared_device = get_u8(r);
     q->opt_level = get_i32(r);
     q->log_level = get_i32(r);
     q->profile = get_u8(r);
@@ -697,6 +774,26 @@ static size_t element_size(int32_t type)
 
 static unsigned g_profile_counter;
 
+/* The DML EP on the session's options: ORT's own device per session, or the shared one. */
+static int append_dml(OrtSessionOptions *opts, const RunRequest *q, RunResult *res)
+{
+    char why[256];
+    if (!q->shared_device) {
+        if (g_append_dml) return failed(g_append_dml(opts, q->device_id), res, ST_BUILD);
+        fail_text(res, ST_BUILD, "onnxruntime.dll exports no OrtSessionOptionsAppendExecutionProvider_DML");
+        return 1;
+    }
+    if (!g_append_dml_ex) {
+        fail_text(res, ST_BUILD, "onnxruntime.dll exports no OrtSessionOptionsAppendExecutionProviderEx_DML");
+        return 1;
+    }
+    if (!shared_dml_device(q->device_id, why, sizeof why)) {
+        fail_text(res, ST_BUILD, why);
+        return 1;
+    }
+    return failed(g_append_dml_ex(opts, g_shared.dml, g_shared.queue), res, ST_BUILD);
+}
+
 static OrtSessionOptions *make_options(const RunRequest *q, RunResult *res)
 {
     OrtSessionOptions *opts = NULL;
@@ -710,11 +807,7 @@ static OrtSessionOptions *make_options(const RunRequest *q, RunResult *res)
          * the DML EP requires both. */
         bad = failed(g_ort->DisableMemPattern(opts), res, ST_BUILD) ||
               failed(g_ort->SetSessionExecutionMode(opts, ORT_SEQUENTIAL), res, ST_BUILD);
-        if (!bad && !g_append_dml) {
-            fail_text(res, ST_BUILD, "onnxruntime.dll exports no OrtSessionOptionsAppendExecutionProvider_DML");
-            bad = 1;
-        }
-        if (!bad) bad = failed(g_append_dml(opts, q->device_id), res, ST_BUILD);
+        if (!bad) bad = append_dml(opts, q, res);
     }
     if (!bad && q->profile) {
         WCHAR prefix[MAX_PATH * 2];
