@@ -37,10 +37,11 @@ HEADER_SUITES=(trixie sid experimental)
 WINE64=/usr/lib/wine/wine64          # Debian's 64-bit loader; not on PATH
 WINESERVER=/usr/lib/wine/wineserver
 # The D3D DLLs beside host.exe load as native; winedbg off: a crash must end the process, not
-# start a debugger that waits (it hung ~10 min). Creating the prefix also skips the Mono and
-# Gecko installers (mscoree, mshtml), which would wait for a click.
+# start a debugger that waits (it hung ~10 min). Creating the prefix skips the Mono and Gecko
+# installers (mscoree, mshtml), which would wait for a click, and keeps Wine's own D3D: the
+# prefix's programs (explorer.exe) find no native wined3d in system32.
 DLL_OVERRIDES="wined3d,dxgi,d3d12=n;winedbg.exe=d"
-BOOT_OVERRIDES="$DLL_OVERRIDES;mscoree,mshtml="
+BOOT_OVERRIDES="winedbg.exe=d;mscoree,mshtml="
 MARKER="Wine builtin DLL"            # 16 bytes at 0x40 of every DLL Wine builds
 MARKER_OFFSET=64
 
@@ -184,9 +185,10 @@ if ! step_done d3d; then
     done
     vkd3d=$(grep -a -o 'Build: vkd3d [0-9.]*' "$BIN/wined3d.dll" | head -1 | sed 's/Build: vkd3d //')
     version_set libwine_trixie "$(dpkg-deb -f "$deb" Version)"
+    version_set libwine_deb_sha256 "$(sha "$deb")"
     version_set vkd3d "$vkd3d"
-    rm -rf "$tmp"
-    record d3d "$deb" "${D3D_DLLS[@]/#/$BIN/}"
+    rm -rf "$tmp" "$deb"   # 111 MB, of which three DLLs are used
+    record d3d "${D3D_DLLS[@]/#/$BIN/}"
 fi
 grep -q "^vkd3d=1\.1[4-9]" "$STATE/versions.env" || grep -q "^vkd3d=1\.[2-9][0-9]" "$STATE/versions.env" ||
     { HINT="the DLLs' vkd3d is older than 1.14 (DirectML's shaders return zeros on 1.6): remove $STATE/d3d.sha256 and rerun"; false; }
@@ -218,16 +220,20 @@ if ! step_done header; then
 fi
 say "libonnxruntime-dev $(grep ^ort_header= "$STATE/versions.env" | cut -d= -f2) (ORT_API_VERSION $(grep ^ort_header_api= "$STATE/versions.env" | cut -d= -f2))"
 
+rm -rf "$APT/lists" "$APT/cache"   # ~180 MB of package lists; a repair fetches them again
+
 # ---------------------------------------------------------------------------------------------
 step "Wine prefix (renderer: Vulkan)" \
     "remove $PREFIX and rerun; a prefix created without a display fails its first Direct3D run"
 if ! grep -q '"renderer"="vulkan"' "$PREFIX/user.reg" 2>/dev/null; then
     [ "$CHECK_ONLY" = 1 ] && missing "no prefix with the Vulkan renderer at $PREFIX"
     mkdir -p "$PREFIX"
-    # Created under a display: the first boot initialises the graphics driver's settings.
-    under_xvfb "$BOOT_OVERRIDES" "$WINE64" wineboot -i
-    under_xvfb "$BOOT_OVERRIDES" "$WINE64" reg add 'HKCU\Software\Wine\Direct3D' /v renderer /t REG_SZ /d vulkan /f >/dev/null
-    WINEPREFIX="$PREFIX" "$WINESERVER" -w   # flushes the registry to user.reg
+    # Created under a display (the first boot initialises the graphics driver's settings), which
+    # outlives every Wine process of the boot: wineserver -w waits for them and flushes the
+    # registry to user.reg. Wine's chatter goes to a log, shown on failure.
+    under_xvfb "$BOOT_OVERRIDES" sh -c '"$1" wineboot -i &&
+        "$1" reg add "HKCU\\Software\\Wine\\Direct3D" /v renderer /t REG_SZ /d vulkan /f && "$2" -w' \
+        sh "$WINE64" "$WINESERVER" > "$STATE/prefix.log" 2>&1 || { tail -20 "$STATE/prefix.log" >&2; false; }
     grep -q '"renderer"="vulkan"' "$PREFIX/user.reg"
 fi
 say "$PREFIX"
