@@ -3,7 +3,8 @@
     python benchmarks/bench_dml_wine.py [--repeat N] [--only start,requests,batched,fusion,fp16,parallel]
 
 Measures, on this machine, in one run:
-- start: a host's start (Xvfb + Wine + Direct3D 12 + ONNX Runtime, up to its first answer);
+- start: a host's start (Xvfb + Wine + Direct3D 12 + ONNX Runtime, up to its first answer),
+  its very first session, and its close;
 - requests: one request (session build + one run + read-back) of a one-node MaxPool, RoiAlign
   16 and MaxRoiPool, the first and the following ones, with the EP's own DirectML device per
   session (ORT's device_id path) and with the host's shared device;
@@ -101,14 +102,24 @@ def timed_requests(host, m, feeds, repeat, **kw):
             "error": None if last.ok else f"{last.error_stage}: {last.error_message[:300]}"}, last
 
 
-def bench_start(repeat):
-    starts = []
+def bench_start(repeat, rng):
+    """Start a host, then its very first request (one-node MaxPool, ORT's own device), then close."""
+    starts, firsts, closes = [], [], []
+    nodes, inputs, outputs, feeds = max_pool_nodes(1, rng)
+    m = model(nodes, inputs, outputs)
     for _ in range(repeat):
         t0 = time.perf_counter()
         host = DmlWineHost()
-        starts.append(time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        assert host.run(m, feeds).ok
+        t2 = time.perf_counter()
         host.close()
-    return {"starts_s": [round(s, 3) for s in starts], "median_s": round(statistics.median(starts), 3)}
+        starts.append(t1 - t0)
+        firsts.append(t2 - t1)
+        closes.append(time.perf_counter() - t2)
+    return {"starts_s": [round(s, 3) for s in starts], "median_s": round(statistics.median(starts), 3),
+            "first_request_median_s": round(statistics.median(firsts), 3),
+            "close_median_s": round(statistics.median(closes), 3)}
 
 
 def bench_requests(host, repeat, rng):
@@ -231,7 +242,7 @@ def main() -> None:
     rng = np.random.default_rng(7)
     report = {"cpu_count": __import__("os").cpu_count()}
     if "start" in parts:
-        report["start"] = bench_start(args.repeat)
+        report["start"] = bench_start(args.repeat, rng)
     if parts & {"requests", "batched", "fusion", "fp16"}:
         with DmlWineHost() as host:
             report["host"] = {k: host.info[k] for k in ("onnxruntime_version", "wine_version")}
