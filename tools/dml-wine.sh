@@ -231,6 +231,7 @@ if ! grep -q '"renderer"="vulkan"' "$PREFIX/user.reg" 2>/dev/null; then
     # Created under a display (the first boot initialises the graphics driver's settings), which
     # outlives every Wine process of the boot: wineserver -w waits for them and flushes the
     # registry to user.reg. Wine's chatter goes to a log, shown on failure.
+    # shellcheck disable=SC2016  # $1 and $2 expand in the inner shell: wine64 and wineserver
     under_xvfb "$BOOT_OVERRIDES" sh -c '"$1" wineboot -i &&
         "$1" reg add "HKCU\\Software\\Wine\\Direct3D" /v renderer /t REG_SZ /d vulkan /f && "$2" -w' \
         sh "$WINE64" "$WINESERVER" > "$STATE/prefix.log" 2>&1 || { tail -20 "$STATE/prefix.log" >&2; false; }

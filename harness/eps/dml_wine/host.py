@@ -435,6 +435,7 @@ class DmlWineHost:
         self.request_timeout = request_timeout
         self._proc: subprocess.Popen | None = None
         self._xvfb: subprocess.Popen | None = None
+        self._lock = threading.Lock()
         t0 = time.monotonic()
         if display is None:
             self._xvfb, self.display = start_xvfb(start_timeout)
@@ -567,6 +568,10 @@ class DmlWineHost:
         return reader, stage, reader.str()
 
     def _request(self, frame: bytes, timeout: float) -> bytes:
+        with self._lock:  # one request at a time: frames of two threads must not interleave
+            return self._request_locked(frame, timeout)
+
+    def _request_locked(self, frame: bytes, timeout: float) -> bytes:
         if not self.alive:
             raise HostCrashed("the DirectML host is not running (closed, crashed or timed out before): "
                               "start a new DmlWineHost", self._proc.poll() if self._proc else None,
@@ -581,7 +586,10 @@ class DmlWineHost:
             raise HostTimeout(f"the DirectML host took more than {timeout:g} s; it was killed. "
                               f"stderr tail:\n{tail}", tail) from None
         except (_Gone, BrokenPipeError):
-            code = self._proc.wait(timeout=10) if self._proc else None
+            try:
+                code = self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # stdout closed, process still there: kill it
+                code = None
             tail = self._die()
             raise HostCrashed(f"the DirectML host died mid-request (exit code {code}{_exit_meaning(code)}). "
                               f"stderr tail:\n{tail}", code, tail) from None
