@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -199,6 +200,9 @@ def test_a_node_directml_lacks_is_refused_at_build_with_ort_text(host):
     run = host.run(m, {"X": RNG.standard_normal((2, 3, 3)).astype(np.float32)})
     assert run.error_stage == "build" and run.outputs == []
     assert "fallback to CPU EP has been explicitly disabled" in run.error_message
+    # ORT wrote a profiling trace for the session that never was; the host removed it
+    pid = host.info["process_id"]
+    assert not list(Path(host.setup["prefix"], "drive_c", "users").glob(f"*/Temp/ep-testbed-host-{pid}-*"))
     # the same host goes on serving
     assert host.hello()["onnxruntime_version"] == "1.24.4"
 

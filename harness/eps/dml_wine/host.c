@@ -545,6 +545,7 @@ static void hello_json(Buf *b)
     char tmp[32];
     put_u8(b, '{');
     json_kv_num(b, "host_protocol", HOST_PROTOCOL);
+    json_kv_num(b, "process_id", GetCurrentProcessId()); /* Windows pid: names its trace files */
     json_kv_str(b, "onnxruntime_version", g_ort_version);
     json_kv_str(b, "onnxruntime_error", g_ort ? NULL : g_ort_error);
     json_kv_num(b, "ort_header_api_version", ORT_API_VERSION);
@@ -773,6 +774,28 @@ static size_t element_size(int32_t type)
 }
 
 static unsigned g_profile_counter;
+static WCHAR g_profile_prefix[MAX_PATH * 2]; /* this request's trace file prefix, "" when none */
+
+/* Deletes every file of this request's trace prefix: ORT writes a trace even for a session that
+ * failed to build (its destructor ends profiling), and nobody else would remove it. */
+static void delete_traces(void)
+{
+    WCHAR pattern[MAX_PATH * 2 + 2], path[MAX_PATH * 2 + MAX_PATH];
+    WIN32_FIND_DATAW found;
+    if (!g_profile_prefix[0]) return;
+    _snwprintf(pattern, MAX_PATH * 2 + 2, L"%ls*", g_profile_prefix);
+    HANDLE find = FindFirstFileW(pattern, &found);
+    if (find == INVALID_HANDLE_VALUE) return;
+    WCHAR *slash = wcsrchr(g_profile_prefix, L'\\');
+    size_t dir_len = slash ? (size_t)(slash - g_profile_prefix) + 1 : 0;
+    do {
+        wmemcpy(path, g_profile_prefix, dir_len);
+        _snwprintf(path + dir_len, MAX_PATH, L"%ls", found.cFileName);
+        DeleteFileW(path);
+    } while (FindNextFileW(find, &found));
+    FindClose(find);
+    g_profile_prefix[0] = 0;
+}
 
 /* The DML EP on the session's options: ORT's own device per session, or the shared one. */
 static int append_dml(OrtSessionOptions *opts, const RunRequest *q, RunResult *res)
@@ -810,10 +833,9 @@ static OrtSessionOptions *make_options(const RunRequest *q, RunResult *res)
         if (!bad) bad = append_dml(opts, q, res);
     }
     if (!bad && q->profile) {
-        WCHAR prefix[MAX_PATH * 2];
-        DWORD n = GetTempPathW(MAX_PATH, prefix);
-        _snwprintf(prefix + n, MAX_PATH, L"ep-testbed-host-%lu-%u", GetCurrentProcessId(), g_profile_counter++);
-        bad = failed(g_ort->EnableProfiling(opts, prefix), res, ST_BUILD);
+        DWORD n = GetTempPathW(MAX_PATH, g_profile_prefix);
+        _snwprintf(g_profile_prefix + n, MAX_PATH, L"ep-testbed-host-%lu-%u", GetCurrentProcessId(), g_profile_counter++);
+        bad = failed(g_ort->EnableProfiling(opts, g_profile_prefix), res, ST_BUILD);
     }
     if (bad) {
         g_ort->ReleaseSessionOptions(opts);
@@ -996,6 +1018,7 @@ static void handle_run(Reader *r, Buf *resp)
             g_ort->ReleaseSession(session);
             res.finish_s = now_s() - t0;
         }
+        delete_traces();
     }
     put_u8(resp, (uint8_t)res.status);
     put_u8(&res.message, 0);
