@@ -242,6 +242,12 @@ def test_the_shared_directml_device_gives_the_same_bits_and_survives_a_refused_s
     np.testing.assert_array_equal(again.outputs[0], own.outputs[0])
 
 
+def test_a_malformed_request_is_answered_and_the_host_goes_on(host):
+    _, stage, message = host._call(dml_host._frame(2, b"\x01\x00"), None)  # a RUN cut short
+    assert (stage, message) == ("request", "malformed RUN request")
+    assert host.hello()["host_protocol"] == dml_host.HOST_PROTOCOL
+
+
 def test_a_crash_raises_host_crashed_and_a_new_host_works():
     _needs_host()
     doomed = DmlWineHost()

@@ -850,6 +850,10 @@ static OrtValue **make_inputs(const RunRequest *q, RunResult *res)
     static uint8_t empty[8]; /* a zero-element tensor still needs a data pointer */
     for (uint32_t i = 0; i < q->n_inputs; i++) {
         int64_t dims[64];
+        if (element_size(q->in_types[i]) == 0) { /* ORT would read a string tensor's bytes as objects */
+            fail_text(res, ST_BAD_REQUEST, "an input's element type is not carried by the host protocol");
+            break;
+        }
         memcpy(dims, q->in_dims[i], 8 * (size_t)q->in_ranks[i]);
         void *data = q->in_len[i] ? (void *)q->in_data[i] : empty;
         if (failed(g_ort->CreateTensorWithDataAsOrtValue(g_cpu, data, q->in_len[i], dims, q->in_ranks[i],
