@@ -17,8 +17,15 @@ import pytest
 from onnx import TensorProto, helper
 
 from ep_testbed.harness.eps.dml_wine import host as dml_host
-from ep_testbed.harness.eps.dml_wine.host import (SETUP_COMMAND, DmlWineHost, HostCrashed, HostSetupError,
-                                                  HostTimeout, dtype_of, onnx_type_of)
+from ep_testbed.harness.eps.dml_wine.host import (
+    SETUP_COMMAND,
+    DmlWineHost,
+    HostCrashed,
+    HostSetupError,
+    HostTimeout,
+    dtype_of,
+    onnx_type_of,
+)
 
 OPT_OUT = "EP_TESTBED_NO_DML_WINE"
 DML = "DmlExecutionProvider"
