@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from dml_wine_kit import needs_host
 from onnx import TensorProto, helper
 
 from ep_testbed.harness.eps.dml_wine import host as dml_host
@@ -27,31 +28,11 @@ from ep_testbed.harness.eps.dml_wine.host import (
     onnx_type_of,
 )
 
-OPT_OUT = "EP_TESTBED_NO_DML_WINE"
 DML = "DmlExecutionProvider"
 RNG = np.random.default_rng(20261125)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the DirectML host runs under Wine on Linux "
                                 "(on Windows the DirectML tests use onnxruntime-directml itself)")
-
-
-def _needs_host() -> None:
-    """Fail (not skip) when the host is not set up, naming the command; skip only on opt-out."""
-    if os.environ.get(OPT_OUT) == "1":
-        pytest.skip(f"{OPT_OUT}=1: DirectML under Wine not used on this machine")
-    try:
-        dml_host.read_host_json()
-        return
-    except HostSetupError as exc:
-        problem = str(exc)
-    pytest.fail(f"{problem}\n(set {OPT_OUT}=1 to run the suite without it)", pytrace=False)
-
-
-@pytest.fixture(scope="module")
-def host():
-    _needs_host()
-    with DmlWineHost() as h:
-        yield h
 
 
 def model(nodes, inputs, outputs, *, opset=16, ir_version=8) -> bytes:
@@ -256,7 +237,7 @@ def test_a_malformed_request_is_answered_and_the_host_goes_on(host):
 
 
 def test_a_crash_raises_host_crashed_and_a_new_host_works():
-    _needs_host()
+    needs_host()
     doomed = DmlWineHost()
     try:
         with pytest.raises(HostCrashed) as info:
@@ -271,7 +252,7 @@ def test_a_crash_raises_host_crashed_and_a_new_host_works():
 
 
 def test_a_request_past_its_timeout_kills_the_host():
-    _needs_host()
+    needs_host()
     slow = DmlWineHost()
     try:
         pid = slow.pid

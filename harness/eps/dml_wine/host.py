@@ -391,6 +391,29 @@ def _kill(proc: subprocess.Popen | None) -> None:
             pass
 
 
+def _resolve_prctl() -> Any:
+    """libc's ``prctl``, looked up once in the parent: nothing may load a library between fork
+    and exec (another thread could hold the loader's lock). None off Linux."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _resolve_prctl()
+
+
+def die_with_parent() -> None:
+    """In a child between fork and exec: ask Linux to SIGKILL it when the thread that started it
+    dies. Hosts run in their own session (so a Ctrl-C meant for the run does not reach Wine
+    first), which also keeps them out of the process group a killed worker takes down; this
+    keeps them from outliving it. Where ``prctl`` is missing nothing is asked."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
 def start_xvfb(timeout: float) -> tuple[subprocess.Popen, str]:
     """An X server (Xvfb) on a display number it picks itself (``-displayfd``: no race with
     other servers); returns it and ``":N"``. One per host by default; several hosts can share
@@ -399,7 +422,8 @@ def start_xvfb(timeout: float) -> tuple[subprocess.Popen, str]:
     try:
         proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1024x768x24",
                                  "-nolisten", "tcp"], pass_fds=(write_fd,), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent)
     finally:
         os.close(write_fd)
     try:
@@ -425,12 +449,16 @@ class DmlWineHost:
     Xvfb, Wine and the host's first answer; ``wine_debug``: WINEDEBUG (default ``WINE_DEBUG``:
     Wine's errors and vkd3d's warnings, captured, never printed; ``"-all"``: nothing);
     ``stderr_limit``: bytes of stderr kept; ``display``: an X display to use (e.g. ``":5"``, one
-    Xvfb shared by several hosts) instead of starting a private Xvfb. Starting is about 1-2 s
-    (``start_seconds``); ``info`` is the host's hello."""
+    Xvfb shared by several hosts) instead of starting a private Xvfb; ``dll_overrides``:
+    WINEDLLOVERRIDES instead of the set-up's (e.g. ``"winedbg.exe=d"`` alone runs Wine's own
+    stock Direct3D 12, which the canary must refuse). Starting is about 1-2 s
+    (``start_seconds``); ``info`` is the host's hello. The host and its Xvfb die with the
+    thread that started them (``PR_SET_PDEATHSIG`` on Linux), so a worker killed for a hang
+    leaves no Windows process behind."""
 
     def __init__(self, home: str | os.PathLike | None = None, *, request_timeout: float = 300.0,
                  start_timeout: float = 120.0, wine_debug: str = WINE_DEBUG, stderr_limit: int = 64 * 1024,
-                 check_source: bool = True, display: str | None = None) -> None:
+                 check_source: bool = True, display: str | None = None, dll_overrides: str | None = None) -> None:
         self.setup = read_host_json(home, check_source=check_source)
         self.request_timeout = request_timeout
         self._proc: subprocess.Popen | None = None
@@ -442,12 +470,13 @@ class DmlWineHost:
         else:
             self.display = display
         env = dict(os.environ, WINEPREFIX=self.setup["prefix"], DISPLAY=self.display,
-                   WINEDLLOVERRIDES=self.setup.get("dll_overrides") or DLL_OVERRIDES, WINEDEBUG=wine_debug)
+                   WINEDLLOVERRIDES=dll_overrides or self.setup.get("dll_overrides") or DLL_OVERRIDES,
+                   WINEDEBUG=wine_debug)
         env.pop("WAYLAND_DISPLAY", None)
         try:
             self._proc = subprocess.Popen([self.setup["wine64"], self.setup["host_exe"]], cwd=self.setup["bin_dir"],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          env=env, start_new_session=True)
+                                          env=env, start_new_session=True, preexec_fn=die_with_parent)
         except OSError as exc:
             _kill(self._xvfb)
             raise HostSetupError(f"cannot start {self.setup['wine64']}: {exc}. Run `{SETUP_COMMAND}`.") from None
