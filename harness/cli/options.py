@@ -8,7 +8,7 @@
   (``harness.eps.adapters.resolve``: a built-in EP by name, a plugin EP by library or by
   ``plugin:PACKAGE``, its ORT device chosen);
 - the tolerance group: ``--tolerances FILE`` then ``--tol DTYPE:atol=..,rtol=..,ulp=..``
-  (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``tolerances.load_tolerances``);
+  (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``load_tolerances``);
   ``--precision-model NAME`` / ``--strict-tolerance`` -> ``parse_precision`` gives the name of
   the reference's precision model (its rounding bounds and knife-edge alternatives widen the rule
   element by element; ``--strict-tolerance`` is the ``exact`` model: the rule alone);
@@ -40,8 +40,8 @@ from typing import Any, Callable, Sequence
 
 from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.tolerances import Tolerances, load_tolerances
-from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, read_json
 from ep_testbed.harness.eps.adapters import ep_package, resolve
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, parse_provider_options
 from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
@@ -169,6 +169,24 @@ def parse_ep(name: str, ep_options: Sequence[str] = (), library: str | None = No
 def parse_ep_args(args: Any) -> EpSpec:
     """``parse_ep`` of a parsed namespace (or pytest config reader) holding the EP group."""
     return parse_ep(args.ep, args.ep_option, getattr(args, "ep_library", None), getattr(args, "ep_device", None))
+
+
+def load_tolerances(path: str | None, overrides: list[str] | None = None) -> Tolerances:
+    """Defaults, then a JSON file (``--tolerances``, read through ``untrusted_files``), then
+    ``--tol`` overrides, in that order. ``FileRefused`` naming the file and entry for a file that
+    is not a tolerance table; ValueError for a bad ``--tol`` item. (Here rather than beside the
+    rule in ``harness.core.tolerances``, which imports nothing but NumPy: a repro bundle ships it.)"""
+    tolerances = Tolerances.defaults()
+    if path:
+        data = read_json(path, "tolerance table")
+        try:
+            tolerances = Tolerances.from_json(data)
+        except ValueError as exc:
+            raise FileRefused(path, f"not a tolerance table: {exc}", hint='write it like {"FLOAT16": {"atol": 0.01, '
+                              '"rtol": 0.001, "ulp": 4}}') from None
+    for spec in overrides or []:
+        tolerances = tolerances.override(spec)
+    return tolerances
 
 
 def parse_tolerances(path: str | None, overrides: Sequence[str] = ()) -> Tolerances:
