@@ -69,8 +69,8 @@ EXCEPTIONS = {"fail": CaseFailed, "crash": CaseCrashed, "timeout": CaseTimedOut,
 
 
 #: The destinations of the options this plugin shares with ``ep-testbed run`` (``harness.cli.options``).
-SHARED_DESTS = ("ep", "ep_option", "graph_opt", "tol", "tolerances", "precision_model", "strict_tolerance",
-                "expectations", "no_expectations", "ops")
+SHARED_DESTS = ("ep", "ep_option", "ep_library", "ep_device", "graph_opt", "tol", "tolerances", "precision_model",
+                "strict_tolerance", "expectations", "no_expectations", "ops")
 
 
 def _namespace(config: pytest.Config) -> argparse.Namespace:

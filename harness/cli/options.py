@@ -4,10 +4,12 @@ turns parsed options into a run's configuration.
 ``ep-testbed run``, ``ep-testbed fuzz``, ``ep-testbed model run`` / ``model demo`` and the pytest
 plugin (``pytest tests/conformance``) take the same flags for the same things:
 
-- the EP group: ``--ep``, ``--ep-option KEY=VALUE`` (repeatable), ``--graph-opt`` -> ``parse_ep``
-  gives the ``EpSpec`` (``providers.resolve_ep``);
+- the EP group: ``--ep``, ``--ep-option KEY=VALUE`` (repeatable), ``--ep-library PATH``,
+  ``--ep-device SELECTOR``, ``--graph-opt`` -> ``parse_ep`` gives the ``EpSpec``
+  (``harness.eps.adapters.resolve``: a built-in EP by name, a plugin EP by library or by
+  ``plugin:PACKAGE``, its ORT device chosen);
 - the tolerance group: ``--tolerances FILE`` then ``--tol DTYPE:atol=..,rtol=..,ulp=..``
-  (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``tolerances.load_tolerances``);
+  (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``load_tolerances``);
   ``--precision-model NAME`` / ``--strict-tolerance`` -> ``parse_precision`` gives the name of
   the reference's precision model (its rounding bounds and knife-edge alternatives widen the rule
   element by element; ``--strict-tolerance`` is the ``exact`` model: the rule alone);
@@ -47,15 +49,10 @@ from typing import Any, Callable, Sequence
 
 from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.tolerances import Tolerances, load_tolerances
-from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits
-from ep_testbed.harness.eps.providers import (
-    EpNotAvailable,
-    EpSpec,
-    SessionSettings,
-    parse_provider_options,
-    resolve_ep,
-)
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
+from ep_testbed.harness.eps.adapters import ep_package, resolve
+from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options
 from ep_testbed.harness.fuzz.corpus import CorpusError, load_corpus, with_corpus
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig
 from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
@@ -71,13 +68,21 @@ class OptionError(ValueError):
     """A shared option's value is unusable; the message says which flag, why and what to do."""
 
 
-def add_ep_options(add: AddOption, *, graph_opt: bool = True) -> None:
-    """Register ``--ep``, ``--ep-option`` and (unless ``graph_opt`` is False) ``--graph-opt``."""
-    add("--ep", default="cpu",
-        help="execution provider under test: cpu, dml, openvino, cuda (aliases) or a full provider name "
-             "(default: cpu)")
+def add_ep_options(add: AddOption, *, graph_opt: bool = True, ep_default: str | None = "cpu") -> None:
+    """Register ``--ep`` (default ``ep_default``), ``--ep-option``, ``--ep-library``, ``--ep-device``
+    and (unless ``graph_opt`` is False) ``--graph-opt``."""
+    add("--ep", default=ep_default,
+        help="execution provider: cpu, dml, openvino, cuda, webgpu (aliases), a full provider name, or "
+             "plugin:PACKAGE[:EP_NAME] for a plugin EP package such as plugin:onnxruntime-ep-webgpu "
+             f"(default: {ep_default or 'every EP'})")
     add("--ep-option", action="append", default=[], metavar="KEY=VALUE",
         help="provider option, repeatable (e.g. device_id=1)")
+    add("--ep-library", default=None, metavar="PATH",
+        help="a plugin EP's shared library: registered with ONNX Runtime, then --ep names the EP it provides")
+    add("--ep-device", default=None, metavar="SELECTOR",
+        help="which of the EP's ONNX Runtime devices to run on: an index, or KEY=VALUE items such as type=GPU, "
+             "vendor_id=0x10de, pci_bus_id=..., ov_device=NPU (`ep-testbed devices` lists them); default: a plugin "
+             "EP's only device, a built-in EP's own choice")
     if graph_opt:
         add("--graph-opt", action="store_true",
             help="enable ONNX Runtime graph optimizations (default off, so no fusion hides the node)")
@@ -160,13 +165,40 @@ def seed(text: str) -> int:
     return value
 
 
-def parse_ep(name: str, ep_options: Sequence[str] = ()) -> EpSpec:
-    """The ``EpSpec`` of ``--ep name`` with its ``--ep-option`` items; ``OptionError`` names what
-    is installed when the provider is missing, or the malformed ``KEY=VALUE`` item."""
+def parse_ep(name: str, ep_options: Sequence[str] = (), library: str | None = None,
+             device: str | None = None) -> EpSpec:
+    """The ``EpSpec`` of ``--ep name`` with its ``--ep-option`` items, ``--ep-library`` and
+    ``--ep-device``, the EP made usable in this process; ``OptionError`` (one line) names what is
+    installed when the provider is missing, the malformed ``KEY=VALUE`` item, an ONNX Runtime
+    too old for plugin EPs, a package that is not a plugin or needs a newer ONNX Runtime, a
+    library ONNX Runtime refuses, an EP with no device, or a selector and the candidates."""
     try:
-        return resolve_ep(name, parse_provider_options(list(ep_options)))
+        return resolve(name, parse_provider_options(list(ep_options)), library=library, device=device)
     except (EpNotAvailable, ValueError) as exc:
         raise OptionError(str(exc)) from None
+
+
+def parse_ep_args(args: Any) -> EpSpec:
+    """``parse_ep`` of a parsed namespace (or pytest config reader) holding the EP group."""
+    return parse_ep(args.ep, args.ep_option, getattr(args, "ep_library", None), getattr(args, "ep_device", None))
+
+
+def load_tolerances(path: str | None, overrides: list[str] | None = None) -> Tolerances:
+    """Defaults, then a JSON file (``--tolerances``, read through ``untrusted_files``), then
+    ``--tol`` overrides, in that order. ``FileRefused`` naming the file and entry for a file that
+    is not a tolerance table; ValueError for a bad ``--tol`` item. (Here rather than beside the
+    rule in ``harness.core.tolerances``, which imports nothing but NumPy: a repro bundle ships it.)"""
+    tolerances = Tolerances.defaults()
+    if path:
+        data = read_json(path, "tolerance table")
+        try:
+            tolerances = Tolerances.from_json(data)
+        except ValueError as exc:
+            raise FileRefused(path, f"not a tolerance table: {exc}", hint='write it like {"FLOAT16": {"atol": 0.01, '
+                              '"rtol": 0.001, "ulp": 4}}') from None
+    for spec in overrides or []:
+        tolerances = tolerances.override(spec)
+    return tolerances
 
 
 def parse_tolerances(path: str | None, overrides: Sequence[str] = ()) -> Tolerances:
@@ -195,13 +227,17 @@ def parse_precision(model: str | None, strict: bool = False) -> str:
     return STRICT_MODEL if strict else (model or DEFAULT_MODEL)
 
 
-def parse_expectations(path: str | None, disabled: bool, ep_alias: str) -> Expectations:
+def parse_expectations(path: str | None, disabled: bool, ep_alias: str, ep: EpSpec | None = None) -> Expectations:
     """No expectations with ``--no-expectations``, else the ``--expectations`` file, else the
-    EP's bundled file (none when it has no file). ``OptionError`` for an unusable file."""
+    EP's bundled file (none when it has no file); entries scoped to an EP package (``ep_package``)
+    hold only for the package that provides ``ep`` (a plugin package, else the onnxruntime wheel).
+    ``OptionError`` for an unusable file."""
     if disabled:
         return Expectations()
+    package = ep_package(ep) if ep is not None else None
     try:
-        return expectations_mod.load(path) if path else expectations_mod.for_ep(ep_alias)
+        return (expectations_mod.load(path, ep_package=package) if path
+                else expectations_mod.for_ep(ep_alias, ep_package=package))
     except FileRefused as exc:
         raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field
@@ -327,7 +363,7 @@ def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
         """The option ``name`` of ``args``, or ``default`` where the front end has no such flag."""
         return getattr(args, name, default)
 
-    ep = parse_ep(get("ep", "cpu"), get("ep_option") or [])
+    ep = parse_ep(get("ep", "cpu"), get("ep_option") or [], get("ep_library"), get("ep_device"))
     tolerances = parse_tolerances(get("tolerances"), get("tol") or [])
     precision = parse_precision(get("precision_model"), bool(get("strict_tolerance", False)))
     ops = parse_ops(get("ops"))
@@ -338,7 +374,7 @@ def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
     expectations = Expectations()
     if hasattr(args, "expectations") or hasattr(args, "no_expectations"):
         disabled = bool(get("no_expectations", False))
-        expectations = parse_expectations(get("expectations"), disabled, ep.alias)
+        expectations = parse_expectations(get("expectations"), disabled, ep.alias, ep)
         if not disabled:
             expectations = with_corpus(expectations, list(corpus), ep.alias)
     return RunConfig(ep=ep, tolerances=tolerances, precision_model=precision, expectations=expectations,

@@ -176,7 +176,8 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
     if not cases:
         print("ep-testbed: no selected case fits this machine's memory", file=sys.stderr)
         return EXIT_NO_CASES
-    ready = preflight.check(args.ep, settings.ep.options, config.session)
+    ready = preflight.check(args.ep, settings.ep.options, config.session, library=getattr(args, "ep_library", None),
+                            device=getattr(args, "ep_device", None))
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
     options.announce = lambda todo, selected: print(
