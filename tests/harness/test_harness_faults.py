@@ -6,6 +6,7 @@ finished line was lost from results.jsonl.
 """
 
 import os
+import signal
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from local_cases import HERE, MAPPER, max_pool_case
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.eps.providers import resolve_ep
 from ep_testbed.harness.run.case_run import CaseConfig
-from ep_testbed.harness.run.runner import RunOptions, run_cases
+from ep_testbed.harness.run.runner import RunOptions, interrupts_held, run_cases
 from ep_testbed.harness.run.worker import FAULT_ENV, parse_faults
 
 CASES = [max_pool_case(f"max_pooling2/fault-{i}", seed=i) for i in range(6)]
@@ -119,3 +120,17 @@ def test_exit_statuses_are_named():
     assert describe_exit(-11) == "died of SIGSEGV (signal 11)"
     assert describe_exit(3) == "exited with status 3"
     assert describe_exit(0xC0000005) == "died of STATUS_ACCESS_VIOLATION (status 0xC0000005)"  # Windows
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals: os.kill(pid, SIGINT) is not Ctrl-C on Windows")
+def test_a_ctrl_c_while_the_header_is_written_lands_once_it_is_whole():
+    """The runner writes the header under ``interrupts_held``: a Ctrl-C during the write (the
+    fsync takes a while on a loaded disk) arrives after it, inside the part that ends the file."""
+    finished = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the signal is handled (held) here, mid-block
+            finished.append("the rest of the block")
+    assert finished == ["the rest of the block"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
