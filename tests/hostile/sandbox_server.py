@@ -57,6 +57,7 @@ def _warm_up() -> None:
         main(["map", example])
         main(["reference", "--desc", example])
     ort_flavour()  # what is installed, read once (every run header names it)
+    catalog.build_catalog()  # the pairwise grids, drawn once (every run's preflight builds a catalog)
     gc.collect()
     gc.freeze()
 
