@@ -43,6 +43,7 @@ from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, ou
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings
 from ep_testbed.harness.models.baseline import Baseline, BaselineError
 from ep_testbed.harness.models.baseline import save_baseline as write_baseline
+from ep_testbed.harness.models.drift import parse_drift_policy
 from ep_testbed.harness.models.inputs import (
     InputsError,
     InputSpec,
@@ -172,12 +173,16 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         return _error(str(exc))
     try:
         precision = parse_precision(getattr(args, "precision_model", None), getattr(args, "strict_tolerance", False))
-    except OptionError as exc:
+        drift = parse_drift_policy(getattr(args, "drift_tol", None) or [], setup.tolerances,
+                                   getattr(args, "drift_max_elements", None))
+    except (OptionError, ValueError) as exc:
         return _error(str(exc))
+    reference_settings = SessionSettings(graph_opt=True) if getattr(args, "reference_graph_opt", False) else None
     config = ModelRunConfig(ep=setup.ep, reference=setup.reference, tolerances=setup.tolerances,
                             settings=SessionSettings(graph_opt=args.graph_opt),
                             allow_fallback=not args.no_cpu_fallback, reading=args.reading,
-                            baseline_tolerances=setup.baseline_tolerances, precision_model=precision)
+                            baseline_tolerances=setup.baseline_tolerances, precision_model=precision, drift=drift,
+                            reference_settings=reference_settings)
     quiet_default_logger()
     try:
         result = run_model(setup.loaded, setup.feeds, config, setup.baseline, ep_failure=ep_failure)
@@ -214,6 +219,8 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
     loaded = load_untrusted(model_path)
     specs = input_specs(loaded.model)
     baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None
+    if baseline is not None:
+        baseline.check_ep(ep.provider)
     baseline_tolerances = None
     if baseline is not None and not (args.tol or args.tolerances):
         baseline_tolerances = (baseline.recorded_tolerances(), "baseline manifest")
@@ -263,8 +270,10 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
     print(f"{safe(m['name'])}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
           f"{result['reference_ep']['provider']} ({result['ort_flavour']} {result['ort_version']}), "
           f"{result['duration_s']:.2f} s")
+    mode = ((result.get("drift") or {}).get("policy") or {}).get("mode", "fail")
     for o in result["outputs"]:
-        print(f"  output {safe(o['name'])}: {o['outcome']} - {safe(o['message'])}")
+        word = o["outcome"] if o["outcome"] != "fail" or mode == "fail" else "differs (drift)"
+        print(f"  output {safe(o['name'])}: {word} - {safe(o['message'])}")
     counts = ", ".join(f"{safe(op)} " + "/".join(f"{n}x{safe(_short(p))}" for p, n in by.items())
                        for op, by in result["placement"]["by_op"].items())
     failure = result.get("ep_failure")
@@ -274,6 +283,7 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
     where = "nodes judged alone" if failure else "nodes"
     print(f"  placement ({result['placement']['on_ep']}/{result['placement']['total']} {where} on the EP): {counts}")
     _print_attribution(result["attribution"])
+    _print_drift(result.get("drift"))
     b = result.get("baseline")
     if b:
         print(f"  baseline {safe(b['dir'])}: {b['outcome']}"
@@ -282,7 +292,8 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
         print(f"  baseline saved to {safe(result['baseline_saved'])}")
     reasons = result.get("verdict_reasons") or []
     count = f" ({len(reasons)} reason{'s' * (len(reasons) != 1)})" if reasons else ""
-    print(f"  verdict: {result['verdict']}{count}; results in {safe(out)}" + (f", report {safe(report)}" if report else ""))
+    print(f"  verdict: {result['verdict']}{count}: {safe(result.get('verdict_statement') or '')}; results in "
+          f"{safe(out)}" + (f", report {safe(report)}" if report else ""))
     for reason in reasons:
         print(f"    - {safe(reason)}")
 
@@ -315,6 +326,45 @@ def _print_attribution(attribution: dict[str, Any]) -> None:
         print("  first divergent node: none (every attributed node agrees with the DirectML reference"
               + (", some where a flag explains or predicts a difference)" if counts.get("judged", 0) > sum(
                   (counts.get("by_status") or {}).get(s, 0) for s in ("match", "tie-only")) else ")"))
+
+
+def _print_drift(drift: dict[str, Any] | None) -> None:
+    """The drift lines of ``print_summary``: where output drift starts (node, op type, whether it
+    is an operator under test, its statistics), how the search ran, what the outputs became."""
+    if not drift or not drift.get("outputs_differ"):
+        return
+    search = drift.get("search") or {}
+    first = search.get("first")
+    print(f"  drift: {safe(drift.get('statement') or '')}")
+    if first:
+        test = (f"an operator under test, judged {first.get('attribution_status')} on its own EP inputs"
+                if first.get("under_test") else "not an operator under test")
+        print(f"      node {first['position']} in topological order, {safe(first['op_type'])}: {test}")
+        for name, stats in (first.get("error_stats") or {}).items():
+            print(f"      {safe(name)}: {_stats_text(stats)}")
+    if search:
+        print(f"      search: {search['strategy']}, {search['runs']} run(s) per EP, {search['compared_nodes']} of "
+              f"{search['candidate_nodes']} nodes compared, {search['seconds']:.2f} s (budget "
+              f"{search['budget_elements']} elements, estimated {search['estimated_elements']})")
+    elif drift.get("error"):
+        print(f"      {safe_message(drift['error'])}")
+    for name, stats in (drift.get("downstream") or {}).items():
+        if stats.get("outside") or stats.get("differing"):
+            print(f"      downstream, output {safe(name)}: {_stats_text(stats)}")
+    if drift.get("note"):
+        print(f"      note: {drift['note']}")
+
+
+def _stats_text(stats: dict[str, Any]) -> str:
+    """``"72/196608 outside tolerance, |a-e| max 3e-05 p99 1e-05, ulp max 40"`` (an error_stats entry)."""
+    if "differing" in stats:
+        return f"{stats['differing']}/{stats['elements']} indices differ"
+    text = f"{stats.get('outside', 0)}/{stats.get('elements', 0)} outside tolerance"
+    if stats.get("abs"):
+        text += f", |a-e| max {stats['abs']['max']:.3g} p99 {stats['abs']['p99']:.3g}"
+    if stats.get("ulp"):
+        text += f", ulp max {stats['ulp']['max']:.0f}"
+    return text
 
 
 def _user_argv(argv: list[str]) -> list[str]:
