@@ -2,7 +2,9 @@
 
 Reads ``OUT/model_result.json`` (written by ``ep-testbed model run``) and, for diverging nodes,
 the ``nodes/*.npz`` files it points at (loaded with ``allow_pickle=False``); runs nothing.
-Shows: a verdict and the first divergent node, the model and runtime facts, the outputs
+Shows: a verdict (the operators under test, then output drift) and the first divergent node, where
+output drift against the reference EP starts (node, op type, statistics, how it was searched,
+what the outputs became), the model and runtime facts, the outputs
 compared with the reference EP (and the baseline, if any), placement counts by op type and
 provider, and the per-node attribution table (every RoiAlign / MaxRoiPool / MaxPool node, its
 provider, the DML desc it was read as, its flags and errors), with |EP - reference| heatmaps of
@@ -46,18 +48,28 @@ SAVED_FILES = ("inputs.npz", "outputs.npz", "reference_outputs.npz")
 
 
 def model_verdict(result: dict[str, Any]) -> tuple[str, str]:
-    """(colour, text) of the report's verdict badge, one statement with the first-divergent
-    banner: red when the run failed (outputs differ, a baseline regression); amber when the
-    outputs match the reference EP but an attributed node diverges from the DML reference (the
-    exit code follows the outputs, so the badge says both), red when such a node fails the run;
-    green when nothing diverges."""
+    """(colour, text) of the report's verdict badge: the run's one-line statement (operators first,
+    then output drift) with the exit code. Red when the run failed (a node diverges, a baseline
+    regression, drift beyond the drift policy, the EP did not run the model); amber when it passed
+    while the outputs drift from the reference EP's (reported, not failed) or a node diverges in a
+    result written before nodes failed runs; green when nothing differs."""
     ep = str(result.get("ep", {}).get("provider", "?")).replace("ExecutionProvider", "")
     exit_code = 0 if result.get("verdict") == "pass" else 1
     outputs_fail = any(o.get("outcome") == "fail" for o in result.get("outputs", []))
     baseline = result.get("baseline") or {}
     diverging = [r for r in result.get("attribution", {}).get("nodes", []) if r.get("status") == "diverges"]
+    statement = result.get("verdict_statement")
     if result.get("ep_failure"):
         return "red", f"the model did not run on {ep} (exit {exit_code})"
+    if statement:
+        colour = "red" if exit_code else ("amber" if outputs_fail or diverging else "green")
+        return colour, f"{statement} (exit {exit_code})"
+    return _legacy_verdict(ep, exit_code, outputs_fail, baseline, diverging)
+
+
+def _legacy_verdict(ep: str, exit_code: int, outputs_fail: bool, baseline: dict[str, Any],
+                    diverging: list[dict[str, Any]]) -> tuple[str, str]:
+    """The badge of a result written before verdicts had a statement (no ``verdict_statement``)."""
     if outputs_fail:
         return "red", f"outputs differ on {ep} (exit {exit_code})"
     if baseline.get("outcome") == "regression":

@@ -43,7 +43,7 @@ from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, ou
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings
 from ep_testbed.harness.models.baseline import Baseline, BaselineError
 from ep_testbed.harness.models.baseline import save_baseline as write_baseline
-from ep_testbed.harness.models.drift import parse_drift_policy
+from ep_testbed.harness.models.drift import DriftPolicy, parse_drift_policy
 from ep_testbed.harness.models.inputs import (
     InputsError,
     InputSpec,
@@ -90,6 +90,7 @@ class _Setup:
     source: str  # where the inputs come from: "generated", "npz PATH" or "baseline DIR"
     baseline: Baseline | None
     baseline_tolerances: tuple[Tolerances, str] | None
+    drift: DriftPolicy
 
 
 def _error(message: str) -> int:
@@ -173,15 +174,13 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         return _error(str(exc))
     try:
         precision = parse_precision(getattr(args, "precision_model", None), getattr(args, "strict_tolerance", False))
-        drift = parse_drift_policy(getattr(args, "drift_tol", None) or [], setup.tolerances,
-                                   getattr(args, "drift_max_elements", None))
-    except (OptionError, ValueError) as exc:
+    except OptionError as exc:
         return _error(str(exc))
     reference_settings = SessionSettings(graph_opt=True) if getattr(args, "reference_graph_opt", False) else None
     config = ModelRunConfig(ep=setup.ep, reference=setup.reference, tolerances=setup.tolerances,
                             settings=SessionSettings(graph_opt=args.graph_opt),
                             allow_fallback=not args.no_cpu_fallback, reading=args.reading,
-                            baseline_tolerances=setup.baseline_tolerances, precision_model=precision, drift=drift,
+                            baseline_tolerances=setup.baseline_tolerances, precision_model=precision, drift=setup.drift,
                             reference_settings=reference_settings)
     quiet_default_logger()
     try:
@@ -216,6 +215,8 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
     ep = parse_ep(args.ep, args.ep_option)
     reference = parse_ep(args.reference_ep)
     tolerances = parse_tolerances(args.tolerances, args.tol)
+    drift = parse_drift_policy(getattr(args, "drift_tol", None) or [], tolerances,
+                               getattr(args, "drift_max_elements", None))
     loaded = load_untrusted(model_path)
     specs = input_specs(loaded.model)
     baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None
@@ -232,7 +233,7 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
         resolved = resolve_shapes(specs, parse_shapes(shapes))
         feeds, source = generate_inputs(loaded.model, specs, resolved, args.seed), "generated"
     check_graph_sizes(loaded.model, {name: tuple(np.shape(value)) for name, value in feeds.items()})
-    return _Setup(ep, reference, tolerances, loaded, specs, feeds, source, baseline, baseline_tolerances)
+    return _Setup(ep, reference, tolerances, loaded, specs, feeds, source, baseline, baseline_tolerances, drift)
 
 
 def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save_baseline: str | None) -> None:

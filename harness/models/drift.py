@@ -92,7 +92,7 @@ def parse_drift_policy(items: Sequence[str], base: Tolerances, max_elements: int
     items = tuple(str(i) for i in items)
     words = [i for i in items if i.strip().lower() in DRIFT_MODES]
     if words and len(items) > 1:
-        raise ValueError(f"--drift-tol {' '.join(items)!r}: {words[0]!r} stands alone; give report, fail, or one or "
+        raise ValueError(f"--drift-tol {' --drift-tol '.join(items)}: {words[0]!r} stands alone; give report, fail, or one or "
                          "more DTYPE:atol=X,rtol=Y,ulp=N items (a drift budget)")
     if max_elements is not None and max_elements < 1:
         raise ValueError(f"--drift-max-elements {max_elements}: give a whole number of elements >= 1")
