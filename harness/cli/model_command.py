@@ -14,11 +14,12 @@ is reported by ep-testbed, and a second child then judges the attributed nodes a
 The same happens in process when the EP cannot build or run the whole model: the run folder and
 report say so, compare no output, and hold the nodes judged alone.
 
-Exit codes: 0 every output matches the reference EP (and the baseline) and no attributed node
-diverges from the DirectML reference unexplained; 1 an output differs beyond tolerance, a
-baseline regression, a node diverges, the EP could not build/run the model, or it crashed or
-timed out; 2 the model is refused (truncated/not ONNX, external data outside its folder, an op
-no EP has), or bad usage.
+Exit codes: 0 no attributed node diverges from the DirectML reference unexplained, the baseline
+(if any) matches, and output drift against the reference EP stays within ``--drift-tol``
+(``report`` by default: drift is placed and named, never failed); 1 a node diverges, a baseline
+regression, drift beyond ``--drift-tol fail`` or a drift budget, the EP could not build/run the
+model, or it crashed or timed out; 2 the model is refused (truncated/not ONNX, external data
+outside its folder, an op no EP has), a baseline saved on another EP, or bad usage.
 """
 
 from __future__ import annotations

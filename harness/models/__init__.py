@@ -11,6 +11,8 @@ One module per job:
 - ``attribution``: which nodes are judged (and which, inside Loop/If bodies, cannot be), the probe
   copy, one row per RoiAlign / MaxRoiPool / MaxPool node, the first divergent node;
 - ``judge``: the verdict on one node (empty nodes, differences a flag explains or predicts);
+- ``drift``: where output drift against the reference EP starts (every intermediate compared,
+  bisected under a budget) and the drift policy (``--drift-tol``);
 - ``run``: ``run_model``, the result of one model run (``model_result.json``);
 - ``baseline``: saved outputs and manifest, and the check against them;
 - ``isolation``: child processes with a time limit, and the fault-injection test hook.
