@@ -29,6 +29,7 @@ from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.reference import DEFAULT_MODEL
 
+from .inputs import skeleton
 from .judge import judge_node
 from .outputs import no_errors
 from .untrusted import constants as model_constants
@@ -56,7 +57,7 @@ def probe_model(model: onnx.ModelProto, values: list[str]) -> onnx.ModelProto:
     present = {o.name for o in probe.graph.output}
     types = {}
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(skeleton(model), strict_mode=False)  # weights left out
         for v in list(inferred.graph.value_info):
             types[v.name] = v.type.tensor_type.elem_type
     except Exception:  # shape inference is a nicety here; ONNX Runtime infers output types itself

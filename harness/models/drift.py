@@ -47,7 +47,7 @@ from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import limits
 
 from .attribution import probe_model
-from .inputs import inferred_shapes
+from .inputs import inferred_shapes, skeleton
 from .outputs import compare_named, tie_contexts
 
 #: ``--drift-tol`` words; anything else is a tolerance item (``DTYPE:atol=..,rtol=..,ulp=..``).
@@ -147,8 +147,8 @@ def _non_tensor_values(model: onnx.ModelProto) -> set[str]:
     """Values whose declared or inferred type is not a tensor (sequences, optionals, maps): ONNX
     Runtime cannot return them as the plain outputs the comparison reads."""
     values = list(model.graph.value_info) + list(model.graph.output)
-    try:
-        values += list(onnx.shape_inference.infer_shapes(model, strict_mode=False).graph.value_info)
+    try:  # on the model without its large weights (``inputs.skeleton``): no copy of a big model
+        values += list(onnx.shape_inference.infer_shapes(skeleton(model), strict_mode=False).graph.value_info)
     except Exception:  # inference is only a filter here; an output it cannot type is tried as a tensor
         pass
     return {v.name for v in values if v.type.WhichOneof("value") not in (None, "tensor_type")}

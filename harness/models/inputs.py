@@ -146,7 +146,7 @@ def resolve_shapes(specs: Sequence[InputSpec], given: dict[str, tuple[int, ...]]
     return shapes
 
 
-def _skeleton(model: onnx.ModelProto, keep_bytes: int = 2**16) -> onnx.ModelProto:
+def skeleton(model: onnx.ModelProto, keep_bytes: int = 2**16) -> onnx.ModelProto:
     """A copy of ``model`` for shape inference without its weights: initializers larger than
     ``keep_bytes`` become graph inputs of their type and shape (inference needs the values of
     small ones only, such as a Reshape's shape), so no large model is copied whole."""
@@ -171,7 +171,7 @@ def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], 
     """Value name -> shape after ONNX shape inference with the inputs fixed to ``shapes``; with
     ``declared=False`` the shapes the model declares for its outputs and intermediates are
     dropped first, so the result is what the nodes compute, not what the file claims."""
-    fixed = _skeleton(model)
+    fixed = skeleton(model)
     if not declared:
         for value in [*fixed.graph.output, *fixed.graph.value_info]:
             value.type.tensor_type.ClearField("shape")
