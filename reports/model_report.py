@@ -33,13 +33,15 @@ NODES_WITH_PICTURES = 4
 #: Badge colours of the statuses this report adds to the run outcomes' palette.
 STATUS_COLOURS = {
     "match": "#2e9d4f", "diverges": "#d62f2f", "not-attributable": "#b8b8b8", "regression": "#d62f2f",
-    "explained": "#2e7d6b", "flagged": "#8a6d00", "not-attributed": "#6b6b6b",
+    "explained": "#2e7d6b", "flagged": "#8a6d00", "not-attributed": "#6b6b6b", "drift": "#f0b429",
 }
 STATUS_HELP = {
     **NODE_STATUSES,
     "pass": "matches the reference EP within tolerance",
     "fail": "differs from the reference EP beyond tolerance",
     "regression": "differs from the stored baseline beyond tolerance",
+    "drift": "differs from the reference EP beyond tolerance; --drift-tol decides whether that fails the run "
+             "(the 'Output drift' section says where it starts)",
 }
 
 

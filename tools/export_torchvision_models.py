@@ -8,6 +8,16 @@ of the project itself):
     /work/venv-torch/bin/pip install torchvision==0.28.0 onnx onnxruntime   # 0.28.0 requires torch==2.13.0
     /work/venv-torch/bin/python tools/export_torchvision_models.py [--out tests/data/models]
 
+Full size, for measurements only (never committed: ~170-240 MB each):
+
+    /work/venv-torch/bin/python tools/export_torchvision_models.py --full-size --out /tmp/fullsize
+
+writes faster_rcnn_resnet50_fpn.onnx, mask_rcnn_resnet50_fpn.onnx and keypoint_rcnn_resnet50_fpn.onnx:
+torchvision's own fasterrcnn_resnet50_fpn / maskrcnn_resnet50_fpn / keypointrcnn_resnet50_fpn with
+weights=None, weights_backbone=None (random weights after torch.manual_seed(SEED), nothing downloaded),
+torchvision's default sizes (the 480x640 example image is resized to 800x1066 inside the graph), the
+same exporter settings, and a manifest; only the uniform01 input is run (see build_entry).
+
 What it writes into --out (default tests/data/models/):
 
     faster_rcnn_tiny_fpn.onnx    torchvision.models.detection.FasterRCNN   (box head: MultiScaleRoIAlign)

@@ -496,6 +496,7 @@ def _result(loaded: LoadedModel, config: ModelRunConfig, outputs: list[dict[str,
         "ep": config.ep.to_json(), "reference_ep": config.reference.to_json(), **runtime_info(config.ep),
         "session": {**config.settings.to_json(config.ep), "disable_cpu_ep_fallback":
                     not (config.allow_fallback or config.ep.is_cpu)},
+        "reference_session": (config.reference_settings or config.settings).to_json(config.reference),
         "tolerances": config.tolerances.to_json(),
         "outputs": outputs,
         "placement": placement,
