@@ -50,30 +50,34 @@ SAVED_FILES = ("inputs.npz", "outputs.npz", "reference_outputs.npz")
 
 
 def model_verdict(result: dict[str, Any]) -> tuple[str, str]:
-    """(colour, text) of the report's verdict badge: the run's one-line statement (operators first,
-    then output drift) with the exit code. Red when the run failed (a node diverges, a baseline
-    regression, drift beyond the drift policy, the EP did not run the model); amber when it passed
-    while the outputs drift from the reference EP's (reported, not failed) or a node diverges in a
-    result written before nodes failed runs; green when nothing differs."""
+    """(colour, text) of the report's verdict badge, one statement with the first-divergent
+    banner, read from the result's facts (statuses, outputs, baseline, drift), operators first:
+    red when the run failed (the EP did not run the model, outputs differ and the drift policy
+    fails on that, a baseline regression, a node diverges unexplained); amber when it passed while
+    the outputs drift from the reference EP's (``--drift-tol report``: the badge says where the
+    drift starts) or a node diverges in a result that did not fail on it; green when nothing
+    differs."""
     ep = str(result.get("ep", {}).get("provider", "?")).replace("ExecutionProvider", "")
     exit_code = 0 if result.get("verdict") == "pass" else 1
     outputs_fail = any(o.get("outcome") == "fail" for o in result.get("outputs", []))
     baseline = result.get("baseline") or {}
     diverging = [r for r in result.get("attribution", {}).get("nodes", []) if r.get("status") == "diverges"]
-    statement = result.get("verdict_statement")
+    drift = result.get("drift") or {}
+    where = f"; {drift['statement']}" if drift.get("outputs_differ") and drift.get("statement") else ""
     if result.get("ep_failure"):
         return "red", f"the model did not run on {ep} (exit {exit_code})"
-    if statement:
-        colour = "red" if exit_code else ("amber" if outputs_fail or diverging else "green")
-        return colour, f"{statement} (exit {exit_code})"
-    return _legacy_verdict(ep, exit_code, outputs_fail, baseline, diverging)
+    if outputs_fail and exit_code and not (diverging or baseline.get("outcome") == "regression"):
+        return "red", f"outputs differ on {ep}{where} (exit {exit_code})"
+    if outputs_fail and not exit_code and not diverging:
+        return "amber", f"operators pass{where or f'; outputs differ on {ep}'} (exit 0: --drift-tol report)"
+    return _operators_verdict(ep, exit_code, outputs_fail, baseline, diverging, where)
 
 
-def _legacy_verdict(ep: str, exit_code: int, outputs_fail: bool, baseline: dict[str, Any],
-                    diverging: list[dict[str, Any]]) -> tuple[str, str]:
-    """The badge of a result written before verdicts had a statement (no ``verdict_statement``)."""
+def _operators_verdict(ep: str, exit_code: int, outputs_fail: bool, baseline: dict[str, Any],
+                       diverging: list[dict[str, Any]], where: str) -> tuple[str, str]:
+    """The badge when output drift alone does not decide it (``model_verdict``)."""
     if outputs_fail:
-        return "red", f"outputs differ on {ep} (exit {exit_code})"
+        return "red", f"outputs differ on {ep}{where} (exit {exit_code})"
     if baseline.get("outcome") == "regression":
         return "red", f"regression vs the baseline (exit {exit_code})"
     if diverging and exit_code:
