@@ -51,7 +51,9 @@ def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = 
         argv += ["--drift-tol", item]
     if getattr(args, "drift_max_elements", None) is not None:
         argv += ["--drift-max-elements", str(args.drift_max_elements)]
-    for flag, value in (("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
+    for flag, value in (("--ep-library", getattr(args, "ep_library", None)),
+                        ("--ep-device", getattr(args, "ep_device", None)),
+                        ("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
                         ("--baseline", baseline_dir), ("--tolerances", args.tolerances),
                         ("--precision-model", getattr(args, "precision_model", None))):
         if value:
