@@ -33,8 +33,8 @@ def choose_opset(opset: Optional[int]) -> int:
         raise OpsetError(opset, "an opset is a whole number")
     newest = max_opset()
     if opset < MIN_OPSET:
-        raise OpsetError(opset, f"this mapper builds opset {MIN_OPSET} to {newest} (MaxPool's Indices output "
-                                "appears in opset 8)")
+        raise OpsetError(opset, f"this mapper builds opset {MIN_OPSET} to {newest} (an operator's mapping may "
+                                "need a newer one)")
     if opset > newest:
         raise OpsetError(opset, f"the installed onnx {onnx.__version__} / onnxruntime support opsets up to {newest}")
     return opset

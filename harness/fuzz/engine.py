@@ -43,6 +43,7 @@ from ep_testbed.harness.run.pool import WorkerPool
 from ep_testbed.harness.run.run_folder import FolderBusy, claim
 from ep_testbed.harness.run.runner import RunError, RunOptions, _settle, run_header
 from ep_testbed.reference import desc_to_dml
+from ep_testbed.reference.registry import names, register, spec_named
 
 from . import corpus
 from . import draw as draw_mod
@@ -267,7 +268,9 @@ def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: E
 class Drawer:
     """Draws the run's batches in a process of its own, a couple of batches ahead, so that
     drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
-    ones. The order of batches is fixed: batch 0 of every operator in turn, then batch 1..."""
+    ones. The order of batches is fixed: batch 0 of every operator in turn, then batch 1...
+    The drawing process is spawned, so it is handed the operators' records: one registered by
+    the caller's own code (not by ``reference.registry``) is registered there too."""
 
     AHEAD = 2
 
@@ -276,7 +279,9 @@ class Drawer:
 
         context = multiprocessing.get_context("spawn")  # the parent has threads: never fork it
         self._queue = context.Queue(maxsize=self.AHEAD)
-        self._process = context.Process(target=draw_batches, args=(list(ops), seed, size, self._queue), daemon=True)
+        records = [spec_named(op) for op in ops]
+        self._process = context.Process(target=draw_batches, args=(list(ops), seed, size, self._queue, records),
+                                        daemon=True)
         self._process.start()
 
     def next_batch(self) -> list[Any]:
@@ -295,11 +300,15 @@ class Drawer:
         self._queue.cancel_join_thread()
 
 
-def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any) -> None:
-    """The drawing process: every batch, in ``Drawer``'s order, into ``queue`` (blocks when full)."""
+def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: Sequence[Any] = ()) -> None:
+    """The drawing process: every batch, in ``Drawer``'s order, into ``queue`` (blocks when full),
+    after registering each of the operator ``records`` this process does not know yet."""
     import traceback
 
     try:
+        for record in records:
+            if record.name not in names():
+                register(record)
         for batch in itertools.count():
             for op in ops:
                 queue.put(("batch", draw_mod.draw_batch(op, seed, batch, size)))
