@@ -10,7 +10,7 @@ An operator is one ``OpSpec`` record (``register(OpSpec(...))``) and three modul
   ``index_outputs`` / ``index_rule`` (tie-aware index outputs);
 * its mapper module (``graphs``, named by string so that the reference never imports ONNX),
   providing every hook of ``MAPPER_HOOKS``: ``to_onnx``, ``import_node``, ``input_flags``,
-  ``DML_EP`` (and, optionally, ``ONNX_BACKEND_DIFFERENCES``);
+  ``DML_EP`` (and, optionally, ``ONNX_BACKEND_DIFFERENCES`` and ``OLDEST_OPSET``);
 * its cases module (``cases``, ``"module:function"``), providing every hook of ``CASES_HOOKS``:
   the catalog function, ``make_inputs``, ``SMOKE``, ``stress_cases``, ``fuzz_strategy`` (and,
   optionally, ``PROBE``).
@@ -86,6 +86,9 @@ MAPPER_HOOKS: tuple[Hook, ...] = (
     Hook("ONNX_BACKEND_DIFFERENCES", "ONNX_BACKEND_DIFFERENCES: dict[str, str]",
          "ONNX backend test case name -> why ONNX's meaning and the nearest desc differ", kinds=(dict,),
          required=False),
+    Hook("OLDEST_OPSET", "OLDEST_OPSET: tuple[int, str]",
+         "the oldest opset the mapper's models need, and why: no operator's model is built at an older opset "
+         "(graphs.common.choose_opset)", kinds=(tuple,), required=False),
 )
 
 #: What a cases module (``OpSpec.cases``) provides. The catalog function is the one the record's
@@ -412,3 +415,7 @@ register(OpSpec(
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v1",
     onnx_ops=("RoiAlign",), onnx_input_roles={"RoiAlign": ("feature", "boxes", "batch_index")},
     bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values))
+
+#: The operators importing this module registers (every process has them; a spawned process must
+#: be handed the records of any other: ``harness.fuzz.engine.Drawer``).
+BUILT_IN: tuple[str, ...] = names()

@@ -51,6 +51,8 @@ from ep_testbed.reference.max_pooling2 import MaxPooling2Desc
 NATIVE = {"FLOAT32": 8, "FLOAT16": 8, "INT8": 12, "UINT8": 12}
 #: What ORT's DML EP registers MaxPool for (OperatorRegistration.cpp): type -> first opset.
 DML_EP_TYPES = {np.dtype(np.float32): 7, np.dtype(np.float16): 7, np.dtype(np.int8): 12, np.dtype(np.uint8): 12}
+#: The oldest opset this mapper's models need (the testbed builds no older one for any operator).
+OLDEST_OPSET = (8, "MaxPool's Indices output appears in opset 8")
 #: The DML EP's MaxPool rows (OperatorRegistration.cpp; ``graphs.dml_ep_facts``): float only at
 #: opset 7 (L756); from opset 8 on int8/uint8 too, with the int64 Indices (L757-760, L600).
 DML_EP = {"MaxPool": DmlEpOp(

@@ -43,7 +43,7 @@ from ep_testbed.harness.run.pool import WorkerPool
 from ep_testbed.harness.run.run_folder import FolderBusy, claim
 from ep_testbed.harness.run.runner import RunError, RunOptions, _settle, run_header
 from ep_testbed.reference import desc_to_dml
-from ep_testbed.reference.registry import names, register, spec_named
+from ep_testbed.reference.registry import BUILT_IN, names, register, spec_named
 
 from . import corpus
 from . import draw as draw_mod
@@ -269,8 +269,9 @@ class Drawer:
     """Draws the run's batches in a process of its own, a couple of batches ahead, so that
     drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
     ones. The order of batches is fixed: batch 0 of every operator in turn, then batch 1...
-    The drawing process is spawned, so it is handed the operators' records: one registered by
-    the caller's own code (not by ``reference.registry``) is registered there too."""
+    The drawing process is spawned, so it is handed the records of the operators the registry
+    module does not register itself (``registry.BUILT_IN``): one registered by the caller's own
+    code is registered there too."""
 
     AHEAD = 2
 
@@ -279,7 +280,7 @@ class Drawer:
 
         context = multiprocessing.get_context("spawn")  # the parent has threads: never fork it
         self._queue = context.Queue(maxsize=self.AHEAD)
-        records = [spec_named(op) for op in ops]
+        records = [spec_named(op) for op in ops if op not in BUILT_IN]
         self._process = context.Process(target=draw_batches, args=(list(ops), seed, size, self._queue, records),
                                         daemon=True)
         self._process.start()

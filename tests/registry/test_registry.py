@@ -22,8 +22,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.catalog import TIERS, build_catalog
 from ep_testbed.graphs.cases.common import cases_module
+from ep_testbed.graphs.catalog import TIERS, build_catalog
 from ep_testbed.graphs.ops import mapper_of
 from ep_testbed.harness.cli import main
 from ep_testbed.harness.core.results import read_run

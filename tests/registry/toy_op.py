@@ -77,6 +77,9 @@ def random_inputs(d: ToyLeakyReluDesc, rng: np.random.Generator) -> dict[str, np
 #: pinned commit not checked for the toy, hence no lines). A toy fact, used only by its tests.
 DML_EP = {"LeakyRelu": DmlEpOp(rows=(Registration((7, 16), {"T": FLOAT16TO32}, ""),),
                                operator_file="Operators/DmlOperatorActivation.cpp")}
+#: LeakyRelu-6 is the first without the legacy consumed_inputs attribute
+#: (https://onnx.ai/onnx/operators/text_diff_LeakyRelu_1_6.html).
+OLDEST_OPSET = (6, "LeakyRelu-6 is the first LeakyRelu without consumed_inputs")
 #: No ONNX backend case of LeakyRelu means something the toy does not.
 ONNX_BACKEND_DIFFERENCES: dict[str, str] = {}
 
