@@ -232,6 +232,12 @@ def test_a_hook_of_the_wrong_form_is_named(toy, monkeypatch):
         build_catalog(["toy_partial"], tier="smoke")
 
 
+def test_every_input_role_of_the_contract_is_generated_by_model_runs():
+    from ep_testbed.harness.models.inputs import PLACED_ROLES
+
+    assert {"any", "feature", *PLACED_ROLES} == set(registry.INPUT_ROLES)
+
+
 def test_design_md_states_every_hook_of_the_contract():
     section = (ROOT / "DESIGN.md").read_text(encoding="utf-8").split("## One operator, one place")[1].split("\n## ")[0]
     fields = [f.name for f in dataclasses.fields(registry.OpSpec)]
