@@ -274,6 +274,8 @@ class Drawer:
     code is registered there too."""
 
     AHEAD = 2
+    #: How often a wait for a batch checks that the drawing process is still alive (seconds).
+    POLL_S = 1.0
 
     def __init__(self, ops: Sequence[str], seed: int, size: str):
         import multiprocessing
@@ -286,8 +288,21 @@ class Drawer:
         self._process.start()
 
     def next_batch(self) -> list[Any]:
-        """The next batch of cases (RuntimeError with the drawer's traceback if it failed)."""
-        kind, payload = self._queue.get()
+        """The next batch of cases (RuntimeError with the drawer's traceback if it failed, or saying
+        that it died: a process killed, or one that could not start, reports nothing itself)."""
+        import queue
+
+        while True:
+            try:
+                kind, payload = self._queue.get(timeout=self.POLL_S)
+                break
+            except queue.Empty:
+                if not self._process.is_alive():
+                    raise RuntimeError(
+                        f"drawing fuzzed cases failed: the drawing process ended (exit code {self._process.exitcode}) "
+                        "without a batch; its own error, if any, is on stderr above (a script that runs a fuzz "
+                        "must guard its entry point with `if __name__ == \"__main__\":`, as multiprocessing's "
+                        "spawn start requires)") from None
         if kind == "error":
             raise RuntimeError(f"drawing fuzzed cases failed:\n{payload}")
         return payload
