@@ -48,7 +48,7 @@ from .options import (
     add_expectation_options,
     add_tolerance_options,
     count,
-    parse_ep,
+    parse_ep_args,
     parse_expectations,
     parse_precision,
     parse_tolerances,
@@ -158,7 +158,7 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
 def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_paths: Sequence[str]) -> int:
     """``run_command`` under the element cap in force."""
     try:
-        ep = parse_ep(args.ep, args.ep_option)
+        ep = parse_ep_args(args)
         tolerances = parse_tolerances(args.tolerances, args.tol)
         precision = parse_precision(args.precision_model, args.strict_tolerance)
         cases, corpus = _selected_cases(args, catalog)
@@ -169,7 +169,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         if not cases:
             print("ep-testbed: no case matches the selection", file=sys.stderr)
             return EXIT_NO_CASES
-        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias)
+        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep)
         if not args.no_expectations:
             expectations = with_corpus(expectations, corpus, ep.alias)
         jobs = min(args.jobs, len(cases))
@@ -187,7 +187,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
     if not cases:
         print("ep-testbed: no selected case fits this machine's memory", file=sys.stderr)
         return EXIT_NO_CASES
-    ready = preflight.check(args.ep, ep.options, config.session)
+    ready = preflight.check(args.ep, ep.options, config.session, library=args.ep_library, device=args.ep_device)
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
     options.announce = lambda todo, selected: print(

@@ -5,7 +5,9 @@ session to judge outputs.
 
 - ``run_on_ep(model, feeds, ep, settings)`` builds the session with
   ``harness.eps.providers.session_options`` (graph optimizations off unless asked, CPU fallback
-  disabled unless ``allow_fallback``, DirectML's settings: graph fusion off), with Python's
+  disabled unless ``allow_fallback``, DirectML's settings: graph fusion off), the EP put on it by
+  its adapter (``harness.eps.adapters``: by name for a built-in EP, through its ORT device for a
+  plugin EP or with ``--ep-device``), with Python's
   whole-session fallback to the CPU EP off (``enable_fallback=0``; a session built without the
   EP under test is a build failure), runs it, and returns an ``EpRun``:
   the outputs, and the node -> provider placement with its source
@@ -40,7 +42,8 @@ import onnx
 from ep_testbed.harness.core.processes import process_alive
 
 from . import placement as placement_mod
-from .providers import EpSpec, SessionSettings, providers_arg, session_options
+from .adapters import adapter_for
+from .providers import EpNotAvailable, EpSpec, SessionSettings, session_options
 
 #: Where a worker makes its scratch folder (set by ``harness.run.pool``); unset: the system temp folder.
 SCRATCH_ENV = "EP_TESTBED_SCRATCH"
@@ -114,11 +117,16 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     injected = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in (initializers or {}).values()]
     if injected:
         so.add_external_initializers(list(initializers or {}), injected)
+    try:  # the EP's adapter puts it on the options: by name, or through its device (plugin EPs)
+        adapter = adapter_for(ep)
+        adapter.prepare()
+        providers = adapter.attach(so)
+    except EpNotAvailable as exc:
+        raise SessionError("build", ep.provider, exc) from None
     try:
         # enable_fallback=0: Python's InferenceSession would otherwise rebuild the session on the
         # CPU EP alone when the EP fails to start (onnxruntime_inference_collection.py)
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=providers_arg(ep),
-                                       enable_fallback=0)
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=providers, enable_fallback=0)
     except Exception as exc:
         raise SessionError("build", ep.provider, exc) from None
     if session.get_providers()[:1] != [ep.provider]:
