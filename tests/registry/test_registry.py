@@ -250,7 +250,10 @@ def test_design_md_states_every_hook_of_the_contract():
 #: Models built node by node, not lists the testbed dispatches on: the bundled demo models
 #: (graphs/models.py) and the DirectML host's canary (one MaxPool with known outputs that refuses a
 #: host computing zeros). Case-id examples (``max_pooling2/fuzz-...``) in help texts name one case.
-ALLOWED = {"graphs/models.py", "harness/eps/dml_wine/canary.py"}
+#: Open exception, not yet moved: the WebGPU EP predictor (harness/eps/webgpu_ep.py) still holds its
+#: per-operator facts (which op types have no kernel, MaxPool's type rows and window start) where
+#: the DirectML EP's now live in each mapper module's DML_EP; moving them needs a per-EP hook.
+ALLOWED = {"graphs/models.py", "harness/eps/dml_wine/canary.py", "harness/eps/webgpu_ep.py"}
 
 
 def _own_modules():
