@@ -10,9 +10,13 @@ into an ``EpSpec`` whose ``holder`` names the adapter class that makes the EP us
   ``--ep plugin:PACKAGE[:EP_NAME]`` whose package gives the library path and EP names),
   registered in each process that builds a session, attached through the device it lists
   (``--ep-device``, or its only device).
+- ``WineDmlAdapter`` (``holder="dml-wine"``, ``--ep dml-wine``; ``harness.eps.dml_wine.adapter``):
+  ONNX Runtime's real DirectML EP in a Windows host process under Wine; it builds and runs the
+  sessions itself (``holds_sessions``).
 
 The interface the session layer uses (``harness.eps.session``, ``harness.eps.gpu``) is four
-methods of ``EpAdapter``; a new way of holding an EP is a subclass registered in ``ADAPTERS``:
+methods of ``EpAdapter``; a new way of holding an EP is a class with them, registered in
+``ADAPTERS``:
 
 - ``prepare()``: make the EP usable in this process (idempotent); ``EpNotAvailable`` if it cannot;
 - ``attach(session_options)``: put the EP on the session options and return the ``providers=``
@@ -21,6 +25,11 @@ methods of ``EpAdapter``; a new way of holding an EP is a subclass registered in
   has no device list or the EP picks its own; ``EpNotAvailable`` when a device is needed and the
   choice fails;
 - ``describe()``: how the EP is held, for the run header (``ep_held_by``).
+
+An adapter whose EP lives outside this process's ONNX Runtime also sets ``holds_sessions`` and
+provides ``run_session(model, feeds, settings, ...)`` (returning ``ep_run.EpRun`` or raising
+``ep_run.SessionError`` as the in-process session layer does), ``package()`` (the distribution
+and version the EP comes from) and ``identity_record()`` (the run header's device record).
 
 ``adapter_for(spec)`` returns this process's adapter of a spec (one per spec and process, so a
 plugin library is registered once per worker).
@@ -36,6 +45,7 @@ from ep_testbed.harness.core.installed import ort_flavour, ort_version
 from . import devices as devices_mod
 from . import plugins
 from .devices import EpDevice, SelectorError
+from .dml_wine import adapter as dml_wine
 from .providers import ALIASES, EpNotAvailable, EpSpec, alias_of, providers_arg, resolve_ep
 
 #: The ``--ep`` prefix that names a plugin package.
@@ -143,7 +153,7 @@ class PluginAdapter(EpAdapter):
 
 
 #: ``EpSpec.holder`` -> its adapter class.
-ADAPTERS: dict[str, type[EpAdapter]] = {cls.holder: cls for cls in (BuiltInAdapter, PluginAdapter)}
+ADAPTERS: dict[str, type] = {cls.holder: cls for cls in (BuiltInAdapter, PluginAdapter, dml_wine.WineDmlAdapter)}
 _INSTANCES: dict[str, EpAdapter] = {}
 
 
@@ -191,7 +201,12 @@ def resolve(name: str, options: dict[str, str] | None = None, *, library: str | 
     is an ``EpNotAvailable`` here, in one line, before any case runs."""
     options = dict(options or {})
     key = name.strip()
-    if key.startswith(PLUGIN_PREFIX):
+    if key.lower() == dml_wine.EP_NAME:
+        if library or device is not None:
+            raise EpNotAvailable(f"--ep {dml_wine.EP_NAME} holds DirectML in its Wine host: it takes neither "
+                                 "--ep-library nor --ep-device (--ep-option device_id=N picks the DXGI adapter)")
+        spec = dml_wine.spec(options)
+    elif key.startswith(PLUGIN_PREFIX):
         if library:
             raise EpNotAvailable(f"--ep {key} and --ep-library {library} both name a plugin library; give one")
         spec = _plugin_package(key, options, device)
@@ -217,6 +232,9 @@ def ep_package(spec: EpSpec) -> tuple[str, str]:
     Runtime wheel (expectations may be scoped by it)."""
     if spec.package:
         return spec.package, str(spec.package_version)
+    adapter = adapter_for(spec)
+    if hasattr(adapter, "package"):  # an EP whose ONNX Runtime is not this process's
+        return adapter.package()
     return ort_flavour(), ort_version()
 
 

@@ -446,6 +446,12 @@ def summary(data: dict[str, Any]) -> str:
     adapter = data.get("adapter") or {}
     device = (data.get("ort_device") or {}).get("device") or {}
     check = data.get("cross_check") or {}
+    if data.get("source") == "dml-wine":
+        emulation = data.get("emulation") or {}
+        dml = data.get("directml") or {}
+        return (f"{adapter.get('description') or 'no adapter'} (emulated: Wine {emulation.get('wine', '?')}, vkd3d "
+                f"{emulation.get('vkd3d', '?')}, feature level {emulation.get('feature_level', '?')}, shader model "
+                f"{emulation.get('shader_model', '?')}), DirectML {dml.get('version') or '?'}, {runtime}")
     if data.get("source") == "dxgi" and adapter:
         dml = data.get("directml") or {}
         text = (f"{adapter.get('description')} [{adapter.get('vendor_id', '?')[2:]}:{adapter.get('device_id', '?')[2:]}], "
@@ -494,11 +500,14 @@ def identity_key(data: Optional[dict[str, Any]]) -> tuple:
     package = data.get("ep_package") if isinstance(data.get("ep_package"), dict) else {}
     return (data.get("source"), adapter.get("description"), adapter.get("vendor_id"), adapter.get("device_id"),
             adapter.get("device"), adapter.get("driver_version"), dml.get("version"), ort_key,
-            package.get("name"), package.get("version"))
+            package.get("name"), package.get("version"), (data.get("emulation") or {}).get("vkd3d"))
 
 
 def _read_identity(ep: EpSpec, ort: dict[str, str]) -> dict[str, Any]:
     """The DXGI (DirectML, Windows) or OpenVINO (built-in EP) record, else a record without an adapter."""
+    adapter = adapter_for(ep)
+    if hasattr(adapter, "identity_record"):  # the adapter's own process knows its device
+        return adapter.identity_record()
     if ep.provider == "OpenVINOExecutionProvider" and ep.holder == "built-in":
         return openvino_identity(ep.options, ort)
     if ep.provider != "DmlExecutionProvider":
@@ -520,7 +529,7 @@ def identity(ep: EpSpec, record: Optional[dict[str, Any]] = None) -> dict[str, A
     (``ort_view``), the EP package, DirectML's cross-check, ``source`` and ``summary``."""
     ort = {"distribution": ort_flavour(), "version": ort_version()}
     data = dict(record) if record is not None else _read_identity(ep, ort)
-    view = ort_view(ep)
+    view = data.pop("ort_device", None) or ort_view(ep)
     data["ort_device"] = view
     if ep.package:
         data["ep_package"] = {"name": ep.package, "version": ep.package_version}

@@ -34,8 +34,9 @@ from ep_testbed.graphs.cases.common import probe_case
 from ep_testbed.harness.core.installed import ort_flavour, ort_version
 
 from . import placement as placement_mod
-from .adapters import PLUGIN_PREFIX, resolve
+from .adapters import PLUGIN_PREFIX, adapter_for, resolve
 from .devices import from_json_list
+from .dml_wine import adapter as dml_wine
 from .gpu import identity, ort_view
 from .plugins import KNOWN_PACKAGES
 from .providers import ALIASES, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
@@ -118,7 +119,7 @@ def check_ep(result: Preflight, name: str, options: dict[str, str], available: O
              library: Optional[str] = None, device: Optional[str] = None) -> Optional[EpSpec]:
     """Finding 2: the EP is available (a plugin: registered), its device chosen; its ``EpSpec``
     or None (fatal finding recorded)."""
-    builtin = not name.strip().startswith(PLUGIN_PREFIX) and not library
+    builtin = not name.strip().startswith(PLUGIN_PREFIX) and not library and name.strip().lower() != dml_wine.EP_NAME
     try:
         if builtin:
             resolve_ep(name, options, available)
@@ -130,6 +131,8 @@ def check_ep(result: Preflight, name: str, options: dict[str, str], available: O
     except EpNotAvailable as exc:
         result.add("fatal", str(exc))
         return None
+    if ep.holder == dml_wine.EP_NAME:
+        return ep  # its device is the host's: check_wine_host reads it
     if ep.holder == "plugin":
         source = f"{ep.package} {ep.package_version}, " if ep.package else ""
         result.add("ok", f"{ep.provider} is a plugin EP ({source}library {ep.library}), registered with "
@@ -237,7 +240,10 @@ def check(name: str, options: dict[str, str], settings: SessionSettings = Sessio
     ep = check_ep(result, name, options, available, library, device)
     if ep is None:
         return result
-    if ep.provider == "DmlExecutionProvider":
+    if ep.holder == dml_wine.EP_NAME:
+        if not check_wine_host(result, ep):
+            return result
+    elif ep.provider == "DmlExecutionProvider":
         record = identity(ep, gpu_record(ep)) if gpu_record else identity(ep)
         if not check_adapters(result, ep, record):
             return result
@@ -245,7 +251,27 @@ def check(name: str, options: dict[str, str], settings: SessionSettings = Sessio
     else:
         result.gpu = identity(ep)
     check_session(result, ep, settings)
+    if ep.holder == dml_wine.EP_NAME:
+        adapter_for(ep).close()  # the checks' host: the run's workers start their own
     return result
+
+
+def check_wine_host(result: Preflight, ep: EpSpec) -> bool:
+    """Finding 3 for ``--ep dml-wine``: the host starts and names its device, DirectML and ONNX
+    Runtime, and the canary (outputs known and non-zero) comes back exact; a host that computes
+    wrong results (stock vkd3d 1.6: zeros with a successful Run) is fatal, naming the fix."""
+    adapter = adapter_for(ep)
+    try:
+        result.gpu = identity(ep)
+    except SessionError as exc:
+        return result.add("fatal", f"the DirectML host did not start: {first_line(exc.cause)}")
+    emulation = result.gpu.get("emulation") or {}
+    result.add("ok", f"DirectML host: {result.gpu.get('summary')}")
+    result.add("warn", f"emulated device: Wine {emulation.get('wine')}, vkd3d {emulation.get('vkd3d')}, Mesa "
+                       f"{emulation.get('mesa')} (lavapipe); results are DirectML's and the DirectML EP's own "
+                       "algorithms, not hardware numerics; float16 nodes are declined on this device")
+    canary = adapter.check_canary()
+    return result.add("ok" if canary.ok else "fatal", canary.message)
 
 
 def check_cross(result: Preflight, record: dict[str, Any]) -> None:

@@ -167,18 +167,27 @@ def session_options(ep: EpSpec, settings: SessionSettings, *, allow_fallback: bo
     so.log_severity_level = 3  # errors only; the failure text reaches us through the exception
     if settings.intra_op_threads:
         so.intra_op_num_threads = settings.intra_op_threads
-    if not ep.is_cpu and not allow_fallback:
-        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    for key, value in config_entries(ep, settings, allow_fallback=allow_fallback).items():
+        so.add_session_config_entry(key, value)
     if ep.provider == "DmlExecutionProvider":
         so.enable_mem_pattern = False
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        if not settings.dml_graph_fusion:
-            so.add_session_config_entry(DML_DISABLE_GRAPH_FUSION, "1")
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
     return so
+
+
+def config_entries(ep: EpSpec, settings: SessionSettings, *, allow_fallback: bool = False) -> dict[str, str]:
+    """The session config entries of a conformance session on ``ep`` (``session_options`` says why
+    each is there); an EP whose sessions are built in another process is sent exactly these."""
+    entries = {}
+    if not ep.is_cpu and not allow_fallback:
+        entries["session.disable_cpu_ep_fallback"] = "1"
+    entries["session.record_ep_graph_assignment_info"] = "1"
+    if ep.provider == "DmlExecutionProvider" and not settings.dml_graph_fusion:
+        entries[DML_DISABLE_GRAPH_FUSION] = "1"
+    return entries
 
 
 def providers_arg(ep: EpSpec) -> list[Any]:
