@@ -6,7 +6,7 @@ Shows: a verdict (the operators under test, then output drift) and the first div
 output drift against the reference EP starts (node, op type, statistics, how it was searched,
 what the outputs became), the model and runtime facts, the outputs
 compared with the reference EP (and the baseline, if any), placement counts by op type and
-provider, and the per-node attribution table (every RoiAlign / MaxRoiPool / MaxPool node, its
+provider, and the per-node attribution table (every node of an attributed op type, its
 provider, the DML desc it was read as, its flags and errors), with |EP - reference| heatmaps of
 diverging nodes. Styling reuses ``report.css``; escaping is Jinja2's autoescape
 (``reports.rendering.environment``).

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 
+from ep_testbed.graphs import attributed_op_types
+
 from .model_command import DEMO_TIMEOUT, demo_command, run_command
 from .options import add_ep_options, add_tolerance_options, count, seconds, seed
 
@@ -25,10 +27,10 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     run = sub.add_parser(
         "run", help="run one model on --ep and the reference EP",
         description="Run MODEL.onnx on the EP under test and on the reference EP with the same seeded inputs; "
-                    "compare output by output; prove where each node ran; judge each RoiAlign/MaxRoiPool/MaxPool "
-                    "node on its own EP inputs against the DirectML reference (the operators under test); and "
-                    "when an output differs from the reference EP's, name the first node of any op type whose "
-                    "outputs leave the tolerance (where output drift starts).",
+                    "compare output by output; prove where each node ran; judge each "
+                    f"{'/'.join(attributed_op_types())} node on its own EP inputs against the DirectML reference "
+                    "(the operators under test); and when an output differs from the reference EP's, name the "
+                    "first node of any op type whose outputs leave the tolerance (where output drift starts).",
         epilog="exit codes: 0 the operators under test pass (every attributed node agrees with the DirectML "
                "reference on its own EP inputs, or a flag explains it), no baseline regression, and output drift "
                "against the reference EP within --drift-tol (default report: drift is named, never failed); "
@@ -50,8 +52,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--ep-crashed", metavar="WHAT", help=argparse.SUPPRESS)
     run.set_defaults(func=run_command)
     demo = sub.add_parser("demo", help="run the bundled demo models end to end",
-                          description="Write the bundled models (a detection head with RoiAlign and a ResNet-style "
-                                      "stem with MaxPool + Indices, seeded weights) and run each like `model run`.")
+                          description="Write the bundled models (a detection head and a ResNet-style stem with its "
+                                      "pool's indices, seeded weights) and run each like `model run`.")
     _common(demo)
     demo.add_argument("--timeout", type=seconds, default=DEMO_TIMEOUT, metavar="SECONDS",
                       help=f"per-model time limit of its child process (default {DEMO_TIMEOUT:g})")
