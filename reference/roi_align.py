@@ -395,7 +395,12 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
         total += (wy @ across.reshape(rows.size, -1)).reshape(total.shape)
     outside = n_y * n_x - np.outer(in_y, in_x)  # samples of each output element that read OutOfBoundsInputValue
     if outside.any():
-        total += (outside * np.float64(np.float32(out_of_bounds)))[:, :, None]
+        # Only where some sample reads it: an infinite or NaN value times a count of 0 would
+        # make NaN of elements whose samples all read the input.
+        reads = outside > 0
+        added = np.zeros(outside.shape)
+        added[reads] = outside[reads] * np.float64(np.float32(out_of_bounds))
+        total += added[:, :, None]
     return total / (n_y * n_x)
 
 
