@@ -37,8 +37,9 @@ def execute_with_bounds(desc: Desc, tensors: Mapping[str, np.ndarray], model: st
     """``execute``, plus what a kernel that rounds may return under the precision model named
     ``model`` (``precision.MODELS``: ``fp32``, ``tensor-type``, ``exact``).
 
-    The result's ``outputs`` equal ``execute``'s bit for bit, and the same preparation
-    (``prepare``) refuses the same descs and inputs. ``bounds`` holds per value
+    The result's ``outputs`` equal ``execute``'s bit for bit: the same preparation (``prepare``)
+    refuses the same descs and inputs, and an operator's ``bounded`` takes its outputs from the
+    kernel ``execute`` runs, computing only the bounds beside them. ``bounds`` holds per value
     output the largest ``|kernel - expected|`` rounding in the model's type can cause, and
     ``alternatives`` the ``(low, high)`` range of each element over the knife-edge decisions
     that rounding can flip (``knife_edges`` notes them). An operator without a ``bounded``

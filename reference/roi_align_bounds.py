@@ -37,12 +37,13 @@ from .precision import Approx, Arithmetic, Expected, KnifeEdge, PrecisionModel, 
 from .roi_align import (
     MAX_SAMPLE_POINTS_PER_REGION,
     AnyRoiAlign,
+    KernelInput,
     RoiAlign1Desc,
-    as_roi_align1,
-    check_sample_points,
+    clamped_samples,
+    compute,
     edge_taps,
-    regions,
-    roi_align,
+    kernel_input,
+    region_value,
 )
 
 #: Rounding of the weights (1 - f, products) and of the four-term sum of one LINEAR sample, in
@@ -141,13 +142,13 @@ def _neighbourhood_slopes(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> 
 
 @dataclass
 class _Samples:
-    """Every sample point of a region: value (exact decisions), rounding bound, and the range
-    the knife-edge decisions allow (None: there is none)."""
+    """Every sample point of a region: rounding bound, and the range the knife-edge decisions
+    allow (None: there is none). Their values are the kernel's (``roi_align.compute``)."""
 
-    values: np.ndarray
     bound: np.ndarray
     low: Optional[np.ndarray] = None
     high: Optional[np.ndarray] = None
+    moved: Optional[np.ndarray] = None  # (len(ys), len(xs), 1): the samples a decision can change
     edge_flips: tuple[np.ndarray, np.ndarray] | None = None
     nearest_flips: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -161,24 +162,19 @@ def _abs_diff(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.
     return np.maximum(first, second, out=first)
 
 
-def _linear_samples(plane: np.ndarray, ys: Approx, xs: Approx, k: float) -> tuple[np.ndarray, np.ndarray]:
-    """LINEAR values at every (y, x) with the input clamped to its edge (RA-5), computed as
-    ``roi_align.interpolate`` does, and their bounds (float32): ``e_x Gx + e_y Gy`` for the
-    coordinates plus ``k (|value| + Gx + Gy)`` for the arithmetic, with ``|value| <= |t00| + Gx + Gy``."""
+def _linear_bound(plane: np.ndarray, ys: Approx, xs: Approx, k: float, slopes: type) -> np.ndarray:
+    """The bounds of the LINEAR values at every (y, x) with the input clamped to its edge (RA-5):
+    ``e_x Gx + e_y Gy`` for the coordinates plus ``k (|value| + Gx + Gy)`` for the arithmetic,
+    with ``|value| <= |t00| + Gx + Gy``; in ``slopes`` (float32 for FLOAT32 taps, float64 for
+    FLOAT16 ones, whose differences float32 may round)."""
     height, width, _ = plane.shape
-    y0, y1, wy0, wy1 = edge_taps(ys.v, height)
-    x0, x1, wx0, wx1 = edge_taps(xs.v, width)
+    y0, y1, _, _ = edge_taps(ys.v, height)
+    x0, x1, _, _ = edge_taps(xs.v, width)
 
     def tap(rows, cols):
-        return plane[rows[:, None], cols[None, :]]
+        return plane[rows[:, None], cols[None, :]].astype(slopes, copy=False)
 
     t00, t01, t10, t11 = tap(y0, x0), tap(y0, x1), tap(y1, x0), tap(y1, x1)
-    wx0, wx1 = wx0[None, :, None], wx1[None, :, None]
-    f00, f01, f10, f11 = (t.astype(np.float64) for t in (t00, t01, t10, t11))
-    raw = (f00 * wx0 + f01 * wx1) * wy0[:, None, None] + (f10 * wx0 + f11 * wx1) * wy1[:, None, None]
-    # Slopes in float32 from float32 taps; from the float64 copies otherwise (NumPy converts
-    # float16 slowly, and the copies exist already).
-    t00, t01, t10, t11 = (t00, t01, t10, t11) if t00.dtype == np.float32 else (f00, f01, f10, f11)
     gx, gy = _abs_diff(t01, t00, t11, t10), _abs_diff(t10, t00, t11, t01)
     _widen_near_cell_edges(plane, ys, xs, gx, gy)
     kind = gx.dtype.type
@@ -187,7 +183,7 @@ def _linear_samples(plane: np.ndarray, ys: Approx, xs: Approx, k: float) -> tupl
     magnitude = np.abs(t00, out=gy)
     magnitude *= kind(k)
     bound += magnitude
-    return raw, bound
+    return bound
 
 
 def _widen_near_cell_edges(plane: np.ndarray, ys: Approx, xs: Approx, gx: np.ndarray, gy: np.ndarray) -> None:
@@ -238,39 +234,46 @@ def _nearest_samples(plane: np.ndarray, ys: Approx, xs: Approx, ar: Arithmetic,
     return raw, bound, low, high, (flips[0], flips[1])
 
 
-def _samples(plane: np.ndarray, ys: Approx, xs: Approx, d: RoiAlign1Desc, ar: Arithmetic, m: int) -> _Samples:
-    """Values, bounds and knife-edge ranges of every sample point of a region (module docstring);
-    ``m`` samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample)."""
+def _samples(plane: np.ndarray, ys: Approx, xs: Approx, d: RoiAlign1Desc, ar: Arithmetic, m: int,
+             slopes: type) -> _Samples:
+    """Bounds and knife-edge ranges of every sample point of a region (module docstring); ``m``
+    samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample). The sample
+    values are read (``roi_align.clamped_samples``) only where a decision can flip."""
     height, width, _ = plane.shape
     oob = float(np.float32(d.out_of_bounds_input_value))
     k_sum = 2 * m * ar.unit if d.reduction_function == "AVERAGE" else 0.0
     nearest = None
     if d.interpolation_mode == "NEAREST_NEIGHBOR":
-        raw, bound, raw_low, raw_high, nearest = _nearest_samples(plane, ys, xs, ar, k_sum)
+        _, bound, raw_low, raw_high, nearest = _nearest_samples(plane, ys, xs, ar, k_sum)
     else:
-        raw, bound = _linear_samples(plane, ys, xs, INTERPOLATION_ROUNDINGS * ar.unit + k_sum)
-        raw_low = raw_high = raw
+        bound = _linear_bound(plane, ys, xs, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, slopes)
+        raw_low = raw_high = None
     in_y, in_x = (ys.v >= -1.0) & (ys.v <= height), (xs.v >= -1.0) & (xs.v <= width)
     flip_y, flip_x = _edge_flips(ys, height), _edge_flips(xs, width)
-    samples = _Samples(raw, bound, edge_flips=(flip_y, flip_x), nearest_flips=nearest)
+    samples = _Samples(bound, edge_flips=(flip_y, flip_x), nearest_flips=nearest)
     if not (in_y.all() and in_x.all()):
         inside = (in_y[:, None] & in_x[None, :])[:, :, None]
-        samples.values = np.where(inside, raw, oob)
         samples.bound = np.where(inside, bound, np.float32(k_sum * abs(oob)))
     ranged = nearest is not None and (nearest[0].any() or nearest[1].any())
     if not (flip_y.any() or flip_x.any() or ranged):
         return samples
+    if raw_low is None:
+        raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR")
     can_in = ((in_y | flip_y)[:, None] & (in_x | flip_x)[None, :])[:, :, None]
     can_out = ((~in_y | flip_y)[:, None] | (~in_x | flip_x)[None, :])[:, :, None]
     samples.low = np.fmin(np.where(can_in, raw_low, np.inf), np.where(can_out, oob, np.inf))
     samples.high = np.fmax(np.where(can_in, raw_high, -np.inf), np.where(can_out, oob, -np.inf))
+    samples.moved = can_in & can_out
+    if ranged:
+        samples.moved = samples.moved | (nearest[0][:, None] | nearest[1][None, :])[:, :, None]
     samples.bound = np.where(can_in, bound, np.float32(k_sum * abs(oob)))
     return samples
 
 
 @dataclass
 class _Region:
-    """One region's output elements ``(OutputHeight, OutputWidth, C)``: value, bound, range."""
+    """One region's output elements ``(OutputHeight, OutputWidth, C)``: value (the kernel's),
+    bound, range."""
 
     value: np.ndarray
     bound: np.ndarray
@@ -279,9 +282,12 @@ class _Region:
     samples: _Samples
 
 
-def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int) -> _Region:
-    """The page's reduction of each element's ``n_y x n_x`` samples, with its bound (AVERAGE:
-    the mean of the sample bounds, the sum's rounding being in them; MAX: the largest)."""
+def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray) -> _Region:
+    """The page's reduction of each element's ``n_y x n_x`` sample bounds and ranges (AVERAGE:
+    the mean of the sample bounds, the sum's rounding being in them; MAX: the largest), beside
+    the elements' ``value``. An element none of whose samples a decision can change keeps
+    ``value`` as its range (``low == high == value``): its samples' range would be their mean
+    again, summed in another order than the kernel's."""
     _, _, out_h, out_w = d.output_tensor.sizes
 
     def grid(a):
@@ -297,16 +303,23 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int) -> _Region:
             return nan_ignoring_max(grid(a), axis=(1, 3))
 
         bound = np.fmax.reduce(grid(s.bound), axis=(1, 3))
-    low = None if s.low is None else reduce(s.low)
-    high = None if s.high is None else reduce(s.high)
-    return _Region(reduce(s.values), bound, low, high, s)
+    if s.low is None:
+        return _Region(value, bound, None, None, s)
+    moved = grid(s.moved).any(axis=(1, 3))
+    return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s)
 
 
-def _evaluate(d: RoiAlign1Desc, plane: np.ndarray, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int,
-              ar: Arithmetic) -> _Region:
-    """Region ``row`` at sample counts ``(n_y, n_x)``."""
-    samples = _samples(plane, y.coords(row, n_y), x.coords(row, n_x), d, ar, n_y * n_x)
-    return _reduce(d, samples, n_y, n_x)
+def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, ar: Arithmetic,
+              value: Optional[np.ndarray] = None) -> _Region:
+    """Region ``row`` at sample counts ``(n_y, n_x)``, its elements' values being ``value`` (the
+    kernel's output at the exact counts) or, at an alternative count, the kernel's region
+    computed at that count (``roi_align.region_value``), rounded once to the output type like
+    the output."""
+    ys, xs = y.coords(row, n_y), x.coords(row, n_x)
+    if value is None:
+        value = region_value(p, row, ys.v, xs.v, n_y, n_x).astype(p.dtype)
+    slopes = np.float32 if p.dtype == np.float32 else np.float64
+    return _reduce(p.desc, _samples(p.plane(row), ys, xs, p.desc, ar, n_y * n_x, slopes), n_y, n_x, value)
 
 
 def _merge(region: _Region, other: _Region) -> None:
@@ -318,19 +331,18 @@ def _merge(region: _Region, other: _Region) -> None:
     region.bound = np.fmax(region.bound, other.bound)
 
 
-def region_bounded(d: RoiAlign1Desc, plane: np.ndarray, row: int, roi: np.ndarray, y: _Axis, x: _Axis,
-                   expected: Expected) -> _Region:
-    """Region ``row`` of a channels-last ``plane``: its elements' values (equal to
-    ``roi_align``'s), bounds and knife-edge ranges; notes each knife edge in ``expected``."""
+def region_bounded(p: KernelInput, row: int, value: np.ndarray, y: _Axis, x: _Axis, expected: Expected) -> _Region:
+    """Region ``row`` (of ``p``), whose elements the kernel computed as ``value`` (channels
+    last): their bounds and knife-edge ranges; notes each knife edge in ``expected``."""
+    d = p.desc
     counts_y, counts_x = y.counts[row], x.counts[row]
-    check_sample_points(d, row, roi, counts_y[0], counts_x[0])
-    region = _evaluate(d, plane, row, y, x, counts_y[0], counts_x[0], y.ar)
+    region = _evaluate(p, row, y, x, counts_y[0], counts_x[0], y.ar, value)
     first = region.samples
     _, _, out_h, out_w = d.output_tensor.sizes
     for n_y, n_x in itertools.product(counts_y, counts_x):
         # An alternative count past the reference's limit is not evaluated (the exact one was).
         if (n_y, n_x) != (counts_y[0], counts_x[0]) and n_y * out_h * n_x * out_w <= MAX_SAMPLE_POINTS_PER_REGION:
-            _merge(region, _evaluate(d, plane, row, y, x, n_y, n_x, y.ar))
+            _merge(region, _evaluate(p, row, y, x, n_y, n_x, y.ar))
     if region.low is not None:
         _note_region(expected, d, row, region, first, y, x)
     return region
@@ -367,25 +379,24 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
 
 def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel) -> Expected:
     """The registry's ``bounded``: ``roi_align``'s output under ``model`` with its bound and
-    knife-edge alternatives (an ``Expected``). The output equals ``execute_desc``'s bit for bit."""
-    x, roi_tensor, batch_tensor = tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"]
-    d = as_roi_align1(desc)
+    knife-edge alternatives (an ``Expected``). The output is the kernel's (``roi_align.compute``,
+    what ``execute_desc`` returns): only the bounds and ranges are computed here, beside it."""
+    p = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"])
+    output = compute(p)
+    expected = Expected(outputs={"OutputTensor": output}, model=model)
+    d = p.desc
     ar = model.arithmetic(d.input_tensor.data_type)
     if ar.exact:
-        return Expected(outputs=roi_align(desc, x, roi_tensor, batch_tensor), model=model)
-    rois, batch_indices = regions(desc, x, roi_tensor, batch_tensor)
-    channels_last = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+        return expected
     _, _, out_h, out_w = d.output_tensor.sizes
-    shape = (rois.shape[0], x.shape[1], out_h, out_w)
-    output, bound = np.empty(shape, dtype=x.dtype), np.empty(shape, dtype=np.float32)
-    expected = Expected(outputs={"OutputTensor": output}, model=model)
-    y = _axis(d, ar, "Y", rois[:, 1], rois[:, 3], d.spatial_scale_y, out_h)
-    x_axis = _axis(d, ar, "X", rois[:, 0], rois[:, 2], d.spatial_scale_x, out_w)
+    bound = np.empty(output.shape, dtype=np.float32)
+    y = _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h)
+    x_axis = _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w)
     ranges = {}
-    for r, roi in enumerate(rois):
+    for r in range(p.rois.shape[0]):
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
-            region = region_bounded(d, channels_last[int(batch_indices[r])], r, roi, y, x_axis, expected)
-        output[r], bound[r] = np.moveaxis(region.value, -1, 0), np.moveaxis(region.bound, -1, 0)
+            region = region_bounded(p, r, np.moveaxis(output[r], 0, -1), y, x_axis, expected)
+        bound[r] = np.moveaxis(region.bound, -1, 0)
         if region.low is not None:
             ranges[r] = (region.low, region.high)
     expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
