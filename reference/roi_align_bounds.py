@@ -42,6 +42,7 @@ from .roi_align import (
     clamped_samples,
     compute,
     edge_taps,
+    gather,
     kernel_input,
     region_value,
 )
@@ -49,6 +50,37 @@ from .roi_align import (
 #: Rounding of the weights (1 - f, products) and of the four-term sum of one LINEAR sample, in
 #: units of u times the magnitudes involved (FP-2: 3u weights + u products + 3u sum, rounded up).
 INTERPOLATION_ROUNDINGS = 8
+
+
+@dataclass
+class _Along(Approx):
+    """Sample coordinates along one axis of a region (``v``, ``e``: their values and error
+    bounds) with what the bounds ask of each: the pair of taps it interpolates between, clamped
+    to the input (``roi_align.edge_taps``, ``[low0, high0, low1, high1, ...]``), whether it reads
+    the input and whether rounding can move it across the input's edge (RA-5), a pixel or more
+    (``far``) or into a neighbouring cell (``near``); ``any_*`` and ``all_inside`` over them."""
+
+    pairs: np.ndarray = None
+    inside: np.ndarray = None
+    flips: np.ndarray = None
+    far: np.ndarray = None
+    near: np.ndarray = None
+    all_inside: bool = True
+    any_flips: bool = False
+    any_far: bool = False
+    any_near: bool = False
+
+
+def _along(c: Approx, size: int) -> _Along:
+    """The facts of coordinates ``c`` (any shape: the last axis is a region's samples) along an
+    axis of ``size`` input pixels; the ``any_*``/``all_*`` summaries are per region (last axis)."""
+    low, high, _, _ = edge_taps(c.v, size)
+    inside = (c.v >= -1.0) & (c.v <= size)
+    flips = _edge_flips(c, size)
+    far = c.e >= 0.5
+    near = _near_cell_edge(c) & ~far
+    return _Along(c.v, c.e, np.stack([low, high], axis=-1).reshape(*low.shape[:-1], -1), inside, flips, far, near,
+                  inside.all(axis=-1), flips.any(axis=-1), far.any(axis=-1), near.any(axis=-1))
 
 
 @dataclass
@@ -63,20 +95,24 @@ class _Axis:
     extent: Approx        # scaledRegionSize, per region
     ratio: Approx         # scaledRegionSize / outputSize, per region
     out: int
+    size: int             # the input's height or width
     in_offset: Approx
     out_offset: Approx
     corners: bool
     counts: list[tuple[int, ...]]  # per region: the exact sample count, then those rounding can give
-    _coords: dict[int, tuple[dict[int, int], Approx]] = field(default_factory=dict)
+    _coords: dict[int, tuple[dict[int, int], _Along]] = field(default_factory=dict)
 
-    def coords(self, region: int, n: int) -> Approx:
-        """Region ``region``'s ``out * n`` sample coordinates (``roi_align.sample_coordinates``)."""
+    def coords(self, region: int, n: int) -> _Along:
+        """Region ``region``'s ``out * n`` sample coordinates (``roi_align.sample_coordinates``)
+        and their facts (``_along``, worked out once for every region of count ``n``)."""
         if n not in self._coords:
             rows = [r for r, counts in enumerate(self.counts) if n in counts]
-            self._coords[n] = ({r: i for i, r in enumerate(rows)}, self._grid(np.array(rows, dtype=np.int64), n))
-        where, grid = self._coords[n]
+            grid = _along(self._grid(np.array(rows, dtype=np.int64), n), self.size)
+            self._coords[n] = ({r: i for i, r in enumerate(rows)}, grid)
+        where, g = self._coords[n]
         i = where[region]
-        return Approx(grid.v[i], grid.e[i])
+        return _Along(g.v[i], g.e[i], g.pairs[i], g.inside[i], g.flips[i], g.far[i], g.near[i], bool(g.all_inside[i]),
+                      bool(g.any_flips[i]), bool(g.any_far[i]), bool(g.any_near[i]))
 
     def _grid(self, rows: np.ndarray, n: int) -> Approx:
         """``(len(rows), out * n)`` coordinates of the regions ``rows``, all at count ``n``."""
@@ -92,9 +128,10 @@ class _Axis:
 
 
 def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: np.ndarray, scale: float,
-          out: int) -> _Axis:
+          out: int, size: int) -> _Axis:
     """The axis quantities of every region (``roi_align.region_samples``, with error bounds):
-    ``first``/``last`` are the regions' x1/x2 (or y1/y2) in float64."""
+    ``first``/``last`` are the regions' x1/x2 (or y1/y2) in float64, ``size`` the input's
+    pixels along the axis."""
     s = ar.const(float(np.float32(scale)))
     start, end = ar.mul(ar.const(first), s), ar.mul(ar.const(last), s)
     extent = ar.sub(end, start)
@@ -107,7 +144,7 @@ def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: 
     error = np.where(np.isfinite(ratio.e), ratio.e, 0.0)
     exact, below, above = count(ratio.v), count(ratio.v - error), count(ratio.v + error)
     counts = [tuple(dict.fromkeys((int(e), int(b), int(a)))) for e, b, a in zip(exact, below, above)]
-    return _Axis(ar, name, "OutputHeight" if name == "Y" else "OutputWidth", start, extent, ratio, out,
+    return _Axis(ar, name, "OutputHeight" if name == "Y" else "OutputWidth", start, extent, ratio, out, size,
                  ar.const(float(np.float32(d.input_pixel_offset))), ar.const(float(np.float32(d.output_pixel_offset))),
                  d.align_regions_to_corners, counts)
 
@@ -153,58 +190,44 @@ class _Samples:
     nearest_flips: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def _abs_diff(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """``max(|a - b|, |c - d|)`` in the arrays' own type (float32 or float64)."""
-    first = np.subtract(a, b)
-    np.abs(first, out=first)
-    second = np.subtract(c, d)
-    np.abs(second, out=second)
-    return np.maximum(first, second, out=first)
-
-
-def _linear_bound(plane: np.ndarray, ys: Approx, xs: Approx, k: float, slopes: type) -> np.ndarray:
+def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: type) -> np.ndarray:
     """The bounds of the LINEAR values at every (y, x) with the input clamped to its edge (RA-5):
     ``e_x Gx + e_y Gy`` for the coordinates plus ``k (|value| + Gx + Gy)`` for the arithmetic,
     with ``|value| <= |t00| + Gx + Gy``; in ``slopes`` (float32 for FLOAT32 taps, float64 for
     FLOAT16 ones, whose differences float32 may round)."""
-    height, width, _ = plane.shape
-    y0, y1, _, _ = edge_taps(ys.v, height)
-    x0, x1, _, _ = edge_taps(xs.v, width)
-
-    def tap(rows, cols):
-        return plane[rows[:, None], cols[None, :]].astype(slopes, copy=False)
-
-    t00, t01, t10, t11 = tap(y0, x0), tap(y0, x1), tap(y1, x0), tap(y1, x1)
-    gx, gy = _abs_diff(t01, t00, t11, t10), _abs_diff(t10, t00, t11, t01)
+    # Each sample's four taps at once: (len(ys), 2, len(xs), 2, C), [:, a, :, b] = t_ab.
+    taps = gather(plane, ys.pairs, xs.pairs).reshape(ys.v.size, 2, xs.v.size, 2, -1).astype(slopes, copy=False)
+    across = np.abs(np.subtract(taps[:, :, :, 1], taps[:, :, :, 0]))  # |t01 - t00| and |t11 - t10|
+    gx = np.maximum(across[:, 0], across[:, 1])
+    down = np.abs(np.subtract(taps[:, 1], taps[:, 0]))  # |t10 - t00| and |t11 - t01|
+    gy = np.maximum(down[:, :, 0], down[:, :, 1])
     _widen_near_cell_edges(plane, ys, xs, gx, gy)
     kind = gx.dtype.type
     bound = np.multiply(gx, (xs.e + 2 * k).astype(kind)[None, :, None], out=gx)  # in place: no copies
     bound += np.multiply(gy, (ys.e + 2 * k).astype(kind)[:, None, None], out=gy)
-    magnitude = np.abs(t00, out=gy)
+    magnitude = np.abs(taps[:, 0, :, 0], out=gy)
     magnitude *= kind(k)
     bound += magnitude
     return bound
 
 
-def _widen_near_cell_edges(plane: np.ndarray, ys: Approx, xs: Approx, gx: np.ndarray, gy: np.ndarray) -> None:
+def _widen_near_cell_edges(plane: np.ndarray, ys: _Along, xs: _Along, gx: np.ndarray, gy: np.ndarray) -> None:
     """Where rounding can move a coordinate into the next cell, take the slopes of every cell
     within reach (the 4x4 taps around the sample) instead of its own cell's; where it can move
     it a whole pixel or more (float16 coordinates of a large input), the plane's largest."""
-    far_y, far_x = ys.e >= 0.5, xs.e >= 0.5
-    if far_y.any() or far_x.any():
+    if ys.any_far or xs.any_far:
         data = plane.astype(np.float64)
         steepest = np.fmax(np.abs(np.diff(data, axis=0)).max(axis=(0, 1), initial=0.0),
                            np.abs(np.diff(data, axis=1)).max(axis=(0, 1), initial=0.0)).astype(gx.dtype)
         for slopes in (gx, gy):
-            slopes[far_y] = np.maximum(slopes[far_y], steepest)
-            slopes[:, far_x] = np.maximum(slopes[:, far_x], steepest)
-    near_y, near_x = _near_cell_edge(ys) & ~far_y, _near_cell_edge(xs) & ~far_x
-    if near_y.any():
-        rows = np.flatnonzero(near_y)
+            slopes[ys.far] = np.maximum(slopes[ys.far], steepest)
+            slopes[:, xs.far] = np.maximum(slopes[:, xs.far], steepest)
+    if ys.any_near:
+        rows = np.flatnonzero(ys.near)
         wide = _neighbourhood_slopes(plane, ys.v[rows], xs.v)
         gx[rows], gy[rows] = np.maximum(gx[rows], wide[0]), np.maximum(gy[rows], wide[1])
-    if near_x.any():
-        cols = np.flatnonzero(near_x)
+    if xs.any_near:
+        cols = np.flatnonzero(xs.near)
         wide = _neighbourhood_slopes(plane, ys.v, xs.v[cols])
         gx[:, cols], gy[:, cols] = np.maximum(gx[:, cols], wide[0]), np.maximum(gy[:, cols], wide[1])
 
@@ -234,12 +257,11 @@ def _nearest_samples(plane: np.ndarray, ys: Approx, xs: Approx, ar: Arithmetic,
     return raw, bound, low, high, (flips[0], flips[1])
 
 
-def _samples(plane: np.ndarray, ys: Approx, xs: Approx, d: RoiAlign1Desc, ar: Arithmetic, m: int,
+def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Arithmetic, m: int,
              slopes: type) -> _Samples:
     """Bounds and knife-edge ranges of every sample point of a region (module docstring); ``m``
     samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample). The sample
     values are read (``roi_align.clamped_samples``) only where a decision can flip."""
-    height, width, _ = plane.shape
     oob = float(np.float32(d.out_of_bounds_input_value))
     k_sum = 2 * m * ar.unit if d.reduction_function == "AVERAGE" else 0.0
     nearest = None
@@ -248,14 +270,13 @@ def _samples(plane: np.ndarray, ys: Approx, xs: Approx, d: RoiAlign1Desc, ar: Ar
     else:
         bound = _linear_bound(plane, ys, xs, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, slopes)
         raw_low = raw_high = None
-    in_y, in_x = (ys.v >= -1.0) & (ys.v <= height), (xs.v >= -1.0) & (xs.v <= width)
-    flip_y, flip_x = _edge_flips(ys, height), _edge_flips(xs, width)
+    in_y, in_x, flip_y, flip_x = ys.inside, xs.inside, ys.flips, xs.flips
     samples = _Samples(bound, edge_flips=(flip_y, flip_x), nearest_flips=nearest)
-    if not (in_y.all() and in_x.all()):
+    if not (ys.all_inside and xs.all_inside):
         inside = (in_y[:, None] & in_x[None, :])[:, :, None]
         samples.bound = np.where(inside, bound, np.float32(k_sum * abs(oob)))
     ranged = nearest is not None and (nearest[0].any() or nearest[1].any())
-    if not (flip_y.any() or flip_x.any() or ranged):
+    if not (ys.any_flips or xs.any_flips or ranged):
         return samples
     if raw_low is None:
         raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR")
@@ -295,7 +316,10 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
 
     if d.reduction_function == "AVERAGE":
         def reduce(a):
-            return grid(a).mean(axis=(1, 3))
+            # ``grid(a).mean(axis=(1, 3))``, the same sum and division, without its per-call
+            # bookkeeping (once per region and decision).
+            total = np.add.reduce(grid(a), axis=(1, 3))
+            return np.true_divide(total, np.intp(n_y * n_x), out=total, casting="unsafe")
 
         bound = reduce(s.bound)
     else:
@@ -380,25 +404,30 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
 def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel) -> Expected:
     """The registry's ``bounded``: ``roi_align``'s output under ``model`` with its bound and
     knife-edge alternatives (an ``Expected``). The output is the kernel's (``roi_align.compute``,
-    what ``execute_desc`` returns): only the bounds and ranges are computed here, beside it."""
+    what ``execute_desc`` returns): only the bounds and ranges are computed here, region by region
+    alongside it."""
     p = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"])
-    output = compute(p)
-    expected = Expected(outputs={"OutputTensor": output}, model=model)
     d = p.desc
     ar = model.arithmetic(d.input_tensor.data_type)
+    expected = Expected(outputs={}, model=model)
     if ar.exact:
+        expected.outputs["OutputTensor"] = compute(p)
         return expected
     _, _, out_h, out_w = d.output_tensor.sizes
-    bound = np.empty(output.shape, dtype=np.float32)
-    y = _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h)
-    x_axis = _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w)
+    bound = np.empty((p.rois.shape[0], p.planes.shape[-1], out_h, out_w), dtype=np.float32)
+    height, width = p.planes.shape[1:3]
+    y = _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h, height)
+    x_axis = _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w, width)
     ranges = {}
-    for r in range(p.rois.shape[0]):
+
+    def beside(r: int, values: np.ndarray) -> None:
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
-            region = region_bounded(p, r, np.moveaxis(output[r], 0, -1), y, x_axis, expected)
-        bound[r] = np.moveaxis(region.bound, -1, 0)
+            region = region_bounded(p, r, values, y, x_axis, expected)
+        bound[r] = region.bound.transpose(2, 0, 1)
         if region.low is not None:
             ranges[r] = (region.low, region.high)
+
+    output = expected.outputs["OutputTensor"] = compute(p, beside)
     expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
     if ranges:
         low, high = output.copy(), output.copy()
