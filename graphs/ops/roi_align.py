@@ -23,10 +23,14 @@ value needs a composition or cannot be reached:
   ``x = x1' - base + (k + 0.5) * (x2' - x1') / N`` for sample ``k`` of ``N = OutputWidth * n``.
   The page samples ``x = (k - OutputPixelOffset) * size / D + x1 * SpatialScaleX - InputPixelOffset``
   with ``size = (x2 - x1) * SpatialScaleX`` and ``D = N`` (``N - 1`` with AlignRegionsToCorners).
-  Both are affine in k; equating them gives ROIs ``x1', x2'`` affine in ``x1, x2``, i.e. one
-  Mul (diagonal case: scales and InputPixelOffset only) or MatMul plus an Add on the ROI table.
-  With an adaptive sample count (Min 1, Max UINT32_MAX) N varies per ROI, so only the diagonal
-  rewrite (scales, InputPixelOffset) is exact there.
+  Both are affine in k; equating them gives ROIs ``x1', x2'`` affine in ``x1, x2``: a diagonal
+  scale (scales and InputPixelOffset only) or a 2x2 mix per axis, plus a shift. The host does
+  that rewrite (``Mapping.feeds``: float64, rounded once to the node's type) and feeds the
+  RoiAlign node the rewritten table as a graph input: an in-graph MatMul would let the EP
+  round the coordinates as it likes (the CUDA EP runs a float32 MatMul in TF32, 10 mantissa
+  bits, by default on Ampere and later), and the case would judge that rounding, not the
+  operator. With an adaptive sample count (Min 1, Max UINT32_MAX) N varies per ROI, so only
+  the diagonal rewrite (scales, InputPixelOffset) is exact there.
 * DML MAX = max over interpolated samples; ORT's ``mode="max"`` is the max of the four
   weighted corner terms (``onnxruntime/core/providers/cpu/object_detection/roialign.cc``), not
   that. With a fixed n: RoiAlign(avg, sampling_ratio=1, n-times larger output) yields every
@@ -35,8 +39,17 @@ value needs a composition or cannot be reached:
   weights of an in-range sample sum to 1, so ``RoiAlign(ones)`` is the in-range fraction and
   ``RoiAlign(X) + v * (1 - RoiAlign(ones))`` is the page's value (per sample before the MaxPool
   of MAX, per output element for AVERAGE).
-* FLOAT16 with any of the above runs the arithmetic in float32 (Cast in, Cast out): a float16
-  Mul on ROI coordinates would round them.
+* FLOAT16 with any of the above runs the node in float32: the host widens X and the ROIs
+  (exact) and rounds the output back to float16 (round to nearest even, as ONNX's Cast); a
+  float16 ROI table would round the rewritten coordinates.
+
+Everything else around the node is done on the host too (``Mapping.feeds`` / ``Mapping.outputs``):
+the ROI and batch-index reshapes, batch indices widened to int64, the ones the
+OutOfBoundsInputValue composition samples. What stays in the graph is the operator's own
+nodes (RoiAlign; for MAX with n > 1 the MaxPool that takes the max of the samples) and, for an
+OutOfBoundsInputValue, three float32 Mul/Add nodes: IEEE-754 correctly rounded arithmetic on
+every EP (no EP runs an elementwise Mul or Add in reduced precision), three roundings the
+tolerance covers, and checked node by node when a case fails (``harness.run.attribution``).
 """
 
 from __future__ import annotations
@@ -58,13 +71,11 @@ from ep_testbed.graphs.common import (
     dtype_of,
     float_data_type,
     node_attributes,
-    scalar_tensor,
     strides_flag,
 )
 from ep_testbed.graphs.flags import Flag
 from ep_testbed.graphs.mapping import Mapping, Port
 from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.roi_align import (
     AnyRoiAlign,
     RoiAlign1Desc,
@@ -124,7 +135,8 @@ def _tensor_flags(d: RoiAlign1Desc) -> list[Flag]:
         flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "exact", "rois is {NumROIs, 4}"))
     else:
         flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "composed",
-                          "a Reshape to {NumROIs, 4}, the only shape ONNX's rois takes (same data order)"))
+                          "the host feeds the table as {NumROIs, 4}, the only shape ONNX's rois takes (same data "
+                          "order)"))
     bi = d.batch_indices_tensor
     if bi.data_type == "UINT64":
         flags.append(Flag("BatchIndicesTensor.DataType", "UINT64", "exact",
@@ -132,11 +144,12 @@ def _tensor_flags(d: RoiAlign1Desc) -> list[Flag]:
                           "equal for indices < 2^63"))
     else:
         flags.append(Flag("BatchIndicesTensor.DataType", bi.data_type, "composed",
-                          "a Cast to int64, ONNX RoiAlign's only batch_indices type"))
+                          "the host widens the indices to int64 (exact), ONNX RoiAlign's only batch_indices type"))
     if bi.dimension_count == 1:
         flags.append(Flag("BatchIndicesTensor.Sizes", list(bi.sizes), "exact", "batch_indices is {NumROIs}"))
     else:
-        flags.append(Flag("BatchIndicesTensor.Sizes", list(bi.sizes), "composed", "a Reshape to {NumROIs}"))
+        flags.append(Flag("BatchIndicesTensor.Sizes", list(bi.sizes), "composed",
+                          "the host feeds the indices as {NumROIs} (same data order)"))
     _, _, out_h, out_w = d.output_tensor.sizes
     flags.append(Flag("OutputTensor.Sizes", list(d.output_tensor.sizes), "exact",
                       f"output_height={out_h}, output_width={out_w}"))
@@ -208,7 +221,7 @@ def _geometry_flags(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, opset: int
             flags.append(Flag(name, v, "composed", "ONNX has one spatial_scale: the ROIs are multiplied by "
                               "[SpatialScaleX, SpatialScaleY, SpatialScaleX, SpatialScaleY] and spatial_scale=1"))
         elif plan.rewrite:
-            flags.append(Flag(name, v, "composed", "folded into the ROI rewrite (a Mul/MatMul on the ROIs, "
+            flags.append(Flag(name, v, "composed", "folded into the ROI rewrite (done on the host, in float64; "
                               "spatial_scale=1)"))
         else:
             flags.append(Flag(name, v, "exact", f"spatial_scale={sx}"))
@@ -237,7 +250,7 @@ def _output_offset_flags(d: RoiAlign1Desc, opo: float, fixed: bool) -> list[Flag
     elif fixed:
         flags = [Flag("OutputPixelOffset", d.output_pixel_offset, "composed",
                       "an ROI rewrite that moves both corners by -(OutputPixelOffset + 0.5) sample spacings "
-                      "(a MatMul on the ROIs, exact for a fixed sample count)")]
+                      "(the host's ROI rewrite, exact for a fixed sample count)")]
     else:
         flags = [Flag("OutputPixelOffset", d.output_pixel_offset, "inexpressible",
                       "the shift is a fraction of a sample spacing, which depends on ONNX's per-region adaptive "
@@ -247,7 +260,7 @@ def _output_offset_flags(d: RoiAlign1Desc, opo: float, fixed: bool) -> list[Flag
     elif fixed:
         flags.append(Flag("AlignRegionsToCorners", True, "composed",
                           "samples stretched to the corners (spacing size/(N-1), reference RA-6) as an ROI rewrite "
-                          "that widens each region by N/(N-1) (a MatMul on the ROIs)"))
+                          "that widens each region by N/(N-1) (the host's ROI rewrite)"))
     else:
         flags.append(Flag("AlignRegionsToCorners", True, "inexpressible",
                           "stretching samples to the corners depends on the per-region adaptive count; only a fixed "
@@ -276,7 +289,8 @@ def _compute_dtype(d: RoiAlign1Desc, plan: _Plan, flags: list[Flag]) -> np.dtype
     for i, f in enumerate(flags):
         if f.field == "InputTensor.DataType":
             flags[i] = Flag(f.field, f.value, "composed", "float16 with an ROI rewrite or an OutOfBoundsInputValue: "
-                            "computed in float32 between Casts (a float16 Mul would round ROI coordinates); the EP's "
+                            "the node runs in float32, the host widening X and the ROIs (exact) and rounding the "
+                            "output to float16 (a float16 ROI table would round the rewritten coordinates); the EP's "
                             "float16 RoiAlign is not exercised")
     return np.dtype(np.float32)
 
@@ -327,65 +341,74 @@ def rewritten_region_sizes(d: RoiAlign1Desc, opset: int, rois: np.ndarray) -> np
 
 def _build(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.dtype, flags: list[Flag],
            opset: int) -> Mapping:
+    """The graph: the RoiAlign node fed straight from graph inputs (the host reshapes, widens and
+    rewrites them: ``_graph_inputs``), the OutOfBoundsInputValue correction and the MaxPool of
+    MAX when the plan needs them; the host rounds a float32 result back to float16."""
     x_dtype = dtype_of(d.input_tensor)
     g = GraphBuilder(desc.TYPE.lower())
-    x, r, bidx, inputs = _graph_inputs(g, d, compute_dtype)
-    spatial_scale = float(np.float32(d.spatial_scale_x))
-    if plan.rewrite:
-        r, spatial_scale = _roi_rewrite(g, d, plan, r, compute_dtype), 1.0
+    x, r, bidx, inputs = _graph_inputs(g, d, plan, compute_dtype)
+    spatial_scale = 1.0 if plan.rewrite else float(np.float32(d.spatial_scale_x))
     attrs = _roi_align_attributes(d, plan, spatial_scale, opset)
     y = g.node("RoiAlign", [x, r, bidx], role="op", name="RoiAlign", **attrs)[0]
     if plan.oob != 0.0:
-        y = _out_of_bounds(g, d, plan, y, r, bidx, attrs, compute_dtype)
+        inputs.append(_ones_port(g, d, compute_dtype))
+        y = _out_of_bounds(g, plan, y, r, bidx, attrs, compute_dtype)
     if plan.max_kind == "pool":
         y = g.node("MaxPool", [y], role="op", name="MaxPool_SampleMax", kernel_shape=[plan.n, plan.n],
                    strides=[plan.n, plan.n])[0]
-    if compute_dtype != x_dtype:
-        y = g.cast(y, x_dtype, hint="Cast_OutputTensor")
     g.rename(y, "OutputTensor")
-    g.output("OutputTensor", x_dtype, d.output_tensor.sizes)
+    g.output("OutputTensor", compute_dtype, d.output_tensor.sizes)
     return Mapping(desc=desc, model=g.model(opset), flags=flags, op_nodes=g.op_nodes, helper_nodes=g.helper_nodes,
                    inputs=inputs, output_ports=[Port("OutputTensor", "OutputTensor",
                                                      from_onnx=lambda a: a.astype(x_dtype, copy=False))],
                    opset=opset, input_flagger=input_flags)
 
 
-def _graph_inputs(g: GraphBuilder, d: RoiAlign1Desc, compute_dtype: np.dtype) -> tuple[str, str, str, list[Port]]:
-    """X, rois and batch_indices as graph inputs, reshaped and cast to what ONNX's node takes."""
-    x_dtype, bi = dtype_of(d.input_tensor), d.batch_indices_tensor
+def _graph_inputs(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.dtype
+                  ) -> tuple[str, str, str, list[Port]]:
+    """X, rois and batch_indices as graph inputs in the shapes and types ONNX's node takes; the
+    host converts the DML tensors (``Port.to_onnx``): X widened to the compute type, the ROI
+    table reshaped to {NumROIs, 4} and rewritten (``host_roi_rewrite``), the batch indices
+    reshaped to {NumROIs} and widened to int64. All exact but the rewrite's one rounding."""
     n_rois = roi_count(d.roi_tensor.sizes)
-    b_onnx_dtype = np.dtype(np.int64) if bi.data_type == "UINT64" else numpy_dtype(bi.data_type)
-    x = g.input("InputTensor", x_dtype, d.input_tensor.sizes)
-    r = g.input("ROITensor", x_dtype, d.roi_tensor.sizes)
-    bidx = g.input("BatchIndicesTensor", b_onnx_dtype, bi.sizes)
-    to_int64 = (lambda a: a.astype(np.int64)) if bi.data_type == "UINT64" else (lambda a: a)
-    ports = [Port("InputTensor", x), Port("ROITensor", r), Port("BatchIndicesTensor", bidx, to_onnx=to_int64)]
-    if d.roi_tensor.dimension_count != 2:
-        r = g.reshape(r, [n_rois, 4], hint="Reshape_ROITensor")
-    if bi.dimension_count != 1:
-        bidx = g.reshape(bidx, [n_rois], hint="Reshape_BatchIndicesTensor")
-    if bi.data_type != "UINT64":
-        bidx = g.cast(bidx, np.int64, hint="Cast_BatchIndicesTensor")
-    if compute_dtype != x_dtype:
-        x = g.cast(x, compute_dtype, hint="Cast_InputTensor")
-        r = g.cast(r, compute_dtype, hint="Cast_ROITensor")
+    x = g.input("InputTensor", compute_dtype, d.input_tensor.sizes)
+    r = g.input("ROITensor", compute_dtype, (n_rois, 4))
+    bidx = g.input("BatchIndicesTensor", np.int64, (n_rois,))
+    rewrite = _affine_matrix(d, plan) if plan.rewrite else None
+    ports = [Port("InputTensor", x, to_onnx=lambda a: a.astype(compute_dtype, copy=False)),
+             Port("ROITensor", r, to_onnx=lambda a: host_roi_rewrite(a, rewrite, compute_dtype)),
+             Port("BatchIndicesTensor", bidx, to_onnx=lambda a: a.reshape(n_rois).astype(np.int64))]
     return x, r, bidx, ports
 
 
-def _roi_rewrite(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, r: str, compute_dtype: np.dtype) -> str:
-    """A Mul (diagonal rewrite) or MatMul, then an Add for the shift, on the ROI table."""
-    w, shift = _affine_matrix(d, plan)
-    shift = shift.astype(compute_dtype)
-    if np.count_nonzero(w - np.diag(np.diag(w))) == 0:
-        if not np.all(np.diag(w) == 1.0):
-            r = g.node("Mul", [r, g.const("roi_scale", np.diag(w).astype(compute_dtype))], role="helper",
-                       name="Mul_ROIScale")[0]
-    else:
-        r = g.node("MatMul", [r, g.const("roi_affine", w.astype(compute_dtype))], role="helper",
-                   name="MatMul_ROIRewrite")[0]
-    if np.any(shift != 0):
-        r = g.node("Add", [r, g.const("roi_shift", shift)], role="helper", name="Add_ROIShift")[0]
-    return r
+def host_roi_rewrite(rois: np.ndarray, rewrite: Optional[tuple[np.ndarray, np.ndarray]],
+                     dtype: np.dtype) -> np.ndarray:
+    """The ROI table as the RoiAlign node takes it: {NumROIs, 4} in ``dtype``, rewritten by
+    ``rewrite = (w, shift)`` (``rois @ w + shift``, module docstring) in float64 and rounded once.
+    A term whose coefficient is 0 is left out rather than multiplied, so an infinite coordinate
+    reaches only the columns that read it (a MatMul would spread 0 * inf = NaN)."""
+    table = np.asarray(rois).reshape(-1, 4)
+    if rewrite is None:
+        return table.astype(dtype)
+    w, shift = rewrite
+    wide = table.astype(np.float64)
+    out = np.empty_like(wide)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for j in range(4):
+            column = np.full(len(wide), shift[j])
+            for i in np.flatnonzero(w[:, j]):
+                column = column + wide[:, i] * w[i, j]
+            out[:, j] = column
+        return out.astype(dtype)
+
+
+def _ones_port(g: GraphBuilder, d: RoiAlign1Desc, compute_dtype: np.dtype) -> Port:
+    """The image of ones the OutOfBoundsInputValue composition samples: a graph input the host
+    fills, so that no helper node feeds an op node."""
+    n_batch, _, height, width = d.input_tensor.sizes
+    shape = (n_batch, 1, height, width)
+    name = g.input("OnesTensor", compute_dtype, shape)
+    return Port("InputTensor", name, to_onnx=lambda a: np.ones(shape, compute_dtype))
 
 
 def _roi_align_attributes(d: RoiAlign1Desc, plan: _Plan, spatial_scale: float, opset: int) -> dict:
@@ -404,14 +427,12 @@ def _roi_align_attributes(d: RoiAlign1Desc, plan: _Plan, spatial_scale: float, o
     return attrs
 
 
-def _out_of_bounds(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, y: str, r: str, bidx: str, attrs: dict,
+def _out_of_bounds(g: GraphBuilder, plan: _Plan, y: str, r: str, bidx: str, attrs: dict,
                    compute_dtype: np.dtype) -> str:
     """``y + v * (1 - RoiAlign(ones))``: the in-range share of each sample read from a RoiAlign
-    of ones, the rest given OutOfBoundsInputValue ``v``."""
-    n_batch, _, height, width = d.input_tensor.sizes
-    ones = g.node("ConstantOfShape", [g.const("ones_shape", np.array([n_batch, 1, height, width], np.int64))],
-                  role="helper", name="ConstantOfShape_ones", value=scalar_tensor(1.0, compute_dtype))[0]
-    coverage = g.node("RoiAlign", [ones, r, bidx], role="op", name="RoiAlign_coverage", **attrs)[0]
+    of ones (graph input ``OnesTensor``), the rest given OutOfBoundsInputValue ``v``; three
+    float32 Mul/Add nodes (module docstring)."""
+    coverage = g.node("RoiAlign", ["OnesTensor", r, bidx], role="op", name="RoiAlign_coverage", **attrs)[0]
     outside = g.node("Mul", [coverage, g.const("minus_oob", np.array(-plan.oob, dtype=compute_dtype))], role="helper",
                      name="Mul_OutOfBounds")[0]
     outside = g.node("Add", [outside, g.const("oob", np.array(plan.oob, dtype=compute_dtype))], role="helper",
