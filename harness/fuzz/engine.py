@@ -37,6 +37,7 @@ from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core import shrink_records as records
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
+from ep_testbed.harness.core.signature import Signature, same_failure, signature
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
 from ep_testbed.harness.run.case_run import ArtifactPolicy, CaseConfig
 from ep_testbed.harness.run.pool import WorkerPool
@@ -47,7 +48,6 @@ from ep_testbed.reference import desc_to_dml
 from . import corpus
 from . import draw as draw_mod
 from .shrink import ShrinkResult, shrink
-from .signature import Signature, same_failure, signature
 
 #: Cases handed to the pool at a time: the budget is checked between chunks.
 CHUNK = 25

@@ -46,6 +46,7 @@ from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, s
 from ep_testbed.reference.checks import element_cap, max_elements
 
 from .artifacts import write_artifacts
+from .attribution import attribute_failure
 
 DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"
 
@@ -61,6 +62,7 @@ class CaseConfig:
     mapper: str = DEFAULT_MAPPER      # "module:function" with graphs.to_onnx's contract
     precision_model: str = DEFAULT_MODEL  # reference.MODELS: the rounding a correct kernel may show
     max_elements: int | None = None   # the reference's element cap in workers (--limit elements); None: default
+    attribute: bool = True            # attribute a failure to the operator or a helper (harness.run.attribution)
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,8 @@ def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: Ca
     if not comparison.passed:
         message += _tensor_type_hint(case, prepared, actual, config)
         line.update(outcome="fail", message=message)
+        if comparison.mismatches and config.attribute:
+            line["attribution"] = _attribution(case, prepared, config)
     elif comparison.ties:
         line.update(outcome="tie-only", message=message)
     else:
@@ -263,6 +267,20 @@ def _compare(case: Any, expected: dict[str, np.ndarray], actual: dict[str, np.nd
     in_window = functools.partial(spec.index_rule, case.desc) if spec.index_rule else None
     return compare_outputs(expected, actual, config.tolerances, inputs, in_window=in_window,
                            index_outputs=spec.index_outputs, allowance=Allowance.of(reference))
+
+
+def _attribution(case: Any, prepared: _Prepared, config: CaseConfig) -> dict[str, Any]:
+    """The ``attribution`` record of a case whose outputs failed (``harness.run.attribution``);
+    a record of cause ``unknown`` if attributing raised (the verdict stands either way)."""
+    def compare_case(actual: dict[str, np.ndarray]) -> Comparison:
+        """The case's own comparison of ``actual`` (DML outputs) with the expected ones."""
+        return _compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
+
+    try:
+        return attribute_failure(prepared.mapping, prepared.feeds, prepared.expected, config, compare_case)
+    except Exception as exc:
+        return {"cause": "unknown", "reason": f"attributing the failure raised {type(exc).__name__}: "
+                f"{first_line(exc)}", "nodes": [], "helper": None, "change": None}
 
 
 def _tensor_type_hint(case: Any, prepared: _Prepared, actual: dict[str, np.ndarray], config: CaseConfig) -> str:
