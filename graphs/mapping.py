@@ -48,6 +48,9 @@ class Mapping:
     opset: Optional[int] = None
     #: The operator's ``input_flags(desc, tensors, opset)`` (its mapper module's).
     input_flagger: Optional[Callable[..., list[Flag]]] = None
+    #: For a ``diverges`` flag whose ONNX meaning the mapper can compute: feeds -> ``{field:
+    #: DML outputs ONNX's graph means}`` (None when it cannot; see ``meanings``).
+    meaning: Optional[Callable[[MappingT[str, np.ndarray]], Optional[dict]]] = None
 
     @property
     def expressible(self) -> bool:
@@ -85,6 +88,15 @@ class Mapping:
         (NaN, empty regions under an adaptive count, float32 bin ends...), and ``inexpressible``
         ones for values the composition cannot carry: the operator's ``input_flags``."""
         return list(self.input_flagger(self.desc, tensors, self.opset)) if self.input_flagger else []
+
+    def meanings(self, tensors: MappingT[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+        """``{field: DML outputs}``: for each ``diverges`` field whose ONNX meaning the mapper can
+        compute (ONNX RoiAlign's ``mode="max"``), what the model means for these DML inputs; a
+        case whose expected outputs equal that meaning (within tolerance) cannot show the
+        divergence. ``{}`` when there is none, or it would be too large to compute."""
+        if self.meaning is None or self.model is None:
+            return {}
+        return dict(self.meaning(self.feeds(tensors)) or {})
 
     @property
     def onnx_input_names(self) -> list[str]:

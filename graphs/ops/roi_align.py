@@ -55,8 +55,8 @@ tolerance covers, and checked node by node when a case fails (``harness.run.attr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 from typing import Mapping as MappingT
-from typing import Optional, Sequence
 
 import numpy as np
 import onnx
@@ -75,6 +75,7 @@ from ep_testbed.graphs.common import (
 )
 from ep_testbed.graphs.flags import Flag
 from ep_testbed.graphs.mapping import Mapping, Port
+from ep_testbed.reference.checks import max_elements
 from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.roi_align import (
     AnyRoiAlign,
@@ -269,6 +270,11 @@ def _output_offset_flags(d: RoiAlign1Desc, opo: float, fixed: bool) -> list[Flag
 
 
 def _oob_flag(d: RoiAlign1Desc, plan: _Plan) -> Flag:
+    if not np.isfinite(plan.oob):
+        return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "inexpressible",
+                    "a non-finite value: the composition's v * (1 - RoiAlign(ones)) multiplies it by the share of "
+                    "samples outside, which is 0 where every sample is inside (inf * 0 = NaN, where the page reads "
+                    "no v at all) and which float32 rounding can leave a hair above 0 there (inf * tiny = inf)")
     if plan.oob == 0.0:
         return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "exact",
                     "ORT gives samples outside [-1, size] weight 0, i.e. they read 0")
@@ -361,7 +367,7 @@ def _build(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.d
     return Mapping(desc=desc, model=g.model(opset), flags=flags, op_nodes=g.op_nodes, helper_nodes=g.helper_nodes,
                    inputs=inputs, output_ports=[Port("OutputTensor", "OutputTensor",
                                                      from_onnx=lambda a: a.astype(x_dtype, copy=False))],
-                   opset=opset, input_flagger=input_flags)
+                   opset=opset, input_flagger=input_flags, meaning=_meaning(plan, attrs, x_dtype, opset))
 
 
 def _graph_inputs(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.dtype
@@ -438,6 +444,109 @@ def _out_of_bounds(g: GraphBuilder, plan: _Plan, y: str, r: str, bidx: str, attr
     outside = g.node("Add", [outside, g.const("oob", np.array(plan.oob, dtype=compute_dtype))], role="helper",
                      name="Add_OutOfBounds")[0]
     return g.node("Add", [y, outside], role="helper", name="Add_OutOfBoundsValue")[0]
+
+
+# --- what ONNX's mode="max" means ----------------------------------------------------------
+
+def _meaning(plan: _Plan, attrs: dict, x_dtype: np.dtype, opset: int
+             ) -> Optional[Callable[[MappingT[str, np.ndarray]], dict]]:
+    """For the ``onnx-max`` plan (the one ``diverges`` flag of a desc whose ONNX meaning can be
+    computed): the function from the model's feeds to ``{"ReductionFunction": {"OutputTensor":
+    ...}}``, the outputs ONNX's node means (``onnx_max_mode``); None for every other plan."""
+    if plan.max_kind != "onnx-max":
+        return None
+
+    def meaning(feeds: MappingT[str, np.ndarray]) -> Optional[dict]:
+        """What ONNX's mode="max" gives for these feeds, in the desc's type (None: too large)."""
+        out = onnx_max_mode(feeds["InputTensor"], feeds["ROITensor"], feeds["BatchIndicesTensor"], attrs,
+                            half_pixel=base_input_offset(opset) == 0.5)
+        return None if out is None else {"ReductionFunction": {"OutputTensor": out.astype(x_dtype)}}
+
+    return meaning
+
+
+def _std_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C++'s ``std::max(a, b)``: ``b`` where ``a < b``, else ``a`` (so a NaN ``a`` wins, a NaN ``b`` loses)."""
+    return np.where(a < b, b, a)
+
+
+def _axis_samples(start: np.float32, size: np.float32, bins: int, grid: int, limit: int):
+    """ORT's sample positions along one axis (``bins`` x ``grid``, float32 as its kernel computes
+    them), whether each is inside ``[-1, limit]``, its low and high pixel and its two weights."""
+    f32 = np.float32
+    bin_size = f32(size / f32(bins))
+    k, i = np.meshgrid(np.arange(bins, dtype=np.float32), np.arange(grid, dtype=np.float32), indexing="ij")
+    pos = (start + k * bin_size + (i + f32(0.5)) * bin_size / f32(grid)).astype(np.float32)
+    inside = ~((pos < -1.0) | (pos > limit))
+    pos = np.where(pos <= 0, f32(0), pos)
+    low = np.where(inside, pos, 0).astype(np.int64)
+    edge = low >= limit - 1
+    low = np.where(edge, limit - 1, low)
+    high = np.where(edge, low, low + 1)
+    pos = np.where(edge, low.astype(np.float32), pos)
+    lo_w = (pos - low.astype(np.float32)).astype(np.float32)
+    return inside, low, high, (f32(1) - lo_w).astype(np.float32), lo_w
+
+
+def onnx_max_mode(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, attrs: dict, half_pixel: bool,
+                  limit: Optional[int] = None) -> Optional[np.ndarray]:
+    """ONNX RoiAlign with ``mode="max"`` as ORT's kernels and the ONNX reference compute it
+    (``onnxruntime/core/providers/cpu/object_detection/roialign.cc``, RoiAlignForward and
+    PreCalcForBilinearInterpolate): for each output element, the running ``std::max`` over its
+    samples of ``max(w1*v1, w2*v2, w3*v3, w4*v4)``, the largest *weighted corner term*, where
+    the DML page takes the max of the interpolated samples. ``attrs``: the node's
+    ``output_height``, ``output_width``, ``sampling_ratio``, ``spatial_scale``; ``half_pixel``:
+    its coordinate transformation (False: output_half_pixel, RoiAlign-10's only one, which raises
+    a region to at least 1x1). In float32 (float16 input is widened, as ORT's CPU EP does); a
+    sample outside ``[-1, size]`` has weights 0 at pixel 0; an empty grid (ceil of a size <= 0)
+    gives 0. None when the samples would exceed ``limit`` elements (default: the reference's
+    element cap)."""
+    f32 = np.float32
+    x32 = np.asarray(x).astype(np.float32)
+    _, channels, height, width = x32.shape
+    out_h, out_w = int(attrs["output_height"]), int(attrs["output_width"])
+    ratio, scale = int(attrs.get("sampling_ratio", 0)), f32(attrs.get("spatial_scale", 1.0))
+    half = half_pixel
+    table = np.asarray(rois).astype(np.float32).reshape(-1, 4)
+    out = np.zeros((len(table), channels, out_h, out_w), np.float32)
+    with np.errstate(all="ignore"):
+        for r, row in enumerate(table):
+            x1, y1, x2, y2 = (f32(v * scale - f32(0.5 if half else 0.0)) for v in row)
+            size_h, size_w = f32(y2 - y1), f32(x2 - x1)
+            if not half:
+                size_h, size_w = max(size_h, f32(1)), max(size_w, f32(1))
+            grid_h = ratio if ratio > 0 else int(np.ceil(f32(size_h / f32(out_h))))
+            grid_w = ratio if ratio > 0 else int(np.ceil(f32(size_w / f32(out_w))))
+            if grid_h <= 0 or grid_w <= 0:
+                continue
+            if channels * out_h * out_w * grid_h * grid_w > (limit or max_elements()) // 8:
+                return None
+            plane = x32[int(batch_indices.reshape(-1)[r])]
+            out[r] = _corner_max(plane, _axis_samples(y1, size_h, out_h, grid_h, height),
+                                 _axis_samples(x1, size_w, out_w, grid_w, width))
+    return out
+
+
+def _corner_max(plane: np.ndarray, ys: tuple, xs: tuple) -> np.ndarray:
+    """One region: ``(C, out_h, out_w)``, the running max over samples (rows of the grid first,
+    as ORT loops) of each sample's largest weighted corner term."""
+    in_y, y_lo, y_hi, hy, ly = ys
+    in_x, x_lo, x_hi, hx, lx = xs
+    result = None
+    for iy in range(in_y.shape[1]):
+        for ix in range(in_x.shape[1]):
+            inside = (in_y[:, iy][:, None] & in_x[:, ix][None, :])[None]
+            yl, yh, xl, xh = y_lo[:, iy][:, None], y_hi[:, iy][:, None], x_lo[:, ix][None, :], x_hi[:, ix][None, :]
+            terms = [((hy[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yl, xl]),
+                     ((hy[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yl, xh]),
+                     ((ly[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yh, xl]),
+                     ((ly[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yh, xh])]
+            # a sample outside the input: every weight 0, every position pixel 0
+            corner = np.float32(0) * plane[:, :1, :1]
+            terms = [np.where(inside, t, corner) for t in terms]
+            value = _std_max(_std_max(_std_max(terms[0], terms[1]), terms[2]), terms[3])
+            result = value if result is None else _std_max(result, value)
+    return result
 
 
 # --- per-case input flags ------------------------------------------------------------------

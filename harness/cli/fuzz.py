@@ -104,7 +104,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
         ep = parse_ep(args.ep, args.ep_option)
         tolerances = parse_tolerances(args.tolerances, args.tol)
         precision = parse_precision(args.precision_model, args.strict_tolerance)
-        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias)
+        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep.provider)
         ops = _ops(args.ops)
         _check_numbers(args)
         _require_hypothesis()

@@ -177,13 +177,17 @@ def parse_precision(model: str | None, strict: bool = False) -> str:
     return STRICT_MODEL if strict else (model or DEFAULT_MODEL)
 
 
-def parse_expectations(path: str | None, disabled: bool, ep_alias: str) -> Expectations:
-    """No expectations with ``--no-expectations``, else the ``--expectations`` file, else the
-    EP's bundled file (none when it has no file). ``OptionError`` for an unusable file."""
+def parse_expectations(path: str | None, disabled: bool, ep_alias: str, provider: str | None = None) -> Expectations:
+    """No expectations with ``--no-expectations``, else the entries of the ``--expectations`` file
+    that apply to the EP, else the EP's bundled ones (its own file and the shared causes that
+    apply to it: ``expectations.for_ep``). ``OptionError`` for an unusable file."""
     if disabled:
         return Expectations()
     try:
-        return expectations_mod.load(path) if path else expectations_mod.for_ep(ep_alias)
+        if path:
+            return expectations_mod.load(path, provider=provider, alias=ep_alias) if provider else \
+                expectations_mod.load(path)
+        return expectations_mod.for_ep(ep_alias, provider=provider)
     except FileRefused as exc:
         raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field

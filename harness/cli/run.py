@@ -169,7 +169,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         if not cases:
             print("ep-testbed: no case matches the selection", file=sys.stderr)
             return EXIT_NO_CASES
-        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias)
+        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep.provider)
         if not args.no_expectations:
             expectations = with_corpus(expectations, corpus, ep.alias)
         jobs = min(args.jobs, len(cases))

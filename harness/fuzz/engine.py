@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
-from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core import shrink_records as records
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
@@ -256,9 +255,7 @@ def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: E
     if line["outcome"] in ("crash", "timeout"):
         _settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
     else:
-        expectation = expectations.match_case(case, line["flags"])
-        line["expected_outcome"] = expectation.to_json() if expectation else None
-        line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
+        expectations.settle(case, line)
     found = signature(raw)
     if found is not None and (line["outcome"] != "known" or options.shrink_known):
         result.findings.append(Finding(case, raw, line, found, time.monotonic() - start))

@@ -19,9 +19,11 @@ each node's inputs and outputs are read back as the EP produced them, and decide
 3. ``helper`` (after the operator): the helpers after the operator nodes, recomputed exactly
    from the operator nodes' EP outputs, would give outputs that pass: the helper that strays
    furthest is named.
-4. ``composition``: every operator node agrees on its inputs and every helper computed its
-   exact value, yet the outputs differ: the mapping does not carry the desc's meaning for these
-   inputs (a mapper defect, never the EP's).
+4. ``flagged``: every operator node agrees on its inputs and every helper computed its exact
+   value, and the mapper flagged a field ``diverges`` for this desc or these inputs: the ONNX
+   graph means something else than the page here, as the flag says (named), whatever the EP.
+5. ``composition``: the same without such a flag: the mapping does not carry the desc's meaning
+   for these inputs (a mapper defect, never the EP's).
 
 ``unknown`` when the probe could not run or a node could not be read or recomputed (the
 reason says which). The record is the case line's ``attribution`` (``harness.core.results``).
@@ -43,18 +45,19 @@ from ep_testbed.harness.eps.session import first_line
 from ep_testbed.reference import execute_with_bounds, spec_for
 
 #: The causes an attribution names (module docstring), in the order they are decided.
-CAUSES = ("operator", "helper", "composition", "unknown")
+CAUSES = ("operator", "helper", "flagged", "composition", "unknown")
 
 #: Float types a Cast between keeps the value (module docstring, step 2).
 _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
 
 
-def attribute_failure(mapping: Any, feeds: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray],
+def attribute_failure(mapping: Any, feeds: Mapping[str, np.ndarray], flags: Sequence[Mapping[str, Any]],
                       config: Any, compare_case: Callable[[Mapping[str, np.ndarray]], Comparison]) -> dict[str, Any]:
     """The ``attribution`` record of a failed case (module docstring). ``mapping``: the case's
-    ``graphs.Mapping``; ``feeds``: its graph inputs; ``expected``: the reference's DML outputs;
-    ``config``: the ``CaseConfig`` (EP, session settings, tolerances, precision model);
-    ``compare_case(dml_outputs)``: the case's own comparison against ``expected``."""
+    ``graphs.Mapping``; ``feeds``: its graph inputs; ``flags``: the case line's flags (the desc's
+    and its inputs'); ``config``: the ``CaseConfig`` (EP, session settings, tolerances,
+    precision model); ``compare_case(dml_outputs)``: the case's own comparison against the
+    reference's outputs."""
     model = mapping.model
     try:
         values = _probe(model, feeds, config)
@@ -71,7 +74,10 @@ def attribute_failure(mapping: Any, feeds: Mapping[str, np.ndarray], expected: M
                        rows)
     diverging = next((c for c in checks if not c.row["agrees"]), None)
     if diverging is not None:
-        return _record("operator", f"the operator diverges on the inputs it got: {_named(diverging.node)}, "
+        meant = [f.field for f in diverging.imported.flags if f.kind == "diverges"]
+        note = (f" (ONNX's meaning of the node differs from the page in {', '.join(dict.fromkeys(meant))}, as "
+                "its flags say)") if meant else ""
+        return _record("operator", f"the operator diverges on the inputs it got{note}: {_named(diverging.node)}, "
                        f"rerun in the reference on its own EP inputs, differs: {diverging.row['message']}", rows)
     try:
         exact = _exact_values(model, values, set(mapping.op_nodes))
@@ -83,6 +89,12 @@ def attribute_failure(mapping: Any, feeds: Mapping[str, np.ndarray], expected: M
         found = _changed_outputs(model, mapping, values, exact, compare_case)
     if found is not None:
         return _record("helper", found.pop("reason"), rows, **found)
+    flagged = list(dict.fromkeys(str(f.get("field")) for f in flags if f.get("kind") == "diverges"))
+    if flagged:
+        return _record("flagged", "every operator node agrees with the reference on the inputs it got and every "
+                       "helper node computed its exact value: the ONNX graph means something else than the page for "
+                       f"this case, as the mapper's diverges flag(s) say ({', '.join(flagged)}), whatever the EP",
+                       rows)
     return _record("composition", "every operator node agrees with the reference on the inputs it got and every "
                    "helper node computed its exact value, yet the outputs differ from the reference: the mapping "
                    "does not carry the desc's meaning for these inputs (a mapper defect, not the EP's)", rows)

@@ -150,6 +150,7 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
     prepared = _prepare(case, mapper, line, state, config.precision_model)
     if prepared is None:
         return
+    _mark_shows(case, prepared, config, line)
     run = _run_on_ep(prepared, config, line)
     if run is None:
         return
@@ -203,6 +204,22 @@ def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state:
     return _Prepared(mapping, inputs, feeds, reference.outputs, node_names, op_nodes, reference)
 
 
+def _mark_shows(case: Any, prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> None:
+    """Give each ``diverges`` flag whose ONNX meaning the mapper computes (``Mapping.meanings``)
+    ``"shows"``: whether these inputs can show the divergence at all, i.e. whether that meaning
+    fails the case's comparison with the expected outputs. An expectation's ``shows_when`` reads
+    it (``harness.core.expectations``); a meaning that cannot be computed leaves the flag as is."""
+    try:
+        meanings = getattr(prepared.mapping, "meanings", lambda tensors: {})(prepared.inputs)
+    except Exception:  # the meaning is a help to expectations, never part of the verdict
+        return
+    for name, outputs in meanings.items():
+        shows = not _compare(case, prepared.expected, outputs, config, prepared.inputs, prepared.reference).passed
+        for flag in line["flags"]:
+            if flag.get("field") == name and flag.get("kind") == "diverges":
+                flag["shows"] = shows
+
+
 def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> session_mod.EpRun | None:
     """Run the case's model on the EP under test with CPU fallback disabled and record its
     placement; None (with ``line`` decided: ``fail`` or ``not-on-ep``) when there is nothing to
@@ -251,7 +268,7 @@ def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: Ca
         message += _tensor_type_hint(case, prepared, actual, config)
         line.update(outcome="fail", message=message)
         if comparison.mismatches and config.attribute:
-            line["attribution"] = _attribution(case, prepared, config)
+            line["attribution"] = _attribution(case, prepared, config, line["flags"])
     elif comparison.ties:
         line.update(outcome="tie-only", message=message)
     else:
@@ -269,7 +286,8 @@ def _compare(case: Any, expected: dict[str, np.ndarray], actual: dict[str, np.nd
                            index_outputs=spec.index_outputs, allowance=Allowance.of(reference))
 
 
-def _attribution(case: Any, prepared: _Prepared, config: CaseConfig) -> dict[str, Any]:
+def _attribution(case: Any, prepared: _Prepared, config: CaseConfig, line_flags: list[dict[str, Any]]
+                 ) -> dict[str, Any]:
     """The ``attribution`` record of a case whose outputs failed (``harness.run.attribution``);
     a record of cause ``unknown`` if attributing raised (the verdict stands either way)."""
     def compare_case(actual: dict[str, np.ndarray]) -> Comparison:
@@ -277,7 +295,7 @@ def _attribution(case: Any, prepared: _Prepared, config: CaseConfig) -> dict[str
         return _compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
 
     try:
-        return attribute_failure(prepared.mapping, prepared.feeds, prepared.expected, config, compare_case)
+        return attribute_failure(prepared.mapping, prepared.feeds, line_flags, config, compare_case)
     except Exception as exc:
         return {"cause": "unknown", "reason": f"attributing the failure raised {type(exc).__name__}: "
                 f"{first_line(exc)}", "nodes": [], "helper": None, "change": None}

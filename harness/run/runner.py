@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
-from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.results import (
     PASSING,
@@ -252,9 +251,7 @@ def _settle(line: dict[str, Any], case: Any, config: CaseConfig, expectations: E
     and write the case folder the worker could not (it died) or was not asked to write."""
     if line["outcome"] in _WORKER_DIED:
         _offline_artifacts(case, config, line)  # also fills in the mapper's flags
-    expectation = expectations.match_case(case, line["flags"])
-    line["expected_outcome"] = expectation.to_json() if expectation else None
-    line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
+    expectations.settle(case, line)
     if line["artifacts"] is None and line["outcome"] in _FROM_EXPECTATION:
         _offline_artifacts(case, config, line)
 

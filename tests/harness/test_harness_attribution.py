@@ -68,7 +68,8 @@ def test_an_operator_divergence_is_the_operators():
     assert line["outcome"] == "fail"
     record = line["attribution"]
     assert record["cause"] == "operator" and record["nodes"][0]["agrees"] is False
-    assert record["reason"].startswith("the operator diverges on the inputs it got: RoiAlign node 'RoiAlign'")
+    assert record["reason"].startswith("the operator diverges on the inputs it got (ONNX's meaning of the node "
+                                       "differs from the page in ReductionFunction, as its flags say): RoiAlign node")
 
 
 def test_no_attribution_when_turned_off():
@@ -88,3 +89,15 @@ def test_change_of(ep, exact, rel, ulp):
     assert change["max_rel"] == pytest.approx(rel, rel=0.05, abs=1e-12)
     assert change["max_ulp"] == ulp
     assert change["elements"] == int(np.count_nonzero(ep.astype(np.float64) != exact))
+
+
+def test_a_flagged_divergence_of_the_mapping_is_named():
+    # an adaptive count capped at 2 samples: ONNX's count has no cap (flagged diverges), so a
+    # large region samples more in ORT than the page allows; every node does what it means
+    desc = roi_align_desc(True, samples=(1, 2), height=16, width=16, out=(2, 2))
+    case = Case(id="roi_align1/capped", op=desc.TYPE, desc=desc, seed=0, recipe="whole-image")
+    line = run_case(case, CONFIG, mapper=to_onnx)
+    assert line["outcome"] == "fail", line["message"]
+    record = line["attribution"]
+    assert record["cause"] == "flagged", record["reason"]
+    assert "(MinimumSamplesPerOutput, MaximumSamplesPerOutput)" in record["reason"]
