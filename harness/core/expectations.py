@@ -339,11 +339,11 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
     return outcomes
 
 
-def _applies_to(item: dict[str, Any], where: str, file_ep: str | None) -> tuple[str, ...]:
-    """The entry's ``applies_to`` (default: the file's EP, or every EP); ValueError naming a bad item."""
+def _applies_to(item: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The entry's ``applies_to`` (default: every EP the file is used for); ValueError naming a bad item."""
     value = item.get("applies_to")
     if value is None:
-        return (file_ep,) if file_ep else ()
+        return ()
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise ValueError(f"{where}: applies_to must be a non-empty list of provider names, --ep aliases or classes "
                          f"({', '.join(EP_CLASSES)})")
@@ -370,10 +370,10 @@ def _shows_when(item: dict[str, Any], where: str) -> tuple[Patterns, tuple[tuple
     return flags, pairs
 
 
-def _entry(item: Any, where: str, file_ep: str | None = None) -> Expectation:
+def _entry(item: Any, where: str) -> Expectation:
     """One entry of the file, checked; ValueError naming the entry and the field."""
     outcomes = _check_fields(item, where)
-    applies_to = _applies_to(item, where, file_ep)
+    applies_to = _applies_to(item, where)
     shows_flags, shows_signature = _shows_when(item, where)
     return Expectation(
         id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
@@ -390,15 +390,15 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
     """Expectations from the decoded JSON of a file; ValueError naming the entry and field on bad data.
 
     Entries outside their ``onnxruntime`` range for ``ort_version`` (default: the installed ONNX
-    Runtime's) are inactive. The file's ``"ep"`` (a provider name) picks its predictor and is
-    where its entries apply unless they say (``applies_to``); given ``provider`` (and its ``--ep``
-    ``alias``), entries that do not apply to it are left out."""
+    Runtime's) are inactive. The file's ``"ep"`` (a provider name) picks its predictor. Given
+    ``provider`` (and its ``--ep`` ``alias``), entries whose ``applies_to`` leaves it out are
+    dropped (an entry without ``applies_to`` applies wherever its file is used)."""
     items = data.get("expectations") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
     ep = data.get("ep") if isinstance(data, dict) else None
     file_ep = ep if isinstance(ep, str) and ep else None
-    entries = [_entry(item, f"{source}: expectations[{n}]", file_ep) for n, item in enumerate(items)]
+    entries = [_entry(item, f"{source}: expectations[{n}]") for n, item in enumerate(items)]
     if provider is not None:
         entries = [e for e in entries if e.applies(provider, alias or provider)]
     if any(e.onnxruntime for e in entries) and ort_version is None:

@@ -268,7 +268,7 @@ def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: Ca
         message += _tensor_type_hint(case, prepared, actual, config)
         line.update(outcome="fail", message=message)
         if comparison.mismatches and config.attribute:
-            line["attribution"] = _attribution(case, prepared, config, line["flags"])
+            line["attribution"] = _attribution(case, prepared, config, line.get("flags") or [])
     elif comparison.ties:
         line.update(outcome="tie-only", message=message)
     else:
