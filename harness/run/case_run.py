@@ -16,6 +16,12 @@ Outcomes decided here, in the order they are checked:
   tolerance, of the wrong shape or dtype;
 - ``tie-only`` / ``pass``.
 
+A case whose outputs fail the comparison is attributed (``harness.run.attribution``, the line's
+``attribution``: the operator diverged on the inputs it got, a helper changed them, the mapping
+means something else, ...), unless ``CaseConfig.attribute`` is off. Before the EP runs, every
+``diverges`` flag whose ONNX meaning the mapper computes gets ``"shows"`` (``_mark_shows``),
+which expectations' ``shows_when`` reads.
+
 The expected outputs come with the reference's allowance under ``CaseConfig.precision_model``
 (``reference.execute_with_bounds``): the comparison accepts an element within the rounding
 bound, or a knife-edge alternative, and the line says so (``bound``, ``knife_edges``, the
