@@ -147,6 +147,7 @@ class _Prepared:
     node_names: list[str]
     op_nodes: list[str]
     reference: Expected | None = None  # the expected outputs with their bounds and knife edges
+    note: str = ""                      # what the run changed about the model (a carrier), said first
 
 
 def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[str, Any],
@@ -160,7 +161,10 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
     run = _run_on_ep(prepared, config, line)
     if run is None:
         return
-    if not _judge(case, prepared, run.outputs, config, line, state):
+    state["model"] = prepared.mapping.model  # the model that ran (with carriers, if the EP needed them)
+    judged = _judge(case, prepared, run.outputs, config, line, state)
+    line["message"] = prepared.note + line["message"]
+    if not judged:
         return
     placement = line["placement"]
     helpers = [n for n in prepared.node_names if n not in prepared.op_nodes]
@@ -234,19 +238,42 @@ def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) ->
     try:
         run = session_mod.run_on_ep(prepared.mapping.model, prepared.feeds, config.ep, config.session)
     except session_mod.SessionError as exc:
-        if exc.refused_fallback:
+        carried = _carried(prepared, config, line) if exc.refused_fallback else None
+        if carried is not None:
+            run = carried
+        elif exc.refused_fallback:
             _diagnose_refusal(prepared, config, line, exc.cause)
+            return None
         elif exc.stage == "build":
             line.update(outcome="fail", message=f"{ep} could not build the session: {first_line(exc.cause)}")
         else:
             line.update(outcome="fail", message=f"{ep} raised while running: {first_line(exc.cause)}")
-        return None
+        if carried is None:
+            return None
     line["placement"], line["placement_source"] = run.placement, run.placement_source
     off = placement_mod.off_ep(run.placement, prepared.op_nodes, ep)
     if off:
         line.update(outcome="not-on-ep", message=f"op node(s) not proven on {ep}: "
                     + ", ".join(f"{n} -> {run.placement.get(n, 'unknown')}" for n in off))
         return None
+    return run
+
+
+def _carried(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> session_mod.EpRun | None:
+    """After the EP refused the model: the run of the same model with an exact carrier node
+    after each operator output (``Mapping.with_carrier``), for an EP that declines an operator
+    node only as the one node of a model; ``prepared`` then holds the carried model and the
+    message says so. None when there is no carrier to add or the EP refuses that too."""
+    mapping = getattr(prepared.mapping, "with_carrier", lambda: None)()
+    if mapping is None:
+        return None
+    try:
+        run = session_mod.run_on_ep(mapping.model, prepared.feeds, config.ep, config.session)
+    except session_mod.SessionError:
+        return None
+    prepared.mapping, prepared.node_names = mapping, [n.name for n in mapping.model.graph.node]
+    prepared.note = (f"Note: {config.ep.provider} refused the operator node(s) as the only node(s) of a model; they "
+                     "ran with an exact carrier node after them (Mul by 1). ")
     return run
 
 
