@@ -147,7 +147,7 @@ class _Prepared:
     node_names: list[str]
     op_nodes: list[str]
     reference: Expected | None = None  # the expected outputs with their bounds and knife edges
-    note: str = ""                      # what the run changed about the model (a carrier), said first
+    note: str = ""                      # what the run changed about the model (a carrier), said last
 
 
 def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[str, Any],
@@ -163,7 +163,7 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
         return
     state["model"] = prepared.mapping.model  # the model that ran (with carriers, if the EP needed them)
     judged = _judge(case, prepared, run.outputs, config, line, state)
-    line["message"] = prepared.note + line["message"]
+    line["message"] += prepared.note
     if not judged:
         return
     placement = line["placement"]
@@ -263,7 +263,8 @@ def _carried(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> s
     """After the EP refused the model: the run of the same model with an exact carrier node
     after each operator output (``Mapping.with_carrier``), for an EP that declines an operator
     node only as the one node of a model; ``prepared`` then holds the carried model and the
-    message says so. None when there is no carrier to add or the EP refuses that too."""
+    message says so (after the comparison's summary). None when there is no carrier to add or the
+    EP refuses that too."""
     mapping = getattr(prepared.mapping, "with_carrier", lambda: None)()
     if mapping is None:
         return None
@@ -272,8 +273,8 @@ def _carried(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> s
     except session_mod.SessionError:
         return None
     prepared.mapping, prepared.node_names = mapping, [n.name for n in mapping.model.graph.node]
-    prepared.note = (f"Note: {config.ep.provider} refused the operator node(s) as the only node(s) of a model; they "
-                     "ran with an exact carrier node after them (Mul by 1). ")
+    prepared.note = (f"; Note: {config.ep.provider} refused the operator node(s) as the only node(s) of a model; "
+                     "they ran with an exact carrier node after them (Mul by 1)")
     return run
 
 
