@@ -8,8 +8,6 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .runtime import max_ir_version
-
 ONNX_TYPES: dict[np.dtype, int] = {
     np.dtype(np.float32): onnx.TensorProto.FLOAT,
     np.dtype(np.float16): onnx.TensorProto.FLOAT16,
@@ -86,7 +84,10 @@ class GraphBuilder:
         graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                                   producer_name="ep-testbed")
-        model.ir_version = max_ir_version()
+        # The lowest IR version the opset needs, not the newest the installed onnx knows: a model
+        # written here must load in older ONNX Runtime builds too (onnxruntime-directml 1.24.4
+        # loads IR <= 13), and an IR newer than the opset requires buys nothing.
+        model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
         onnx.checker.check_model(model, full_check=True)
         return model
 

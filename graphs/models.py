@@ -1,8 +1,8 @@
 """Bundled demo models: small, real-shaped networks around the three op families, no downloads.
 
 Each builder returns a checker-clean ``onnx.ModelProto`` whose weights are drawn from a seeded
-generator (same seed, same bytes), with the IR version the installed ONNX Runtime loads
-(``graphs.runtime.max_ir_version``, via ``GraphBuilder``) and opset ``DEFAULT_OPSET``:
+generator (same seed, same bytes), with the lowest IR version its opset needs (``GraphBuilder``:
+older ONNX Runtime builds load it too) and opset ``DEFAULT_OPSET``:
 
 * ``detection_head``: ``image -> Conv -> Relu -> MaxPool -> RoiAlign(rois, batch_indices) ->
   Flatten -> Gemm -> scores``, the second stage of a two-stage detector. The batch and the ROI

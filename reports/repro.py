@@ -4,21 +4,25 @@ Contents: ``model.onnx`` (as the run built it, stamped with the lowest IR versio
 need, so an older ONNX Runtime loads it too), ``inputs.npz`` exactly as the run fed it,
 ``expected.npz`` (the DirectML reference, keyed by DML output name), ``allowance.npz`` (the
 reference's per-element rounding bounds and knife-edge ranges, when the run's precision model
-gave any), ``actual.npz`` (what the
-EP returned in the run), ``desc.json`` (the DML desc), ``check.json`` (how the run judged the
-case: its tolerances, which ONNX output is which DML output, the index outputs, the EP and its
-options, and the run's outcome and message) and ``repro.py``.
+gave any), ``actual.npz`` (what the EP returned in the run), ``desc.json`` (the DML desc),
+``check.json`` (how the run judged the case: its tolerances, which ONNX output is which DML
+output, the index outputs, the EP and its options, the onnxruntime it used, the run's outcome and
+message, and the size and SHA-256 of every other file) and ``repro.py``.
 
-``repro.py`` needs only numpy and onnxruntime. It runs the model on the EP, then judges the
-outputs with the run's own comparison: ``lib/`` holds verbatim copies of ep-testbed's
-``harness/core/compare.py`` and ``harness/core/tolerances.py`` (the one rule, not a second copy of it),
-plus the reference package when the operator's index outputs need its window rule to tell a tie
-from a mismatch. It prints the verdict and the same summary line the report shows, and exits 1
-on a failure, 0 on a pass.
+``repro.py`` (``templates/repro.py``) needs only numpy and onnxruntime. It runs the model on the
+EP, then judges the outputs with the run's own comparison: ``lib/ep_testbed_judging/`` holds
+verbatim copies of ep-testbed's ``harness/core/compare.py`` and ``harness/core/tolerances.py``
+(the one rule, not a second copy of it; they import nothing but NumPy and each other), plus the
+reference package when the operator's index outputs need its window rule to tell a tie from a
+mismatch. The copies live under their own package name, so an installed ep-testbed never
+stands in for one. It prints the verdict and the same summary line the report shows; exit 0
+pass, 1 the failure reproduces, 2 no verdict (a missing or damaged file or module, an
+onnxruntime without the EP...), with one line saying what and what to do.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -37,73 +41,21 @@ from .artifacts import CaseArtifacts
 #: Bundles above this size are not inlined as data URIs (they would bloat report.html);
 #: the report points at the artifact folder instead.
 MAX_INLINE_BUNDLE = 2 * 1024 * 1024
-#: Where the vendored ep-testbed modules go inside the bundle (a regular ``ep_testbed`` package
-#: there takes precedence over an installed ep-testbed, so the bundle judges with its own copy).
-LIB = "lib/ep_testbed"
+#: Where the vendored ep-testbed modules go inside the bundle: a package name of their own, so
+#: that neither an installed ep-testbed (whose import hooks could serve a module the copy lacks)
+#: nor anything else stands in for the run's judging code.
+LIB = "lib/ep_testbed_judging"
 
-REPRO_SCRIPT = '''\
-# Repro of ep-testbed case {case_id!r}: runs model.onnx on one execution provider and judges
-# the outputs as the run did (its tolerances and comparison, copied into lib/ from ep-testbed).
-# Needs only numpy and onnxruntime. Usage: python repro.py [ExecutionProvider]
-# (default: the run's EP, with its provider options). Exit 0: pass; 1: fail.
-import functools, json, sys
-from pathlib import Path
-import numpy as np
-import onnxruntime as ort
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "lib"))
-from ep_testbed.harness.core.compare import Allowance, compare_outputs  # noqa: E402
-from ep_testbed.harness.core.tolerances import Tolerances  # noqa: E402
-
-check = json.loads((HERE / "check.json").read_text(encoding="utf-8"))
-provider = sys.argv[1] if len(sys.argv) > 1 else check["provider"]
-options = check["provider_options"] if provider == check["provider"] else {{}}
-np.seterr(all="ignore")  # NaN/inf are data here; the comparison handles them
-so = ort.SessionOptions()
-so.log_severity_level = 3  # errors only: the verdict is the output
-so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep the node as built
-if provider != "CPUExecutionProvider":  # fail rather than quietly run the node on the CPU
-    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-if provider == "DmlExecutionProvider":  # one kernel event per node, as the run had it
-    so.add_session_config_entry("ep.dml.disable_graph_fusion", "1")
-feeds = dict(np.load(HERE / "inputs.npz"))
-expected = dict(np.load(HERE / "expected.npz"))
-first_line = lambda exc: f"{{type(exc).__name__}}: {{(str(exc).strip().splitlines() or [''])[0]}}"  # noqa: E731
-try:
-    sess = ort.InferenceSession(str(HERE / "model.onnx"), so, providers=[(provider, options)])
-except Exception as exc:  # the EP refused the model: that is the failure to report, as the run words it
-    sys.exit(print(f"fail: {{provider}} could not build the session: {{first_line(exc)}}") or 1)
-names = [o.name for o in sess.get_outputs()]
-try:
-    outputs = sess.run(names, feeds)
-except Exception as exc:
-    sys.exit(print(f"fail: {{provider}} raised while running: {{first_line(exc)}}") or 1)
-actual = {{}}
-for name, value in zip(names, outputs):  # back to DML names and types, as the run read them
-    dml = check["outputs"].get(name, name)
-    e, a = expected.get(dml), np.asarray(value)
-    actual[dml] = a if e is None else a.astype(e.dtype).reshape(e.shape) if a.size == e.size else a
-in_window = None
-if check["window_rule"]:  # the operator's window: an index pointing at an equal value elsewhere is no tie
-    from ep_testbed.reference import desc_from_dml, spec_for
-    desc = desc_from_dml(json.loads((HERE / "desc.json").read_text(encoding="utf-8")))
-    in_window = functools.partial(spec_for(desc).index_rule, desc)
-allowance = Allowance.from_arrays(dict(np.load(HERE / "allowance.npz"))) if (HERE / "allowance.npz").is_file() else None
-result = compare_outputs(expected, actual, Tolerances.from_json(check["tolerances"]),
-                         {{dml: feeds[onnx] for dml, onnx in check["inputs"].items()}}, in_window=in_window,
-                         index_outputs={{k: tuple(v) for k, v in check["index_outputs"].items()}},
-                         allowance=allowance)
-verdict = "fail" if not result.passed else "tie-only" if result.ties else "pass"
-print(f"{{verdict}}: {{result.summary()}}{{allowance.note(result) if allowance else ''}}")
-print(f"the run said {{check['run_outcome']}} on {{check['provider']}}: {{check['run_message']}}")
-sys.exit(0 if result.passed else 1)
-'''
+#: The bundle's script, kept as a Python file of its own so that it is linted and tested as one.
+SCRIPT = Path(__file__).with_name("templates") / "repro.py"
+#: The vendored package's ``__init__.py``: what its modules are and where they come from.
+JUDGING_INIT = (b'"""Verbatim copies of ep-testbed\'s judging code (harness/core/compare.py, harness/core/tolerances.py '
+                b'and, when the operator\'s window rule is needed, the reference package), as the run used it."""\n')
 
 
-def repro_script(case_id: str) -> str:
-    """The bundle's ``repro.py`` for ``case_id`` (the script reads everything else from check.json)."""
-    return REPRO_SCRIPT.format(case_id=case_id)
+def repro_script() -> bytes:
+    """The bundle's ``repro.py`` (it reads the case from check.json)."""
+    return SCRIPT.read_bytes()
 
 
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
@@ -135,9 +87,9 @@ def lowest_ir(model_bytes: bytes) -> bytes:
 def vendored_files(window_rule: bool) -> dict[str, bytes]:
     """``lib/...`` path -> source of the ep-testbed modules ``repro.py`` imports: the comparison
     and the tolerance rule, plus the reference package when ``window_rule``."""
-    files = {f"{LIB}/__init__.py": b"", f"{LIB}/harness/__init__.py": b"",
-             f"{LIB}/harness/compare.py": Path(compare.__file__).read_bytes(),
-             f"{LIB}/harness/tolerances.py": Path(tolerances.__file__).read_bytes()}
+    files = {f"{LIB}/__init__.py": JUDGING_INIT,
+             f"{LIB}/compare.py": Path(compare.__file__).read_bytes(),
+             f"{LIB}/tolerances.py": Path(tolerances.__file__).read_bytes()}
     if window_rule:
         for path in sorted(Path(registry.__file__).parent.glob("*.py")):
             files[f"{LIB}/reference/{path.name}"] = path.read_bytes()
@@ -167,6 +119,8 @@ def check_json(case: Any, header: dict[str, Any], art: CaseArtifacts, tols: Tole
         "tolerances": tols.to_json(), "outputs": _output_names(art), "index_outputs": index_outputs,
         "inputs": inputs, "window_rule": bool(index_outputs and spec and spec.index_rule),
         "run_outcome": case.outcome, "run_message": case.message,
+        "run_onnxruntime": {"distribution": str(header.get("ort_flavour") or "onnxruntime"),
+                            "version": str(header.get("ort_version") or "")},
     }
 
 
@@ -192,20 +146,23 @@ def build_bundle(case: Any, header: dict[str, Any], art: CaseArtifacts,
     except FileRefused:
         return None
     check = check_json(case, header, art, tols)
+    files = {"model.onnx": lowest_ir(model), "inputs.npz": _npz_bytes(dict(art.inputs)),
+             "expected.npz": _npz_bytes(dict(art.expected))}
+    if art.allowance:
+        files["allowance.npz"] = _npz_bytes(dict(art.allowance))
+    if art.actual:
+        files["actual.npz"] = _npz_bytes(dict(art.actual))
+    if art.desc is not None:
+        files["desc.json"] = json.dumps(art.desc, indent=1, default=str).encode("utf-8")
+    files["repro.py"] = repro_script()
+    files.update(vendored_files(check["window_rule"]))
+    # repro.py checks every file against this before judging: a damaged one gets no verdict
+    check["files"] = {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                      for name, data in files.items()}
+    files["check.json"] = json.dumps(check, indent=1, allow_nan=False, default=str).encode("utf-8")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("model.onnx", lowest_ir(model))
-        z.writestr("inputs.npz", _npz_bytes(dict(art.inputs)))
-        z.writestr("expected.npz", _npz_bytes(dict(art.expected)))
-        if art.allowance:
-            z.writestr("allowance.npz", _npz_bytes(dict(art.allowance)))
-        if art.actual:
-            z.writestr("actual.npz", _npz_bytes(dict(art.actual)))
-        if art.desc is not None:
-            z.writestr("desc.json", json.dumps(art.desc, indent=1, default=str))
-        z.writestr("check.json", json.dumps(check, indent=1, allow_nan=False, default=str))
-        z.writestr("repro.py", repro_script(case.id))
-        for path, data in vendored_files(check["window_rule"]).items():
-            z.writestr(path, data)
+        for name, data in files.items():
+            z.writestr(name, data)
         names = z.namelist()
     return buf.getvalue(), names

@@ -134,3 +134,29 @@ def test_a_folder_imported_by_its_bare_name_fails_naming_the_ep_testbed_spelling
     p = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode != 0
     assert f"ep_testbed.{folder}" in p.stderr.strip().splitlines()[-1]
+
+
+#: The judging code a repro bundle ships verbatim (reports/repro.py): it must import nothing but
+#: NumPy, the standard library and each other, since the bundle has nothing else.
+JUDGING = ("harness/core/compare.py", "harness/core/tolerances.py")
+
+
+@pytest.mark.parametrize("path", JUDGING)
+def test_the_judging_code_a_bundle_ships_imports_only_numpy_and_itself(path):
+    siblings = {pathlib.Path(p).stem for p in JUDGING}
+    tree = ast.parse(pathlib.Path(ROOT, path).read_text(encoding="utf-8"))
+    outside = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            outside += [f".{node.module}"] if node.module not in siblings else []
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            outside += [n for n in names if n.split(".")[0] != "numpy" and n.split(".")[0] not in sys.stdlib_module_names]
+    assert outside == []
+
+
+def test_every_dml_data_type_can_be_given_a_tolerance():
+    from ep_testbed.harness.core.tolerances import DEFAULT_TOLERANCES, KNOWN_DTYPES
+    from ep_testbed.reference.dtypes import NUMPY_DTYPES
+
+    assert set(NUMPY_DTYPES) | set(DEFAULT_TOLERANCES) <= set(KNOWN_DTYPES)

@@ -6,7 +6,7 @@
 - the EP group: ``--ep``, ``--ep-option KEY=VALUE`` (repeatable), ``--graph-opt`` -> ``parse_ep``
   gives the ``EpSpec`` (``providers.resolve_ep``);
 - the tolerance group: ``--tolerances FILE`` then ``--tol DTYPE:atol=..,rtol=..,ulp=..``
-  (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``tolerances.load_tolerances``);
+  (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``load_tolerances``);
   ``--precision-model NAME`` / ``--strict-tolerance`` -> ``parse_precision`` gives the name of
   the reference's precision model (its rounding bounds and knife-edge alternatives widen the rule
   element by element; ``--strict-tolerance`` is the ``exact`` model: the rule alone);
@@ -38,8 +38,8 @@ from typing import Any, Callable, Sequence
 
 from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.tolerances import Tolerances, load_tolerances
-from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits
+from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, read_json
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, parse_provider_options, resolve_ep
 from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
 
@@ -149,6 +149,24 @@ def parse_ep(name: str, ep_options: Sequence[str] = ()) -> EpSpec:
         return resolve_ep(name, parse_provider_options(list(ep_options)))
     except (EpNotAvailable, ValueError) as exc:
         raise OptionError(str(exc)) from None
+
+
+def load_tolerances(path: str | None, overrides: list[str] | None = None) -> Tolerances:
+    """Defaults, then a JSON file (``--tolerances``, read through ``untrusted_files``), then
+    ``--tol`` overrides, in that order. ``FileRefused`` naming the file and entry for a file that
+    is not a tolerance table; ValueError for a bad ``--tol`` item. (Here rather than beside the
+    rule in ``harness.core.tolerances``, which imports nothing but NumPy: a repro bundle ships it.)"""
+    tolerances = Tolerances.defaults()
+    if path:
+        data = read_json(path, "tolerance table")
+        try:
+            tolerances = Tolerances.from_json(data)
+        except ValueError as exc:
+            raise FileRefused(path, f"not a tolerance table: {exc}", hint='write it like {"FLOAT16": {"atol": 0.01, '
+                              '"rtol": 0.001, "ulp": 4}}') from None
+    for spec in overrides or []:
+        tolerances = tolerances.override(spec)
+    return tolerances
 
 
 def parse_tolerances(path: str | None, overrides: Sequence[str] = ()) -> Tolerances:

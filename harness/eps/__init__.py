@@ -4,5 +4,6 @@ EP names and the conformance session options (``providers``), the one session la
 and model runs share (``session``), where each node ran read back from ONNX Runtime
 (``placement``), the device a run header names (``gpu``), the checks ``doctor`` prints and
 ``run`` makes first (``preflight``), and what ORT's DirectML EP does with a model, read from its
-source (``dml_ep``).
+source (``dml_ep``); the real DirectML EP run under Wine in a Windows host process, on Linux
+(``dml_wine``).
 """

@@ -6,6 +6,7 @@ side by side in the report, and written to a corpus that ``ep-testbed run --corp
 import json
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,6 +103,8 @@ def test_the_corpus_round_trips_and_runs_next_to_the_catalog(planted, tmp_path):
         assert entry.case.id.startswith("max_pooling2/corpus-cpu-") and entry.found["ep"] == "CPUExecutionProvider"
         assert re.match(r"(pass|tie-only|fail): ", entry.repro["prints"])  # repro.py's verdict line
         assert os.path.isfile(os.path.join(entry.path, "repro", "repro.py"))
+        # running it once left no bytecode of this host in the corpus
+        assert [p for p in Path(entry.path, "repro").rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"] == []
         assert entry.found["from"] in minimal
     out = tmp_path / "with-corpus"
     os.environ[FAULT_ENV] = "perturb=max_pooling2/corpus-*"

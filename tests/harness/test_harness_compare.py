@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
+from ep_testbed.harness.cli.options import load_tolerances
 from ep_testbed.harness.core.compare import compare_outputs, ulp_distance
-from ep_testbed.harness.core.tolerances import DEFAULT_TOLERANCES, Tolerance, Tolerances, load_tolerances
+from ep_testbed.harness.core.tolerances import DEFAULT_TOLERANCES, Tolerance, Tolerances
 from ep_testbed.reference.registry import spec_named
 
 #: MaxPool's index output, as its operator record declares it.

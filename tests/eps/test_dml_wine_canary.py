@@ -1,0 +1,64 @@
+"""The canary that stands between a broken Direct3D 12 emulation and a run full of false DirectML
+failures, and the host's life tied to the process that started it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from dml_wine_kit import needs_host
+
+from ep_testbed.harness.eps.dml_wine import canary
+from ep_testbed.harness.eps.dml_wine.host import SETUP_COMMAND, DmlWineHost
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the DirectML host runs under Wine on Linux")
+
+
+def test_the_canary_is_exact_on_the_set_up_host(host):
+    result = canary.check(host, "1.14")
+    assert result.ok, result.message
+    assert np.array_equal(result.outputs["Y"], canary.CANARY_OUTPUT)
+
+
+def test_the_canary_refuses_wine_s_stock_vkd3d_naming_it_and_the_fix():
+    """Wine 8's own Direct3D 12 (vkd3d 1.6 inside wined3d.dll): DirectML runs, ONNX Runtime says
+    OK, every output is zero. The canary must call that a broken host, not a DirectML result."""
+    needs_host()
+    with DmlWineHost(dll_overrides="winedbg.exe=d") as stock:
+        result = canary.check(stock, "1.6 (Wine's built-in)")
+    assert not result.ok
+    assert not np.any(result.outputs["Y"])  # what stock vkd3d really returned: zeros
+    assert "all zeros" in result.message and "vkd3d 1.6" in result.message and SETUP_COMMAND in result.message
+
+
+def test_the_host_and_its_x_server_die_with_the_process_that_started_them():
+    """A worker killed for a hang must not leave Wine and Xvfb behind (they run in their own
+    session, out of the worker's process group)."""
+    needs_host()
+    code = ("import time\nfrom ep_testbed.harness.eps.dml_wine.host import DmlWineHost\n"
+            "h = DmlWineHost()\nprint(h.pid, h._xvfb.pid, flush=True)\ntime.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    children = [int(p) for p in parent.stdout.readline().split()]
+    assert len(children) == 2
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in children if _running(p)]
+    for pid in left:
+        os.kill(pid, 9)
+    assert left == []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
