@@ -52,15 +52,17 @@ _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DO
 
 
 def attribute_failure(mapping: Any, feeds: Mapping[str, np.ndarray], flags: Sequence[Mapping[str, Any]],
-                      config: Any, compare_case: Callable[[Mapping[str, np.ndarray]], Comparison]) -> dict[str, Any]:
+                      config: Any, compare_case: Callable[[Mapping[str, np.ndarray]], Comparison],
+                      outputs: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """The ``attribution`` record of a failed case (module docstring). ``mapping``: the case's
     ``graphs.Mapping``; ``feeds``: its graph inputs; ``flags``: the case line's flags (the desc's
     and its inputs'); ``config``: the ``CaseConfig`` (EP, session settings, tolerances,
     precision model); ``compare_case(dml_outputs)``: the case's own comparison against the
-    reference's outputs."""
+    reference's outputs; ``outputs``: the case run's graph outputs by name, which make the probe
+    needless when every tensor of the model is a graph input or output (one operator node)."""
     model = mapping.model
     try:
-        values = _probe(model, feeds, config)
+        values = _probe(model, feeds, config, outputs)
     except session_mod.SessionError as exc:
         return _record("unknown", f"the probe copy (every tensor an output) failed on {config.ep.provider}: "
                        f"{first_line(exc.cause)}")
@@ -113,9 +115,16 @@ def _named(node: onnx.NodeProto) -> str:
     return f"{node.op_type} node {node.name!r}"
 
 
-def _probe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config: Any) -> dict[str, np.ndarray]:
+def _probe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config: Any,
+           outputs: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Every tensor of ``model`` as the EP under test computes it (a copy with every node output
-    a graph output, run with the case's settings), plus the feeds and the initializers."""
+    a graph output, run with the case's settings; or the case run's ``outputs`` when they are
+    all the nodes write), plus the feeds and the initializers."""
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    values.update({k: np.asarray(v) for k, v in feeds.items()})
+    if outputs is not None and _outputs_of(model) <= set(outputs):
+        values.update({k: np.asarray(v) for k, v in outputs.items()})
+        return values
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     present = {o.name for o in probe.graph.output}
@@ -125,8 +134,6 @@ def _probe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config: Any)
                 probe.graph.output.append(helper.make_empty_tensor_value_info(name))
                 present.add(name)
     run = session_mod.run_on_ep(probe, feeds, config.ep, config.session, profile=False, quiet=True)
-    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    values.update({k: np.asarray(v) for k, v in feeds.items()})
     values.update(run.named())
     return values
 

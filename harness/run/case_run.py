@@ -302,7 +302,7 @@ def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: Ca
         message += _tensor_type_hint(case, prepared, actual, config)
         line.update(outcome="fail", message=message)
         if comparison.mismatches and config.attribute:
-            line["attribution"] = _attribution(case, prepared, config, line.get("flags") or [])
+            line["attribution"] = _attribution(case, prepared, config, line.get("flags") or [], outputs)
     elif comparison.ties:
         line.update(outcome="tie-only", message=message)
     else:
@@ -320,8 +320,8 @@ def _compare(case: Any, expected: dict[str, np.ndarray], actual: dict[str, np.nd
                            index_outputs=spec.index_outputs, allowance=Allowance.of(reference))
 
 
-def _attribution(case: Any, prepared: _Prepared, config: CaseConfig, line_flags: list[dict[str, Any]]
-                 ) -> dict[str, Any]:
+def _attribution(case: Any, prepared: _Prepared, config: CaseConfig, line_flags: list[dict[str, Any]],
+                 outputs: list[np.ndarray]) -> dict[str, Any]:
     """The ``attribution`` record of a case whose outputs failed (``harness.run.attribution``);
     a record of cause ``unknown`` if attributing raised (the verdict stands either way)."""
     def compare_case(actual: dict[str, np.ndarray]) -> Comparison:
@@ -329,7 +329,8 @@ def _attribution(case: Any, prepared: _Prepared, config: CaseConfig, line_flags:
         return _compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
 
     try:
-        return attribute_failure(prepared.mapping, prepared.feeds, line_flags, config, compare_case)
+        named = dict(zip([o.name for o in prepared.mapping.model.graph.output], outputs))  # the session's order
+        return attribute_failure(prepared.mapping, prepared.feeds, line_flags, config, compare_case, named)
     except Exception as exc:
         return {"cause": "unknown", "reason": f"attributing the failure raised {type(exc).__name__}: "
                 f"{first_line(exc)}", "nodes": [], "helper": None, "change": None}

@@ -101,3 +101,17 @@ def test_a_flagged_divergence_of_the_mapping_is_named():
     record = line["attribution"]
     assert record["cause"] == "flagged", record["reason"]
     assert "(MinimumSamplesPerOutput, MaximumSamplesPerOutput)" in record["reason"]
+
+
+def test_a_one_node_model_is_attributed_without_a_probe_session(monkeypatch):
+    from ep_testbed.harness.eps import session as session_mod
+
+    calls = []
+    real = session_mod.run_on_ep
+    monkeypatch.setattr(session_mod, "run_on_ep", lambda *a, **k: calls.append(1) or real(*a, **k))
+    desc = roi_align_desc(True, reduction="MAX", samples=(1, 2**32 - 1))
+    line = run_case(Case(id="roi_align1/one-node", op=desc.TYPE, desc=desc, seed=0, recipe="random"), CONFIG,
+                    mapper=to_onnx)
+    assert line["attribution"]["cause"] == "operator" and len(calls) == 1  # the case's own session only
+    calls.clear()
+    assert run_case(CASE, CONFIG, mapper=tf32_rois)["attribution"]["cause"] == "helper" and len(calls) == 2
