@@ -119,10 +119,10 @@ class Conformance:
 
     def __init__(self, config: pytest.Config):
         """Read the options (``OptionError`` for an unusable one); no worker starts until ``run``."""
-        self.ep = parse_ep(_option(config, "ep", "cpu"), _option(config, "ep_option", []))
+        self.ep = parse_ep(_option(config, "ep", "cpu"), _option(config, "ep_option", []),
+                           _option(config, "ep_library", None), _option(config, "ep_device", None))
         self.expectations = parse_expectations(_option(config, "expectations", None),
-                                               _option(config, "no_expectations", False), self.ep.alias,
-                                               self.ep.provider)
+                                               _option(config, "no_expectations", False), self.ep.alias, self.ep)
         self.case_config = CaseConfig(
             ep=self.ep, session=SessionSettings(graph_opt=_option(config, "graph_opt", False)),
             tolerances=parse_tolerances(_option(config, "tolerances", None), _option(config, "tol", [])),

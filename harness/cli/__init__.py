@@ -28,13 +28,13 @@ from typing import Sequence
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
-from . import diff, doctor, fuzz, gen, merge, model, reference, report, run
+from . import devices, diff, doctor, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, usage_error
 from .options import OptionError, add_limit_options, parse_limits
 
 #: Every subcommand module, in help order.
-SUBCOMMANDS = (doctor, run, fuzz, merge, report, diff, map_, gen, reference, model)
+SUBCOMMANDS = (doctor, devices, run, fuzz, merge, report, diff, map_, gen, reference, model)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,5 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return usage_error(f"invalid desc: {exc}")
     except FileRefused as exc:
         return usage_error(str(exc))
+    except ModuleNotFoundError as exc:
+        if exc.name != "onnxruntime":
+            raise
+        return usage_error("no onnxruntime is installed in this environment. Fix: install one flavour, e.g. "
+                           "pip install \"ep-testbed[cpu]\" (or [directml], [cuda], [openvino], [webgpu]), or install "
+                           "ep-testbed into the environment that holds your onnxruntime wheel")
     except (OSError, json.JSONDecodeError) as exc:
         return usage_error(str(exc))

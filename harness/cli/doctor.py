@@ -1,8 +1,10 @@
-"""``ep-testbed doctor --ep EP [--ep-option device_id=N]``: can this machine run the catalog on the EP?
+"""``ep-testbed doctor --ep EP [--ep-option device_id=N] [--ep-library PATH] [--ep-device SELECTOR]``:
+can this machine run the catalog on the EP?
 
-Prints each check of ``harness.eps.preflight`` (the ONNX Runtime wheels, the EP, for DirectML the DXGI
-adapters, the chosen one and DirectML.dll, then one one-node session on the EP) and the GPU
-identity that run headers will record. Exit codes: 0 ready, 2 not ready (the one line on stderr
+Prints each check of ``harness.eps.preflight`` (the ONNX Runtime wheels, the EP (a plugin EP:
+registered), ONNX Runtime's device list for it with the device the run would use, for DirectML the
+DXGI adapters, the chosen one, DirectML.dll and whether ORT's device list agrees, then one one-node
+session on the EP) and the device identity that run headers will record. Exit codes: 0 ready, 2 not ready (the one line on stderr
 names what is wrong and the fix). ``ep-testbed run`` makes the same checks before any case runs.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.eps.preflight import check
 from ep_testbed.harness.eps.providers import SessionSettings, parse_provider_options
 
@@ -39,15 +42,15 @@ def doctor_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return usage_error(str(exc))
     settings = SessionSettings(graph_opt=args.graph_opt, dml_graph_fusion=args.dml_graph_fusion)
-    result = check(args.ep, options, settings)
-    print(f"ep-testbed doctor --ep {args.ep}")
+    result = check(args.ep, options, settings, library=args.ep_library, device=args.ep_device)
+    print(f"ep-testbed doctor --ep {safe(args.ep)}")
     for finding in result.findings:
         if finding.level != "fatal":
-            print(f"  {MARKS[finding.level]}{finding.text}")
+            print(f"  {MARKS[finding.level]}{safe(finding.text)}")
     if result.fatal is not None:
         print("  FAIL (see stderr)")
         return usage_error(f"doctor: {result.fatal.text}")
     if result.gpu is not None:
-        print(f"  run headers will record: {result.gpu.get('summary')}")
+        print(f"  run headers will record: {safe(result.gpu.get('summary'))}")
     print("ready")
     return 0

@@ -36,7 +36,7 @@ from .options import (
     add_expectation_options,
     add_tolerance_options,
     count,
-    parse_ep,
+    parse_ep_args,
     parse_expectations,
     parse_precision,
     parse_tolerances,
@@ -101,10 +101,10 @@ def _add_execution(group: argparse._ArgumentGroup) -> None:
 def fuzz_command(args: argparse.Namespace) -> int:
     """Fuzz ``--ep`` (or replay ``--replay`` cases); return the exit code (module docstring)."""
     try:
-        ep = parse_ep(args.ep, args.ep_option)
+        ep = parse_ep_args(args)
         tolerances = parse_tolerances(args.tolerances, args.tol)
         precision = parse_precision(args.precision_model, args.strict_tolerance)
-        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep.provider)
+        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep)
         ops = _ops(args.ops)
         _check_numbers(args)
         _require_hypothesis()

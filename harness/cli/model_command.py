@@ -70,7 +70,7 @@ from ep_testbed.harness.models.untrusted import LoadedModel, ModelRefused, load_
 from ep_testbed.harness.run.run_folder import FolderBusy, claim, refuse_overwrite
 from ep_testbed.reports.model_report import render_model_report
 
-from .options import OptionError, parse_ep, parse_precision, parse_tolerances
+from .options import OptionError, parse_ep, parse_ep_args, parse_precision, parse_tolerances
 
 #: Seconds a demo model's child process may run (``model demo --timeout``'s default).
 DEMO_TIMEOUT = 300.0
@@ -127,7 +127,7 @@ def demo_command(args: argparse.Namespace) -> int:
     """``ep-testbed model demo``: write the bundled models and run each like ``model run``; the
     worst exit code of the models."""
     try:  # fail once, here, rather than once per model
-        parse_ep(args.ep, args.ep_option)
+        parse_ep_args(args)
         parse_ep(args.reference_ep)
     except OptionError as exc:
         return _error(str(exc))
@@ -208,7 +208,7 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
            baseline_dir: str | None) -> _Setup:
     """Resolve the EPs and tolerances, load the model and its baseline, and make its inputs
     (the baseline's, ``--inputs``, or seeded). Raises what ``run_model_file`` reports as exit 2."""
-    ep = parse_ep(args.ep, args.ep_option)
+    ep = parse_ep_args(args)
     reference = parse_ep(args.reference_ep)
     tolerances = parse_tolerances(args.tolerances, args.tol)
     loaded = load_untrusted(model_path)

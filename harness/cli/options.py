@@ -3,8 +3,10 @@
 ``ep-testbed run``, ``ep-testbed model run`` / ``model demo`` and the pytest plugin
 (``pytest tests/conformance``) take the same flags for the same things:
 
-- the EP group: ``--ep``, ``--ep-option KEY=VALUE`` (repeatable), ``--graph-opt`` -> ``parse_ep``
-  gives the ``EpSpec`` (``providers.resolve_ep``);
+- the EP group: ``--ep``, ``--ep-option KEY=VALUE`` (repeatable), ``--ep-library PATH``,
+  ``--ep-device SELECTOR``, ``--graph-opt`` -> ``parse_ep`` gives the ``EpSpec``
+  (``harness.eps.adapters.resolve``: a built-in EP by name, a plugin EP by library or by
+  ``plugin:PACKAGE``, its ORT device chosen);
 - the tolerance group: ``--tolerances FILE`` then ``--tol DTYPE:atol=..,rtol=..,ulp=..``
   (repeatable) -> ``parse_tolerances`` gives the ``Tolerances`` (``load_tolerances``);
   ``--precision-model NAME`` / ``--strict-tolerance`` -> ``parse_precision`` gives the name of
@@ -40,7 +42,8 @@ from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, read_json
-from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, parse_provider_options, resolve_ep
+from ep_testbed.harness.eps.adapters import ep_package, resolve
+from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, parse_provider_options
 from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
 
 #: ``parser.add_argument`` or pytest's ``group.addoption``.
@@ -53,13 +56,21 @@ class OptionError(ValueError):
     """A shared option's value is unusable; the message says which flag, why and what to do."""
 
 
-def add_ep_options(add: AddOption, *, graph_opt: bool = True) -> None:
-    """Register ``--ep``, ``--ep-option`` and (unless ``graph_opt`` is False) ``--graph-opt``."""
-    add("--ep", default="cpu",
-        help="execution provider under test: cpu, dml, openvino, cuda (aliases) or a full provider name "
-             "(default: cpu)")
+def add_ep_options(add: AddOption, *, graph_opt: bool = True, ep_default: str | None = "cpu") -> None:
+    """Register ``--ep`` (default ``ep_default``), ``--ep-option``, ``--ep-library``, ``--ep-device``
+    and (unless ``graph_opt`` is False) ``--graph-opt``."""
+    add("--ep", default=ep_default,
+        help="execution provider: cpu, dml, openvino, cuda, webgpu (aliases), a full provider name, or "
+             "plugin:PACKAGE[:EP_NAME] for a plugin EP package such as plugin:onnxruntime-ep-webgpu "
+             f"(default: {ep_default or 'every EP'})")
     add("--ep-option", action="append", default=[], metavar="KEY=VALUE",
         help="provider option, repeatable (e.g. device_id=1)")
+    add("--ep-library", default=None, metavar="PATH",
+        help="a plugin EP's shared library: registered with ONNX Runtime, then --ep names the EP it provides")
+    add("--ep-device", default=None, metavar="SELECTOR",
+        help="which of the EP's ONNX Runtime devices to run on: an index, or KEY=VALUE items such as type=GPU, "
+             "vendor_id=0x10de, pci_bus_id=..., ov_device=NPU (`ep-testbed devices` lists them); default: a plugin "
+             "EP's only device, a built-in EP's own choice")
     if graph_opt:
         add("--graph-opt", action="store_true",
             help="enable ONNX Runtime graph optimizations (default off, so no fusion hides the node)")
@@ -142,13 +153,22 @@ def seed(text: str) -> int:
     return value
 
 
-def parse_ep(name: str, ep_options: Sequence[str] = ()) -> EpSpec:
-    """The ``EpSpec`` of ``--ep name`` with its ``--ep-option`` items; ``OptionError`` names what
-    is installed when the provider is missing, or the malformed ``KEY=VALUE`` item."""
+def parse_ep(name: str, ep_options: Sequence[str] = (), library: str | None = None,
+             device: str | None = None) -> EpSpec:
+    """The ``EpSpec`` of ``--ep name`` with its ``--ep-option`` items, ``--ep-library`` and
+    ``--ep-device``, the EP made usable in this process; ``OptionError`` (one line) names what is
+    installed when the provider is missing, the malformed ``KEY=VALUE`` item, an ONNX Runtime
+    too old for plugin EPs, a package that is not a plugin or needs a newer ONNX Runtime, a
+    library ONNX Runtime refuses, an EP with no device, or a selector and the candidates."""
     try:
-        return resolve_ep(name, parse_provider_options(list(ep_options)))
+        return resolve(name, parse_provider_options(list(ep_options)), library=library, device=device)
     except (EpNotAvailable, ValueError) as exc:
         raise OptionError(str(exc)) from None
+
+
+def parse_ep_args(args: Any) -> EpSpec:
+    """``parse_ep`` of a parsed namespace (or pytest config reader) holding the EP group."""
+    return parse_ep(args.ep, args.ep_option, getattr(args, "ep_library", None), getattr(args, "ep_device", None))
 
 
 def load_tolerances(path: str | None, overrides: list[str] | None = None) -> Tolerances:
@@ -195,17 +215,20 @@ def parse_precision(model: str | None, strict: bool = False) -> str:
     return STRICT_MODEL if strict else (model or DEFAULT_MODEL)
 
 
-def parse_expectations(path: str | None, disabled: bool, ep_alias: str, provider: str | None = None) -> Expectations:
+def parse_expectations(path: str | None, disabled: bool, ep_alias: str, ep: EpSpec | None = None) -> Expectations:
     """No expectations with ``--no-expectations``, else the entries of the ``--expectations`` file
     that apply to the EP, else the EP's bundled ones (its own file and the shared causes that
-    apply to it: ``expectations.for_ep``). ``OptionError`` for an unusable file."""
+    apply to it: ``expectations.for_ep``); entries scoped to an EP package (``ep_package``) hold
+    only for the package that provides ``ep`` (a plugin package, else the onnxruntime wheel).
+    ``OptionError`` for an unusable file."""
     if disabled:
         return Expectations()
+    package = ep_package(ep) if ep is not None else None
     try:
+        provider = ep.provider if ep is not None else None
         if path:
-            return expectations_mod.load(path, provider=provider, alias=ep_alias) if provider else \
-                expectations_mod.load(path)
-        return expectations_mod.for_ep(ep_alias, provider=provider)
+            return expectations_mod.load(path, ep_package=package, provider=provider, alias=ep_alias)
+        return expectations_mod.for_ep(ep_alias, ep_package=package, provider=provider)
     except FileRefused as exc:
         raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field

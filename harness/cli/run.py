@@ -49,6 +49,7 @@ from .options import (
     add_tolerance_options,
     count,
     parse_ep,
+    parse_ep_args,
     parse_expectations,
     parse_precision,
     parse_tolerances,
@@ -163,7 +164,7 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
 def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_paths: Sequence[str]) -> int:
     """``run_command`` under the element cap in force."""
     try:
-        ep = parse_ep(args.ep, args.ep_option)
+        ep = parse_ep_args(args)
         tolerances = parse_tolerances(args.tolerances, args.tol)
         precision = parse_precision(args.precision_model, args.strict_tolerance)
         cases, corpus = _selected_cases(args, catalog)
@@ -174,7 +175,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         if not cases:
             print("ep-testbed: no case matches the selection", file=sys.stderr)
             return EXIT_NO_CASES
-        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep.provider)
+        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep)
         if not args.no_expectations:
             expectations = with_corpus(expectations, corpus, ep.alias)
         jobs = min(args.jobs, len(cases))
@@ -185,7 +186,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         if options.also_on is not None:
             other = options.also_on
             options.also_on_expectations = with_corpus(parse_expectations(
-                None, args.no_expectations, other.alias, other.provider), corpus, other.alias)
+                None, args.no_expectations, other.alias, other), corpus, other.alias)
         options.header_extra["also_on"] = options.also_on.provider if options.also_on else None
         options.header_extra.update(skipped=skipped, precision_model=precision_model(precision).to_json(),
                                     rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args, tolerances),
@@ -195,7 +196,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
     if not cases:
         print("ep-testbed: no selected case fits this machine's memory", file=sys.stderr)
         return EXIT_NO_CASES
-    ready = preflight.check(args.ep, ep.options, config.session)
+    ready = preflight.check(args.ep, ep.options, config.session, library=args.ep_library, device=args.ep_device)
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
     options.announce = lambda todo, selected: print(

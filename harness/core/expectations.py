@@ -15,6 +15,10 @@ A file holds a list of expectations, each::
                                        # optional: where the cause applies (below)
      "shows_when": {"flags": [{"field": "ReductionFunction", "shows": true}]},
                                        # optional: when the cause can show (below)
+     "ep_package": "onnxruntime-ep-webgpu>=0.4",
+                                       # optional: the package providing the EP (a plugin package,
+                                       # else the onnxruntime wheel) and its versions; or a list
+                                       # of such, any of which will do
      "outcome": "fail",                # or a list, e.g. ["fail", "crash"]
      "strict": true,                   # optional, default true (see below)
      "reason": "one sentence: what differs and why",
@@ -31,7 +35,11 @@ pass. Any other outcome stays as it is (a crash where a numeric failure was expe
 
 ``onnxruntime`` is a comma-separated list of ``>=``, ``>``, ``<=``, ``<``, ``==``, ``!=``
 clauses over release numbers (``">=1.24,<1.29"``); an entry whose range excludes the ONNX
-Runtime in use is inactive (``Expectations.inactive``), as if absent.
+Runtime in use is inactive (``Expectations.inactive``), as if absent. ``ep_package`` is a
+distribution name followed by the same clauses (``"onnxruntime-ep-webgpu>=0.4"``,
+``"onnxruntime-openvino<1.25"``; no clause: any version): the entry holds only when that package
+provides the EP under test (the caller says which: ``harness.eps.adapters.ep_package``, a plugin
+package or else the onnxruntime wheel); when the caller names none, such entries are inactive.
 
 An entry names its cause once and says where it applies: ``applies_to`` lists provider names
 (``CUDAExecutionProvider``), ``--ep`` aliases (``cuda``) and classes of EPs (``EP_CLASSES``: e.g.
@@ -77,7 +85,8 @@ from .untrusted_files import FileRefused, read_json
 EXPECTATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "expectations")
 
 #: Provider name -> "module:function" of its predictor (case -> list of prediction dicts).
-PREDICTORS: dict[str, str] = {"DmlExecutionProvider": "ep_testbed.harness.eps.dml_ep:predict_case"}
+PREDICTORS: dict[str, str] = {"DmlExecutionProvider": "ep_testbed.harness.eps.dml_ep:predict_case",
+                              "WebGpuExecutionProvider": "ep_testbed.harness.eps.webgpu_ep:predict_case"}
 
 #: Classes of EPs an entry's ``applies_to`` may name: class -> (what it is, its providers). An EP
 #: joins a class only on evidence that it computes the class's semantics.
@@ -114,6 +123,7 @@ class Expectation:
     predicted: Patterns = ()
     onnxruntime: str = ""
     predicted_from: str = ""
+    ep_package: tuple[str, ...] = ()
     applies_to: tuple[str, ...] = ()
     shows_flags: Patterns = ()
     shows_signature: tuple[tuple[str, Any], ...] = ()
@@ -169,6 +179,8 @@ class Expectation:
                 "strict": self.strict}
         if self.onnxruntime:
             data["onnxruntime"] = self.onnxruntime
+        if self.ep_package:
+            data["ep_package"] = self.ep_package[0] if len(self.ep_package) == 1 else list(self.ep_package)
         if self.predicted_from:
             data["predicted_from"] = self.predicted_from
         if self.applies_to:
@@ -295,9 +307,55 @@ def in_range(version: str, spec: str) -> bool:
     return True
 
 
+_PACKAGE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$")
+
+
+def parse_package(spec: str) -> tuple[str, str]:
+    """``"onnxruntime-ep-webgpu>=0.4"`` -> ``("onnxruntime-ep-webgpu", ">=0.4")`` (name normalised to
+    lower case with ``-``); ValueError saying the form."""
+    found = _PACKAGE.match(spec)
+    if not found:
+        raise ValueError(f"ep_package {spec!r}: expected a distribution name and optional version clauses, "
+                         "e.g. \"onnxruntime-ep-webgpu>=0.4\"")
+    name, clauses = found.group(1).lower().replace("_", "-"), found.group(2).strip()
+    if clauses:
+        parse_range(clauses)
+    return name, clauses
+
+
+def package_holds(specs: Iterable[str], package: tuple[str, str] | None) -> bool:
+    """Whether one of an entry's ``ep_package`` specs holds for the EP's ``(distribution, version)``
+    (None: unknown, so none holds)."""
+    if package is None:
+        return False
+    for spec in specs:
+        name, clauses = parse_package(spec)
+        if name != package[0].lower().replace("_", "-"):
+            continue
+        try:
+            if not clauses or in_range(package[1], clauses):
+                return True
+        except ValueError:  # a version with no number (e.g. "unknown"): the range cannot be said to hold
+            continue
+    return False
+
+
+def _package_specs(value: Any, where: str) -> tuple[str, ...]:
+    """An entry's ``ep_package`` (one spec or a list of them) as a tuple, each checked; ValueError naming ``where``."""
+    specs = [value] if isinstance(value, str) else value
+    if not isinstance(specs, list) or not specs or not all(isinstance(v, str) and v for v in specs):
+        raise ValueError(f'{where}: ep_package must be a string like "onnxruntime-ep-webgpu>=0.4" or a list of them')
+    for spec in specs:
+        try:
+            parse_package(spec)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return tuple(specs)
+
+
 #: Every key an entry may have (the module docstring says what each means).
-ENTRY_KEYS = ("id", "tags", "flags", "predicted", "onnxruntime", "applies_to", "shows_when", "outcome", "strict",
-              "reason", "link", "predicted_from")
+ENTRY_KEYS = ("id", "tags", "flags", "predicted", "onnxruntime", "ep_package", "applies_to", "shows_when", "outcome",
+              "strict", "reason", "link", "predicted_from")
 
 
 def _patterns(item: dict[str, Any], key: str, where: str, example: str) -> Patterns:
@@ -336,6 +394,8 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
             parse_range(item["onnxruntime"])
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
+    if "ep_package" in item:
+        _package_specs(item["ep_package"], where)
     return outcomes
 
 
@@ -382,17 +442,21 @@ def _entry(item: Any, where: str) -> Expectation:
         predicted=_patterns(item, "predicted", where, '{"field": "PooledSize", "kind": "diverges"}'),
         strict=item.get("strict", True), onnxruntime=item.get("onnxruntime") or "",
         predicted_from=item.get("predicted_from") or "", applies_to=applies_to, shows_flags=shows_flags,
-        shows_signature=shows_signature)
+        shows_signature=shows_signature,
+        ep_package=_package_specs(item["ep_package"], where) if "ep_package" in item else ())
 
 
-def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None, provider: str | None = None,
+def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None,
+          ep_package: tuple[str, str] | None = None, provider: str | None = None,
           alias: str | None = None) -> Expectations:
     """Expectations from the decoded JSON of a file; ValueError naming the entry and field on bad data.
 
     Entries outside their ``onnxruntime`` range for ``ort_version`` (default: the installed ONNX
-    Runtime's) are inactive. The file's ``"ep"`` (a provider name) picks its predictor. Given
-    ``provider`` (and its ``--ep`` ``alias``), entries whose ``applies_to`` leaves it out are
-    dropped (an entry without ``applies_to`` applies wherever its file is used)."""
+    Runtime's), or whose ``ep_package`` does not hold for ``ep_package`` (the EP's
+    ``(distribution, version)``; None: unknown), are inactive. The file's ``"ep"`` (a provider
+    name) picks its predictor. Given ``provider`` (and its ``--ep`` ``alias``), entries whose
+    ``applies_to`` leaves it out are dropped (an entry without ``applies_to`` applies wherever its
+    file is used)."""
     items = data.get("expectations") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
@@ -403,7 +467,8 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
         entries = [e for e in entries if e.applies(provider, alias or provider)]
     if any(e.onnxruntime for e in entries) and ort_version is None:
         ort_version = installed_ort_version()  # imports onnxruntime: only when a range needs it
-    active = [e for e in entries if not e.onnxruntime or in_range(str(ort_version), e.onnxruntime)]
+    active = [e for e in entries if (not e.onnxruntime or in_range(str(ort_version), e.onnxruntime))
+              and (not e.ep_package or package_holds(e.ep_package, ep_package))]
     inactive = [e for e in entries if e not in active]
     predictor = _predictor(PREDICTORS[ep]) if file_ep in PREDICTORS else None
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -422,8 +487,8 @@ def _predictor(spec: str) -> Callable[[Any], list]:
     return predict
 
 
-def load(path: str, ort_version: str | None = None, provider: str | None = None, alias: str | None = None,
-         shared: bool = False) -> Expectations:
+def load(path: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None,
+         provider: str | None = None, alias: str | None = None, shared: bool = False) -> Expectations:
     """The expectations in ``path``, read through ``untrusted_files``; ``FileRefused`` naming the
     file (and the entry and field) when it is not an expectations file. ``provider``/``alias``:
     keep the entries that apply to that EP (``parse``); ``shared``: the file is one of causes
@@ -432,7 +497,7 @@ def load(path: str, ort_version: str | None = None, provider: str | None = None,
     try:
         if shared:
             _require_applies_to(data, path)
-        return parse(data, path, ort_version, provider, alias)
+        return parse(data, path, ort_version, ep_package, provider, alias)
     except ValueError as exc:
         raise FileRefused(path, f"not an expectations file: {str(exc).removeprefix(f'{path}: ')}",
                           hint='each entry is {"id": GLOB, "outcome": ..., "reason": ..., "link": ...}') from None
@@ -447,15 +512,19 @@ def _require_applies_to(data: Any, path: str) -> None:
                              f"provider names, --ep aliases or classes: {', '.join(EP_CLASSES)})")
 
 
-def for_ep(alias: str, ort_version: str | None = None, provider: str | None = None) -> Expectations:
+def for_ep(alias: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None,
+           provider: str | None = None) -> Expectations:
     """The bundled expectations of an EP: its own file's (``<alias>.json``) first, then the shared
     causes of ``shared.json`` that apply to it; empty when neither has any. ``provider`` (the EP's
-    ONNX Runtime name) decides what applies; default: the own file's ``"ep"``, else ``alias``."""
+    ONNX Runtime name) decides what applies (default: the own file's ``"ep"``, else ``alias``);
+    ``ep_package`` the entries scoped by package (``parse``)."""
     own_path = os.path.join(EXPECTATIONS_DIR, f"{alias}.json")
     provider = provider or _file_ep(own_path) or alias
-    own = load(own_path, ort_version, provider, alias) if os.path.exists(own_path) else Expectations((), None)
+    own = load(own_path, ort_version, ep_package, provider, alias) if os.path.exists(own_path) \
+        else Expectations((), None)
     shared_path = os.path.join(EXPECTATIONS_DIR, SHARED_FILE)
-    shared = load(shared_path, ort_version, provider, alias, shared=True) if os.path.exists(shared_path) else None
+    shared = load(shared_path, ort_version, ep_package, provider, alias, shared=True) \
+        if os.path.exists(shared_path) else None
     if shared is None or not (shared.entries or shared.inactive):
         return own
     sources = [p for p in (own.source, shared.source) if p]

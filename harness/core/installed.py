@@ -14,7 +14,7 @@ import sys
 
 #: Wheels that ship the ``onnxruntime`` module, most specific first (only one may be installed).
 ORT_DISTRIBUTIONS = (
-    "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-qnn",
+    "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-webgpu", "onnxruntime-qnn",
     "onnxruntime-training", "onnxruntime",
 )
 

@@ -1,5 +1,11 @@
-"""The GPU a run used, recorded in every run header and report (``identity``), so that a result
-is tied to an adapter, a driver and a DirectML build.
+"""The device a run used, recorded in every run header and report (``identity``), so that a result
+is tied to a device, a driver, a DirectML build and the package that provides the EP.
+
+- Every EP: ONNX Runtime's own device list (``get_ep_devices``, ``harness.eps.devices``; ORT >=
+  1.23): the device chosen with ``--ep-device``, a plugin EP's only device, or the only device ORT
+  lists for a built-in EP, recorded under ``ort_device`` with how it was chosen; when ORT lists
+  several and none was chosen, the candidates (the EP picks one itself, which is not readable), and
+  when it lists none, why. A plugin EP's package and version are recorded as ``ep_package``.
 
 - Windows, DirectML EP: the DXGI adapters, read through ``dxgi.dll`` with ctypes (no compiled
   dependency): ``CreateDXGIFactory1`` -> ``IDXGIFactory1::EnumAdapters1(i)`` until
@@ -15,8 +21,11 @@ is tied to an adapter, a driver and a DirectML build.
   file version (read from the PE version resource, VS_FIXEDFILEINFO).
 - OpenVINO EP: the OpenVINO device (``device_type``, default CPU) and its full name when the
   ``openvino`` package can tell.
-- Otherwise ``"source": "none"``: no GPU identity is read (the CPU EP, or an EP this module does
-  not know how to ask).
+- DirectML: ORT's device list is a cross-check of the DXGI reading (``cross_check``: the ORT device
+  whose ``DxgiAdapterNumber`` is the chosen adapter's index must have its PCI ids and LUID); a
+  disagreement is recorded and named in the summary.
+- ``source`` says where the record's device comes from: ``dxgi``, ``openvino``, ``ort`` (ORT's
+  device list alone), or ``none`` (nothing could be read: the summary says "unknown device" and why).
 
 ``identity_key`` is what must agree between shards of one run (``ep-testbed merge``).
 Vtable slots follow the method order of dxgi.h (IUnknown 0-2, IDXGIObject 3-6, IDXGIFactory 7-11,
@@ -35,12 +44,13 @@ import struct
 import sys
 import uuid
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from ep_testbed.harness.core.installed import machine_info, ort_flavour, ort_version
 
-if TYPE_CHECKING:  # annotations only: providers needs nothing from this module
-    from .providers import EpSpec
+from .adapters import adapter_for
+from .devices import from_json, of_ep, read_devices
+from .providers import EpNotAvailable, EpSpec
 
 DXGI_ERROR_NOT_FOUND = 0x887A0002
 DXGI_ERROR_UNSUPPORTED = 0x887A0004
@@ -358,66 +368,188 @@ def openvino_identity(options: dict[str, str], ort: dict[str, str]) -> dict[str,
 
 
 def none_identity(provider: str, ort: dict[str, str], note: str = "") -> dict[str, Any]:
-    """The record of a run whose GPU identity is not read (the CPU EP, or an EP this module cannot ask)."""
+    """The record of a run whose device could not be read: ``source`` none, the summary says
+    "unknown device" and ``note`` why."""
     data = {"source": "none", "adapter": None, "onnxruntime": ort,
-            "note": note or (f"{provider} computes on the CPU" if provider == "CPUExecutionProvider" else
-                             f"no GPU identity is read for {provider}")}
+            "note": note or f"neither ONNX Runtime's device list nor a reader of this module names {provider}'s device"}
     data["summary"] = summary(data)
     return data
 
 
+def ort_view(ep: EpSpec) -> dict[str, Any]:
+    """What ONNX Runtime's device list says about ``ep``'s device: ``device`` (the chosen entry,
+    or None), ``selection`` (how it was chosen), ``candidates`` (every entry of the EP) and
+    ``note`` (why there is no device)."""
+    try:
+        mine = of_ep(read_devices(), ep.provider)
+        chosen = adapter_for(ep).device()
+    except EpNotAvailable as exc:  # the run itself refuses this EP; the record says why
+        return {"device": None, "selection": None, "candidates": [], "note": str(exc)}
+    dxgi = [d for d in mine if d.metadata.get("DxgiAdapterNumber") == str(ep.options.get("device_id"))]
+    if chosen is not None:
+        how = f"--ep-device {ep.device}" if ep.device is not None else "the plugin EP's only device"
+    elif len(mine) == 1:
+        chosen, how = mine[0], "the only device ONNX Runtime lists for the EP"
+    elif ep.provider == "DmlExecutionProvider" and len(dxgi) == 1:  # device_id is a DXGI index for DirectML
+        chosen, how = dxgi[0], f"--ep-option device_id={ep.options['device_id']} (its DxgiAdapterNumber)"
+    else:
+        how = None
+    note = None
+    if chosen is None:
+        note = (f"ONNX Runtime lists {len(mine)} devices for {ep.provider} and none was chosen: the EP picks one "
+                "itself (pass --ep-device to pin it)" if mine else f"ONNX Runtime lists no device for {ep.provider}")
+    return {"device": chosen.to_json() if chosen else None, "selection": how,
+            "candidates": [d.to_json() for d in mine], "note": note}
+
+
+def _luid_key(text: str) -> Optional[int]:
+    """``"0x00000000:0x0000C3F1"`` (this module's LUID form) -> ORT's LUID metadata number
+    (HighPart << 32 | LowPart, device_discovery.cc GetLuidKey)."""
+    high, sep, low = str(text).partition(":")
+    try:
+        return (int(high, 16) << 32) | int(low, 16) if sep else None
+    except ValueError:
+        return None
+
+
+def cross_check(record: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
+    """DirectML: whether ORT's device list and the DXGI reading name the same adapter: the ORT
+    device with the chosen adapter's ``DxgiAdapterNumber`` (else the chosen ORT device) must have
+    its PCI ids and LUID. ``{"status": "agree" | "disagree" | "not compared", "details": [...]}``."""
+    adapter = record.get("adapter") or {}
+    entries = view.get("candidates") or []
+    same_index = [d for d in entries if str(d.get("metadata", {}).get("DxgiAdapterNumber")) == str(adapter.get("index"))]
+    device = same_index[0] if same_index else view.get("device")
+    if not adapter or not device:
+        why = "no DXGI adapter chosen" if not adapter else "ONNX Runtime lists no DirectML device for that adapter"
+        return {"status": "not compared", "details": [why]}
+    details = []
+    ids = (int(str(adapter.get("vendor_id")), 16), int(str(adapter.get("device_id")), 16))
+    if ids != (device.get("vendor_id"), device.get("device_id")):
+        details.append(f"PCI ids: DXGI {ids[0]:04X}:{ids[1]:04X}, ONNX Runtime {device.get('pci_ids')}")
+    luid = device.get("metadata", {}).get("LUID")
+    if luid is not None and str(_luid_key(adapter.get("luid", ""))) != str(luid):
+        details.append(f"LUID: DXGI {adapter.get('luid')}, ONNX Runtime {luid}")
+    if not same_index:
+        details.append(f"ONNX Runtime lists no DirectML device with DxgiAdapterNumber={adapter.get('index')}")
+    return {"status": "disagree" if details else "agree", "details": details}
+
+
 def summary(data: dict[str, Any]) -> str:
-    """One line naming the GPU (or saying there is none), the driver, DirectML and ONNX Runtime."""
+    """One line naming the device (or "unknown device" and why), the driver, DirectML, the EP
+    package and ONNX Runtime, and any disagreement between DXGI and ORT's device list."""
     ort = data.get("onnxruntime") or {}
     runtime = f"{ort.get('distribution', '?')} {ort.get('version', '?')}"
+    package = data.get("ep_package") or {}
+    if package:
+        runtime = f"{package.get('name')} {package.get('version')} on {runtime}"
     adapter = data.get("adapter") or {}
+    device = (data.get("ort_device") or {}).get("device") or {}
+    check = data.get("cross_check") or {}
+    if data.get("source") == "dml-wine":
+        emulation = data.get("emulation") or {}
+        dml = data.get("directml") or {}
+        return (f"{adapter.get('description') or 'no adapter'} (emulated: Wine {emulation.get('wine', '?')}, vkd3d "
+                f"{emulation.get('vkd3d', '?')}, feature level {emulation.get('feature_level', '?')}, shader model "
+                f"{emulation.get('shader_model', '?')}), DirectML {dml.get('version') or '?'}, {runtime}")
     if data.get("source") == "dxgi" and adapter:
         dml = data.get("directml") or {}
-        return (f"{adapter.get('description')} [{adapter.get('vendor_id', '?')[2:]}:{adapter.get('device_id', '?')[2:]}], "
+        text = (f"{adapter.get('description')} [{adapter.get('vendor_id', '?')[2:]}:{adapter.get('device_id', '?')[2:]}], "
                 f"driver {adapter.get('driver_version') or adapter.get('driver_version_registry') or '?'}, "
                 f"{data.get('selection', '').split(' ')[0]}, DirectML {dml.get('version') or '?'}, {runtime}")
+        if check.get("status") == "disagree":
+            text += f"; DXGI and ONNX Runtime's device list disagree: {'; '.join(check.get('details', []))}"
+        return text
     if data.get("source") == "dxgi":
         return f"no usable adapter ({data.get('problem')}), {runtime}"
     if data.get("source") == "openvino":
         return f"OpenVINO device {adapter.get('device')} ({adapter.get('description') or 'name not reported'}), {runtime}"
-    return f"no GPU ({data.get('note')}), {runtime}"
+    if data.get("source") == "ort" and device:
+        return f"{_device_words(device, data.get('cpu'))}, {device.get('ep')}, {runtime}"
+    return f"unknown device ({data.get('note')}), {runtime}"
+
+
+#: Device metadata worth a place in the one-line summary (what tells the device apart).
+SUMMARY_METADATA = ("ov_device", "Description", "pci_bus_id", "DxgiAdapterNumber", "Discrete")
+
+
+def _device_words(device: dict[str, Any], cpu: Optional[str]) -> str:
+    """``GPU NVIDIA [10DE:2330] pci_bus_id=0000:19:00.0, Discrete=1`` (a CPU adds its model name)."""
+    meta = {**(device.get("metadata") or {}), **(device.get("ep_metadata") or {})}
+    items = [f"{k}={meta[k]}" for k in SUMMARY_METADATA if k in meta]
+    name = f" {cpu}" if device.get("type") == "CPU" and cpu else ""
+    return (f"{device.get('type')} {device.get('vendor_name') or device.get('vendor') or '?'} [{device.get('pci_ids')}]{name}"
+            + (f" {', '.join(items)}" if items else ""))
 
 
 def identity_key(data: Optional[dict[str, Any]]) -> tuple:
     """What two runs must share to be one run's shards: the source, the adapter's name and PCI
     ids, the driver and DirectML versions (not the LUID or index, which change across reboots and
-    slots). A header without a record (older runs) gives ``("unrecorded",)``."""
+    slots), ORT's device (EP, hardware type, PCI ids, driver or OpenVINO device: ``EpDevice.key``)
+    and the EP package. A header without a record (older runs) gives ``("unrecorded",)``."""
     if not isinstance(data, dict):
         return ("unrecorded",)
     adapter = data.get("adapter") if isinstance(data.get("adapter"), dict) else {}
     dml = data.get("directml") if isinstance(data.get("directml"), dict) else {}
+    view = data.get("ort_device") if isinstance(data.get("ort_device"), dict) else {}
+    device = view.get("device") if isinstance(view.get("device"), dict) else None
+    try:
+        ort_key = from_json(device).key() if device else None
+    except ValueError:  # a damaged record: compared as it is
+        ort_key = repr(device)
+    package = data.get("ep_package") if isinstance(data.get("ep_package"), dict) else {}
     return (data.get("source"), adapter.get("description"), adapter.get("vendor_id"), adapter.get("device_id"),
-            adapter.get("device"), adapter.get("driver_version"), dml.get("version"))
+            adapter.get("device"), adapter.get("driver_version"), dml.get("version"), ort_key,
+            package.get("name"), package.get("version"), (data.get("emulation") or {}).get("vkd3d"))
 
 
-def identity(provider: str, options: dict[str, str]) -> dict[str, Any]:
-    """The identity record of a run on ``provider`` with its provider ``options``, read from this
-    machine (DXGI and the registry on Windows for DirectML; the OpenVINO device; else none)."""
-
-    ort = {"distribution": ort_flavour(), "version": ort_version()}
-    if provider == "OpenVINOExecutionProvider":
-        return openvino_identity(options, ort)
-    if provider != "DmlExecutionProvider":
-        return none_identity(provider, ort)
+def _read_identity(ep: EpSpec, ort: dict[str, str]) -> dict[str, Any]:
+    """The DXGI (DirectML, Windows) or OpenVINO (built-in EP) record, else a record without an adapter."""
+    adapter = adapter_for(ep)
+    if hasattr(adapter, "identity_record"):  # the adapter's own process knows its device
+        return adapter.identity_record()
+    if ep.provider == "OpenVINOExecutionProvider" and ep.holder == "built-in":
+        return openvino_identity(ep.options, ort)
+    if ep.provider != "DmlExecutionProvider":
+        return {"source": "none", "adapter": None, "onnxruntime": ort}
     if sys.platform != "win32":
-        return none_identity(provider, ort, "DXGI is Windows-only: no adapter can be read on this platform")
+        return none_identity(ep.provider, ort, "DXGI is Windows-only: no adapter can be read on this platform")
     try:
         adapters = read_adapters(windows_factory())
     except (OSError, GpuError) as exc:
-        return none_identity(provider, ort, f"the DXGI adapters could not be read: {exc}")
+        return none_identity(ep.provider, ort, f"the DXGI adapters could not be read: {exc}")
     import winreg  # type: ignore[import-not-found]  # Windows only
 
-    return dml_identity(options, adapters, read_display_drivers(winreg), directml_dll(), ort)
+    return dml_identity(ep.options, adapters, read_display_drivers(winreg), directml_dll(), ort)
+
+
+def identity(ep: EpSpec, record: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """The identity record of a run on ``ep``, read from this machine: ``record`` (DXGI for
+    DirectML, the OpenVINO device; read here when None) with ONNX Runtime's device view
+    (``ort_view``), the EP package, DirectML's cross-check, ``source`` and ``summary``."""
+    ort = {"distribution": ort_flavour(), "version": ort_version()}
+    data = dict(record) if record is not None else _read_identity(ep, ort)
+    view = data.pop("ort_device", None) or ort_view(ep)
+    data["ort_device"] = view
+    if ep.package:
+        data["ep_package"] = {"name": ep.package, "version": ep.package_version}
+    if ep.provider == "DmlExecutionProvider" and data.get("source") == "dxgi":
+        data["cross_check"] = cross_check(data, view)
+    if data.get("source") == "none" and view.get("device"):
+        data["source"] = "ort"
+        data.pop("note", None)
+    elif data.get("source") == "none":
+        data["note"] = "; ".join(n for n in (data.get("note"), view.get("note")) if n) or None
+    if (view.get("device") or {}).get("type") == "CPU":
+        data["cpu"] = machine_info()["cpu"]
+    data["summary"] = summary(data)
+    return data
 
 
 def runtime_info(ep: EpSpec | None = None) -> dict[str, Any]:
     """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``; with
-    ``ep``, also ``gpu``: the identity of the device it runs on (``identity``)."""
+    ``ep``, also ``gpu``: the identity of the device it runs on (``identity``), and ``ep_held_by``:
+    how the EP is held (built into the wheel, or a plugin library and its package)."""
     import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
 
     info = {
@@ -427,5 +559,6 @@ def runtime_info(ep: EpSpec | None = None) -> dict[str, Any]:
         "machine": machine_info(),
     }
     if ep is not None:
-        info["gpu"] = identity(ep.provider, ep.options)
+        info["gpu"] = identity(ep)
+        info["ep_held_by"] = adapter_for(ep).describe()
     return info

@@ -7,10 +7,15 @@ fix):
 
 1. the ONNX Runtime wheels: exactly one distribution may provide the ``onnxruntime`` module
    (``onnxruntime`` and ``onnxruntime-directml`` both installed overwrite each other's files);
-2. the EP is in this ONNX Runtime (``providers.resolve_ep``);
+2. the EP is in this ONNX Runtime (``providers.resolve_ep``), or for a plugin EP
+   (``harness.eps.adapters``): ONNX Runtime new enough for plugins, the package's documented
+   minimum ONNX Runtime met, the library registered; then ONNX Runtime's device list for the
+   EP, the device ``--ep-device`` chose (a selector naming none or several is fatal, naming the
+   candidates; a plugin EP with no device is fatal);
 3. DirectML: the DXGI adapters (``harness.eps.gpu``): ``device_id`` a whole number within them, the
    chosen adapter not the Microsoft Basic Render Driver (ORT's dml_provider_factory.cc refuses it
-   with ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER), a hardware adapter at all, DirectML.dll found;
+   with ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER), a hardware adapter at all, DirectML.dll found,
+   and whether ORT's device list names the same adapter;
 4. one session with one node (a float32 MaxPool from the case catalog) builds, runs and is
    proven on the EP, with the run's session settings (``harness.eps.session.run_on_ep``); ORT's
    errors are explained where their HRESULT is known (0x887A0002: no adapter at that index).
@@ -28,14 +33,20 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.core.installed import ort_flavour, ort_version
 
 from . import placement as placement_mod
-from .gpu import identity
+from .adapters import PLUGIN_PREFIX, adapter_for, resolve
+from .devices import from_json_list
+from .dml_wine import adapter as dml_wine
+from .gpu import identity, ort_view
+from .plugins import KNOWN_PACKAGES
 from .providers import ALIASES, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
 from .session import SessionError, first_line, run_on_ep
 
 #: The wheel that brings each EP (the fix a missing EP names).
 WHEELS = {"DmlExecutionProvider": "onnxruntime-directml", "OpenVINOExecutionProvider": "onnxruntime-openvino",
           "CUDAExecutionProvider": "onnxruntime-gpu", "TensorrtExecutionProvider": "onnxruntime-gpu",
-          "QNNExecutionProvider": "onnxruntime-qnn"}
+          "QNNExecutionProvider": "onnxruntime-qnn", "WebGpuExecutionProvider": "onnxruntime-webgpu"}
+#: The plugin package that brings an EP beside any onnxruntime wheel (the other fix a missing EP names).
+PLUGIN_PACKAGES = {"WebGpuExecutionProvider": "onnxruntime-ep-webgpu", "OpenVINOExecutionProvider": "onnxruntime-ep-openvino"}
 #: HRESULTs ORT's DirectML EP raises while choosing the adapter, and what they mean.
 KNOWN_HRESULTS = {
     "887A0002": "DXGI_ERROR_NOT_FOUND: no adapter at that device_id (IDXGIFactory::EnumAdapters1)",
@@ -89,22 +100,62 @@ def check_wheels(result: Preflight, distributions: list[str]) -> bool:
                             "onnxruntime wheel")
 
 
-def check_ep(result: Preflight, name: str, options: dict[str, str],
-             available: Optional[list[str]]) -> Optional[EpSpec]:
-    """Finding 2: the EP is available; its ``EpSpec`` or None (fatal finding recorded)."""
+def _missing_builtin(result: Preflight, name: str) -> None:
+    """The fatal finding for a built-in EP this ONNX Runtime lacks, naming the wheel (or plugin) that brings it."""
+    provider = ALIASES.get(name.strip().lower(), name.strip())
+    wheel = WHEELS.get(provider)
+    where = "on a Windows machine with a GPU, " if provider == "DmlExecutionProvider" else ""
+    fix = (f"{where}in a fresh venv: pip install {wheel} (it replaces onnxruntime; never install both)"
+           if wheel else f"install an ONNX Runtime build that has {provider}")
+    if provider in PLUGIN_PACKAGES:
+        fix += f"; or keep this onnxruntime and pip install {PLUGIN_PACKAGES[provider]}, then pass " \
+               f"--ep {PLUGIN_PREFIX}{PLUGIN_PACKAGES[provider]}"
+    result.add("fatal", f"{provider} is not in this ONNX Runtime ({ort_flavour()} {ort_version()} on "
+                        f"{sys.platform}). Fix: {fix}")
+
+
+def check_ep(result: Preflight, name: str, options: dict[str, str], available: Optional[list[str]],
+             library: Optional[str] = None, device: Optional[str] = None) -> Optional[EpSpec]:
+    """Finding 2: the EP is available (a plugin: registered), its device chosen; its ``EpSpec``
+    or None (fatal finding recorded)."""
+    builtin = not name.strip().startswith(PLUGIN_PREFIX) and not library and name.strip().lower() != dml_wine.EP_NAME
     try:
-        ep = resolve_ep(name, options, available)
+        if builtin:
+            resolve_ep(name, options, available)
     except EpNotAvailable:
-        provider = ALIASES.get(name.strip().lower(), name.strip())
-        wheel = WHEELS.get(provider)
-        where = "on a Windows machine with a GPU, " if provider == "DmlExecutionProvider" else ""
-        fix = (f"{where}in a fresh venv: pip install {wheel} (it replaces onnxruntime; never install both)"
-               if wheel else f"install an ONNX Runtime build that has {provider}")
-        result.add("fatal", f"{provider} is not in this ONNX Runtime ({ort_flavour()} {ort_version()} on "
-                            f"{sys.platform}). Fix: {fix}")
+        _missing_builtin(result, name)
         return None
-    result.add("ok", f"{ep.provider} is available")
+    try:
+        ep = resolve(name, options, library=library, device=device, available=available)
+    except EpNotAvailable as exc:
+        result.add("fatal", str(exc))
+        return None
+    if ep.holder == dml_wine.EP_NAME:
+        return ep  # its device is the host's: check_wine_host reads it
+    if ep.holder == "plugin":
+        source = f"{ep.package} {ep.package_version}, " if ep.package else ""
+        result.add("ok", f"{ep.provider} is a plugin EP ({source}library {ep.library}), registered with "
+                         f"{ort_flavour()} {ort_version()}")
+    else:
+        result.add("ok", f"{ep.provider} is available")
+    check_devices(result, ep)
     return ep
+
+
+def check_devices(result: Preflight, ep: EpSpec) -> None:
+    """ONNX Runtime's device list for the EP, the one the run uses marked (``gpu.ort_view``; never
+    fatal here: a plugin EP without a device, or a selector that fails, is refused by ``resolve``)."""
+    view = ort_view(ep)
+    mine = from_json_list(view["candidates"])
+    chosen = (view["device"] or {}).get("index")
+    for device in mine:
+        result.add("ok", f"device {device.describe()}" + ("  <- runs here" if device.index == chosen else ""))
+    if not mine:
+        result.add("warn", f"ONNX Runtime lists no device for {ep.provider}: run headers name its device from "
+                           "other readers, or as unknown")
+    elif chosen is None:
+        result.add("warn", f"ONNX Runtime lists {len(mine)} devices for {ep.provider} and the EP picks one itself: "
+                           "pass --ep-device INDEX or KEY=VALUE so that results name the device")
 
 
 def check_adapters(result: Preflight, ep: EpSpec, record: dict[str, Any]) -> bool:
@@ -152,18 +203,25 @@ def probe_case() -> Any:
                 and c.desc.dimension_count == 2)
 
 
+def session_fix(ep: EpSpec) -> str:
+    """What to do when a session on ``ep`` fails to build or run (the fatal finding's ``Fix:``)."""
+    if ep.holder == "plugin":
+        rule = KNOWN_PACKAGES.get(ep.package or "")
+        why = f" ({rule.no_device})" if rule and rule.no_device else ""
+        return (f"the plugin lists the device but could not use it{why}; `ep-testbed devices` shows the device, check "
+                "its driver")
+    return f"run `ep-testbed doctor --ep {ep.alias}` and check the adapter, device_id and driver it lists"
+
+
 def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> bool:
     """Finding 4: one node builds, runs and is proven on the EP."""
-
-
     case = probe_case()
     mapping = to_onnx(case.desc, opset=case.opset)
     try:
         run = run_on_ep(mapping.model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
     except SessionError as exc:
         return result.add("fatal", f"a one-node MaxPool session failed on {ep.provider}: "
-                                   f"{explain(first_line(exc.cause))}. Fix: run `ep-testbed doctor --ep "
-                                   f"{ep.alias}` and check the adapter, device_id and driver it lists")
+                                   f"{explain(first_line(exc.cause))}. Fix: {session_fix(ep)}")
     off = placement_mod.off_ep(run.placement, mapping.op_nodes, ep.provider)
     if off:
         return result.add("fatal", f"a one-node MaxPool session ran, but not on {ep.provider}: "
@@ -174,20 +232,58 @@ def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> b
 
 def check(name: str, options: dict[str, str], settings: SessionSettings = SessionSettings(), *,
           available: Optional[list[str]] = None, distributions: Optional[list[str]] = None,
-          gpu_record: Optional[Callable[[EpSpec], dict[str, Any]]] = None) -> Preflight:
-    """Run the checks for ``--ep name`` with its provider ``options``, stopping at the first fatal
-    one. ``available``/``distributions``/``gpu_record`` replace what is read from this machine
-    (tests simulate a Windows GPU runner through them)."""
+          gpu_record: Optional[Callable[[EpSpec], dict[str, Any]]] = None, library: Optional[str] = None,
+          device: Optional[str] = None) -> Preflight:
+    """Run the checks for ``--ep name`` with its provider ``options``, ``--ep-library`` and
+    ``--ep-device``, stopping at the first fatal one. ``available``/``distributions``/``gpu_record``
+    replace what is read from this machine (tests simulate a Windows GPU runner through them);
+    ``result.gpu`` is the identity record run headers will hold."""
 
     result = Preflight()
     if not check_wheels(result, onnxruntime_distributions() if distributions is None else distributions):
         return result
-    ep = check_ep(result, name, options, available)
+    ep = check_ep(result, name, options, available, library, device)
     if ep is None:
         return result
-    if ep.provider == "DmlExecutionProvider":
-        record = (gpu_record or (lambda e: identity(e.provider, e.options)))(ep)
+    if ep.holder == dml_wine.EP_NAME:
+        if not check_wine_host(result, ep):
+            return result
+    elif ep.provider == "DmlExecutionProvider":
+        record = identity(ep, gpu_record(ep)) if gpu_record else identity(ep)
         if not check_adapters(result, ep, record):
             return result
+        check_cross(result, record)
+    else:
+        result.gpu = identity(ep)
     check_session(result, ep, settings)
+    if ep.holder == dml_wine.EP_NAME:
+        adapter_for(ep).close()  # the checks' host: the run's workers start their own
     return result
+
+
+def check_wine_host(result: Preflight, ep: EpSpec) -> bool:
+    """Finding 3 for ``--ep dml-wine``: the host starts and names its device, DirectML and ONNX
+    Runtime, and the canary (outputs known and non-zero) comes back exact; a host that computes
+    wrong results (stock vkd3d 1.6: zeros with a successful Run) is fatal, naming the fix."""
+    adapter = adapter_for(ep)
+    try:
+        result.gpu = identity(ep)
+    except SessionError as exc:
+        return result.add("fatal", f"the DirectML host did not start: {first_line(exc.cause)}")
+    emulation = result.gpu.get("emulation") or {}
+    result.add("ok", f"DirectML host: {result.gpu.get('summary')}")
+    result.add("warn", f"emulated device: Wine {emulation.get('wine')}, vkd3d {emulation.get('vkd3d')}, Mesa "
+                       f"{emulation.get('mesa')} (lavapipe); results are DirectML's and the DirectML EP's own "
+                       "algorithms, not hardware numerics; float16 nodes are declined on this device")
+    canary = adapter.check_canary()
+    return result.add("ok" if canary.ok else "fatal", canary.message)
+
+
+def check_cross(result: Preflight, record: dict[str, Any]) -> None:
+    """DirectML: a warning when ORT's device list and DXGI name different adapters (``gpu.cross_check``)."""
+    check = record.get("cross_check") or {}
+    if check.get("status") == "disagree":
+        result.add("warn", "DXGI and ONNX Runtime's device list disagree on the adapter: "
+                           + "; ".join(check.get("details", [])))
+    elif check.get("status") == "agree":
+        result.add("ok", "ONNX Runtime's device list names the same adapter as DXGI")

@@ -23,6 +23,7 @@ ALIASES: dict[str, str] = {
     "rocm": "ROCMExecutionProvider",
     "coreml": "CoreMLExecutionProvider",
     "qnn": "QNNExecutionProvider",
+    "webgpu": "WebGpuExecutionProvider",
 }
 
 class EpNotAvailable(RuntimeError):
@@ -31,18 +32,36 @@ class EpNotAvailable(RuntimeError):
 
 @dataclass(frozen=True)
 class EpSpec:
-    """The execution provider under test: its ONNX Runtime name, the alias used for files, options."""
+    """The execution provider under test: its ONNX Runtime name, the alias used for files, options,
+    and how it is held (``holder``: the adapter of ``harness.eps.adapters`` that makes it usable).
+
+    Plugin EPs (``holder == "plugin"``) carry the ``library`` registered with ONNX Runtime and, when
+    it came from a package, that ``package`` and its ``package_version``. ``device`` is the
+    ``--ep-device`` selector (None: a plugin's only device, or a built-in EP's own default). The
+    spec is plain data: worker processes receive it and make the same EP usable for themselves."""
 
     provider: str
     alias: str
     options: dict[str, str] = field(default_factory=dict)
+    holder: str = "built-in"
+    library: str | None = None
+    package: str | None = None
+    package_version: str | None = None
+    device: str | None = None
 
     @property
     def is_cpu(self) -> bool:
+        """True for ONNX Runtime's CPU EP (which never has CPU fallback disabled)."""
         return self.provider == "CPUExecutionProvider"
 
     def to_json(self) -> dict[str, Any]:
-        return {"provider": self.provider, "alias": self.alias, "options": dict(self.options)}
+        """Provider, alias and options, plus whichever of holder, library, package, package_version
+        and device differ from a plain built-in EP."""
+        data: dict[str, Any] = {"provider": self.provider, "alias": self.alias, "options": dict(self.options)}
+        extra = {"holder": self.holder if self.holder != "built-in" else None, "library": self.library,
+                 "package": self.package, "package_version": self.package_version, "device": self.device}
+        data.update({k: v for k, v in extra.items() if v is not None})
+        return data
 
 
 def alias_of(provider: str) -> str:
@@ -148,18 +167,27 @@ def session_options(ep: EpSpec, settings: SessionSettings, *, allow_fallback: bo
     so.log_severity_level = 3  # errors only; the failure text reaches us through the exception
     if settings.intra_op_threads:
         so.intra_op_num_threads = settings.intra_op_threads
-    if not ep.is_cpu and not allow_fallback:
-        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    for key, value in config_entries(ep, settings, allow_fallback=allow_fallback).items():
+        so.add_session_config_entry(key, value)
     if ep.provider == "DmlExecutionProvider":
         so.enable_mem_pattern = False
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        if not settings.dml_graph_fusion:
-            so.add_session_config_entry(DML_DISABLE_GRAPH_FUSION, "1")
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
     return so
+
+
+def config_entries(ep: EpSpec, settings: SessionSettings, *, allow_fallback: bool = False) -> dict[str, str]:
+    """The session config entries of a conformance session on ``ep`` (``session_options`` says why
+    each is there); an EP whose sessions are built in another process is sent exactly these."""
+    entries = {}
+    if not ep.is_cpu and not allow_fallback:
+        entries["session.disable_cpu_ep_fallback"] = "1"
+    entries["session.record_ep_graph_assignment_info"] = "1"
+    if ep.provider == "DmlExecutionProvider" and not settings.dml_graph_fusion:
+        entries[DML_DISABLE_GRAPH_FUSION] = "1"
+    return entries
 
 
 def providers_arg(ep: EpSpec) -> list[Any]:

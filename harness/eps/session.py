@@ -5,7 +5,9 @@ session to judge outputs.
 
 - ``run_on_ep(model, feeds, ep, settings)`` builds the session with
   ``harness.eps.providers.session_options`` (graph optimizations off unless asked, CPU fallback
-  disabled unless ``allow_fallback``, DirectML's settings: graph fusion off), with Python's
+  disabled unless ``allow_fallback``, DirectML's settings: graph fusion off), the EP put on it by
+  its adapter (``harness.eps.adapters``: by name for a built-in EP, through its ORT device for a
+  plugin EP or with ``--ep-device``), with Python's
   whole-session fallback to the CPU EP off (``enable_fallback=0``; a session built without the
   EP under test is a build failure), runs it, and returns an ``EpRun``:
   the outputs, and the node -> provider placement with its source
@@ -31,7 +33,6 @@ import itertools
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -40,7 +41,9 @@ import onnx
 from ep_testbed.harness.core.processes import process_alive
 
 from . import placement as placement_mod
-from .providers import EpSpec, SessionSettings, providers_arg, session_options
+from .adapters import adapter_for
+from .ep_run import Diagnosis, EpRun, SessionError, first_line
+from .providers import EpNotAvailable, EpSpec, SessionSettings, session_options
 
 #: Where a worker makes its scratch folder (set by ``harness.run.pool``); unset: the system temp folder.
 SCRATCH_ENV = "EP_TESTBED_SCRATCH"
@@ -49,48 +52,6 @@ SCRATCH_PREFIX = "ep-testbed-prof-"
 #: ONNX Runtime's quietest log level: failures reach the caller as exceptions, and a session
 #: that is refused would otherwise also print profiling noise.
 QUIET = 4
-
-
-class SessionError(RuntimeError):
-    """ONNX Runtime raised while building (``stage == "build"``) or running (``"run"``) a session.
-
-    ``cause`` is ONNX Runtime's exception; ``str()`` names the provider, the stage and the first
-    line of the cause."""
-
-    def __init__(self, stage: str, provider: str, cause: BaseException):
-        """``stage``: "build" or "run"; ``provider``: the EP's name; ``cause``: ONNX Runtime's exception."""
-        self.stage, self.provider, self.cause = stage, provider, cause
-        what = "could not build the session" if stage == "build" else "raised while running"
-        super().__init__(f"{provider} {what}: {first_line(cause)}")
-
-    @property
-    def refused_fallback(self) -> bool:
-        """True when ONNX Runtime refused the session because a node would fall back to the CPU EP."""
-        return self.stage == "build" and placement_mod.is_fallback_refusal(self.cause)
-
-
-@dataclass
-class EpRun:
-    """One session's run: outputs in the session's order, and (when profiled) node -> provider."""
-
-    outputs: list[np.ndarray]
-    output_names: list[str]
-    placement: dict[str, str] = field(default_factory=dict)
-    placement_source: str | None = None
-
-    def named(self) -> dict[str, np.ndarray]:
-        """The outputs keyed by graph output name."""
-        return dict(zip(self.output_names, self.outputs))
-
-
-@dataclass
-class Diagnosis:
-    """Where the nodes of a refused model run once CPU fallback is allowed; ``error`` (with an
-    empty placement) when that session failed too."""
-
-    placement: dict[str, str] = field(default_factory=dict)
-    placement_source: str | None = None
-    error: str | None = None
 
 
 def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, settings: SessionSettings, *,
@@ -104,6 +65,14 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     are handed to the session apart from the model (``add_external_initializers``: the
     external initializers of a model too large for one protobuf message). Raises
     ``SessionError`` when ONNX Runtime raises while building or running the session."""
+    adapter = adapter_for(ep)
+    if getattr(adapter, "holds_sessions", False):  # the EP's sessions live in another process
+        try:
+            adapter.prepare()
+        except EpNotAvailable as exc:
+            raise SessionError("build", ep.provider, exc) from None
+        return adapter.run_session(model, feeds, settings, allow_fallback=allow_fallback, profile=profile,
+                                   quiet=quiet, initializers=initializers)
     import onnxruntime as ort  # loaded on first use: the CLI and the reports start without it
 
     prefix = _profile_prefix() if profile else None
@@ -114,11 +83,15 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     injected = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in (initializers or {}).values()]
     if injected:
         so.add_external_initializers(list(initializers or {}), injected)
+    try:  # the EP's adapter puts it on the options: by name, or through its device (plugin EPs)
+        adapter.prepare()
+        providers = adapter.attach(so)
+    except EpNotAvailable as exc:
+        raise SessionError("build", ep.provider, exc) from None
     try:
         # enable_fallback=0: Python's InferenceSession would otherwise rebuild the session on the
         # CPU EP alone when the EP fails to start (onnxruntime_inference_collection.py)
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=providers_arg(ep),
-                                       enable_fallback=0)
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=providers, enable_fallback=0)
     except Exception as exc:
         raise SessionError("build", ep.provider, exc) from None
     if session.get_providers()[:1] != [ep.provider]:
@@ -148,12 +121,6 @@ def diagnose_refusal(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep
     except SessionError as exc:
         return Diagnosis(error=first_line(exc.cause))
     return Diagnosis(run.placement, run.placement_source)
-
-
-def first_line(exc: BaseException) -> str:
-    """``"TypeName: first line of the message"``: ONNX Runtime's errors can run to pages."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 _PROFILE_NUMBERS = itertools.count()

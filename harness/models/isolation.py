@@ -47,7 +47,9 @@ def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = 
         argv += ["--shape", item]
     for item in args.tol:
         argv += ["--tol", item]
-    for flag, value in (("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
+    for flag, value in (("--ep-library", getattr(args, "ep_library", None)),
+                        ("--ep-device", getattr(args, "ep_device", None)),
+                        ("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
                         ("--baseline", baseline_dir), ("--tolerances", args.tolerances),
                         ("--precision-model", getattr(args, "precision_model", None))):
         if value:

@@ -159,7 +159,7 @@ def _check_identity(runs: list[RunRecords], allow_mixed: bool) -> list[str]:
             differing.append(key)
             if not allow_mixed:
                 mine, theirs = ((_gpu_summary(h) if key == "gpu" else h.get(key)) for h in (header, first))
-                raise MergeError(f"merge: {run_dir} ran on another {'GPU' if key == 'gpu' else key} than {first_dir}: "
+                raise MergeError(f"merge: {run_dir} ran on another {'device' if key == 'gpu' else key} than {first_dir}: "
                                  f"{safe(repr(mine), 300)} vs {safe(repr(theirs), 300)}; results from different devices, drivers or ONNX Runtime "
                                  "versions are not one run. Note: pass --allow-mixed to merge anyway (the merged "
                                  "header then lists each shard's identity under 'mixed')")

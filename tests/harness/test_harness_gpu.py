@@ -11,6 +11,7 @@ import pytest
 from fake_windows import E_FAIL, FakeAdapter, FakeDxgi, FakeWinreg, pe_with_version, signed
 
 from ep_testbed.harness.eps import gpu
+from ep_testbed.harness.eps.providers import EpSpec
 
 ORT = {"distribution": "onnxruntime-directml", "version": "1.24.4"}
 UMD = (32 << 48) | (0 << 32) | (15 << 16) | 6094  # 32.0.15.6094
@@ -121,10 +122,16 @@ def test_identity_keys_tie_shards_to_adapter_driver_and_directml_not_to_slot():
     assert gpu.identity_key(None) == ("unrecorded",)
 
 
-def test_identity_here_says_there_is_no_gpu_and_why():
-    for provider, why in (("CPUExecutionProvider", "computes on the CPU"), ("DmlExecutionProvider", "Windows-only"),
-                          ("CUDAExecutionProvider", "no GPU identity is read")):
-        record = gpu.identity(provider, {})
-        assert record["source"] == "none" and why in record["summary"] and "onnxruntime" in record["summary"]
+def test_identity_here_names_the_cpu_from_onnx_runtime_and_says_unknown_and_why_otherwise():
+    cpu = gpu.identity(EpSpec("CPUExecutionProvider", "cpu"))
+    listed = cpu["ort_device"]["device"]
+    assert cpu["source"] == "ort" and listed["type"] == "CPU" and listed["ep"] == "CPUExecutionProvider"
+    assert cpu["summary"].startswith(f"CPU {listed['vendor']} [{listed['pci_ids']}]") and "onnxruntime" in cpu["summary"]
+    assert cpu["ort_device"]["selection"] == "the only device ONNX Runtime lists for the EP"
+    for provider, why in (("DmlExecutionProvider", "Windows-only"),
+                          ("CUDAExecutionProvider", "ONNX Runtime lists no device for CUDAExecutionProvider")):
+        record = gpu.identity(EpSpec(provider, provider))
+        assert record["source"] == "none" and record["summary"].startswith("unknown device (")
+        assert why in record["summary"] and "no GPU" not in record["summary"]
     ov = gpu.openvino_identity({"device_type": "GPU.1"}, ORT)
     assert ov["adapter"]["device"] == "GPU.1" and ov["summary"].startswith("OpenVINO device GPU.1")

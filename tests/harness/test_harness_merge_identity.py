@@ -43,12 +43,14 @@ def _set_header(run_dir, **changes):
     path.write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n", encoding="utf-8")
 
 
-def test_every_run_header_names_the_gpu_or_says_there_is_none(tmp_path, capsys):
+def test_every_run_header_names_the_device_onnx_runtime_lists(tmp_path, capsys):
     s1, _ = _shards(tmp_path, capsys)
     header = read_run(str(s1))[0]
-    assert header["gpu"]["source"] == "none" and header["gpu"]["summary"].startswith("no GPU (")
+    device = header["gpu"]["ort_device"]["device"]
+    assert header["gpu"]["source"] == "ort" and device["ep"] == "CPUExecutionProvider" and device["type"] == "CPU"
     summary = header["gpu"]["summary"]
-    assert f"<dt>GPU</dt><dd>{summary}" in (s1 / "report.html").read_text(encoding="utf-8")
+    assert summary.startswith(f"CPU {device['vendor']} [{device['pci_ids']}]")
+    assert f"<dt>Device</dt><dd>{summary}" in (s1 / "report.html").read_text(encoding="utf-8")
     assert f'name="gpu" value="{summary}"' in (s1 / "junit.xml").read_text(encoding="utf-8")
     assert json.loads((s1 / "summary.json").read_text(encoding="utf-8"))["run"]["gpu"]["summary"] == summary
 
@@ -59,7 +61,7 @@ def test_merge_refuses_shards_of_different_drivers_unless_allowed(tmp_path, caps
     _set_header(s2, gpu=_identity(7000))
     code = main(["merge", str(s1), str(s2), "--out", str(tmp_path / "m")])
     err = capsys.readouterr().err
-    assert code == 2 and "ran on another GPU" in err and "driver 32.0.15.6094" in err and "32.0.15.7000" in err
+    assert code == 2 and "ran on another device" in err and "driver 32.0.15.6094" in err and "32.0.15.7000" in err
     assert "--allow-mixed" in err and "Traceback" not in err
     assert not (tmp_path / "m" / "results.jsonl").exists()
     code = main(["merge", str(s1), str(s2), "--out", str(tmp_path / "mixed"), "--allow-mixed"])

@@ -17,7 +17,8 @@ from ep_testbed.harness.cli.options import (
 )
 from ep_testbed.harness.core.tolerances import DEFAULT_TOLERANCES, Tolerance
 
-SHARED = {"--ep", "--ep-option", "--graph-opt", "--tol", "--tolerances", "--precision-model", "--strict-tolerance"}
+EP_FLAGS = {"--ep", "--ep-option", "--ep-library", "--ep-device"}
+SHARED = EP_FLAGS | {"--graph-opt", "--tol", "--tolerances", "--precision-model", "--strict-tolerance"}
 
 
 def _subparser(parser, *path):
@@ -52,7 +53,23 @@ def test_the_same_definitions_register_with_pytest_style_addoption():
     assert seen["--tol"]["action"] == "append" and seen["--tol"]["default"] == []
     seen.clear()
     add_ep_options(addoption, graph_opt=False)
-    assert set(seen) == {"--ep", "--ep-option"}
+    assert set(seen) == EP_FLAGS
+
+
+def _leaves(parser, path=()):
+    """``(path, parser)`` of every command that runs a handler."""
+    sub = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not sub:
+        return [(path, parser)]
+    return [leaf for name, child in sub[0].choices.items() for leaf in _leaves(child, (*path, name))]
+
+
+def test_every_command_that_takes_ep_takes_the_plugin_and_device_flags():
+    with_ep = [(path, parser) for path, parser in _leaves(build_parser()) if "--ep" in _flags(parser)]
+    assert {path for path, _ in with_ep} >= {("run",), ("fuzz",), ("doctor",), ("devices",), ("model", "run"),
+                                            ("model", "demo")}
+    for path, parser in with_ep:
+        assert EP_FLAGS <= _flags(parser), path
 
 
 def test_parse_tolerances_applies_defaults_then_file_then_each_tol(tmp_path):

@@ -110,7 +110,7 @@ def test_doctor_without_the_ep_exits_2_with_one_line_naming_the_fix():
 
 
 def test_run_stops_before_any_case_when_the_preflight_fails(tmp_path, capsys, monkeypatch):
-    def fatal(name, options, settings):
+    def fatal(name, options, settings, **plugin):
         result = preflight.Preflight()
         result.add("fatal", "device_id=7 is out of range (simulated). Fix: pass --ep-option device_id=N")
         return result

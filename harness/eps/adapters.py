@@ -1,0 +1,242 @@
+"""EP adapters: one per way of holding an execution provider, so the session layer need not know which.
+
+A run names its EP with ``--ep`` (and ``--ep-library``, ``--ep-device``); ``resolve`` turns that
+into an ``EpSpec`` whose ``holder`` names the adapter class that makes the EP usable in a process:
+
+- ``BuiltInAdapter`` (``holder="built-in"``): an EP compiled into the installed ONNX Runtime
+  wheel, found by name in ``get_available_providers()``. Sessions list it in ``providers=``; with
+  ``--ep-device`` they attach that device of ORT's device list instead.
+- ``PluginAdapter`` (``holder="plugin"``): a plugin library (``--ep NAME --ep-library PATH``, or
+  ``--ep plugin:PACKAGE[:EP_NAME]`` whose package gives the library path and EP names),
+  registered in each process that builds a session, attached through the device it lists
+  (``--ep-device``, or its only device).
+- ``WineDmlAdapter`` (``holder="dml-wine"``, ``--ep dml-wine``; ``harness.eps.dml_wine.adapter``):
+  ONNX Runtime's real DirectML EP in a Windows host process under Wine; it builds and runs the
+  sessions itself (``holds_sessions``).
+
+The interface the session layer uses (``harness.eps.session``, ``harness.eps.gpu``) is four
+methods of ``EpAdapter``; a new way of holding an EP is a class with them, registered in
+``ADAPTERS``:
+
+- ``prepare()``: make the EP usable in this process (idempotent); ``EpNotAvailable`` if it cannot;
+- ``attach(session_options)``: put the EP on the session options and return the ``providers=``
+  argument of ``InferenceSession`` (None when the EP was attached through a device);
+- ``device()``: the ORT device the EP runs on (``harness.eps.devices.EpDevice``), None when ORT
+  has no device list or the EP picks its own; ``EpNotAvailable`` when a device is needed and the
+  choice fails;
+- ``describe()``: how the EP is held, for the run header (``ep_held_by``).
+
+An adapter whose EP lives outside this process's ONNX Runtime also sets ``holds_sessions`` and
+provides ``run_session(model, feeds, settings, ...)`` (returning ``ep_run.EpRun`` or raising
+``ep_run.SessionError`` as the in-process session layer does), ``package()`` (the distribution
+and version the EP comes from) and ``identity_record()`` (the run header's device record).
+
+``adapter_for(spec)`` returns this process's adapter of a spec (one per spec and process, so a
+plugin library is registered once per worker).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from ep_testbed.harness.core.installed import ort_flavour, ort_version
+
+from . import devices as devices_mod
+from . import plugins
+from .devices import EpDevice, SelectorError
+from .dml_wine import adapter as dml_wine
+from .providers import ALIASES, EpNotAvailable, EpSpec, alias_of, providers_arg, resolve_ep
+
+#: The ``--ep`` prefix that names a plugin package.
+PLUGIN_PREFIX = "plugin:"
+
+
+class EpAdapter:
+    """How one ``EpSpec``'s EP is held (module docstring); subclasses set ``holder``."""
+
+    holder: ClassVar[str] = ""
+
+    def __init__(self, spec: EpSpec):
+        """``spec``: the EP this adapter makes usable."""
+        self.spec = spec
+        self._chosen: tuple[EpDevice, Any] | None = None
+
+    def prepare(self) -> None:
+        """Make the EP usable in this process (idempotent)."""
+
+    def device(self) -> EpDevice | None:
+        """The ORT device the EP runs on (``--ep-device``'s choice), or None."""
+        chosen = self._choice()
+        return chosen[0] if chosen else None
+
+    def attach(self, session_options: Any) -> list[Any] | None:
+        """Put the EP on ``session_options``; the ``providers=`` argument for ``InferenceSession``."""
+        chosen = self._choice()
+        if chosen is None:
+            return providers_arg(self.spec)
+        session_options.add_provider_for_devices([chosen[1]], dict(self.spec.options))
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """How the EP is held, as the run header records it."""
+        return {"holder": self.holder}
+
+    def _choice(self) -> tuple[EpDevice, Any] | None:
+        """``(device, ORT's device)`` chosen by the spec's selector (cached), or None without one."""
+        if self._chosen is None and self.spec.device is not None:
+            self.prepare()
+            pairs = devices_mod.read_pairs()
+            try:
+                chosen = devices_mod.select([d for d, _ in pairs], self.spec.provider, self.spec.device)
+            except SelectorError as exc:
+                raise EpNotAvailable(str(exc)) from None
+            self._chosen = next((d, raw) for d, raw in pairs if d == chosen)
+        return self._chosen
+
+
+class BuiltInAdapter(EpAdapter):
+    """An EP compiled into the installed ONNX Runtime, found by name."""
+
+    holder = "built-in"
+
+    def describe(self) -> dict[str, Any]:
+        """The wheel that holds the EP."""
+        return {"holder": self.holder, "distribution": ort_flavour(), "version": ort_version()}
+
+
+class PluginAdapter(EpAdapter):
+    """A plugin EP library, registered with ONNX Runtime in each process, attached through its device."""
+
+    holder = "plugin"
+
+    def prepare(self) -> None:
+        """Register the library in this process (once)."""
+        plugins.register(str(self.spec.library), self._what())
+
+    def _what(self) -> str:
+        """How the user named the EP, for messages."""
+        return f"--ep plugin:{self.spec.package}" if self.spec.package else f"--ep-library {self.spec.library}"
+
+    def _choice(self) -> tuple[EpDevice, Any]:
+        """The selector's device, else the EP's only device; ``EpNotAvailable`` for none or several."""
+        if self.spec.device is not None:
+            return super()._choice()  # type: ignore[return-value]
+        if self._chosen is None:
+            self.prepare()
+            pairs = devices_mod.read_pairs()
+            mine = [(d, raw) for d, raw in pairs if d.ep == self.spec.provider]
+            if len(mine) != 1:
+                raise EpNotAvailable(self._no_single_device([d for d, _ in mine], [d for d, _ in pairs]))
+            self._chosen = mine[0]
+        return self._chosen
+
+    def _no_single_device(self, mine: list[EpDevice], every: list[EpDevice]) -> str:
+        """The one-line refusal when the EP lists no device, or several and no ``--ep-device``."""
+        ep = self.spec.provider
+        if mine:
+            return (f"{self._what()}: ONNX Runtime lists {len(mine)} devices for {ep} ({devices_mod.listing(mine)}); "
+                    "pass --ep-device INDEX or KEY=VALUE to choose one")
+        others = sorted({d.ep for d in every})
+        rule = plugins.KNOWN_PACKAGES.get(self.spec.package or "")
+        hint = f" ({rule.no_device})" if rule and rule.no_device else ""
+        return (f"{self._what()}: the plugin registered, but ONNX Runtime lists no device for {ep} on this "
+                f"machine{hint}; it lists devices for: {', '.join(others) or 'no EP'}. Fix: run on hardware "
+                f"the plugin supports (`ep-testbed devices` shows what ONNX Runtime sees)")
+
+    def describe(self) -> dict[str, Any]:
+        """The library, the package it came from and its version."""
+        data: dict[str, Any] = {"holder": self.holder, "library": self.spec.library}
+        if self.spec.package:
+            data.update(package=self.spec.package, version=self.spec.package_version)
+        return data
+
+
+#: ``EpSpec.holder`` -> its adapter class.
+ADAPTERS: dict[str, type] = {cls.holder: cls for cls in (BuiltInAdapter, PluginAdapter, dml_wine.WineDmlAdapter)}
+_INSTANCES: dict[str, EpAdapter] = {}
+
+
+def adapter_for(spec: EpSpec) -> EpAdapter:
+    """This process's adapter for ``spec`` (one per spec: registrations and device choices are kept)."""
+    key = json.dumps(spec.to_json(), sort_keys=True)
+    if key not in _INSTANCES:
+        if spec.holder not in ADAPTERS:
+            raise EpNotAvailable(f"{spec.provider}: no EP adapter holds {spec.holder!r} (known: {', '.join(ADAPTERS)})")
+        _INSTANCES[key] = ADAPTERS[spec.holder](spec)
+    return _INSTANCES[key]
+
+
+def _plugin_package(name: str, options: dict[str, str], device: str | None) -> EpSpec:
+    """The spec of ``--ep plugin:PACKAGE[:EP_NAME]`` (the package checked, its EP name chosen)."""
+    what = f"--ep {name}"
+    package_spec, _, wanted = name[len(PLUGIN_PREFIX):].partition(":")
+    package = plugins.load_package(package_spec, what)
+    plugins.check_runtime(what)
+    if wanted and wanted not in package.ep_names:
+        raise EpNotAvailable(f"{what}: {package.distribution} provides {', '.join(package.ep_names)}, not {wanted}")
+    if not wanted and len(package.ep_names) > 1:
+        raise EpNotAvailable(f"{what}: {package.distribution} provides several EPs ({', '.join(package.ep_names)}); "
+                             f"name one: --ep {PLUGIN_PREFIX}{package_spec}:{package.ep_names[0]}")
+    provider = wanted or package.ep_names[0]
+    return EpSpec(provider, alias_of(provider), options, holder="plugin", library=package.library,
+                  package=package.distribution, package_version=package.version, device=device)
+
+
+def _check_device_api(what: str) -> None:
+    """``EpNotAvailable`` when this ONNX Runtime's Python API has no device list to choose from."""
+    import onnxruntime as ort  # loaded on first use: the CLI, reports and diffs start without it
+
+    if not devices_mod.device_api(ort):
+        raise EpNotAvailable(f"{what}: {ort_flavour()} {ort_version()} has no device list (get_ep_devices, ONNX "
+                             "Runtime 1.23 and later); drop --ep-device, or pass the EP's own option (e.g. "
+                             "--ep-option device_id=N)")
+
+
+def resolve(name: str, options: dict[str, str] | None = None, *, library: str | None = None,
+            device: str | None = None, available: list[str] | None = None) -> EpSpec:
+    """The ``EpSpec`` of ``--ep name`` with ``--ep-option`` ``options``, ``--ep-library library`` and
+    ``--ep-device device``, made usable in this process and its device chosen, so that every
+    refusal (EP missing, ORT too old, wrong package, library refused, no device, bad selector)
+    is an ``EpNotAvailable`` here, in one line, before any case runs."""
+    options = dict(options or {})
+    key = name.strip()
+    if key.lower() == dml_wine.EP_NAME:
+        if library or device is not None:
+            raise EpNotAvailable(f"--ep {dml_wine.EP_NAME} holds DirectML in its Wine host: it takes neither "
+                                 "--ep-library nor --ep-device (--ep-option device_id=N picks the DXGI adapter)")
+        spec = dml_wine.spec(options)
+    elif key.startswith(PLUGIN_PREFIX):
+        if library:
+            raise EpNotAvailable(f"--ep {key} and --ep-library {library} both name a plugin library; give one")
+        spec = _plugin_package(key, options, device)
+    elif library:
+        path = plugins.check_library_file(library, "--ep-library")
+        plugins.check_runtime(f"--ep {key} --ep-library {library}")
+        provider = ALIASES.get(key.lower(), key)
+        spec = EpSpec(provider, alias_of(provider), options, holder="plugin", library=path, device=device)
+    else:
+        spec = resolve_ep(key, options, available)
+        if device is not None:
+            _check_device_api(f"--ep {key} --ep-device {device}")
+            spec = EpSpec(spec.provider, spec.alias, spec.options, device=device)
+    adapter = adapter_for(spec)
+    adapter.prepare()
+    if device is not None or spec.holder != "built-in":
+        adapter.device()
+    return spec
+
+
+def ep_package(spec: EpSpec) -> tuple[str, str]:
+    """``(distribution, version)`` of what provides the EP: the plugin package, else the ONNX
+    Runtime wheel (expectations may be scoped by it)."""
+    if spec.package:
+        return spec.package, str(spec.package_version)
+    adapter = adapter_for(spec)
+    if hasattr(adapter, "package"):  # an EP whose ONNX Runtime is not this process's
+        return adapter.package()
+    return ort_flavour(), ort_version()
+
+
+__all__ = ["ADAPTERS", "BuiltInAdapter", "EpAdapter", "PLUGIN_PREFIX", "PluginAdapter", "adapter_for", "ep_package",
+           "resolve"]

@@ -1,0 +1,208 @@
+"""The EP adapter of ``--ep dml-wine``: ONNX Runtime's real DirectML EP, held in a Windows host
+process under Wine (``host``), one host per process that judges cases.
+
+The sessions are built in the host, not here, so this adapter runs them itself
+(``holds_sessions``): it sends the model, the feeds and exactly the session config entries an
+in-process DirectML session gets (``providers.config_entries``: CPU fallback refused, graph
+fusion off, the assignment recorded; the host adds memory pattern off and sequential execution),
+and reads back the outputs bit for bit, the profiling trace and the assignment info, from which
+placement is proven by the same rule as every other EP (``placement.placement_evidence``).
+
+What the host's life means for a case: the host dying mid-request is the case's ``crash`` and
+hanging past its limit its ``timeout`` (``SessionError`` stages), as a dying worker would be;
+the next case starts a fresh host. A session that fails while vkd3d refused one of DirectML's
+shaders carries the emulation's own lines (``SessionError.emulation``): the emulated device,
+not DirectML, failed.
+
+``--ep-option dml_device=own`` lets ONNX Runtime make a DirectML device per session, as an
+application does; the default hands every session the host's one device (the documented
+``OrtSessionOptionsAppendExecutionProviderEx_DML`` path: the same kernels, bit-identical
+outputs, 0.1-0.25 s less per session on this device).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+import onnx
+
+from .. import placement as placement_mod
+from ..ep_run import EpRun, SessionError
+from ..providers import EpNotAvailable, EpSpec, SessionSettings, config_entries
+from . import canary
+from .host import SETUP_COMMAND, DmlWineHost, HostCrashed, HostError, HostRun, HostTimeout, read_host_json
+
+#: The ``--ep`` name of this adapter.
+EP_NAME = "dml-wine"
+PROVIDER = "DmlExecutionProvider"
+#: ``--ep-option`` keys the adapter reads (the rest is refused: the host passes nothing else on).
+OPTIONS = {"device_id": "the DXGI adapter index (0: the emulated llvmpipe device)",
+           "dml_device": "shared (default: one DirectML device for every session) or own (ONNX Runtime "
+                         "makes one per session, as an application does)"}
+#: Seconds one request may take before the host is killed (a case's own --timeout, enforced by the
+#: worker pool around it, is normally shorter).
+REQUEST_TIMEOUT = 600.0
+
+
+class WineDmlAdapter:
+    """Holds ``--ep dml-wine`` in this process: a ``DmlWineHost`` started on first use, replaced
+    after it crashes or hangs. Implements the adapter interface of ``harness.eps.adapters``."""
+
+    holder: ClassVar[str] = EP_NAME
+    holds_sessions: ClassVar[bool] = True
+
+    def __init__(self, spec: EpSpec):
+        """``spec``: ``--ep dml-wine`` with its ``--ep-option`` values."""
+        self.spec = spec
+        self._host: DmlWineHost | None = None
+        self._setup: dict[str, Any] | None = None
+
+    # -- the adapter interface -----------------------------------------------------------------
+    def prepare(self) -> None:
+        """Check the set-up home and the options (no host is started: that is the first session's)."""
+        unknown = sorted(set(self.spec.options) - set(OPTIONS))
+        if unknown:
+            raise EpNotAvailable(f"--ep {EP_NAME}: unknown --ep-option {', '.join(unknown)}; it takes "
+                                 + "; ".join(f"{k} ({v})" for k, v in OPTIONS.items()))
+        if self.spec.options.get("dml_device", "shared") not in ("shared", "own"):
+            raise EpNotAvailable(f"--ep {EP_NAME}: --ep-option dml_device={self.spec.options['dml_device']}: "
+                                 "shared or own")
+        if self._setup is None:
+            try:
+                self._setup = read_host_json()
+            except HostError as exc:
+                raise EpNotAvailable(f"--ep {EP_NAME}: {exc}") from None
+
+    def attach(self, session_options: Any) -> None:
+        """Never called: the host builds the sessions (``holds_sessions``)."""
+        raise TypeError(f"--ep {EP_NAME} builds its sessions in the DirectML host, not in this process")
+
+    def device(self) -> None:
+        """ONNX Runtime's device list of this process knows nothing of the host's device."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """How the EP is held: the host program, the wheel its DLLs came from, the device path."""
+        self.prepare()
+        versions = dict((self._setup or {}).get("versions") or {})
+        return {"holder": EP_NAME, "host_exe": (self._setup or {}).get("host_exe"),
+                "distribution": "onnxruntime-directml", "version": versions.get("onnxruntime_directml_wheel"),
+                "dml_device": self.spec.options.get("dml_device", "shared")}
+
+    def package(self) -> tuple[str, str]:
+        """``(distribution, version)`` the EP comes from: the onnxruntime-directml wheel whose DLLs
+        the host loads (expectations scoped by package or ONNX Runtime version read this)."""
+        self.prepare()
+        versions = (self._setup or {}).get("versions") or {}
+        return "onnxruntime-directml", str(versions.get("onnxruntime_directml_wheel") or versions.get("onnxruntime"))
+
+    # -- sessions ------------------------------------------------------------------------------
+    def run_session(self, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], settings: SessionSettings, *,
+                    allow_fallback: bool = False, profile: bool = True, quiet: bool = False,
+                    initializers: Mapping[str, np.ndarray] | None = None) -> EpRun:
+        """Build ``model``'s session in the host with the conformance settings, run it once on
+        ``feeds`` and read back the outputs and (when ``profile``) where each node ran; raises
+        ``SessionError`` as the in-process session layer does, plus ``crash`` and ``timeout``."""
+        if initializers:
+            raise SessionError("build", PROVIDER, RuntimeError(
+                f"the DirectML host takes a model with its weights inside it; this one has {len(initializers)} "
+                "external initializers (a model over 2 GiB cannot be sent to the host)"))
+        run = self._request(model.SerializeToString(), feeds, settings, allow_fallback, profile, quiet)
+        if run.error_stage is not None:
+            error = SessionError("run" if run.error_stage == "run" else "build", PROVIDER,
+                                 RuntimeError(run.error_message or f"{run.error_stage} failed"))
+            error.emulation = run.emulation_notes
+            raise error
+        result = EpRun(list(run.outputs), list(run.output_names))
+        if profile:
+            names = [n.name for n in model.graph.node]
+            placement, evidence = placement_mod.placement_evidence(run.profile_events, names, run.assignment)
+            result.placement = {n: placement[n] for n in names if n in placement}
+            result.placement_source = placement_mod.describe_evidence(evidence, run.profile_note)
+        return result
+
+    def _request(self, model_bytes: bytes, feeds: Mapping[str, np.ndarray], settings: SessionSettings,
+                 allow_fallback: bool, profile: bool, quiet: bool) -> HostRun:
+        """One request to this process's host (started, or restarted after a crash, on demand)."""
+        host = self.host()
+        try:
+            return host.run(model_bytes, dict(feeds), provider="DML",
+                            device_id=int(self.spec.options.get("device_id", 0)),
+                            shared_device=self.spec.options.get("dml_device", "shared") == "shared",
+                            graph_opt=settings.graph_opt,
+                            config_entries=config_entries(self.spec, settings, allow_fallback=allow_fallback),
+                            profile=profile, log_severity=4 if quiet else 3)
+        except HostCrashed as exc:
+            self._drop()
+            raise SessionError("crash", PROVIDER, RuntimeError(f"the DirectML host (wine64 host.exe) died: {exc}")
+                               ) from None
+        except HostTimeout as exc:
+            self._drop()
+            raise SessionError("timeout", PROVIDER, RuntimeError(f"the DirectML host hung: {exc}")) from None
+
+    def host(self) -> DmlWineHost:
+        """This process's host, started on first use (about 1-2 s)."""
+        self.prepare()
+        if self._host is None or not self._host.alive:
+            self._drop()
+            try:
+                self._host = DmlWineHost(request_timeout=REQUEST_TIMEOUT)
+            except HostError as exc:
+                raise SessionError("build", PROVIDER, RuntimeError(
+                    f"the DirectML host did not start: {exc} (set up with `{SETUP_COMMAND}`)")) from None
+        return self._host
+
+    def _drop(self) -> None:
+        """Close the host (if any); the next request starts a new one."""
+        host, self._host = self._host, None
+        if host is not None:
+            try:
+                host.close(timeout=5)
+            except HostError:
+                pass
+
+    def close(self) -> None:
+        """End this process's host (the pool's workers end with theirs)."""
+        self._drop()
+
+    # -- identity and the canary ---------------------------------------------------------------
+    def identity_record(self) -> dict[str, Any]:
+        """The run header's device record: the emulated adapter as the host's DXGI sees it,
+        DirectML.dll's and ONNX Runtime's versions, Wine's, vkd3d's and the Direct3D 12 limits;
+        ``emulated`` so merge and diff never mix it with a hardware DirectML run."""
+        hello = self.host().info
+        versions = (self._setup or {}).get("versions") or {}
+        adapters = hello.get("adapters") or []
+        chosen = next((a for a in adapters if a.get("index") == int(self.spec.options.get("device_id", 0))), None)
+        adapter = None if chosen is None else {
+            "description": chosen.get("description"), "vendor_id": f"0x{int(chosen.get('vendor_id', 0)):04X}",
+            "device_id": f"0x{int(chosen.get('device_id', 0)):04X}", "software": bool(chosen.get("software")),
+            "dedicated_video_memory": chosen.get("dedicated_video_memory")}
+        d3d12 = hello.get("d3d12") or {}
+        return {"source": EP_NAME, "emulated": True, "adapter": adapter,
+                "directml": {"version": (hello.get("directml_dll") or {}).get("file_version")},
+                "onnxruntime": {"distribution": "onnxruntime-directml", "version": hello.get("onnxruntime_version")},
+                "emulation": {"wine": versions.get("wine") or hello.get("wine_version"),
+                              "vkd3d": versions.get("vkd3d"), "mesa": versions.get("mesa_vulkan_drivers"),
+                              "feature_level": d3d12.get("feature_level"), "shader_model": d3d12.get("shader_model"),
+                              "vkd3d_workaround": d3d12.get("meta_commands_workaround")},
+                "ort_device": {"device": None, "selection": None, "candidates": [],
+                               "note": "the host's DXGI names the device; this process's ONNX Runtime cannot see it"},
+                "note": "an emulated Direct3D 12 device (vkd3d on Mesa's lavapipe, under Wine): results are "
+                        "DirectML's and the DirectML EP's own algorithms, never hardware numerics"}
+
+    def check_canary(self) -> canary.CanaryResult:
+        """The canary on this process's host, on the device path the run uses."""
+        versions = (self._setup or {}).get("versions") or {}
+        return canary.check(self.host(), f"{versions.get('vkd3d', '?')} (the set-up's native DLLs)",
+                            shared_device=self.spec.options.get("dml_device", "shared") == "shared")
+
+
+def spec(options: Mapping[str, str] | None = None) -> EpSpec:
+    """The ``EpSpec`` of ``--ep dml-wine``: DirectML's provider name and the ``dml`` alias (so
+    ``harness/expectations/dml.json`` applies: it is the same EP), held by this adapter."""
+    return EpSpec(PROVIDER, "dml", dict(options or {}), holder=EP_NAME)
+
+
+__all__ = ["EP_NAME", "OPTIONS", "PROVIDER", "WineDmlAdapter", "spec"]

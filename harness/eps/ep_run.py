@@ -1,0 +1,75 @@
+"""What one session on an EP gives back: its outputs and placement (``EpRun``), or why there are none
+(``SessionError``), and where a refused model's nodes went (``Diagnosis``). Shared by the session
+layer and the EP adapters (an adapter that holds its sessions in another process builds these
+itself), so neither imports the other for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import placement as placement_mod
+
+#: What went wrong, by stage: ONNX Runtime raised while building or running the session, or (for
+#: an EP whose sessions live in another process, such as DirectML under Wine) that process died
+#: or hung while serving it: the case's ``crash`` and ``timeout``, with the worker unharmed.
+STAGES = {"build": "could not build the session", "run": "raised while running",
+          "crash": "crashed while serving the session", "timeout": "ran past its time limit"}
+
+
+class SessionError(RuntimeError):
+    """ONNX Runtime raised while building (``stage == "build"``) or running (``"run"``) a session,
+    or the process that held it died (``"crash"``) or hung (``"timeout"``).
+
+    ``cause`` is ONNX Runtime's exception; ``str()`` names the provider, the stage and the first
+    line of the cause."""
+
+    #: Lines of an emulated device's own log saying that it, not the EP, failed (the DirectML host:
+    #: vkd3d refusing one of DirectML's shaders); empty for every other EP.
+    emulation: list[str] = []
+
+    def __init__(self, stage: str, provider: str, cause: BaseException):
+        """``stage``: one of ``STAGES``; ``provider``: the EP's name; ``cause``: ONNX Runtime's
+        exception (or, for ``crash``/``timeout``, what the EP's process left)."""
+        self.stage, self.provider, self.cause = stage, provider, cause
+        super().__init__(f"{provider} {STAGES[stage]}: {first_line(cause)}")
+
+    @property
+    def refused_fallback(self) -> bool:
+        """True when ONNX Runtime refused the session because a node would fall back to the CPU EP."""
+        return self.stage == "build" and placement_mod.is_fallback_refusal(self.cause)
+
+
+@dataclass
+class EpRun:
+    """One session's run: outputs in the session's order, and (when profiled) node -> provider."""
+
+    outputs: list[np.ndarray]
+    output_names: list[str]
+    placement: dict[str, str] = field(default_factory=dict)
+    placement_source: str | None = None
+
+    def named(self) -> dict[str, np.ndarray]:
+        """The outputs keyed by graph output name."""
+        return dict(zip(self.output_names, self.outputs))
+
+
+@dataclass
+class Diagnosis:
+    """Where the nodes of a refused model run once CPU fallback is allowed; ``error`` (with an
+    empty placement) when that session failed too."""
+
+    placement: dict[str, str] = field(default_factory=dict)
+    placement_source: str | None = None
+    error: str | None = None
+
+
+def first_line(exc: BaseException) -> str:
+    """``"TypeName: first line of the message"``: ONNX Runtime's errors can run to pages."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+__all__ = ["Diagnosis", "EpRun", "STAGES", "SessionError", "first_line"]
