@@ -30,14 +30,16 @@ def test_shared_causes_apply_where_they_say():
     cuda = exp.for_ep("cuda", provider="CUDAExecutionProvider")
     assert _ids(cuda) == SHARED  # no cuda.json: the shared causes are all it has
     webgpu = exp.for_ep("webgpu", provider="WebGpuExecutionProvider")
-    assert _ids(webgpu) == ["roi_align*", "roi_align*opset10*", "max_pooling2/*"]  # NaN: CPU and CUDA seen only
+    shared_ids = [e.id for e in webgpu.entries + webgpu.inactive if e.applies_to]
+    assert shared_ids == ["roi_align*", "roi_align*opset10*", "max_pooling2/*"]  # NaN: CPU and CUDA seen only
+    assert webgpu.source.endswith("webgpu.json + " + f"{exp.EXPECTATIONS_DIR}/{exp.SHARED_FILE}")
     assert not set(_ids(exp.for_ep("dml"))) & {"roi_align*opset10*", "max_pooling2/edge-nan-inf*"}
     openvino = exp.for_ep("openvino")
     assert _ids(openvino).count("roi_align*opset10*") == 1 and "max_pooling2/edge-nan-inf*" not in _ids(openvino)
     cpu = exp.for_ep("cpu")
     assert [e.id for e in cpu.entries if e.applies_to] == SHARED and cpu.source.endswith("shared.json")
     # the cause is written once: no entry of an EP's own file repeats a shared one
-    for alias in ("cpu", "openvino", "dml"):
+    for alias in ("cpu", "openvino", "dml", "webgpu"):
         own = json.loads(open(f"{exp.EXPECTATIONS_DIR}/{alias}.json", encoding="utf-8").read())["expectations"]
         assert not {e["reason"] for e in own} & {e["reason"] for e in shared["expectations"]}
 
