@@ -270,6 +270,8 @@ def _output_offset_flags(d: RoiAlign1Desc, opo: float, fixed: bool) -> list[Flag
 
 
 def _oob_flag(d: RoiAlign1Desc, plan: _Plan) -> Flag:
+    """The OutOfBoundsInputValue flag: exact for 0 (ORT's outside samples read 0), composed for
+    another finite value, inexpressible for a non-finite one or under ONNX's corner-term max."""
     if not np.isfinite(plan.oob):
         return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "inexpressible",
                     "a non-finite value: the composition's v * (1 - RoiAlign(ones)) multiplies it by the share of "
