@@ -1,9 +1,9 @@
 """The case catalog as a pytest suite: ``pytest tests/conformance --ep openvino``.
 
 One test per catalog case, named by its readable case id
-(``test_case[roi_align1/grid-avg-linear-fp16-...]``), marked with its operator
-(``roi_pooling``, ``max_pooling2``, ``roi_align``, ``roi_align1``) and its dtype (``float32``,
-``float16``, ``int8``, ...), so ``-m "roi_align1 and float16"`` and ``-k`` select as usual.
+(``test_case[roi_align1/grid-avg-linear-fp16-...]``), marked with its operator's registry name
+(``reference.registry.names()``, e.g. ``roi_align1``) and its dtype (``float32``, ``float16``,
+``int8``, ...), so ``-m "roi_align1 and float16"`` and ``-k`` select as usual.
 Each case runs in a worker process kept for the whole pytest process (a crash or a hang
 fails that test only; ``-n 2`` with pytest-xdist gives each xdist worker its own).
 

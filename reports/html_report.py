@@ -31,6 +31,7 @@ from ep_testbed.harness.core.results import (
 )
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import write_output
+from ep_testbed.reference.registry import index_output_names
 
 from . import figures, images
 from .artifacts import (
@@ -130,7 +131,7 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     if with_pictures:
         for name, expected in art.expected.items():
             actual = art.actual.get(name)
-            if actual is None or name == "OutputIndicesTensor":
+            if actual is None or name in index_output_names():
                 continue
             detail.pictures[name] = images.worst_slices(case.op, expected, actual,
                                                         tolerance=run_tolerances(run).for_dtype(expected.dtype.name.upper()))

@@ -120,7 +120,7 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
             where = f" ({case.scope})" if case.scope else ""
             ET.SubElement(tc, "skipped", message=_clean(f"{case.outcome}{where}: {reason}"[:500]), type=case.outcome)
         elif case.outcome == "tie-only":
-            ET.SubElement(tc, "system-out").text = _clean(f"tie-only: {case.raw.get('ties', 0)} MaxPool index tie(s)")
+            ET.SubElement(tc, "system-out").text = _clean(f"tie-only: {case.raw.get('ties', 0)} index tie(s)")
     for k, v in counts.items():
         suite.set(k, str(v))
     suite.set("time", f"{total_time:.3f}")

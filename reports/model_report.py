@@ -4,7 +4,7 @@ Reads ``OUT/model_result.json`` (written by ``ep-testbed model run``) and, for d
 the ``nodes/*.npz`` files it points at (loaded with ``allow_pickle=False``); runs nothing.
 Shows: a verdict and the first divergent node, the model and runtime facts, the outputs
 compared with the reference EP (and the baseline, if any), placement counts by op type and
-provider, and the per-node attribution table (every RoiAlign / MaxRoiPool / MaxPool node, its
+provider, and the per-node attribution table (every node of an attributed op type, its
 provider, the DML desc it was read as, its flags and errors), with |EP - reference| heatmaps of
 diverging nodes. Styling reuses ``report.css``; escaping is Jinja2's autoescape
 (``reports.rendering.environment``).

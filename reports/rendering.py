@@ -61,7 +61,7 @@ def outcome_css(extra: dict[str, str] | None = None) -> Markup:
 
 OUTCOME_HELP = {
     "pass": "ran on the EP and matched the reference within tolerance",
-    "tie-only": "passed; some MaxPool indices differ only where the window holds equal maxima",
+    "tie-only": "passed; some indices (of an index output) differ only where the window holds equal maxima",
     "known": "failed as an expectation file says it will (a known divergence)",
     "fixed": "an expectation says it fails, but it passed: update the expectation",
     "fail": "ran on the EP and differs from the reference beyond tolerance",

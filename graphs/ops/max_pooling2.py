@@ -44,6 +44,7 @@ from ep_testbed.graphs.common import (
     node_attributes,
     strides_flag,
 )
+from ep_testbed.graphs.dml_ep_facts import FLOAT16TO32, INTS8BIT, DmlEpOp, Registration
 from ep_testbed.graphs.flags import Flag
 from ep_testbed.graphs.mapping import Mapping, Port
 from ep_testbed.reference.descs import TensorDesc
@@ -54,6 +55,15 @@ from ep_testbed.reference.max_pooling2 import MaxPooling2Desc
 NATIVE = {"FLOAT32": 8, "FLOAT16": 8, "INT8": 12, "UINT8": 12}
 #: What ORT's DML EP registers MaxPool for (OperatorRegistration.cpp): type -> first opset.
 DML_EP_TYPES = {np.dtype(np.float32): 7, np.dtype(np.float16): 7, np.dtype(np.int8): 12, np.dtype(np.uint8): 12}
+#: The oldest opset this mapper's models need (the testbed builds no older one for any operator).
+OLDEST_OPSET = (8, "MaxPool's Indices output appears in opset 8")
+#: The DML EP's MaxPool rows (OperatorRegistration.cpp; ``graphs.dml_ep_facts``): float only at
+#: opset 7 (L756); from opset 8 on int8/uint8 too, with the int64 Indices (L757-760, L600).
+DML_EP = {"MaxPool": DmlEpOp(
+    rows=(Registration((7,), {"T": FLOAT16TO32}, "L756"),
+          Registration((8, 10, 11, 12), {"T": FLOAT16TO32 | INTS8BIT, "I": frozenset({onnx.TensorProto.INT64})},
+                       "L757-760, L600")),
+    operator_file="Operators/DmlOperatorPooling.cpp")}
 
 
 # --- DML -> ONNX -------------------------------------------------------------------------------

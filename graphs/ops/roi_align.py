@@ -73,6 +73,7 @@ from ep_testbed.graphs.common import (
     node_attributes,
     strides_flag,
 )
+from ep_testbed.graphs.dml_ep_facts import FLOAT16TO32, DmlEpOp, Registration
 from ep_testbed.graphs.flags import Flag
 from ep_testbed.graphs.mapping import Mapping, Port
 from ep_testbed.reference.checks import max_elements
@@ -83,6 +84,21 @@ from ep_testbed.reference.roi_align import (
     as_roi_align1,
     roi_count,
 )
+
+#: The DML EP's RoiAlign rows (OperatorRegistration.cpp L768-769 for opsets 10 and 16, batch
+#: indices int32 or int64 per L628; ``graphs.dml_ep_facts``).
+DML_EP = {"RoiAlign": DmlEpOp(
+    rows=(Registration((10, 16), {"T1": FLOAT16TO32, "T2": frozenset({onnx.TensorProto.INT32, onnx.TensorProto.INT64})},
+                       "L768-769, L628"),),
+    operator_file="Operators/DmlOperatorRoiAlign.cpp")}
+
+#: ONNX backend cases where ONNX's meaning and the nearest DML desc differ, and why
+#: (``graphs.backend_cases``).
+ONNX_BACKEND_DIFFERENCES = {
+    "test_roialign_mode_max": "ONNX's RoiAlign mode=\"max\" (its reference implementation and ORT) takes the max "
+                              "of the four weighted corner terms of each bilinear sample, DML's MAX the max of the "
+                              "interpolated samples (https://github.com/onnx/onnx/issues/4764)",
+}
 
 ADAPTIVE_REASON = ("sampling_ratio=0: ONNX's count ceil(size/output) per axis, equal to the page's clamp(ceil(size/"
                    "output), 1, UINT32_MAX) for every region of positive size (ORT takes no sample for an empty or "

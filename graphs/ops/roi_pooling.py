@@ -22,10 +22,15 @@ import onnx
 
 from ep_testbed.graphs.builder import GraphBuilder
 from ep_testbed.graphs.common import Imported, dtype_of, float_data_type, node_attributes, strides_flag
+from ep_testbed.graphs.dml_ep_facts import FLOAT16TO32, DmlEpOp, Registration
 from ep_testbed.graphs.flags import Flag
 from ep_testbed.graphs.mapping import Mapping, Port
 from ep_testbed.reference.descs import Size2D, TensorDesc
 from ep_testbed.reference.roi_pooling import RoiPoolingDesc, bin_bounds, scaled_region
+
+#: The DML EP's MaxRoiPool row (OperatorRegistration.cpp L767; ``graphs.dml_ep_facts``).
+DML_EP = {"MaxRoiPool": DmlEpOp(rows=(Registration((7,), {"T": FLOAT16TO32}, "L767"),),
+                                operator_file="Operators/DmlOperatorRoiPooling.cpp")}
 
 
 def to_onnx(desc: RoiPoolingDesc, opset: int) -> Mapping:

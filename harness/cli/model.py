@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 
+from ep_testbed.graphs import attributed_op_types
+
 from .model_command import DEMO_TIMEOUT, demo_command, run_command
 from .options import add_ep_options, add_tolerance_options, seconds, seed
 
@@ -25,7 +27,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         "run", help="run one model on --ep and the reference EP",
         description="Run MODEL.onnx on the EP under test and on the reference EP with the same seeded inputs; "
                     "compare output by output; prove where each node ran; attribute divergence to the first "
-                    "RoiAlign/MaxRoiPool/MaxPool node whose output differs from the DirectML reference.",
+                    f"{'/'.join(attributed_op_types())} node whose output differs from the DirectML reference.",
         epilog="exit codes: 0 ok, 1 outputs differ / baseline regression / a node diverges / EP failed or crashed, "
                "2 model refused or bad usage")
     run.add_argument("model", help="the .onnx file (external data must sit in its folder)")
@@ -44,8 +46,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--ep-crashed", metavar="WHAT", help=argparse.SUPPRESS)
     run.set_defaults(func=run_command)
     demo = sub.add_parser("demo", help="run the bundled demo models end to end",
-                          description="Write the bundled models (a detection head with RoiAlign and a ResNet-style "
-                                      "stem with MaxPool + Indices, seeded weights) and run each like `model run`.")
+                          description="Write the bundled models (a detection head and a ResNet-style stem with its "
+                                      "pool's indices, seeded weights) and run each like `model run`.")
     _common(demo)
     demo.add_argument("--timeout", type=seconds, default=DEMO_TIMEOUT, metavar="SECONDS",
                       help=f"per-model time limit of its child process (default {DEMO_TIMEOUT:g})")

@@ -291,14 +291,15 @@ def _print_attribution(attribution: dict[str, Any]) -> None:
     """The attribution lines of ``print_summary``: the counts, one line per node (plus why, for a
     node that differs), and the first divergent node."""
     rows = attribution["nodes"]
+    ops = "/".join(attribution.get("ops") or [])
     if not rows:
-        print("  attribution: the model has no RoiAlign, MaxRoiPool or MaxPool node")
+        print(f"  attribution: the model has no node of an attributed op type ({ops})")
         return
     counts = attribution.get("counts") or {}
     statuses = ", ".join(f"{n} {s}" for s, n in (counts.get("by_status") or {}).items())
     how = ("alone on the EP, fed the reference EP's inputs" if any(row.get("alone") for row in rows)
            else "on their own EP inputs")
-    print(f"  attribution: {counts.get('judged', '?')} of {len(rows)} RoiAlign/MaxRoiPool/MaxPool nodes judged "
+    print(f"  attribution: {counts.get('judged', '?')} of {len(rows)} {ops} nodes judged "
           f"{how} ({statuses})")
     for row in rows:
         where = f"inside the {safe(row['inside'])}" if row.get("inside") else f"on {safe(_short(row['provider']))}"

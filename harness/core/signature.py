@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ep_testbed.harness.core.results import decode_number
+from ep_testbed.reference.registry import index_output_names
 
 #: Raw outcomes a fuzz run shrinks (``known`` ones too when asked: their raw outcome is one of these).
 SHRINKABLE = ("fail", "crash", "timeout")
@@ -76,7 +77,7 @@ def _value_classes(line: dict[str, Any]) -> str:
     if worst is None:
         return ""
     if isinstance(worst.get("expected"), int) and isinstance(worst.get("actual"), int) \
-            and "Indices" in str(worst.get("output")):
+            and str(worst.get("output")) in index_output_names():
         return "index"
     return f"{_value_class(worst.get('expected'))} -> {_value_class(worst.get('actual'))}"
 

@@ -9,7 +9,8 @@ One module per job:
 - ``inputs``: the model's input specs, ``--shape``, seeded range-aware inputs, ``.npz`` inputs;
 - ``outputs``: graph outputs compared by name, index outputs tie-aware (operator records);
 - ``attribution``: which nodes are judged (and which, inside Loop/If bodies, cannot be), the probe
-  copy, one row per RoiAlign / MaxRoiPool / MaxPool node, the first divergent node;
+  copy, one row per node of an attributed op type (``graphs.attributed_op_types()``), the first
+  divergent node;
 - ``judge``: the verdict on one node (empty nodes, differences a flag explains or predicts);
 - ``run``: ``run_model``, the result of one model run (``model_result.json``);
 - ``baseline``: saved outputs and manifest, and the check against them;

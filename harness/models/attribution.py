@@ -2,7 +2,7 @@
 exposes their inputs and outputs, the row of each node and the first divergent one.
 
 Attributed nodes are those of an ONNX op type some operator record reads back
-(``graphs.attributed_op_types()``: ``RoiAlign``, ``MaxRoiPool``, ``MaxPool``), in the default
+(``graphs.attributed_op_types()``, from the records' ``onnx_ops``), in the default
 domain of the main graph. ``probe_model`` adds every input and output of those nodes to a copy's
 graph outputs, so that one run of the copy captures them. ``attribute_nodes`` then judges each
 node, in graph (topological) order, on the inputs the EP under test actually fed it
