@@ -55,6 +55,13 @@ CASE_SCHEMA: dict[str, tuple[str, ...]] = {
     # the index ones; per output, the error distribution and the smallest passing tolerance
     # (``harness.core.error_stats``).
     "nonfinite_mismatches": (INT, NULL), "index_mismatches": (INT, NULL), "error_stats": (OBJECT, NULL),
+    # Why a failed case failed (``harness.run.attribution``): ``cause`` (operator, helper,
+    # composition, unknown), ``reason`` (one sentence), each operator node judged on its own EP
+    # inputs (``nodes``), the helper named and the size of its change.
+    "attribution": (OBJECT, NULL),
+    # A failure re-checked on a second EP (``harness.run.recheck``, ``run --also-on``): ``scope``
+    # is "shared with <EP>" or "only on <EP>", ``also_on`` what the second EP did.
+    "scope": (STR, NULL), "also_on": (OBJECT, NULL),
 }
 CASE_KEYS = tuple(CASE_SCHEMA)
 #: The kinds the keys of a run header may hold (a header may carry more keys: the EP's
