@@ -98,9 +98,11 @@ WRONG = ("fail",) + NO_VERDICT
 FAILING = WRONG + ("fixed",)
 #: Failed as an expectation says (``known``): reported, does not fail a run (like an xfail).
 EXPECTED_FAILURE = ("known",)
-#: Did not test the EP: an op node ran elsewhere, or ONNX cannot express the desc. Never a pass;
-#: a failure only with ``--fail-on-not-on-ep`` / ``--fail-on-inexpressible``.
-NOT_TESTED = ("not-on-ep", "inexpressible")
+#: Did not test the EP: an op node ran elsewhere, ONNX cannot express the desc, or an emulated
+#: device could not run the EP's kernel (``emulation-gap``: DirectML under Wine, where vkd3d
+#: refused one of DirectML's shaders; the device failed, not DirectML). Never a pass; a failure
+#: only with ``--fail-on-not-on-ep`` / ``--fail-on-inexpressible``.
+NOT_TESTED = ("not-on-ep", "inexpressible", "emulation-gap")
 #: Every outcome a case line may carry (the order of the end line's and the summary table's counts).
 OUTCOMES = PASSING + FAILING + EXPECTED_FAILURE + NOT_TESTED
 #: The order reports list outcomes in: what needs a person first (counts, matrix colours, case

@@ -46,6 +46,7 @@ from ep_testbed.harness.core.results import ERROR_KEYS, case_record
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.eps import placement as placement_mod
 from ep_testbed.harness.eps import session as session_mod
+from ep_testbed.harness.eps.ep_run import STAGES
 from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
 from ep_testbed.harness.eps.session import first_line
 from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
@@ -244,6 +245,12 @@ def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) ->
         elif exc.refused_fallback:
             _diagnose_refusal(prepared, config, line, exc.cause)
             return None
+        elif exc.stage in ("crash", "timeout"):  # the EP's own process died or hung; this worker did not
+            line.update(outcome=exc.stage, message=str(exc))
+        elif exc.emulation:
+            line.update(outcome="emulation-gap", message=f"{ep} {STAGES[exc.stage]} on an emulated device whose "
+                        f"Direct3D 12 layer refused the EP's shader (not a result of the EP): {exc.emulation[0]}; "
+                        f"ONNX Runtime: {first_line(exc.cause)}")
         elif exc.stage == "build":
             line.update(outcome="fail", message=f"{ep} could not build the session: {first_line(exc.cause)}")
         else:
