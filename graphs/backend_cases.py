@@ -2,10 +2,10 @@
 
 ``onnx.backend.test.case.node.collect_testcases`` (shipped in the onnx wheel) builds each
 case's one-node model with its input and expected output arrays. ``onnx_backend_cases()``
-imports every case of those op types (RoiAlign and MaxPool; ONNX has none for MaxRoiPool) in
-``spec`` mode, so that the tests can run the DML desc
-through ``reference.execute`` and compare with ONNX's expected outputs. Where the desc cannot
-mean the same as ONNX, the case says so in ``known_difference`` (documented reasons below).
+imports every case of those op types (``attributed_op_types()``) in ``spec`` mode, so that the
+tests can run the DML desc through ``reference.execute`` and compare with ONNX's expected
+outputs. Where the desc cannot mean the same as ONNX, the case says so in ``known_difference``
+(each mapper module's ``ONNX_BACKEND_DIFFERENCES`` documents its reasons: ``known_differences``).
 """
 
 from __future__ import annotations
@@ -20,14 +20,19 @@ from typing import Any, Optional
 import numpy as np
 import onnx
 
-from .from_onnx import Imported, attributed_op_types, import_node
+from ep_testbed.reference.registry import specs
 
-#: Cases where ONNX's meaning and the nearest DML desc differ, and why.
-KNOWN_DIFFERENCES: dict[str, str] = {
-    "test_roialign_mode_max": "ONNX's RoiAlign mode=\"max\" (its reference implementation and ORT) takes the max "
-                              "of the four weighted corner terms of each bilinear sample, DML's MAX the max of the "
-                              "interpolated samples (https://github.com/onnx/onnx/issues/4764)",
-}
+from .from_onnx import Imported, attributed_op_types, import_node
+from .ops import mapper_of
+
+
+def known_differences() -> dict[str, str]:
+    """Backend case name -> why ONNX's meaning and the nearest DML desc differ, from every
+    registered operator's mapper module (``ONNX_BACKEND_DIFFERENCES``, an optional hook)."""
+    found: dict[str, str] = {}
+    for spec in specs():
+        found.update(getattr(mapper_of(spec), "ONNX_BACKEND_DIFFERENCES", {}))
+    return found
 
 
 @dataclass
@@ -69,7 +74,7 @@ def raw_cases() -> dict[str, Any]:
 
 def onnx_backend_cases() -> list[BackendCase]:
     """Every ONNX backend node case of an attributed op type, imported in ``spec`` mode."""
-    out, seen = [], set()
+    out, seen, known = [], set(), known_differences()
     for case in _collect():
         if case.name in seen:
             continue
@@ -86,5 +91,5 @@ def onnx_backend_cases() -> list[BackendCase]:
         except ValueError as e:
             imported, error = None, str(e)
         out.append(BackendCase(case.name, node, opset, inputs, expected, imported, error, case.atol, case.rtol,
-                               KNOWN_DIFFERENCES.get(case.name)))
+                               known.get(case.name)))
     return out

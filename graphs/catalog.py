@@ -1,4 +1,4 @@
-"""The case catalog: named, reproducible cases (a desc, a seed, tags) for the four operators.
+"""The case catalog: named, reproducible cases (a desc, a seed, tags) for every registered operator.
 
 ``build_catalog(ops, seed)`` lists, per operator (its cases module in ``graphs/cases/``, named
 by the operator registry):
@@ -35,8 +35,8 @@ __all__ = ["TIERS", "Case", "build_catalog"]
 
 
 def build_catalog(ops: Optional[Iterable[str]] = None, seed: int = 0, tier: str = "default") -> list[Case]:
-    """All cases of ``ops`` (registry names: ``roi_pooling``, ``max_pooling2``, ``roi_align``,
-    ``roi_align1``, ...; None = every registered operator) in ``tier`` (``TIERS``: ``smoke``, a
+    """All cases of ``ops`` (registry names, ``reference.registry.names()``; None = every
+    registered operator) in ``tier`` (``TIERS``: ``smoke``, a
     few catalog cases per operator for a pre-commit check; ``default``, the catalog; ``stress``,
     detection-, classifier- and GPU-boundary-sized cases, each tagged ``memory_mb``), ids unique
     and stable for a seed."""

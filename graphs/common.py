@@ -11,8 +11,10 @@ from onnx import helper
 
 from ep_testbed.reference.descs import TensorDesc
 from ep_testbed.reference.dtypes import dml_data_type, numpy_dtype
+from ep_testbed.reference.registry import specs
 
 from .flags import Flag
+from .ops import mapper_of
 from .runtime import DEFAULT_OPSET, MIN_OPSET, max_opset
 
 
@@ -32,12 +34,23 @@ def choose_opset(opset: Optional[int]) -> int:
     if isinstance(opset, bool) or not isinstance(opset, int):
         raise OpsetError(opset, "an opset is a whole number")
     newest = max_opset()
-    if opset < MIN_OPSET:
-        raise OpsetError(opset, f"this mapper builds opset {MIN_OPSET} to {newest} (MaxPool's Indices output "
-                                "appears in opset 8)")
+    oldest, why = oldest_opset()
+    if opset < oldest:
+        raise OpsetError(opset, f"this mapper builds opset {oldest} to {newest}" + (f" ({why})" if why else ""))
     if opset > newest:
         raise OpsetError(opset, f"the installed onnx {onnx.__version__} / onnxruntime support opsets up to {newest}")
     return opset
+
+
+def oldest_opset() -> tuple[int, str]:
+    """The oldest opset the mapper builds, and why: the newest ``OLDEST_OPSET`` a registered
+    operator's mapper module states (an optional hook), or ``runtime.MIN_OPSET``."""
+    found = (MIN_OPSET, "")
+    for spec in specs():
+        stated = getattr(mapper_of(spec), "OLDEST_OPSET", None)
+        if stated is not None and stated[0] >= found[0]:
+            found = (int(stated[0]), str(stated[1]))
+    return found
 
 
 def packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:

@@ -38,7 +38,7 @@ def attributed_op_types() -> tuple[str, ...]:
 
 def from_onnx(node: onnx.NodeProto, input_shapes: Sequence[Sequence[int]], input_types: Sequence[Any],
               mode: str = "spec", opset: Optional[int] = None):
-    """The DML desc an ONNX node (``RoiAlign``, ``MaxRoiPool``, ``MaxPool``, ...) means.
+    """The DML desc an ONNX node of an attributed op type (``attributed_op_types()``) means.
 
     ``input_shapes`` / ``input_types`` (NumPy dtypes or ``onnx.TensorProto`` codes) follow the
     node's inputs. ``opset`` is the model's default-domain opset (None: the newest reading,

@@ -14,7 +14,8 @@ import functools
 import onnx
 from onnx import TensorProto, helper
 
-#: The oldest opset this mapper builds: MaxPool's Indices output needs 8.
+#: The oldest opset the shared graph builder is used with; a mapper module that needs a newer one
+#: says so (``OLDEST_OPSET``, ``graphs.common.oldest_opset``): MaxPool's Indices output needs 8.
 MIN_OPSET = 8
 #: The opset ``to_onnx`` uses unless told otherwise: RoiAlign-16 (coordinate_transformation_mode),
 #: MaxPool-12 (int8/uint8, dilations), MaxRoiPool-1 all resolve at 16.

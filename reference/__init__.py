@@ -1,8 +1,10 @@
 """A NumPy reference of DirectML operators, field by field as their doc pages say.
 
 ``desc_from_dml`` reads a desc in DirectML's spelling, ``validate`` checks it against its
-page, ``execute`` computes it; ``registry`` lists the operators (one record each). Nothing
-here imports onnx or onnxruntime.
+page, ``execute`` computes it; ``registry`` lists the operators (one record each), and every
+registered operator's desc class is an attribute of this package under its class name
+(``from ep_testbed.reference import RoiAlign1Desc``), found through the registry rather than
+listed here. Nothing here imports onnx or onnxruntime.
 """
 
 if __name__ == "reference":  # imported by its folder name from the repository root, not as installed
@@ -14,16 +16,21 @@ from .descs import Desc, Size2D, TensorDesc
 from .dml_dict import desc_from_dml, desc_to_dml
 from .errors import DescError
 from .execute import execute, execute_with_bounds
-from .max_pooling2 import MaxPooling2Desc
 from .precision import DEFAULT_MODEL, MODELS, Expected, KnifeEdge, PrecisionModel, precision_model
 from .registry import OpSpec, register, spec_for, spec_named, specs
-from .roi_align import RoiAlign1Desc, RoiAlignDesc
-from .roi_pooling import RoiPoolingDesc
 from .validation import NEWEST_FEATURE_LEVEL, validate
 
 __all__ = [
-    "DEFAULT_MODEL", "Desc", "DescError", "Expected", "KnifeEdge", "MODELS", "MaxPooling2Desc", "NEWEST_FEATURE_LEVEL",
-    "OpSpec", "PrecisionModel", "RoiAlign1Desc", "RoiAlignDesc", "RoiPoolingDesc", "Size2D", "TensorDesc",
-    "desc_from_dml", "desc_to_dml", "execute", "execute_with_bounds", "precision_model", "register", "spec_for",
-    "spec_named", "specs", "validate",
-]
+    "DEFAULT_MODEL", "Desc", "DescError", "Expected", "KnifeEdge", "MODELS", "NEWEST_FEATURE_LEVEL", "OpSpec",
+    "PrecisionModel", "Size2D", "TensorDesc", "desc_from_dml", "desc_to_dml", "execute", "execute_with_bounds",
+    "precision_model", "register", "spec_for", "spec_named", "specs", "validate",
+] + [spec.desc.__name__ for spec in specs()]
+
+
+def __getattr__(name: str) -> type:
+    """A registered operator's desc class by its class name (``RoiAlign1Desc``, ...): the registry
+    lists the operators, this package does not; AttributeError for any other name."""
+    for spec in specs():
+        if spec.desc.__name__ == name:
+            return spec.desc
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

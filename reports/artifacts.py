@@ -17,9 +17,7 @@ from typing import Any
 import numpy as np
 
 from ep_testbed.harness.core.untrusted_files import ARRAY_KINDS, FileRefused, inside, read_arrays, read_bytes, read_json
-
-INDICES_OUTPUT = "OutputIndicesTensor"
-VALUES_OUTPUT = "OutputTensor"
+from ep_testbed.reference.registry import specs
 
 
 @dataclass
@@ -161,20 +159,31 @@ class IndexMismatch:
     tie: bool
 
 
+def index_output(art: CaseArtifacts) -> tuple[str, str] | None:
+    """``(index output, the value output it locates)`` of the first index output a registered
+    operator declares (``OpSpec.index_outputs``) that the case's expected outputs hold, or None."""
+    for spec in specs():
+        for index, (values, _) in spec.index_outputs.items():
+            if index in art.expected:
+                return index, values
+    return None
+
+
 def index_mismatches(art: CaseArtifacts, limit: int = 50) -> tuple[list[IndexMismatch], list[IndexMismatch], int]:
-    """MaxPool index differences split into (real mismatches, ties, total differing).
+    """Index output differences (``index_output``) split into (real mismatches, ties, total differing).
 
     A differing index is shown as a tie when the input element it points at equals the expected
     maximum (both NaN counts as equal).  The harness's count (which also checks the window) is the
     verdict; this split only lets a reader see which positions are which.  Needs the one input of
     the model in inputs.npz; without it every difference is listed as a mismatch with no values.
     """
-    e_idx = art.expected.get(INDICES_OUTPUT)
-    a_idx = art.actual.get(INDICES_OUTPUT)
+    index, values = index_output(art) or ("", "")
+    e_idx = art.expected.get(index)
+    a_idx = art.actual.get(index)
     if e_idx is None or a_idx is None or e_idx.shape != a_idx.shape:
         return [], [], 0
     x = next(iter(art.inputs.values())) if len(art.inputs) == 1 else None
-    maxima = art.expected.get(VALUES_OUTPUT)
+    maxima = art.expected.get(values)
     diff_pos = np.argwhere(e_idx.astype(np.int64) != a_idx.astype(np.int64))
     mismatches: list[IndexMismatch] = []
     ties: list[IndexMismatch] = []
@@ -198,16 +207,17 @@ INDEX_SAME, INDEX_TIE, INDEX_MISMATCH = 0, 1, 2
 
 
 def index_categories(art: CaseArtifacts) -> np.ndarray | None:
-    """Per element of OutputIndicesTensor: INDEX_SAME, INDEX_TIE or INDEX_MISMATCH (same rule as
-    ``index_mismatches``); None when the case has no comparable index output."""
-    e_idx = art.expected.get(INDICES_OUTPUT)
-    a_idx = art.actual.get(INDICES_OUTPUT)
+    """Per element of the index output (``index_output``): INDEX_SAME, INDEX_TIE or INDEX_MISMATCH
+    (same rule as ``index_mismatches``); None when the case has no comparable index output."""
+    index, values = index_output(art) or ("", "")
+    e_idx = art.expected.get(index)
+    a_idx = art.actual.get(index)
     if e_idx is None or a_idx is None or e_idx.shape != a_idx.shape:
         return None
     e, a = e_idx.astype(np.int64), a_idx.astype(np.int64)
     codes = np.where(e != a, INDEX_MISMATCH, INDEX_SAME).astype(np.uint8)
     x = next(iter(art.inputs.values())) if len(art.inputs) == 1 else None
-    maxima = art.expected.get(VALUES_OUTPUT)
+    maxima = art.expected.get(values)
     if x is not None and maxima is not None and maxima.shape == e.shape:
         flat = x.reshape(-1)
         inside = (a >= 0) & (a < flat.size)

@@ -2,9 +2,11 @@
 
 Reads ``OUT/model_result.json`` (written by ``ep-testbed model run``) and, for diverging nodes,
 the ``nodes/*.npz`` files it points at (loaded with ``allow_pickle=False``); runs nothing.
-Shows: a verdict and the first divergent node, the model and runtime facts, the outputs
+Shows: a verdict (the operators under test, then output drift) and the first divergent node, where
+output drift against the reference EP starts (node, op type, statistics, how it was searched,
+what the outputs became), the model and runtime facts, the outputs
 compared with the reference EP (and the baseline, if any), placement counts by op type and
-provider, and the per-node attribution table (every RoiAlign / MaxRoiPool / MaxPool node, its
+provider, and the per-node attribution table (every node of an attributed op type, its
 provider, the DML desc it was read as, its flags and errors), with |EP - reference| heatmaps of
 diverging nodes. Styling reuses ``report.css``; escaping is Jinja2's autoescape
 (``reports.rendering.environment``).
@@ -31,13 +33,15 @@ NODES_WITH_PICTURES = 4
 #: Badge colours of the statuses this report adds to the run outcomes' palette.
 STATUS_COLOURS = {
     "match": "#2e9d4f", "diverges": "#d62f2f", "not-attributable": "#b8b8b8", "regression": "#d62f2f",
-    "explained": "#2e7d6b", "flagged": "#8a6d00", "not-attributed": "#6b6b6b",
+    "explained": "#2e7d6b", "flagged": "#8a6d00", "not-attributed": "#6b6b6b", "drift": "#f0b429",
 }
 STATUS_HELP = {
     **NODE_STATUSES,
     "pass": "matches the reference EP within tolerance",
     "fail": "differs from the reference EP beyond tolerance",
     "regression": "differs from the stored baseline beyond tolerance",
+    "drift": "differs from the reference EP beyond tolerance; --drift-tol decides whether that fails the run "
+             "(the 'Output drift' section says where it starts)",
 }
 
 
@@ -47,19 +51,33 @@ SAVED_FILES = ("inputs.npz", "outputs.npz", "reference_outputs.npz")
 
 def model_verdict(result: dict[str, Any]) -> tuple[str, str]:
     """(colour, text) of the report's verdict badge, one statement with the first-divergent
-    banner: red when the run failed (outputs differ, a baseline regression); amber when the
-    outputs match the reference EP but an attributed node diverges from the DML reference (the
-    exit code follows the outputs, so the badge says both), red when such a node fails the run;
-    green when nothing diverges."""
+    banner, read from the result's facts (statuses, outputs, baseline, drift), operators first:
+    red when the run failed (the EP did not run the model, outputs differ and the drift policy
+    fails on that, a baseline regression, a node diverges unexplained); amber when it passed while
+    the outputs drift from the reference EP's (``--drift-tol report``: the badge says where the
+    drift starts) or a node diverges in a result that did not fail on it; green when nothing
+    differs."""
     ep = str(result.get("ep", {}).get("provider", "?")).replace("ExecutionProvider", "")
     exit_code = 0 if result.get("verdict") == "pass" else 1
     outputs_fail = any(o.get("outcome") == "fail" for o in result.get("outputs", []))
     baseline = result.get("baseline") or {}
     diverging = [r for r in result.get("attribution", {}).get("nodes", []) if r.get("status") == "diverges"]
+    drift = result.get("drift") or {}
+    where = f"; {drift['statement']}" if drift.get("outputs_differ") and drift.get("statement") else ""
     if result.get("ep_failure"):
         return "red", f"the model did not run on {ep} (exit {exit_code})"
+    if outputs_fail and exit_code and not (diverging or baseline.get("outcome") == "regression"):
+        return "red", f"outputs differ on {ep}{where} (exit {exit_code})"
+    if outputs_fail and not exit_code and not diverging:
+        return "amber", f"operators pass{where or f'; outputs differ on {ep}'} (exit 0: --drift-tol report)"
+    return _operators_verdict(ep, exit_code, outputs_fail, baseline, diverging, where)
+
+
+def _operators_verdict(ep: str, exit_code: int, outputs_fail: bool, baseline: dict[str, Any],
+                       diverging: list[dict[str, Any]], where: str) -> tuple[str, str]:
+    """The badge when output drift alone does not decide it (``model_verdict``)."""
     if outputs_fail:
-        return "red", f"outputs differ on {ep} (exit {exit_code})"
+        return "red", f"outputs differ on {ep}{where} (exit {exit_code})"
     if baseline.get("outcome") == "regression":
         return "red", f"regression vs the baseline (exit {exit_code})"
     if diverging and exit_code:

@@ -8,6 +8,16 @@ of the project itself):
     /work/venv-torch/bin/pip install torchvision==0.28.0 onnx onnxruntime   # 0.28.0 requires torch==2.13.0
     /work/venv-torch/bin/python tools/export_torchvision_models.py [--out tests/data/models]
 
+Full size, for measurements only (never committed: ~170-240 MB each):
+
+    /work/venv-torch/bin/python tools/export_torchvision_models.py --full-size --out /tmp/fullsize
+
+writes faster_rcnn_resnet50_fpn.onnx, mask_rcnn_resnet50_fpn.onnx and keypoint_rcnn_resnet50_fpn.onnx:
+torchvision's own fasterrcnn_resnet50_fpn / maskrcnn_resnet50_fpn / keypointrcnn_resnet50_fpn with
+weights=None, weights_backbone=None (random weights after torch.manual_seed(SEED), nothing downloaded),
+torchvision's default sizes (the 480x640 example image is resized to 800x1066 inside the graph), the
+same exporter settings, and a manifest; only the uniform01 input is run (see build_entry).
+
 What it writes into --out (default tests/data/models/):
 
     faster_rcnn_tiny_fpn.onnx    torchvision.models.detection.FasterRCNN   (box head: MultiScaleRoIAlign)
@@ -164,6 +174,26 @@ def _randomize_batchnorm(model: torch.nn.Module) -> None:
             m.weight.data.copy_(torch.rand(n, generator=gen) * 0.5 + 0.75)
             m.bias.data.copy_(torch.randn(n, generator=gen) * 0.1)
 
+
+def full_size(name: str):
+    """A builder of torchvision's own full-size detector ``name`` (ResNet-50 FPN, torchvision's
+    default sizes: min_size 800, max_size 1333, 1000 proposals, 100 detections) with random weights:
+    ``weights=None, weights_backbone=None``, so nothing is downloaded."""
+    def build() -> torch.nn.Module:
+        return getattr(torchvision.models.detection, name)(weights=None, weights_backbone=None)
+    build.__name__ = name
+    return build
+
+
+# Full size (--full-size): torchvision's own constructors, a VGA image that GeneralizedRCNNTransform
+# resizes to 800x1066 inside the graph. About 170 MB each: never committed; for measurements only.
+FULL_IMAGE = (3, 480, 640)
+FULL_SPECS = [
+    ("faster_rcnn_resnet50_fpn", full_size("fasterrcnn_resnet50_fpn"), FULL_IMAGE, ["boxes", "labels", "scores"]),
+    ("mask_rcnn_resnet50_fpn", full_size("maskrcnn_resnet50_fpn"), FULL_IMAGE, ["boxes", "labels", "scores", "masks"]),
+    ("keypoint_rcnn_resnet50_fpn", full_size("keypointrcnn_resnet50_fpn"), FULL_IMAGE,
+     ["boxes", "labels", "scores", "keypoints", "keypoints_scores"]),
+]
 
 SPECS = [
     # name, builder, input shape (fixed), output names (a detector's have a dynamic first axis: the
@@ -325,8 +355,10 @@ RUN_INPUTS = [
 ]
 
 
-def build_entry(name: str, builder, shape, outputs: list[str], out_dir: Path) -> dict:
-    """Build, export and write one model into ``out_dir``; its manifest entry (file facts, nodes, seeded runs)."""
+def build_entry(name: str, builder, shape, outputs: list[str], out_dir: Path, full_size: bool = False) -> dict:
+    """Build, export and write one model into ``out_dir``; its manifest entry (file facts, nodes, seeded runs).
+    A full-size detector is run on ``uniform01`` only: on ``uniform01_x255`` (no detection) its export
+    fails in onnxruntime at '/roi_heads/Reshape', a shape traced from the example with detections."""
     torch.manual_seed(SEED)
     model = builder()
     _randomize_batchnorm(model)
@@ -358,18 +390,27 @@ def build_entry(name: str, builder, shape, outputs: list[str], out_dir: Path) ->
         "max_pool_nodes": [{"name": n.name, **_attrs(n)} for n in pool_nodes],
         "export_byte_stable_in_process": byte_stable,
         "seeded_runs": [seeded_run(proto, model, shape, outputs, *spec)
-                        for spec in (RUN_INPUTS if len(shape) == 3 else RUN_INPUTS[:1])],
+                        for spec in (RUN_INPUTS if len(shape) == 3 and not full_size else RUN_INPUTS[:1])],
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Export every model and write manifest.json (module docstring); 0 on success."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=REPO / "tests" / "data" / "models")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default tests/data/models; with --full-size it must be given)")
+    parser.add_argument("--full-size", action="store_true",
+                        help="export torchvision's full-size Faster/Mask/Keypoint R-CNN (ResNet-50 FPN, random "
+                             "weights, a 480x640 image) instead of the tiny corpus: ~170 MB each, never commit them")
     args = parser.parse_args(argv)
+    if args.out is None and args.full_size:
+        parser.error("--full-size writes ~500 MB: give --out outside the repository")
+    args.out = args.out or REPO / "tests" / "data" / "models"
     args.out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(1)
-    entries = [build_entry(name, builder, shape, outputs, args.out) for name, builder, shape, outputs in SPECS]
+    torch.set_num_threads(2 if args.full_size else 1)
+    specs = FULL_SPECS if args.full_size else SPECS
+    entries = [build_entry(name, builder, shape, outputs, args.out, args.full_size)
+               for name, builder, shape, outputs in specs]
     manifest = {
         "generator": "tools/export_torchvision_models.py",
         "seed": SEED,

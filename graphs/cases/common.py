@@ -19,7 +19,7 @@ from ep_testbed.graphs.input_flags import input_flags
 from ep_testbed.graphs.pairwise import all_pairs
 from ep_testbed.reference import DescError, validate
 from ep_testbed.reference.dtypes import numpy_dtype
-from ep_testbed.reference.registry import spec_named, spec_of_type
+from ep_testbed.reference.registry import checked_module, spec_named, spec_of_type, specs
 
 UINT32_MAX = 2**32 - 1
 SHORT_DTYPE = {"FLOAT32": "fp32", "FLOAT16": "fp16"}
@@ -46,17 +46,19 @@ class Case:
 
 
 def cases_module(op_type: str) -> Any:
-    """The cases module of an operator (``DML_OPERATOR_*`` name)."""
+    """The cases module of an operator (``DML_OPERATOR_*`` name), checked against
+    ``registry.CASES_HOOKS`` once per process (``registry.OperatorContractError`` naming the
+    operator, module and missing hook)."""
     spec = spec_of_type(op_type)
     if spec is None:
         raise ValueError(f"op = {op_type!r}: no registered operator has this DML_OPERATOR_* name")
-    return importlib.import_module(spec.cases.partition(":")[0])
+    return checked_module(spec, "cases", importlib.import_module(spec.cases_module))
 
 
 def cases_builder(op: str) -> Callable[[int], list[Case]]:
     """The function that lists an operator's catalog cases for a seed."""
-    module, _, function = spec_named(op).cases.partition(":")
-    return getattr(importlib.import_module(module), function or "catalog")
+    spec = spec_named(op)
+    return getattr(cases_module(spec.dml_type), spec.catalog_function)
 
 
 def num(v: float) -> str:
@@ -361,6 +363,23 @@ def tier_cases(op: str, seed: int, tier: str) -> list[Case]:
 
     patterns = cases_module(spec_named(op).dml_type).SMOKE
     return [c for c in cases if any(fnmatch.fnmatchcase(c.id, f"{op}/{p}") for p in patterns)]
+
+
+def probe_case(seed: int = 0) -> Case:
+    """The case ``doctor`` and ``run`` check an EP's session with: the first catalog case matching
+    the ``PROBE`` pattern (after ``<op>/``) of the first registered operator whose cases module
+    names one; ValueError when none does."""
+    import fnmatch
+
+    for spec in specs():
+        pattern = getattr(cases_module(spec.dml_type), "PROBE", None)
+        if pattern:
+            found = (c for c in cases_builder(spec.name)(seed) if fnmatch.fnmatchcase(c.id, f"{spec.name}/{pattern}"))
+            case = next(found, None)
+            if case is not None:
+                return case
+    raise ValueError("no registered operator names a PROBE catalog case (reference.registry.CASES_HOOKS): give one "
+                     "operator's cases module PROBE = '<case id pattern>'")
 
 
 def memory_need(desc: Any, input_copies: float = 3, per_output: int = 96) -> int:

@@ -222,6 +222,9 @@ def _random_cases(seed: int, count: int = 16) -> list[Case]:
     return cases
 
 
+#: The one-node session ``doctor`` and ``run`` check an EP with: a float32 2-D MaxPool (every EP
+#: under test runs one; ``graphs.cases.common.probe_case``).
+PROBE = "grid-float32-2d-w1-s1-p0_0-d1-idxnone"
 #: The smoke tier: catalog cases (id patterns after ``max_pooling2/``) a pre-commit check runs.
 SMOKE = ("edge-ties", "edge-window-equals-input", "edge-minus-inf-window", "edge-dilation-padding-5d",
          "edge-int8-extremes", "random-s*-000", "random-s*-001")

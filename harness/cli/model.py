@@ -2,18 +2,21 @@
 
 This module owns their flags and help texts (``add``); what they do lives in ``model_command``.
 
-Exit codes: 0 every output matches the reference EP (and the baseline) and no attributed node
-diverges unexplained; 1 an output differs beyond tolerance, a baseline regression, a node
-diverges, the EP could not build/run the model, or it crashed or timed out; 2 the model is
-refused, or bad usage.
+Exit codes: 0 no attributed node diverges unexplained, the baseline (if any) matches and output
+drift against the reference EP stays within the drift policy (``--drift-tol``: by default drift is
+reported, not failed); 1 a node diverges, a baseline regression, drift beyond the policy
+(``--drift-tol fail`` or a drift budget), the EP could not build/run the model, or it crashed or
+timed out; 2 the model or the baseline is refused, or bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from ep_testbed.graphs import attributed_op_types
+
 from .model_command import DEMO_TIMEOUT, demo_command, run_command
-from .options import add_ep_options, add_out, add_overwrite, add_seed, add_timeout, add_tolerance_options
+from .options import add_ep_options, add_out, add_overwrite, add_seed, add_timeout, add_tolerance_options, count
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -24,10 +27,15 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     run = sub.add_parser(
         "run", help="run one model on --ep and the reference EP",
         description="Run MODEL.onnx on the EP under test and on the reference EP with the same seeded inputs; "
-                    "compare output by output; prove where each node ran; attribute divergence to the first "
-                    "RoiAlign/MaxRoiPool/MaxPool node whose output differs from the DirectML reference.",
-        epilog="exit codes: 0 ok, 1 outputs differ / baseline regression / a node diverges / EP failed or crashed, "
-               "2 model refused or bad usage")
+                    "compare output by output; prove where each node ran; judge each "
+                    f"{'/'.join(attributed_op_types())} node on its own EP inputs against the DirectML reference "
+                    "(the operators under test); and when an output differs from the reference EP's, name the "
+                    "first node of any op type whose outputs leave the tolerance (where output drift starts).",
+        epilog="exit codes: 0 the operators under test pass (every attributed node agrees with the DirectML "
+               "reference on its own EP inputs, or a flag explains it), no baseline regression, and output drift "
+               "against the reference EP within --drift-tol (default report: drift is named, never failed); "
+               "1 a node diverges, a baseline regression, drift beyond --drift-tol fail or a drift budget, the EP "
+               "failed or crashed; 2 model or baseline refused, or bad usage")
     run.add_argument("model", help="the .onnx file (external data must sit in its folder)")
     _common(run)
     run.add_argument("--shape", action="append", default=[], metavar="NAME=AxB...",
@@ -43,8 +51,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--ep-crashed", metavar="WHAT", help=argparse.SUPPRESS)
     run.set_defaults(func=run_command)
     demo = sub.add_parser("demo", help="run the bundled demo models end to end",
-                          description="Write the bundled models (a detection head with RoiAlign and a ResNet-style "
-                                      "stem with MaxPool + Indices, seeded weights) and run each like `model run`.")
+                          description="Write the bundled models (a detection head and a ResNet-style stem with its "
+                                      "pool's indices, seeded weights) and run each like `model run`.")
     _common(demo)
     add_timeout(demo.add_argument, DEMO_TIMEOUT, "per-model time limit of its child process, in seconds")
     demo.add_argument("--in-process", action="store_true", help="run the models in this process (no isolation)")
@@ -63,6 +71,19 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reading", choices=("spec", "dml-ep"), default="spec",
                    help="how from_onnx reads attributed nodes (default spec; dml-ep: as ORT's DirectML EP builds them)")
     add_tolerance_options(p.add_argument)
+    p.add_argument("--drift-tol", action="append", default=[], metavar="report|fail|DTYPE:atol=X,rtol=Y,ulp=N",
+                   help="what output drift against the reference EP does: report (default: name the first node "
+                        "whose outputs leave the tolerance, do not fail), fail (an output that differs fails the "
+                        "run), or a drift budget in --tol's form, applied over the run's tolerances (an output "
+                        "beyond it fails; repeatable). A baseline saved on the same EP gates regressions whatever "
+                        "this says")
+    p.add_argument("--drift-max-elements", type=count, default=None, metavar="N",
+                   help="elements the intermediates marked as outputs in one run may hold together while searching "
+                        "where drift starts (default: the elements cap, --limit elements); beyond it the nodes "
+                        "are bisected and marked part by part")
+    p.add_argument("--reference-graph-opt", action="store_true",
+                   help="build the reference EP's session with ONNX Runtime's graph optimizations on (default: as "
+                        "--graph-opt says for both), e.g. to compare with the production path")
 
 
 __all__ = ["add", "demo_command", "run_command"]

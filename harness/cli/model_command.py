@@ -14,11 +14,12 @@ is reported by ep-testbed, and a second child then judges the attributed nodes a
 The same happens in process when the EP cannot build or run the whole model: the run folder and
 report say so, compare no output, and hold the nodes judged alone.
 
-Exit codes: 0 every output matches the reference EP (and the baseline) and no attributed node
-diverges from the DirectML reference unexplained; 1 an output differs beyond tolerance, a
-baseline regression, a node diverges, the EP could not build/run the model, or it crashed or
-timed out; 2 the model is refused (truncated/not ONNX, external data outside its folder, an op
-no EP has), or bad usage.
+Exit codes: 0 no attributed node diverges from the DirectML reference unexplained, the baseline
+(if any) matches, and output drift against the reference EP stays within ``--drift-tol``
+(``report`` by default: drift is placed and named, never failed); 1 a node diverges, a baseline
+regression, drift beyond ``--drift-tol fail`` or a drift budget, the EP could not build/run the
+model, or it crashed or timed out; 2 the model is refused (truncated/not ONNX, external data
+outside its folder, an op no EP has), a baseline saved on another EP, or bad usage.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, output_folder, write_output
-from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec
+from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings
 from ep_testbed.harness.models.baseline import Baseline, BaselineError
 from ep_testbed.harness.models.baseline import save_baseline as write_baseline
+from ep_testbed.harness.models.drift import DriftPolicy, parse_drift_policy
 from ep_testbed.harness.models.inputs import (
     InputsError,
     InputSpec,
@@ -88,6 +90,7 @@ class _Setup:
     source: str  # where the inputs come from: "generated", "npz PATH" or "baseline DIR"
     baseline: Baseline | None
     baseline_tolerances: tuple[Tolerances, str] | None
+    drift: DriftPolicy
 
 
 def _error(message: str) -> int:
@@ -171,9 +174,11 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         return _error(str(exc))
     settings = setup.settings
     precision = settings.precision_model
+    reference_settings = SessionSettings(graph_opt=True) if getattr(args, "reference_graph_opt", False) else None
     config = ModelRunConfig(ep=settings.ep, reference=setup.reference, tolerances=settings.tolerances,
                             settings=settings.session(), allow_fallback=not args.no_cpu_fallback, reading=args.reading,
-                            baseline_tolerances=setup.baseline_tolerances, precision_model=precision)
+                            baseline_tolerances=setup.baseline_tolerances, precision_model=precision, drift=setup.drift,
+                            reference_settings=reference_settings)
     quiet_default_logger()
     try:
         result = run_model(setup.loaded, setup.feeds, config, setup.baseline, ep_failure=ep_failure)
@@ -206,9 +211,13 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
     (the baseline's, ``--inputs``, or seeded). Raises what ``run_model_file`` reports as exit 2."""
     settings = run_config(args)
     reference = parse_ep(args.reference_ep)
+    drift = parse_drift_policy(getattr(args, "drift_tol", None) or [], settings.tolerances,
+                               getattr(args, "drift_max_elements", None))
     loaded = load_untrusted(model_path)
     specs = input_specs(loaded.model)
     baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None
+    if baseline is not None:
+        baseline.check_ep(settings.ep.provider)
     baseline_tolerances = None
     if baseline is not None and not (args.tol or args.tolerances):
         baseline_tolerances = (baseline.recorded_tolerances(), "baseline manifest")
@@ -220,7 +229,7 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
         resolved = resolve_shapes(specs, parse_shapes(shapes))
         feeds, source = generate_inputs(loaded.model, specs, resolved, settings.seed), "generated"
     check_graph_sizes(loaded.model, {name: tuple(np.shape(value)) for name, value in feeds.items()})
-    return _Setup(settings, reference, loaded, specs, feeds, source, baseline, baseline_tolerances)
+    return _Setup(settings, reference, loaded, specs, feeds, source, baseline, baseline_tolerances, drift)
 
 
 def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save_baseline: str | None) -> None:
@@ -258,8 +267,10 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
     print(f"{safe(m['name'])}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
           f"{result['reference_ep']['provider']} ({result['ort_flavour']} {result['ort_version']}), "
           f"{result['duration_s']:.2f} s")
+    mode = ((result.get("drift") or {}).get("policy") or {}).get("mode", "fail")
     for o in result["outputs"]:
-        print(f"  output {safe(o['name'])}: {o['outcome']} - {safe(o['message'])}")
+        word = o["outcome"] if o["outcome"] != "fail" or mode == "fail" else "differs (drift)"
+        print(f"  output {safe(o['name'])}: {word} - {safe(o['message'])}")
     counts = ", ".join(f"{safe(op)} " + "/".join(f"{n}x{safe(_short(p))}" for p, n in by.items())
                        for op, by in result["placement"]["by_op"].items())
     failure = result.get("ep_failure")
@@ -269,6 +280,7 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
     where = "nodes judged alone" if failure else "nodes"
     print(f"  placement ({result['placement']['on_ep']}/{result['placement']['total']} {where} on the EP): {counts}")
     _print_attribution(result["attribution"])
+    _print_drift(result.get("drift"))
     b = result.get("baseline")
     if b:
         print(f"  baseline {safe(b['dir'])}: {b['outcome']}"
@@ -277,7 +289,8 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
         print(f"  baseline saved to {safe(result['baseline_saved'])}")
     reasons = result.get("verdict_reasons") or []
     count = f" ({len(reasons)} reason{'s' * (len(reasons) != 1)})" if reasons else ""
-    print(f"  verdict: {result['verdict']}{count}; results in {safe(out)}" + (f", report {safe(report)}" if report else ""))
+    print(f"  verdict: {result['verdict']}{count}: {safe(result.get('verdict_statement') or '')}; results in "
+          f"{safe(out)}" + (f", report {safe(report)}" if report else ""))
     for reason in reasons:
         print(f"    - {safe(reason)}")
 
@@ -286,14 +299,15 @@ def _print_attribution(attribution: dict[str, Any]) -> None:
     """The attribution lines of ``print_summary``: the counts, one line per node (plus why, for a
     node that differs), and the first divergent node."""
     rows = attribution["nodes"]
+    ops = "/".join(attribution.get("ops") or [])
     if not rows:
-        print("  attribution: the model has no RoiAlign, MaxRoiPool or MaxPool node")
+        print(f"  attribution: the model has no node of an attributed op type ({ops})")
         return
     counts = attribution.get("counts") or {}
     statuses = ", ".join(f"{n} {s}" for s, n in (counts.get("by_status") or {}).items())
     how = ("alone on the EP, fed the reference EP's inputs" if any(row.get("alone") for row in rows)
            else "on their own EP inputs")
-    print(f"  attribution: {counts.get('judged', '?')} of {len(rows)} RoiAlign/MaxRoiPool/MaxPool nodes judged "
+    print(f"  attribution: {counts.get('judged', '?')} of {len(rows)} {ops} nodes judged "
           f"{how} ({statuses})")
     for row in rows:
         where = f"inside the {safe(row['inside'])}" if row.get("inside") else f"on {safe(_short(row['provider']))}"
@@ -310,6 +324,45 @@ def _print_attribution(attribution: dict[str, Any]) -> None:
         print("  first divergent node: none (every attributed node agrees with the DirectML reference"
               + (", some where a flag explains or predicts a difference)" if counts.get("judged", 0) > sum(
                   (counts.get("by_status") or {}).get(s, 0) for s in ("match", "tie-only")) else ")"))
+
+
+def _print_drift(drift: dict[str, Any] | None) -> None:
+    """The drift lines of ``print_summary``: where output drift starts (node, op type, whether it
+    is an operator under test, its statistics), how the search ran, what the outputs became."""
+    if not drift or not drift.get("outputs_differ"):
+        return
+    search = drift.get("search") or {}
+    first = search.get("first")
+    print(f"  drift: {safe(drift.get('statement') or '')}")
+    if first:
+        test = (f"an operator under test, judged {first.get('attribution_status')} on its own EP inputs"
+                if first.get("under_test") else "not an operator under test")
+        print(f"      node {first['position']} in topological order, {safe(first['op_type'])}: {test}")
+        for name, stats in (first.get("error_stats") or {}).items():
+            print(f"      {safe(name)}: {_stats_text(stats)}")
+    if search:
+        print(f"      search: {search['strategy']}, {search['runs']} run(s) per EP, {search['compared_nodes']} of "
+              f"{search['candidate_nodes']} nodes compared, {search['seconds']:.2f} s (budget "
+              f"{search['budget_elements']} elements, estimated {search['estimated_elements']})")
+    elif drift.get("error"):
+        print(f"      {safe_message(drift['error'])}")
+    for name, stats in (drift.get("downstream") or {}).items():
+        if stats.get("outside") or stats.get("differing"):
+            print(f"      downstream, output {safe(name)}: {_stats_text(stats)}")
+    if drift.get("note"):
+        print(f"      note: {drift['note']}")
+
+
+def _stats_text(stats: dict[str, Any]) -> str:
+    """``"72/196608 outside tolerance, |a-e| max 3e-05 p99 1e-05, ulp max 40"`` (an error_stats entry)."""
+    if "differing" in stats:
+        return f"{stats['differing']}/{stats['elements']} indices differ"
+    text = f"{stats.get('outside', 0)}/{stats.get('elements', 0)} outside tolerance"
+    if stats.get("abs"):
+        text += f", |a-e| max {stats['abs']['max']:.3g} p99 {stats['abs']['p99']:.3g}"
+    if stats.get("ulp"):
+        text += f", ulp max {stats['ulp']['max']:.0f}"
+    return text
 
 
 def _user_argv(argv: list[str]) -> list[str]:

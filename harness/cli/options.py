@@ -228,16 +228,19 @@ def parse_precision(model: str | None, strict: bool = False) -> str:
 
 
 def parse_expectations(path: str | None, disabled: bool, ep_alias: str, ep: EpSpec | None = None) -> Expectations:
-    """No expectations with ``--no-expectations``, else the ``--expectations`` file, else the
-    EP's bundled file (none when it has no file); entries scoped to an EP package (``ep_package``)
-    hold only for the package that provides ``ep`` (a plugin package, else the onnxruntime wheel).
+    """No expectations with ``--no-expectations``, else the entries of the ``--expectations`` file
+    that apply to the EP, else the EP's bundled ones (its own file and the shared causes that
+    apply to it: ``expectations.for_ep``); entries scoped to an EP package (``ep_package``) hold
+    only for the package that provides ``ep`` (a plugin package, else the onnxruntime wheel).
     ``OptionError`` for an unusable file."""
     if disabled:
         return Expectations()
     package = ep_package(ep) if ep is not None else None
     try:
-        return (expectations_mod.load(path, ep_package=package) if path
-                else expectations_mod.for_ep(ep_alias, ep_package=package))
+        provider = ep.provider if ep is not None else None
+        if path:
+            return expectations_mod.load(path, ep_package=package, provider=provider, alias=ep_alias)
+        return expectations_mod.for_ep(ep_alias, ep_package=package, provider=provider)
     except FileRefused as exc:
         raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field
@@ -373,14 +376,18 @@ def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
     corpus = tuple(_corpus(get("corpus") or [], ops))
     expectations = Expectations()
     if hasattr(args, "expectations") or hasattr(args, "no_expectations"):
-        disabled = bool(get("no_expectations", False))
-        expectations = parse_expectations(get("expectations"), disabled, ep.alias, ep)
-        if not disabled:
-            expectations = with_corpus(expectations, list(corpus), ep.alias)
+        expectations = corpus_expectations(get("expectations"), bool(get("no_expectations", False)), ep, corpus)
     return RunConfig(ep=ep, tolerances=tolerances, precision_model=precision, expectations=expectations,
                      graph_opt=bool(get("graph_opt", False)), dml_graph_fusion=bool(get("dml_graph_fusion", False)),
                      ops=ops, corpus=corpus, seed=get("seed", 0), jobs=jobs, timeout=get("timeout"),
                      out=get("out"), overwrite=bool(get("overwrite", False)), resume=bool(get("resume", False)))
+
+
+def corpus_expectations(path: str | None, disabled: bool, ep: EpSpec, corpus: Sequence[Any]) -> Expectations:
+    """``parse_expectations`` for ``ep``, with the corpus cases' own entries for it in front
+    (applied here once: a run header names them once)."""
+    expectations = parse_expectations(path, disabled, ep.alias, ep)
+    return expectations if disabled else with_corpus(expectations, list(corpus), ep.alias)
 
 
 def _corpus(folders: Sequence[str], ops: list[str] | None) -> list[Any]:

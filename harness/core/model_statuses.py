@@ -10,7 +10,7 @@ from __future__ import annotations
 #: Every status, and what it means (the model report's help text).
 NODE_STATUSES = {
     "match": "the EP's output for this node equals the DirectML reference run on the node's own EP inputs",
-    "tie-only": "matches; some MaxPool indices differ only where the window holds equal maxima",
+    "tie-only": "matches; some indices (of an index output) differ only where the window holds equal maxima",
     "explained": "differs from the DirectML reference only in rows (ROIs) where the ONNX node means something "
                  "else than the page for these inputs (a flag says what), and there equals what the node means",
     "flagged": "differs from the DirectML reference where the node's flags say its ONNX meaning differs from "

@@ -15,7 +15,10 @@ wheel is). Line numbers below refer to that commit; ``SRC`` is its URL prefix.
   takes an open-ended kernel only for exactly its start version
   (``onnxruntime/core/framework/kernel_registry.cc`` VerifyVersion, L120-143): an opset whose
   since-version has no row (MaxPool-22, RoiAlign-22...) has no DML kernel. Each type
-  constraint allows the types of its ``SupportedTensorDataTypes`` mask (L228-281).
+  constraint allows the types of its ``SupportedTensorDataTypes`` mask (L228-281). The rows of
+  an operator's own op types are its mapper module's ``DML_EP`` (``graphs.dml_ep_facts``,
+  ``operator_facts``); the rows of the helper op types mappers add are here
+  (``HELPER_REGISTRATIONS``).
 - Which tensor types the GPU takes (``device-dependent``): ``ExecutionProvider.cpp``
   DoesNodeContainSupportedDataTypes (L740-850) also declines a node whose tensor type the
   device does not report through DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT (GetSupportedDeviceDataTypeMask,
@@ -34,50 +37,32 @@ prediction is a dict: ``node``, ``op_type``, ``field``, ``kind``, ``value``, ``r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 import onnx
 from onnx import TensorProto as T
 
 from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.from_onnx import predicted_divergences
+from ep_testbed.graphs.dml_ep_facts import (
+    ALL_SCALARS,
+    FLOAT16TO32,
+    INTS8TO64,
+    REGISTRATION,
+    SRC,
+    DmlEpOp,
+    Registration,
+)
+from ep_testbed.graphs.from_onnx import attributed_op_types, predicted_divergences
+from ep_testbed.graphs.ops import mapper_of
 from ep_testbed.harness.core.expectations import apply
+from ep_testbed.reference.registry import specs
 
-SRC = ("https://github.com/microsoft/onnxruntime/blob/c4780e65b57e8c7e3f8f184a80c25aabc5530b06/"
-       "onnxruntime/core/providers/dml/DmlExecutionProvider/src/")
-REGISTRATION = SRC + "Operators/OperatorRegistration.cpp"
-
-# SupportedTensorDataTypes masks (OperatorRegistration.cpp L228-281)
-FLOAT16TO32 = frozenset({T.FLOAT16, T.FLOAT})
-INTS8BIT = frozenset({T.INT8, T.UINT8})
-INTS8TO64 = frozenset({T.INT8, T.UINT8, T.INT16, T.UINT16, T.INT32, T.UINT32, T.INT64, T.UINT64})
-ALL_SCALARS = INTS8TO64 | FLOAT16TO32 | {T.DOUBLE, T.BOOL}
 #: Tensor types whose support is the GPU's answer and may be missing (module docstring).
 DEVICE_DEPENDENT = frozenset({T.DOUBLE, T.INT64, T.UINT64})
 
-
-@dataclass(frozen=True)
-class Registration:
-    """The DML EP's rows for one ONNX op: the opsets named in its ``REG_INFO`` rows, the types each
-    type constraint allows, the constraints read on the CPU (exempt from the device check), and
-    the source lines."""
-
-    reg_opsets: tuple[int, ...]
-    types: dict
-    lines: str
-    cpu_constraints: tuple[str, ...] = ()
-
-    def since_versions(self, op_type: str) -> set[int]:
-        """The ONNX since-versions the rows register (``OnnxOperatorSet<v>::sc_sinceVer_<Op>``)."""
-        return {onnx.defs.get_schema(op_type, v, "").since_version for v in self.reg_opsets}
-
-
-#: The rows for every op type the mapper's models use (OperatorRegistration.cpp).
-REGISTRATIONS: dict[str, Registration] = {
-    "MaxPool": Registration((7,), {"T": FLOAT16TO32}, "L756"),
-    "MaxRoiPool": Registration((7,), {"T": FLOAT16TO32}, "L767"),
-    "RoiAlign": Registration((10, 16), {"T1": FLOAT16TO32, "T2": frozenset({T.INT32, T.INT64})}, "L768-769, L628"),
+#: The rows for the helper op types a mapper's models may add around its op nodes
+#: (OperatorRegistration.cpp); each operator's own op types are in its mapper module's ``DML_EP``.
+HELPER_REGISTRATIONS: dict[str, Registration] = {
     "Cast": Registration((7, 9, 13, 19, 21), {"T1": ALL_SCALARS, "T2": ALL_SCALARS}, "L1090-1094, L603"),
     "Reshape": Registration((7, 13, 14, 19, 21), {"T": ALL_SCALARS}, "L871-875"),
     "Add": Registration((7, 13, 14), {"T": FLOAT16TO32 | INTS8TO64}, "L900-902, L588"),
@@ -86,15 +71,22 @@ REGISTRATIONS: dict[str, Registration] = {
     "ConstantOfShape": Registration((9, 21), {"T1": frozenset({T.INT64}), "T2": ALL_SCALARS}, "L825-826, L616",
                                     cpu_constraints=("T1",)),
 }
-#: MaxPool's rows from opset 8 on add int8/uint8 and the int64 Indices (L757-760, L600); the
-#: opset-7 row above holds float16/float32 only.
-_MAXPOOL8 = Registration((8, 10, 11, 12), {"T": FLOAT16TO32 | INTS8BIT, "I": frozenset({T.INT64})}, "L757-760, L600")
 
 
-def _registrations(op_type: str) -> list[Registration]:
+def operator_facts() -> dict[str, DmlEpOp]:
+    """ONNX op type -> the DML EP's facts, from every registered operator's mapper module (``DML_EP``)."""
+    facts: dict[str, DmlEpOp] = {}
+    for spec in specs():
+        facts.update(mapper_of(spec).DML_EP)
+    return facts
+
+
+def registrations(op_type: str) -> list[Registration]:
     """Every row the EP has for ``op_type`` (empty: the predictor knows nothing of it)."""
-    rows = [REGISTRATIONS[op_type]] if op_type in REGISTRATIONS else []
-    return rows + ([_MAXPOOL8] if op_type == "MaxPool" else [])
+    own = operator_facts().get(op_type)
+    if own is not None:
+        return list(own.rows)
+    return [HELPER_REGISTRATIONS[op_type]] if op_type in HELPER_REGISTRATIONS else []
 
 
 def _prediction(node: onnx.NodeProto, field: str, kind: str, value: Any, reason: str, source: str) -> dict:
@@ -102,14 +94,11 @@ def _prediction(node: onnx.NodeProto, field: str, kind: str, value: Any, reason:
     return {"node": node.name, "op_type": node.op_type, "field": field, "kind": kind, "value": value,
             "reason": reason, "source": source}
 
-#: The operator file each op node's DML desc is built in (for ``diverges`` predictions).
-OPERATOR_FILES = {"MaxPool": "Operators/DmlOperatorPooling.cpp", "MaxRoiPool": "Operators/DmlOperatorRoiPooling.cpp",
-                  "RoiAlign": "Operators/DmlOperatorRoiAlign.cpp"}
-
-
 def _anchor(lines: str) -> str:
-    """``"L757-760, L600"`` -> ``"#L757-L760"`` (GitHub's anchor for the first range)."""
+    """``"L757-760, L600"`` -> ``"#L757-L760"`` (GitHub's anchor for the first range; "" for no lines)."""
     first = lines.split(",")[0].strip()
+    if not first:
+        return ""
     start, _, end = first.partition("-")
     return f"#{start}" + (f"-L{end}" if end else "")
 
@@ -134,7 +123,7 @@ def registration_predictions(node: onnx.NodeProto, opset: int, types_of: dict[st
     """``declined`` when the EP has no row for the node's since-version or a type constraint holds a
     type outside its row's mask; ``device-dependent`` for a float64 tensor on the GPU. Empty for
     an op type the predictor has no rows for (it predicts nothing there)."""
-    rows = _registrations(node.op_type)
+    rows = registrations(node.op_type)
     if not rows:
         return []
     schema = onnx.defs.get_schema(node.op_type, opset, "")
@@ -177,7 +166,8 @@ def divergence_predictions(node: onnx.NodeProto, opset: int, shapes: dict[str, l
                                       opset=opset)
     except (KeyError, ValueError):  # unknown shapes, or no desc in the spec reading: nothing predicted
         return []
-    source = SRC + OPERATOR_FILES.get(node.op_type, "")
+    own = operator_facts().get(node.op_type)
+    source = SRC + (own.operator_file if own is not None else "")
     return [_prediction(node, f.field, "declined" if f.field == node.op_type else "diverges", f.value, f.reason,
                         source) for f in flags]
 
@@ -205,7 +195,8 @@ def predict_model(model: onnx.ModelProto, op_nodes: Optional[Iterable[str]] = No
     if opset is None:
         return []
     shapes, types = _value_facts(model)
-    ops = set(op_nodes) if op_nodes is not None else {n.name for n in model.graph.node if n.op_type in OPERATOR_FILES}
+    attributed = attributed_op_types()
+    ops = set(op_nodes) if op_nodes is not None else {n.name for n in model.graph.node if n.op_type in attributed}
     found = []
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):

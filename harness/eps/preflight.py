@@ -16,7 +16,8 @@ fix):
    chosen adapter not the Microsoft Basic Render Driver (ORT's dml_provider_factory.cc refuses it
    with ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER), a hardware adapter at all, DirectML.dll found,
    and whether ORT's device list names the same adapter;
-4. one session with one node (a float32 MaxPool from the case catalog) builds, runs and is
+4. one session with one node (the catalog's probe case, ``graphs.cases.common.probe_case``: the
+   case a registered operator's ``PROBE`` names, today a float32 MaxPool) builds, runs and is
    proven on the EP, with the run's session settings (``harness.eps.session.run_on_ep``); ORT's
    errors are explained where their HRESULT is known (0x887A0002: no adapter at that index).
 """
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.graphs.cases.common import probe_case
 from ep_testbed.harness.core.installed import distributions_of, ort_flavour, ort_version
 
 from . import placement as placement_mod
@@ -192,13 +193,6 @@ def explain(error: str) -> str:
     return error + (f" ({'; '.join(meanings)})" if meanings else "")
 
 
-def probe_case() -> Any:
-    """The case the session check runs: the first float32 2-D MaxPool of the catalog."""
-
-    return next(c for c in build_catalog(["max_pooling2"]) if c.tags.get("dtype") == "float32"
-                and c.desc.dimension_count == 2)
-
-
 def session_fix(ep: EpSpec) -> str:
     """What to do when a session on ``ep`` fails to build or run (the fatal finding's ``Fix:``)."""
     if ep.holder == "plugin":
@@ -213,16 +207,17 @@ def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> b
     """Finding 4: one node builds, runs and is proven on the EP."""
     case = probe_case()
     mapping = to_onnx(case.desc, opset=case.opset)
+    what = "one-node " + "/".join(n.op_type for n in mapping.model.graph.node if n.name in mapping.op_nodes)
     try:
         run = run_on_ep(mapping.model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
     except SessionError as exc:
-        return result.add("fatal", f"a one-node MaxPool session failed on {ep.provider}: "
+        return result.add("fatal", f"a {what} session failed on {ep.provider}: "
                                    f"{explain(first_line(exc.cause))}. Fix: {session_fix(ep)}")
     off = placement_mod.off_ep(run.placement, mapping.op_nodes, ep.provider)
     if off:
-        return result.add("fatal", f"a one-node MaxPool session ran, but not on {ep.provider}: "
+        return result.add("fatal", f"a {what} session ran, but not on {ep.provider}: "
                                    + ", ".join(f"{n} -> {run.placement.get(n, 'unproven')}" for n in off))
-    return result.add("ok", f"a one-node MaxPool session built and ran on {ep.provider} "
+    return result.add("ok", f"a {what} session built and ran on {ep.provider} "
                             f"(placement: {run.placement_source})")
 
 

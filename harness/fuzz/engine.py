@@ -33,21 +33,21 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
-from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core import shrink_records as records
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
+from ep_testbed.harness.core.signature import Signature, same_failure, signature
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
 from ep_testbed.harness.run.case_run import ArtifactPolicy, CaseConfig
 from ep_testbed.harness.run.pool import WorkerPool
 from ep_testbed.harness.run.run_folder import FolderBusy, claim
 from ep_testbed.harness.run.runner import RunError, RunOptions, _settle, run_header
 from ep_testbed.reference import desc_to_dml
+from ep_testbed.reference.registry import BUILT_IN, names, register, spec_named
 
 from . import corpus
 from . import draw as draw_mod
 from .shrink import ShrinkResult, shrink
-from .signature import Signature, same_failure, signature
 
 #: Cases handed to the pool at a time: the budget is checked between chunks.
 CHUNK = 25
@@ -256,9 +256,7 @@ def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: E
     if line["outcome"] in ("crash", "timeout"):
         _settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
     else:
-        expectation = expectations.match_case(case, line["flags"])
-        line["expected_outcome"] = expectation.to_json() if expectation else None
-        line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
+        expectations.settle(case, line)
     found = signature(raw)
     if found is not None and (line["outcome"] != "known" or options.shrink_known):
         result.findings.append(Finding(case, raw, line, found, time.monotonic() - start))
@@ -267,21 +265,41 @@ def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: E
 class Drawer:
     """Draws the run's batches in a process of its own, a couple of batches ahead, so that
     drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
-    ones. The order of batches is fixed: batch 0 of every operator in turn, then batch 1..."""
+    ones. The order of batches is fixed: batch 0 of every operator in turn, then batch 1...
+    The drawing process is spawned, so it is handed the records of the operators the registry
+    module does not register itself (``registry.BUILT_IN``): one registered by the caller's own
+    code is registered there too."""
 
     AHEAD = 2
+    #: How often a wait for a batch checks that the drawing process is still alive (seconds).
+    POLL_S = 1.0
 
     def __init__(self, ops: Sequence[str], seed: int, size: str):
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")  # the parent has threads: never fork it
         self._queue = context.Queue(maxsize=self.AHEAD)
-        self._process = context.Process(target=draw_batches, args=(list(ops), seed, size, self._queue), daemon=True)
+        records = [spec_named(op) for op in ops if op not in BUILT_IN]
+        self._process = context.Process(target=draw_batches, args=(list(ops), seed, size, self._queue, records),
+                                        daemon=True)
         self._process.start()
 
     def next_batch(self) -> list[Any]:
-        """The next batch of cases (RuntimeError with the drawer's traceback if it failed)."""
-        kind, payload = self._queue.get()
+        """The next batch of cases (RuntimeError with the drawer's traceback if it failed, or saying
+        that it died: a process killed, or one that could not start, reports nothing itself)."""
+        import queue
+
+        while True:
+            try:
+                kind, payload = self._queue.get(timeout=self.POLL_S)
+                break
+            except queue.Empty:
+                if not self._process.is_alive():
+                    raise RuntimeError(
+                        f"drawing fuzzed cases failed: the drawing process ended (exit code {self._process.exitcode}) "
+                        "without a batch; its own error, if any, is on stderr above (a script that runs a fuzz "
+                        "must guard its entry point with `if __name__ == \"__main__\":`, as multiprocessing's "
+                        "spawn start requires)") from None
         if kind == "error":
             raise RuntimeError(f"drawing fuzzed cases failed:\n{payload}")
         return payload
@@ -295,11 +313,15 @@ class Drawer:
         self._queue.cancel_join_thread()
 
 
-def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any) -> None:
-    """The drawing process: every batch, in ``Drawer``'s order, into ``queue`` (blocks when full)."""
+def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: Sequence[Any] = ()) -> None:
+    """The drawing process: every batch, in ``Drawer``'s order, into ``queue`` (blocks when full),
+    after registering each of the operator ``records`` this process does not know yet."""
     import traceback
 
     try:
+        for record in records:
+            if record.name not in names():
+                register(record)
         for batch in itertools.count():
             for op in ops:
                 queue.put(("batch", draw_mod.draw_batch(op, seed, batch, size)))

@@ -9,8 +9,11 @@ One module per job:
 - ``inputs``: the model's input specs, ``--shape``, seeded range-aware inputs, ``.npz`` inputs;
 - ``outputs``: graph outputs compared by name, index outputs tie-aware (operator records);
 - ``attribution``: which nodes are judged (and which, inside Loop/If bodies, cannot be), the probe
-  copy, one row per RoiAlign / MaxRoiPool / MaxPool node, the first divergent node;
+  copy, one row per node of an attributed op type (``graphs.attributed_op_types()``), the first
+  divergent node;
 - ``judge``: the verdict on one node (empty nodes, differences a flag explains or predicts);
+- ``drift``: where output drift against the reference EP starts (every intermediate compared,
+  bisected under a budget) and the drift policy (``--drift-tol``);
 - ``run``: ``run_model``, the result of one model run (``model_result.json``);
 - ``baseline``: saved outputs and manifest, and the check against them;
 - ``isolation``: child processes with a time limit, and the fault-injection test hook.

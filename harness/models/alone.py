@@ -3,7 +3,7 @@ the EP under test when the whole model does not build, run, or survive there.
 
 When the EP cannot take the whole model (OpenVINO failing on a NonMaxSuppression shape or a
 Loop body, or crashing while it compiles), its nodes can still be judged one at a time: each
-RoiAlign / MaxRoiPool / MaxPool node becomes a one-node model whose inputs are the tensors the
+attributed node (``graphs.attributed_op_types()``) becomes a one-node model whose inputs are the tensors the
 reference EP fed that node (graph inputs, never initializers, so that ONNX Runtime cannot fold
 the node on the CPU at session creation), run on the EP under test and judged like any node.
 The rows say so (``alone``): upstream EP error cannot show there, by construction.

@@ -2,7 +2,7 @@
 exposes their inputs and outputs, the row of each node and the first divergent one.
 
 Attributed nodes are those of an ONNX op type some operator record reads back
-(``graphs.attributed_op_types()``: ``RoiAlign``, ``MaxRoiPool``, ``MaxPool``), in the default
+(``graphs.attributed_op_types()``, from the records' ``onnx_ops``), in the default
 domain of the main graph. ``probe_model`` adds every input and output of those nodes to a copy's
 graph outputs, so that one run of the copy captures them. ``attribute_nodes`` then judges each
 node, in graph (topological) order, on the inputs the EP under test actually fed it
@@ -29,6 +29,7 @@ from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.reference import DEFAULT_MODEL
 
+from .inputs import skeleton
 from .judge import judge_node
 from .outputs import no_errors
 from .untrusted import constants as model_constants
@@ -56,7 +57,7 @@ def probe_model(model: onnx.ModelProto, values: list[str]) -> onnx.ModelProto:
     present = {o.name for o in probe.graph.output}
     types = {}
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(skeleton(model), strict_mode=False)  # weights left out
         for v in list(inferred.graph.value_info):
             types[v.name] = v.type.tensor_type.elem_type
     except Exception:  # shape inference is a nicety here; ONNX Runtime infers output types itself

@@ -3,7 +3,8 @@
 A baseline folder holds three files, readable with NumPy and any JSON tool:
 
 - ``manifest.json``: format, model sha256 and name, the inputs' seed and source, EP and alias,
-  ONNX Runtime flavour and version, the tolerances in force, each output's dtype and shape, time;
+  the device (the run header's one-line identity), ONNX Runtime flavour and version, the
+  tolerances in force, each output's dtype and shape, time;
 - ``outputs.npz``: the EP's outputs by graph output name;
 - ``inputs.npz``: the exact inputs fed, so a later run compares like with like even if input
   generation changes.
@@ -14,7 +15,9 @@ folder, no pickles, sizes capped), holds the manifest to ``MANIFEST_SCHEMA``, an
 folder that is incomplete, tampered with or was recorded for another model (``BaselineError``);
 ``Baseline.compare`` judges new outputs with the harness's tolerance rule and reports ``match``
 or ``regression`` per output. ``model run --baseline`` uses the tolerances recorded in the
-manifest unless ``--tol`` / ``--tolerances`` are given.
+manifest unless ``--tol`` / ``--tolerances`` are given. A baseline is the regression gate of the
+EP it was saved on: ``check_ep`` refuses one saved on another EP (that difference is drift
+between EPs, judged by ``--drift-tol``), and a different recorded device is named in the result.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ MANIFEST_SCHEMA: dict[str, tuple[str, ...]] = {
     "format": (STR,), "created": (STR, NULL), "model": (OBJECT,), "model.name": (STR, NULL), "model.sha256": (STR,),
     "inputs": (OBJECT, NULL), "inputs.seed": (INT, NULL), "inputs.source": (STR, NULL), "inputs.names": (LIST, NULL),
     "ep": (STR, NULL), "ep_alias": (STR, NULL), "ort_flavour": (STR, NULL), "ort_version": (STR, NULL),
-    "tolerances": (OBJECT, NULL), "outputs": (OBJECT, NULL),
+    "tolerances": (OBJECT, NULL), "outputs": (OBJECT, NULL), "device": (STR, NULL),
 }
 
 
@@ -89,6 +92,7 @@ def save_baseline(folder: str | Path, result: Mapping[str, Any], inputs: Mapping
         "model": {"name": result["model"]["name"], "sha256": result["model"]["sha256"]},
         "inputs": {"seed": seed, "source": inputs_source, "names": list(inputs)},
         "ep": result["ep"]["provider"], "ep_alias": result["ep"]["alias"],
+        "device": (result.get("gpu") or {}).get("summary") if isinstance(result.get("gpu"), dict) else None,
         "ort_flavour": result.get("ort_flavour"), "ort_version": result.get("ort_version"),
         "tolerances": result["tolerances"],
         "outputs": {k: {"dtype": np.asarray(v).dtype.name, "shape": list(np.shape(v))} for k, v in outputs.items()},
@@ -105,6 +109,24 @@ class Baseline:
     manifest: dict[str, Any]
     outputs: dict[str, np.ndarray]
     inputs: dict[str, np.ndarray]
+
+    def check_ep(self, provider: str) -> None:
+        """``BaselineError`` when the baseline was saved on another EP than ``provider``: a baseline
+        gates regressions on the EP (and device) it was saved on; against another EP every
+        difference would be drift between EPs, which ``--drift-tol`` judges, not a regression."""
+        recorded = self.manifest.get("ep")
+        if recorded and recorded != provider:
+            raise BaselineError(f"--baseline {self.folder}: saved on {recorded}, this run tests {provider}; a baseline "
+                                f"gates regressions on the EP it was saved on. Note: save one on {provider} with "
+                                "--save-baseline DIR, and judge drift between the two EPs with --drift-tol")
+
+    def device_note(self, device: str | None) -> str | None:
+        """A note when the baseline's recorded device differs from ``device`` (None when it does not,
+        or either is unknown): the outputs may then move with the device, not the software."""
+        recorded = self.manifest.get("device")
+        if not recorded or not device or recorded == device:
+            return None
+        return f"saved on device {recorded!r}, this run is on {device!r}: a regression may be the device's"
 
     def recorded_tolerances(self) -> Tolerances:
         """The tolerances the baseline was saved with (the harness defaults if it names none)."""
@@ -152,7 +174,7 @@ class Baseline:
             "dir": str(self.folder), "outcome": "regression" if regressed else "match", "regressed": regressed,
             "tolerances": tolerances.to_json(), "tolerances_from": tolerances_from,
             "outputs": rows,
-            "recorded": {k: self.manifest.get(k) for k in ("created", "ep", "ort_flavour", "ort_version")}
+            "recorded": {k: self.manifest.get(k) for k in ("created", "ep", "device", "ort_flavour", "ort_version")}
             | {"seed": (self.manifest.get("inputs") or {}).get("seed")},
         }
 

@@ -6,10 +6,12 @@ NumPy dtypes and dims (an int, a symbolic name, or None when the model leaves it
 item names either a symbolic dimension (one number) or an input (its whole shape); an unresolved
 dim is a ``ShapeError`` naming the input, the axis and the ``--shape`` that would fix it.
 
-``generate_inputs`` is seeded and range-aware: it looks at who consumes each input, so that
-``RoiAlign``/``MaxRoiPool`` get boxes inside their feature map's image (x1 < x2, y1 < y2, in
-the input's pixel units, i.e. feature size / spatial_scale) and batch indices inside the batch,
-while other floats are standard normal and other integers small and non-negative.
+``generate_inputs`` is seeded and range-aware: it looks at who consumes each input, and where an
+attributed node gives that input a role (its operator record's ``onnx_input_roles``:
+``reference.registry.INPUT_ROLES``), generates for the role: regions get boxes inside their
+feature map's image (x1 < x2, y1 < y2, in the input's pixel units, i.e. feature size /
+spatial_scale) and batch indices inside the batch, while other floats are standard normal and
+other integers small and non-negative.
 ``load_inputs`` reads an ``.npz`` through ``harness.core.untrusted_files`` (no pickles, sizes capped
 before anything is decompressed) and checks names, dtypes and shapes. Every array generated or
 read holds at most the ``elements`` cap (``--limit elements=N``), all inputs together too:
@@ -28,6 +30,10 @@ import onnx
 from onnx import helper, shape_inference
 
 from ep_testbed.harness.core.untrusted_files import FileRefused, limits, read_arrays
+from ep_testbed.reference.registry import specs_for_onnx
+
+#: The roles that place an input on its node's feature map (the others are generated as plain inputs).
+PLACED_ROLES = ("boxes", "batch_index", "batch_boxes")
 
 
 class ShapeError(ValueError):
@@ -146,7 +152,7 @@ def resolve_shapes(specs: Sequence[InputSpec], given: dict[str, tuple[int, ...]]
     return shapes
 
 
-def _skeleton(model: onnx.ModelProto, keep_bytes: int = 2**16) -> onnx.ModelProto:
+def skeleton(model: onnx.ModelProto, keep_bytes: int = 2**16) -> onnx.ModelProto:
     """A copy of ``model`` for shape inference without its weights: initializers larger than
     ``keep_bytes`` become graph inputs of their type and shape (inference needs the values of
     small ones only, such as a Reshape's shape), so no large model is copied whole."""
@@ -171,7 +177,7 @@ def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], 
     """Value name -> shape after ONNX shape inference with the inputs fixed to ``shapes``; with
     ``declared=False`` the shapes the model declares for its outputs and intermediates are
     dropped first, so the result is what the nodes compute, not what the file claims."""
-    fixed = _skeleton(model)
+    fixed = skeleton(model)
     if not declared:
         for value in [*fixed.graph.output, *fixed.graph.value_info]:
             value.type.tensor_type.ClearField("shape")
@@ -246,16 +252,26 @@ def generate_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: 
     return {name: np.asarray(value) for name, value in feeds.items()}
 
 
+def _node_roles(node: onnx.NodeProto) -> tuple[str, ...]:
+    """The role of each input of ``node`` by position, as its operator record gives them for its op
+    type (``OpSpec.onnx_input_roles``); () for a node no record reads back."""
+    if node.domain not in ("", "ai.onnx"):
+        return ()
+    found = specs_for_onnx(node.op_type)
+    return tuple(found[0].onnx_input_roles.get(node.op_type, ())) if found else ()
+
+
 def _roles(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
-    """Input name -> ("boxes"|"batch_index"|"roi5", feature shape, spatial_scale) for ROI inputs."""
+    """Input name -> (role, feature shape, spatial_scale) for the graph inputs an attributed node
+    gives a placed role (``PLACED_ROLES``), placed on the node's 4-D ``feature`` input."""
     roles: dict[str, tuple] = {}
     inputs = set(shapes)
-    wanted = [n for n in model.graph.node if n.op_type in ("RoiAlign", "MaxRoiPool") and n.domain in ("", "ai.onnx")]
-    if not wanted or not any(i in inputs for n in wanted for i in n.input[1:]):
+    wanted = [(n, r) for n in model.graph.node if "feature" in (r := _node_roles(n))]
+    if not any(name in inputs for n, r in wanted for name, role in zip(n.input, r) if role in PLACED_ROLES):
         return roles
     known = inferred_shapes(model, shapes)
-    for node in wanted:
-        feature = known.get(node.input[0])
+    for node, node_roles in wanted:
+        feature = known.get(node.input[node_roles.index("feature")])
         if feature is None or len(feature) != 4 or any(d is None for d in feature):
             continue
         scale = 1.0
@@ -264,13 +280,9 @@ def _roles(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[s
                 scale = float(a.f)
         if not (math.isfinite(scale) and scale > 0):  # boxes cannot be placed in units of such a scale
             continue
-        if node.op_type == "RoiAlign":
-            if len(node.input) > 1 and node.input[1] in inputs:
-                roles[node.input[1]] = ("boxes", feature, scale)
-            if len(node.input) > 2 and node.input[2] in inputs:
-                roles[node.input[2]] = ("batch_index", feature, scale)
-        elif len(node.input) > 1 and node.input[1] in inputs:
-            roles[node.input[1]] = ("roi5", feature, scale)
+        for name, role in zip(node.input, node_roles):
+            if role in PLACED_ROLES and name in inputs:
+                roles[name] = (role, feature, scale)
     return roles
 
 
@@ -292,9 +304,9 @@ def _role_array(rng: np.random.Generator, role: tuple, shape: tuple[int, ...], d
         return rng.integers(0, feature[0], size=shape).astype(dtype)
     if kind == "boxes" and shape[-1:] == (4,):
         return _boxes(rng, count, feature, scale).reshape(shape).astype(dtype)
-    if kind == "roi5" and shape[-1:] == (5,):
+    if kind == "batch_boxes" and shape[-1:] == (5,):
         batch = rng.integers(0, feature[0], size=(count, 1)).astype(np.float64)
-        # MaxRoiPool rounds box corners to whole pixels: draw whole-pixel boxes so no corner sits on .5
+        # the role's boxes are rounded to whole pixels by the node: draw whole-pixel boxes so no corner sits on .5
         boxes = np.round(_boxes(rng, count, feature, scale))
         boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
         return np.concatenate([batch, boxes], axis=1).reshape(shape).astype(dtype)

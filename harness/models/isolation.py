@@ -47,6 +47,10 @@ def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = 
         argv += ["--shape", item]
     for item in args.tol:
         argv += ["--tol", item]
+    for item in getattr(args, "drift_tol", None) or []:
+        argv += ["--drift-tol", item]
+    if getattr(args, "drift_max_elements", None) is not None:
+        argv += ["--drift-max-elements", str(args.drift_max_elements)]
     for flag, value in (("--ep-library", getattr(args, "ep_library", None)),
                         ("--ep-device", getattr(args, "ep_device", None)),
                         ("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
@@ -56,6 +60,7 @@ def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = 
             argv += [flag, str(value)]
     argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback),
                                    ("--strict-tolerance", getattr(args, "strict_tolerance", False)),
+                                   ("--reference-graph-opt", getattr(args, "reference_graph_opt", False)),
                                    ("--overwrite", getattr(args, "overwrite", False))) if on]
     for item in getattr(args, "limit", None) or []:
         argv += ["--limit", item]

@@ -12,7 +12,9 @@ DirectML reference run on the node's own EP inputs, and the row fields that verd
 4. Where it differs, the node's alternatives (``Imported.alternatives``: the rows where the ONNX
    node means something else for these inputs, e.g. a RoiAlign region under one pixel that
    output_half_pixel raises to 1x1) are computed with the same desc; a row that fails the
-   reference but matches what the node means is explained. Everything explained: ``explained``.
+   reference but matches what the node means is explained. Such a row is judged against what
+   the alternative computes within the alternative's own rounding bounds and knife edges (the
+   raised region's, not the original region's: their sample positions differ). Everything explained: ``explained``.
    Left over, where the node carries a ``diverges`` flag the alternatives do not cover (e.g.
    ONNX's ``mode="max"``): ``flagged`` (predicted, not verified); else ``diverges``.
 
@@ -24,6 +26,7 @@ in one sentence why the node has the status it has.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -40,6 +43,8 @@ from .outputs import index_rule_for
 
 #: Explained rows listed by number in a row's ``explained`` record, at most.
 ROWS_LISTED = 20
+#: One side of a node's judgement: outputs by DML member, and the reference's allowance for them.
+Side = tuple[Mapping[str, np.ndarray], "Allowance | None"]
 
 
 def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarray],
@@ -79,7 +84,8 @@ def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarra
     if cmp.passed:
         row.update(status="tie-only" if cmp.ties else "match", reason="")
         return None
-    _explain(row, imported, node, arrays, expected, actual, cmp, compare, tolerances, rename, precision)
+    _explain(row, imported, node, arrays, (expected, Allowance.of(reference) if reference is not None else None),
+             actual, cmp, compare, tolerances, rename, precision)
     value = _value_output(imported.desc, expected)
     return None if value is None else {"expected": expected[value], "actual": actual[value]}
 
@@ -126,24 +132,32 @@ def _fill(row: dict[str, Any], cmp: Comparison, rename: Mapping[str, str]) -> No
 
 
 def _explain(row: dict[str, Any], imported: Any, node: onnx.NodeProto, arrays: Sequence[np.ndarray],
-             expected: dict[str, np.ndarray], actual: Mapping[str, np.ndarray], cmp: Comparison,
-             compare: Callable[[Mapping[str, np.ndarray]], Comparison], tolerances: Tolerances,
+             expected: Side, actual: Mapping[str, np.ndarray], cmp: Comparison,
+             compare: Callable[..., Comparison], tolerances: Tolerances,
              rename: Mapping[str, str], precision: str = DEFAULT_MODEL) -> None:
     """Take the rows the node's alternatives explain out of a failed comparison and set the
-    status, ``explained``, ``unexplained`` and ``reason`` (module docstring, step 4)."""
-    chosen, explained = dict(expected), []
+    status, ``explained``, ``unexplained`` and ``reason`` (module docstring, step 4).
+    ``expected``: the reference's outputs and their allowance (bounds, knife edges; None under
+    the ``exact`` model). An explained row is judged as what the node means there: the
+    alternative's outputs within the alternative's own allowance."""
+    chosen, allowance = dict(expected[0]), expected[1]
+    explained = []
     for alternative in imported.alternatives(arrays):
         try:
-            meant, _ = _reference(imported, node, alternative.inputs, [], precision)
+            meant, meant_reference = _reference(imported, node, alternative.inputs, [], precision)
         except Exception:  # the node's meaning cannot be computed as this desc: nothing explained
             continue
-        rows = _rows_meant(alternative.rows, chosen, meant, actual, tolerances)
+        meant_allowance = Allowance.of(meant_reference) if meant_reference is not None else None
+        rows = _rows_meant(alternative.rows, (chosen, allowance), (meant, meant_allowance), actual, tolerances)
         if rows.size:
             for member in chosen:
                 chosen[member] = chosen[member].copy()
                 chosen[member][rows] = meant[member][rows]
+            # the rows now hold what the raised regions compute: they are judged against those
+            # regions' own rounding bounds and knife edges, not the original regions'
+            allowance = _merged_allowance(allowance, meant_allowance, rows, meant)
             explained.append((alternative, rows))
-    after = compare(chosen) if explained else cmp
+    after = compare(chosen, allowance=allowance) if explained else cmp
     row["explained"] = [{"flag": a.flag.to_json(), "rows": rows[:ROWS_LISTED].tolist(), "row_count": int(rows.size),
                          "candidate_rows": int(np.size(a.rows))} for a, rows in explained] or None
     row["unexplained"] = {"mismatches": after.mismatches, "errors": after.errors(),
@@ -158,18 +172,57 @@ def _explain(row: dict[str, Any], imported: Any, node: onnx.NodeProto, arrays: S
     row["reason"] = _reason(row["status"], cmp, after, explained, predicted, imported.flags, covered)
 
 
-def _rows_meant(rows: np.ndarray, expected: Mapping[str, np.ndarray], meant: Mapping[str, np.ndarray],
-                actual: Mapping[str, np.ndarray], tolerances: Tolerances) -> np.ndarray:
+def _rows_meant(rows: np.ndarray, expected: Side, meant: Side, actual: Mapping[str, np.ndarray],
+                tolerances: Tolerances) -> np.ndarray:
     """Of ``rows``, those where the EP's outputs are closer to ``meant`` than to ``expected``:
-    fewer elements outside the tolerance rule (every output, row by row). A row that matches
-    neither fully is read as the meaning it is closer to; its remaining elements stay unexplained."""
-    def mismatches(side: Mapping[str, np.ndarray], r: int) -> int:
-        """Elements of row ``r`` outside the rule against ``side`` (a shape or dtype problem: any count beats it)."""
-        cmp = compare_outputs({m: side[m][r:r + 1] for m in side}, {m: actual[m][r:r + 1] for m in side}, tolerances)
+    fewer elements outside the comparison (every output, row by row), each side judged with its
+    own allowance (the reference's bounds for those regions; None: the rule alone). A row that
+    matches neither fully is read as the meaning it is closer to; its remaining elements stay
+    unexplained."""
+    def mismatches(side: Side, r: int) -> int:
+        """Elements of row ``r`` outside the comparison against ``side`` (a shape or dtype problem: any count beats it)."""
+        values, allowance = side
+        cmp = compare_outputs({m: values[m][r:r + 1] for m in values}, {m: actual[m][r:r + 1] for m in values},
+                              tolerances, allowance=_row_allowance(allowance, r))
         return cmp.mismatches + (10**18 if cmp.problems else 0)
 
     picked = [int(r) for r in np.asarray(rows).ravel() if mismatches(meant, int(r)) < mismatches(expected, int(r))]
     return np.array(picked, dtype=np.int64)
+
+
+def _row_allowance(allowance: Allowance | None, r: int) -> Allowance | None:
+    """``allowance`` cut to row ``r`` (the first axis) of every bound and knife-edge range."""
+    if allowance is None:
+        return None
+    return replace(allowance, bounds={k: np.asarray(v)[r:r + 1] for k, v in allowance.bounds.items()},
+                   alternatives={k: (np.asarray(lo)[r:r + 1], np.asarray(hi)[r:r + 1])
+                                 for k, (lo, hi) in allowance.alternatives.items()})
+
+
+def _merged_allowance(base: Allowance | None, meant: Allowance | None, rows: np.ndarray,
+                      meant_outputs: Mapping[str, np.ndarray]) -> Allowance | None:
+    """``base`` with ``rows`` (first axis) taken from ``meant``: its bounds (0 where it has none)
+    and knife-edge ranges (the meant outputs themselves where it has none). None stays None: the
+    run compares with the rule alone (the ``exact`` precision model)."""
+    if base is None:
+        return None
+    bounds = {}
+    for name in set(base.bounds) | set(meant.bounds if meant else {}):
+        shape = np.shape(meant_outputs[name]) if name in meant_outputs else None
+        old = base.bounds.get(name)
+        merged = np.array(old, dtype=np.float64) if old is not None else np.zeros(shape or (0,))
+        new = meant.bounds.get(name) if meant else None
+        if merged.shape == shape:
+            merged[rows] = np.asarray(new)[rows] if new is not None and np.shape(new) == shape else 0.0
+        bounds[name] = merged
+    alternatives = {}
+    for name, (low, high) in base.alternatives.items():
+        low, high = np.array(low), np.array(high)
+        new_low, new_high = (meant.alternatives.get(name) if meant else None) or (meant_outputs.get(name),) * 2
+        if new_low is not None and np.shape(new_low) == low.shape and np.shape(new_high) == high.shape:
+            low[rows], high[rows] = np.asarray(new_low)[rows], np.asarray(new_high)[rows]
+        alternatives[name] = (low, high)
+    return replace(base, bounds=bounds, alternatives=alternatives)
 
 
 def _reason(status: str, cmp: Comparison, after: Comparison, explained: list, predicted: list,

@@ -17,11 +17,22 @@ by ``reports.model_report``):
    inputs against the DirectML reference, and the first divergent node is named.
 4. **Baseline** (``baseline``), when given, compares the EP's outputs with stored ones.
 
-The verdict (``verdict_reasons``): ``fail`` when an output differs from the reference EP's, the
-baseline regressed, or an attributed node diverges from the DirectML reference where no flag
-explains it (``statuses.DIVERGING``); else ``pass``. A node whose difference a flag explains
-(the ONNX node means something else for these inputs, and the EP computes that) or predicts, and
-a node that could not be judged, do not fail a run: the result names each with its reason.
+5. **Output drift** (``drift``): when an output differs from the reference EP's, the first
+   node of any op type whose outputs leave the tolerance is found (every intermediate marked as
+   an output on both EPs, or parts of them in turn when that would exceed the budget) and
+   recorded under ``drift`` with its statistics, whether it is an operator under test, and the
+   model outputs' statistics (what the drift becomes downstream).
+
+The verdict (``verdict_reasons``) separates the operators under test from output drift. It is
+``fail`` when an attributed node diverges from the DirectML reference where no flag explains it
+(``statuses.DIVERGING``), the baseline (saved on the same EP) regressed, the EP could not run
+the model, or output drift breaks the drift policy (``ModelRunConfig.drift``: ``report``, the
+default, never fails on drift; ``fail`` fails on any output that differs from the reference EP's;
+a drift budget fails on an output beyond it); else ``pass``. ``verdict_statement`` says it in one
+line ("operators pass; output drift starts at Conv 'conv1' (72/196608 outside tolerance)"). A
+node whose difference a flag explains (the ONNX node means something else for these inputs, and
+the EP computes that) or predicts, and a node that could not be judged, do not fail a run: the
+result names each with its reason.
 """
 
 from __future__ import annotations
@@ -37,7 +48,8 @@ import onnx
 
 from ep_testbed.graphs import attributed_op_types
 from ep_testbed.graphs.from_onnx import MODES
-from ep_testbed.harness.core.model_statuses import DIVERGING
+from ep_testbed.harness.core.error_stats import error_statistics
+from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.eps import session as session_mod
 from ep_testbed.harness.eps.gpu import runtime_info
@@ -55,6 +67,7 @@ from .attribution import (
     probe_model,
 )
 from .attribution import node_arrays as node_arrays_of
+from .drift import DriftPolicy, budget_rows, drift_statement, search_drift
 from .outputs import compare_named, tie_contexts
 from .untrusted import LoadedModel, ModelRefused, explain_session_error, model_opset
 from .untrusted import constants as model_constants
@@ -106,6 +119,10 @@ class ModelRunConfig:
     #: Initializer arrays kept out of the model message (a model over 2 GiB: ``untrusted``),
     #: handed to every session; ``run_model`` sets them from the ``LoadedModel``.
     initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: What output drift against the reference EP does to the verdict, and the search's budget.
+    drift: DriftPolicy = field(default_factory=DriftPolicy)
+    #: The reference EP's session settings (None: ``settings``, as the EP under test's).
+    reference_settings: SessionSettings | None = None
 
 
 @dataclass
@@ -130,13 +147,15 @@ def quiet_default_logger() -> None:
 
 
 def run_session(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec, config: ModelRunConfig,
-                profile: bool, name: str = "model") -> EpRun:
+                profile: bool, name: str = "model", reference: bool = False) -> EpRun:
     """Run ``model`` once on ``ep`` through ``harness.eps.session.run_on_ep`` (the model run's
-    settings: CPU fallback as ``config.allow_fallback`` says, ONNX Runtime's log quiet) and,
-    when ``profile``, read placement back. Raises ``ModelRefused`` when ONNX Runtime refuses the
-    model itself (no kernel for an op, an IR version too new), else ``SessionFailed``."""
+    settings, the reference EP's when ``reference``: CPU fallback as ``config.allow_fallback``
+    says, ONNX Runtime's log quiet) and, when ``profile``, read placement back. Raises
+    ``ModelRefused`` when ONNX Runtime refuses the model itself (no kernel for an op, an IR
+    version too new), else ``SessionFailed``."""
+    settings = config.reference_settings if reference and config.reference_settings is not None else config.settings
     try:
-        return session_mod.run_on_ep(model, feeds, ep, config.settings, profile=profile, quiet=True,
+        return session_mod.run_on_ep(model, feeds, ep, settings, profile=profile, quiet=True,
                                      allow_fallback=config.allow_fallback or ep.is_cpu,
                                      initializers=config.initializers)
     except session_mod.SessionError as exc:
@@ -195,7 +214,8 @@ def capture(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_run: EpR
         return result
     probe = probe_model(model, captured)
     try:
-        ref_probe = run_session(probe, feeds, config.reference, config, profile=False, name=f"{name} (probe copy)")
+        ref_probe = run_session(probe, feeds, config.reference, config, profile=False, name=f"{name} (probe copy)",
+                                reference=True)
     except SessionFailed as exc:  # the model itself ran: keep its outputs and placement, say why no attribution
         result.error = f"the probe copy (intermediates exposed as outputs) did not run: {exc}"
         return result
@@ -248,6 +268,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     result["started"] = started_at
     result["verdict_reasons"] = verdict_reasons(result)
     result["verdict"] = "fail" if result["verdict_reasons"] else "pass"
+    result["verdict_statement"] = verdict_statement(result)
     result["duration_s"] = round(time.perf_counter() - started, 4)
     return result
 
@@ -257,7 +278,7 @@ def _run_whole(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mod
     """The result of a model that ran on the EP under test: outputs compared, nodes judged on the
     EP's own intermediates (alone where only the probe copy failed on the EP), the baseline."""
     model, name = loaded.model, loaded.path.name
-    ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
+    ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name, reference=True)
     captured = capture(model, feeds, ep_run, ref_run, config, name, run_as)
     ties = tie_contexts(model, {**config.initializers, **feeds, **captured.ref_values})
     outputs = compare_named(ref_run.named(), ep_run.named(), config.tolerances, ties)
@@ -276,8 +297,56 @@ def _run_whole(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mod
                      _placement(model.graph.node, ep_run.placement, ep_run.placement_source, config))
     if baseline is not None:
         result["baseline"] = baseline.compare(ep_run.named(), *(config.baseline_tolerances or (config.tolerances,)))
+        gpu = result.get("gpu")
+        result["baseline"]["device_note"] = baseline.device_note(gpu.get("summary") if isinstance(gpu, dict) else None)
+    result["drift"] = drift_record(model, feeds, config, ref_run.named(), ep_run.named(), outputs, ties, rows, name,
+                                   run_as)
     result["_arrays"] = {"outputs": ep_run.named(), "reference_outputs": ref_run.named(), "nodes": node_arrays}
     return result
+
+
+def drift_record(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
+                 reference_outputs: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray],
+                 output_rows: list[dict[str, Any]], ties: Mapping[str, Any], rows: list[dict[str, Any]], name: str,
+                 run_as: onnx.ModelProto | None = None) -> dict[str, Any]:
+    """The ``drift`` record of ``model_result.json``: the policy, whether an output differs from
+    the reference EP's, the model outputs' error statistics (what the drift becomes downstream),
+    the outputs under a drift budget, and, when an output differs, where the drift starts
+    (``drift.search_drift``; the first node's attribution status added when it is an operator
+    under test). A probe copy that fails on either EP leaves ``search`` None and says why in ``error``."""
+    differ = any(o["outcome"] == "fail" for o in output_rows)
+    record: dict[str, Any] = {
+        "policy": config.drift.to_json(), "outputs_differ": differ, "search": None, "error": None,
+        "downstream": error_statistics(reference_outputs, outputs, config.tolerances, set(ties)),
+        "budget_outputs": budget_rows(reference_outputs, outputs, config.drift, ties),
+        "note": ("graph optimizations are on: marking intermediates as outputs can keep ONNX Runtime from fusing "
+                 "nodes, so a marked run may compute what the plain run fused differently"
+                 if config.settings.graph_opt or (config.reference_settings or config.settings).graph_opt else None)}
+    if differ:
+        def run_pair(probe: onnx.ModelProto) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+            ref = run_session(probe, feeds, config.reference, config, profile=False,
+                              name=f"{name} (intermediates marked)", reference=True)
+            ep = run_session(probe if run_as is None else probe_model(run_as, list(_marked(probe, model))), feeds,
+                             config.ep, config, profile=False, name=f"{name} (intermediates marked)")
+            return ref.named(), ep.named()
+
+        try:
+            record["search"] = search_drift(model, feeds, run_pair, config.tolerances, config.drift.budget_elements(),
+                                            {**model_constants(model, config.initializers)})
+        except (SessionFailed, ModelRefused) as exc:
+            record["error"] = f"a copy with intermediates marked as outputs did not run: {exc}"
+        first = (record["search"] or {}).get("first")
+        if first and first["under_test"]:
+            row = next((r for r in rows if r["node"] == first["node"] and r.get("inside") is None), None)
+            first["attribution_status"] = None if row is None else row["status"]
+    record["statement"] = drift_statement(record, config.reference.provider)
+    return record
+
+
+def _marked(probe: onnx.ModelProto, model: onnx.ModelProto) -> list[str]:
+    """The outputs a probe copy adds to ``model``'s (the intermediates it marks)."""
+    own = {o.name for o in model.graph.output}
+    return [o.name for o in probe.graph.output if o.name not in own]
 
 
 def _run_alone(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
@@ -285,13 +354,13 @@ def _run_alone(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mod
     """The result of a model the EP under test could not take whole: the reference EP runs it and
     its probe copy, and each attributed node is judged alone on the EP (``alone``)."""
     model, name = loaded.model, loaded.path.name
-    ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name)
+    ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name, reference=True)
     values, probe_error = dict(ref_run.named()), None
     if attributed_nodes(model):
         captured = captured_values(model, feeds)
         try:
             probe = run_session(probe_model(model, captured), feeds, config.reference, config, profile=False,
-                                name=f"{name} (probe copy)")
+                                name=f"{name} (probe copy)", reference=True)
             values.update({k: v for k, v in probe.named().items() if k in captured})
         except SessionFailed as exc:
             probe_error = f"the probe copy (intermediates exposed as outputs) did not run on the reference EP: {exc}"
@@ -348,8 +417,7 @@ def verdict_reasons(result: Mapping[str, Any]) -> list[str]:
         stage = {"crash": "crashed on", "run": "failed running on"}.get(failure.get("stage"), "could not be built on")
         reasons.append(f"the model {stage} {result['ep']['provider']}, so no output was compared; its "
                        f"{failure.get('nodes_alone', 0)} attributed nodes were judged alone")
-    reasons += [f"output {o['name']} differs from {result['reference_ep']['provider']}: {o['message']}"
-                for o in result["outputs"] if o["outcome"] == "fail"]
+    reasons += _drift_reasons(result)
     baseline = result.get("baseline")
     if baseline and baseline["outcome"] == "regression":
         reasons.append(f"baseline regression: {', '.join(baseline['regressed'])}")
@@ -357,6 +425,49 @@ def verdict_reasons(result: Mapping[str, Any]) -> list[str]:
                 f"{(r.get('unexplained') or {}).get('message') or r['message']}"
                 for r in result["attribution"]["nodes"] if r["status"] in DIVERGING]
     return reasons
+
+
+def _drift_reasons(result: Mapping[str, Any]) -> list[str]:
+    """The verdict's reasons from output drift, as the run's drift policy says: none under
+    ``report``; each output that differs from the reference EP's under ``fail`` (and for a result
+    without a policy, as written before drift had one); each output beyond the budget under a
+    drift budget."""
+    drift = result.get("drift") or {}
+    mode = (drift.get("policy") or {}).get("mode", "fail")
+    reference = result["reference_ep"]["provider"]
+    where = f" ({drift['statement']})" if drift.get("statement") and (drift.get("search") or {}).get("first") else ""
+    if mode == "fail":
+        return [f"output {o['name']} differs from {reference} and --drift-tol fail is set: {o['message']}{where}"
+                if drift else f"output {o['name']} differs from {reference}: {o['message']}"
+                for o in result["outputs"] if o["outcome"] == "fail"]
+    if mode == "budget":
+        return [f"output {o['name']} drifts from {reference} beyond the --drift-tol budget: {o['message']}{where}"
+                for o in drift.get("budget_outputs") or [] if o["outcome"] == "fail"]
+    return []
+
+
+def verdict_statement(result: Mapping[str, Any]) -> str:
+    """The verdict in one line, operators first, then output drift: e.g. ``operators pass; output
+    drift starts at Conv 'conv1' (72/196608 outside tolerance)``, or ``operators fail (...)``."""
+    if result.get("ep_failure"):
+        return f"the model did not run whole on {result['ep']['provider']}; its attributed nodes were judged alone"
+    rows = result["attribution"]["nodes"]
+    diverging = [r["node"] for r in rows if r["status"] in DIVERGING]
+    judged = [r for r in rows if r["status"] not in NOT_JUDGED]
+    if diverging:
+        ops = f"operators fail ({len(diverging)} node(s) diverge from the DirectML reference: {', '.join(diverging[:3])})"
+    elif rows:
+        ops = f"operators pass ({len(judged)} of {len(rows)} nodes judged on their own EP inputs)"
+    else:
+        ops = "no operator under test in the model"
+    drift = result.get("drift") or {}
+    clause = drift.get("statement") or ""
+    mode = (drift.get("policy") or {}).get("mode")
+    if drift.get("outputs_differ") and mode == "report":
+        clause += " (reported, not failed: --drift-tol report)"
+    baseline = result.get("baseline")
+    tail = f"; baseline {baseline['outcome']}" if baseline else ""
+    return f"{ops}; {clause}{tail}" if clause else f"{ops}{tail}"
 
 
 def _placement(nodes: Any, placement: Mapping[str, str], source: str | None,
@@ -385,6 +496,7 @@ def _result(loaded: LoadedModel, config: ModelRunConfig, outputs: list[dict[str,
         "ep": config.ep.to_json(), "reference_ep": config.reference.to_json(), **runtime_info(config.ep),
         "session": {**config.settings.to_json(config.ep), "disable_cpu_ep_fallback":
                     not (config.allow_fallback or config.ep.is_cpu)},
+        "reference_session": (config.reference_settings or config.settings).to_json(config.reference),
         "tolerances": config.tolerances.to_json(),
         "outputs": outputs,
         "placement": placement,
@@ -393,8 +505,9 @@ def _result(loaded: LoadedModel, config: ModelRunConfig, outputs: list[dict[str,
                         "first_divergent": None if first is None else divergent_summary(first)},
         "baseline": None,
         "ep_failure": None,
+        "drift": None,
     }
 
 
 __all__ = ["Captured", "ModelRefused", "ModelRunConfig", "READINGS", "SessionFailed", "capture", "placement_counts",
-           "quiet_default_logger", "run_model", "run_session", "verdict_reasons", "whole_message"]
+           "quiet_default_logger", "run_model", "run_session", "verdict_reasons", "verdict_statement", "whole_message"]

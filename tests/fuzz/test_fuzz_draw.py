@@ -126,3 +126,18 @@ def test_the_value_kinds_are_what_their_names_say():
     extremes = fuzz_values((300,), "UINT8", "extremes", rng)
     assert {0, 255} <= set(extremes.tolist())
     assert collections.Counter(fuzz_values((100,), "INT8", "small", rng).tolist()).keys() <= set(range(-3, 4))
+
+
+def test_a_drawing_process_that_dies_is_an_error_not_a_hang():
+    """Killed before it drew anything, the drawing process reports nothing itself: the wait
+    for its next batch notices that it ended instead of blocking forever."""
+    from ep_testbed.harness.fuzz.engine import Drawer
+
+    drawer = Drawer(["max_pooling2"], seed=0, size="default")
+    try:
+        drawer._process.kill()
+        drawer._process.join()
+        with pytest.raises(RuntimeError, match=r"the drawing process ended \(exit code -9\) without a batch"):
+            drawer.next_batch()
+    finally:
+        drawer.close()

@@ -30,7 +30,7 @@ COMMANDS = {
         "--limit", "--ep"],
     ("doctor", "--ep", "no-such-ep"): ["--ep-option", "--limit"],
     ("model", "run", "no-such-model.onnx"): ["--timeout", "--seed", "--shape", "--tol", "--limit", "--ep",
-                                             "--reference-ep", "--reading"],
+                                             "--reference-ep", "--reading", "--drift-tol", "--drift-max-elements"],
     ("reference", "--desc", "no-such-desc.json"): ["--seed", "--feature-level", "--limit"],
     ("map", "no-such-desc.json"): ["--opset", "--limit"],
     ("report", "no-such-run"): ["--max-pictures", "--max-details", "--limit"],

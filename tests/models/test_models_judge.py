@@ -153,3 +153,54 @@ def test_the_verdict_names_outputs_and_baseline_regressions_too():
     reasons = verdict_reasons(_result(outputs=("pass", "fail"),
                                       baseline={"outcome": "regression", "regressed": ["o0"]}))
     assert reasons[0].startswith("output o1 differs from CPUExecutionProvider") and "baseline regression: o0" in reasons
+
+
+def _detector_level0(seed: int) -> list[np.ndarray]:
+    """A full-size detector's level-0 RoiAlign, in small: a 200x266 feature map (an 800x1066 image
+    at stride 4) of noise with large values, and proposals at large coordinates, most of them under
+    four image pixels wide or high (under one feature pixel at spatial_scale 0.25)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(0, 1, (1, 4, 200, 266)) * 100).astype(np.float32)
+    n = 40
+    x1, y1 = rng.uniform(0, 1060, n), rng.uniform(0, 795, n)
+    w, hgt = rng.uniform(0, 6, n), rng.uniform(0, 6, n)
+    big = rng.random(n) < 0.3
+    w[big] *= 30
+    hgt[big] *= 30
+    rois = np.stack([x1, y1, x1 + w, y1 + hgt], 1).astype(np.float32)
+    return [x, rois, np.zeros(n, np.int64)]
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_raised_regions_are_judged_against_their_own_rounding_bounds(seed):
+    """ORT's output_half_pixel RoiAlign raises a region under one pixel to 1x1 and samples it
+    there; a correct float32 kernel may lie from that exact answer by the raised region's rounding
+    bound (or match one of its knife-edge alternatives). Judged against the original region's
+    allowance instead (its samples lie elsewhere), elements of raised rows were left unexplained
+    on full-size detectors (and on these seeds); with their own allowance none is."""
+    from ep_testbed.graphs import import_node
+    from ep_testbed.harness.core.compare import Allowance, compare_outputs
+    from ep_testbed.reference import execute_with_bounds
+
+    node = _roi_align(scale=0.25, out=7, sampling_ratio=2)
+    arrays = _detector_level0(seed)
+    y = _ort(node, arrays)
+    row = _judge(node, arrays, y)
+    assert row["status"] == "explained", row["reason"]
+    assert row["unexplained"]["mismatches"] == 0 and row["explained"][0]["row_count"] > 10
+    # the raised rows need their own allowance: against the raised outputs, the original
+    # regions' allowance leaves elements outside, the raised regions' own accepts them all
+    imported = import_node(node, [a.shape for a in arrays], [a.dtype for a in arrays], "spec", 17)
+    alternative = imported.alternatives(arrays)[0]
+    raised = execute_with_bounds(imported.desc, imported.inputs(alternative.inputs), "fp32")
+    original = execute_with_bounds(imported.desc, imported.inputs(arrays), "fp32")
+    rows = np.asarray(alternative.rows)
+
+    def outside_with(reference) -> int:
+        allowance = Allowance.of(reference)
+        cut = Allowance({k: v[rows] for k, v in allowance.bounds.items()},
+                        {k: (lo[rows], hi[rows]) for k, (lo, hi) in allowance.alternatives.items()}, allowance.rule)
+        return compare_outputs({"OutputTensor": raised.outputs["OutputTensor"][rows]}, {"OutputTensor": y[rows]},
+                               TOL, allowance=cut).mismatches
+
+    assert outside_with(raised) == 0 < outside_with(original)

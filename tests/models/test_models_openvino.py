@@ -130,3 +130,31 @@ def test_a_crash_of_openvino_on_a_whole_model_is_reported_and_its_nodes_judged_a
     if "crash" in err:  # observed with onnxruntime-openvino 1.24.1
         assert f"{file}: crash - the process running it died of" in err
         assert result["ep_failure"]["stage"] == "crash" and code == 1
+
+
+def test_openvino_drift_on_resnet18s_stem_is_placed_at_its_conv_and_does_not_fail_the_operators(tmp_path, capsys):
+    """A real second EP: OpenVINO computes resnet18's first Conv (on 0..255 pixels) other than the
+    CPU EP does; the MaxPool under test agrees with the DirectML reference on what it was fed.
+    Observed with onnxruntime-openvino 1.24.1: drift starts at '/0/Conv' (34 of 203,840 elements
+    outside the float32 rule), 2 of 52,800 stem elements downstream."""
+    import numpy as np
+
+    image = np.random.default_rng(7).random((1, 3, 97, 129), dtype=np.float32) * np.float32(255)
+    np.savez(tmp_path / "x255.npz", image=image)
+    stem = str(CORPUS / "resnet18_stem.onnx")
+    code, out, err = run_cli(["model", "run", stem, "--ep", "openvino", "--inputs", str(tmp_path / "x255.npz"),
+                              "--out", str(tmp_path / "run")], capsys)
+    result = result_of(tmp_path / "run")
+    assert code == 0 and result["verdict"] == "pass", err
+    assert result["attribution"]["nodes"][0]["status"] == "match"
+    drift = result["drift"]
+    if not drift["outputs_differ"]:  # this OpenVINO computes the Conv within tolerance of the CPU EP
+        assert "outputs match CPUExecutionProvider" in result["verdict_statement"]
+        return
+    first = drift["search"]["first"]
+    assert (first["node"], first["op_type"], first["position"], first["under_test"]) == ("/0/Conv", "Conv", 0, False)
+    assert first["outside"] > 0 and drift["downstream"]["stem"]["outside"] > 0
+    assert f"output drift starts at Conv '/0/Conv' ({first['outside']}/203840" in result["verdict_statement"]
+    code, _, err = run_cli(["model", "run", stem, "--ep", "openvino", "--inputs", str(tmp_path / "x255.npz"),
+                            "--drift-tol", "fail", "--out", str(tmp_path / "fail")], capsys)
+    assert code == 1 and "--drift-tol fail" in result_of(tmp_path / "fail")["verdict_reasons"][0]

@@ -17,6 +17,7 @@ import pytest
 from models_testkit import result_of, run_cli
 from real_models import CORPUS, ENTRIES, RUNS, expected_counts, recorded_input, zero_roi_nodes
 
+from ep_testbed.graphs import attributed_op_types
 from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
 
 
@@ -57,7 +58,7 @@ def test_each_shipped_model_runs_on_cpu_with_every_node_attributed(file, run_nam
     diverging = [r for r in rows if r["status"] in DIVERGING]
     assert result["verdict"] == ("fail" if diverging else "pass") and code == (1 if diverging else 0), err
     assert len(result["verdict_reasons"]) == len(diverging)
-    assert f"{top} of {top + inner} RoiAlign/MaxRoiPool/MaxPool nodes judged" in out
+    assert f"{top} of {top + inner} {'/'.join(attributed_op_types())} nodes judged" in out
     for row in rows:
         assert f"node {row['node']} ({row['op_type']}, on CPU): {row['status']}" in out
         if row["status"] in ("explained", "flagged", "diverges"):

@@ -15,7 +15,9 @@ A failure's ``Signature`` is read from its *raw* result line (before expectation
   (a NaN input, RoiAlign MAX...): a failure that loses its NaN is a different failure.
 
 Two failures with one signature are one finding: a fuzz run shrinks the first of each (or all,
-when asked); a shrink step is kept only when its signature equals the original's.
+when asked); a shrink step is kept only when its signature equals the original's. A run's
+re-check on a second EP (``harness.run.recheck``) calls a failure shared when the second EP's
+has the same signature, and an expectation's ``shows_when`` may name the signature its cause has.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ep_testbed.harness.core.results import decode_number
+from ep_testbed.reference.registry import index_output_names
 
 #: Raw outcomes a fuzz run shrinks (``known`` ones too when asked: their raw outcome is one of these).
 SHRINKABLE = ("fail", "crash", "timeout")
@@ -61,7 +64,8 @@ def signature(line: dict[str, Any]) -> Signature | None:
     if outcome not in SHRINKABLE:
         return None
     diverging = tuple(sorted({str(f.get("field")) for f in line.get("flags") or [] if f.get("kind") == "diverges"}))
-    kind, outputs, values = "", (), ""
+    kind, values = "", ""
+    outputs: tuple[str, ...] = ()
     if outcome == "fail":
         kind, outputs = _fail_kind(line)
         values = _value_classes(line)
@@ -74,7 +78,7 @@ def _value_classes(line: dict[str, Any]) -> str:
     if worst is None:
         return ""
     if isinstance(worst.get("expected"), int) and isinstance(worst.get("actual"), int) \
-            and "Indices" in str(worst.get("output")):
+            and str(worst.get("output")) in index_output_names():
         return "index"
     return f"{_value_class(worst.get('expected'))} -> {_value_class(worst.get('actual'))}"
 
