@@ -56,7 +56,7 @@ def test_run_corpus_applies_the_case_expectation_per_ep(good, tmp_path):
     header, (line,), _ = read_run(str(out))
     assert line["id"] == case.id and line["outcome"] == "fixed" and line["expected_outcome"]["reason"] == "a test"
     # the corpus's own expectations are applied once: the header names them once, after the EP's file
-    assert header["expectations"].endswith("cpu.json + 1 from the corpus"), header["expectations"]
+    assert header["expectations"].endswith("shared.json + 1 from the corpus"), header["expectations"]
     assert header["expectations"].count("from the corpus") == 1
     assert main(["run", "--ep", "cpu", "-k", "corpus-", "--corpus", str(root), "--no-expectations",
                  "--out", str(tmp_path / "n"), "--no-progress"]) == 0
