@@ -5,7 +5,9 @@
    (https://onnxruntime.ai/docs/execution-providers/DirectML-ExecutionProvider.html), and 1.24.4
    is the wheel's last release on PyPI (https://pypi.org/project/onnxruntime-directml/#history).
 2. **Windows ML**: the ``onnxruntime-windowsml`` wheel (the ``onnxruntime`` module, with the CPU
-   and DirectML EPs built in: its 1.24.4.202603181718 win_amd64 wheel ships
+   and "DirectML (legacy)" EPs included, https://learn.microsoft.com/windows/ai/new-windows-ml/supported-execution-providers,
+   which also says the vendor EPs download on Windows 11 24H2, build 26100, or later; its
+   1.24.4.202603181718 win_amd64 wheel ships
    ``onnxruntime/capi/DirectML.dll`` and an ``onnxruntime.dll`` that names
    ``DmlExecutionProvider``; Microsoft's "Register execution providers" page lists
    CPUExecutionProvider and DmlExecutionProvider before any catalog EP is registered), so
@@ -120,8 +122,9 @@ def windows_ml(platform: str, distributions: Mapping[str, str], available: list[
         if platform != "win32":
             return Way(name, False, f"not installed ({WINDOWS_ONLY}: the {WINDOWSML} package loads "
                                     "Microsoft.Windows.AI.MachineLearning.dll)")
-        return Way(name, False, f"not installed. Get it: in a fresh venv, pip install \"{WINDOWSML}[with-ort]\" (the "
-                                f"catalog and its {WINDOWSML_ORT}), then pip install -e . (no onnxruntime extra)")
+        return Way(name, False, f"not installed. Get it: in a fresh venv, pip install -e \".[windowsml]\" (the "
+                                f"{WINDOWSML} catalog and its {WINDOWSML_ORT}; the catalog's vendor EPs need Windows 11 "
+                                "24H2 or later)")
     parts, eps = [], []
     if runtime:
         dml = f"{DML} built in: --ep dml" if DML in available else f"{DML} not in its provider list"

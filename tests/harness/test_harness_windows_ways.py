@@ -23,7 +23,7 @@ from ep_testbed.harness.eps.providers import EpNotAvailable
 from ep_testbed.harness.eps.winml_catalog import CatalogEp, CatalogReading, parse_answer, read_catalog
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TRT_RTX = {"name": "NvTensorRTRTXExecutionProvider", "version": "1.8.14.0", "ready_state": "Ready",
+TRT_RTX = {"name": "NvTensorRtRtxExecutionProvider", "version": "1.8.14.0", "ready_state": "Ready",
            "certification": "Certified", "package_family_name": "MicrosoftCorporationII.WinML.NVIDIA.TRT-RTX.EP_8wekyb3d8bbwe",
            "library_path": "C:\\Program Files\\WindowsApps\\NVIDIA.TRT-RTX.EP\\onnxruntime_providers_nv_tensorrt_rtx.dll"}
 OPENVINO = {"name": "OpenVINOExecutionProvider", "version": "1.8.63.0", "ready_state": "NotReady",
@@ -97,8 +97,8 @@ def test_a_windows_ml_machine_finds_directml_built_in_and_the_catalog_eps(tmp_pa
                                                  "built in: --ep dml); windowsml 2.5.96: its EP catalog lists 2 EP(s), "
                                                  "1 ready")
     assert winml.eps[0].startswith("DmlExecutionProvider (Windows ML's DirectML): --ep dml")
-    assert winml.eps[1] == (f"NvTensorRTRTXExecutionProvider 1.8.14.0 (Ready, Certified): --ep "
-                            f"NvTensorRTRTXExecutionProvider --ep-library \"{TRT_RTX['library_path']}\"")
+    assert winml.eps[1] == (f"NvTensorRtRtxExecutionProvider 1.8.14.0 (Ready, Certified): --ep "
+                            f"NvTensorRtRtxExecutionProvider --ep-library \"{TRT_RTX['library_path']}\"")
     assert winml.eps[2].startswith("OpenVINOExecutionProvider 1.8.63.0 (NotReady, Certified): not installed yet; "
                                    "ensure_ready() downloads it")
     assert "p.name == 'OpenVINOExecutionProvider'" in winml.eps[2]
@@ -135,7 +135,7 @@ def test_an_unreadable_catalog_is_reported_in_the_windows_ml_line():
 
 @pytest.mark.parametrize("platform,expected", [
     ("win32", ["not installed. Get it: in a fresh venv, pip install -e \".[directml]\"",
-               "not installed. Get it: in a fresh venv, pip install \"windowsml[with-ort]\""]),
+               "not installed. Get it: in a fresh venv, pip install -e \".[windowsml]\" (the windowsml catalog"]),
     ("linux", ["not installed (Windows only: DirectML needs Direct3D 12). Here, --ep dml-wine",
                "not installed (Windows only: the windowsml package loads"]),
 ])
