@@ -150,7 +150,7 @@ def test_case_text_cannot_forge_a_command_a_cell_a_link_or_a_fence(runs, tmp_pat
     assert len(rows) == min(10, sum(r["outcome"] == "fail" for r in _cases(run)))
     assert all(len(r) == 5 and r[0].startswith("x\\n::error::forged,%0A:title=a | b <script>") for r in rows)
     titled = job_summary(run, title="t\n# forged\x1b[2J")
-    assert titled.splitlines()[0] == "### t\\n# forged\\x1b\\[2J" and "\x1b" not in titled
+    assert titled.splitlines()[0] == r"### t\\n# forged\\x1b\[2J" and "\x1b" not in titled  # renders t\n# forged...
     fenced = markdown.split("<details>", 1)[1]
     opening = re.search(r"^(`{3,})sh$", fenced, re.M).group(1)
     assert len(opening) > 3 and fenced.count("\n" + opening + "\n") == 1  # only the closing line ends it
