@@ -48,6 +48,9 @@ class Mapping:
     opset: Optional[int] = None
     #: The operator's ``input_flags(desc, tensors, opset)`` (its mapper module's).
     input_flagger: Optional[Callable[..., list[Flag]]] = None
+    #: For a ``diverges`` flag whose ONNX meaning the mapper can compute: feeds -> ``{field:
+    #: DML outputs ONNX's graph means}`` (None when it cannot; see ``meanings``).
+    meaning: Optional[Callable[[MappingT[str, np.ndarray]], Optional[dict]]] = None
 
     @property
     def expressible(self) -> bool:
@@ -85,6 +88,46 @@ class Mapping:
         (NaN, empty regions under an adaptive count, float32 bin ends...), and ``inexpressible``
         ones for values the composition cannot carry: the operator's ``input_flags``."""
         return list(self.input_flagger(self.desc, tensors, self.opset)) if self.input_flagger else []
+
+    def meanings(self, tensors: MappingT[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+        """``{field: DML outputs}``: for each ``diverges`` field whose ONNX meaning the mapper can
+        compute (ONNX RoiAlign's ``mode="max"``), what the model means for these DML inputs; a
+        case whose expected outputs equal that meaning (within tolerance) cannot show the
+        divergence. ``{}`` when there is none, or it would be too large to compute."""
+        if self.meaning is None or self.model is None:
+            return {}
+        return dict(self.meaning(self.feeds(tensors)) or {})
+
+    def with_carrier(self) -> Optional["Mapping"]:
+        """A copy in which every graph output an operator node writes directly passes through an
+        exact carrier node, ``Mul(y, 1)`` (``x * 1 == x`` for every value of every numeric type),
+        with the same graph outputs, ports and flags; None when no operator node writes a graph
+        output. For an EP that declines an operator node only when it is alone in a model (the
+        OpenVINO EP takes no one-node RoiAlign model, though it runs RoiAlign inside any larger
+        one): the case runner retries with it, and the node is still the operator's alone."""
+        if self.model is None:
+            return None
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        types = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+        carriers, helpers = [], list(self.helper_nodes)
+        for node in model.graph.node:
+            if node.name not in self.op_nodes:
+                continue
+            for i, name in enumerate(node.output):
+                if name in types:
+                    node.output[i] = f"{name}_of_{node.name}"
+                    one = f"one_for_{name}"
+                    dtype = onnx.helper.tensor_dtype_to_np_dtype(types[name])
+                    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(1, dtype=dtype), one))
+                    carriers.append(onnx.helper.make_node("Mul", [node.output[i], one], [name], name=f"Carrier_{name}"))
+                    helpers.append(f"Carrier_{name}")
+        if not carriers:
+            return None
+        model.graph.node.extend(carriers)
+        return Mapping(desc=self.desc, model=model, flags=self.flags, op_nodes=list(self.op_nodes), helper_nodes=helpers,
+                       inputs=self.inputs, output_ports=self.output_ports, opset=self.opset,
+                       input_flagger=self.input_flagger, meaning=self.meaning)
 
     @property
     def onnx_input_names(self) -> list[str]:

@@ -10,7 +10,7 @@ from .descs import Desc, member_value
 from .dtypes import numpy_dtype
 from .errors import DescError
 from .precision import DEFAULT_MODEL, Expected, precision_model
-from .registry import spec_for
+from .registry import OpSpec, spec_for
 from .validation import NEWEST_FEATURE_LEVEL, validate
 
 
@@ -28,11 +28,7 @@ def execute(desc: Desc, tensors: Mapping[str, np.ndarray],
     page leaves undefined (e.g. a batch index outside ``[0, BatchCount)``), and for a desc or
     values that would need more than the reference's limits (``checks.within_cap``).
     """
-    validate(desc, feature_level)
-    arrays = _check_tensors(desc, tensors)
-    spec = spec_for(desc)
-    if spec.check_values is not None:  # limits that depend on the values, checked before the kernel allocates
-        spec.check_values(desc, arrays)
+    spec, arrays = prepare(desc, tensors, feature_level)
     return spec.execute(desc, arrays)
 
 
@@ -41,19 +37,33 @@ def execute_with_bounds(desc: Desc, tensors: Mapping[str, np.ndarray], model: st
     """``execute``, plus what a kernel that rounds may return under the precision model named
     ``model`` (``precision.MODELS``: ``fp32``, ``tensor-type``, ``exact``).
 
-    The result's ``outputs`` equal ``execute``'s bit for bit; ``bounds`` holds per value output
-    the largest ``|kernel - expected|`` rounding in the model's type can cause, and
+    The result's ``outputs`` equal ``execute``'s bit for bit: the same preparation (``prepare``)
+    refuses the same descs and inputs, and an operator's ``bounded`` takes its outputs from the
+    kernel ``execute`` runs, computing only the bounds beside them. ``bounds`` holds per value
+    output the largest ``|kernel - expected|`` rounding in the model's type can cause, and
     ``alternatives`` the ``(low, high)`` range of each element over the knife-edge decisions
     that rounding can flip (``knife_edges`` notes them). An operator without a ``bounded``
     record (selections only) gets no bound and no alternative. Raises what ``execute`` raises,
-    and ValueError for an unknown model name."""
+    and ValueError for an unknown model name (before anything else is checked)."""
     chosen = precision_model(model)
-    validate(desc, feature_level)
-    spec = spec_for(desc)
-    arrays = _check_tensors(desc, tensors)
+    spec, arrays = prepare(desc, tensors, feature_level)
     if spec.bounded is None:
         return Expected(outputs=spec.execute(desc, arrays), model=chosen)
     return spec.bounded(desc, arrays, chosen)
+
+
+def prepare(desc: Desc, tensors: Mapping[str, np.ndarray],
+            feature_level: str = NEWEST_FEATURE_LEVEL) -> tuple[OpSpec, dict[str, np.ndarray]]:
+    """What every computation of a desc starts with, ``execute`` and ``execute_with_bounds``
+    alike: the desc validated at ``feature_level``, the arrays checked against it, and the
+    operator's ``check_values`` (limits that depend on the values, checked before a kernel
+    allocates). Returns the operator's record and the arrays by member name; raises DescError."""
+    validate(desc, feature_level)
+    arrays = _check_tensors(desc, tensors)
+    spec = spec_for(desc)
+    if spec.check_values is not None:
+        spec.check_values(desc, arrays)
+    return spec, arrays
 
 
 def _check_tensors(desc: Desc, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -143,9 +143,11 @@ class OpSpec:
     output_positions, input_indices)`` says whether an index lies in its output's window (so a
     comparison can accept ties). ``bounded(desc, arrays, model)`` computes a validated desc under
     a precision model (``precision.Expected``: outputs, per-element rounding bounds, knife-edge
-    alternatives); None means every output is a selection, exact under every model.
-    ``check_values(desc, arrays)``, when given, runs before ``execute`` and raises DescError for
-    input values whose computation would exceed the reference's limits (``checks.within_cap``).
+    alternatives), its outputs from the kernel ``execute`` runs (bit for bit ``execute``'s, never a
+    second copy of the arithmetic); None means every output is a selection, exact under every model.
+    ``check_values(desc, arrays)``, when given, runs before ``execute`` and ``bounded`` and raises
+    DescError for input values whose computation would exceed the reference's limits
+    (``checks.within_cap``).
     """
 
     name: str

@@ -24,8 +24,8 @@ by ``outputSampleSize - 1`` (RA-6); arithmetic in float64, one rounding to the o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar, Union
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Optional, Union
 
 import numpy as np
 
@@ -285,28 +285,50 @@ def nearest_tap(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return np.where(inside, index, 0), inside
 
 
+def gather(plane: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``plane[rows[:, None], cols[None, :]]`` of a channels-last ``(H, W, C)`` plane:
+    ``(len(rows), len(cols), C)``, taken as whole rows of channels from the plane viewed as
+    ``(H * W, C)``, which NumPy copies faster than a two-index gather."""
+    height, width, channels = plane.shape
+    taken = plane.reshape(height * width, channels).take((rows[:, None] * width + cols[None, :]).ravel(), axis=0)
+    return taken.reshape(rows.size, cols.size, channels)
+
+
+def reads_input(coords: np.ndarray, size: int) -> np.ndarray:
+    """Whether each coordinate reads the input (RA-5: within ``[-1, size]``)."""
+    return (coords >= -1.0) & (coords <= size)
+
+
 def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, out_of_bounds: float) -> np.ndarray:
     """``interpolate2D`` of a channels-last ``(H, W, C)`` plane at every (y, x) of the two axes'
     grids, in float64: ``(len(ys), len(xs), C)``; points outside the input read
     ``OutOfBoundsInputValue``."""
     height, width, _ = plane.shape
+    inside = (reads_input(ys, height)[:, None] & reads_input(xs, width)[None, :])[:, :, None]
+    return np.where(inside, clamped_samples(plane, ys, xs, mode), np.float64(np.float32(out_of_bounds)))
+
+
+def clamped_samples(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str) -> np.ndarray:
+    """``interpolate2D`` of a channels-last ``(H, W, C)`` plane at every (y, x), in float64, with
+    the coordinates clamped to the input (RA-5) whether or not they read it: ``interpolate``
+    replaces the points outside by ``OutOfBoundsInputValue``; the precision models read a
+    point outside where rounding could move it inside (``roi_align_bounds``)."""
+    height, width, _ = plane.shape
 
     def tap(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        return plane[rows[:, None], cols[None, :]].astype(np.float64)
+        return gather(plane, rows, cols).astype(np.float64)
 
     if mode == "NEAREST_NEIGHBOR":
-        iy, in_y = nearest_tap(ys, height)
-        ix, in_x = nearest_tap(xs, width)
-        values = tap(iy, ix)
-    else:
-        y0, y1, wy0, wy1, in_y = linear_taps(ys, height)
-        x0, x1, wx0, wx1, in_x = linear_taps(xs, width)
-        wx0, wx1 = wx0[None, :, None], wx1[None, :, None]
-        top = tap(y0, x0) * wx0 + tap(y0, x1) * wx1
-        bottom = tap(y1, x0) * wx0 + tap(y1, x1) * wx1
-        values = top * wy0[:, None, None] + bottom * wy1[:, None, None]
-    inside = (in_y[:, None] & in_x[None, :])[:, :, None]
-    return np.where(inside, values, np.float64(np.float32(out_of_bounds)))
+        def nearest(coords: np.ndarray, size: int) -> np.ndarray:
+            return np.clip(np.floor(coords + 0.5), 0, size - 1).astype(np.int64)
+
+        return tap(nearest(ys, height), nearest(xs, width))
+    y0, y1, wy0, wy1 = edge_taps(ys, height)
+    x0, x1, wx0, wx1 = edge_taps(xs, width)
+    wx0, wx1 = wx0[None, :, None], wx1[None, :, None]
+    top = tap(y0, x0) * wx0 + tap(y0, x1) * wx1
+    bottom = tap(y1, x0) * wx0 + tap(y1, x1) * wx1
+    return top * wy0[:, None, None] + bottom * wy1[:, None, None]
 
 
 def execute_desc(desc: AnyRoiAlign, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -333,33 +355,80 @@ def random_inputs(desc: AnyRoiAlign, rng: np.random.Generator) -> dict[str, np.n
 def roi_align(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.ndarray,
               batch_indices_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
-    d = as_roi_align1(desc)
-    _, channels, _, _ = input_tensor.shape
-    _, _, out_h, out_w = d.output_tensor.sizes
-    rois, batch_indices = regions(desc, input_tensor, roi_tensor, batch_indices_tensor)
-    # Channels last, so that each sample point reads its channels as one contiguous row.
-    channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
-    if channels_last.dtype == np.float16:  # exact in float32, which converts to float64 several times faster
-        channels_last = channels_last.astype(np.float32)
+    return {"OutputTensor": compute(kernel_input(desc, input_tensor, roi_tensor, batch_indices_tensor))}
 
-    output = np.empty((rois.shape[0], out_h, out_w, channels), dtype=input_tensor.dtype)
-    separable = d.reduction_function == "AVERAGE" and d.interpolation_mode == "LINEAR"
-    finite: dict[int, bool] = {}  # per batch image: may the separable form run on it
-    for r, roi in enumerate(rois):
-        ys, xs, n_y, n_x = region_samples(d, r, roi)
-        plane = channels_last[int(batch_indices[r])]
-        if separable and int(batch_indices[r]) not in finite:
-            finite[int(batch_indices[r])] = bool(np.isfinite(plane).all())
-        if separable and finite[int(batch_indices[r])]:
-            output[r] = average_linear(plane, ys, xs, n_y, n_x, d.out_of_bounds_input_value)
-            continue
-        samples = interpolate(plane, ys, xs, d.interpolation_mode,
-                              d.out_of_bounds_input_value).reshape(out_h, n_y, out_w, n_x, channels)
-        if d.reduction_function == "AVERAGE":
-            output[r] = samples.mean(axis=(1, 3))
-        else:
-            output[r] = nan_ignoring_max(samples, axis=(1, 3))
-    return {"OutputTensor": np.ascontiguousarray(np.moveaxis(output, -1, 1))}
+
+@dataclass
+class KernelInput:
+    """A validated desc's regions and input, checked and laid out once: what the kernel
+    (``compute``) reads, and what the precision models (``roi_align_bounds``) read beside it."""
+
+    desc: RoiAlign1Desc
+    rois: np.ndarray           # (NumROIs, 4) float64, [x1, y1, x2, y2]
+    batch_indices: np.ndarray  # (NumROIs,)
+    planes: np.ndarray         # (BatchCount, H, W, C): channels last; FLOAT16 widened to float32 (exact)
+    dtype: np.dtype            # the input's and the output's
+    _finite: dict[int, bool] = field(default_factory=dict)
+
+    def plane(self, row: int) -> np.ndarray:
+        """The channels-last ``(H, W, C)`` image region ``row`` reads."""
+        return self.planes[int(self.batch_indices[row])]
+
+    def separable(self, row: int) -> bool:
+        """Whether region ``row`` is computed by ``average_linear`` (AVERAGE of LINEAR samples
+        of a finite image)."""
+        d = self.desc
+        if d.reduction_function != "AVERAGE" or d.interpolation_mode != "LINEAR":
+            return False
+        batch = int(self.batch_indices[row])
+        if batch not in self._finite:
+            self._finite[batch] = bool(np.isfinite(self.planes[batch]).all())
+        return self._finite[batch]
+
+
+def kernel_input(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.ndarray,
+                 batch_indices_tensor: np.ndarray) -> KernelInput:
+    """The regions, refused where the page leaves them undefined (ERR-1), and the input laid
+    out channels last, so that each sample point reads its channels as one contiguous row."""
+    rois, batch_indices = regions(desc, input_tensor, roi_tensor, batch_indices_tensor)
+    planes = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
+    if planes.dtype == np.float16:  # exact in float32, which converts to float64 several times faster
+        planes = planes.astype(np.float32)
+    return KernelInput(as_roi_align1(desc), rois, batch_indices, planes, input_tensor.dtype)
+
+
+def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None]] = None) -> np.ndarray:
+    """The kernel: the ``(NumROIs, C, OutputHeight, OutputWidth)`` output, each element computed
+    in float64 and rounded once to the output type (FP-1). ``execute`` and every precision model
+    take their outputs from here. ``alongside(row, values)``, when given, runs after each region
+    with its elements as the output holds them (``(OutputHeight, OutputWidth, C)``, read-only):
+    the precision models compute that region's bounds there, beside its values."""
+    _, _, out_h, out_w = p.desc.output_tensor.sizes
+    # Written region by region in the output's layout: a transposed copy of the whole output
+    # would be one more array of its size.
+    output = np.empty((p.rois.shape[0], p.planes.shape[-1], out_h, out_w), dtype=p.dtype)
+    for r, roi in enumerate(p.rois):
+        ys, xs, n_y, n_x = region_samples(p.desc, r, roi)
+        output[r] = region_value(p, r, ys, xs, n_y, n_x).transpose(2, 0, 1)  # channels first
+        if alongside is not None:
+            values = output[r].transpose(1, 2, 0)
+            values.flags.writeable = False
+            alongside(r, values)
+    return output
+
+
+def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: int, n_x: int) -> np.ndarray:
+    """Region ``row``'s elements ``(OutputHeight, OutputWidth, C)`` in float64, from its sample
+    coordinates ``ys`` / ``xs`` at ``n_y x n_x`` samples per element."""
+    d, plane = p.desc, p.plane(row)
+    if p.separable(row):
+        return average_linear(plane, ys, xs, n_y, n_x, d.out_of_bounds_input_value)
+    _, _, out_h, out_w = d.output_tensor.sizes
+    samples = interpolate(plane, ys, xs, d.interpolation_mode,
+                          d.out_of_bounds_input_value).reshape(out_h, n_y, out_w, n_x, plane.shape[-1])
+    if d.reduction_function == "AVERAGE":
+        return samples.mean(axis=(1, 3))
+    return nan_ignoring_max(samples, axis=(1, 3))
 
 
 def axis_weights(coords: np.ndarray, size: int, samples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -367,13 +436,19 @@ def axis_weights(coords: np.ndarray, size: int, samples: int) -> tuple[np.ndarra
     ``weights[o, k]`` sums the LINEAR weights that output element ``o``'s samples put on input
     index ``taps[k]`` (samples outside the input put none), and ``inside[o]`` counts its samples
     that read the input (RA-5)."""
-    low, high, w_low, w_high, inside = linear_taps(coords, size)
-    taps = np.unique(np.concatenate([low[inside], high[inside]]))
+    low, high, w_low, w_high = edge_taps(coords, size)
+    inside = reads_input(coords, size)
+    outputs = coords.size // samples
     owner = np.arange(coords.size) // samples
-    weights = np.zeros((coords.size // samples, taps.size))
-    np.add.at(weights, (owner[inside], np.searchsorted(taps, low[inside])), w_low[inside])
-    np.add.at(weights, (owner[inside], np.searchsorted(taps, high[inside])), w_high[inside])
-    return weights, taps, np.bincount(owner[inside], minlength=coords.size // samples)
+    if not inside.all():
+        low, high, w_low, w_high, owner = (a[inside] for a in (low, high, w_low, w_high, owner))
+    both = np.concatenate([low, high])
+    taps = np.unique(both)
+    # One bincount adds the low weights, then the high ones, in sample order: the order of
+    # accumulating them one by one, in far fewer steps.
+    cells = np.concatenate([owner, owner]) * taps.size + np.searchsorted(taps, both)
+    weights = np.bincount(cells, weights=np.concatenate([w_low, w_high]), minlength=outputs * taps.size)
+    return weights.reshape(outputs, taps.size), taps, np.bincount(owner, minlength=outputs)
 
 
 def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, n_x: int,
@@ -390,12 +465,17 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     wx, cols, in_x = axis_weights(xs, width, n_x)
     total = np.zeros((wy.shape[0], wx.shape[0], plane.shape[2]))  # (out_h, out_w, C)
     if rows.size and cols.size:  # some sample reads the input
-        block = plane[rows[:, None], cols[None, :]].astype(np.float64)  # (rows, cols, C)
+        block = gather(plane, rows, cols).astype(np.float64)  # (rows, cols, C)
         across = np.matmul(wx, block)  # (rows, out_w, C): one (out_w, cols) x (cols, C) product per row, no copy
         total += (wy @ across.reshape(rows.size, -1)).reshape(total.shape)
     outside = n_y * n_x - np.outer(in_y, in_x)  # samples of each output element that read OutOfBoundsInputValue
     if outside.any():
-        total += (outside * np.float64(np.float32(out_of_bounds)))[:, :, None]
+        # Only where some sample reads it: an infinite or NaN value times a count of 0 would
+        # make NaN of elements whose samples all read the input.
+        reads = outside > 0
+        added = np.zeros(outside.shape)
+        added[reads] = outside[reads] * np.float64(np.float32(out_of_bounds))
+        total += added[:, :, None]
     return total / (n_y * n_x)
 
 

@@ -37,17 +37,50 @@ from .precision import Approx, Arithmetic, Expected, KnifeEdge, PrecisionModel, 
 from .roi_align import (
     MAX_SAMPLE_POINTS_PER_REGION,
     AnyRoiAlign,
+    KernelInput,
     RoiAlign1Desc,
-    as_roi_align1,
-    check_sample_points,
+    clamped_samples,
+    compute,
     edge_taps,
-    regions,
-    roi_align,
+    gather,
+    kernel_input,
+    region_value,
 )
 
 #: Rounding of the weights (1 - f, products) and of the four-term sum of one LINEAR sample, in
 #: units of u times the magnitudes involved (FP-2: 3u weights + u products + 3u sum, rounded up).
 INTERPOLATION_ROUNDINGS = 8
+
+
+@dataclass
+class _Along(Approx):
+    """Sample coordinates along one axis of a region (``v``, ``e``: their values and error
+    bounds) with what the bounds ask of each: the pair of taps it interpolates between, clamped
+    to the input (``roi_align.edge_taps``, ``[low0, high0, low1, high1, ...]``), whether it reads
+    the input and whether rounding can move it across the input's edge (RA-5), a pixel or more
+    (``far``) or into a neighbouring cell (``near``); ``any_*`` and ``all_inside`` over them."""
+
+    pairs: np.ndarray = None
+    inside: np.ndarray = None
+    flips: np.ndarray = None
+    far: np.ndarray = None
+    near: np.ndarray = None
+    all_inside: bool = True
+    any_flips: bool = False
+    any_far: bool = False
+    any_near: bool = False
+
+
+def _along(c: Approx, size: int) -> _Along:
+    """The facts of coordinates ``c`` (any shape: the last axis is a region's samples) along an
+    axis of ``size`` input pixels; the ``any_*``/``all_*`` summaries are per region (last axis)."""
+    low, high, _, _ = edge_taps(c.v, size)
+    inside = (c.v >= -1.0) & (c.v <= size)
+    flips = _edge_flips(c, size)
+    far = c.e >= 0.5
+    near = _near_cell_edge(c) & ~far
+    return _Along(c.v, c.e, np.stack([low, high], axis=-1).reshape(*low.shape[:-1], -1), inside, flips, far, near,
+                  inside.all(axis=-1), flips.any(axis=-1), far.any(axis=-1), near.any(axis=-1))
 
 
 @dataclass
@@ -62,20 +95,24 @@ class _Axis:
     extent: Approx        # scaledRegionSize, per region
     ratio: Approx         # scaledRegionSize / outputSize, per region
     out: int
+    size: int             # the input's height or width
     in_offset: Approx
     out_offset: Approx
     corners: bool
     counts: list[tuple[int, ...]]  # per region: the exact sample count, then those rounding can give
-    _coords: dict[int, tuple[dict[int, int], Approx]] = field(default_factory=dict)
+    _coords: dict[int, tuple[dict[int, int], _Along]] = field(default_factory=dict)
 
-    def coords(self, region: int, n: int) -> Approx:
-        """Region ``region``'s ``out * n`` sample coordinates (``roi_align.sample_coordinates``)."""
+    def coords(self, region: int, n: int) -> _Along:
+        """Region ``region``'s ``out * n`` sample coordinates (``roi_align.sample_coordinates``)
+        and their facts (``_along``, worked out once for every region of count ``n``)."""
         if n not in self._coords:
             rows = [r for r, counts in enumerate(self.counts) if n in counts]
-            self._coords[n] = ({r: i for i, r in enumerate(rows)}, self._grid(np.array(rows, dtype=np.int64), n))
-        where, grid = self._coords[n]
+            grid = _along(self._grid(np.array(rows, dtype=np.int64), n), self.size)
+            self._coords[n] = ({r: i for i, r in enumerate(rows)}, grid)
+        where, g = self._coords[n]
         i = where[region]
-        return Approx(grid.v[i], grid.e[i])
+        return _Along(g.v[i], g.e[i], g.pairs[i], g.inside[i], g.flips[i], g.far[i], g.near[i], bool(g.all_inside[i]),
+                      bool(g.any_flips[i]), bool(g.any_far[i]), bool(g.any_near[i]))
 
     def _grid(self, rows: np.ndarray, n: int) -> Approx:
         """``(len(rows), out * n)`` coordinates of the regions ``rows``, all at count ``n``."""
@@ -91,9 +128,10 @@ class _Axis:
 
 
 def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: np.ndarray, scale: float,
-          out: int) -> _Axis:
+          out: int, size: int) -> _Axis:
     """The axis quantities of every region (``roi_align.region_samples``, with error bounds):
-    ``first``/``last`` are the regions' x1/x2 (or y1/y2) in float64."""
+    ``first``/``last`` are the regions' x1/x2 (or y1/y2) in float64, ``size`` the input's
+    pixels along the axis."""
     s = ar.const(float(np.float32(scale)))
     start, end = ar.mul(ar.const(first), s), ar.mul(ar.const(last), s)
     extent = ar.sub(end, start)
@@ -106,7 +144,7 @@ def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: 
     error = np.where(np.isfinite(ratio.e), ratio.e, 0.0)
     exact, below, above = count(ratio.v), count(ratio.v - error), count(ratio.v + error)
     counts = [tuple(dict.fromkeys((int(e), int(b), int(a)))) for e, b, a in zip(exact, below, above)]
-    return _Axis(ar, name, "OutputHeight" if name == "Y" else "OutputWidth", start, extent, ratio, out,
+    return _Axis(ar, name, "OutputHeight" if name == "Y" else "OutputWidth", start, extent, ratio, out, size,
                  ar.const(float(np.float32(d.input_pixel_offset))), ar.const(float(np.float32(d.output_pixel_offset))),
                  d.align_regions_to_corners, counts)
 
@@ -141,74 +179,55 @@ def _neighbourhood_slopes(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> 
 
 @dataclass
 class _Samples:
-    """Every sample point of a region: value (exact decisions), rounding bound, and the range
-    the knife-edge decisions allow (None: there is none)."""
+    """Every sample point of a region: rounding bound, and the range the knife-edge decisions
+    allow (None: there is none). Their values are the kernel's (``roi_align.compute``)."""
 
-    values: np.ndarray
     bound: np.ndarray
     low: Optional[np.ndarray] = None
     high: Optional[np.ndarray] = None
+    moved: Optional[np.ndarray] = None  # (len(ys), len(xs), 1): the samples a decision can change
     edge_flips: tuple[np.ndarray, np.ndarray] | None = None
     nearest_flips: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def _abs_diff(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """``max(|a - b|, |c - d|)`` in the arrays' own type (float32 or float64)."""
-    first = np.subtract(a, b)
-    np.abs(first, out=first)
-    second = np.subtract(c, d)
-    np.abs(second, out=second)
-    return np.maximum(first, second, out=first)
-
-
-def _linear_samples(plane: np.ndarray, ys: Approx, xs: Approx, k: float) -> tuple[np.ndarray, np.ndarray]:
-    """LINEAR values at every (y, x) with the input clamped to its edge (RA-5), computed as
-    ``roi_align.interpolate`` does, and their bounds (float32): ``e_x Gx + e_y Gy`` for the
-    coordinates plus ``k (|value| + Gx + Gy)`` for the arithmetic, with ``|value| <= |t00| + Gx + Gy``."""
-    height, width, _ = plane.shape
-    y0, y1, wy0, wy1 = edge_taps(ys.v, height)
-    x0, x1, wx0, wx1 = edge_taps(xs.v, width)
-
-    def tap(rows, cols):
-        return plane[rows[:, None], cols[None, :]]
-
-    t00, t01, t10, t11 = tap(y0, x0), tap(y0, x1), tap(y1, x0), tap(y1, x1)
-    wx0, wx1 = wx0[None, :, None], wx1[None, :, None]
-    f00, f01, f10, f11 = (t.astype(np.float64) for t in (t00, t01, t10, t11))
-    raw = (f00 * wx0 + f01 * wx1) * wy0[:, None, None] + (f10 * wx0 + f11 * wx1) * wy1[:, None, None]
-    # Slopes in float32 from float32 taps; from the float64 copies otherwise (NumPy converts
-    # float16 slowly, and the copies exist already).
-    t00, t01, t10, t11 = (t00, t01, t10, t11) if t00.dtype == np.float32 else (f00, f01, f10, f11)
-    gx, gy = _abs_diff(t01, t00, t11, t10), _abs_diff(t10, t00, t11, t01)
+def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: type) -> np.ndarray:
+    """The bounds of the LINEAR values at every (y, x) with the input clamped to its edge (RA-5):
+    ``e_x Gx + e_y Gy`` for the coordinates plus ``k (|value| + Gx + Gy)`` for the arithmetic,
+    with ``|value| <= |t00| + Gx + Gy``; in ``slopes`` (float32 for FLOAT32 taps, float64 for
+    FLOAT16 ones, whose differences float32 may round)."""
+    # Each sample's four taps at once: (len(ys), 2, len(xs), 2, C), [:, a, :, b] = t_ab.
+    taps = gather(plane, ys.pairs, xs.pairs).reshape(ys.v.size, 2, xs.v.size, 2, -1).astype(slopes, copy=False)
+    across = np.abs(np.subtract(taps[:, :, :, 1], taps[:, :, :, 0]))  # |t01 - t00| and |t11 - t10|
+    gx = np.maximum(across[:, 0], across[:, 1])
+    down = np.abs(np.subtract(taps[:, 1], taps[:, 0]))  # |t10 - t00| and |t11 - t01|
+    gy = np.maximum(down[:, :, 0], down[:, :, 1])
     _widen_near_cell_edges(plane, ys, xs, gx, gy)
     kind = gx.dtype.type
     bound = np.multiply(gx, (xs.e + 2 * k).astype(kind)[None, :, None], out=gx)  # in place: no copies
     bound += np.multiply(gy, (ys.e + 2 * k).astype(kind)[:, None, None], out=gy)
-    magnitude = np.abs(t00, out=gy)
+    magnitude = np.abs(taps[:, 0, :, 0], out=gy)
     magnitude *= kind(k)
     bound += magnitude
-    return raw, bound
+    return bound
 
 
-def _widen_near_cell_edges(plane: np.ndarray, ys: Approx, xs: Approx, gx: np.ndarray, gy: np.ndarray) -> None:
+def _widen_near_cell_edges(plane: np.ndarray, ys: _Along, xs: _Along, gx: np.ndarray, gy: np.ndarray) -> None:
     """Where rounding can move a coordinate into the next cell, take the slopes of every cell
     within reach (the 4x4 taps around the sample) instead of its own cell's; where it can move
     it a whole pixel or more (float16 coordinates of a large input), the plane's largest."""
-    far_y, far_x = ys.e >= 0.5, xs.e >= 0.5
-    if far_y.any() or far_x.any():
+    if ys.any_far or xs.any_far:
         data = plane.astype(np.float64)
         steepest = np.fmax(np.abs(np.diff(data, axis=0)).max(axis=(0, 1), initial=0.0),
                            np.abs(np.diff(data, axis=1)).max(axis=(0, 1), initial=0.0)).astype(gx.dtype)
         for slopes in (gx, gy):
-            slopes[far_y] = np.maximum(slopes[far_y], steepest)
-            slopes[:, far_x] = np.maximum(slopes[:, far_x], steepest)
-    near_y, near_x = _near_cell_edge(ys) & ~far_y, _near_cell_edge(xs) & ~far_x
-    if near_y.any():
-        rows = np.flatnonzero(near_y)
+            slopes[ys.far] = np.maximum(slopes[ys.far], steepest)
+            slopes[:, xs.far] = np.maximum(slopes[:, xs.far], steepest)
+    if ys.any_near:
+        rows = np.flatnonzero(ys.near)
         wide = _neighbourhood_slopes(plane, ys.v[rows], xs.v)
         gx[rows], gy[rows] = np.maximum(gx[rows], wide[0]), np.maximum(gy[rows], wide[1])
-    if near_x.any():
-        cols = np.flatnonzero(near_x)
+    if xs.any_near:
+        cols = np.flatnonzero(xs.near)
         wide = _neighbourhood_slopes(plane, ys.v, xs.v[cols])
         gx[:, cols], gy[:, cols] = np.maximum(gx[:, cols], wide[0]), np.maximum(gy[:, cols], wide[1])
 
@@ -238,39 +257,44 @@ def _nearest_samples(plane: np.ndarray, ys: Approx, xs: Approx, ar: Arithmetic,
     return raw, bound, low, high, (flips[0], flips[1])
 
 
-def _samples(plane: np.ndarray, ys: Approx, xs: Approx, d: RoiAlign1Desc, ar: Arithmetic, m: int) -> _Samples:
-    """Values, bounds and knife-edge ranges of every sample point of a region (module docstring);
-    ``m`` samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample)."""
-    height, width, _ = plane.shape
+def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Arithmetic, m: int,
+             slopes: type) -> _Samples:
+    """Bounds and knife-edge ranges of every sample point of a region (module docstring); ``m``
+    samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample). The sample
+    values are read (``roi_align.clamped_samples``) only where a decision can flip."""
     oob = float(np.float32(d.out_of_bounds_input_value))
     k_sum = 2 * m * ar.unit if d.reduction_function == "AVERAGE" else 0.0
     nearest = None
     if d.interpolation_mode == "NEAREST_NEIGHBOR":
-        raw, bound, raw_low, raw_high, nearest = _nearest_samples(plane, ys, xs, ar, k_sum)
+        _, bound, raw_low, raw_high, nearest = _nearest_samples(plane, ys, xs, ar, k_sum)
     else:
-        raw, bound = _linear_samples(plane, ys, xs, INTERPOLATION_ROUNDINGS * ar.unit + k_sum)
-        raw_low = raw_high = raw
-    in_y, in_x = (ys.v >= -1.0) & (ys.v <= height), (xs.v >= -1.0) & (xs.v <= width)
-    flip_y, flip_x = _edge_flips(ys, height), _edge_flips(xs, width)
-    samples = _Samples(raw, bound, edge_flips=(flip_y, flip_x), nearest_flips=nearest)
-    if not (in_y.all() and in_x.all()):
+        bound = _linear_bound(plane, ys, xs, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, slopes)
+        raw_low = raw_high = None
+    in_y, in_x, flip_y, flip_x = ys.inside, xs.inside, ys.flips, xs.flips
+    samples = _Samples(bound, edge_flips=(flip_y, flip_x), nearest_flips=nearest)
+    if not (ys.all_inside and xs.all_inside):
         inside = (in_y[:, None] & in_x[None, :])[:, :, None]
-        samples.values = np.where(inside, raw, oob)
         samples.bound = np.where(inside, bound, np.float32(k_sum * abs(oob)))
     ranged = nearest is not None and (nearest[0].any() or nearest[1].any())
-    if not (flip_y.any() or flip_x.any() or ranged):
+    if not (ys.any_flips or xs.any_flips or ranged):
         return samples
+    if raw_low is None:
+        raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR")
     can_in = ((in_y | flip_y)[:, None] & (in_x | flip_x)[None, :])[:, :, None]
     can_out = ((~in_y | flip_y)[:, None] | (~in_x | flip_x)[None, :])[:, :, None]
     samples.low = np.fmin(np.where(can_in, raw_low, np.inf), np.where(can_out, oob, np.inf))
     samples.high = np.fmax(np.where(can_in, raw_high, -np.inf), np.where(can_out, oob, -np.inf))
+    samples.moved = can_in & can_out
+    if ranged:
+        samples.moved = samples.moved | (nearest[0][:, None] | nearest[1][None, :])[:, :, None]
     samples.bound = np.where(can_in, bound, np.float32(k_sum * abs(oob)))
     return samples
 
 
 @dataclass
 class _Region:
-    """One region's output elements ``(OutputHeight, OutputWidth, C)``: value, bound, range."""
+    """One region's output elements ``(OutputHeight, OutputWidth, C)``: value (the kernel's),
+    bound, range."""
 
     value: np.ndarray
     bound: np.ndarray
@@ -279,9 +303,12 @@ class _Region:
     samples: _Samples
 
 
-def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int) -> _Region:
-    """The page's reduction of each element's ``n_y x n_x`` samples, with its bound (AVERAGE:
-    the mean of the sample bounds, the sum's rounding being in them; MAX: the largest)."""
+def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray) -> _Region:
+    """The page's reduction of each element's ``n_y x n_x`` sample bounds and ranges (AVERAGE:
+    the mean of the sample bounds, the sum's rounding being in them; MAX: the largest), beside
+    the elements' ``value``. An element none of whose samples a decision can change keeps
+    ``value`` as its range (``low == high == value``): its samples' range would be their mean
+    again, summed in another order than the kernel's."""
     _, _, out_h, out_w = d.output_tensor.sizes
 
     def grid(a):
@@ -289,7 +316,10 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int) -> _Region:
 
     if d.reduction_function == "AVERAGE":
         def reduce(a):
-            return grid(a).mean(axis=(1, 3))
+            # ``grid(a).mean(axis=(1, 3))``, the same sum and division, without its per-call
+            # bookkeeping (once per region and decision).
+            total = np.add.reduce(grid(a), axis=(1, 3))
+            return np.true_divide(total, np.intp(n_y * n_x), out=total, casting="unsafe")
 
         bound = reduce(s.bound)
     else:
@@ -297,16 +327,23 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int) -> _Region:
             return nan_ignoring_max(grid(a), axis=(1, 3))
 
         bound = np.fmax.reduce(grid(s.bound), axis=(1, 3))
-    low = None if s.low is None else reduce(s.low)
-    high = None if s.high is None else reduce(s.high)
-    return _Region(reduce(s.values), bound, low, high, s)
+    if s.low is None:
+        return _Region(value, bound, None, None, s)
+    moved = grid(s.moved).any(axis=(1, 3))
+    return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s)
 
 
-def _evaluate(d: RoiAlign1Desc, plane: np.ndarray, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int,
-              ar: Arithmetic) -> _Region:
-    """Region ``row`` at sample counts ``(n_y, n_x)``."""
-    samples = _samples(plane, y.coords(row, n_y), x.coords(row, n_x), d, ar, n_y * n_x)
-    return _reduce(d, samples, n_y, n_x)
+def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, ar: Arithmetic,
+              value: Optional[np.ndarray] = None) -> _Region:
+    """Region ``row`` at sample counts ``(n_y, n_x)``, its elements' values being ``value`` (the
+    kernel's output at the exact counts) or, at an alternative count, the kernel's region
+    computed at that count (``roi_align.region_value``), rounded once to the output type like
+    the output."""
+    ys, xs = y.coords(row, n_y), x.coords(row, n_x)
+    if value is None:
+        value = region_value(p, row, ys.v, xs.v, n_y, n_x).astype(p.dtype)
+    slopes = np.float32 if p.dtype == np.float32 else np.float64
+    return _reduce(p.desc, _samples(p.plane(row), ys, xs, p.desc, ar, n_y * n_x, slopes), n_y, n_x, value)
 
 
 def _merge(region: _Region, other: _Region) -> None:
@@ -318,19 +355,18 @@ def _merge(region: _Region, other: _Region) -> None:
     region.bound = np.fmax(region.bound, other.bound)
 
 
-def region_bounded(d: RoiAlign1Desc, plane: np.ndarray, row: int, roi: np.ndarray, y: _Axis, x: _Axis,
-                   expected: Expected) -> _Region:
-    """Region ``row`` of a channels-last ``plane``: its elements' values (equal to
-    ``roi_align``'s), bounds and knife-edge ranges; notes each knife edge in ``expected``."""
+def region_bounded(p: KernelInput, row: int, value: np.ndarray, y: _Axis, x: _Axis, expected: Expected) -> _Region:
+    """Region ``row`` (of ``p``), whose elements the kernel computed as ``value`` (channels
+    last): their bounds and knife-edge ranges; notes each knife edge in ``expected``."""
+    d = p.desc
     counts_y, counts_x = y.counts[row], x.counts[row]
-    check_sample_points(d, row, roi, counts_y[0], counts_x[0])
-    region = _evaluate(d, plane, row, y, x, counts_y[0], counts_x[0], y.ar)
+    region = _evaluate(p, row, y, x, counts_y[0], counts_x[0], y.ar, value)
     first = region.samples
     _, _, out_h, out_w = d.output_tensor.sizes
     for n_y, n_x in itertools.product(counts_y, counts_x):
         # An alternative count past the reference's limit is not evaluated (the exact one was).
         if (n_y, n_x) != (counts_y[0], counts_x[0]) and n_y * out_h * n_x * out_w <= MAX_SAMPLE_POINTS_PER_REGION:
-            _merge(region, _evaluate(d, plane, row, y, x, n_y, n_x, y.ar))
+            _merge(region, _evaluate(p, row, y, x, n_y, n_x, y.ar))
     if region.low is not None:
         _note_region(expected, d, row, region, first, y, x)
     return region
@@ -367,27 +403,31 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
 
 def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel) -> Expected:
     """The registry's ``bounded``: ``roi_align``'s output under ``model`` with its bound and
-    knife-edge alternatives (an ``Expected``). The output equals ``execute_desc``'s bit for bit."""
-    x, roi_tensor, batch_tensor = tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"]
-    d = as_roi_align1(desc)
+    knife-edge alternatives (an ``Expected``). The output is the kernel's (``roi_align.compute``,
+    what ``execute_desc`` returns): only the bounds and ranges are computed here, region by region
+    alongside it."""
+    p = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"])
+    d = p.desc
     ar = model.arithmetic(d.input_tensor.data_type)
+    expected = Expected(outputs={}, model=model)
     if ar.exact:
-        return Expected(outputs=roi_align(desc, x, roi_tensor, batch_tensor), model=model)
-    rois, batch_indices = regions(desc, x, roi_tensor, batch_tensor)
-    channels_last = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+        expected.outputs["OutputTensor"] = compute(p)
+        return expected
     _, _, out_h, out_w = d.output_tensor.sizes
-    shape = (rois.shape[0], x.shape[1], out_h, out_w)
-    output, bound = np.empty(shape, dtype=x.dtype), np.empty(shape, dtype=np.float32)
-    expected = Expected(outputs={"OutputTensor": output}, model=model)
-    y = _axis(d, ar, "Y", rois[:, 1], rois[:, 3], d.spatial_scale_y, out_h)
-    x_axis = _axis(d, ar, "X", rois[:, 0], rois[:, 2], d.spatial_scale_x, out_w)
+    bound = np.empty((p.rois.shape[0], p.planes.shape[-1], out_h, out_w), dtype=np.float32)
+    height, width = p.planes.shape[1:3]
+    y = _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h, height)
+    x_axis = _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w, width)
     ranges = {}
-    for r, roi in enumerate(rois):
+
+    def beside(r: int, values: np.ndarray) -> None:
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
-            region = region_bounded(d, channels_last[int(batch_indices[r])], r, roi, y, x_axis, expected)
-        output[r], bound[r] = np.moveaxis(region.value, -1, 0), np.moveaxis(region.bound, -1, 0)
+            region = region_bounded(p, r, values, y, x_axis, expected)
+        bound[r] = region.bound.transpose(2, 0, 1)
         if region.low is not None:
             ranges[r] = (region.low, region.high)
+
+    output = expected.outputs["OutputTensor"] = compute(p, beside)
     expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
     if ranges:
         low, high = output.copy(), output.copy()

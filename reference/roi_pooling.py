@@ -103,11 +103,33 @@ def execute_desc(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray]) -> dict[s
 
 def roi_pooling(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
-    batch_count, channels, _, _ = input_tensor.shape
+    return {"OutputTensor": compute(kernel_input(desc, input_tensor, roi_tensor))}
+
+
+@dataclass(frozen=True)
+class KernelInput:
+    """A validated desc's ROI rows and input, checked and laid out once: what the kernel
+    (``compute``) reads, and what the precision models (``roi_pooling_bounds``) read beside it."""
+
+    desc: RoiPoolingDesc
+    rois: np.ndarray    # (NumROIs, 5): rows [BatchID, x1, y1, x2, y2] in the input's type
+    planes: np.ndarray  # (BatchCount, H, W, C): channels last
+    maximum: np.ufunc   # the max of a bin (``bin_maximum``)
+
+
+def kernel_input(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray) -> KernelInput:
+    """The ROI rows, refused where the page leaves them undefined (ERR-1, RP-5), and the input
+    laid out channels last."""
     rois = roi_tensor.reshape(-1, 5)
-    _check_rois(desc, rois, batch_count)
-    channels_last = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
-    return {"OutputTensor": pool_all(desc, channels_last, rois, bin_maximum(input_tensor))}
+    _check_rois(desc, rois, input_tensor.shape[0])
+    planes = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
+    return KernelInput(desc, rois, planes, bin_maximum(input_tensor))
+
+
+def compute(k: KernelInput) -> np.ndarray:
+    """The kernel: the ``(NumROIs, C, PooledHeight, PooledWidth)`` output. ``execute`` and every
+    precision model take their outputs from here."""
+    return pool_all(k.desc, k.planes, k.rois, k.maximum)
 
 
 def pool_all(desc: RoiPoolingDesc, channels_last: np.ndarray, rois: np.ndarray, maximum: np.ufunc) -> np.ndarray:

@@ -24,11 +24,9 @@ import numpy as np
 from .precision import MAX_NOTES, Arithmetic, Expected, KnifeEdge, PrecisionModel
 from .roi_pooling import (
     RoiPoolingDesc,
-    _check_rois,
-    bin_maximum,
-    pool_all,
+    compute,
+    kernel_input,
     pool_region,
-    roi_pooling,
     round_half_away_from_zero,
     scaled_region,
 )
@@ -113,21 +111,19 @@ def region_range(plane: np.ndarray, value: np.ndarray, rows: tuple[np.ndarray, n
 
 
 def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model: PrecisionModel) -> Expected:
-    """The registry's ``bounded``: ``roi_pooling``'s output (bit for bit) with its knife-edge
-    alternatives under ``model`` (no bound: every element is an input value)."""
-    x, roi_tensor = tensors["InputTensor"], tensors["ROITensor"]
+    """The registry's ``bounded``: ``roi_pooling``'s output with its knife-edge alternatives under
+    ``model`` (no bound: every element is an input value). The output is the kernel's
+    (``roi_pooling.compute``, what ``execute_desc`` returns); only the alternatives are computed here."""
+    k = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"])
+    output = compute(k)
+    expected = Expected(outputs={"OutputTensor": output}, model=model)
     ar = model.arithmetic(desc.input_tensor.data_type)
     if ar.exact:
-        return Expected(outputs=roi_pooling(desc, x, roi_tensor), model=model)
-    rois = roi_tensor.reshape(-1, 5)
-    _check_rois(desc, rois, x.shape[0])
-    channels_last = np.ascontiguousarray(np.moveaxis(x, 1, -1))
-    maximum = bin_maximum(x)
-    output = pool_all(desc, channels_last, rois, maximum)
-    expected = Expected(outputs={"OutputTensor": output}, model=model)
+        return expected
+    rois, channels_last, maximum = k.rois, k.planes, k.maximum
     corners = corner_candidates(ar, rois, desc.spatial_scale)
     exact = corners[..., 0]
-    _, _, height, width = x.shape
+    _, height, width, _ = channels_last.shape
     pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
     rows = bin_candidates(ar, exact[:, 1], exact[:, 3] - exact[:, 1] + 1, pooled_h, height)
     cols = bin_candidates(ar, exact[:, 0], exact[:, 2] - exact[:, 0] + 1, pooled_w, width)

@@ -14,6 +14,10 @@ Categories, by case id:
   noise until it crosses the limit, and then the case is newly failing;
 - still failing with another outcome (fail -> crash ...), other outcome changes, cases added.
 
+Each change carries where B's failure occurs (``scope``: ``only on <EP>`` / ``shared with <EP>``,
+from the run's re-check on a second EP) and its attributed cause; diff.txt and diff.html show
+both, and the verdict line counts the newly failing cases by where they fail.
+
 The gate (``DiffResult.regressed``, exit code 1) fails on: a newly failing case; lost coverage;
 a gone case; a B that did not finish (no end line, or one that says interrupted); a B with no
 case at all. ``GatePolicy`` relaxes each of the last four (``--allow-not-tested``,
@@ -75,6 +79,8 @@ class Change:
     metric: str = ""            # "max_ulp" or "max_abs" for growth
     share_after: float | None = None  # B's tolerance_used: how much of its tolerance B used
     message: str = ""
+    scope: str = ""             # where B's failure occurs (re-checked on a second EP), "" if not re-checked
+    cause: str = ""             # B's attributed cause, "" if none
 
     @property
     def factor(self) -> float | None:
@@ -176,7 +182,8 @@ def _change(a: CaseResult | None, b: CaseResult | None) -> Change:
     c = b or a
     assert c is not None
     return Change(id=c.id, op=short_op(c.op), dtype=c.dtype, before=a.outcome if a else None,
-                  after=b.outcome if b else None, message=(b.message if b else "")[:300])
+                  after=b.outcome if b else None, message=(b.message if b else "")[:300],
+                  scope=b.scope if b else "", cause=((b.attribution or {}).get("cause", "") if b else ""))
 
 
 def _growth(a: CaseResult, b: CaseResult, factor: float, abs_floor: float) -> Change | None:
@@ -253,7 +260,8 @@ def _change_line(ch: Change) -> str:
                  f" (x{format_number(ch.factor)})")
         if ch.share_after is not None:
             extra += f", {format_number(ch.share_after)} of its tolerance in B"
-    return f"  {ch.id}  [{ch.before or '-'} -> {ch.after or '-'}]{extra}"
+    where = "; ".join(p for p in (ch.scope, f"cause: {ch.cause}" if ch.cause else "") if p)
+    return f"  {ch.id}  [{ch.before or '-'} -> {ch.after or '-'}]{extra}" + (f"  ({where})" if where else "")
 
 
 def diff_text(res: DiffResult, growth_factor: float) -> str:
@@ -263,6 +271,9 @@ def diff_text(res: DiffResult, growth_factor: float) -> str:
               f"{len(res.grown)} error grown > {growth_factor:g}x, {len(res.fixed)} fixed, {len(res.added)} added, "
               f"{res.unchanged} unchanged; A {res.cases_a} cases, B {res.cases_b} cases")
     verdict = "REGRESSED: " + "; ".join(res.reasons) if res.regressed else "no regression"
+    scoped = _scope_counts(res.newly_failing)
+    if scoped:
+        counts += f"; newly failing by where: {scoped}"
     lines = [f"ep-testbed diff: A={res.run_a} B={res.run_b}", f"verdict: {verdict} ({counts})"]
     lines += [f"warning: {w}" for w in res.warnings]
     lines += [f"GPU A: {res.identities[0]}", f"GPU B: {res.identities[1]}"]
@@ -277,6 +288,16 @@ def diff_text(res: DiffResult, growth_factor: float) -> str:
         if changes:
             lines += ["", f"{title} ({len(changes)}):", *(_change_line(ch) for ch in changes)]
     return "\n".join(safe(line) for line in lines) + "\n"  # ids and values come from files: one visible line each
+
+
+def _scope_counts(changes: list[Change]) -> str:
+    """``"2 only on CUDAExecutionProvider, 1 shared with CPUExecutionProvider"`` ("" when none is labelled)."""
+    counts: dict[str, int] = {}
+    for ch in changes:
+        if ch.scope:
+            counts[ch.scope] = counts.get(ch.scope, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: (not item[0].startswith("only on "), item[0]))
+    return ", ".join(f"{n} {label}" for label, n in ordered)
 
 
 def _report_link(run_dir: Path, out_dir: Path) -> str | None:

@@ -144,3 +144,34 @@ def stats_rows(case: CaseResult) -> list[dict[str, Any]]:
                      "minimum": parts, "pastes": [f"{dtype}:{k}={v}" for k, v in (parts or {}).items()
                                                   if v is not None and dtype]})
     return rows
+
+
+def scope_rank(case: CaseResult) -> int:
+    """Where a case sorts when reports group failures by where they occur: a failure only on the
+    EP under test first (the EP's own), then one it shares with the second EP, then the rest."""
+    scope = case.scope
+    return 0 if scope.startswith("only on ") else 1 if scope.startswith("shared with ") else 2
+
+
+def why(case: CaseResult) -> str:
+    """One line on where and why a failed case failed: its re-check label and attributed cause,
+    e.g. ``only on CUDAExecutionProvider; helper: the operator agrees ...`` ("" when neither)."""
+    parts = [case.scope] if case.scope else []
+    attribution = case.attribution
+    if attribution is not None:
+        parts.append(f"{attribution['cause']}: {attribution['reason']}")
+    return "; ".join(parts)
+
+
+def also_on_text(case: CaseResult) -> str:
+    """What the second EP did, in words: ``CPUExecutionProvider: known (fail), same failure``."""
+    other = case.also_on
+    if not other:
+        return ""
+    reported, raw = other.get("reported"), other.get("outcome")
+    text = f"{other.get('ep', '?')}: {reported}" + (f" ({raw})" if raw and raw != reported else "")
+    text += ", the same failure" if other.get("same_failure") else ", not the same failure"
+    expected = other.get("expected_outcome")
+    if isinstance(expected, dict) and expected.get("reason"):
+        text += f"; its expectation: {expected.get('reason')}"
+    return text

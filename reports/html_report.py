@@ -75,6 +75,8 @@ class Detail:
     message_truncated: bool = False
     figure: str = ""
     stats: list[dict[str, Any]] = field(default_factory=list)
+    group: str = ""          # the heading of its group (``group_title``)
+    also_on: str = ""        # what the second EP did (``figures.also_on_text``)
 
 
 def rerun_command(run: Run, case: CaseResult) -> str:
@@ -92,10 +94,19 @@ def run_tolerances(run: Run) -> Tolerances:
 
 
 def _severity(case: CaseResult) -> tuple:
-    """Sort key of the case sections: ``REPORT_ORDER`` (an outcome it lacks first), then the
-    largest error first, then id."""
+    """Sort key of the case sections: where the failure occurs (``figures.scope_rank``: only on
+    the EP under test, then shared with the second EP, then not re-checked), then
+    ``REPORT_ORDER`` (an outcome it lacks first), then the largest error first, then id."""
     rank = REPORT_ORDER.index(case.outcome) if case.outcome in REPORT_ORDER else 0
-    return (rank, -(case.max_abs or 0.0), case.id)
+    return (figures.scope_rank(case), rank, -(case.max_abs or 0.0), case.id)
+
+
+def group_title(case: CaseResult, run: Run) -> str:
+    """The heading of a case section's group (``_severity``'s first key)."""
+    if case.scope:
+        return f"Failing {case.scope}" if case.scope.startswith("only on ") else f"Failures {case.scope}"
+    other = run.header.get("also_on")
+    return "Not re-checked on a second EP" if other else "Cases"
 
 
 def wants_detail(case: CaseResult) -> bool:
@@ -110,7 +121,8 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     message = case.message
     detail = Detail(anchor=anchor, case=case, rerun=rerun_command(run, case), artifacts_path=case.artifacts,
                     message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT,
-                    figure=figures.failure_figure(case), stats=figures.stats_rows(case))
+                    figure=figures.failure_figure(case), stats=figures.stats_rows(case),
+                    group=group_title(case, run), also_on=figures.also_on_text(case))
     folder = resolve_folder(run.path, case.artifacts)
     if folder is None:
         return detail
@@ -140,9 +152,10 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
 
 def _table_rows(cases: list[CaseResult], anchors: dict[str, str], matrix: Matrix) -> list[list[Any]]:
     """Compact rows for report.js: [id, op, dtype, outcome, max_abs, max_rel, max_ulp, s, anchor, message,
-    fields, figure, failed, figure_rank], where fields holds the tags and the DML fields the by-field
-    matrix links filter on; error cells and the figure follow ``figures`` (a failed row never
-    reads 0 or blank)."""
+    fields, figure, failed, figure_rank, scope, scope_rank, cause], where fields holds the tags and
+    the DML fields the by-field matrix links filter on; error cells and the figure follow
+    ``figures`` (a failed row never reads 0 or blank); scope is the re-check's label and cause
+    the attributed one ("" when none)."""
     rows = []
     for c in cases:
         shown = matrix.keys_for(c.op)
@@ -152,8 +165,21 @@ def _table_rows(cases: list[CaseResult], anchors: dict[str, str], matrix: Matrix
             *(figures.error_cell(c, k) for k in ERROR_KEYS),
             round(c.duration_s, 4), anchors.get(c.id), figures.short_message(c.message),
             fields, figures.failure_figure(c), int(figures.failed(c)), figures.failure_rank(c),
+            c.scope, figures.scope_rank(c), (c.attribution or {}).get("cause", ""),
         ])
     return rows
+
+
+def _scope_counts(run: Run) -> list[tuple[str, int, int]]:
+    """``(label, cases, of them failing the run)`` per re-check label, only-on labels first."""
+    counts: dict[str, list[int]] = {}
+    for c in run.cases:
+        if c.scope:
+            entry = counts.setdefault(c.scope, [0, 0])
+            entry[0] += 1
+            entry[1] += c.outcome in FAILING
+    return sorted(((label, n, bad) for label, (n, bad) in counts.items()),
+                  key=lambda item: (not item[0].startswith("only on "), item[0]))
 
 
 def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictures: int = 60,
@@ -201,6 +227,7 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "rows": script_json(_table_rows(run.cases, anchors, matrix)),
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),
+        "scopes": _scope_counts(run),
     }
     context["share_bar"], context["share_ticks"] = images.share_legend()
     html = environment().get_template("report.html.j2").render(**context)

@@ -42,10 +42,13 @@ def _clean(text: str) -> str:
 
 
 def error_summary(case: CaseResult) -> str:
-    """One line: outcome, how it failed (``figures``: elements outside tolerance and of them
-    NaN/inf and index mismatches, then the error figures, a word where a number would read 0)
-    and the first line of the message."""
-    parts = [case.outcome]
+    """One line: outcome (with where it fails: ``only on <EP>`` / ``shared with <EP>``), how it
+    failed (``figures``: elements outside tolerance and of them NaN/inf and index mismatches,
+    then the error figures, a word where a number would read 0), the attributed cause and the
+    first line of the message."""
+    parts = [case.outcome + (f" ({case.scope})" if case.scope else "")]
+    if case.attribution is not None:
+        parts.append(f"cause: {case.attribution['cause']}")
     if figures.was_compared(case):
         parts.append(f"outside tolerance {figures.failure_figure(case)}")
         parts.append(", ".join(f"{k}={format_number(figures.error_cell(case, k))}" for k in case.errors))
@@ -58,6 +61,10 @@ def error_summary(case: CaseResult) -> str:
 def _details(case: CaseResult) -> str:
     """The body of a failure/error element: message, worst elements, flags, placement, artifacts."""
     lines = [case.message.strip()] if case.message.strip() else []
+    if case.scope:
+        lines.append(f"where: {case.scope}" + (f" ({figures.also_on_text(case)})" if case.also_on else ""))
+    if case.attribution is not None:
+        lines.append(f"why ({case.attribution['cause']}): {case.attribution['reason']}")
     for w in case.worst[:10]:
         lines.append(f"{w.get('output', '')}{tuple(w.get('index', []))}: expected {format_number(w.get('expected'))}, "
                      f"actual {format_number(w.get('actual'))}, |diff| {format_number(w.get('abs'))}")
@@ -70,6 +77,17 @@ def _details(case: CaseResult) -> str:
     return _clean("\n".join(lines))
 
 
+def _properties(tc: ET.Element, case: CaseResult) -> None:
+    """The case's ``scope`` (where it fails) and ``cause`` (why) as testcase properties, as pytest
+    writes recorded properties, so a CI view can group failures by them."""
+    values = {"scope": case.scope, "cause": (case.attribution or {}).get("cause", "")}
+    if any(values.values()):
+        props = ET.SubElement(tc, "properties")
+        for name, value in values.items():
+            if value:
+                ET.SubElement(props, "property", name=name, value=_clean(value))
+
+
 def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
     """Write ``junit.xml`` for ``run_dir`` (default into ``run_dir``) and return its path."""
     run = load_run(run_dir)
@@ -77,7 +95,7 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
     total_time = 0.0
     suite = ET.Element("testsuite", name=_clean(f"ep-testbed {run.header.get('ep', '')}"))
     props = ET.SubElement(suite, "properties")
-    for key in ("ep", "ep_alias", "ort_flavour", "ort_version", "seed", "command", "started"):
+    for key in ("ep", "ep_alias", "ort_flavour", "ort_version", "seed", "command", "started", "also_on"):
         if key in run.header:
             ET.SubElement(props, "property", name=key, value=_clean(str(run.header[key])))
     gpu = run.header.get("gpu")
@@ -89,6 +107,7 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
         tc = ET.SubElement(suite, "testcase", classname=_clean(f"ep_testbed.{short_op(case.op)}.{case.dtype}"),
                            name=_clean(case.id), time=f"{case.duration_s:.3f}")
         summary = error_summary(case)
+        _properties(tc, case)
         if case.outcome in FAILURE:
             counts["failures"] += 1
             ET.SubElement(tc, "failure", message=summary, type=case.outcome).text = _details(case)
@@ -98,7 +117,8 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
         elif case.outcome in SKIPPED:
             counts["skipped"] += 1
             reason = case.message or (case.expected_outcome or {}).get("reason", "") or case.outcome
-            ET.SubElement(tc, "skipped", message=_clean(f"{case.outcome}: {reason}"[:500]), type=case.outcome)
+            where = f" ({case.scope})" if case.scope else ""
+            ET.SubElement(tc, "skipped", message=_clean(f"{case.outcome}{where}: {reason}"[:500]), type=case.outcome)
         elif case.outcome == "tie-only":
             ET.SubElement(tc, "system-out").text = _clean(f"tie-only: {case.raw.get('ties', 0)} index tie(s)")
     for k, v in counts.items():

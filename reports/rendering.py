@@ -26,7 +26,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 OUTCOME_COLOURS = {
     "pass": "#2e9d4f", "tie-only": "#7cc48d", "known": "#8a9bb0", "fixed": "#7b52c9",
     "fail": "#d62f2f", "crash": "#8b1010", "timeout": "#e07b12", "error": "#c2187a",
-    "not-on-ep": "#e8b820", "inexpressible": "#b8b8b8",
+    "not-on-ep": "#e8b820", "inexpressible": "#b8b8b8", "emulation-gap": "#3f8f8f",
 }
 #: Text colours for outcome chips and badges: whichever of the two gives the higher WCAG
 #: contrast on the outcome's colour (every outcome then reaches 4.5:1, WCAG AA for normal text;
@@ -70,6 +70,7 @@ OUTCOME_HELP = {
     "error": "the harness or the reference raised; the message says what",
     "not-on-ep": "the op node did not run on the EP under test (not a pass, not a failure)",
     "inexpressible": "the DML desc cannot be expressed in ONNX (see the mapper's flags)",
+    "emulation-gap": "an emulated device could not run the EP's kernel (its own log says so): not an EP result",
 }
 
 

@@ -118,6 +118,31 @@ class CaseResult:
         return self.raw.get("artifacts") or None
 
     @property
+    def attribution(self) -> dict[str, Any] | None:
+        """Why a failed case failed (``harness.run.attribution``): the line's object with ``cause``
+        and ``reason`` as text and ``nodes`` as a list of objects; None when the line has none."""
+        value = self.raw.get("attribution")
+        if not isinstance(value, dict):
+            return None
+        nodes = [n for n in value.get("nodes") or [] if isinstance(n, dict)] if isinstance(value.get("nodes"), list) \
+            else []
+        return {**value, "cause": str(value.get("cause") or "unknown"), "reason": str(value.get("reason") or ""),
+                "nodes": nodes}
+
+    @property
+    def scope(self) -> str:
+        """Where a failure occurs, from the re-check on a second EP: ``shared with <EP>`` or
+        ``only on <EP>``; "" when the case was not re-checked."""
+        value = self.raw.get("scope")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def also_on(self) -> dict[str, Any] | None:
+        """What the second EP did with the case (``harness.run.recheck``), None if not re-checked."""
+        value = self.raw.get("also_on")
+        return value if isinstance(value, dict) else None
+
+    @property
     def expected_outcome(self) -> dict[str, Any] | None:
         """The expectation that matched the case, None if none did (or the line's is not an object)."""
         expected = self.raw.get("expected_outcome")

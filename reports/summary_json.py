@@ -5,8 +5,9 @@ Keys: ``run`` (the header line as written), ``end`` (the end line or null), ``in
 (the number of cases whose outcome fails a run: ``harness.core.results.FAILING``, fail, crash,
 timeout, error and fixed, the same set as the exit code and junit.xml), ``by_op_dtype``
 ({op: {dtype: {outcome: n}}}), ``failing`` (those cases, most severe first, with outcome,
-max_abs and ``outside``: how they failed, as the report's "outside tolerance" column says it),
-``unreadable_lines``.
+max_abs, ``outside``: how they failed, as the report's "outside tolerance" column says it,
+``scope``: where they fail when re-checked on a second EP, and ``cause``: the attributed one),
+``by_scope`` ({re-check label: {outcome: n}}, labels "only on" first), ``unreadable_lines``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ def _finite(v: Any) -> Any:
     return v
 
 
+def _by_scope(cases: list) -> dict[str, dict[str, int]]:
+    """``{scope label: {outcome: n}}`` of the re-checked cases (``figures.scope_rank`` order)."""
+    by: dict[str, dict[str, int]] = {}
+    for c in sorted((c for c in cases if c.scope), key=lambda c: (figures.scope_rank(c), c.scope)):
+        cell = by.setdefault(c.scope, {})
+        cell[c.outcome] = cell.get(c.outcome, 0) + 1
+    return by
+
+
 def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
     """Write ``summary.json`` for ``run_dir`` (default into ``run_dir``) and return its path."""
     run = load_run(run_dir)
@@ -56,7 +66,9 @@ def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None) -
         "bad": len(bad),
         "by_op_dtype": by,
         "failing": [{"id": c.id, "op": c.op, "dtype": c.dtype, "outcome": c.outcome,
-                     "max_abs": _finite(c.max_abs), "outside": figures.failure_figure(c)} for c in bad],
+                     "max_abs": _finite(c.max_abs), "outside": figures.failure_figure(c), "scope": c.scope or None,
+                     "cause": (c.attribution or {}).get("cause")} for c in bad],
+        "by_scope": _by_scope(run.cases),
         "unreadable_lines": run.unreadable_lines,
     }
     out_path = Path(out) if out is not None else Path(run_dir) / SUMMARY_FILE

@@ -3,9 +3,13 @@ the input flags.
 
 Fields map one to one (explicit ``pads``, never ``auto_pad``; ``ceil_mode`` 0 gives the
 page's floor formula; ``storage_order`` 0 gives the page's row-major indices that include
-batch and channel). Types ONNX's MaxPool does not list go through a Cast to float64 and back:
-a max only selects, and float64 holds every 8/16/32-bit integer exactly (64-bit ones only
-while |x| <= 2^53). UINT32 indices are a Cast of ONNX's int64 ones.
+batch and channel). The model is the MaxPool node alone; every type conversion is done on the
+host (``Mapping.feeds`` / ``Mapping.outputs``), so that an EP without a kernel for a Cast
+cannot decide whether the operator is tested. Types ONNX's MaxPool does not list are pooled
+in float64: the host widens the input and narrows the output back (a max only selects, and
+float64 holds every 8/16/32-bit integer exactly, 64-bit ones only while |x| <= 2^53). UINT32
+indices are ONNX's int64 ones narrowed on the host (the values are flat positions in the
+input, below 2^32 whenever the page allows UINT32 indices at all).
 
 ORT's DirectML EP, in ``onnxruntime/core/providers/dml/DmlExecutionProvider/src/``:
 
@@ -73,33 +77,31 @@ def to_onnx(desc: MaxPooling2Desc, opset: int) -> Mapping:
     flags = _type_flags(d, opset, native) + _window_flags(d) + _indices_flags(d)
     g = GraphBuilder(desc.TYPE.lower())
     dtype = dtype_of(d.input_tensor)
-    x = g.input("InputTensor", dtype, d.input_tensor.sizes)
-    if not native:
-        x = g.cast(x, np.float64, hint="Cast_InputTensor")
+    pooled = dtype if native else np.dtype(np.float64)
+    x = g.input("InputTensor", pooled, d.input_tensor.sizes)
     attrs = dict(kernel_shape=list(d.window_size), strides=list(d.strides),
                  pads=list(d.start_padding) + list(d.end_padding))
     if opset >= 10:
         attrs["dilations"] = list(d.dilations)
     oi = d.output_indices_tensor
-    outs = g.node("MaxPool", [x], role="op", name="MaxPool", n_out=2 if oi is not None else 1, **attrs)
-    y = g.cast(outs[0], dtype, hint="Cast_OutputTensor") if not native else outs[0]
-    g.rename(y, "OutputTensor")
-    g.output("OutputTensor", dtype, d.output_tensor.sizes)
-    ports = [Port("OutputTensor", "OutputTensor", from_onnx=lambda a: a.astype(dtype, copy=False))]
+    outs = g.node("MaxPool", [x], role="op", name="MaxPool", outputs=["OutputTensor", "OutputIndicesTensor"][
+        :2 if oi is not None else 1], **attrs)
+    g.output("OutputTensor", pooled, d.output_tensor.sizes)
+    ports = [Port("OutputTensor", outs[0], from_onnx=lambda a: _narrow(a, dtype))]
     if oi is not None:
-        ports.append(_indices_output(g, outs[1], oi))
+        idx_dtype = dtype_of(oi)
+        g.output("OutputIndicesTensor", np.int64, oi.sizes)
+        ports.append(Port("OutputIndicesTensor", outs[1], from_onnx=lambda a: a.astype(idx_dtype, copy=False)))
     return Mapping(desc=desc, model=g.model(opset), flags=flags, op_nodes=g.op_nodes, helper_nodes=g.helper_nodes,
-                   inputs=[Port("InputTensor", "InputTensor")], output_ports=ports, opset=opset,
-                   input_flagger=input_flags)
+                   inputs=[Port("InputTensor", "InputTensor", to_onnx=lambda a: a.astype(pooled, copy=False))],
+                   output_ports=ports, opset=opset, input_flagger=input_flags)
 
 
-def _indices_output(g: GraphBuilder, idx: str, oi: TensorDesc) -> Port:
-    idx_dtype = dtype_of(oi)
-    if oi.data_type == "UINT32":
-        idx = g.cast(idx, np.uint32, hint="Cast_OutputIndicesTensor")
-    g.rename(idx, "OutputIndicesTensor")
-    g.output("OutputIndicesTensor", np.uint32 if oi.data_type == "UINT32" else np.int64, oi.sizes)
-    return Port("OutputIndicesTensor", "OutputIndicesTensor", from_onnx=lambda a: a.astype(idx_dtype, copy=False))
+def _narrow(pooled: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The pooled output in the desc's type: exact for what the float64 pool carries exactly (a
+    64-bit integer beyond 2^53 is flagged inexpressible per case, and may land anywhere)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return pooled.astype(dtype, copy=False)
 
 
 def _type_flags(d: MaxPooling2Desc, opset: int, native: bool) -> list[Flag]:
@@ -108,12 +110,14 @@ def _type_flags(d: MaxPooling2Desc, opset: int, native: bool) -> list[Flag]:
         flag = Flag("InputTensor.DataType", data_type, "exact", f"MaxPool-{opset} lists {data_type.lower()} as T")
     elif data_type in ("INT64", "UINT64"):
         flag = Flag("InputTensor.DataType", data_type, "composed",
-                    f"MaxPool-{opset} has no {dtype} kernel: Cast to float64, MaxPool, Cast back; exact while "
-                    "|x| <= 2^53 (larger values may collide, flagged per case)")
+                    f"MaxPool-{opset} has no {dtype} kernel: the host widens the input to float64, MaxPool pools "
+                    "it, the host narrows the output back; exact while |x| <= 2^53 (larger values may collide, "
+                    "flagged per case)")
     else:
         flag = Flag("InputTensor.DataType", data_type, "composed",
-                    f"MaxPool-{opset} has no {dtype} kernel: Cast to float64 (exact for every value), MaxPool, "
-                    "Cast back; a max only selects, so nothing rounds")
+                    f"MaxPool-{opset} has no {dtype} kernel: the host widens the input to float64 (exact for every "
+                    "value), MaxPool pools it, the host narrows the output back; a max only selects, so nothing "
+                    "rounds")
     return [flag, Flag("OutputTensor.DataType", d.output_tensor.data_type, flag.kind, "the same type as InputTensor"),
             Flag("InputTensor.Sizes", list(d.input_tensor.sizes), "exact",
                  f"X is {d.input_tensor.dimension_count}-D: {{N, C, spatial...}} as the page's"),
@@ -156,7 +160,8 @@ def _indices_flags(d: MaxPooling2Desc) -> list[Flag]:
                     "included); the DML EP reads it as UINT64")
     else:
         flag = Flag("OutputIndicesTensor.DataType", oi.data_type, "composed",
-                    "a Cast of ONNX's int64 Indices (storage_order=0) to uint32")
+                    "ONNX's int64 Indices (storage_order=0) narrowed to uint32 on the host (flat positions in the "
+                    "input, below 2^32 wherever the page allows UINT32 indices)")
     return [flag, *strides, strides_flag("OutputIndicesTensor", oi),
             Flag("OutputIndicesTensor.Sizes", list(oi.sizes), "exact", "the same sizes as OutputTensor")]
 

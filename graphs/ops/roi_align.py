@@ -23,10 +23,14 @@ value needs a composition or cannot be reached:
   ``x = x1' - base + (k + 0.5) * (x2' - x1') / N`` for sample ``k`` of ``N = OutputWidth * n``.
   The page samples ``x = (k - OutputPixelOffset) * size / D + x1 * SpatialScaleX - InputPixelOffset``
   with ``size = (x2 - x1) * SpatialScaleX`` and ``D = N`` (``N - 1`` with AlignRegionsToCorners).
-  Both are affine in k; equating them gives ROIs ``x1', x2'`` affine in ``x1, x2``, i.e. one
-  Mul (diagonal case: scales and InputPixelOffset only) or MatMul plus an Add on the ROI table.
-  With an adaptive sample count (Min 1, Max UINT32_MAX) N varies per ROI, so only the diagonal
-  rewrite (scales, InputPixelOffset) is exact there.
+  Both are affine in k; equating them gives ROIs ``x1', x2'`` affine in ``x1, x2``: a diagonal
+  scale (scales and InputPixelOffset only) or a 2x2 mix per axis, plus a shift. The host does
+  that rewrite (``Mapping.feeds``: float64, rounded once to the node's type) and feeds the
+  RoiAlign node the rewritten table as a graph input: an in-graph MatMul would let the EP
+  round the coordinates as it likes (the CUDA EP runs a float32 MatMul in TF32, 10 mantissa
+  bits, by default on Ampere and later), and the case would judge that rounding, not the
+  operator. With an adaptive sample count (Min 1, Max UINT32_MAX) N varies per ROI, so only
+  the diagonal rewrite (scales, InputPixelOffset) is exact there.
 * DML MAX = max over interpolated samples; ORT's ``mode="max"`` is the max of the four
   weighted corner terms (``onnxruntime/core/providers/cpu/object_detection/roialign.cc``), not
   that. With a fixed n: RoiAlign(avg, sampling_ratio=1, n-times larger output) yields every
@@ -35,15 +39,24 @@ value needs a composition or cannot be reached:
   weights of an in-range sample sum to 1, so ``RoiAlign(ones)`` is the in-range fraction and
   ``RoiAlign(X) + v * (1 - RoiAlign(ones))`` is the page's value (per sample before the MaxPool
   of MAX, per output element for AVERAGE).
-* FLOAT16 with any of the above runs the arithmetic in float32 (Cast in, Cast out): a float16
-  Mul on ROI coordinates would round them.
+* FLOAT16 with any of the above runs the node in float32: the host widens X and the ROIs
+  (exact) and rounds the output back to float16 (round to nearest even, as ONNX's Cast); a
+  float16 ROI table would round the rewritten coordinates.
+
+Everything else around the node is done on the host too (``Mapping.feeds`` / ``Mapping.outputs``):
+the ROI and batch-index reshapes, batch indices widened to int64, the ones the
+OutOfBoundsInputValue composition samples. What stays in the graph is the operator's own
+nodes (RoiAlign; for MAX with n > 1 the MaxPool that takes the max of the samples) and, for an
+OutOfBoundsInputValue, three float32 Mul/Add nodes: IEEE-754 correctly rounded arithmetic on
+every EP (no EP runs an elementwise Mul or Add in reduced precision), three roundings the
+tolerance covers, and checked node by node when a case fails (``harness.run.attribution``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 from typing import Mapping as MappingT
-from typing import Optional, Sequence
 
 import numpy as np
 import onnx
@@ -58,14 +71,13 @@ from ep_testbed.graphs.common import (
     dtype_of,
     float_data_type,
     node_attributes,
-    scalar_tensor,
     strides_flag,
 )
 from ep_testbed.graphs.dml_ep_facts import FLOAT16TO32, DmlEpOp, Registration
 from ep_testbed.graphs.flags import Flag
 from ep_testbed.graphs.mapping import Mapping, Port
+from ep_testbed.reference.checks import max_elements
 from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.roi_align import (
     AnyRoiAlign,
     RoiAlign1Desc,
@@ -140,7 +152,8 @@ def _tensor_flags(d: RoiAlign1Desc) -> list[Flag]:
         flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "exact", "rois is {NumROIs, 4}"))
     else:
         flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "composed",
-                          "a Reshape to {NumROIs, 4}, the only shape ONNX's rois takes (same data order)"))
+                          "the host feeds the table as {NumROIs, 4}, the only shape ONNX's rois takes (same data "
+                          "order)"))
     bi = d.batch_indices_tensor
     if bi.data_type == "UINT64":
         flags.append(Flag("BatchIndicesTensor.DataType", "UINT64", "exact",
@@ -148,11 +161,12 @@ def _tensor_flags(d: RoiAlign1Desc) -> list[Flag]:
                           "equal for indices < 2^63"))
     else:
         flags.append(Flag("BatchIndicesTensor.DataType", bi.data_type, "composed",
-                          "a Cast to int64, ONNX RoiAlign's only batch_indices type"))
+                          "the host widens the indices to int64 (exact), ONNX RoiAlign's only batch_indices type"))
     if bi.dimension_count == 1:
         flags.append(Flag("BatchIndicesTensor.Sizes", list(bi.sizes), "exact", "batch_indices is {NumROIs}"))
     else:
-        flags.append(Flag("BatchIndicesTensor.Sizes", list(bi.sizes), "composed", "a Reshape to {NumROIs}"))
+        flags.append(Flag("BatchIndicesTensor.Sizes", list(bi.sizes), "composed",
+                          "the host feeds the indices as {NumROIs} (same data order)"))
     _, _, out_h, out_w = d.output_tensor.sizes
     flags.append(Flag("OutputTensor.Sizes", list(d.output_tensor.sizes), "exact",
                       f"output_height={out_h}, output_width={out_w}"))
@@ -224,7 +238,7 @@ def _geometry_flags(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, opset: int
             flags.append(Flag(name, v, "composed", "ONNX has one spatial_scale: the ROIs are multiplied by "
                               "[SpatialScaleX, SpatialScaleY, SpatialScaleX, SpatialScaleY] and spatial_scale=1"))
         elif plan.rewrite:
-            flags.append(Flag(name, v, "composed", "folded into the ROI rewrite (a Mul/MatMul on the ROIs, "
+            flags.append(Flag(name, v, "composed", "folded into the ROI rewrite (done on the host, in float64; "
                               "spatial_scale=1)"))
         else:
             flags.append(Flag(name, v, "exact", f"spatial_scale={sx}"))
@@ -253,7 +267,7 @@ def _output_offset_flags(d: RoiAlign1Desc, opo: float, fixed: bool) -> list[Flag
     elif fixed:
         flags = [Flag("OutputPixelOffset", d.output_pixel_offset, "composed",
                       "an ROI rewrite that moves both corners by -(OutputPixelOffset + 0.5) sample spacings "
-                      "(a MatMul on the ROIs, exact for a fixed sample count)")]
+                      "(the host's ROI rewrite, exact for a fixed sample count)")]
     else:
         flags = [Flag("OutputPixelOffset", d.output_pixel_offset, "inexpressible",
                       "the shift is a fraction of a sample spacing, which depends on ONNX's per-region adaptive "
@@ -263,7 +277,7 @@ def _output_offset_flags(d: RoiAlign1Desc, opo: float, fixed: bool) -> list[Flag
     elif fixed:
         flags.append(Flag("AlignRegionsToCorners", True, "composed",
                           "samples stretched to the corners (spacing size/(N-1), reference RA-6) as an ROI rewrite "
-                          "that widens each region by N/(N-1) (a MatMul on the ROIs)"))
+                          "that widens each region by N/(N-1) (the host's ROI rewrite)"))
     else:
         flags.append(Flag("AlignRegionsToCorners", True, "inexpressible",
                           "stretching samples to the corners depends on the per-region adaptive count; only a fixed "
@@ -272,6 +286,13 @@ def _output_offset_flags(d: RoiAlign1Desc, opo: float, fixed: bool) -> list[Flag
 
 
 def _oob_flag(d: RoiAlign1Desc, plan: _Plan) -> Flag:
+    """The OutOfBoundsInputValue flag: exact for 0 (ORT's outside samples read 0), composed for
+    another finite value, inexpressible for a non-finite one or under ONNX's corner-term max."""
+    if not np.isfinite(plan.oob):
+        return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "inexpressible",
+                    "a non-finite value: the composition's v * (1 - RoiAlign(ones)) multiplies it by the share of "
+                    "samples outside, which is 0 where every sample is inside (inf * 0 = NaN, where the page reads "
+                    "no v at all) and which float32 rounding can leave a hair above 0 there (inf * tiny = inf)")
     if plan.oob == 0.0:
         return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "exact",
                     "ORT gives samples outside [-1, size] weight 0, i.e. they read 0")
@@ -292,7 +313,8 @@ def _compute_dtype(d: RoiAlign1Desc, plan: _Plan, flags: list[Flag]) -> np.dtype
     for i, f in enumerate(flags):
         if f.field == "InputTensor.DataType":
             flags[i] = Flag(f.field, f.value, "composed", "float16 with an ROI rewrite or an OutOfBoundsInputValue: "
-                            "computed in float32 between Casts (a float16 Mul would round ROI coordinates); the EP's "
+                            "the node runs in float32, the host widening X and the ROIs (exact) and rounding the "
+                            "output to float16 (a float16 ROI table would round the rewritten coordinates); the EP's "
                             "float16 RoiAlign is not exercised")
     return np.dtype(np.float32)
 
@@ -343,65 +365,74 @@ def rewritten_region_sizes(d: RoiAlign1Desc, opset: int, rois: np.ndarray) -> np
 
 def _build(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.dtype, flags: list[Flag],
            opset: int) -> Mapping:
+    """The graph: the RoiAlign node fed straight from graph inputs (the host reshapes, widens and
+    rewrites them: ``_graph_inputs``), the OutOfBoundsInputValue correction and the MaxPool of
+    MAX when the plan needs them; the host rounds a float32 result back to float16."""
     x_dtype = dtype_of(d.input_tensor)
     g = GraphBuilder(desc.TYPE.lower())
-    x, r, bidx, inputs = _graph_inputs(g, d, compute_dtype)
-    spatial_scale = float(np.float32(d.spatial_scale_x))
-    if plan.rewrite:
-        r, spatial_scale = _roi_rewrite(g, d, plan, r, compute_dtype), 1.0
+    x, r, bidx, inputs = _graph_inputs(g, d, plan, compute_dtype)
+    spatial_scale = 1.0 if plan.rewrite else float(np.float32(d.spatial_scale_x))
     attrs = _roi_align_attributes(d, plan, spatial_scale, opset)
     y = g.node("RoiAlign", [x, r, bidx], role="op", name="RoiAlign", **attrs)[0]
     if plan.oob != 0.0:
-        y = _out_of_bounds(g, d, plan, y, r, bidx, attrs, compute_dtype)
+        inputs.append(_ones_port(g, d, compute_dtype))
+        y = _out_of_bounds(g, plan, y, r, bidx, attrs, compute_dtype)
     if plan.max_kind == "pool":
         y = g.node("MaxPool", [y], role="op", name="MaxPool_SampleMax", kernel_shape=[plan.n, plan.n],
                    strides=[plan.n, plan.n])[0]
-    if compute_dtype != x_dtype:
-        y = g.cast(y, x_dtype, hint="Cast_OutputTensor")
     g.rename(y, "OutputTensor")
-    g.output("OutputTensor", x_dtype, d.output_tensor.sizes)
+    g.output("OutputTensor", compute_dtype, d.output_tensor.sizes)
     return Mapping(desc=desc, model=g.model(opset), flags=flags, op_nodes=g.op_nodes, helper_nodes=g.helper_nodes,
                    inputs=inputs, output_ports=[Port("OutputTensor", "OutputTensor",
                                                      from_onnx=lambda a: a.astype(x_dtype, copy=False))],
-                   opset=opset, input_flagger=input_flags)
+                   opset=opset, input_flagger=input_flags, meaning=_meaning(plan, attrs, x_dtype, opset))
 
 
-def _graph_inputs(g: GraphBuilder, d: RoiAlign1Desc, compute_dtype: np.dtype) -> tuple[str, str, str, list[Port]]:
-    """X, rois and batch_indices as graph inputs, reshaped and cast to what ONNX's node takes."""
-    x_dtype, bi = dtype_of(d.input_tensor), d.batch_indices_tensor
+def _graph_inputs(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.dtype
+                  ) -> tuple[str, str, str, list[Port]]:
+    """X, rois and batch_indices as graph inputs in the shapes and types ONNX's node takes; the
+    host converts the DML tensors (``Port.to_onnx``): X widened to the compute type, the ROI
+    table reshaped to {NumROIs, 4} and rewritten (``host_roi_rewrite``), the batch indices
+    reshaped to {NumROIs} and widened to int64. All exact but the rewrite's one rounding."""
     n_rois = roi_count(d.roi_tensor.sizes)
-    b_onnx_dtype = np.dtype(np.int64) if bi.data_type == "UINT64" else numpy_dtype(bi.data_type)
-    x = g.input("InputTensor", x_dtype, d.input_tensor.sizes)
-    r = g.input("ROITensor", x_dtype, d.roi_tensor.sizes)
-    bidx = g.input("BatchIndicesTensor", b_onnx_dtype, bi.sizes)
-    to_int64 = (lambda a: a.astype(np.int64)) if bi.data_type == "UINT64" else (lambda a: a)
-    ports = [Port("InputTensor", x), Port("ROITensor", r), Port("BatchIndicesTensor", bidx, to_onnx=to_int64)]
-    if d.roi_tensor.dimension_count != 2:
-        r = g.reshape(r, [n_rois, 4], hint="Reshape_ROITensor")
-    if bi.dimension_count != 1:
-        bidx = g.reshape(bidx, [n_rois], hint="Reshape_BatchIndicesTensor")
-    if bi.data_type != "UINT64":
-        bidx = g.cast(bidx, np.int64, hint="Cast_BatchIndicesTensor")
-    if compute_dtype != x_dtype:
-        x = g.cast(x, compute_dtype, hint="Cast_InputTensor")
-        r = g.cast(r, compute_dtype, hint="Cast_ROITensor")
+    x = g.input("InputTensor", compute_dtype, d.input_tensor.sizes)
+    r = g.input("ROITensor", compute_dtype, (n_rois, 4))
+    bidx = g.input("BatchIndicesTensor", np.int64, (n_rois,))
+    rewrite = _affine_matrix(d, plan) if plan.rewrite else None
+    ports = [Port("InputTensor", x, to_onnx=lambda a: a.astype(compute_dtype, copy=False)),
+             Port("ROITensor", r, to_onnx=lambda a: host_roi_rewrite(a, rewrite, compute_dtype)),
+             Port("BatchIndicesTensor", bidx, to_onnx=lambda a: a.reshape(n_rois).astype(np.int64))]
     return x, r, bidx, ports
 
 
-def _roi_rewrite(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, r: str, compute_dtype: np.dtype) -> str:
-    """A Mul (diagonal rewrite) or MatMul, then an Add for the shift, on the ROI table."""
-    w, shift = _affine_matrix(d, plan)
-    shift = shift.astype(compute_dtype)
-    if np.count_nonzero(w - np.diag(np.diag(w))) == 0:
-        if not np.all(np.diag(w) == 1.0):
-            r = g.node("Mul", [r, g.const("roi_scale", np.diag(w).astype(compute_dtype))], role="helper",
-                       name="Mul_ROIScale")[0]
-    else:
-        r = g.node("MatMul", [r, g.const("roi_affine", w.astype(compute_dtype))], role="helper",
-                   name="MatMul_ROIRewrite")[0]
-    if np.any(shift != 0):
-        r = g.node("Add", [r, g.const("roi_shift", shift)], role="helper", name="Add_ROIShift")[0]
-    return r
+def host_roi_rewrite(rois: np.ndarray, rewrite: Optional[tuple[np.ndarray, np.ndarray]],
+                     dtype: np.dtype) -> np.ndarray:
+    """The ROI table as the RoiAlign node takes it: {NumROIs, 4} in ``dtype``, rewritten by
+    ``rewrite = (w, shift)`` (``rois @ w + shift``, module docstring) in float64 and rounded once.
+    A term whose coefficient is 0 is left out rather than multiplied, so an infinite coordinate
+    reaches only the columns that read it (a MatMul would spread 0 * inf = NaN)."""
+    table = np.asarray(rois).reshape(-1, 4)
+    if rewrite is None:
+        return table.astype(dtype)
+    w, shift = rewrite
+    wide = table.astype(np.float64)
+    out = np.empty_like(wide)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for j in range(4):
+            column = np.full(len(wide), shift[j])
+            for i in np.flatnonzero(w[:, j]):
+                column = column + wide[:, i] * w[i, j]
+            out[:, j] = column
+        return out.astype(dtype)
+
+
+def _ones_port(g: GraphBuilder, d: RoiAlign1Desc, compute_dtype: np.dtype) -> Port:
+    """The image of ones the OutOfBoundsInputValue composition samples: a graph input the host
+    fills, so that no helper node feeds an op node."""
+    n_batch, _, height, width = d.input_tensor.sizes
+    shape = (n_batch, 1, height, width)
+    name = g.input("OnesTensor", compute_dtype, shape)
+    return Port("InputTensor", name, to_onnx=lambda a: np.ones(shape, compute_dtype))
 
 
 def _roi_align_attributes(d: RoiAlign1Desc, plan: _Plan, spatial_scale: float, opset: int) -> dict:
@@ -420,19 +451,120 @@ def _roi_align_attributes(d: RoiAlign1Desc, plan: _Plan, spatial_scale: float, o
     return attrs
 
 
-def _out_of_bounds(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, y: str, r: str, bidx: str, attrs: dict,
+def _out_of_bounds(g: GraphBuilder, plan: _Plan, y: str, r: str, bidx: str, attrs: dict,
                    compute_dtype: np.dtype) -> str:
     """``y + v * (1 - RoiAlign(ones))``: the in-range share of each sample read from a RoiAlign
-    of ones, the rest given OutOfBoundsInputValue ``v``."""
-    n_batch, _, height, width = d.input_tensor.sizes
-    ones = g.node("ConstantOfShape", [g.const("ones_shape", np.array([n_batch, 1, height, width], np.int64))],
-                  role="helper", name="ConstantOfShape_ones", value=scalar_tensor(1.0, compute_dtype))[0]
-    coverage = g.node("RoiAlign", [ones, r, bidx], role="op", name="RoiAlign_coverage", **attrs)[0]
+    of ones (graph input ``OnesTensor``), the rest given OutOfBoundsInputValue ``v``; three
+    float32 Mul/Add nodes (module docstring)."""
+    coverage = g.node("RoiAlign", ["OnesTensor", r, bidx], role="op", name="RoiAlign_coverage", **attrs)[0]
     outside = g.node("Mul", [coverage, g.const("minus_oob", np.array(-plan.oob, dtype=compute_dtype))], role="helper",
                      name="Mul_OutOfBounds")[0]
     outside = g.node("Add", [outside, g.const("oob", np.array(plan.oob, dtype=compute_dtype))], role="helper",
                      name="Add_OutOfBounds")[0]
     return g.node("Add", [y, outside], role="helper", name="Add_OutOfBoundsValue")[0]
+
+
+# --- what ONNX's mode="max" means ----------------------------------------------------------
+
+def _meaning(plan: _Plan, attrs: dict, x_dtype: np.dtype, opset: int
+             ) -> Optional[Callable[[MappingT[str, np.ndarray]], dict]]:
+    """For the ``onnx-max`` plan (the one ``diverges`` flag of a desc whose ONNX meaning can be
+    computed): the function from the model's feeds to ``{"ReductionFunction": {"OutputTensor":
+    ...}}``, the outputs ONNX's node means (``onnx_max_mode``); None for every other plan."""
+    if plan.max_kind != "onnx-max":
+        return None
+
+    def meaning(feeds: MappingT[str, np.ndarray]) -> Optional[dict]:
+        """What ONNX's mode="max" gives for these feeds, in the desc's type (None: too large)."""
+        out = onnx_max_mode(feeds["InputTensor"], feeds["ROITensor"], feeds["BatchIndicesTensor"], attrs,
+                            half_pixel=base_input_offset(opset) == 0.5)
+        return None if out is None else {"ReductionFunction": {"OutputTensor": out.astype(x_dtype)}}
+
+    return meaning
+
+
+def _std_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C++'s ``std::max(a, b)``: ``b`` where ``a < b``, else ``a`` (so a NaN ``a`` wins, a NaN ``b`` loses)."""
+    return np.where(a < b, b, a)
+
+
+def _axis_samples(start: np.float32, size: np.float32, bins: int, grid: int, limit: int):
+    """ORT's sample positions along one axis (``bins`` x ``grid``, float32 as its kernel computes
+    them), whether each is inside ``[-1, limit]``, its low and high pixel and its two weights."""
+    f32 = np.float32
+    bin_size = f32(size / f32(bins))
+    k, i = np.meshgrid(np.arange(bins, dtype=np.float32), np.arange(grid, dtype=np.float32), indexing="ij")
+    pos = (start + k * bin_size + (i + f32(0.5)) * bin_size / f32(grid)).astype(np.float32)
+    inside = ~((pos < -1.0) | (pos > limit))
+    pos = np.where(pos <= 0, f32(0), pos)
+    low = np.where(inside, pos, 0).astype(np.int64)
+    edge = low >= limit - 1
+    low = np.where(edge, limit - 1, low)
+    high = np.where(edge, low, low + 1)
+    pos = np.where(edge, low.astype(np.float32), pos)
+    lo_w = (pos - low.astype(np.float32)).astype(np.float32)
+    return inside, low, high, (f32(1) - lo_w).astype(np.float32), lo_w
+
+
+def onnx_max_mode(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, attrs: dict, half_pixel: bool,
+                  limit: Optional[int] = None) -> Optional[np.ndarray]:
+    """ONNX RoiAlign with ``mode="max"`` as ORT's kernels and the ONNX reference compute it
+    (``onnxruntime/core/providers/cpu/object_detection/roialign.cc``, RoiAlignForward and
+    PreCalcForBilinearInterpolate): for each output element, the running ``std::max`` over its
+    samples of ``max(w1*v1, w2*v2, w3*v3, w4*v4)``, the largest *weighted corner term*, where
+    the DML page takes the max of the interpolated samples. ``attrs``: the node's
+    ``output_height``, ``output_width``, ``sampling_ratio``, ``spatial_scale``; ``half_pixel``:
+    its coordinate transformation (False: output_half_pixel, RoiAlign-10's only one, which raises
+    a region to at least 1x1). In float32 (float16 input is widened, as ORT's CPU EP does); a
+    sample outside ``[-1, size]`` has weights 0 at pixel 0; an empty grid (ceil of a size <= 0)
+    gives 0. None when the samples would exceed ``limit`` elements (default: the reference's
+    element cap)."""
+    f32 = np.float32
+    x32 = np.asarray(x).astype(np.float32)
+    _, channels, height, width = x32.shape
+    out_h, out_w = int(attrs["output_height"]), int(attrs["output_width"])
+    ratio, scale = int(attrs.get("sampling_ratio", 0)), f32(attrs.get("spatial_scale", 1.0))
+    half = half_pixel
+    table = np.asarray(rois).astype(np.float32).reshape(-1, 4)
+    out = np.zeros((len(table), channels, out_h, out_w), np.float32)
+    with np.errstate(all="ignore"):
+        for r, row in enumerate(table):
+            x1, y1, x2, y2 = (f32(v * scale - f32(0.5 if half else 0.0)) for v in row)
+            size_h, size_w = f32(y2 - y1), f32(x2 - x1)
+            if not half:
+                size_h, size_w = max(size_h, f32(1)), max(size_w, f32(1))
+            grid_h = ratio if ratio > 0 else int(np.ceil(f32(size_h / f32(out_h))))
+            grid_w = ratio if ratio > 0 else int(np.ceil(f32(size_w / f32(out_w))))
+            if grid_h <= 0 or grid_w <= 0:
+                continue
+            if channels * out_h * out_w * grid_h * grid_w > (limit or max_elements()) // 8:
+                return None
+            plane = x32[int(batch_indices.reshape(-1)[r])]
+            out[r] = _corner_max(plane, _axis_samples(y1, size_h, out_h, grid_h, height),
+                                 _axis_samples(x1, size_w, out_w, grid_w, width))
+    return out
+
+
+def _corner_max(plane: np.ndarray, ys: tuple, xs: tuple) -> np.ndarray:
+    """One region: ``(C, out_h, out_w)``, the running max over samples (rows of the grid first,
+    as ORT loops) of each sample's largest weighted corner term."""
+    in_y, y_lo, y_hi, hy, ly = ys
+    in_x, x_lo, x_hi, hx, lx = xs
+    result = None
+    for iy in range(in_y.shape[1]):
+        for ix in range(in_x.shape[1]):
+            inside = (in_y[:, iy][:, None] & in_x[:, ix][None, :])[None]
+            yl, yh, xl, xh = y_lo[:, iy][:, None], y_hi[:, iy][:, None], x_lo[:, ix][None, :], x_hi[:, ix][None, :]
+            terms = [((hy[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yl, xl]),
+                     ((hy[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yl, xh]),
+                     ((ly[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yh, xl]),
+                     ((ly[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yh, xh])]
+            # a sample outside the input: every weight 0, every position pixel 0
+            corner = np.float32(0) * plane[:, :1, :1]
+            terms = [np.where(inside, t, corner) for t in terms]
+            value = _std_max(_std_max(_std_max(terms[0], terms[1]), terms[2]), terms[3])
+            result = value if result is None else _std_max(result, value)
+    return result
 
 
 # --- per-case input flags ------------------------------------------------------------------

@@ -39,23 +39,31 @@ def to_onnx(desc: RoiPoolingDesc, opset: int) -> Mapping:
     dtype = dtype_of(d.input_tensor)
     flags = _flags(d)
     scale = float(np.float32(d.spatial_scale))
+    n_rois = d.roi_tensor.sizes[2]
     g = GraphBuilder(desc.TYPE.lower())
     x = g.input("InputTensor", dtype, d.input_tensor.sizes)
-    r = g.input("ROITensor", dtype, d.roi_tensor.sizes)
-    r = g.reshape(r, [d.roi_tensor.sizes[2], 5], hint="Reshape_ROITensor")
-    if scale <= 0:
-        r = g.node("Mul", [r, g.const("roi_scale", np.array([1, scale, scale, scale, scale], dtype=dtype))],
-                   role="helper", name="Mul_ROIScale")[0]
-        scale = 1.0
+    r = g.input("ROITensor", dtype, (n_rois, 5))
+    factor = np.array([1, scale, scale, scale, scale], dtype=np.float32) if scale <= 0 else None
     ps = d.pooled_size
     y = g.node("MaxRoiPool", [x, r], role="op", name="MaxRoiPool", pooled_shape=[ps.height, ps.width],
-               spatial_scale=scale)[0]
-    g.rename(y, "OutputTensor")
-    g.output("OutputTensor", dtype, d.output_tensor.sizes)
+               spatial_scale=1.0 if factor is not None else scale, outputs=["OutputTensor"])[0]
+    g.output(y, dtype, d.output_tensor.sizes)
     return Mapping(desc=desc, model=g.model(opset), flags=flags, op_nodes=g.op_nodes, helper_nodes=g.helper_nodes,
-                   inputs=[Port("InputTensor", "InputTensor"), Port("ROITensor", "ROITensor")],
-                   output_ports=[Port("OutputTensor", "OutputTensor", from_onnx=lambda a: a.astype(dtype, copy=False))],
+                   inputs=[Port("InputTensor", x),
+                           Port("ROITensor", r, to_onnx=lambda a: host_rois(a, factor, dtype))],
+                   output_ports=[Port("OutputTensor", y, from_onnx=lambda a: a.astype(dtype, copy=False))],
                    opset=opset, input_flagger=input_flags)
+
+
+def host_rois(rois: np.ndarray, factor: Optional[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """The ROI table as the MaxRoiPool node takes it: {NumROIs, 5}, its coordinates multiplied
+    by ``factor`` ([1, s, s, s, s] for a SpatialScale ``s`` <= 0, which ORT refuses as an
+    attribute; None: unchanged) in float32, the page's product, rounded to ``dtype``."""
+    table = np.asarray(rois).reshape(-1, 5)
+    if factor is None:
+        return table.astype(dtype, copy=False)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (table.astype(np.float32) * factor).astype(dtype)
 
 
 def _flags(d: RoiPoolingDesc) -> list[Flag]:
@@ -67,7 +75,7 @@ def _flags(d: RoiPoolingDesc) -> list[Flag]:
         flags.append(strides_flag(member, t))
     flags.append(Flag("InputTensor.Sizes", list(d.input_tensor.sizes), "exact", "X is {N, C, H, W} as on the page"))
     flags.append(Flag("ROITensor.Sizes", list(d.roi_tensor.sizes), "composed",
-                      "a Reshape of {1, 1, NumROIs, 5} to ONNX's {NumROIs, 5} (same data order)"))
+                      "the host feeds {1, 1, NumROIs, 5} as ONNX's {NumROIs, 5} (same data order)"))
     flags.append(Flag("OutputTensor.Sizes", list(d.output_tensor.sizes), "exact", "Y is {NumROIs, C, PH, PW}"))
     ps = d.pooled_size
     flags.append(Flag("PooledSize", {"Height": ps.height, "Width": ps.width}, "exact",
@@ -78,8 +86,8 @@ def _flags(d: RoiPoolingDesc) -> list[Flag]:
         flags.append(Flag("SpatialScale", d.spatial_scale, "exact", f"spatial_scale={scale}"))
     else:
         flags.append(Flag("SpatialScale", d.spatial_scale, "composed",
-                          "ORT refuses spatial_scale <= 0: the ROI coordinates are multiplied by 0 (a Mul) and "
-                          "spatial_scale=1, the same float32 product the page rounds"))
+                          "ORT refuses spatial_scale <= 0: the host multiplies the ROI coordinates by it in float32 "
+                          "(the product the page rounds) and the node gets spatial_scale=1"))
     return flags
 
 

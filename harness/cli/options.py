@@ -216,16 +216,19 @@ def parse_precision(model: str | None, strict: bool = False) -> str:
 
 
 def parse_expectations(path: str | None, disabled: bool, ep_alias: str, ep: EpSpec | None = None) -> Expectations:
-    """No expectations with ``--no-expectations``, else the ``--expectations`` file, else the
-    EP's bundled file (none when it has no file); entries scoped to an EP package (``ep_package``)
-    hold only for the package that provides ``ep`` (a plugin package, else the onnxruntime wheel).
+    """No expectations with ``--no-expectations``, else the entries of the ``--expectations`` file
+    that apply to the EP, else the EP's bundled ones (its own file and the shared causes that
+    apply to it: ``expectations.for_ep``); entries scoped to an EP package (``ep_package``) hold
+    only for the package that provides ``ep`` (a plugin package, else the onnxruntime wheel).
     ``OptionError`` for an unusable file."""
     if disabled:
         return Expectations()
     package = ep_package(ep) if ep is not None else None
     try:
-        return (expectations_mod.load(path, ep_package=package) if path
-                else expectations_mod.for_ep(ep_alias, ep_package=package))
+        provider = ep.provider if ep is not None else None
+        if path:
+            return expectations_mod.load(path, ep_package=package, provider=provider, alias=ep_alias)
+        return expectations_mod.for_ep(ep_alias, ep_package=package, provider=provider)
     except FileRefused as exc:
         raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field

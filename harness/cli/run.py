@@ -48,6 +48,7 @@ from .options import (
     add_expectation_options,
     add_tolerance_options,
     count,
+    parse_ep,
     parse_ep_args,
     parse_expectations,
     parse_precision,
@@ -68,11 +69,16 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         epilog="exit codes: 0 ok, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 4 no case selected, "
                "130 interrupted (finished cases kept; rerun with --resume)")
     outcome: list[argparse.Action] = []  # the options a report's rerun line repeats (harness.core.rerun)
-    ep_group = _recording(p.add_argument_group("execution provider").add_argument, outcome)
+    ep_args = p.add_argument_group("execution provider")
+    ep_group = _recording(ep_args.add_argument, outcome)
     add_ep_options(ep_group)
     ep_group("--dml-graph-fusion", action="store_true",
              help="DirectML: keep ORT's DML graph fusion on (default off, so the profiling trace names every node; "
                   "with fusion, placement rests on the graph assignment info)")
+    ep_args.add_argument("--also-on", metavar="EP|none",
+                         help="re-check each failing case on this second EP and label it 'shared with <EP>' (it fails "
+                              "there the same way) or 'only on <the EP under test>' (default: cpu whenever the CPU EP "
+                              "is available and --ep is another; none: no re-check)")
     outcome += _add_selection(p.add_argument_group("what to run"))
     outcome.append(_add_execution(p.add_argument_group("how to run")))
     add_tolerance_options(_recording(p.add_argument_group("tolerances").add_argument, outcome))
@@ -173,12 +179,15 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         if not args.no_expectations:
             expectations = with_corpus(expectations, corpus, ep.alias)
         jobs = min(args.jobs, len(cases))
-        if not args.no_expectations:
-            expectations = with_corpus(expectations, corpus, ep.alias)
-        jobs = min(args.jobs, len(cases))
         cases, skipped = _fitting(cases, jobs)
         config = replace(_case_config(args, ep, tolerances, mapper, jobs), precision_model=precision)
         options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
+        options.also_on = parse_also_on(getattr(args, "also_on", None), ep)
+        if options.also_on is not None:
+            other = options.also_on
+            options.also_on_expectations = with_corpus(parse_expectations(
+                None, args.no_expectations, other.alias, other), corpus, other.alias)
+        options.header_extra["also_on"] = options.also_on.provider if options.also_on else None
         options.header_extra.update(skipped=skipped, precision_model=precision_model(precision).to_json(),
                                     rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args, tolerances),
                                     tolerances_file=file_identity(args.tolerances))
@@ -202,6 +211,25 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
                            f"before is kept in its results.jsonl.\nNote: make room, then continue with --resume "
                            f"--out {options.out_dir}")
     return _finish(args, result, len(cases), options.out_dir)
+
+
+def parse_also_on(value: str | None, ep: EpSpec) -> EpSpec | None:
+    """The EP failures are re-checked on (``--also-on``, ``harness.run.recheck``): none for
+    ``none``; by default the CPU EP when it is available and ``ep`` is another; ``OptionError``
+    for an EP that is not installed, ``UsageError`` for the EP under test itself."""
+    if value is not None and value.strip().lower() == "none":
+        return None
+    if value is None:
+        if ep.is_cpu:
+            return None
+        try:
+            return parse_ep("cpu")
+        except OptionError:  # an ONNX Runtime build without the CPU EP: nothing to compare with
+            return None
+    other = parse_ep(value)
+    if other.provider == ep.provider:
+        raise UsageError(f"--also-on {value}: that is the EP under test; name another EP, or none")
+    return other
 
 
 def _selected_cases(args: argparse.Namespace, catalog: str) -> tuple[list[Any], list[Any]]:

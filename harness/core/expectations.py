@@ -11,6 +11,10 @@ A file holds a list of expectations, each::
                                        # optional: the EP's predictor (below) must predict each of
                                        # these for the case (only the keys given are compared)
      "onnxruntime": ">=1.29",          # optional: the ONNX Runtime versions the entry holds for
+     "applies_to": ["onnxruntime-kernels", "OpenVINOExecutionProvider"],
+                                       # optional: where the cause applies (below)
+     "shows_when": {"flags": [{"field": "ReductionFunction", "shows": true}]},
+                                       # optional: when the cause can show (below)
      "ep_package": "onnxruntime-ep-webgpu>=0.4",
                                        # optional: the package providing the EP (a plugin package,
                                        # else the onnxruntime wheel) and its versions; or a list
@@ -37,6 +41,23 @@ distribution name followed by the same clauses (``"onnxruntime-ep-webgpu>=0.4"``
 provides the EP under test (the caller says which: ``harness.eps.adapters.ep_package``, a plugin
 package or else the onnxruntime wheel); when the caller names none, such entries are inactive.
 
+An entry names its cause once and says where it applies: ``applies_to`` lists provider names
+(``CUDAExecutionProvider``), ``--ep`` aliases (``cuda``) and classes of EPs (``EP_CLASSES``: e.g.
+``onnxruntime-kernels``, ONNX Runtime's own kernels, which follow the ONNX spec: the CPU EP and
+its CUDA, ROCm and WebGPU counterparts; DirectML and OpenVINO map nodes to libraries with their
+own semantics and are in no class). Without it an entry applies to its file's ``"ep"`` (to any
+EP when the file names none). ``for_ep`` reads the EP's own file, then ``shared.json``, whose
+entries all say where they apply; an entry that does not apply to the EP is left out.
+
+``shows_when`` says when the cause can show, so that a case whose inputs cannot trigger it is
+judged like any other case (no ``known``, no ``fixed``; the message says why): ``{"flags":
+[...]}`` patterns over the line's flags, where the case runner gives a ``diverges`` flag whose ONNX
+meaning it can compute ``"shows": true/false`` (``graphs.Mapping.meanings``: does that meaning
+differ from the reference on these inputs?); or ``{"signature": {...}}``, keys of the raw failure's
+signature (``harness.core.signature``: ``outcome``, ``kind``, ``outputs``, ``values``,
+``diverging``) that must equal, so that only a failure of that shape is this cause (a pass has
+no signature: ``strict`` decides as without the condition).
+
 Entries with ``flags`` can only be decided once the case has been mapped, i.e. on its result
 line; ``match`` without flags treats them as not matching. Entries with ``predicted`` need the
 case itself (``match_case``): the predictor of the file's EP (``PREDICTORS``, e.g. the DirectML
@@ -58,6 +79,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .installed import ort_version as installed_ort_version
 from .results import OUTCOMES, PASSING
+from .signature import signature as failure_signature
 from .untrusted_files import FileRefused, read_json
 
 EXPECTATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "expectations")
@@ -65,6 +87,19 @@ EXPECTATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "exp
 #: Provider name -> "module:function" of its predictor (case -> list of prediction dicts).
 PREDICTORS: dict[str, str] = {"DmlExecutionProvider": "ep_testbed.harness.eps.dml_ep:predict_case",
                               "WebGpuExecutionProvider": "ep_testbed.harness.eps.webgpu_ep:predict_case"}
+
+#: Classes of EPs an entry's ``applies_to`` may name: class -> (what it is, its providers). An EP
+#: joins a class only on evidence that it computes the class's semantics.
+EP_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "onnxruntime-kernels": (
+        "ONNX Runtime's own kernels, which follow the ONNX spec (and the ONNX reference implementation): the CPU "
+        "EP's, and their CUDA, ROCm and WebGPU counterparts in the same source tree",
+        ("CPUExecutionProvider", "CUDAExecutionProvider", "ROCMExecutionProvider", "WebGpuExecutionProvider")),
+}
+#: The bundled file of causes several EPs share (every entry says where it applies).
+SHARED_FILE = "shared.json"
+#: The keys a ``shows_when`` signature pattern may name (``harness.core.signature.Signature``).
+SIGNATURE_KEYS = ("outcome", "kind", "outputs", "values", "diverging")
 
 Patterns = tuple[tuple[tuple[str, Any], ...], ...]
 
@@ -89,6 +124,37 @@ class Expectation:
     onnxruntime: str = ""
     predicted_from: str = ""
     ep_package: tuple[str, ...] = ()
+    applies_to: tuple[str, ...] = ()
+    shows_flags: Patterns = ()
+    shows_signature: tuple[tuple[str, Any], ...] = ()
+
+    def applies(self, provider: str, alias: str) -> bool:
+        """Whether the entry's cause applies to the EP ``provider`` (``--ep`` alias ``alias``):
+        always without ``applies_to``; else when it names the provider, the alias or a class
+        (``EP_CLASSES``) that holds the provider."""
+        if not self.applies_to:
+            return True
+        return any(item == provider or item.lower() == alias.lower()
+                   or provider in EP_CLASSES.get(item, ("", ()))[1] for item in self.applies_to)
+
+    def shows(self, line: Mapping[str, Any]) -> bool:
+        """Whether the cause can show on the case of the raw result ``line`` (module docstring,
+        ``shows_when``): always without a condition."""
+        if self.shows_flags and not _all_found(self.shows_flags, list(line.get("flags") or [])):
+            return False
+        if self.shows_signature:
+            found = failure_signature(dict(line))
+            if found is not None:
+                data = found.to_json()
+                return all(data.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in self.shows_signature)
+        return True
+
+    def shows_text(self) -> str:
+        """The ``shows_when`` condition in words (for the note on a case it cannot show on)."""
+        parts = [", ".join(f"{k}={v!r}" for k, v in p) for p in self.shows_flags]
+        if self.shows_signature:
+            parts.append("a failure with " + ", ".join(f"{k}={v!r}" for k, v in self.shows_signature))
+        return "; ".join(parts)
 
     def matches(self, case_id: str, tags: Mapping[str, str] | None = None,
                 flags: list[Mapping[str, Any]] | None = None,
@@ -117,6 +183,8 @@ class Expectation:
             data["ep_package"] = self.ep_package[0] if len(self.ep_package) == 1 else list(self.ep_package)
         if self.predicted_from:
             data["predicted_from"] = self.predicted_from
+        if self.applies_to:
+            data["applies_to"] = list(self.applies_to)
         return data
 
 
@@ -152,6 +220,30 @@ class Expectations:
         answer for it when some entry needs one (computed once per case id and seed)."""
         tags = getattr(case, "tags", None)
         return self.match(case.id, tags, flags, self.predictions(case))
+
+    def settle(self, case: Any, line: dict[str, Any]) -> None:
+        """Apply the case's expectation to its raw result ``line`` in place: ``expected_outcome``
+        and the reported outcome (``apply``). The first entry that matches the case (id, tags,
+        the line's flags, predictions) and whose cause can show on it (``Expectation.shows``)
+        applies; when entries match but none can show, the case is judged like any other and the
+        message says which known divergence these inputs cannot trigger."""
+        flags = list(line.get("flags") or [])
+        predicted = self.predictions(case)
+        quiet = []
+        chosen = None
+        for entry in self.entries:
+            if entry.matches(case.id, getattr(case, "tags", None), flags, predicted):
+                if entry.shows(line):
+                    chosen = entry
+                    break
+                quiet.append(entry)
+        line["expected_outcome"] = chosen.to_json() if chosen else None
+        line["outcome"] = apply(line["outcome"], chosen)
+        if chosen is None and quiet:
+            first = quiet[0]
+            line["message"] = (f"{line.get('message') or ''}; Note: the known divergence {first.id!r} cannot show on "
+                               f"these inputs ({first.shows_text()} does not hold), so the case is judged like any "
+                               f"other: {first.reason[:160]}")
 
     def predictions(self, case: Any) -> list | None:
         """The predictor's answer for ``case`` (None without a predictor or predicted entries)."""
@@ -262,8 +354,8 @@ def _package_specs(value: Any, where: str) -> tuple[str, ...]:
 
 
 #: Every key an entry may have (the module docstring says what each means).
-ENTRY_KEYS = ("id", "tags", "flags", "predicted", "onnxruntime", "ep_package", "outcome", "strict", "reason", "link",
-              "predicted_from")
+ENTRY_KEYS = ("id", "tags", "flags", "predicted", "onnxruntime", "ep_package", "applies_to", "shows_when", "outcome",
+              "strict", "reason", "link", "predicted_from")
 
 
 def _patterns(item: dict[str, Any], key: str, where: str, example: str) -> Patterns:
@@ -307,38 +399,78 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
     return outcomes
 
 
+def _applies_to(item: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The entry's ``applies_to`` (default: every EP the file is used for); ValueError naming a bad item."""
+    value = item.get("applies_to")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{where}: applies_to must be a non-empty list of provider names, --ep aliases or classes "
+                         f"({', '.join(EP_CLASSES)})")
+    for name in value:
+        if name not in EP_CLASSES and not re.fullmatch(r"[A-Za-z0-9_]+ExecutionProvider|[a-z0-9_]+", name):
+            raise ValueError(f"{where}: applies_to item {name!r} is not a provider name (e.g. CUDAExecutionProvider), "
+                             f"an --ep alias (e.g. cuda) or a class ({', '.join(EP_CLASSES)})")
+    return tuple(value)
+
+
+def _shows_when(item: dict[str, Any], where: str) -> tuple[Patterns, tuple[tuple[str, Any], ...]]:
+    """The entry's ``shows_when`` as (flag patterns, signature pairs); ValueError naming the field."""
+    value = item.get("shows_when")
+    if value is None:
+        return (), ()
+    example = '{"flags": [{"field": "ReductionFunction", "shows": true}]} or {"signature": {"values": "nan -> number"}}'
+    if not isinstance(value, dict) or not value or set(value) - {"flags", "signature"}:
+        raise ValueError(f"{where}: shows_when must be an object with flags and/or signature, e.g. {example}")
+    flags = _patterns(value, "flags", f"{where}: shows_when", '{"field": "ReductionFunction", "shows": true}')
+    sig = value.get("signature") or {}
+    if not isinstance(sig, dict) or set(sig) - set(SIGNATURE_KEYS):
+        raise ValueError(f"{where}: shows_when.signature must be an object with keys among {', '.join(SIGNATURE_KEYS)}")
+    pairs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in sig.items()))
+    return flags, pairs
+
+
 def _entry(item: Any, where: str) -> Expectation:
     """One entry of the file, checked; ValueError naming the entry and the field."""
     outcomes = _check_fields(item, where)
+    applies_to = _applies_to(item, where)
+    shows_flags, shows_signature = _shows_when(item, where)
     return Expectation(
         id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
         tags=tuple(sorted((str(k), str(v)) for k, v in (item.get("tags") or {}).items())),
         flags=_patterns(item, "flags", where, '{"field": "ReductionFunction", "value": "MAX", "kind": "diverges"}'),
         predicted=_patterns(item, "predicted", where, '{"field": "PooledSize", "kind": "diverges"}'),
         strict=item.get("strict", True), onnxruntime=item.get("onnxruntime") or "",
-        predicted_from=item.get("predicted_from") or "",
+        predicted_from=item.get("predicted_from") or "", applies_to=applies_to, shows_flags=shows_flags,
+        shows_signature=shows_signature,
         ep_package=_package_specs(item["ep_package"], where) if "ep_package" in item else ())
 
 
 def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None,
-          ep_package: tuple[str, str] | None = None) -> Expectations:
+          ep_package: tuple[str, str] | None = None, provider: str | None = None,
+          alias: str | None = None) -> Expectations:
     """Expectations from the decoded JSON of a file; ValueError naming the entry and field on bad data.
 
     Entries outside their ``onnxruntime`` range for ``ort_version`` (default: the installed ONNX
     Runtime's), or whose ``ep_package`` does not hold for ``ep_package`` (the EP's
     ``(distribution, version)``; None: unknown), are inactive. The file's ``"ep"`` (a provider
-    name) picks its predictor."""
+    name) picks its predictor. Given ``provider`` (and its ``--ep`` ``alias``), entries whose
+    ``applies_to`` leaves it out are dropped (an entry without ``applies_to`` applies wherever its
+    file is used)."""
     items = data.get("expectations") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
+    ep = data.get("ep") if isinstance(data, dict) else None
+    file_ep = ep if isinstance(ep, str) and ep else None
     entries = [_entry(item, f"{source}: expectations[{n}]") for n, item in enumerate(items)]
+    if provider is not None:
+        entries = [e for e in entries if e.applies(provider, alias or provider)]
     if any(e.onnxruntime for e in entries) and ort_version is None:
         ort_version = installed_ort_version()  # imports onnxruntime: only when a range needs it
     active = [e for e in entries if (not e.onnxruntime or in_range(str(ort_version), e.onnxruntime))
               and (not e.ep_package or package_holds(e.ep_package, ep_package))]
     inactive = [e for e in entries if e not in active]
-    ep = data.get("ep") if isinstance(data, dict) else None
-    predictor = _predictor(PREDICTORS[ep]) if isinstance(ep, str) and ep in PREDICTORS else None
+    predictor = _predictor(PREDICTORS[ep]) if file_ep in PREDICTORS else None
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return Expectations(active, source, inactive, predictor, digest)
 
@@ -355,21 +487,60 @@ def _predictor(spec: str) -> Callable[[Any], list]:
     return predict
 
 
-def load(path: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None) -> Expectations:
+def load(path: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None,
+         provider: str | None = None, alias: str | None = None, shared: bool = False) -> Expectations:
     """The expectations in ``path``, read through ``untrusted_files``; ``FileRefused`` naming the
-    file (and the entry and field) when it is not an expectations file."""
+    file (and the entry and field) when it is not an expectations file. ``provider``/``alias``:
+    keep the entries that apply to that EP (``parse``); ``shared``: the file is one of causes
+    several EPs share, so every entry must say where it applies."""
     data = read_json(path, "expectations file")
     try:
-        return parse(data, path, ort_version, ep_package)
+        if shared:
+            _require_applies_to(data, path)
+        return parse(data, path, ort_version, ep_package, provider, alias)
     except ValueError as exc:
         raise FileRefused(path, f"not an expectations file: {str(exc).removeprefix(f'{path}: ')}",
                           hint='each entry is {"id": GLOB, "outcome": ..., "reason": ..., "link": ...}') from None
 
 
-def for_ep(alias: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None) -> Expectations:
-    """The bundled expectations of an EP alias (empty when there is no file for it)."""
-    path = os.path.join(EXPECTATIONS_DIR, f"{alias}.json")
-    return load(path, ort_version, ep_package) if os.path.exists(path) else Expectations((), None)
+def _require_applies_to(data: Any, path: str) -> None:
+    """ValueError naming the first entry of a shared file without ``applies_to``."""
+    items = data.get("expectations") if isinstance(data, dict) else None
+    for n, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, dict) and not item.get("applies_to"):
+            raise ValueError(f"{path}: expectations[{n}]: a shared cause must say where it applies (applies_to: "
+                             f"provider names, --ep aliases or classes: {', '.join(EP_CLASSES)})")
+
+
+def for_ep(alias: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None,
+           provider: str | None = None) -> Expectations:
+    """The bundled expectations of an EP: its own file's (``<alias>.json``) first, then the shared
+    causes of ``shared.json`` that apply to it; empty when neither has any. ``provider`` (the EP's
+    ONNX Runtime name) decides what applies (default: the own file's ``"ep"``, else ``alias``);
+    ``ep_package`` the entries scoped by package (``parse``)."""
+    own_path = os.path.join(EXPECTATIONS_DIR, f"{alias}.json")
+    provider = provider or _file_ep(own_path) or alias
+    own = load(own_path, ort_version, ep_package, provider, alias) if os.path.exists(own_path) \
+        else Expectations((), None)
+    shared_path = os.path.join(EXPECTATIONS_DIR, SHARED_FILE)
+    shared = load(shared_path, ort_version, ep_package, provider, alias, shared=True) \
+        if os.path.exists(shared_path) else None
+    if shared is None or not (shared.entries or shared.inactive):
+        return own
+    sources = [p for p in (own.source, shared.source) if p]
+    digest = hashlib.sha256(f"{own.digest}:{shared.digest}".encode()).hexdigest()
+    return Expectations(own.entries + shared.entries, " + ".join(sources), own.inactive + shared.inactive,
+                        own.predictor, digest)
+
+
+def _file_ep(path: str) -> str | None:
+    """The ``"ep"`` an expectations file names (None when it has none or cannot be read)."""
+    try:
+        data = read_json(path, "expectations file") if os.path.exists(path) else None
+    except FileRefused:
+        return None
+    ep = data.get("ep") if isinstance(data, dict) else None
+    return ep if isinstance(ep, str) and ep else None
 
 
 #: Outcomes an expectation may name: raw outcomes other than a plain pass (``known`` and ``fixed``

@@ -55,6 +55,13 @@ CASE_SCHEMA: dict[str, tuple[str, ...]] = {
     # the index ones; per output, the error distribution and the smallest passing tolerance
     # (``harness.core.error_stats``).
     "nonfinite_mismatches": (INT, NULL), "index_mismatches": (INT, NULL), "error_stats": (OBJECT, NULL),
+    # Why a failed case failed (``harness.run.attribution``): ``cause`` (operator, helper,
+    # composition, unknown), ``reason`` (one sentence), each operator node judged on its own EP
+    # inputs (``nodes``), the helper named and the size of its change.
+    "attribution": (OBJECT, NULL),
+    # A failure re-checked on a second EP (``harness.run.recheck``, ``run --also-on``): ``scope``
+    # is "shared with <EP>" or "only on <EP>", ``also_on`` what the second EP did.
+    "scope": (STR, NULL), "also_on": (OBJECT, NULL),
 }
 CASE_KEYS = tuple(CASE_SCHEMA)
 #: The kinds the keys of a run header may hold (a header may carry more keys: the EP's
@@ -91,9 +98,11 @@ WRONG = ("fail",) + NO_VERDICT
 FAILING = WRONG + ("fixed",)
 #: Failed as an expectation says (``known``): reported, does not fail a run (like an xfail).
 EXPECTED_FAILURE = ("known",)
-#: Did not test the EP: an op node ran elsewhere, or ONNX cannot express the desc. Never a pass;
-#: a failure only with ``--fail-on-not-on-ep`` / ``--fail-on-inexpressible``.
-NOT_TESTED = ("not-on-ep", "inexpressible")
+#: Did not test the EP: an op node ran elsewhere, ONNX cannot express the desc, or an emulated
+#: device could not run the EP's kernel (``emulation-gap``: DirectML under Wine, where vkd3d
+#: refused one of DirectML's shaders; the device failed, not DirectML). Never a pass; a failure
+#: only with ``--fail-on-not-on-ep`` / ``--fail-on-inexpressible``.
+NOT_TESTED = ("not-on-ep", "inexpressible", "emulation-gap")
 #: Every outcome a case line may carry (the order of the end line's and the summary table's counts).
 OUTCOMES = PASSING + FAILING + EXPECTED_FAILURE + NOT_TESTED
 #: The order reports list outcomes in: what needs a person first (counts, matrix colours, case

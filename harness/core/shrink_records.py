@@ -8,7 +8,7 @@ written as each shrink finishes, with exactly ``SHRINK_KEYS``:
 
 - ``original`` / ``minimal``: the two case ids (both have lines in results.jsonl);
 - ``found_s``: seconds into the run the original finished (the time to find it);
-- ``signature``: how both fail (``harness.fuzz.signature``); ``same_failure``: whether the
+- ``signature``: how both fail (``harness.core.signature``); ``same_failure``: whether the
   minimal case's own run (the one in results.jsonl) still shows it;
 - ``original_elements`` / ``minimal_elements`` / ``reduction``: elements of every input and
   output together, and their ratio;

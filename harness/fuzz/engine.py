@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
-from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core import shrink_records as records
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
+from ep_testbed.harness.core.signature import Signature, same_failure, signature
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
 from ep_testbed.harness.run.case_run import ArtifactPolicy, CaseConfig
 from ep_testbed.harness.run.pool import WorkerPool
@@ -48,7 +48,6 @@ from ep_testbed.reference.registry import BUILT_IN, names, register, spec_named
 from . import corpus
 from . import draw as draw_mod
 from .shrink import ShrinkResult, shrink
-from .signature import Signature, same_failure, signature
 
 #: Cases handed to the pool at a time: the budget is checked between chunks.
 CHUNK = 25
@@ -257,9 +256,7 @@ def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: E
     if line["outcome"] in ("crash", "timeout"):
         _settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
     else:
-        expectation = expectations.match_case(case, line["flags"])
-        line["expected_outcome"] = expectation.to_json() if expectation else None
-        line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
+        expectations.settle(case, line)
     found = signature(raw)
     if found is not None and (line["outcome"] != "known" or options.shrink_known):
         result.findings.append(Finding(case, raw, line, found, time.monotonic() - start))

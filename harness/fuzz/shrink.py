@@ -31,9 +31,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ep_testbed.graphs.cases.common import FuzzCase, LiteralCase, desc_elements
+from ep_testbed.harness.core.signature import Signature, same_failure
 
 from . import draw as draw_mod
-from .signature import Signature, same_failure
 
 #: Runs one case on the EP (in a worker) and returns its raw result line.
 Runner = Callable[[Any], dict[str, Any]]

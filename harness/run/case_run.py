@@ -16,6 +16,12 @@ Outcomes decided here, in the order they are checked:
   tolerance, of the wrong shape or dtype;
 - ``tie-only`` / ``pass``.
 
+A case whose outputs fail the comparison is attributed (``harness.run.attribution``, the line's
+``attribution``: the operator diverged on the inputs it got, a helper changed them, the mapping
+means something else, ...), unless ``CaseConfig.attribute`` is off. Before the EP runs, every
+``diverges`` flag whose ONNX meaning the mapper computes gets ``"shows"`` (``_mark_shows``),
+which expectations' ``shows_when`` reads.
+
 The expected outputs come with the reference's allowance under ``CaseConfig.precision_model``
 (``reference.execute_with_bounds``): the comparison accepts an element within the rounding
 bound, or a knife-edge alternative, and the line says so (``bound``, ``knife_edges``, the
@@ -40,12 +46,14 @@ from ep_testbed.harness.core.results import ERROR_KEYS, case_record
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.eps import placement as placement_mod
 from ep_testbed.harness.eps import session as session_mod
+from ep_testbed.harness.eps.ep_run import STAGES
 from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
 from ep_testbed.harness.eps.session import first_line
 from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
 from ep_testbed.reference.checks import element_cap, max_elements
 
 from .artifacts import write_artifacts
+from .attribution import attribute_failure
 
 DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"
 
@@ -61,6 +69,7 @@ class CaseConfig:
     mapper: str = DEFAULT_MAPPER      # "module:function" with graphs.to_onnx's contract
     precision_model: str = DEFAULT_MODEL  # reference.MODELS: the rounding a correct kernel may show
     max_elements: int | None = None   # the reference's element cap in workers (--limit elements); None: default
+    attribute: bool = True            # attribute a failure to the operator or a helper (harness.run.attribution)
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,7 @@ class _Prepared:
     node_names: list[str]
     op_nodes: list[str]
     reference: Expected | None = None  # the expected outputs with their bounds and knife edges
+    note: str = ""                      # what the run changed about the model (a carrier), said last
 
 
 def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[str, Any],
@@ -148,10 +158,14 @@ def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[s
     prepared = _prepare(case, mapper, line, state, config.precision_model)
     if prepared is None:
         return
+    _mark_shows(case, prepared, config, line)
     run = _run_on_ep(prepared, config, line)
     if run is None:
         return
-    if not _judge(case, prepared, run.outputs, config, line, state):
+    state["model"] = prepared.mapping.model  # the model that ran (with carriers, if the EP needed them)
+    judged = _judge(case, prepared, run.outputs, config, line, state)
+    line["message"] += prepared.note
+    if not judged:
         return
     placement = line["placement"]
     helpers = [n for n in prepared.node_names if n not in prepared.op_nodes]
@@ -201,6 +215,22 @@ def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state:
     return _Prepared(mapping, inputs, feeds, reference.outputs, node_names, op_nodes, reference)
 
 
+def _mark_shows(case: Any, prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> None:
+    """Give each ``diverges`` flag whose ONNX meaning the mapper computes (``Mapping.meanings``)
+    ``"shows"``: whether these inputs can show the divergence at all, i.e. whether that meaning
+    fails the case's comparison with the expected outputs. An expectation's ``shows_when`` reads
+    it (``harness.core.expectations``); a meaning that cannot be computed leaves the flag as is."""
+    try:
+        meanings = getattr(prepared.mapping, "meanings", lambda tensors: {})(prepared.inputs)
+    except Exception:  # the meaning is a help to expectations, never part of the verdict
+        return
+    for name, outputs in meanings.items():
+        shows = not _compare(case, prepared.expected, outputs, config, prepared.inputs, prepared.reference).passed
+        for flag in line["flags"]:
+            if flag.get("field") == name and flag.get("kind") == "diverges":
+                flag["shows"] = shows
+
+
 def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> session_mod.EpRun | None:
     """Run the case's model on the EP under test with CPU fallback disabled and record its
     placement; None (with ``line`` decided: ``fail`` or ``not-on-ep``) when there is nothing to
@@ -209,19 +239,49 @@ def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) ->
     try:
         run = session_mod.run_on_ep(prepared.mapping.model, prepared.feeds, config.ep, config.session)
     except session_mod.SessionError as exc:
-        if exc.refused_fallback:
+        carried = _carried(prepared, config, line) if exc.refused_fallback else None
+        if carried is not None:
+            run = carried
+        elif exc.refused_fallback:
             _diagnose_refusal(prepared, config, line, exc.cause)
+            return None
+        elif exc.stage in ("crash", "timeout"):  # the EP's own process died or hung; this worker did not
+            line.update(outcome=exc.stage, message=str(exc))
+        elif exc.emulation:
+            line.update(outcome="emulation-gap", message=f"{ep} {STAGES[exc.stage]} on an emulated device whose "
+                        f"Direct3D 12 layer refused the EP's shader (not a result of the EP): {exc.emulation[0]}; "
+                        f"ONNX Runtime: {first_line(exc.cause)}")
         elif exc.stage == "build":
             line.update(outcome="fail", message=f"{ep} could not build the session: {first_line(exc.cause)}")
         else:
             line.update(outcome="fail", message=f"{ep} raised while running: {first_line(exc.cause)}")
-        return None
+        if carried is None:
+            return None
     line["placement"], line["placement_source"] = run.placement, run.placement_source
     off = placement_mod.off_ep(run.placement, prepared.op_nodes, ep)
     if off:
         line.update(outcome="not-on-ep", message=f"op node(s) not proven on {ep}: "
                     + ", ".join(f"{n} -> {run.placement.get(n, 'unknown')}" for n in off))
         return None
+    return run
+
+
+def _carried(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> session_mod.EpRun | None:
+    """After the EP refused the model: the run of the same model with an exact carrier node
+    after each operator output (``Mapping.with_carrier``), for an EP that declines an operator
+    node only as the one node of a model; ``prepared`` then holds the carried model and the
+    message says so (after the comparison's summary). None when there is no carrier to add or the
+    EP refuses that too."""
+    mapping = getattr(prepared.mapping, "with_carrier", lambda: None)()
+    if mapping is None:
+        return None
+    try:
+        run = session_mod.run_on_ep(mapping.model, prepared.feeds, config.ep, config.session)
+    except session_mod.SessionError:
+        return None
+    prepared.mapping, prepared.node_names = mapping, [n.name for n in mapping.model.graph.node]
+    prepared.note = (f"; Note: {config.ep.provider} refused the operator node(s) as the only node(s) of a model; "
+                     "they ran with an exact carrier node after them (Mul by 1)")
     return run
 
 
@@ -248,6 +308,8 @@ def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: Ca
     if not comparison.passed:
         message += _tensor_type_hint(case, prepared, actual, config)
         line.update(outcome="fail", message=message)
+        if comparison.mismatches and config.attribute:
+            line["attribution"] = _attribution(case, prepared, config, line.get("flags") or [], outputs)
     elif comparison.ties:
         line.update(outcome="tie-only", message=message)
     else:
@@ -263,6 +325,22 @@ def _compare(case: Any, expected: dict[str, np.ndarray], actual: dict[str, np.nd
     in_window = functools.partial(spec.index_rule, case.desc) if spec.index_rule else None
     return compare_outputs(expected, actual, config.tolerances, inputs, in_window=in_window,
                            index_outputs=spec.index_outputs, allowance=Allowance.of(reference))
+
+
+def _attribution(case: Any, prepared: _Prepared, config: CaseConfig, line_flags: list[dict[str, Any]],
+                 outputs: list[np.ndarray]) -> dict[str, Any]:
+    """The ``attribution`` record of a case whose outputs failed (``harness.run.attribution``);
+    a record of cause ``unknown`` if attributing raised (the verdict stands either way)."""
+    def compare_case(actual: dict[str, np.ndarray]) -> Comparison:
+        """The case's own comparison of ``actual`` (DML outputs) with the expected ones."""
+        return _compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
+
+    try:
+        named = dict(zip([o.name for o in prepared.mapping.model.graph.output], outputs))  # the session's order
+        return attribute_failure(prepared.mapping, prepared.feeds, line_flags, config, compare_case, named)
+    except Exception as exc:
+        return {"cause": "unknown", "reason": f"attributing the failure raised {type(exc).__name__}: "
+                f"{first_line(exc)}", "nodes": [], "helper": None, "change": None}
 
 
 def _tensor_type_hint(case: Any, prepared: _Prepared, actual: dict[str, np.ndarray], config: CaseConfig) -> str:

@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
-from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.results import (
     PASSING,
@@ -35,12 +34,14 @@ from ep_testbed.harness.core.results import (
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import FileRefused
 from ep_testbed.harness.eps.gpu import identity_key, runtime_info
+from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.reference import execute
 
 from .artifacts import write_artifacts
 from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_case, severity
 from .pool import WorkerPool
 from .progress import Progress
+from .recheck import Recheck
 from .run_folder import FolderBusy, claim
 
 
@@ -65,6 +66,10 @@ class RunOptions:
     #: Called once the folder is claimed and opened, with (cases to run now, cases selected):
     #: a front end announces the run here, so a run refused at the start prints one message.
     announce: Callable[[int, int], None] | None = None
+    #: The second EP failures are re-checked on (``harness.run.recheck``), and its expectations;
+    #: None: no re-check.
+    also_on: EpSpec | None = None
+    also_on_expectations: Expectations | None = None
 
 
 @dataclass
@@ -140,9 +145,12 @@ def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
             return ArtifactPolicy(force=expectations.match_case(case) is not None, threshold=threshold)
 
         by_id = {case.id: case for case in todo}
+        recheck = None if options.also_on is None else Recheck(
+            config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
+            env=options.env, extra_paths=options.extra_paths)
         try:
             for line in _execute(todo, config, options, policy_for):
-                _settle(line, by_id[line["id"]], config, expectations)
+                _settle(line, by_id[line["id"]], config, expectations, recheck)
                 _keep_worst(worst, line, options.keep_worst)
                 writer.write(line)
                 lines.append(line)
@@ -150,6 +158,8 @@ def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            if recheck is not None:
+                recheck.close()
             progress.close()
             counts = count_outcomes(lines)
             writer.write(end_record(counts, interrupted or len(lines) < len(cases),
@@ -182,7 +192,7 @@ def _open_run(cases: list[Any], config: CaseConfig, options: RunOptions
 #: follows ``--jobs`` and changes only speed).
 RESUME_MUST_MATCH = ("ep", "ep_options", "seed", "selection", "shard", "case_count", "tolerances",
                      "precision_model", "expectations_sha256", "session_options", "ort_flavour", "ort_version",
-                     "gpu")
+                     "gpu", "also_on")
 
 
 def _resume(run_dir: str, path: str, new: dict[str, Any], selected: set[str]
@@ -247,14 +257,16 @@ _WORKER_DIED = ("crash", "timeout")
 _FROM_EXPECTATION = ("known", "fixed")
 
 
-def _settle(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations) -> None:
-    """Apply the case's expectation to its raw ``line`` (``expected_outcome``, ``known``/``fixed``)
-    and write the case folder the worker could not (it died) or was not asked to write."""
+def _settle(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations,
+            recheck: Recheck | None = None) -> None:
+    """Label a raw failure shared or only on this EP (``recheck``), apply the case's expectation
+    to its raw ``line`` (``expected_outcome``, ``known``/``fixed``) and write the case folder the
+    worker could not (it died) or was not asked to write."""
     if line["outcome"] in _WORKER_DIED:
         _offline_artifacts(case, config, line)  # also fills in the mapper's flags
-    expectation = expectations.match_case(case, line["flags"])
-    line["expected_outcome"] = expectation.to_json() if expectation else None
-    line["outcome"] = expectations_mod.apply(line["outcome"], expectation)
+    if recheck is not None:
+        recheck.label(case, line)
+    expectations.settle(case, line)
     if line["artifacts"] is None and line["outcome"] in _FROM_EXPECTATION:
         _offline_artifacts(case, config, line)
 

@@ -6,13 +6,13 @@
   var ROWS = JSON.parse(document.getElementById("case-data").textContent);
   var ORDER = JSON.parse(document.getElementById("outcome-order").textContent);
   var COL = { id: 0, op: 1, dtype: 2, outcome: 3, max_abs: 4, max_rel: 5, max_ulp: 6, duration: 7, anchor: 8, message: 9,
-              tags: 10, figure: 11, failed: 12, figure_rank: 13 };
+              tags: 10, figure: 11, failed: 12, figure_rank: 13, scope: 14, scope_rank: 15, cause: 16 };
   // Columns where failed rows sort above passing ones whatever their numbers (a failure that
   // reads "0 error", index-only or NaN/inf, must not hide among the passes).
   var FAILED_FIRST = { max_abs: 1, max_rel: 1, max_ulp: 1, figure: 1 };
-  var FILTERS = ["q", "outcome", "op", "dtype", "tag", "id"];
+  var FILTERS = ["q", "outcome", "op", "dtype", "scope", "tag", "id"];
   var PAGE = 500;
-  var state = { q: "", outcome: "", op: "", dtype: "", tag: "", id: "", sort: "outcome", dir: 1, limit: PAGE };
+  var state = { q: "", outcome: "", op: "", dtype: "", scope: "", tag: "", id: "", sort: "outcome", dir: 1, limit: PAGE };
   var $ = function (id) { return document.getElementById(id); };
   var tbody = document.querySelector("#case-table tbody");
   var rank = {};
@@ -26,7 +26,7 @@
       if (typeof r[c] === "string") { r.shown = r.shown || {}; r.shown[c] = r[c]; r[c] = SPECIAL[r[c]] !== undefined ? SPECIAL[r[c]] : -1; }
     });
     var t = r[COL.tags] || {};
-    r.search = [r[COL.id], r[COL.op], r[COL.dtype], r[COL.outcome], r[COL.message]]
+    r.search = [r[COL.id], r[COL.op], r[COL.dtype], r[COL.outcome], r[COL.message], r[COL.scope] || "", r[COL.cause] || ""]
       .concat(Object.keys(t).map(function (k) { return k + "=" + t[k]; })).join(" ").toLowerCase();
   });
 
@@ -44,6 +44,7 @@
   fillSelect($("f-outcome"), COL.outcome);
   fillSelect($("f-op"), COL.op);
   fillSelect($("f-dtype"), COL.dtype);
+  fillSelect($("f-scope"), COL.scope);
 
   function fmt(v) {
     if (v === null || v === undefined) return "—";
@@ -58,6 +59,7 @@
     if (state.outcome && r[COL.outcome] !== state.outcome) return false;
     if (state.op && r[COL.op] !== state.op) return false;
     if (state.dtype && r[COL.dtype] !== state.dtype) return false;
+    if (state.scope && r[COL.scope] !== state.scope) return false;
     if (state.tag) {
       var eq = state.tag.indexOf("=");
       var tags = r[COL.tags] || {};
@@ -72,7 +74,9 @@
 
   function compare(a, b) {
     var k = state.sort, d = state.dir, x, y;
-    if (k === "outcome") {
+    if (k === "outcome" || k === "scope") {  // grouped by where a failure occurs first
+      if (a[COL.scope_rank] !== b[COL.scope_rank]) return d * (a[COL.scope_rank] - b[COL.scope_rank]);
+      if (k === "scope" && a[COL.scope] !== b[COL.scope]) return a[COL.scope] < b[COL.scope] ? -d : d;
       x = rank[a[COL.outcome]]; y = rank[b[COL.outcome]];
       x = x === undefined ? -1 : x; y = y === undefined ? -1 : y;
       if (x !== y) return d * (x - y);
@@ -123,6 +127,7 @@
         cell(tr, r.shown && r.shown[c] !== undefined ? r.shown[c] : fmt(r[c]), "num");
       });
       cell(tr, typeof r[COL.duration] === "number" ? r[COL.duration].toFixed(3) : "—", "num dur");
+      cell(tr, [r[COL.scope], r[COL.cause]].filter(Boolean).join(" · "), "where");
       var msg = cell(tr, "", "msg");
       var clamp = document.createElement("div");
       clamp.className = "clamp"; clamp.textContent = r[COL.message]; clamp.title = r[COL.message];
@@ -156,7 +161,7 @@
 
   function syncControls() {
     $("f-q").value = state.q; $("f-outcome").value = state.outcome;
-    $("f-op").value = state.op; $("f-dtype").value = state.dtype;
+    $("f-op").value = state.op; $("f-dtype").value = state.dtype; $("f-scope").value = state.scope;
   }
 
   $("f-form").addEventListener("submit", function (e) { e.preventDefault(); });
@@ -165,7 +170,7 @@
     clearTimeout(timer);
     timer = setTimeout(function () { state.q = $("f-q").value.trim(); state.limit = PAGE; render(); writeHash(); }, 120);
   });
-  ["outcome", "op", "dtype"].forEach(function (k) {
+  ["outcome", "op", "dtype", "scope"].forEach(function (k) {
     $("f-" + k).addEventListener("change", function () {
       state[k] = $("f-" + k).value; state.limit = PAGE; render(); writeHash();
     });

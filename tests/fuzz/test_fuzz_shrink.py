@@ -8,9 +8,9 @@ pytest.importorskip("hypothesis")
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements  # noqa: E402
 from ep_testbed.graphs.catalog import build_catalog  # noqa: E402
+from ep_testbed.harness.core.signature import Signature, same_failure, signature  # noqa: E402
 from ep_testbed.harness.fuzz import draw  # noqa: E402
 from ep_testbed.harness.fuzz.shrink import shrink  # noqa: E402
-from ep_testbed.harness.fuzz.signature import Signature, same_failure, signature  # noqa: E402
 
 
 def _line(case, failing: bool) -> dict:

@@ -333,7 +333,7 @@ def test_linear_sample_bound_covers_every_coordinate_within_its_error(seed, erro
     import simple_roi_align
 
     from ep_testbed.reference.precision import Approx
-    from ep_testbed.reference.roi_align_bounds import _linear_samples
+    from ep_testbed.reference.roi_align_bounds import _along, _linear_bound
 
     rng = np.random.default_rng(seed)
     h, w = int(rng.integers(1, 7)), int(rng.integers(1, 7))
@@ -342,7 +342,7 @@ def test_linear_sample_bound_covers_every_coordinate_within_its_error(seed, erro
     if on_edges:
         ys, xs = np.round(ys), np.round(xs)
     ey, ex = np.full(4, error), np.full(5, error)
-    _, bound = _linear_samples(plane, Approx(ys, ey), Approx(xs, ex), 0.0)
+    bound = _linear_bound(plane, _along(Approx(ys, ey), h), _along(Approx(xs, ex), w), 0.0, np.float32)
     chw = np.moveaxis(plane, -1, 0)
     base = simple_roi_align.interpolate(chw, ys, xs, "LINEAR", 0.0)
     for dy, dx in [(-1, -1), (-1, 1), (1, -1), (1, 1), (0, 1), (1, 0), (-0.5, 0.25), (0.3, -0.9)]:

@@ -136,6 +136,30 @@ def test_out_of_bounds_value():
         np.testing.assert_array_equal(y, 7.5)
 
 
+@pytest.mark.parametrize("oob", [np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("interpolation", ["LINEAR", "NEAREST_NEIGHBOR"])
+@pytest.mark.parametrize("reduction", ["AVERAGE", "MAX"])
+def test_a_non_finite_out_of_bounds_value_reaches_only_elements_with_a_sample_outside(oob, interpolation,
+                                                                                        reduction):
+    """RA-5: OutOfBoundsInputValue is what a sample outside the input reads, as a whole sample.
+    Along X the samples of the three output elements lie at 0, 1 | 2, 3 | 4, 5 on a 4-wide
+    input: the first two elements never read the value, even an infinite or NaN one, and equal
+    the same desc with a finite value bit for bit; the third has one sample outside (x = 5)."""
+    x = (np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4) - 5) / 8
+    rois = np.array([[0, 0, 6, 4]], dtype=np.float32)
+    y = run(roi_align1((1, 1, 4, 4), (1, 4), (2, 3), oob=oob, interpolation=interpolation, reduction=reduction),
+            x, rois)
+    finite = run(roi_align1((1, 1, 4, 4), (1, 4), (2, 3), oob=0.0, interpolation=interpolation, reduction=reduction),
+                 x, rois)
+    np.testing.assert_array_equal(y[..., :2], finite[..., :2])
+    if reduction == "MAX" and oob == -np.inf:
+        np.testing.assert_array_equal(y[..., 2], finite[..., 2])  # the sample inside is larger
+    elif reduction == "MAX" and np.isnan(oob):
+        np.testing.assert_array_equal(y[..., 2], finite[..., 2])  # NAN-1: a max ignores NaN
+    else:
+        np.testing.assert_array_equal(y[..., 2], oob)
+
+
 def test_edge_band_clamps_to_edge_pixel():
     """RA-5: a point sample at x = -0.75 (within [-1, 0)) reads the edge column exactly, at
     x = -1.25 it reads OutOfBoundsInputValue."""

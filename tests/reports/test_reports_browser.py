@@ -233,3 +233,29 @@ def test_diff_page_filters_groups_and_links_both_reports(browser, tmp_path):
     b.open(link)
     settle(b)
     assert len(rows(b)) == 1 and rows(b)[0][1] in link.replace("%2F", "/")
+
+
+def test_failures_group_by_where_they_occur(browser, tmp_path):
+    """Rows sort by the re-check label first ("only on" the EP under test, then "shared with"
+    the second EP), and the Where filter keeps one label."""
+    import json
+
+    run_dir = synthetic_run.write_run(tmp_path / "run", 40)
+    path = run_dir / "results.jsonl"
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    failing = [x for x in lines if x.get("type") == "case" and x["outcome"] in ("fail", "known")]
+    for n, line in enumerate(failing):
+        line["scope"] = "only on FakeExecutionProvider" if n % 2 else "shared with CPUExecutionProvider"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    b = browser
+    b.open(render_run(run_dir).as_uri())
+    assert b.problems() == []
+    where = [r[9] for r in rows(b)]
+    only = sum(1 for n in range(len(failing)) if n % 2)
+    assert only and all(w.startswith("only on ") for w in where[:only])
+    assert all(w.startswith("shared with ") for w in where[only:len(failing)])
+    b.evaluate("""(() => { const s = document.getElementById('f-scope');
+                  s.value = 'shared with CPUExecutionProvider'; s.dispatchEvent(new Event('change')); })()""")
+    settle(b)
+    assert {r[9] for r in rows(b)} == {"shared with CPUExecutionProvider"}
+    assert "scope=shared" in b.evaluate("location.hash")

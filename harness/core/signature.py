@@ -15,7 +15,9 @@ A failure's ``Signature`` is read from its *raw* result line (before expectation
   (a NaN input, RoiAlign MAX...): a failure that loses its NaN is a different failure.
 
 Two failures with one signature are one finding: a fuzz run shrinks the first of each (or all,
-when asked); a shrink step is kept only when its signature equals the original's.
+when asked); a shrink step is kept only when its signature equals the original's. A run's
+re-check on a second EP (``harness.run.recheck``) calls a failure shared when the second EP's
+has the same signature, and an expectation's ``shows_when`` may name the signature its cause has.
 """
 
 from __future__ import annotations

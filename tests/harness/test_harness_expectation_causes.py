@@ -1,0 +1,128 @@
+"""Expectations name a cause once, say where it applies (``applies_to``: providers, aliases, a
+class of EPs) and when it can show (``shows_when``); harness/expectations/shared.json holds the
+causes several EPs share. A case whose inputs cannot show a known cause is judged like any
+other: no ``known``, no ``fixed`` (the fuzzing false alarms this replaced)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.cases.common import UINT32_MAX, Case
+from ep_testbed.graphs.cases.roi_align import roi_align_desc
+from ep_testbed.harness.core import expectations as exp
+from ep_testbed.harness.core.untrusted_files import FileRefused
+from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.run.case_run import CaseConfig, run_case
+
+SHARED = ["roi_align*", "roi_align*opset10*", "max_pooling2/edge-nan-inf*", "max_pooling2/*"]
+
+
+def _ids(expectations):
+    return [e.id for e in expectations.entries + expectations.inactive]
+
+
+def test_shared_causes_apply_where_they_say():
+    shared = json.loads(open(f"{exp.EXPECTATIONS_DIR}/{exp.SHARED_FILE}", encoding="utf-8").read())
+    assert all(e.get("applies_to") for e in shared["expectations"])
+    cuda = exp.for_ep("cuda", provider="CUDAExecutionProvider")
+    assert _ids(cuda) == SHARED  # no cuda.json: the shared causes are all it has
+    webgpu = exp.for_ep("webgpu", provider="WebGpuExecutionProvider")
+    shared_ids = [e.id for e in webgpu.entries + webgpu.inactive if e.applies_to]
+    assert shared_ids == ["roi_align*", "roi_align*opset10*", "max_pooling2/*"]  # NaN: CPU and CUDA seen only
+    assert webgpu.source.endswith("webgpu.json + " + f"{exp.EXPECTATIONS_DIR}/{exp.SHARED_FILE}")
+    assert not set(_ids(exp.for_ep("dml"))) & {"roi_align*opset10*", "max_pooling2/edge-nan-inf*"}
+    openvino = exp.for_ep("openvino")
+    assert _ids(openvino).count("roi_align*opset10*") == 1 and "max_pooling2/edge-nan-inf*" not in _ids(openvino)
+    cpu = exp.for_ep("cpu")
+    assert [e.id for e in cpu.entries if e.applies_to] == SHARED and cpu.source.endswith("shared.json")
+    # the cause is written once: no entry of an EP's own file repeats a shared one
+    for alias in ("cpu", "openvino", "dml", "webgpu"):
+        own = json.loads(open(f"{exp.EXPECTATIONS_DIR}/{alias}.json", encoding="utf-8").read())["expectations"]
+        assert not {e["reason"] for e in own} & {e["reason"] for e in shared["expectations"]}
+
+
+def test_applies_to_names_providers_aliases_and_classes():
+    entry = exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l",
+                        "applies_to": ["onnxruntime-kernels", "openvino"]}]).entries[0]
+    assert entry.applies("CUDAExecutionProvider", "cuda") and entry.applies("OpenVINOExecutionProvider", "openvino")
+    assert not entry.applies("DmlExecutionProvider", "dml")
+    assert exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l"}]).entries[0].applies("X", "x")
+    kept = exp.parse({"expectations": [{"id": "a", "outcome": "fail", "reason": "r", "link": "l",
+                                        "applies_to": ["CPUExecutionProvider"]}]}, provider="DmlExecutionProvider")
+    assert len(kept) == 0
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"applies_to": "cuda"}, "non-empty list"),
+    ({"applies_to": ["onnxruntime-kernel"]}, "is not a provider name"),
+    ({"shows_when": {"when": 1}}, "shows_when must be an object"),
+    ({"shows_when": {"signature": {"colour": "red"}}}, "keys among outcome"),
+])
+def test_bad_entries_are_named(bad, words):
+    with pytest.raises(ValueError, match=words):
+        exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l", **bad}])
+
+
+def test_a_shared_file_entry_must_say_where_it_applies(tmp_path):
+    path = tmp_path / "shared.json"
+    path.write_text(json.dumps({"expectations": [{"id": "*", "outcome": "fail", "reason": "r", "link": "l"}]}))
+    with pytest.raises(FileRefused, match="must say where it applies"):
+        exp.load(str(path), shared=True)
+
+
+class _Case:
+    id, tags = "roi_align1/x", {}
+
+
+def _line(outcome, flags=(), worst=()):
+    return {"outcome": outcome, "flags": list(flags), "worst": list(worst), "message": "m", "op": "X"}
+
+
+def test_shows_when_flags_decides_known_fixed_or_like_any_other():
+    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "corner terms", "link": "l",
+                          "flags": [{"field": "ReductionFunction", "kind": "diverges"}],
+                          "shows_when": {"flags": [{"field": "ReductionFunction", "shows": True}]}}])
+    quiet = {"field": "ReductionFunction", "kind": "diverges", "shows": False}
+    loud = dict(quiet, shows=True)
+    for outcome, flag, reported in [("pass", quiet, "pass"), ("fail", quiet, "fail"), ("pass", loud, "fixed"),
+                                    ("fail", loud, "known")]:
+        line = _line(outcome, [flag])
+        entries.settle(_Case(), line)
+        assert line["outcome"] == reported, (outcome, flag)
+        assert (line["expected_outcome"] is None) == (flag is quiet)
+        assert ("cannot show on these inputs" in line["message"]) == (flag is quiet)
+
+
+def test_shows_when_signature_keeps_only_its_own_failure():
+    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "NaN first", "link": "l",
+                          "shows_when": {"signature": {"values": "nan -> number"}}}])
+    nan = _line("fail", worst=[{"failed": True, "expected": "nan", "actual": 1.0, "output": "OutputTensor"}])
+    other = _line("fail", worst=[{"failed": True, "expected": 2.0, "actual": 1.0, "output": "OutputTensor"}])
+    entries.settle(_Case(), nan)
+    entries.settle(_Case(), other)
+    assert nan["outcome"] == "known" and other["outcome"] == "fail"
+    passing = _line("pass")
+    entries.settle(_Case(), passing)
+    assert passing["outcome"] == "fixed"  # a pass has no signature: strict decides, as without the condition
+
+
+# ONNX's mode="max" (an adaptive count) as ORT's CPU kernel computes it, against the page
+MAX = roi_align_desc(True, reduction="MAX", samples=(1, UINT32_MAX))
+
+
+@pytest.mark.parametrize("recipe, shows", [("outside-wholly", False), ("random", True)])
+def test_the_corner_term_max_shows_only_where_it_differs(recipe, shows):
+    case = Case(id=f"roi_align1/max-{recipe}", op=MAX.TYPE, desc=MAX, seed=1, recipe=recipe)
+    line = run_case(case, CaseConfig(ep=resolve_ep("cpu")), mapper=to_onnx)
+    flag = next(f for f in line["flags"] if f["field"] == "ReductionFunction")
+    assert flag["shows"] is shows
+    raw = line["outcome"]
+    exp.for_ep("cpu").settle(case, line)
+    if shows:
+        assert raw == "fail" and line["outcome"] == "known"
+    else:  # every sample reads outside the input: both maxima are 0; before, this pass was "fixed"
+        assert raw == "pass" and line["outcome"] == "pass" and line["expected_outcome"] is None
+        assert "cannot show on these inputs" in line["message"]

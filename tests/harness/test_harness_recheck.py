@@ -1,0 +1,97 @@
+"""A run's failures re-checked on a second EP (harness/run/recheck.py, ``run --also-on``): each
+failing case is labelled "shared with <EP>" (the same failure there) or "only on <EP>"; the
+label reaches results.jsonl, the report, junit.xml and summary.json, and never changes an outcome.
+
+Only the CPU EP exists here, so the EP under test is the CPU EP running a planted mapper
+(planted_mappers.py) and the second EP runs either the same mapper (the same failure: shared)
+or the default one (it passes: only on the EP under test)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import pytest
+from planted_mappers import tf32_rois
+
+from ep_testbed.graphs.cases.common import Case
+from ep_testbed.graphs.cases.roi_align import roi_align_desc
+from ep_testbed.harness.cli import parse_args
+from ep_testbed.harness.cli.run import run_command
+from ep_testbed.harness.core.expectations import Expectations
+from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, run_case
+from ep_testbed.harness.run.recheck import Recheck
+from ep_testbed.harness.run.runner import RunOptions, run_cases
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CPU = resolve_ep("cpu")
+PLANTED = CaseConfig(ep=CPU, mapper="planted_mappers:tf32_rois")
+DESC = roi_align_desc(True, sx=0.37, sy=0.53, ipo=0.25, opo=-0.25, samples=(2, 2), height=16, width=16)
+BROKEN = Case(id="roi_align1/recheck-rounded", op=DESC.TYPE, desc=DESC, seed=3, recipe="random")
+PLAIN = Case(id="roi_align1/recheck-plain", op=DESC.TYPE, desc=roi_align_desc(True), seed=0, recipe="random")
+
+
+@pytest.mark.parametrize("second_mapper, label", [("planted_mappers:tf32_rois", "shared with CPUExecutionProvider"),
+                                                  (DEFAULT_MAPPER, "only on CPUExecutionProvider")])
+def test_a_failure_is_labelled_by_what_the_second_ep_does(second_mapper, label):
+    line = run_case(BROKEN, PLANTED, mapper=tf32_rois)
+    assert line["outcome"] == "fail" and line["scope"] is None
+    recheck = Recheck(replace(PLANTED, mapper=second_mapper), CPU, 60, Expectations(), extra_paths=[HERE])
+    try:
+        recheck.label(BROKEN, line)
+    finally:
+        recheck.close()
+    assert line["scope"] == label
+    other = line["also_on"]
+    assert other["ep"] == "CPUExecutionProvider" and other["same_failure"] is label.startswith("shared")
+    assert other["outcome"] == ("fail" if label.startswith("shared") else "pass")
+    assert line["outcome"] == "fail"  # a label never changes an outcome
+
+
+def test_a_passing_case_is_not_rechecked():
+    line = run_case(PLAIN, PLANTED, mapper=tf32_rois)
+    recheck = Recheck(PLANTED, CPU, 60, Expectations(), extra_paths=[HERE])
+    recheck.label(PLAIN, line)
+    assert recheck._pool is None and line["scope"] is None and line["also_on"] is None
+
+
+def test_a_run_records_the_labels_and_every_report_carries_them(tmp_path):
+    from ep_testbed.reports import render_junit, render_run, render_summary_json
+
+    out = tmp_path / "run"
+    options = RunOptions(out_dir=str(out), jobs=1, timeout=60, progress=False, also_on=CPU,
+                         header_extra={"also_on": CPU.provider}, extra_paths=(HERE,))
+    result = run_cases([BROKEN, PLAIN], PLANTED, options)
+    by_id = {line["id"]: line for line in result.lines}
+    assert by_id[BROKEN.id]["scope"] == "shared with CPUExecutionProvider"
+    assert by_id[PLAIN.id]["scope"] is None
+    html = render_run(out).read_text(encoding="utf-8")
+    assert "Failures shared with CPUExecutionProvider</h3>" in html
+    assert "Failures by where they occur" in html and "#cases?scope=shared%20with%20CPUExecutionProvider" in html
+    assert "<b>helper</b>: the operator agrees" in html
+    junit = render_junit(out).read_text(encoding="utf-8")
+    assert 'name="scope" value="shared with CPUExecutionProvider"' in junit and 'name="cause" value="helper"' in junit
+    assert "fail (shared with CPUExecutionProvider)" in junit
+    summary = json.loads(render_summary_json(out).read_text(encoding="utf-8"))
+    assert summary["by_scope"] == {"shared with CPUExecutionProvider": {"fail": 1}}
+    assert summary["failing"][0]["scope"] == "shared with CPUExecutionProvider"
+    assert summary["failing"][0]["cause"] == "helper"
+
+
+def test_also_on_the_ep_under_test_or_a_missing_ep_is_refused(tmp_path, capsys):
+    for value, words in (("cpu", "that is the EP under test"), ("nosuch", "not available")):
+        code = run_command(parse_args(["run", "--ep", "cpu", "--also-on", value, "--ops", "roi_pooling", "-k",
+                                       "pool2x2", "--out", str(tmp_path / value), "--no-progress"]))
+        assert code == 2 and words in capsys.readouterr().err
+
+
+def test_the_cpu_ep_has_no_second_ep_by_default(tmp_path, capsys):
+    code = run_command(parse_args(["run", "--ep", "cpu", "--ops", "roi_pooling", "-k", "edge-nan-inf", "--out",
+                                   str(tmp_path / "r"), "--no-progress", "--jobs", "1"]))
+    capsys.readouterr()
+    lines = [json.loads(x) for x in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    assert code == 0 and lines[0]["also_on"] is None
+    known = [x for x in lines if x["type"] == "case"]
+    assert known and all(x["outcome"] == "known" and x["scope"] is None for x in known)
