@@ -3,9 +3,10 @@
 - ``job_summary(run_dir)``: Markdown for ``$GITHUB_STEP_SUMMARY``
   (https://docs.github.com/actions/using-workflows/workflow-commands-for-github-actions#adding-a-job-summary):
   the EP and device, the verdict, per operator the cases that pass, fail (every outcome that fails
-  a run, ``harness.core.results.FAILING``), are known (an expectation said so), did not run on the
-  EP (not-on-ep) and that ONNX cannot express; then the top failures, most severe first as
-  summary.json orders them, each with how it failed as junit.xml says it, and their rerun lines.
+  a run, ``harness.core.results.FAILING``), are known (an expectation said so), and a column per
+  outcome that did not test the EP (``NOT_TESTED``: not-on-ep, inexpressible, emulation-gap); then
+  the top failures, most severe first as summary.json orders them, each with how it failed in the
+  words of the report, and their rerun lines.
 - ``annotations(run_dir)``: one ``::error`` workflow command per failing case (title: outcome and
   case id; text: operator, dtype, how it failed in the words of report.html's "outside tolerance"
   column and junit.xml, ``reports.figures``, and the worst element), at most
@@ -143,7 +144,8 @@ def job_summary(run_dir: str | Path, *, title: str | None = None, top: int = TOP
              _verdict(run, failing := failing_cases(run)), "", *_counts_table(run), "",
              "*fail* counts every outcome that fails a run (fail, crash, timeout, error, and fixed: an expectation "
              "that no longer holds); *known* failed as an expectation says; *not-on-ep*: an operator node ran "
-             "elsewhere; report.html and junit.xml are in the run's artifact."]
+             "elsewhere; *emulation-gap*: an emulated device could not run the EP's kernel; report.html and "
+             "junit.xml are in the run's artifact."]
     if failing and top > 0:
         lines += ["", *_failure_rows(run, failing, top)]
     return "\n".join(lines) + "\n"
