@@ -162,6 +162,9 @@ def plugin_packages(packages: Callable[[], list[str]] = plugins.installed_packag
         except EpNotAvailable as exc:
             lines.append(f"{safe(dist, 120)}: unusable here: {safe(exc, 400)}")
             continue
+        except Exception as exc:  # a package whose import raises: reported, never a doctor traceback
+            lines.append(f"{safe(dist, 120)}: importing it raised {type(exc).__name__}: {safe(exc, 300)}")
+            continue
         for ep in package.ep_names:
             flag = f"plugin:{dist}" if len(package.ep_names) == 1 else f"plugin:{dist}:{ep}"
             lines.append(f"{safe(ep, 120)} ({safe(dist, 120)} {safe(package.version, 40)}): --ep {safe(flag, 200)}")

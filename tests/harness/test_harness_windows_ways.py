@@ -156,13 +156,18 @@ def test_plugin_packages_are_loaded_as_plugin_ep_would_load_them(monkeypatch):
                                                     ("AEp", "BEp"))}
 
     def load(dist, what):
+        if dist == "onnxruntime-ep-broken":
+            raise OSError("a DLL its __init__ loads is missing")
         if dist not in loaded:
             raise EpNotAvailable(f"{what}: onnxruntime-ep-old 0.1 needs onnxruntime >= 9.0")
         return loaded[dist]
 
-    way = windows_ways.plugin_packages(packages=lambda: sorted([*loaded, "onnxruntime-ep-old"]), load=load)
-    assert way.found and way.text == "3 installed: onnxruntime-ep-multi, onnxruntime-ep-old, onnxruntime-ep-webgpu"
-    assert way.eps == ("AEp (onnxruntime-ep-multi 1.0): --ep plugin:onnxruntime-ep-multi:AEp",
+    names = sorted([*loaded, "onnxruntime-ep-old", "onnxruntime-ep-broken"])
+    way = windows_ways.plugin_packages(packages=lambda: names, load=load)
+    assert way.found and way.text == ("4 installed: onnxruntime-ep-broken, onnxruntime-ep-multi, onnxruntime-ep-old, "
+                                      "onnxruntime-ep-webgpu")
+    assert way.eps == ("onnxruntime-ep-broken: importing it raised OSError: a DLL its __init__ loads is missing",
+                       "AEp (onnxruntime-ep-multi 1.0): --ep plugin:onnxruntime-ep-multi:AEp",
                        "BEp (onnxruntime-ep-multi 1.0): --ep plugin:onnxruntime-ep-multi:BEp",
                        "onnxruntime-ep-old: unusable here: --ep plugin:onnxruntime-ep-old: onnxruntime-ep-old 0.1 needs "
                        "onnxruntime >= 9.0",
