@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -60,15 +60,16 @@ class _Along(Approx):
     the input and whether rounding can move it across the input's edge (RA-5), a pixel or more
     (``far``) or into a neighbouring cell (``near``); ``any_*`` and ``all_inside`` over them."""
 
-    pairs: np.ndarray = None
-    inside: np.ndarray = None
-    flips: np.ndarray = None
-    far: np.ndarray = None
-    near: np.ndarray = None
-    all_inside: bool = True
-    any_flips: bool = False
-    any_far: bool = False
-    any_near: bool = False
+    # arrays; the summaries are arrays over the regions of a grid, and bools for one region
+    pairs: Any = None
+    inside: Any = None
+    flips: Any = None
+    far: Any = None
+    near: Any = None
+    all_inside: Any = True
+    any_flips: Any = False
+    any_far: Any = False
+    any_near: Any = False
 
 
 def _along(c: Approx, size: int) -> _Along:
@@ -196,7 +197,7 @@ def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: t
     with ``|value| <= |t00| + Gx + Gy``; in ``slopes`` (float32 for FLOAT32 taps, float64 for
     FLOAT16 ones, whose differences float32 may round)."""
     # Each sample's four taps at once: (len(ys), 2, len(xs), 2, C), [:, a, :, b] = t_ab.
-    taps = gather(plane, ys.pairs, xs.pairs).reshape(ys.v.size, 2, xs.v.size, 2, -1).astype(slopes, copy=False)
+    taps: np.ndarray = gather(plane, ys.pairs, xs.pairs).reshape(ys.v.size, 2, xs.v.size, 2, -1).astype(slopes, copy=False)
     across = np.abs(np.subtract(taps[:, :, :, 1], taps[:, :, :, 0]))  # |t01 - t00| and |t11 - t10|
     gx = np.maximum(across[:, 0], across[:, 1])
     down = np.abs(np.subtract(taps[:, 1], taps[:, 0]))  # |t10 - t00| and |t11 - t01|
@@ -264,7 +265,9 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
     values are read (``roi_align.clamped_samples``) only where a decision can flip."""
     oob = float(np.float32(d.out_of_bounds_input_value))
     k_sum = 2 * m * ar.unit if d.reduction_function == "AVERAGE" else 0.0
-    nearest = None
+    nearest: Any = None
+    raw_low: Any
+    raw_high: Any
     if d.interpolation_mode == "NEAREST_NEIGHBOR":
         _, bound, raw_low, raw_high, nearest = _nearest_samples(plane, ys, xs, ar, k_sum)
     else:
@@ -433,6 +436,6 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
         low, high = output.copy(), output.copy()
         for r, (lo, hi) in ranges.items():
             # Each alternative is an output in its own right: rounded once to the output type.
-            low[r], high[r] = np.moveaxis(lo, -1, 0), np.moveaxis(hi, -1, 0)
+            low[r], high[r] = np.moveaxis(np.asarray(lo), -1, 0), np.moveaxis(np.asarray(hi), -1, 0)
         expected.alternatives["OutputTensor"] = (low, high)
     return expected
