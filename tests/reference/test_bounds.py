@@ -360,3 +360,65 @@ def test_linear_sample_bound_covers_every_coordinate_within_its_error(case, erro
         moved = simple_roi_align.interpolate(chw, np.clip(ys + dy * ey, -1, h), np.clip(xs + dx * ex, -1, w), "LINEAR",
                                              0.0)
         assert (np.abs(moved - base) <= np.moveaxis(bound, -1, 0) * (1 + 1e-6) + 1e-9).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), error=st.sampled_from([0.0, 1e-3, 0.3, 0.7, 1.03, 1.6, 2.5, 6.0]),
+       on_halves=st.booleans())
+def test_nearest_range_holds_every_index_within_the_error(seed, error, on_halves):
+    """FP-3's NEAREST knife edge, without arithmetic: wherever rounding moves a sample's coordinates
+    within their errors, ``floor(c + 0.5)`` picks a value inside the sample's ``[low, high]``; an
+    error over one pixel reaches three indices or more, the middle ones included. Up to
+    ``MAX_NEAREST_PAIRS`` candidate pairs the range is exactly the candidates' extremes."""
+    from ep_testbed.reference.precision import Approx
+    from ep_testbed.reference.roi_align_bounds import MAX_NEAREST_PAIRS, _nearest_samples
+
+    rng = np.random.default_rng(seed)
+    h, w = int(rng.integers(1, 9)), int(rng.integers(1, 30))
+    plane = (rng.standard_normal((h, w, 2)) * 100).astype(np.float16)
+    ys, xs = rng.uniform(-1, h, 3), rng.uniform(-1, w, 4)
+    if on_halves:
+        ys, xs = np.round(ys) + 0.5, np.round(xs) + 0.5
+    ey, ex = np.full(3, error / 3), np.full(4, error)
+    _, _, low, high, _ = _nearest_samples(plane, Approx(ys, ey), Approx(xs, ex), Arithmetic(None), 0.0)
+    offsets = np.linspace(-1, 1, 41)
+    picks = [[np.clip(np.floor(c + 0.5 + t * e), 0, size - 1).astype(int) for t in offsets]
+             for c, e, size in ((ys, ey, h), (xs, ex, w))]
+    seen_low, seen_high = np.full(low.shape, np.inf), np.full(low.shape, -np.inf)
+    for iy in picks[0]:
+        for ix in picks[1]:
+            value = plane[iy[:, None], ix[None, :]].astype(np.float64)
+            assert ((low <= value) & (value <= high)).all()
+            seen_low, seen_high = np.minimum(seen_low, value), np.maximum(seen_high, value)
+    spans = [max(len(set(int(p[i]) for p in axis)) for i in range(len(axis[0]))) for axis in picks]
+    if spans[0] * spans[1] <= MAX_NEAREST_PAIRS:
+        np.testing.assert_array_equal(low, seen_low)
+        np.testing.assert_array_equal(high, seen_high)
+
+
+def test_float16_nearest_index_two_pixels_over_is_in_the_range():
+    """A float16 kernel's NEAREST index that lies two indices above the lowest one rounding can
+    reach. FLOAT16 input, ROI [264.8, 0.9326, 274.2, 14.58] (float16 264.75 ... 274.25), scale
+    0.7, InputPixelOffset 0.5, OutputPixelOffset 0, 2x2 samples stretched to the corners: the
+    last X sample is exactly 274.25 * 0.7 - 0.5 = 191.475 (index 191), which float16 computes
+    as 191.5 (scale 0.7002, products near 192 spaced 0.125; index 192). Its error bound exceeds
+    one pixel, so rounding reaches indices 190 to 193: the range once held only 190 and 193 and
+    missed the float16 kernel's 192. The second Y sample (9.7) lies outside the 2-row input."""
+    x = np.zeros((1, 1, 2, 207), np.float16)
+    x[0, 0, 0, [184, 185, 190, 191, 192, 193]] = [42, -18.5, 0, 456, -200, 0]
+    rois = np.array([[264.8, 0.9326, 274.2, 14.58]], np.float16)
+    desc = roi_align1(x.shape, rois.shape, (1, 1), dtype="FLOAT16", scale=(0.7, 0.7), offsets=(0.5, 0.0),
+                      interpolation="NEAREST_NEIGHBOR", samples=(2, 2), corners=True)
+    assert Fraction(float(rois[0, 2])) * _fraction(np.float32(0.7)) - Fraction(1, 2) < Fraction(383, 2)  # 191.475
+    xs, _ = lp.axis_coordinates(np.float16, rois[0, 0], rois[0, 2], 0.7, 1, 2, 2, 0.5, 0.0, True, "page")
+    ys, _ = lp.axis_coordinates(np.float16, rois[0, 1], rois[0, 3], 0.7, 1, 2, 2, 0.5, 0.0, True, "page")
+    assert xs[1] == 191.5 and ys[1] > 2                                        # index 192; outside
+    expected = execute_with_bounds(desc, tensors(x, rois), "tensor-type")
+    kernel = lp.roi_align(desc, x, rois, np.zeros(1), ct=np.float16)
+    exact = expected.outputs["OutputTensor"]
+    assert exact.item() == np.float16((-18.5 + 456) / 4)                       # indices 185 and 191
+    assert kernel.item() == np.float16((-18.5 - 200) / 4)                      # indices 185 and 192
+    low, high = expected.alternatives["OutputTensor"]
+    assert low.item() == kernel.item() and high.item() == np.float16((42 + 456) / 4)
+    assert not outside(expected, kernel).any()
+    assert any("nearest index of sample X" in k.decision for k in expected.knife_edges)
