@@ -313,7 +313,8 @@ def _case_config(settings: RunConfig, mapper: str, jobs: int) -> CaseConfig:
 def _run_options(args: argparse.Namespace, settings: RunConfig, jobs: int, catalog: str,
                  worker_paths: Sequence[str]) -> RunOptions:
     """The runner's options; the selection and limits also go into the results header."""
-    out = fresh_out(settings.out) if settings.out else os.path.join("runs", f"{settings.ep.alias}-{_utc_stamp()}")
+    # the default is a fresh folder per run, as ``{time}`` makes one (two runs in one second included)
+    out = fresh_out(settings.out or os.path.join("runs", f"{settings.ep.alias}-{TIME_FIELD}"))
     expectations = settings.expectations
     extra: dict[str, Any] = {
         "selection": {"ops": settings.ops, "include": args.include, "exclude": args.exclude, "catalog": catalog,
@@ -373,7 +374,7 @@ def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str
     for note in result.notes:
         print(f"ep-testbed: note: {safe_message(note)}", file=sys.stderr)
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
-    print_outcomes(result.lines, failing)
+    print_outcomes(result.lines, failing, result.header)
     print(f"\n{result.ran} cases run in {result.elapsed_s:.1f} s ({result.cases_per_second:.1f} cases/s); "
           f"results: {os.path.join(out, 'results.jsonl')}")
     if result.interrupted:

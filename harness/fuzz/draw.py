@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ep_testbed.graphs.cases.common import FuzzCase, FuzzDraw, cases_module, desc_elements, fuzz_recipe
+from ep_testbed.harness.core.rerun import FUZZ_FAMILY
 from ep_testbed.reference.registry import names, spec_named
 
 #: Cases per batch: the unit a run draws, and what a replay redraws. A batch never holds more
@@ -159,7 +160,7 @@ def draw_batch(op: str, run_seed: int, batch: int, size: str = "default", count:
 def fuzz_case(fid: FuzzId, draw: FuzzDraw, case_id: str | None = None) -> FuzzCase:
     """The case of ``draw`` drawn at ``fid`` (``case_id`` overrides its id: shrink candidates)."""
     values, regions = fuzz_recipe(draw.recipe)
-    tags = {"dtype": draw.desc.input_tensor.data_type.lower(), "family": "fuzz", "values": values,
+    tags = {"dtype": draw.desc.input_tensor.data_type.lower(), "family": FUZZ_FAMILY, "values": values,
             "elements": str(desc_elements(draw.desc))}
     if draw.recipe.count(":") > 1:
         tags["regions"] = regions
