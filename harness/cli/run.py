@@ -44,10 +44,12 @@ from ep_testbed.reference.registry import names, spec_of_type
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
+    add_batch_option,
     add_ep_options,
     add_expectation_options,
     add_tolerance_options,
     count,
+    parse_batch,
     parse_ep,
     parse_ep_args,
     parse_expectations,
@@ -128,7 +130,9 @@ def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
                        help="worker processes (default: the number of cores; 0 = in this process, no crash "
                             "isolation)")
     timeout = group.add_argument("--timeout", type=seconds, default=120.0,
-                       help="seconds per case before its worker is killed (default 120)")
+                       help="seconds per case before its worker is killed (default 120; a batch of cases: "
+                            "seconds without an answer, then it is halved)")
+    add_batch_option(group.add_argument)
     group.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
     group.add_argument("--overwrite", action="store_true", help="replace existing results in --out")
     group.add_argument("--keep-worst", type=count, default=None, metavar="N",
@@ -188,6 +192,8 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
             options.also_on_expectations = with_corpus(parse_expectations(
                 None, args.no_expectations, other.alias, other), corpus, other.alias)
         options.header_extra["also_on"] = options.also_on.provider if options.also_on else None
+        options.batch = parse_batch(args.batch, ep)
+        options.header_extra.update(batch=options.batch)
         options.header_extra.update(skipped=skipped, precision_model=precision_model(precision).to_json(),
                                     rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args, tolerances),
                                     tolerances_file=file_identity(args.tolerances))
@@ -201,7 +207,9 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         return usage_error(f"preflight: {ready.fatal.text}")
     options.announce = lambda todo, selected: print(
         f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
-        + f" on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
+        + f" on {ep.provider} ({jobs} workers"
+        + (f", up to {options.batch} cases a session" if options.batch > 1 else "") + f") -> {options.out_dir}",
+        file=sys.stderr)
     try:
         result = _run_until_stopped(cases, config, options, expectations)
     except (RunError, WorkerStartError) as exc:

@@ -38,7 +38,7 @@ from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.reference import execute
 
 from .artifacts import write_artifacts
-from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_case, severity
+from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_batch, severity
 from .pool import WorkerPool
 from .progress import Progress
 from .recheck import Recheck
@@ -54,6 +54,7 @@ class RunOptions:
     out_dir: str
     jobs: int = 1
     timeout: float = 120.0
+    batch: int = 1                 # cases sent to a worker at once, packed into shared sessions where they can be
     resume: bool = False
     overwrite: bool = False
     keep_worst: int = 5
@@ -280,16 +281,18 @@ def _keep_worst(worst: list[float], line: dict[str, Any], keep: int) -> None:
 
 
 def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_for: Any) -> Iterator[dict[str, Any]]:
-    """Raw result lines of ``cases`` as they finish (worker processes, or this one with ``jobs=0``)."""
+    """Raw result lines of ``cases`` as they finish (worker processes, or this one with ``jobs=0``),
+    up to ``options.batch`` of them to a session."""
     if not cases:
         return
     if options.jobs == 0:  # in-process: for debugging only, a crashing EP takes the run down
         mapper = load_mapper(config.mapper)
-        for case in cases:
-            yield run_case(case, config, policy_for(case), mapper)
+        step = max(1, options.batch)
+        for start in range(0, len(cases), step):
+            yield from run_batch([(case, policy_for(case), mapper) for case in cases[start:start + step]], config)
         return
     pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
-                      extra_paths=options.extra_paths)
+                      extra_paths=options.extra_paths, batch=options.batch)
     yield from pool.run(cases, policy_for)
 
 

@@ -1,0 +1,293 @@
+"""Cases sharing sessions: which cases go into one packed session, and how a packed session
+that fails is taken apart so that every case ends exactly as it would in a session of its own.
+
+``packs(items, memory)`` groups prepared cases (``Item``) into packs that can share a session
+(``harness.eps.packing.pack_key``: the same opset; at most ``packing.PACK_ELEMENTS`` elements
+together), in order. ``settle(pack, config, memory)`` runs a pack in one session
+(``packing.run_packed``) and decides each case's line from it (``case_steps.accept``), or takes
+the pack apart:
+
+- the session ran: each case is judged on its own outputs and placement. A case that does not
+  pass (``pass`` or ``tie-only``) is run again in a session of its own and judged there (with
+  its attribution), so every line that reports a failure is the line the case gets alone,
+  repro bundle included, and an EP that computes differently next to other nodes cannot turn
+  one case's pass into another case's failure;
+- ONNX Runtime refused it a CPU fallback: one session of the same pack with fallback allowed
+  (``packing.diagnose_packed``) says where every case's nodes went. The cases whose nodes all
+  ran on the EP are settled again together; the others are ``not-on-ep`` with their own part
+  of that diagnosis (``case_steps.refusal_outcome``): no second session per case. A case
+  refused as the only case of its session tries its carrier model first (``case_steps.carrier_of``:
+  for an EP that declines an operator node only as the one node of a model), as it always did;
+  inside a pack an operator node is never the only node of its model, so there is no carrier
+  to try;
+- anything else (a build or run failure, the EP's own process dying, or that diagnosis failing):
+  the pack is halved and each half settled again, down to single cases, which fail exactly as
+  alone (``case_steps.session_failure``). A case that fails in a session of its own teaches the
+  process's ``Memory`` its likeness (its op types and tensor types): cases like it are not
+  packed again, so an EP that cannot build some kind of node costs one halving, not one per pack.
+
+Every session's time is shared out between the cases in it (``Item.timings``: a refused or
+failed session counts as building).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator
+
+from ep_testbed.harness.core.results import PASSING
+from ep_testbed.harness.eps import packing
+from ep_testbed.harness.eps import placement as placement_mod
+from ep_testbed.harness.eps import session as session_mod
+from ep_testbed.harness.eps.ep_run import Diagnosis, EpRun, SessionError
+
+from .case_steps import (
+    ArtifactPolicy,
+    CaseConfig,
+    Prepared,
+    accept,
+    carrier_of,
+    carry,
+    refusal_outcome,
+    session_failure,
+)
+
+#: The keys of a line's ``timings``, besides ``shared_by`` (``harness.core.results``).
+TIMING_KEYS = ("prepare_s", "build_s", "run_s", "judge_s")
+
+
+@dataclass
+class Item:
+    """One case on its way through a batch: its line, what its folder holds, its preparation,
+    where its time went, and the strict session's refusal once there is one."""
+
+    case: Any
+    policy: ArtifactPolicy
+    mapper: Callable[..., Any]
+    line: dict[str, Any]
+    state: dict[str, Any] = field(default_factory=dict)
+    prepared: Prepared | None = None
+    timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS, 0.0))
+    shared_by: int = 1
+    refusal: BaseException | None = None   # ONNX Runtime's refusal of the strict session
+    carried: Any = None                    # the mapping with carrier nodes, once tried
+
+    def model(self, carried: bool = False) -> Any:
+        """The model this case runs: its own, or the one with carrier nodes."""
+        return (self.carried if carried else self.prepared.mapping).model  # type: ignore[union-attr]
+
+    @property
+    def decided(self) -> bool:
+        """True once the line has an outcome."""
+        return self.line["outcome"] is not None
+
+
+def likeness(model: Any) -> tuple[Any, ...]:
+    """What a case shares with the cases an EP is likely to fail the same way: its node op types
+    and the element types of its graph inputs and outputs."""
+    graph = model.graph
+    return (tuple(n.op_type for n in graph.node), tuple(v.type.tensor_type.elem_type for v in graph.input),
+            tuple(v.type.tensor_type.elem_type for v in graph.output))
+
+
+class Memory:
+    """What this process learned about packing on its EP: the likenesses of cases that failed in a
+    session of their own other than by a refusal (module docstring). Such cases fail every pack
+    they are in, so they run alone."""
+
+    def __init__(self) -> None:
+        self.alone: set[tuple[Any, ...]] = set()
+
+    def learn(self, item: Item) -> None:
+        """``item`` failed alone: cases like it run alone from now on."""
+        self.alone.add(likeness(item.model()))
+
+    def runs_alone(self, item: Item) -> bool:
+        """Whether ``item`` is like a case that failed alone."""
+        return likeness(item.model()) in self.alone
+
+
+@contextlib.contextmanager
+def guarded(items: list[Item]) -> Iterator[None]:
+    """Turn an exception of the harness into ``error`` for each undecided case of ``items``: one
+    case's failure never takes the worker (or the other cases of its pack) down."""
+    try:
+        yield
+    except Exception as exc:
+        message = f"harness raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
+        for item in items:
+            if not item.decided:
+                item.line.update(outcome="error", message=message)
+
+
+@contextlib.contextmanager
+def timed(item: Item, key: str) -> Iterator[None]:
+    """Add the time the block takes to ``item``'s ``timings[key]``."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        item.timings[key] += time.perf_counter() - start
+
+
+def packs(items: list[Item], memory: Memory) -> list[list[Item]]:
+    """``items`` in packs that can share a session (module docstring), in order; a case that
+    cannot be packed, is too large or is like one that failed alone gets a pack of its own."""
+    result: list[list[Item]] = []
+    open_packs: dict[Any, tuple[list[Item], int]] = {}
+    for item in items:
+        key = None if memory.runs_alone(item) else packing.pack_key(item.model())
+        size = item.prepared.elements  # type: ignore[union-attr]
+        pack, total = open_packs.get(key, (None, 0)) if key is not None else (None, 0)
+        if pack is None or total + size > packing.PACK_ELEMENTS:
+            pack, total = [], 0
+            result.append(pack)
+        pack.append(item)
+        if key is not None and total + size < packing.PACK_ELEMENTS:
+            open_packs[key] = (pack, total + size)
+        elif key is not None:
+            open_packs.pop(key, None)
+    return result
+
+
+def settle(items: list[Item], config: CaseConfig, memory: Memory, carried: bool = False) -> None:
+    """Run ``items`` in one session and decide every line from it, or take the pack apart
+    (module docstring) until every case is decided."""
+    try:
+        runs = _session(items, config, carried)
+    except SessionError as exc:
+        _after_failure(items, config, memory, carried, exc)
+        return
+    if len(items) == 1:
+        item = items[0]
+        if carried:
+            carry(item.prepared, item.carried, config.ep.provider)  # type: ignore[arg-type]
+        with guarded([item]), timed(item, "judge_s"):
+            accept(item.case, item.prepared, runs[0], config, item.line, item.state)
+        return
+    again = [item for item, run in zip(items, runs) if not _passed_in_pack(item, run, config, len(items))]
+    for item in again:
+        settle([item], config, memory)
+
+
+def _passed_in_pack(item: Item, run: EpRun, config: CaseConfig, size: int) -> bool:
+    """Judge ``item`` on its part of a packed session (no attribution yet); keep the verdict when
+    it passes, and say False (nothing kept) when it must be run alone (module docstring)."""
+    line, state = dict(item.line), dict(item.state)
+    try:
+        with timed(item, "judge_s"):
+            accept(item.case, item.prepared, run, replace(config, attribute=False), line, state)
+    except Exception:  # judged again alone, where the harness's error is the case's line
+        return False
+    if line["outcome"] not in PASSING:
+        return False
+    item.line.update(line)
+    item.state.update(state)
+    item.shared_by = size
+    return True
+
+
+def _session(items: list[Item], config: CaseConfig, carried: bool) -> list[EpRun]:
+    """One packed session of ``items`` (their own or their carried models), its time shared out
+    between them; each case's ``EpRun``. Raises ``SessionError`` for the pack."""
+    start = time.perf_counter()
+    try:
+        runs = packing.run_packed([item.model(carried) for item in items],
+                                  [item.prepared.feeds for item in items],  # type: ignore[union-attr]
+                                  config.ep, config.session)
+    except SessionError:
+        _share(items, time.perf_counter() - start, None)
+        raise
+    _share(items, time.perf_counter() - start, runs[0].build_s)
+    return runs
+
+
+def _share(items: list[Item], seconds: float, build_s: float | None) -> None:
+    """Give each of ``items`` its share of a session that took ``seconds``, ``build_s`` of them
+    building it (None: the session failed, all of it counts as building)."""
+    build = seconds if build_s is None else min(build_s, seconds)
+    for item in items:
+        item.timings["build_s"] += build / len(items)
+        item.timings["run_s"] += (seconds - build) / len(items)
+
+
+def _after_failure(items: list[Item], config: CaseConfig, memory: Memory, carried: bool,
+                   exc: SessionError) -> None:
+    """A session of ``items`` failed with ``exc``: a case alone ends as it would alone; a refused
+    pack is diagnosed in one session and sorted; any other failing pack loses the cases like
+    one that failed alone (each settled alone) or, with none, is halved."""
+    if len(items) == 1:
+        _alone_failed(items[0], config, memory, carried, exc)
+        return
+    if exc.refused_fallback and _sort_refused(items, config, memory, exc):
+        return
+    lone = [item for item in items if memory.runs_alone(item)]
+    rest = [item for item in items if item not in lone]
+    for item in lone:
+        settle([item], config, memory)
+    if lone and rest:
+        settle(rest, config, memory)
+    elif rest:
+        half = len(rest) // 2
+        settle(rest[:half], config, memory)
+        settle(rest[half:], config, memory)
+
+
+def _sort_refused(items: list[Item], config: CaseConfig, memory: Memory, exc: SessionError) -> bool:
+    """After a packed session was refused a CPU fallback: one diagnostic session of the pack; the
+    cases whose nodes all ran on the EP are settled again together, the others are ``not-on-ep``
+    with their part of the diagnosis. False (nothing done) when the diagnosis failed or sorted
+    nothing out."""
+    start = time.perf_counter()
+    diagnoses = packing.diagnose_packed([item.model() for item in items],
+                                        [item.prepared.feeds for item in items],  # type: ignore[union-attr]
+                                        config.ep, config.session)
+    _share(items, time.perf_counter() - start, None)
+    if diagnoses is None:
+        return False
+    on = [item for item, d in zip(items, diagnoses)
+          if not placement_mod.off_ep(d.placement, [n.name for n in item.model().graph.node], config.ep.provider)]
+    if len(on) == len(items):  # every node on the EP, yet the strict pack was refused: halve instead
+        return False
+    for item, diagnosis in zip(items, diagnoses):
+        if item not in on:
+            item.refusal = exc.cause
+            _not_on_ep(item, config, diagnosis)
+    if on:
+        settle(on, config, memory)
+    return True
+
+
+def _alone_failed(item: Item, config: CaseConfig, memory: Memory, carried: bool, exc: SessionError) -> None:
+    """``item``'s own session failed. Refused: its carrier model next, alone (when it has one and
+    this was not it), else ``not-on-ep``; its carrier model failed in any way: ``not-on-ep``;
+    anything else: as ``case_steps.session_failure`` says, and ``memory`` learns its likeness."""
+    if not carried and not exc.refused_fallback:
+        memory.learn(item)
+        session_failure(item.line, exc, config.ep.provider)
+        return
+    if not carried:
+        item.refusal = exc.cause
+        item.carried = carrier_of(item.prepared)  # type: ignore[arg-type]
+        if item.carried is not None:
+            settle([item], config, memory, carried=True)
+            return
+    _not_on_ep(item, config)
+
+
+def _not_on_ep(item: Item, config: CaseConfig, diagnosis: Diagnosis | None = None) -> None:
+    """Decide a refused case ``not-on-ep`` from where its own model's nodes went: ``diagnosis``
+    (its part of its pack's), or a diagnostic session of its own."""
+    prepared = item.prepared
+    if diagnosis is None:
+        with timed(item, "build_s"):
+            diagnosis = session_mod.diagnose_refusal(prepared.mapping.model, prepared.feeds,  # type: ignore[union-attr]
+                                                     config.ep, config.session)
+    refusal_outcome(prepared, config.ep.provider, item.line,  # type: ignore[arg-type]
+                    item.refusal or RuntimeError("the strict session was refused"), diagnosis)
+
+
+__all__ = ["Item", "Memory", "TIMING_KEYS", "guarded", "likeness", "packs", "settle", "timed"]
