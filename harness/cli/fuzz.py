@@ -32,10 +32,12 @@ from ep_testbed.reference.registry import names
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
+    add_batch_option,
     add_ep_options,
     add_expectation_options,
     add_tolerance_options,
     count,
+    parse_batch,
     parse_ep_args,
     parse_expectations,
     parse_precision,
@@ -91,7 +93,9 @@ def _add_execution(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--out", help="run folder (default: runs/fuzz-<ep>-s<seed>)")
     group.add_argument("--jobs", type=count, default=os.cpu_count() or 1, help="worker processes (default: cores)")
     group.add_argument("--timeout", type=seconds, default=30.0, help="seconds per case before its worker is killed "
-                                                                  "(default 30)")
+                                                                  "(default 30; a batch of cases: seconds without "
+                                                                  "an answer, then it is halved)")
+    add_batch_option(group.add_argument)
     group.add_argument("--overwrite", action="store_true", help="replace existing results in --out")
     group.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="live progress even when stderr is not a terminal")
@@ -132,9 +136,11 @@ def _fuzz(args: argparse.Namespace, config: CaseConfig, expectations: Any, ops: 
     options = FuzzOptions(out_dir=out, ops=ops, budget_s=args.budget, seed=run_seed, size=args.size, jobs=args.jobs,
                           timeout=args.timeout, shrink=args.shrink, shrink_known=args.shrink_known,
                           shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks, corpus_out=args.corpus_out,
-                          overwrite=args.overwrite, progress=args.progress, command=args.command_line, replay=replay)
+                          overwrite=args.overwrite, progress=args.progress, command=args.command_line, replay=replay,
+                          batch=parse_batch(args.batch, config.ep))
     what = f"replaying {len(replay)} case(s)" if replay else f"fuzzing {', '.join(ops)} for {args.budget:g} s"
-    print(f"ep-testbed: {what} on {config.ep.provider} ({args.jobs} workers) -> {out}", file=sys.stderr)
+    sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
+    print(f"ep-testbed: {what} on {config.ep.provider} ({args.jobs} workers{sharing}) -> {out}", file=sys.stderr)
     try:
         result = fuzz(config, options, expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
