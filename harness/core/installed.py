@@ -14,8 +14,8 @@ import sys
 
 #: Wheels that ship the ``onnxruntime`` module, most specific first (only one may be installed).
 ORT_DISTRIBUTIONS = (
-    "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-webgpu", "onnxruntime-qnn",
-    "onnxruntime-training", "onnxruntime",
+    "onnxruntime-directml", "onnxruntime-windowsml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-webgpu",
+    "onnxruntime-qnn", "onnxruntime-training", "onnxruntime",
 )
 
 

@@ -31,6 +31,7 @@ COMMANDS = {
     ("reference", "--desc", "no-such-desc.json"): ["--seed", "--feature-level", "--limit"],
     ("map", "no-such-desc.json"): ["--opset", "--limit"],
     ("report", "no-such-run"): ["--max-pictures", "--max-details", "--limit"],
+    ("ci-summary", "no-such-run"): ["--top", "--max-annotations", "--format", "--title", "--limit"],
     ("diff", "no-such-run-a", "no-such-run-b"): ["--growth-factor", "--limit"],
     ("gen", "--op", "max_pooling2", "--out", "."): ["--seed", "--limit"],
     ("merge", "no-such-run", "--out", "no-such-merged"): ["--limit"],
