@@ -20,8 +20,11 @@ attribution) and ``shared_by`` (how many cases shared the session its outputs ca
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Sequence
+
+import onnx
 
 from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.cases.common import probe_case
@@ -109,16 +112,26 @@ def _finish(item: Item, config: CaseConfig) -> dict[str, Any]:
     return line
 
 
-def warm_up(config: CaseConfig) -> str:
-    """Start the EP in this process before any case is timed: one session of the probe case's model
-    (the preflight's one-node MaxPool, ``graphs.cases.common.probe_case``), CPU fallback allowed,
-    not profiled, its outcome ignored. What an EP starts once per process (a device, compiled
-    kernels, a DirectML host) is then no case's cost. Returns one line saying how it went."""
+@functools.lru_cache(maxsize=1)
+def warm_up_model() -> tuple[bytes, dict[str, Any]]:
+    """The model and feeds a worker warms its EP up with: the probe case's (the preflight's one-node
+    MaxPool, ``graphs.cases.common.probe_case``), made once per process by the pool that starts
+    the workers, so no worker builds a catalog to find it."""
+    case = probe_case()
+    mapping = to_onnx(case.desc, opset=case.opset)
+    return mapping.model.SerializeToString(), mapping.feeds(case.inputs())
+
+
+def warm_up(config: CaseConfig, model: bytes | None = None, feeds: dict[str, Any] | None = None) -> str:
+    """Start the EP in this process before any case is timed: one session of ``model`` on ``feeds``
+    (default ``warm_up_model()``), CPU fallback allowed, not profiled, its outcome ignored. What an
+    EP starts once per process (a device, compiled kernels, a DirectML host) is then no case's
+    cost. Returns one line saying how it went."""
     start = time.perf_counter()
     try:
-        case = probe_case()
-        mapping = to_onnx(case.desc, opset=case.opset)
-        session_mod.run_on_ep(mapping.model, mapping.feeds(case.inputs()), config.ep, config.session,
+        if model is None or feeds is None:
+            model, feeds = warm_up_model()
+        session_mod.run_on_ep(onnx.load_model_from_string(model), feeds, config.ep, config.session,
                               allow_fallback=True, profile=False, quiet=True)
     except Exception as exc:  # the cases will meet the same failure and report it themselves
         return f"warm-up session failed after {time.perf_counter() - start:.3f} s: {session_mod.first_line(exc)}"
@@ -126,4 +139,4 @@ def warm_up(config: CaseConfig) -> str:
 
 
 __all__ = ["DEFAULT_MAPPER", "TIMING_KEYS", "ArtifactPolicy", "CaseConfig", "Memory", "Request", "load_mapper",
-           "new_line", "run_batch", "run_case", "severity", "warm_up"]
+           "new_line", "run_batch", "run_case", "severity", "warm_up", "warm_up_model"]

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ep_testbed.harness.eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
 
-from .case_run import ArtifactPolicy, CaseConfig, new_line
+from .case_run import ArtifactPolicy, CaseConfig, new_line, warm_up_model
 from .winjob import new_job
 from .worker import read_frame, write_frame
 
@@ -133,6 +133,7 @@ class WorkerPool:
         worker.reader.start()
         try:
             write_frame(proc.stdin, self.config)
+            write_frame(proc.stdin, ("warm-up", *warm_up_model()))
         except (BrokenPipeError, OSError):
             pass  # it died at once; the reader reports the EOF
         self._workers.append(worker)

@@ -1,11 +1,12 @@
 """A worker process: runs batches of cases one after another for ``harness.run.pool``, until its stdin closes.
 
 Started as ``python -m ep_testbed.harness.run.worker`` with stdin and stdout as pipes and stderr as a log
-file. It reads length-prefixed pickled frames on stdin -- first a ``CaseConfig``, then one list
-of ``(case, ArtifactPolicy)`` pairs per batch -- and writes ``("ready", pid)``, then one
-``("result", line)`` per case, as soon as that case is decided (``case_run.run_batch``: the
-cases of a batch that can share a session run in one). Before saying ready it starts the EP
-with an untimed warm-up session (``case_run.warm_up``), so no case pays for the EP's start. The
+file. It reads length-prefixed pickled frames on stdin -- first a ``CaseConfig``, then
+``("warm-up", model bytes, feeds)``, then one list of ``(case, ArtifactPolicy)`` pairs per
+batch -- and writes ``("ready", pid)``, then one ``("result", line)`` per case, as soon as that
+case is decided (``case_run.run_batch``: the cases of a batch that can share a session run in
+one). Before saying ready it starts the EP with an untimed session of the warm-up model
+(``case_run.warm_up``), so no case pays for the EP's start. The
 frames go to a private duplicate of the original stdout;
 file descriptor 1 itself is pointed at the log, so nothing ONNX Runtime or an EP prints
 (from Python or native code) can corrupt a frame. The parent reads the log back when the
@@ -225,7 +226,10 @@ def main() -> int:
         return 0
     faults = parse_faults(os.environ.get(FAULT_ENV, ""))
     mapper = load_mapper(config.mapper)
-    print(warm_up(config), file=sys.stderr, flush=True)  # before "ready": no case's clock runs yet
+    warm = read_frame(requests)
+    if not (isinstance(warm, tuple) and len(warm) == 3 and warm[0] == "warm-up"):
+        return 0  # the pool always sends one; anything else is not a pool to serve
+    print(warm_up(config, warm[1], warm[2]), file=sys.stderr, flush=True)  # before "ready": no case's clock yet
     memory = Memory()  # what packing learns on this EP, kept from one batch to the next
     write_frame(results, ("ready", os.getpid()))
     while True:

@@ -22,7 +22,7 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.run.worker import FAULT_ENV
 
 IDS = [c.id for c in build_catalog(["max_pooling2"]) if "/grid-" in c.id][:6]
-VOLATILE = {"duration_s", "placement_source", "message"}
+VOLATILE = {"duration_s", "timings", "placement_source", "message"}
 
 
 def _argv(out):
