@@ -14,12 +14,14 @@ the pack apart:
   one case's pass into another case's failure;
 - ONNX Runtime refused it a CPU fallback: one session of the same pack with fallback allowed
   (``packing.diagnose_packed``) says where every case's nodes went. The cases whose nodes all
-  ran on the EP are settled again together; the others are ``not-on-ep`` with their own part
-  of that diagnosis (``case_steps.refusal_outcome``): no second session per case. A case
-  refused as the only case of its session tries its carrier model first (``case_steps.carrier_of``:
-  for an EP that declines an operator node only as the one node of a model), as it always did;
-  inside a pack an operator node is never the only node of its model, so there is no carrier
-  to try;
+  ran on the EP are settled again together; the others are refused as they would be alone: their
+  carrier models next (``case_steps.carrier_of``: for an EP that declines an operator node only
+  as the one node of a model, or, as the OpenVINO EP does, as a one-node part of a model it takes
+  only partly), packed together and settled the same way, and a case whose carrier model is
+  refused too is ``not-on-ep`` with its own part of the first diagnosis
+  (``case_steps.refusal_outcome``): no second session per case. A pack of carrier models that
+  fails other than by a refusal is settled case by case (all of its cases were refused once
+  already);
 - anything else (a build or run failure, the EP's own process dying, or that diagnosis failing):
   the pack is halved and each half settled again, down to single cases, which fail exactly as
   alone (``case_steps.session_failure``). A case that fails in a session of its own teaches the
@@ -73,6 +75,7 @@ class Item:
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS, 0.0))
     shared_by: int = 1
     refusal: BaseException | None = None   # ONNX Runtime's refusal of the strict session
+    diagnosis: Diagnosis | None = None     # where its own model's nodes went with fallback allowed
     carried: Any = None                    # the mapping with carrier nodes, once tried
 
     def model(self, carried: bool = False) -> Any:
@@ -154,23 +157,25 @@ def packs(items: list[Item], memory: Memory) -> list[list[Item]]:
 
 
 def settle(items: list[Item], config: CaseConfig, memory: Memory, carried: bool = False) -> None:
-    """Run ``items`` in one session and decide every line from it, or take the pack apart
-    (module docstring) until every case is decided."""
+    """Run ``items`` (their own models, or with ``carried`` their carrier models) in one session
+    and decide every line from it, or take the pack apart (module docstring) until every case is
+    decided."""
     try:
         runs = _session(items, config, carried)
     except SessionError as exc:
         _after_failure(items, config, memory, carried, exc)
         return
+    if carried:
+        for item in items:
+            carry(item.prepared, item.carried, config.ep.provider)  # type: ignore[arg-type]
     if len(items) == 1:
         item = items[0]
-        if carried:
-            carry(item.prepared, item.carried, config.ep.provider)  # type: ignore[arg-type]
         with guarded([item]), timed(item, "judge_s"):
             accept(item.case, item.prepared, runs[0], config, item.line, item.state)
         return
     again = [item for item, run in zip(items, runs) if not _passed_in_pack(item, run, config, len(items))]
     for item in again:
-        settle([item], config, memory)
+        settle([item], config, memory, carried)
 
 
 def _passed_in_pack(item: Item, run: EpRun, config: CaseConfig, size: int) -> bool:
@@ -217,12 +222,17 @@ def _share(items: list[Item], seconds: float, build_s: float | None) -> None:
 def _after_failure(items: list[Item], config: CaseConfig, memory: Memory, carried: bool,
                    exc: SessionError) -> None:
     """A session of ``items`` failed with ``exc``: a case alone ends as it would alone; a refused
-    pack is diagnosed in one session and sorted; any other failing pack loses the cases like
-    one that failed alone (each settled alone) or, with none, is halved."""
+    pack is diagnosed in one session and sorted; a failing pack of carrier models is settled case
+    by case; any other failing pack loses the cases like one that failed alone (each settled
+    alone) or, with none, is halved."""
     if len(items) == 1:
         _alone_failed(items[0], config, memory, carried, exc)
         return
-    if exc.refused_fallback and _sort_refused(items, config, memory, exc):
+    if exc.refused_fallback and _sort_refused(items, config, memory, carried, exc):
+        return
+    if carried:
+        for item in items:
+            settle([item], config, memory, carried)
         return
     lone = [item for item in items if memory.runs_alone(item)]
     rest = [item for item in items if item not in lone]
@@ -236,29 +246,42 @@ def _after_failure(items: list[Item], config: CaseConfig, memory: Memory, carrie
         settle(rest[half:], config, memory)
 
 
-def _sort_refused(items: list[Item], config: CaseConfig, memory: Memory, exc: SessionError) -> bool:
+def _sort_refused(items: list[Item], config: CaseConfig, memory: Memory, carried: bool, exc: SessionError) -> bool:
     """After a packed session was refused a CPU fallback: one diagnostic session of the pack; the
-    cases whose nodes all ran on the EP are settled again together, the others are ``not-on-ep``
-    with their part of the diagnosis. False (nothing done) when the diagnosis failed or sorted
-    nothing out."""
+    cases whose nodes all ran on the EP are settled again together, the others are refused
+    (``_refused``). False (nothing done) when the diagnosis failed or sorted nothing out."""
     start = time.perf_counter()
-    diagnoses = packing.diagnose_packed([item.model() for item in items],
+    diagnoses = packing.diagnose_packed([item.model(carried) for item in items],
                                         [item.prepared.feeds for item in items],  # type: ignore[union-attr]
                                         config.ep, config.session)
     _share(items, time.perf_counter() - start, None)
     if diagnoses is None:
         return False
-    on = [item for item, d in zip(items, diagnoses)
-          if not placement_mod.off_ep(d.placement, [n.name for n in item.model().graph.node], config.ep.provider)]
+    on = [item for item, d in zip(items, diagnoses) if not placement_mod.off_ep(
+        d.placement, [n.name for n in item.model(carried).graph.node], config.ep.provider)]
     if len(on) == len(items):  # every node on the EP, yet the strict pack was refused: halve instead
         return False
-    for item, diagnosis in zip(items, diagnoses):
-        if item not in on:
-            item.refusal = exc.cause
-            _not_on_ep(item, config, diagnosis)
+    refused = [(item, d) for item, d in zip(items, diagnoses) if item not in on]
     if on:
-        settle(on, config, memory)
+        settle(on, config, memory, carried)
+    waiting = [item for item, d in refused if _refused(item, config, carried, exc.cause, d)]
+    if waiting:
+        settle(waiting, config, memory, carried=True)
     return True
+
+
+def _refused(item: Item, config: CaseConfig, carried: bool, refusal: BaseException, diagnosis: Diagnosis | None
+             ) -> bool:
+    """``item``'s strict session was refused (``diagnosis``: where its nodes went, when known). Its
+    own model: True when it has a carrier model to try next; else, and for a refused carrier
+    model, the case is ``not-on-ep`` (from its own model's diagnosis) and False."""
+    if not carried:
+        item.refusal, item.diagnosis = refusal, diagnosis
+        item.carried = carrier_of(item.prepared)  # type: ignore[arg-type]
+        if item.carried is not None:
+            return True
+    _not_on_ep(item, config)
+    return False
 
 
 def _alone_failed(item: Item, config: CaseConfig, memory: Memory, carried: bool, exc: SessionError) -> None:
@@ -268,26 +291,20 @@ def _alone_failed(item: Item, config: CaseConfig, memory: Memory, carried: bool,
     if not carried and not exc.refused_fallback:
         memory.learn(item)
         session_failure(item.line, exc, config.ep.provider)
-        return
-    if not carried:
-        item.refusal = exc.cause
-        item.carried = carrier_of(item.prepared)  # type: ignore[arg-type]
-        if item.carried is not None:
-            settle([item], config, memory, carried=True)
-            return
-    _not_on_ep(item, config)
+    elif _refused(item, config, carried, exc.cause, item.diagnosis):
+        settle([item], config, memory, carried=True)
 
 
-def _not_on_ep(item: Item, config: CaseConfig, diagnosis: Diagnosis | None = None) -> None:
-    """Decide a refused case ``not-on-ep`` from where its own model's nodes went: ``diagnosis``
-    (its part of its pack's), or a diagnostic session of its own."""
+def _not_on_ep(item: Item, config: CaseConfig) -> None:
+    """Decide a refused case ``not-on-ep`` from where its own model's nodes went: its part of its
+    pack's diagnosis, or a diagnostic session of its own."""
     prepared = item.prepared
-    if diagnosis is None:
+    if item.diagnosis is None:
         with timed(item, "build_s"):
-            diagnosis = session_mod.diagnose_refusal(prepared.mapping.model, prepared.feeds,  # type: ignore[union-attr]
-                                                     config.ep, config.session)
+            item.diagnosis = session_mod.diagnose_refusal(prepared.mapping.model,  # type: ignore[union-attr]
+                                                          prepared.feeds, config.ep, config.session)  # type: ignore
     refusal_outcome(prepared, config.ep.provider, item.line,  # type: ignore[arg-type]
-                    item.refusal or RuntimeError("the strict session was refused"), diagnosis)
+                    item.refusal or RuntimeError("the strict session was refused"), item.diagnosis)
 
 
 __all__ = ["Item", "Memory", "TIMING_KEYS", "guarded", "likeness", "packs", "settle", "timed"]

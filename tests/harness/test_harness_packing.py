@@ -171,8 +171,9 @@ def test_a_refused_pack_is_sorted_by_one_diagnostic_session(monkeypatch):
     picky.sessions.clear()
     packed = _lines(cases)
     _same_apart_from_timings(packed, alone)
-    # the strict pack (refused), its diagnosis, the four taken cases again: never a session per refused case
-    assert picky.sessions == [(7, False), (7, True), (4, False)]
+    # the strict pack (refused), its diagnosis, the four taken cases again, then the three refused
+    # cases' carrier models together (refused) and their diagnosis: never a session per refused case
+    assert picky.sessions == [(7, False), (7, True), (4, False), (3, False), (3, True)]
     assert {line["timings"]["shared_by"] for line in packed.values() if line["outcome"] == "pass"} == {4}
     refused = [line for line in packed.values() if line["outcome"] == "not-on-ep"]
     assert all("MaxPool -> CPUExecutionProvider" in line["message"] for line in refused)
