@@ -208,6 +208,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     budget starts with the first batch drawn (the drawing process's start-up is not fuzzing)."""
     pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
                       batch=options.batch)
+    pool.start()  # the workers start their EP while the drawing process starts
     chunk_size = max(CHUNK, 2 * options.batch * options.jobs)
 
     def policy_for(case: Any) -> ArtifactPolicy:

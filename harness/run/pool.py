@@ -221,6 +221,13 @@ class WorkerPool:
 
     # -- the run --------------------------------------------------------------------------
 
+    def start(self, count: int | None = None) -> None:
+        """Start up to ``count`` (default ``jobs``) workers now, without waiting for them: they
+        start their EP (the warm-up session) while the caller prepares the run; ``run`` uses them."""
+        live = sum(1 for w in self._workers if not w.dead)
+        for _ in range(max(0, min(self.jobs, self.jobs if count is None else count) - live)):
+            self._start()
+
     def run_one(self, case: Any, policy: ArtifactPolicy = ArtifactPolicy()) -> dict[str, Any]:
         """Run one case on a worker that stays alive for the next call (pytest uses this)."""
         lines = list(self.run([case], lambda c: policy, keep_workers=True))
