@@ -311,12 +311,15 @@ class WorkerPool:
                     pass  # it is dying; the reader's EOF turns the batch into a crash (or halves)
 
     def _wait_time(self) -> float:
+        """Seconds until the nearest deadline (a batch's answer, a worker's start), at least 10 ms."""
         now = time.monotonic()
         deadlines = [w.deadline for w in self._workers if w.batch]
         deadlines += [w.started + STARTUP_TIMEOUT for w in self._workers if not w.ready]
         return max(0.01, min(deadlines) - now) if deadlines else 1.0
 
     def _expire(self, queue_: "_Queue") -> Iterator[dict[str, Any]]:
+        """Kill each worker past its deadline: one unanswered case is its ``timeout`` line, several
+        are halved (module docstring); a worker that never got ready stops the run."""
         now = time.monotonic()
         for worker in list(self._workers):
             if worker.batch and now >= worker.deadline:
@@ -341,6 +344,8 @@ class WorkerPool:
 
     def _on_death(self, worker: _Worker, message: Any, queue_: "_Queue", startup_failures: int
                   ) -> tuple[dict[str, Any] | None, int]:
+        """A worker's pipe closed (or carried garbage): one unanswered case is its ``crash`` line,
+        several are halved (module docstring); too many deaths before ready stop the run."""
         try:
             code = worker.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
