@@ -43,7 +43,7 @@ from .case_steps import (
     severity,
     wants_artifacts,
 )
-from .packs import TIMING_KEYS, Item, Memory, guarded, packs, settle, timed
+from .packs import TIMING_KEYS, Item, Memory, Packer, guarded, settle, timed
 
 #: What ``run_batch`` takes per case: the case, when its folder is written, and its mapper.
 Request = tuple[Any, ArtifactPolicy, Callable[..., Any]]
@@ -60,10 +60,13 @@ def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[d
               memory: Memory | None = None) -> list[dict[str, Any]]:
     """Run every request's case on ``config.ep``, packing those that can share a session (module
     docstring), and return their lines (raw outcomes), each also handed to ``emit`` as soon as it
-    is decided (cases that need no session first). ``before_session(cases)`` is called right
-    before the first session of each pack (the worker's fault injection); ``memory`` keeps what
-    this process learned about packing on its EP from one batch to the next."""
+    is decided (cases that need no session first). Cases are prepared one by one and a pack is
+    settled as soon as it is full (``packs.Packer``), so a batch of large cases holds one at a
+    time. ``before_session(cases)`` is called right before the first session of each pack (the
+    worker's fault injection); ``memory`` keeps what this process learned about packing on its EP
+    from one batch to the next."""
     memory = memory if memory is not None else Memory()
+    packer = Packer(memory)
     lines: list[dict[str, Any]] = []
 
     def done(item: Item) -> None:
@@ -72,8 +75,16 @@ def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[d
         if emit is not None:
             emit(lines[-1])
 
+    def run_pack(pack: list[Item]) -> None:
+        """Settle one pack and finish its cases (their arrays go with them)."""
+        if before_session is not None:
+            before_session([item.case for item in pack])
+        with guarded(pack):
+            settle(pack, config, memory)
+        for item in pack:
+            done(item)
+
     with element_cap(config.max_elements or max_elements()):  # a worker does not inherit --limit
-        ready = []
         for case, policy, mapper in requests:
             item = Item(case, policy, mapper, new_line(case, config.ep))
             with guarded([item]), timed(item, "prepare_s"):
@@ -82,15 +93,11 @@ def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[d
                     mark_shows(case, item.prepared, config, item.line)
             if item.decided:
                 done(item)
-            else:
-                ready.append(item)
-        for pack in packs(ready, memory):
-            if before_session is not None:
-                before_session([item.case for item in pack])
-            with guarded(pack):
-                settle(pack, config, memory)
-            for item in pack:
-                done(item)
+                continue
+            for pack in packer.add(item):
+                run_pack(pack)
+        for pack in packer.rest():
+            run_pack(pack)
     return lines
 
 

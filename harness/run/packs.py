@@ -1,9 +1,9 @@
 """Cases sharing sessions: which cases go into one packed session, and how a packed session
 that fails is taken apart so that every case ends exactly as it would in a session of its own.
 
-``packs(items, memory)`` groups prepared cases (``Item``) into packs that can share a session
+``Packer`` groups prepared cases (``Item``) into packs that can share a session
 (``harness.eps.packing.pack_key``: the same opset; at most ``packing.PACK_ELEMENTS`` elements
-together), in order. ``settle(pack, config, memory)`` runs a pack in one session
+together) as they are prepared. ``settle(pack, config, memory)`` runs a pack in one session
 (``packing.run_packed``) and decides each case's line from it (``case_steps.accept``), or takes
 the pack apart:
 
@@ -136,24 +136,37 @@ def timed(item: Item, key: str) -> Iterator[None]:
         item.timings[key] += time.perf_counter() - start
 
 
-def packs(items: list[Item], memory: Memory) -> list[list[Item]]:
-    """``items`` in packs that can share a session (module docstring), in order; a case that
-    cannot be packed, is too large or is like one that failed alone gets a pack of its own."""
-    result: list[list[Item]] = []
-    open_packs: dict[Any, tuple[list[Item], int]] = {}
-    for item in items:
-        key = None if memory.runs_alone(item) else packing.pack_key(item.model())
+class Packer:
+    """Packs of cases that can share a session (module docstring), made as cases are prepared:
+    ``add`` hands back the packs to settle now (one that the new case would overflow; the case
+    alone when it cannot be packed, is too large, or is like one that failed alone), ``rest`` the
+    packs still open, so no more than ``packing.PACK_ELEMENTS`` elements per kind of pack wait at
+    a time."""
+
+    def __init__(self, memory: Memory):
+        """``memory``: what this process learned about packing on its EP."""
+        self.memory = memory
+        self.open: dict[Any, tuple[list[Item], int]] = {}
+
+    def add(self, item: Item) -> list[list[Item]]:
+        """Take ``item`` (prepared); the packs ready to settle now."""
+        key = None if self.memory.runs_alone(item) else packing.pack_key(item.model())
         size = item.prepared.elements  # type: ignore[union-attr]
-        pack, total = open_packs.get(key, (None, 0)) if key is not None else (None, 0)
-        if pack is None or total + size > packing.PACK_ELEMENTS:
+        if key is None or size >= packing.PACK_ELEMENTS:
+            return [[item]]
+        pack, total = self.open.pop(key, ([], 0))
+        ready = []
+        if pack and total + size > packing.PACK_ELEMENTS:
+            ready.append(pack)
             pack, total = [], 0
-            result.append(pack)
-        pack.append(item)
-        if key is not None and total + size < packing.PACK_ELEMENTS:
-            open_packs[key] = (pack, total + size)
-        elif key is not None:
-            open_packs.pop(key, None)
-    return result
+        self.open[key] = (pack + [item], total + size)
+        return ready
+
+    def rest(self) -> list[list[Item]]:
+        """The packs still open (and forget them)."""
+        packs = [pack for pack, _ in self.open.values()]
+        self.open.clear()
+        return packs
 
 
 def settle(items: list[Item], config: CaseConfig, memory: Memory, carried: bool = False) -> None:
@@ -307,4 +320,4 @@ def _not_on_ep(item: Item, config: CaseConfig) -> None:
                     item.refusal or RuntimeError("the strict session was refused"), item.diagnosis)
 
 
-__all__ = ["Item", "Memory", "TIMING_KEYS", "guarded", "likeness", "packs", "settle", "timed"]
+__all__ = ["Item", "Memory", "Packer", "TIMING_KEYS", "guarded", "likeness", "settle", "timed"]

@@ -38,7 +38,7 @@ from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.reference import execute
 
 from .artifacts import write_artifacts
-from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_batch, severity
+from .case_run import ArtifactPolicy, CaseConfig, Memory, load_mapper, run_batch, severity
 from .pool import WorkerPool
 from .progress import Progress
 from .recheck import Recheck
@@ -303,10 +303,11 @@ def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_f
     if not cases:
         return
     if pool is None:  # in-process: for debugging only, a crashing EP takes the run down
-        mapper = load_mapper(config.mapper)
+        mapper, memory = load_mapper(config.mapper), Memory()
         step = max(1, options.batch)
         for start in range(0, len(cases), step):
-            yield from run_batch([(case, policy_for(case), mapper) for case in cases[start:start + step]], config)
+            yield from run_batch([(case, policy_for(case), mapper) for case in cases[start:start + step]], config,
+                                 memory=memory)
         return
     yield from pool.run(cases, policy_for)
 

@@ -225,3 +225,20 @@ def test_timings_share_each_session_between_its_cases():
         assert line["duration_s"] == pytest.approx(sum(v for k, v in timings.items() if k != "shared_by"), abs=1e-5)
     assert len({line["timings"]["build_s"] for line in lines.values()}) == 1  # one session, four equal shares
     json.dumps(list(lines.values()))
+
+
+def test_cases_too_large_to_pack_are_prepared_and_finished_one_at_a_time(monkeypatch):
+    """A worker sent a batch of large cases holds one case's arrays at a time (the stress tier's
+    memory need is per case): each is settled and its line handed on before the next is prepared."""
+    monkeypatch.setattr(packing, "PACK_ELEMENTS", 64)
+    cases = [c for c, _, _ in _mapped("roi_pooling/grid-fp32", 3)]
+    events = []
+
+    def mapper(desc, **kwargs):
+        events.append("prepare")
+        return to_onnx(desc, **kwargs)
+
+    lines = run_batch([(c, ArtifactPolicy(), mapper) for c in cases], CaseConfig(ep=CPU),
+                      emit=lambda line: events.append("line"))
+    assert events == ["prepare", "line"] * 3
+    assert {line["timings"]["shared_by"] for line in lines} == {1}
