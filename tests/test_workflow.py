@@ -184,3 +184,21 @@ def test_every_ep_testbed_command_in_the_workflow_parses(workflow, capsys):
             build_parser().parse_args(argv)
         except SystemExit:
             pytest.fail(f"ep-testbed {' '.join(argv)}: {capsys.readouterr().err}")
+
+
+def _readme_test_command() -> str:
+    """The command under "Run the tests:" in the README."""
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    block = re.search(r"Run the tests:\s*```sh\n(.+?)\n```", text, re.S)
+    assert block, "README.md has no 'Run the tests:' command block"
+    return block.group(1).strip()
+
+
+def test_ci_and_the_windows_tests_job_run_exactly_the_readmes_test_command(workflow):
+    command = _readme_test_command()
+    assert command.startswith("python -m pytest ") and " -n " in f" {command} "  # the suite runs on every core
+    ci = [line.strip() for line in open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8")
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert ci[-1] == command, f".ci/run ends with {ci[-1]!r}, the README says {command!r}"
+    run = next(str(s["run"]) for s in _steps(workflow["jobs"]["windows-tests"]) if "pytest" in str(s.get("run")))
+    assert run.startswith(command.replace("python ", ".venv-dml/Scripts/python.exe ", 1)), run

@@ -77,7 +77,7 @@ def _tolerant_console() -> None:
     shows it escaped instead of failing the command: paths and ONNX Runtime's messages hold any text."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(errors="backslashreplace")
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
         except (AttributeError, ValueError):  # not a text stream that can be reconfigured
             pass
 

@@ -16,8 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ep_testbed.reports import ResultsError
-from ep_testbed.reports.github import ANNOTATIONS, TOP, annotations, job_summary
+from ep_testbed.reports import ResultsError, github
+from ep_testbed.reports.github import ANNOTATIONS, TOP, job_summary
 
 from .common import usage_error
 from .options import count
@@ -49,7 +49,9 @@ def ci_summary_command(args: argparse.Namespace) -> int:
         if args.format == "markdown":
             text = job_summary(args.run_dir, title=args.title, top=args.top)
         else:
-            text = "".join(line + "\n" for line in annotations(args.run_dir, limit=args.max_annotations))
+            # mypy reads reports.github.annotations as the __future__ feature the module also imports
+            lines = github.annotations(args.run_dir, limit=args.max_annotations)  # type: ignore[operator]
+            text = "".join(line + "\n" for line in lines)
     except ResultsError as exc:
         return usage_error(f"ci-summary: {exc}")
     sys.stdout.write(text)

@@ -470,7 +470,7 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
     active = [e for e in entries if (not e.onnxruntime or in_range(str(ort_version), e.onnxruntime))
               and (not e.ep_package or package_holds(e.ep_package, ep_package))]
     inactive = [e for e in entries if e not in active]
-    predictor = _predictor(PREDICTORS[ep]) if file_ep in PREDICTORS else None
+    predictor = _predictor(PREDICTORS[file_ep]) if file_ep in PREDICTORS else None
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return Expectations(active, source, inactive, predictor, digest)
 

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
 
+pytestmark = pytest.mark.slow  # every test here runs commands in the sandbox: -m "not slow" skips them
+
 SELECT = "-k=-00,-01,-02"
 #: A mapper whose read-back shifts every index: the cases fail, so each has a case folder.
 MAPPER = "local_cases:to_onnx_wrong_indices"
