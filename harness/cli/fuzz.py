@@ -160,9 +160,12 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
         print(f"not shrunk, the --budget of {args.budget:g} s was spent: {', '.join(result.not_shrunk)} "
               "(a larger --budget shrinks them; `ep-testbed fuzz --replay ID` shrinks one)")
     print(f"results: {os.path.join(out, 'results.jsonl')}")
-    if result.interrupted:
+    if result.interrupted and result.device_lost is None:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
     render_report(out)
+    if result.device_lost is not None:  # the run could not go on: exit 2, whatever failed before
+        return usage_error(f"{result.device_lost}; fuzz again once the device is back (`ep-testbed fuzz --replay ID` "
+                           "reruns one case)")
     return exit_code(result.counts, failing, result.interrupted)
 
 

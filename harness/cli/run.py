@@ -32,7 +32,7 @@ from ep_testbed.harness.core.untrusted_files import limits, using_limits
 from ep_testbed.harness.eps import preflight
 from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
-from ep_testbed.harness.run.pool import WorkerStartError
+from ep_testbed.harness.run.pool import DeviceLostError, WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases
 from ep_testbed.harness.run.selection import parse_shard, select, shard
 from ep_testbed.harness.run.summary import EXIT_NO_CASES, exit_code, failing_outcomes
@@ -208,6 +208,10 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         result = _run_until_stopped(cases, config, options, settings.expectations)
     except (RunError, WorkerStartError) as exc:
         return usage_error(str(exc))
+    except DeviceLostError as exc:  # the run cannot finish: exit 2, results kept, the report of what ran
+        render_report(options.out_dir)
+        return usage_error(f"{exc}; resume with --resume once the device is back: the same command with "
+                           f"--resume --out {options.out_dir}")
     except OSError as exc:  # the disk filled up, or the folder went away, mid-run
         return usage_error(f"writing into {options.out_dir} failed ({exc.strerror or exc}); every case finished "
                            f"before is kept in its results.jsonl.\nNote: make room, then continue with --resume "

@@ -25,7 +25,8 @@ runs past the deadline: the chunk of cases in flight (``CHUNK`` cases, or two ba
 the minimal cases' final runs, and the report.
 
 Ctrl-C stops drawing and skips shrinking; every finished line is kept, the end line says
-``"interrupted": true``.
+``"interrupted": true``. So does a device that stays lost (``harness.run.pool.DeviceLostError``),
+which the end line names (``device_lost``) and ``FuzzResult.device_lost`` holds.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps,
 from ep_testbed.harness.core.signature import Signature, same_failure, signature
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
 from ep_testbed.harness.run.case_run import ArtifactPolicy, CaseConfig
-from ep_testbed.harness.run.pool import WorkerPool
+from ep_testbed.harness.run.pool import DeviceLostError, WorkerPool
 from ep_testbed.harness.run.run_folder import FolderBusy, claim
 from ep_testbed.harness.run.runner import RunError, RunOptions, _settle, run_header
 from ep_testbed.reference import desc_to_dml
@@ -150,6 +151,7 @@ class FuzzResult:
     interrupted: bool = False
     elapsed_s: float = 0.0
     not_shrunk: list[str] = field(default_factory=list)  # chosen for shrinking, but the budget was spent
+    device_lost: DeviceLostError | None = None  # the run stopped: the device stayed lost (harness.run.pool)
 
     @property
     def cases_per_second(self) -> float:
@@ -187,23 +189,25 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
     counts: Counter = Counter()
     with _Lines(options.out_dir) as writer:
         writer.write(header)
-        try:
-            _generate(config, options, expectations, writer, result, counts, budget)
-        except KeyboardInterrupt:
-            result.interrupted = True
-        if not result.interrupted:
+        for step in (_generate, _shrink_findings):
+            if result.interrupted:
+                break
             try:
-                _shrink_findings(config, options, expectations, writer, result, counts, budget)
+                step(config, options, expectations, writer, result, counts, budget)
             except KeyboardInterrupt:
                 result.interrupted = True
+            except DeviceLostError as exc:  # no case left can run: the file ends, the CLI exits 2
+                result.interrupted, result.device_lost = True, exc
         result.counts, result.elapsed_s = count_outcomes([{"outcome": o} for o in counts.elements()]), \
             time.monotonic() - start
+        lost = result.device_lost
         writer.write(end_record(result.counts, result.interrupted, ran=result.ran,
                                 elapsed_s=round(result.elapsed_s, 3),
                                 fuzz={"generation_s": round(result.generation_s, 3),
                                       "cases_per_second": round(result.cases_per_second, 1),
                                       "findings": len(result.findings), "shrunk": len(result.shrinks),
-                                      "not_shrunk": result.not_shrunk}))
+                                      "not_shrunk": result.not_shrunk},
+                                **({} if lost is None else {"device_lost": {"losses": lost.losses, "last": lost.last}})))
     return result
 
 
