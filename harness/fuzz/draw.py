@@ -172,11 +172,18 @@ def replay(case_id: str) -> FuzzCase:
     """The fuzzed case ``case_id`` names, redrawn: one batch of at most ``BATCH_SIZE`` draws
     (ValueError for an id that is not one, or an index past what its batch drew)."""
     fid = parse_id(case_id)  # refuses an index past MAX_INDEX before anything is drawn
-    cases = draw_batch(fid.op, fid.seed, fid.batch, fid.size)
+    cases = _redrawn(fid.op, fid.seed, fid.batch, fid.size)
     if fid.index >= len(cases):
         raise ValueError(f"{case_id}: batch {fid.batch} drew only {len(cases)} cases (indices 000 to "
                          f"{len(cases) - 1:03d}); {WHERE_IDS}")
     return cases[fid.index]
+
+
+@functools.lru_cache(maxsize=4)
+def _redrawn(op: str, run_seed: int, batch: int, size: str) -> tuple[FuzzCase, ...]:
+    """``draw_batch`` kept for the next replay from the same batch (the CLI checks every
+    ``--replay`` id before the run redraws it; several ids of one batch cost one draw)."""
+    return tuple(draw_batch(op, run_seed, batch, size))
 
 
 def draw_key(draw: FuzzDraw) -> str:

@@ -17,7 +17,7 @@ this works on Windows too.)
 
 Test hook (fault injection), read only here and only from the environment::
 
-    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>;perturb[:N]=<glob>"
+    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;device-lost=<glob>;raise=<glob>;noise=<glob>;perturb[:N]=<glob>"
 
 makes the worker misbehave for a case whose id matches ``<glob>`` (fnmatch): right before the
 session that runs it (with whatever cases share that session: a fault planted inside a batch),
