@@ -50,8 +50,8 @@ from typing import Any, Callable, Iterable, Optional
 
 from ep_testbed.harness.core.installed import machine_info, ort_flavour, ort_version
 
-from .adapters import adapter_for
 from . import nvidia
+from .adapters import adapter_for
 from .devices import from_json, of_ep, read_devices
 from .providers import EpNotAvailable, EpSpec
 
