@@ -79,3 +79,26 @@ def test_without_nvidia_smi_the_header_says_unknown_and_why(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     record = gpu.identity(EpSpec("CUDAExecutionProvider", "cuda"))
     assert record["source"] == "none" and "nvidia-smi is not on PATH" in record["summary"]
+
+
+def test_devices_lists_nvidia_smis_gpus_under_an_unlisted_cuda_ep(monkeypatch, capsys):
+    """onnxruntime-gpu's CUDA EP is available but absent from ORT's device list: ``devices``
+    shows nvidia-smi's GPUs under it, in the listing and in ``--json``; without the EP, nothing."""
+    import json
+
+    import onnxruntime
+
+    from ep_testbed.harness.cli import main
+
+    real = onnxruntime.get_available_providers()
+    monkeypatch.setattr(nvidia, "read_gpus", lambda: nvidia.parse(H100 + "\n"))
+    assert main(["devices"]) == 0
+    assert "CUDAExecutionProvider" not in capsys.readouterr().out
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider", *real])
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert "CUDAExecutionProvider: ONNX Runtime lists no device; nvidia-smi lists" in out
+    assert "0: NVIDIA H100 80GB HBM3 pci 00000000:00:06.0, driver 580.159.04" in out
+    assert main(["devices", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["nvidia_smi"]["CUDAExecutionProvider"]
+    assert listed[0]["uuid"].startswith("GPU-1a2b")
