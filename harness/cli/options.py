@@ -54,7 +54,7 @@ from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
 from ep_testbed.harness.eps.adapters import ep_package, resolve
-from ep_testbed.harness.eps.packing import default_batch
+from ep_testbed.harness.eps.packing import default_batch, default_jobs
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options
 from ep_testbed.harness.fuzz.corpus import CorpusError, load_corpus, with_corpus
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig
@@ -292,11 +292,13 @@ def add_seed(add: AddOption, what: str, flag: str = "--seed") -> Any:
 
 
 def add_jobs(add: AddOption, *, in_process: bool) -> Any:
-    """Register ``--jobs N`` (default: the number of cores); ``in_process``: 0 runs the cases in
+    """Register ``--jobs N`` (default None: ``run_config`` takes the EP's measured default,
+    ``packing.default_jobs``, else the number of cores); ``in_process``: 0 runs the cases in
     this process (``run``), else at least one worker is required (``run_config`` checks it)."""
     zero = "; 0 = in this process, no crash isolation" if in_process else ""
-    return add("--jobs", type=count, default=os.cpu_count() or 1,
-               help=f"worker processes (default: the number of cores{zero})")
+    return add("--jobs", type=count, default=None,
+               help=f"worker processes (default: the EP's measured default where there is one, e.g. 2 for CUDA, "
+                    f"whose workers share one GPU; else the number of cores{zero})")
 
 
 def add_timeout(add: AddOption, default: float | None, what: str, flag: str = "--timeout") -> Any:
@@ -402,6 +404,8 @@ def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
     precision = parse_precision(get("precision_model"), bool(get("strict_tolerance", False)))
     ops = parse_ops(get("ops"))
     jobs = get("jobs", 1)
+    if jobs is None:  # the flag was not given
+        jobs = default_jobs(ep, os.cpu_count() or 1)
     if workers_only and jobs < 1:
         raise OptionError(f"--jobs {jobs}: must be >= 1 (fuzzing always isolates cases in workers)")
     corpus = tuple(_corpus(get("corpus") or [], ops))

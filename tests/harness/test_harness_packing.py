@@ -102,6 +102,30 @@ def test_default_batch_is_one_where_never_measured():
     assert packing.default_batch(resolve_ep("WebGpuExecutionProvider", available=["WebGpuExecutionProvider"])) == 1
     for key, value in packing.DEFAULT_BATCH.items():
         assert isinstance(key, str) and value >= 1
+    cuda = resolve_ep("CUDAExecutionProvider", available=["CUDAExecutionProvider"])
+    assert packing.default_batch(cuda) == packing.DEFAULT_BATCH["CUDAExecutionProvider"] > 1
+
+
+def test_default_jobs_is_the_measured_one_within_the_cores_else_one_a_core():
+    """A GPU EP's workers share one device: its measured default holds however many cores there
+    are (never more workers than cores); an EP never measured gets one worker a core."""
+    cuda = resolve_ep("CUDAExecutionProvider", available=["CUDAExecutionProvider"])
+    webgpu = resolve_ep("WebGpuExecutionProvider", available=["WebGpuExecutionProvider"])
+    measured = packing.DEFAULT_JOBS["CUDAExecutionProvider"]
+    assert packing.default_jobs(cuda, 16) == measured < 16
+    assert packing.default_jobs(cuda, 1) == 1
+    assert packing.default_jobs(webgpu, 16) == 16 and packing.default_jobs(webgpu, 0) == 1
+
+
+def test_run_config_takes_the_eps_default_jobs_only_when_jobs_is_not_given():
+    import argparse
+    import os
+
+    from ep_testbed.harness.cli.options import run_config
+
+    assert run_config(argparse.Namespace(ep="cpu", jobs=None)).jobs == packing.default_jobs(
+        run_config(argparse.Namespace(ep="cpu", jobs=1)).ep, os.cpu_count() or 1)
+    assert run_config(argparse.Namespace(ep="cpu", jobs=3)).jobs == 3
 
 
 # --- a pack that fails is taken apart ------------------------------------------------------------
