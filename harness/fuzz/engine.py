@@ -21,7 +21,7 @@
 
 ``budget_s`` bounds the whole run, drawing and shrinking (``Budget``): drawing stops early enough
 to leave shrinking its time once something failed, and shrinking gets what drawing left. What
-runs past the deadline: the chunk of cases in flight (``CHUNK`` cases, or two batches per worker, each within ``timeout``),
+runs past the deadline: the first chunk, when start-up took the whole budget; the chunk of cases in flight (``CHUNK`` cases, or two batches per worker, each within ``timeout``),
 the minimal cases' final runs, and the report.
 
 Ctrl-C stops drawing and skips shrinking; every finished line is kept, the end line says
@@ -252,7 +252,8 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
 def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
               result: FuzzResult, counts: Counter, budget: Budget) -> None:
     """Step 2 of the module docstring: batches through the pool until drawing's part of the
-    ``budget`` is spent (a replay runs its cases whatever the budget). ``generation_s``, and
+    ``budget`` is spent, the first chunk whatever the budget (its start-up, the workers' and the
+    drawing process's, may take it all), and a replay's cases whatever the budget. ``generation_s``, and
     so the rate, starts with the first batch drawn (the drawing process's start-up is not
     fuzzing); the budget started with the run."""
     pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
@@ -272,8 +273,8 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
             start = status.start = start or time.monotonic()
             for chunk in _chunks(batch, chunk_size):
                 result.generation_s = time.monotonic() - start
-                if not options.replay and budget.drawing_over(len(_to_shrink(result.findings, options)),
-                                                              options.shrink_time_s):
+                if not options.replay and result.ran and budget.drawing_over(
+                        len(_to_shrink(result.findings, options)), options.shrink_time_s):
                     return
                 by_id = {case.id: case for case in chunk}
                 for line in pool.run(chunk, policy_for, keep_workers=True):

@@ -22,8 +22,9 @@ from ep_testbed.harness.core.results import read_run  # noqa: E402
 from ep_testbed.harness.run.worker import FAULT_ENV  # noqa: E402
 from ep_testbed.reports.github import job_summary  # noqa: E402
 
-#: The fuzzed cases whose EP output the worker's ``perturb`` fault changes (one element each).
-PLANTED = "max_pooling2/fuzz-s0-b0-0[5-9]*"
+#: The fuzzed cases whose EP output the worker's ``perturb`` fault changes (one element each):
+#: early ones, so that the first chunk, which runs whatever the budget, has some.
+PLANTED = "max_pooling2/fuzz-s0-b0-00*"
 FUZZ_HEADER = {"ep_alias": "cpu", "seed": 0, "fuzz": {"budget_s": 5}, "rerun_args": ["--ep", "cpu", "--seed", "0"]}
 
 
@@ -98,7 +99,7 @@ def test_a_pasted_replay_line_reruns_the_case_and_fails_as_it_did(planted, tmp_p
     run_dir, _ = planted
     header, lines, _ = read_run(str(run_dir))
     line = next(line for line in lines if line["outcome"] == "fail" and line["tags"].get("family") == "fuzz"
-                and re.fullmatch(PLANTED.replace("*", ".*").replace("[5-9]", "[5-9]"), line["id"]))
+                and re.fullmatch(PLANTED.replace("*", ".*"), line["id"]))
     words = shlex.split(rerun.rerun_line(header, line))
     monkeypatch.chdir(tmp_path)
     os.environ[FAULT_ENV] = f"perturb={PLANTED}"
