@@ -24,8 +24,8 @@ that was running), it is killed and a fresh worker (a fresh device) takes over: 
 halved and run again in fresh workers (never retried on the lost device); the worker's other
 unanswered cases are sent again. After ``MAX_DEVICE_LOSSES`` losses with no case run on the
 device in between, ``run`` raises ``DeviceLostError`` (after yielding the last loss's line, if
-any): the device is not coming back by itself, and every case left would fail the same way. A case is yielded once: an answer for a case the worker
-was not waiting on is dropped. Closing the generator (or an exception such as
+any): the device is not coming back by itself, and every case left would fail the same way.
+A case is yielded once: an answer for a case the worker was not waiting on is dropped. Closing the generator (or an exception such as
 ``KeyboardInterrupt`` in the consumer) kills every worker; the cases not yet answered have
 no line, so ``--resume`` runs them. Workers never outlive this process:
 on Linux the worker asks for SIGKILL when its parent dies (``harness.run.worker``), on Windows each
@@ -423,13 +423,15 @@ class WorkerPool:
         return line, startup_failures
 
 
-def device_lost_line(case: Any, ep: Any, means: str, source: str, detail: str, seconds: float) -> dict[str, Any]:
+def device_lost_line(case: Any, ep: Any, means: str, source: str, detail: str, seconds: float,
+                     restarted: str = "its worker was restarted, with a fresh device") -> dict[str, Any]:
     """The ``crash`` line of a case whose device was lost while it ran (``reason``
-    ``device-lost``, ``detail`` the EP's text), for the pool and for a run in this process."""
+    ``device-lost``, ``detail`` the EP's text), for the pool and for a run in this process
+    (``restarted`` says what was done about it)."""
     line = new_line(case, ep)
     line.update(outcome="crash", reason=DEVICE_LOST_REASON, detail=detail, duration_s=round(seconds, 6),
-                message=f"the device was lost while running the case: {means} ({source}); the worker and its "
-                        f"device were restarted. The EP said: {detail}")
+                message=f"the device was lost while running the case: {means} ({source}); {restarted}. "
+                        f"The EP said: {detail}")
     return line
 
 

@@ -376,7 +376,8 @@ def _in_process(batches: deque, config: CaseConfig, policy_for: Any) -> Iterator
                 batches.extendleft([hit[len(hit) // 2:], hit[:len(hit) // 2]])
             elif hit:
                 yield device_lost_line(hit[0], config.ep, lost.pattern.means, lost.pattern.source, lost.detail,
-                                       time.monotonic() - start)
+                                       time.monotonic() - start, "the sessions this process held were dropped, so "
+                                       "the next case makes a fresh device")
             if losses >= MAX_DEVICE_LOSSES:
                 raise DeviceLostError(losses, lost.detail) from None
             continue
