@@ -60,6 +60,12 @@ def test_applies_to_names_providers_aliases_and_classes():
     ({"applies_to": ["onnxruntime-kernel"]}, "is not a provider name"),
     ({"shows_when": {"when": 1}}, "shows_when must be an object"),
     ({"shows_when": {"signature": {"colour": "red"}}}, "keys among outcome"),
+    ({"shows_when": {"signature": [{"values": "nan -> number"}, "x"]}}, "or a list of such objects"),
+    ({"observed_on": "llvmpipe"}, "observed_on must be an object"),
+    ({"observed_on": {"device": "llvmpipe"}}, "observed_on must say device and emulated"),
+    ({"observed_on": {"device": "llvmpipe", "emulated": "yes"}}, "emulated: true or false"),
+    ({"emulated_device": "yes"}, "emulated_device must be true or false"),
+    ({"evidence": ["seen"]}, "evidence must be a string"),
 ])
 def test_bad_entries_are_named(bad, words):
     with pytest.raises(ValueError, match=words):
@@ -126,3 +132,43 @@ def test_the_corner_term_max_shows_only_where_it_differs(recipe, shows):
     else:  # every sample reads outside the input: both maxima are 0; before, this pass was "fixed"
         assert raw == "pass" and line["outcome"] == "pass" and line["expected_outcome"] is None
         assert "cannot show on these inputs" in line["message"]
+
+
+def test_an_emulated_device_cause_is_an_emulation_gap_only_there():
+    """An entry scoped to an emulated device (``emulated_device``) is inactive elsewhere; where it
+    holds, the case it explains is ``emulation-gap`` (not tested, never ``known``), its message
+    says the device is the cause, and the line records where and what was seen."""
+    entry = {"id": "*", "outcome": "not-on-ep", "reason": "no 16-bit shaders on this device", "link": "l",
+             "emulated_device": True, "evidence": "FLOAT16 unsupported",
+             "observed_on": {"device": "llvmpipe", "emulated": True, "directml": "1.15.4"}}
+    assert len(exp.parse([entry])) == 0 and len(exp.parse([entry]).inactive) == 1
+    emulated = exp.parse([entry], emulated=True)
+    line = _line("not-on-ep")
+    emulated.settle(_Case(), line)
+    assert line["outcome"] == "emulation-gap" and "not a result of the EP" in line["message"]
+    recorded = line["expected_outcome"]
+    assert recorded["emulated_device"] is True and recorded["evidence"] == "FLOAT16 unsupported"
+    assert recorded["observed_on"] == {"device": "llvmpipe", "emulated": True, "directml": "1.15.4"}
+    passing = _line("pass")
+    emulated.settle(_Case(), passing)
+    assert passing["outcome"] == "fixed"  # the device gap went away: news
+    plain = exp.parse([dict(entry, emulated_device=False)], emulated=True)
+    line = _line("not-on-ep")
+    plain.settle(_Case(), line)
+    assert line["outcome"] == "known"
+
+
+def test_a_signature_list_is_any_of_them_and_untested_cases_cannot_show_it():
+    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "lerp", "link": "l", "strict": False,
+                          "shows_when": {"signature": [{"values": "inf -> nan"}, {"values": "-inf -> nan"}]}}])
+    for expected in ("inf", "-inf"):
+        line = _line("fail", worst=[{"failed": True, "expected": expected, "actual": "nan", "output": "OutputTensor"}])
+        entries.settle(_Case(), line)
+        assert line["outcome"] == "known"
+    other = _line("fail", worst=[{"failed": True, "expected": 2.0, "actual": 1.0, "output": "OutputTensor"}])
+    entries.settle(_Case(), other)
+    assert other["outcome"] == "fail" and "cannot show on these inputs" in other["message"]
+    for outcome in ("pass", "not-on-ep", "emulation-gap"):  # not strict: a pass stays; untested cases show nothing
+        line = _line(outcome)
+        entries.settle(_Case(), line)
+        assert line["outcome"] == outcome and line["expected_outcome"] is None and line["message"] == "m"

@@ -51,6 +51,8 @@ class WineDmlAdapter:
 
     holder: ClassVar[str] = EP_NAME
     holds_sessions: ClassVar[bool] = True
+    #: vkd3d on Mesa's lavapipe: a Direct3D 12 device emulated on the CPU.
+    emulated: ClassVar[bool] = True
 
     def __init__(self, spec: EpSpec):
         """``spec``: ``--ep dml-wine`` with its ``--ep-option`` values."""
