@@ -249,7 +249,7 @@ def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) ->
             line.update(outcome=exc.stage, message=str(exc))
         elif exc.emulation:
             line.update(outcome="emulation-gap", message=f"{ep} {STAGES[exc.stage]} on an emulated device whose "
-                        f"Direct3D 12 layer refused the EP's shader (not a result of the EP): {exc.emulation[0]}; "
+                        f"Direct3D 12 layer failed (not a result of the EP): {exc.emulation[0]}; "
                         f"ONNX Runtime: {first_line(exc.cause)}")
         elif exc.stage == "build":
             line.update(outcome="fail", message=f"{ep} could not build the session: {first_line(exc.cause)}")
