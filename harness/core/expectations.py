@@ -90,7 +90,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from .installed import ort_version as installed_ort_version
-from .results import NOT_TESTED, OUTCOMES, PASSING
+from .results import OUTCOMES, PASSING
 from .signature import signature as failure_signature
 from .untrusted_files import FileRefused, read_json
 
@@ -268,9 +268,9 @@ class Expectations:
         if line["outcome"] == "emulation-gap" and chosen is not None and chosen.emulated_device:
             line["message"] = (f"{line.get('message') or ''}; Note: not a result of the EP: the emulated device "
                                f"causes this ({chosen.reason[:200]})")
-        # a failure of another shape, or inputs a flag says cannot show the cause, are worth a note;
-        # a pass or an untested case that a failure-shaped cause (shows_when.signature) missed is not
-        if chosen is None and quiet and (line["outcome"] not in PASSING + NOT_TESTED or any(e.shows_flags for e in quiet)):
+        # inputs a flag says cannot show the cause, or a numeric failure of another shape, are worth
+        # a note; a pass, a crash or an untested case that a failure-shaped cause missed is not
+        if chosen is None and quiet and (line["outcome"] == "fail" or any(e.shows_flags for e in quiet)):
             first = quiet[0]
             line["message"] = (f"{line.get('message') or ''}; Note: the known divergence {first.id!r} cannot show on "
                                f"these inputs ({first.shows_text()} does not hold), so the case is judged like any "

@@ -6,7 +6,10 @@ itself), so neither imports the other for them.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -66,10 +69,31 @@ class Diagnosis:
     error: str | None = None
 
 
+#: The id of the case whose sessions this process (or thread) is running, set by the case runner
+#: around each case; None outside one (model runs, doctor). Read by per-case test hooks of an
+#: adapter that holds its sessions elsewhere (the DirectML host's planted faults).
+_CURRENT_CASE: contextvars.ContextVar[str | None] = contextvars.ContextVar("ep_testbed_current_case", default=None)
+
+
+@contextlib.contextmanager
+def case_scope(case_id: str) -> Iterator[None]:
+    """Within the block, ``current_case()`` is ``case_id``."""
+    token = _CURRENT_CASE.set(case_id)
+    try:
+        yield
+    finally:
+        _CURRENT_CASE.reset(token)
+
+
+def current_case() -> str | None:
+    """The id of the case being run here (``case_scope``), or None."""
+    return _CURRENT_CASE.get()
+
+
 def first_line(exc: BaseException) -> str:
     """``"TypeName: first line of the message"``: ONNX Runtime's errors can run to pages."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-__all__ = ["Diagnosis", "EpRun", "STAGES", "SessionError", "first_line"]
+__all__ = ["Diagnosis", "EpRun", "STAGES", "SessionError", "case_scope", "current_case", "first_line"]

@@ -46,7 +46,7 @@ from ep_testbed.harness.core.results import ERROR_KEYS, case_record
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.eps import placement as placement_mod
 from ep_testbed.harness.eps import session as session_mod
-from ep_testbed.harness.eps.ep_run import STAGES
+from ep_testbed.harness.eps.ep_run import STAGES, case_scope
 from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
 from ep_testbed.harness.eps.session import first_line
 from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
@@ -111,7 +111,8 @@ def run_case(case: Any, config: CaseConfig, policy: ArtifactPolicy = ArtifactPol
     line = new_line(case, config.ep)
     state: dict[str, Any] = {}
     try:
-        with element_cap(config.max_elements or max_elements()):  # a worker does not inherit --limit
+        # a worker does not inherit --limit; the case scope names the case to per-case EP hooks
+        with element_cap(config.max_elements or max_elements()), case_scope(case.id):
             _run(case, config, mapper or load_mapper(config.mapper), line, state)
     except Exception as exc:  # the harness itself: never let one case take the worker down
         line["outcome"] = "error"
