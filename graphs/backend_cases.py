@@ -15,7 +15,7 @@ import functools
 import io
 import warnings
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import onnx
@@ -58,7 +58,18 @@ def _collect() -> tuple:
     # collect_testcases imports every op's case module once (and warns about unrelated ops)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        return tuple(c for c in node_cases.collect_testcases(None) if c.model.graph.node[0].op_type in attributed_op_types())
+        return tuple(c for c in node_cases.collect_testcases(None)
+                     if c.model is not None and c.model.graph.node[0].op_type in attributed_op_types())
+
+
+def raw_cases() -> dict[str, Any]:
+    """ONNX's backend node cases of the attributed op types by name, as ``collect_testcases``
+    built them (``.model``, ``.data_sets``): the one collection a process makes, which the
+    reference's golden tests read too (collecting costs seconds: it builds every op's cases)."""
+    found: dict[str, Any] = {}
+    for case in _collect():
+        found.setdefault(case.name, case)
+    return found
 
 
 def onnx_backend_cases() -> list[BackendCase]:

@@ -41,11 +41,11 @@ class GraphBuilder:
         self.helper_nodes: list[str] = []
         self._count = 0
 
-    def input(self, name: str, dtype: Any, shape: Sequence[int]) -> str:
+    def input(self, name: str, dtype: Any, shape: Sequence[int | str]) -> str:
         self.inputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), list(shape)))
         return name
 
-    def output(self, name: str, dtype: Any, shape: Sequence[int]) -> str:
+    def output(self, name: str, dtype: Any, shape: Sequence[int | str]) -> str:
         self.outputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), list(shape)))
         return name
 

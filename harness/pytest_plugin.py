@@ -24,6 +24,7 @@ options (an EP that is not installed, a malformed ``--tol``) stops pytest with o
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import pytest
@@ -32,17 +33,13 @@ from ep_testbed.harness.cli.options import (
     OptionError,
     add_ep_options,
     add_expectation_options,
+    add_ops,
+    add_seed,
+    add_timeout,
     add_tolerance_options,
-    parse_ep,
-    parse_expectations,
-    parse_precision,
-    parse_tolerances,
-    seconds,
-    seed,
+    run_config,
 )
 from ep_testbed.harness.core.results import NOT_TESTED
-from ep_testbed.harness.eps.providers import SessionSettings
-from ep_testbed.harness.run.case_run import CaseConfig
 from ep_testbed.harness.run.pool import WorkerPool
 from ep_testbed.reference.dtypes import NUMPY_DTYPES
 from ep_testbed.reference.registry import spec_of_type, specs
@@ -72,6 +69,22 @@ EXCEPTIONS = {"fail": CaseFailed, "crash": CaseCrashed, "timeout": CaseTimedOut,
               "tie-only": CaseFailed}
 
 
+#: The destinations of the options this plugin shares with ``ep-testbed run`` (``harness.cli.options``).
+SHARED_DESTS = ("ep", "ep_option", "ep_library", "ep_device", "graph_opt", "tol", "tolerances", "precision_model",
+                "strict_tolerance", "expectations", "no_expectations", "ops")
+
+
+def _namespace(config: pytest.Config) -> argparse.Namespace:
+    """This plugin's options as ``run_config`` reads them: the shared ones under their own names,
+    ``--case-timeout`` and ``--catalog-seed`` as ``timeout`` and ``seed``; options never added
+    (the plugin loaded too late) keep ``run_config``'s defaults, the expectations group included."""
+    values = {dest: _option(config, dest, None) for dest in SHARED_DESTS}
+    present = {dest: value for dest, value in values.items() if value is not None}
+    present.setdefault("no_expectations", False)  # the EP's bundled expectations apply by default
+    return argparse.Namespace(**present, timeout=_option(config, "case_timeout", 120.0),
+                              seed=_option(config, "catalog_seed", 0))
+
+
 def _option(config: pytest.Config, name: str, default: Any) -> Any:
     """An option of this plugin, or its default when the plugin's options were never added
     (a bare ``pytest`` from the repository root loads tests/conformance/conftest.py too late
@@ -97,9 +110,9 @@ def _add_options(parser: pytest.Parser) -> None:
     add_ep_options(group.addoption)
     add_tolerance_options(group.addoption)
     add_expectation_options(group.addoption)
-    group.addoption("--case-timeout", type=seconds, default=120.0, help="seconds per case (default 120)")
-    group.addoption("--catalog-seed", type=seed, default=0, help="catalog seed (default 0)")
-    group.addoption("--ops", default=None, help="comma-separated operators to collect (default: all)")
+    add_timeout(group.addoption, 120.0, "seconds per case before its worker is killed", flag="--case-timeout")
+    add_seed(group.addoption, "catalog seed", flag="--catalog-seed")
+    add_ops(group.addoption)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -116,20 +129,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class Conformance:
-    """Per-pytest-process state: the EP, the expectations, and a one-worker pool."""
+    """Per-pytest-process state: the run's configuration, and a one-worker pool."""
 
     def __init__(self, config: pytest.Config):
         """Read the options (``OptionError`` for an unusable one); no worker starts until ``run``."""
-        self.ep = parse_ep(_option(config, "ep", "cpu"), _option(config, "ep_option", []),
-                           _option(config, "ep_library", None), _option(config, "ep_device", None))
-        self.expectations = parse_expectations(_option(config, "expectations", None),
-                                               _option(config, "no_expectations", False), self.ep.alias, self.ep)
-        self.case_config = CaseConfig(
-            ep=self.ep, session=SessionSettings(graph_opt=_option(config, "graph_opt", False)),
-            tolerances=parse_tolerances(_option(config, "tolerances", None), _option(config, "tol", [])),
-            precision_model=parse_precision(_option(config, "precision_model", None),
-                                            _option(config, "strict_tolerance", False)))
-        self.timeout = _option(config, "case_timeout", 120.0)
+        self.settings = run_config(_namespace(config))
+        self.ep = self.settings.ep
+        self.expectations = self.settings.expectations
+        self.case_config = self.settings.case_config()
+        self.timeout = self.settings.timeout
         self._pool: Any = None
 
     def run(self, case: Any) -> dict[str, Any]:
@@ -168,10 +176,8 @@ def catalog_params(config: pytest.Config) -> list[Any]:
     from ep_testbed.graphs.catalog import build_catalog
 
     state = conformance_state(config)
-    ops_text = _option(config, "ops", None)
-    ops = [o.strip() for o in ops_text.split(",") if o.strip()] if ops_text else None
     params = []
-    for case in build_catalog(ops, seed=_option(config, "catalog_seed", 0)):
+    for case in build_catalog(state.settings.ops, seed=state.settings.seed):
         marks = [pytest.mark.conformance, getattr(pytest.mark, spec_of_type(case.op).name)]
         dtype = str(case.tags.get("dtype", ""))
         if dtype in DTYPE_MARKERS:

@@ -44,7 +44,7 @@ def desc_from_dml(d: Mapping[str, Any]) -> Desc:
         raise DescError("<desc>", type(d).__name__, "a desc is a JSON object / dict of DML member names")
     op_type = d.get("Type")
     spec = spec_of_type(op_type) if isinstance(op_type, str) else None
-    if spec is None:
+    if spec is None or not isinstance(op_type, str):
         raise DescError("Type", op_type, f"one of {', '.join(spec_named(n).dml_type for n in names())}")
     desc_type = spec.desc
     fields = dml_fields(desc_type)
@@ -53,7 +53,7 @@ def desc_from_dml(d: Mapping[str, Any]) -> Desc:
     if unknown:
         raise DescError(unknown[0], d[unknown[0]], f"not a member of {op_type}; its members are "
                         f"{', '.join(dml for _, dml, _ in fields)}", op_type)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for name, dml, f in fields:
         hint = typing.get_type_hints(desc_type)[name]
         optional = _strip_optional(hint) is not hint

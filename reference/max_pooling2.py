@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional, cast
 
 import numpy as np
 
@@ -270,7 +270,9 @@ def phase_layout(input_tensor: np.ndarray, desc: MaxPooling2Desc, lowest: np.nda
             target.append(slice(first, last))
             source.append(slice(column, column + (last - first - 1) * stride + 1, stride))
         else:
-            layout[(*phase, slice(None), slice(None), *target)] = input_tensor[(slice(None), slice(None), *source)]
+            into: tuple[Any, ...] = (*phase, slice(None), slice(None), *target)  # named: mypy misreads *x in []
+            read: tuple[Any, ...] = (slice(None), slice(None), *source)
+            layout[into] = input_tensor[read]
     return layout
 
 
@@ -281,7 +283,8 @@ def offset_block(layout: np.ndarray, desc: MaxPooling2Desc, offset: tuple[int, .
     out = desc.output_tensor.sizes[2:]
     phase = tuple(shift % stride for shift, stride in zip(shifts, desc.strides))
     blocks = tuple(slice(shift // stride, shift // stride + n) for shift, stride, n in zip(shifts, desc.strides, out))
-    return layout[(*phase, slice(None), slice(None), *blocks)]
+    index: tuple[Any, ...] = (*phase, slice(None), slice(None), *blocks)  # named: mypy misreads *x in []
+    return layout[index]
 
 
 def execute_desc(desc: MaxPooling2Desc, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -300,7 +303,7 @@ def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray) -> dict[str, n
     offsets = list(itertools.product(*(range(k) for k in desc.window_size)))  # row-major scan order
     # fp16 is compared as float32 (exact both ways; NumPy's fp16 arithmetic is slow).
     work_dtype = np.dtype(np.float32) if input_tensor.dtype == np.float16 else input_tensor.dtype
-    lowest = np.array(-np.inf if np.issubdtype(work_dtype, np.floating) else np.iinfo(work_dtype).min,
+    lowest = np.array(-np.inf if np.issubdtype(work_dtype, np.floating) else np.iinfo(cast(Any, work_dtype)).min,
                       dtype=work_dtype)
     layout = phase_layout(input_tensor, desc, lowest)
 

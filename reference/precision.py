@@ -192,7 +192,7 @@ class Arithmetic:
             exact = exact & self.representable(p)
         magnitude = sum(np.abs(t.v) for t in terms) + e
         rounding = np.where(exact & self.representable(v), 0.0, (len(terms) - 1) * self.spacing(magnitude))
-        return Approx(v, e + (0.0 if self.dtype is None else rounding))
+        return Approx(v, e + (0.0 if self.dtype is None else rounding))  # type: ignore[arg-type]  # scalars in, scalar out
 
 
 def output_rounding(bound: np.ndarray, values: np.ndarray, data_type: str) -> np.ndarray:

@@ -151,19 +151,19 @@ class OpSpec:
     """
 
     name: str
-    desc: type
+    desc: type[Any]
     page: str
     tensor_support: tuple[tuple[str, TypeTable], ...]
     validate: Callable[[Any, TypeTable], None]
-    execute: Callable[[Any, Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+    execute: Callable[[Any, dict[str, np.ndarray]], dict[str, np.ndarray]]
     random_inputs: Callable[[Any, np.random.Generator], dict[str, np.ndarray]]
     graphs: str
     cases: str
     onnx_ops: tuple[str, ...] = ()
     index_outputs: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     index_rule: Optional[Callable[[Any, np.ndarray, np.ndarray], np.ndarray]] = None
-    bounded: Optional[Callable[[Any, Mapping[str, np.ndarray], PrecisionModel], Expected]] = None
-    check_values: Optional[Callable[[Any, Mapping[str, np.ndarray]], None]] = None
+    bounded: Optional[Callable[[Any, dict[str, np.ndarray], PrecisionModel], Expected]] = None
+    check_values: Optional[Callable[[Any, dict[str, np.ndarray]], None]] = None
     onnx_input_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property

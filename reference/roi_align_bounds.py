@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -60,15 +60,16 @@ class _Along(Approx):
     the input and whether rounding can move it across the input's edge (RA-5), a pixel or more
     (``far``) or into a neighbouring cell (``near``); ``any_*`` and ``all_inside`` over them."""
 
-    pairs: np.ndarray = None
-    inside: np.ndarray = None
-    flips: np.ndarray = None
-    far: np.ndarray = None
-    near: np.ndarray = None
-    all_inside: bool = True
-    any_flips: bool = False
-    any_far: bool = False
-    any_near: bool = False
+    # arrays; the summaries are arrays over the regions of a grid, and bools for one region
+    pairs: Any = None
+    inside: Any = None
+    flips: Any = None
+    far: Any = None
+    near: Any = None
+    all_inside: Any = True
+    any_flips: Any = False
+    any_far: Any = False
+    any_near: Any = False
 
 
 def _along(c: Approx, size: int) -> _Along:
@@ -196,7 +197,7 @@ def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: t
     with ``|value| <= |t00| + Gx + Gy``; in ``slopes`` (float32 for FLOAT32 taps, float64 for
     FLOAT16 ones, whose differences float32 may round)."""
     # Each sample's four taps at once: (len(ys), 2, len(xs), 2, C), [:, a, :, b] = t_ab.
-    taps = gather(plane, ys.pairs, xs.pairs).reshape(ys.v.size, 2, xs.v.size, 2, -1).astype(slopes, copy=False)
+    taps: np.ndarray = gather(plane, ys.pairs, xs.pairs).reshape(ys.v.size, 2, xs.v.size, 2, -1).astype(slopes, copy=False)
     across = np.abs(np.subtract(taps[:, :, :, 1], taps[:, :, :, 0]))  # |t01 - t00| and |t11 - t10|
     gx = np.maximum(across[:, 0], across[:, 1])
     down = np.abs(np.subtract(taps[:, 1], taps[:, 0]))  # |t10 - t00| and |t11 - t01|
@@ -236,25 +237,53 @@ def _nearest_samples(plane: np.ndarray, ys: Approx, xs: Approx, ar: Arithmetic,
                      k: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple]:
     """NEAREST values at every (y, x) clamped to the input, their bounds (only the sum's
     ``k |value|``: a selection is exact), the lowest and highest value rounding of
-    ``floor(c + 0.5)`` can pick, and where it can pick another index."""
+    ``floor(c + 0.5)`` can pick, and where it can pick another index. Rounding can move
+    ``c + 0.5`` anywhere in ``[v - e, v + e]``, so every index from ``floor(v - e)`` to
+    ``floor(v + e)`` is a candidate, not only those two (FP-3): an error over one pixel reaches
+    three indices or more."""
     height, width, _ = plane.shape
     half = ar.const(0.5)
-    picks, flips = [], []
+    reach = []
     for c, size in ((ys, height), (xs, width)):
         shifted = ar.add(c, half)
-        index = [np.clip(np.floor(v), 0, size - 1).astype(np.int64)
-                 for v in (shifted.v, shifted.v - shifted.e, shifted.v + shifted.e)]
-        picks.append(index)
-        flips.append((index[1] != index[0]) | (index[2] != index[0]))
-    raw = plane[picks[0][0][:, None], picks[1][0][None, :]].astype(np.float64)
+        reach.append([np.clip(np.floor(v), 0, size - 1).astype(np.int64)
+                      for v in (shifted.v, shifted.v - shifted.e, shifted.v + shifted.e)])
+    (iy, first_y, last_y), (ix, first_x, last_x) = reach
+    raw = gather(plane, iy, ix).astype(np.float64)
+    flips = (first_y != last_y, first_x != last_x)
     low, high = raw, raw
     if flips[0].any() or flips[1].any():
-        for iy, ix in itertools.product(picks[0][1:], picks[1][1:]):
-            other = plane[iy[:, None], ix[None, :]].astype(np.float64)
-            low, high = np.fmin(low, other), np.fmax(high, other)
+        low, high = _reach_extremes(plane, (first_y, last_y), (first_x, last_x), raw, flips)
     bound = np.abs(raw, dtype=np.float32)
     bound *= np.float32(k)
-    return raw, bound, low, high, (flips[0], flips[1])
+    return raw, bound, low, high, flips
+
+
+#: A NEAREST sample whose candidate indices form more pairs than this (rounding errors of
+#: pixels: float16 coordinates on a large input) takes the extremes of the box every sample of
+#: the region can reach: a superset, read in one pass over the box instead of once per pair.
+MAX_NEAREST_PAIRS = 16
+
+
+def _reach_extremes(plane: np.ndarray, rows: tuple[np.ndarray, np.ndarray], cols: tuple[np.ndarray, np.ndarray],
+                    raw: np.ndarray, flips: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The smallest and largest value (``fmin``/``fmax``: NaN only where every candidate is NaN,
+    as before) of ``plane`` over the candidate indices of each (y, x): rows ``rows[0][i]`` to
+    ``rows[1][i]`` and columns ``cols[0][j]`` to ``cols[1][j]``, inclusive; ``raw`` where neither
+    index can move. Offsets past a sample's last index repeat that index, which changes no
+    extreme, so every sample takes one gather per offset pair."""
+    (first_y, last_y), (first_x, last_x) = rows, cols
+    span_y, span_x = int((last_y - first_y).max()) + 1, int((last_x - first_x).max()) + 1
+    if span_y * span_x > MAX_NEAREST_PAIRS:
+        box = plane[first_y.min():last_y.max() + 1, first_x.min():last_x.max() + 1].astype(np.float64)
+        moving = (flips[0][:, None] | flips[1][None, :])[:, :, None]
+        return (np.where(moving, np.fmin.reduce(box, axis=(0, 1)), raw),
+                np.where(moving, np.fmax.reduce(box, axis=(0, 1)), raw))
+    low = high = raw  # the exact index is one of the candidates
+    for dy, dx in itertools.product(range(span_y), range(span_x)):
+        other = gather(plane, np.minimum(first_y + dy, last_y), np.minimum(first_x + dx, last_x))
+        low, high = np.fmin(low, other), np.fmax(high, other)
+    return low, high
 
 
 def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Arithmetic, m: int,
@@ -264,7 +293,9 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
     values are read (``roi_align.clamped_samples``) only where a decision can flip."""
     oob = float(np.float32(d.out_of_bounds_input_value))
     k_sum = 2 * m * ar.unit if d.reduction_function == "AVERAGE" else 0.0
-    nearest = None
+    nearest: Any = None
+    raw_low: Any
+    raw_high: Any
     if d.interpolation_mode == "NEAREST_NEIGHBOR":
         _, bound, raw_low, raw_high, nearest = _nearest_samples(plane, ys, xs, ar, k_sum)
     else:
@@ -398,7 +429,7 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
         for i in np.flatnonzero(flips)[:1]:
             expected.note(KnifeEdge(
                 "OutputTensor", f"region {row}: nearest index of sample {name} = {float(coords[name][i]):.9g}",
-                "floor(c + 0.5)", "the neighbouring index", elements))
+                "floor(c + 0.5)", "another index within the coordinate's rounding error", elements))
 
 
 def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel) -> Expected:
@@ -433,6 +464,6 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
         low, high = output.copy(), output.copy()
         for r, (lo, hi) in ranges.items():
             # Each alternative is an output in its own right: rounded once to the output type.
-            low[r], high[r] = np.moveaxis(lo, -1, 0), np.moveaxis(hi, -1, 0)
+            low[r], high[r] = np.moveaxis(np.asarray(lo), -1, 0), np.moveaxis(np.asarray(hi), -1, 0)
         expected.alternatives["OutputTensor"] = (low, high)
     return expected

@@ -138,9 +138,9 @@ def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model:
         plane = channels_last[int(rois[r, 0])]
         candidates = [tuple(dict.fromkeys(c.tolist())) for c in corners[r]]
         value = np.moveaxis(output[r], 0, -1)
-        lo, hi = _region_alternatives(desc, plane, r, value, candidates, ar, expected,
+        lo, hi = _region_alternatives(desc, plane, int(r), value, candidates, ar, expected,
                                       (rows[0][r], rows[1][r]), (cols[0][r], cols[1][r]), maximum)
-        if lo is None:
+        if lo is None or hi is None:
             continue
         if (lo != value).any():  # most alternatives only widen a bin: its maximum can only grow
             low = output.copy() if low is None else low
@@ -165,10 +165,10 @@ def _region_alternatives(desc: RoiPoolingDesc, plane: np.ndarray, row: int, valu
         if corners == tuple(c[0] for c in candidates):
             continue
         other = np.zeros((pooled_h, pooled_w, channels), dtype=plane.dtype)
-        pool_region(plane, corners, pooled_h, pooled_w, maximum, other)
         x1, y1, x2, y2 = corners
-        rows_c = tuple(a[0] for a in bin_candidates(ar, [y1], [y2 - y1 + 1], pooled_h, height))
-        cols_c = tuple(a[0] for a in bin_candidates(ar, [x1], [x2 - x1 + 1], pooled_w, width))
+        pool_region(plane, (x1, y1, x2, y2), pooled_h, pooled_w, maximum, other)
+        rows_c = tuple(a[0] for a in bin_candidates(ar, np.array([y1]), np.array([y2 - y1 + 1]), pooled_h, height))
+        cols_c = tuple(a[0] for a in bin_candidates(ar, np.array([x1]), np.array([x2 - x1 + 1]), pooled_w, width))
         lo, hi = region_range(plane, other, rows_c, cols_c)
         low, high = np.fmin(low, lo), np.fmax(high, hi)
     changed = int(np.count_nonzero(low != high))
@@ -191,9 +191,9 @@ def _note(expected: Expected, row: int, candidates: list[tuple[int, ...]], rows:
     for axis, (starts, ends) in (("Y", rows), ("X", cols)):
         for kind, bounds in (("start", starts), ("end", ends)):
             for i in np.flatnonzero((bounds != bounds[:, :1]).any(axis=1)):
-                others = [int(v) for v in dict.fromkeys(bounds[i, 1:]) if v != bounds[i, 0]]
+                moved = tuple(int(v) for v in dict.fromkeys(bounds[i, 1:]) if v != bounds[i, 0])
                 found.append((f"bin {i} {kind} along {axis} (float {'floor' if kind == 'start' else 'ceil'} of "
-                              f"k * RegionSize / PooledSize)", int(bounds[i, 0]), tuple(others)))
+                              f"k * RegionSize / PooledSize)", int(bounds[i, 0]), moved))
     for decision, exact, others in found[:3]:
         expected.note(KnifeEdge("OutputTensor", f"region {row}: {decision}", str(exact),
                                 " or ".join(str(o) for o in others), changed))

@@ -8,6 +8,9 @@ else; never runs a model.  Public API (the CLI calls these):
     render_summary_json(run_dir, *, out=None) -> Path                            # summary.json
     render_all(run_dir) -> dict[str, Path]                                       # all three
     diff_runs(run_a, run_b, out_dir, growth_factor=2.0, abs_floor=1e-6) -> DiffResult
+
+and, for CI, ``reports.github``: ``job_summary(run_dir)`` (Markdown) and ``annotations(run_dir)``
+(GitHub workflow commands), which return text and write nothing.
 """
 
 from __future__ import annotations

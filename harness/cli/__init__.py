@@ -28,13 +28,13 @@ from typing import Sequence
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
-from . import devices, diff, doctor, fuzz, gen, merge, model, reference, report, run
+from . import ci_summary, devices, diff, doctor, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, usage_error
 from .options import OptionError, add_limit_options, parse_limits
 
 #: Every subcommand module, in help order.
-SUBCOMMANDS = (doctor, devices, run, fuzz, merge, report, diff, map_, gen, reference, model)
+SUBCOMMANDS = (doctor, devices, run, fuzz, merge, report, ci_summary, diff, map_, gen, reference, model)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +77,7 @@ def _tolerant_console() -> None:
     shows it escaped instead of failing the command: paths and ONNX Runtime's messages hold any text."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(errors="backslashreplace")
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
         except (AttributeError, ValueError):  # not a text stream that can be reconfigured
             pass
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from ep_testbed.reports import ResultsError, diff_runs
 from ep_testbed.reports.diff import DIFF_TEXT, GatePolicy
 
+from .options import add_out
+
 #: The flags that relax (or tighten) the gate, each a field of ``reports.diff.GatePolicy``.
 POLICY_FLAGS = {
     "allow_not_tested": "accept tested cases that became not-on-ep or inexpressible in RUN_B",
@@ -38,7 +40,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                                      "2 unreadable input")
     p.add_argument("run_a", type=Path, metavar="RUN_A", help="the baseline run folder")
     p.add_argument("run_b", type=Path, metavar="RUN_B", help="the new run folder")
-    p.add_argument("--out", type=Path, help="where to write diff.html and diff.txt (default: RUN_B)")
+    add_out(p.add_argument, "RUN_B", what="where to write diff.html and diff.txt", type=Path)
     p.add_argument("--growth-factor", type=float, default=2.0,
                    help="error growth worth a warning, as a factor >= 1 (default 2)")
     gate = p.add_argument_group("the gate (default: strictest)")

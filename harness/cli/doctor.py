@@ -4,8 +4,12 @@ can this machine run the catalog on the EP?
 Prints each check of ``harness.eps.preflight`` (the ONNX Runtime wheels, the EP (a plugin EP:
 registered), ONNX Runtime's device list for it with the device the run would use, for DirectML the
 DXGI adapters, the chosen one, DirectML.dll and whether ORT's device list agrees, then one one-node
-session on the EP) and the device identity that run headers will record. Exit codes: 0 ready, 2 not ready (the one line on stderr
-names what is wrong and the fix). ``ep-testbed run`` makes the same checks before any case runs.
+session on the EP) and the device identity that run headers will record. Then, whatever the EP,
+which of the three ways a Windows GPU team holds an EP this environment has
+(``harness.eps.windows_ways``: the onnxruntime-directml wheel, Windows ML with its EP catalog,
+plugin EP packages), each found or not with how to get it, and the flags that run each EP found.
+Exit codes: 0 ready, 2 not ready (the one line on stderr names what is wrong and the fix); the ways
+never change the exit code. ``ep-testbed run`` makes the same checks before any case runs.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ import argparse
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.eps.preflight import check
 from ep_testbed.harness.eps.providers import SessionSettings, parse_provider_options
+from ep_testbed.harness.eps.windows_ways import Way, find_ways
 
 from .common import usage_error
 from .options import add_ep_options
 
 MARKS = {"ok": "ok   ", "warn": "warn ", "fatal": "FAIL "}
+#: The mark of a way of holding an EP, found or not.
+WAY_MARKS = {True: "found ", False: "none  "}
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -47,6 +54,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     for finding in result.findings:
         if finding.level != "fatal":
             print(f"  {MARKS[finding.level]}{safe(finding.text)}")
+    print_ways(find_ways())
     if result.fatal is not None:
         print("  FAIL (see stderr)")
         return usage_error(f"doctor: {result.fatal.text}")
@@ -54,3 +62,13 @@ def doctor_command(args: argparse.Namespace) -> int:
         print(f"  run headers will record: {safe(result.gpu.get('summary'))}")
     print("ready")
     return 0
+
+
+def print_ways(ways: list[Way]) -> None:
+    """The ways of holding an EP: one line each (found or not, and how to get it), then one line
+    per EP a found way offers, with the flags that run it."""
+    print("  ways to hold an EP (README.md, \"Windows\"):")
+    for way in ways:
+        print(f"    {WAY_MARKS[way.found]}{way.name}: {safe(way.text)}")
+        for line in way.eps:
+            print(f"          {safe(line)}")

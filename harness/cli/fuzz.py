@@ -18,30 +18,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from ep_testbed.harness.core.results import read_run
-from ep_testbed.harness.core.untrusted_files import limits
-from ep_testbed.harness.eps.providers import SessionSettings
-from ep_testbed.harness.run.case_run import CaseConfig
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
-from ep_testbed.reference.registry import names
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
+    RunConfig,
     add_ep_options,
     add_expectation_options,
+    add_jobs,
+    add_ops,
+    add_out,
+    add_overwrite,
+    add_seed,
+    add_timeout,
     add_tolerance_options,
     count,
-    parse_ep_args,
-    parse_expectations,
-    parse_precision,
-    parse_tolerances,
+    run_config,
     seconds,
-    seed,
 )
 
 HYPOTHESIS_HINT = "Note: ep-testbed fuzz draws its cases with Hypothesis: pip install 'ep-testbed[fuzz]'"
@@ -61,8 +59,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     what = p.add_argument_group("what to fuzz")
     what.add_argument("--budget", type=seconds, default=60.0, metavar="SECONDS",
                       help="seconds of drawing and running cases (default 60); shrinking follows")
-    what.add_argument("--ops", help=f"comma-separated operators: {', '.join(names())} (default: all)")
-    what.add_argument("--seed", type=seed, default=0, help="run seed: the same seed draws the same cases (default 0)")
+    add_ops(what.add_argument)
+    add_seed(what.add_argument, "run seed: the same seed draws the same cases")
     what.add_argument("--size", choices=("default", "large"), default="default",
                       help="size distribution: default (at most 4096 elements a tensor) or large (GPU dispatch "
                            "sizes, up to 2^21)")
@@ -88,11 +86,10 @@ def _add_shrinking(group: argparse._ArgumentGroup) -> None:
 
 def _add_execution(group: argparse._ArgumentGroup) -> None:
     """``--out``, ``--jobs``, ``--timeout``, ``--overwrite``, progress."""
-    group.add_argument("--out", help="run folder (default: runs/fuzz-<ep>-s<seed>)")
-    group.add_argument("--jobs", type=count, default=os.cpu_count() or 1, help="worker processes (default: cores)")
-    group.add_argument("--timeout", type=seconds, default=30.0, help="seconds per case before its worker is killed "
-                                                                  "(default 30)")
-    group.add_argument("--overwrite", action="store_true", help="replace existing results in --out")
+    add_out(group.add_argument, "runs/fuzz-<ep>-s<seed>")
+    add_jobs(group.add_argument, in_process=False)
+    add_timeout(group.add_argument, 30.0, "seconds per case before its worker is killed")
+    add_overwrite(group.add_argument)
     group.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="live progress even when stderr is not a terminal")
     group.add_argument("--no-progress", dest="progress", action="store_false", help="no live progress")
@@ -101,24 +98,15 @@ def _add_execution(group: argparse._ArgumentGroup) -> None:
 def fuzz_command(args: argparse.Namespace) -> int:
     """Fuzz ``--ep`` (or replay ``--replay`` cases); return the exit code (module docstring)."""
     try:
-        ep = parse_ep_args(args)
-        tolerances = parse_tolerances(args.tolerances, args.tol)
-        precision = parse_precision(args.precision_model, args.strict_tolerance)
-        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep)
-        ops = _ops(args.ops)
-        _check_numbers(args)
+        settings = run_config(args, workers_only=True)
         _require_hypothesis()
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
-    cores = os.cpu_count() or 1
-    settings = SessionSettings(graph_opt=args.graph_opt, intra_op_threads=max(1, cores // args.jobs))
-    config = CaseConfig(ep=ep, session=settings, tolerances=tolerances, precision_model=precision,
-                        max_elements=limits().elements)
-    out = args.out or os.path.join("runs", f"fuzz-{ep.alias}-s{args.seed}")
-    return _fuzz(args, config, expectations, ops, out)
+    out = settings.out or os.path.join("runs", f"fuzz-{settings.ep.alias}-s{settings.seed}")
+    return _fuzz(args, settings, out)
 
 
-def _fuzz(args: argparse.Namespace, config: CaseConfig, expectations: Any, ops: list[str], out: str) -> int:
+def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     """The fuzz run itself, its summary and report."""
     from ep_testbed.harness.fuzz.draw import parse_id
     from ep_testbed.harness.fuzz.draw import replay as redraw
@@ -128,15 +116,17 @@ def _fuzz(args: argparse.Namespace, config: CaseConfig, expectations: Any, ops: 
         replay = [redraw(case_id).id for case_id in args.replay]  # refuses a bad id before anything runs
     except ValueError as exc:
         return usage_error(f"--replay: {exc}")
-    run_seed = parse_id(replay[0]).seed if replay else args.seed
-    options = FuzzOptions(out_dir=out, ops=ops, budget_s=args.budget, seed=run_seed, size=args.size, jobs=args.jobs,
-                          timeout=args.timeout, shrink=args.shrink, shrink_known=args.shrink_known,
-                          shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks, corpus_out=args.corpus_out,
-                          overwrite=args.overwrite, progress=args.progress, command=args.command_line, replay=replay)
+    run_seed = parse_id(replay[0]).seed if replay else settings.seed
+    ops = settings.operators
+    options = FuzzOptions(out_dir=out, ops=ops, budget_s=args.budget, seed=run_seed, size=args.size,
+                          jobs=settings.jobs, timeout=settings.timeout or 30.0, shrink=args.shrink,
+                          shrink_known=args.shrink_known, shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks,
+                          corpus_out=args.corpus_out, overwrite=settings.overwrite, progress=args.progress,
+                          command=args.command_line, replay=replay)
     what = f"replaying {len(replay)} case(s)" if replay else f"fuzzing {', '.join(ops)} for {args.budget:g} s"
-    print(f"ep-testbed: {what} on {config.ep.provider} ({args.jobs} workers) -> {out}", file=sys.stderr)
+    print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers) -> {out}", file=sys.stderr)
     try:
-        result = fuzz(config, options, expectations)
+        result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
         return usage_error(str(exc))
     _, lines, _ = read_run(out)
@@ -154,28 +144,6 @@ def _fuzz(args: argparse.Namespace, config: CaseConfig, expectations: Any, ops: 
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
     render_report(out)
     return exit_code(result.counts, failing, result.interrupted)
-
-
-def _ops(text: str | None) -> list[str]:
-    """``--ops a,b`` as a list (every operator when absent); ``UsageError`` naming the known ones."""
-    ops = [o.strip() for o in text.split(",") if o.strip()] if text else list(names())
-    bad = [o for o in ops if o not in names()]
-    if bad or not ops:
-        raise UsageError(f"--ops {bad[0] if bad else text!r}: not an operator; choose from {', '.join(names())}")
-    return ops
-
-
-def _check_numbers(args: argparse.Namespace) -> None:
-    """``UsageError`` for a budget, time, count or job number out of range."""
-    checks = [("--budget", args.budget, args.budget > 0, "must be > 0 seconds"),
-              ("--shrink-time", args.shrink_time, args.shrink_time > 0, "must be > 0 seconds"),
-              ("--timeout", args.timeout, args.timeout > 0, "must be > 0 seconds"),
-              ("--jobs", args.jobs, args.jobs >= 1, "must be >= 1 (fuzzing always isolates cases in workers)"),
-              ("--max-shrinks", args.max_shrinks, args.max_shrinks >= 0, "must be >= 0"),
-              ("--seed", args.seed, args.seed >= 0, "must be >= 0")]
-    for flag, value, ok, allowed in checks:
-        if not ok:
-            raise UsageError(f"{flag} {value}: {allowed}")
 
 
 def _require_hypothesis() -> None:

@@ -23,7 +23,7 @@ from ep_testbed.reference import desc_to_dml, execute
 from ep_testbed.reference.registry import names
 
 from .common import usage_error
-from .options import seed
+from .options import add_out, add_overwrite, add_seed
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -33,9 +33,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                                           "standard tools open, plus an index (cases.json).",
                               epilog="exit codes: 0 written, 2 bad usage or --out holds files (see --overwrite)")
     p.add_argument("--op", required=True, choices=names(), help="operator")
-    p.add_argument("--out", required=True, help="output folder (one subfolder per case, plus cases.json)")
-    p.add_argument("--seed", type=seed, default=0, help="catalog seed (random cases and inputs)")
-    p.add_argument("--overwrite", action="store_true", help="write even if --out already holds files")
+    add_out(p.add_argument, None, what="output folder (one subfolder per case, plus cases.json)")
+    add_seed(p.add_argument, "catalog seed (random cases and inputs)")
+    add_overwrite(p.add_argument, "what --out already holds")
     p.set_defaults(func=gen_command)
 
 
@@ -74,11 +74,11 @@ def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]
             with open_output(folder / "model.onnx") as f:
                 f.write(mapping.model.SerializeToString())
         with open_output(folder / "inputs.npz") as f:
-            np.savez(f, **(mapping.feeds(tensors) if mapping.model is not None else tensors))
+            np.savez(f, **(mapping.feeds(tensors) if mapping.model is not None else tensors))  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf edge cases are deliberate
             expected = execute(case.desc, tensors)
         with open_output(folder / "expected.npz") as f:
-            np.savez(f, **expected)
+            np.savez(f, **expected)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         folders.append(folder)
         index.append({"id": case.id, "folder": folder.name, "kind": mapping.kind, "tags": case.tags})
     with open_output(out / "cases.json", "w") as f:

@@ -15,6 +15,7 @@ from ep_testbed.harness.run.merge import MergeError, merge_runs
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
 from .common import print_outcomes, render_report, usage_error
+from .options import add_out
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +26,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                               epilog="exit codes: as `ep-testbed run` for the merged cases; 2 when the runs "
                                      "cannot be merged")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders to merge")
-    p.add_argument("--out", required=True, help="new run folder")
+    add_out(p.add_argument, None, what="the new run folder")
     p.add_argument("--allow-partial", action="store_true", help="merge even if some shard of K/N is missing")
     p.add_argument("--allow-mixed", action="store_true",
                    help="merge runs made on different GPUs, drivers, DirectML or ONNX Runtime versions (refused by "

@@ -16,7 +16,7 @@ import argparse
 from ep_testbed.graphs import attributed_op_types
 
 from .model_command import DEMO_TIMEOUT, demo_command, run_command
-from .options import add_ep_options, add_tolerance_options, count, seconds, seed
+from .options import add_ep_options, add_out, add_overwrite, add_seed, add_timeout, add_tolerance_options, count
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -44,8 +44,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     base = run.add_mutually_exclusive_group()
     base.add_argument("--save-baseline", metavar="DIR", help="store outputs + manifest as a baseline in DIR")
     base.add_argument("--baseline", metavar="DIR", help="compare with the baseline in DIR; exit 1 on a regression")
-    run.add_argument("--timeout", type=seconds, metavar="SECONDS",
-                     help="kill the child process that runs the model after SECONDS (default: no limit)")
+    add_timeout(run.add_argument, None, "kill the child process that runs the model after SECONDS")
     run.add_argument("--in-process", action="store_true",
                      help="run in this process, not in a child (a crash of the EP then ends ep-testbed too)")
     # set by a parent process whose child crashed on the whole model: judge the nodes alone
@@ -55,8 +54,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                           description="Write the bundled models (a detection head and a ResNet-style stem with its "
                                       "pool's indices, seeded weights) and run each like `model run`.")
     _common(demo)
-    demo.add_argument("--timeout", type=seconds, default=DEMO_TIMEOUT, metavar="SECONDS",
-                      help=f"per-model time limit of its child process (default {DEMO_TIMEOUT:g})")
+    add_timeout(demo.add_argument, DEMO_TIMEOUT, "per-model time limit of its child process, in seconds")
     demo.add_argument("--in-process", action="store_true", help="run the models in this process (no isolation)")
     demo.set_defaults(func=demo_command)
 
@@ -65,11 +63,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     """The flags ``model run`` and ``model demo`` share (EPs, seed, output folder, session, reading, tolerances)."""
     add_ep_options(p.add_argument)
     p.add_argument("--reference-ep", default="cpu", help="EP whose outputs are the reference (default cpu)")
-    p.add_argument("--seed", type=seed, default=0, help="input seed (default 0)")
-    p.add_argument("--out", help="output folder (default runs/model-<name>-<ep>-<UTC time>)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace what --out (and --save-baseline) already hold (default: refuse, never overwrite "
-                        "silently)")
+    add_seed(p.add_argument, "input seed")
+    add_out(p.add_argument, "runs/model-<name>-<ep>-<UTC time>")
+    add_overwrite(p.add_argument, "what --out (and --save-baseline) already hold")
     p.add_argument("--no-cpu-fallback", action="store_true",
                    help="refuse to run when the EP declines a node (default: it runs on CPU and placement says so)")
     p.add_argument("--reading", choices=("spec", "dml-ep"), default="spec",

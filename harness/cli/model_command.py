@@ -72,7 +72,7 @@ from ep_testbed.harness.models.untrusted import LoadedModel, ModelRefused, load_
 from ep_testbed.harness.run.run_folder import FolderBusy, claim, refuse_overwrite
 from ep_testbed.reports.model_report import render_model_report
 
-from .options import OptionError, parse_ep, parse_ep_args, parse_precision, parse_tolerances
+from .options import OptionError, RunConfig, parse_ep, run_config
 
 #: Seconds a demo model's child process may run (``model demo --timeout``'s default).
 DEMO_TIMEOUT = 300.0
@@ -82,9 +82,8 @@ DEMO_TIMEOUT = 300.0
 class _Setup:
     """Everything a model run needs, read and checked before anything runs."""
 
-    ep: EpSpec
+    settings: RunConfig  # the EP, tolerances, precision model, seed, --out
     reference: EpSpec
-    tolerances: Tolerances
     loaded: LoadedModel
     specs: list[InputSpec]
     feeds: dict[str, np.ndarray]
@@ -130,7 +129,7 @@ def demo_command(args: argparse.Namespace) -> int:
     """``ep-testbed model demo``: write the bundled models and run each like ``model run``; the
     worst exit code of the models."""
     try:  # fail once, here, rather than once per model
-        parse_ep_args(args)
+        run_config(args)
         parse_ep(args.reference_ep)
     except OptionError as exc:
         return _error(str(exc))
@@ -173,14 +172,11 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, FolderBusy, FileRefused,
             ValueError, OSError) as exc:
         return _error(str(exc))
-    try:
-        precision = parse_precision(getattr(args, "precision_model", None), getattr(args, "strict_tolerance", False))
-    except OptionError as exc:
-        return _error(str(exc))
+    settings = setup.settings
+    precision = settings.precision_model
     reference_settings = SessionSettings(graph_opt=True) if getattr(args, "reference_graph_opt", False) else None
-    config = ModelRunConfig(ep=setup.ep, reference=setup.reference, tolerances=setup.tolerances,
-                            settings=SessionSettings(graph_opt=args.graph_opt),
-                            allow_fallback=not args.no_cpu_fallback, reading=args.reading,
+    config = ModelRunConfig(ep=settings.ep, reference=setup.reference, tolerances=settings.tolerances,
+                            settings=settings.session(), allow_fallback=not args.no_cpu_fallback, reading=args.reading,
                             baseline_tolerances=setup.baseline_tolerances, precision_model=precision, drift=setup.drift,
                             reference_settings=reference_settings)
     quiet_default_logger()
@@ -193,15 +189,15 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         return EXIT_FAIL
     if result.get("ep_failure"):  # the whole message follows in the summary, and in model_result.json
         print(f"ep-testbed model: {safe(result['ep_failure']['message'].splitlines()[0])}", file=sys.stderr)
-    out = Path(args.out or _default_out(setup.loaded.path.stem, setup.ep.alias))
+    out = Path(settings.out or _default_out(setup.loaded.path.stem, settings.ep.alias))
     result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in _user_argv(sys.argv[1:]))
     result["precision_model"] = precision
-    result["inputs"] = {"source": setup.source, "seed": args.seed if setup.source == "generated" else None,
+    result["inputs"] = {"source": setup.source, "seed": settings.seed if setup.source == "generated" else None,
                         "specs": [s.to_json() for s in setup.specs],
                         "shapes": {k: list(np.shape(v)) for k, v in setup.feeds.items()}}
     try:
         with claim(out, result["command"]):
-            _write_run(out, result, setup, args.seed, save_baseline)
+            _write_run(out, result, setup, settings.seed, save_baseline)
             report = render_model_report(out)
     except FolderBusy as exc:
         return _error(str(exc))
@@ -213,16 +209,15 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
            baseline_dir: str | None) -> _Setup:
     """Resolve the EPs and tolerances, load the model and its baseline, and make its inputs
     (the baseline's, ``--inputs``, or seeded). Raises what ``run_model_file`` reports as exit 2."""
-    ep = parse_ep_args(args)
+    settings = run_config(args)
     reference = parse_ep(args.reference_ep)
-    tolerances = parse_tolerances(args.tolerances, args.tol)
-    drift = parse_drift_policy(getattr(args, "drift_tol", None) or [], tolerances,
+    drift = parse_drift_policy(getattr(args, "drift_tol", None) or [], settings.tolerances,
                                getattr(args, "drift_max_elements", None))
     loaded = load_untrusted(model_path)
     specs = input_specs(loaded.model)
     baseline = Baseline.load(baseline_dir, loaded.sha256) if baseline_dir else None
     if baseline is not None:
-        baseline.check_ep(ep.provider)
+        baseline.check_ep(settings.ep.provider)
     baseline_tolerances = None
     if baseline is not None and not (args.tol or args.tolerances):
         baseline_tolerances = (baseline.recorded_tolerances(), "baseline manifest")
@@ -232,9 +227,9 @@ def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inp
         feeds, source = load_inputs(inputs_path, specs), f"npz {inputs_path}"
     else:
         resolved = resolve_shapes(specs, parse_shapes(shapes))
-        feeds, source = generate_inputs(loaded.model, specs, resolved, args.seed), "generated"
+        feeds, source = generate_inputs(loaded.model, specs, resolved, settings.seed), "generated"
     check_graph_sizes(loaded.model, {name: tuple(np.shape(value)) for name, value in feeds.items()})
-    return _Setup(ep, reference, tolerances, loaded, specs, feeds, source, baseline, baseline_tolerances, drift)
+    return _Setup(settings, reference, loaded, specs, feeds, source, baseline, baseline_tolerances, drift)
 
 
 def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save_baseline: str | None) -> None:

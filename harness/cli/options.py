@@ -1,7 +1,8 @@
-"""The option groups every front end shares, each with the one function that reads it.
+"""The option groups every front end shares, each flag defined once, and the one function that
+turns parsed options into a run's configuration.
 
-``ep-testbed run``, ``ep-testbed model run`` / ``model demo`` and the pytest plugin
-(``pytest tests/conformance``) take the same flags for the same things:
+``ep-testbed run``, ``ep-testbed fuzz``, ``ep-testbed model run`` / ``model demo`` and the pytest
+plugin (``pytest tests/conformance``) take the same flags for the same things:
 
 - the EP group: ``--ep``, ``--ep-option KEY=VALUE`` (repeatable), ``--ep-library PATH``,
   ``--ep-device SELECTOR``, ``--graph-opt`` -> ``parse_ep`` gives the ``EpSpec``
@@ -13,11 +14,20 @@
   the reference's precision model (its rounding bounds and knife-edge alternatives widen the rule
   element by element; ``--strict-tolerance`` is the ``exact`` model: the rule alone);
 - the expectations group: ``--expectations FILE`` / ``--no-expectations`` ->
-  ``parse_expectations`` gives the ``Expectations`` of the EP.
-
+  ``parse_expectations`` gives the ``Expectations`` of the EP;
+- the run group: ``--ops``, ``--seed``, ``--jobs``, ``--timeout``, ``--out``, ``--overwrite``,
+  ``--resume`` (``add_ops`` ... ``add_resume``; a command takes those that mean something to it,
+  with its own default and help where they differ: ``fuzz``'s ``--timeout`` defaults to 30 s,
+  the pytest plugin spells ``--timeout`` and ``--seed`` ``--case-timeout`` and ``--catalog-seed``);
 - the limits group: ``--limit NAME=VALUE`` (repeatable) -> ``parse_limits`` gives the
   ``untrusted_files.Limits`` every file read (and the reference's element cap) obeys; every
   ``ep-testbed`` command takes it.
+
+``run_config(args)`` is the one path from parsed options to a run's configuration
+(``RunConfig``: the EP, tolerances, precision model, expectations with the ``--corpus`` cases'
+own entries applied once, operators, seed, workers, time limit, output folder); ``run``,
+``fuzz``, ``model run`` / ``model demo`` and the pytest plugin all call it, and
+``RunConfig.case_config`` gives what every worker gets.
 
 Each ``add_*`` function takes the registering callable, so one definition serves argparse
 (``parser.add_argument``) and pytest (``group.addoption``), which accept the same keywords.
@@ -27,24 +37,26 @@ what is allowed and what to do next; front ends print it and exit with their usa
 Numbers with a range are read by the argparse ``type=`` functions below (``seconds``,
 ``count``, ``seed``): a NaN, infinite, negative or absurd value is refused at parse time,
 with the flag named (argparse's exit 2, pytest's usage error).
-
-This module sits outside the ``cli`` package so that the pytest plugin and the model CLI can
-use it without importing (or cycling back through) the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, read_json
+from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
 from ep_testbed.harness.eps.adapters import emulated, ep_package, resolve, runtime_version
-from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, parse_provider_options
+from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options
+from ep_testbed.harness.fuzz.corpus import CorpusError, load_corpus, with_corpus
+from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig
 from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
+from ep_testbed.reference.registry import names, spec_of_type
 
 #: ``parser.add_argument`` or pytest's ``group.addoption``.
 AddOption = Callable[..., Any]
@@ -225,14 +237,171 @@ def parse_expectations(path: str | None, disabled: bool, ep_alias: str, ep: EpSp
     if disabled:
         return Expectations()
     package = ep_package(ep) if ep is not None else None
-    scope = {"ep_package": package, "emulated": emulated(ep) if ep is not None else False,
-             "ort_version": runtime_version(ep) if ep is not None else None}
+    on_emulated = emulated(ep) if ep is not None else False
+    ort_version = runtime_version(ep) if ep is not None else None
     try:
         provider = ep.provider if ep is not None else None
         if path:
-            return expectations_mod.load(path, provider=provider, alias=ep_alias, **scope)
-        return expectations_mod.for_ep(ep_alias, provider=provider, **scope)
+            return expectations_mod.load(path, provider=provider, alias=ep_alias, ep_package=package,
+                                         emulated=on_emulated, ort_version=ort_version)
+        return expectations_mod.for_ep(ep_alias, provider=provider, ep_package=package,
+                                       emulated=on_emulated, ort_version=ort_version)
     except FileRefused as exc:
         raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field
         raise OptionError(str(exc)) from None
+
+
+# --- the run group: which operators, which seed, how many workers, how long, where ----------
+
+def add_ops(add: AddOption) -> Any:
+    """Register ``--ops a,b`` (default: every operator); ``parse_ops`` reads it."""
+    return add("--ops", default=None, metavar="OP[,OP...]",
+               help=f"comma-separated operators: {', '.join(names())} (default: all)")
+
+
+def add_seed(add: AddOption, what: str, flag: str = "--seed") -> Any:
+    """Register ``--seed`` (or the front end's spelling of it), ``what`` naming what it seeds."""
+    return add(flag, type=seed, default=0, help=f"{what} (default 0)")
+
+
+def add_jobs(add: AddOption, *, in_process: bool) -> Any:
+    """Register ``--jobs N`` (default: the number of cores); ``in_process``: 0 runs the cases in
+    this process (``run``), else at least one worker is required (``run_config`` checks it)."""
+    zero = "; 0 = in this process, no crash isolation" if in_process else ""
+    return add("--jobs", type=count, default=os.cpu_count() or 1,
+               help=f"worker processes (default: the number of cores{zero})")
+
+
+def add_timeout(add: AddOption, default: float | None, what: str, flag: str = "--timeout") -> Any:
+    """Register ``--timeout SECONDS`` (or the front end's spelling), ``what`` saying what it limits."""
+    limit = "no limit" if default is None else f"{default:g}"
+    return add(flag, type=seconds, default=default, metavar="SECONDS", help=f"{what} (default {limit})")
+
+
+def add_out(add: AddOption, default_text: str | None, note: str = "", *, what: str = "output folder",
+            metavar: str = "DIR", **extra: Any) -> Any:
+    """Register ``--out``: ``what`` it names (a folder unless said otherwise), ``default_text``
+    where output goes without it (None: the flag is required), ``note`` what else the command
+    makes of the value; ``extra`` (``type=Path``) goes to the registering callable."""
+    default = f" (default: {default_text})" if default_text else ""
+    return add("--out", default=None, required=default_text is None, metavar=metavar,
+               help=f"{what}{default}" + (f"; {note}" if note else ""), **extra)
+
+
+def add_overwrite(add: AddOption, what: str = "the results --out already holds") -> Any:
+    """Register ``--overwrite``: replace ``what`` (without it, a folder that holds results is refused)."""
+    return add("--overwrite", action="store_true", help=f"replace {what} (default: refuse, never overwrite silently)")
+
+
+def add_resume(add: AddOption) -> Any:
+    """Register ``--resume``: continue the run in ``--out``, skipping the cases it finished."""
+    return add("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
+
+
+def parse_ops(text: str | None) -> list[str] | None:
+    """``--ops a,b`` as a list in the order given (None: every operator); ``OptionError`` naming
+    the known operators for an unknown name or a value that names none."""
+    if text is None:
+        return None
+    ops = [o.strip() for o in text.split(",") if o.strip()]
+    known = sorted(names())
+    bad = [o for o in ops if o not in known]
+    if bad:
+        raise OptionError(f"--ops {bad[0]!r}: not an operator; choose from {', '.join(known)}")
+    if not ops:
+        raise OptionError(f"--ops {text!r} names no operator; choose from {', '.join(known)} "
+                          "(or leave --ops out: every operator)")
+    return ops
+
+
+# --- from parsed options to a run's configuration ------------------------------------------
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a front end's options say, read and checked once (``run_config``).
+
+    A flag the front end does not take has its default here: no ``--jobs`` is one worker, no
+    ``--timeout`` no limit, no expectations group no expectations, no ``--corpus`` no corpus.
+    """
+
+    ep: EpSpec
+    tolerances: Tolerances
+    precision_model: str
+    expectations: Expectations
+    graph_opt: bool = False
+    dml_graph_fusion: bool = False
+    ops: list[str] | None = None          # None: every operator
+    corpus: tuple[Any, ...] = ()          # CorpusEntry of every --corpus folder, for ``ops``
+    seed: int = 0
+    jobs: int = 1
+    timeout: float | None = None
+    out: str | None = None
+    overwrite: bool = False
+    resume: bool = False
+
+    @property
+    def operators(self) -> list[str]:
+        """``ops``, or every registered operator when ``--ops`` was left out."""
+        return list(self.ops) if self.ops is not None else list(names())
+
+    def session(self, jobs: int | None = None) -> SessionSettings:
+        """Session settings for ``jobs`` concurrent workers (default ``self.jobs``): the cores
+        shared among them, so that workers do not oversubscribe the machine (0: ORT's default)."""
+        jobs = self.jobs if jobs is None else jobs
+        threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else 0
+        return SessionSettings(graph_opt=self.graph_opt, intra_op_threads=threads,
+                               dml_graph_fusion=self.dml_graph_fusion)
+
+    def case_config(self, mapper: str = DEFAULT_MAPPER, jobs: int | None = None) -> CaseConfig:
+        """What every worker gets; the element cap in force (``--limit elements``) goes with it."""
+        return CaseConfig(ep=self.ep, session=self.session(jobs), tolerances=self.tolerances, mapper=mapper,
+                          precision_model=self.precision_model, max_elements=limits().elements)
+
+
+def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
+    """The ``RunConfig`` of parsed options ``args`` (an argparse namespace, or one the pytest
+    plugin builds); attributes a front end does not define take ``RunConfig``'s defaults.
+
+    The ``--corpus`` folders' own expectations are applied here, once, in front of the EP's.
+    ``workers_only``: ``--jobs 0`` (in this process) is refused. ``OptionError`` for any
+    unusable value, naming the flag.
+    """
+    def get(name: str, default: Any = None) -> Any:
+        """The option ``name`` of ``args``, or ``default`` where the front end has no such flag."""
+        return getattr(args, name, default)
+
+    ep = parse_ep(get("ep", "cpu"), get("ep_option") or [], get("ep_library"), get("ep_device"))
+    tolerances = parse_tolerances(get("tolerances"), get("tol") or [])
+    precision = parse_precision(get("precision_model"), bool(get("strict_tolerance", False)))
+    ops = parse_ops(get("ops"))
+    jobs = get("jobs", 1)
+    if workers_only and jobs < 1:
+        raise OptionError(f"--jobs {jobs}: must be >= 1 (fuzzing always isolates cases in workers)")
+    corpus = tuple(_corpus(get("corpus") or [], ops))
+    expectations = Expectations()
+    if hasattr(args, "expectations") or hasattr(args, "no_expectations"):
+        expectations = corpus_expectations(get("expectations"), bool(get("no_expectations", False)), ep, corpus)
+    return RunConfig(ep=ep, tolerances=tolerances, precision_model=precision, expectations=expectations,
+                     graph_opt=bool(get("graph_opt", False)), dml_graph_fusion=bool(get("dml_graph_fusion", False)),
+                     ops=ops, corpus=corpus, seed=get("seed", 0), jobs=jobs, timeout=get("timeout"),
+                     out=get("out"), overwrite=bool(get("overwrite", False)), resume=bool(get("resume", False)))
+
+
+def corpus_expectations(path: str | None, disabled: bool, ep: EpSpec, corpus: Sequence[Any]) -> Expectations:
+    """``parse_expectations`` for ``ep``, with the corpus cases' own entries for it in front
+    (applied here once: a run header names them once)."""
+    expectations = parse_expectations(path, disabled, ep.alias, ep)
+    return expectations if disabled else with_corpus(expectations, list(corpus), ep.alias)
+
+
+def _corpus(folders: Sequence[str], ops: list[str] | None) -> list[Any]:
+    """The corpus entries of every ``--corpus`` folder for ``ops``; ``OptionError`` naming the
+    file and field of the first unreadable one."""
+    entries = []
+    try:
+        for folder in folders:
+            entries += load_corpus(folder)
+    except CorpusError as exc:
+        raise OptionError(str(exc)) from None
+    return [e for e in entries if ops is None or getattr(spec_of_type(e.case.op), "name", None) in ops]

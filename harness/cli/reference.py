@@ -18,7 +18,7 @@ from ep_testbed.reference import DescError, desc_from_dml, execute, validate
 from ep_testbed.reference.inputs import random_inputs
 
 from .common import usage_error
-from .options import seed
+from .options import add_out, add_seed
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -30,9 +30,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                               epilog="exit codes: 0 computed, 2 not a JSON desc, unreadable inputs or invalid desc")
     p.add_argument("--desc", required=True, type=Path, help="desc JSON file in DirectML's spelling")
     p.add_argument("--inputs", type=Path, help="NPZ with InputTensor, ROITensor, ... (default: seeded random)")
-    p.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (default 0)")
+    add_seed(p.add_argument, "seed of the random inputs")
     p.add_argument("--feature-level", default="5.0", help="DirectML feature level to validate against (default 5.0)")
-    p.add_argument("--out", type=Path, help="write outputs here (NPZ)")
+    add_out(p.add_argument, "print only", what="write the outputs to this NPZ file", metavar="NPZ", type=Path)
     p.set_defaults(func=reference_command)
 
 
@@ -58,6 +58,6 @@ def reference_command(args: argparse.Namespace) -> int:
     for name, array in outputs.items():
         print(f"{name}: shape {list(array.shape)} dtype {array.dtype} min {array.min()} max {array.max()}")
     if args.out:
-        np.savez(args.out, **outputs)
+        np.savez(args.out, **outputs)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         print(f"wrote {args.out}")
     return 0

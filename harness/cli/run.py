@@ -28,33 +28,34 @@ from ep_testbed.graphs.catalog import TIERS
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
 from ep_testbed.harness.core.terminal import safe_message
-from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import limits, using_limits
 from ep_testbed.harness.eps import preflight
-from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
-from ep_testbed.harness.fuzz.corpus import CorpusError, load_corpus, with_corpus
+from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases
 from ep_testbed.harness.run.selection import parse_shard, select, shard
 from ep_testbed.harness.run.summary import EXIT_NO_CASES, exit_code, failing_outcomes
 from ep_testbed.reference.precision import precision_model
-from ep_testbed.reference.registry import names, spec_of_type
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
+    RunConfig,
     add_ep_options,
     add_expectation_options,
+    add_jobs,
+    add_ops,
+    add_out,
+    add_overwrite,
+    add_resume,
+    add_seed,
+    add_timeout,
     add_tolerance_options,
+    corpus_expectations,
     count,
     parse_ep,
-    parse_ep_args,
-    parse_expectations,
-    parse_precision,
-    parse_tolerances,
-    seconds,
-    seed,
+    run_config,
 )
 
 DEFAULT_CATALOG = "ep_testbed.graphs.catalog:build_catalog"
@@ -100,12 +101,12 @@ def _add_selection(group: argparse._ArgumentGroup) -> list[argparse.Action]:
     """``--ops``, ``-k``, ``--exclude``, ``--seed``, ``--tier``, ``--corpus``, ``--shard``,
     ``--list``; returns ``--seed``, ``--tier`` and ``--corpus`` (they change which cases exist
     and their inputs, so a rerun line repeats them)."""
-    group.add_argument("--ops", help=f"comma-separated operators: {', '.join(names())} (default: all)")
+    add_ops(group.add_argument)
     group.add_argument("-k", dest="include", action="append", default=[], metavar="PATTERN",
                        help="only case ids containing PATTERN (or matching it, if it has * ? [); repeatable, "
                             "comma-separated alternatives")
     group.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="drop matching case ids")
-    seed_action = group.add_argument("--seed", type=seed, default=0, help="catalog seed (default 0)")
+    seed_action = add_seed(group.add_argument, "catalog seed")
     tier = group.add_argument("--tier", choices=TIERS, default="default",
                               help="smoke: a few cases per operator (seconds); default: the catalog; stress: detection- "
                                    "and classifier-sized and GPU-boundary cases (each states its memory need; what "
@@ -122,15 +123,12 @@ def _add_selection(group: argparse._ArgumentGroup) -> list[argparse.Action]:
 def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
     """Where results go, workers, time limits, resume, artifacts, exit-code policy, progress;
     returns ``--timeout`` (a case past it is a ``timeout``, so a rerun line repeats it)."""
-    group.add_argument("--out", help=f"run folder (default: runs/<ep>-<UTC time>); {TIME_FIELD} in it becomes the "
-                                     "UTC time, with -2, -3... added if that folder exists (a fresh folder per run)")
-    group.add_argument("--jobs", type=count, default=os.cpu_count() or 1,
-                       help="worker processes (default: the number of cores; 0 = in this process, no crash "
-                            "isolation)")
-    timeout = group.add_argument("--timeout", type=seconds, default=120.0,
-                       help="seconds per case before its worker is killed (default 120)")
-    group.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished ids")
-    group.add_argument("--overwrite", action="store_true", help="replace existing results in --out")
+    add_out(group.add_argument, "runs/<ep>-<UTC time>", f"{TIME_FIELD} in it becomes the UTC time, with -2, -3... "
+            "added if that folder exists (a fresh folder per run)")
+    add_jobs(group.add_argument, in_process=True)
+    timeout = add_timeout(group.add_argument, 120.0, "seconds per case before its worker is killed")
+    add_resume(group.add_argument)
+    add_overwrite(group.add_argument)
     group.add_argument("--keep-worst", type=count, default=None, metavar="N",
                        help="also write case folders for the N worst passing cases (default 5; 0 with --tier stress, "
                             "whose folders hold hundreds of MB each)")
@@ -164,10 +162,8 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
 def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_paths: Sequence[str]) -> int:
     """``run_command`` under the element cap in force."""
     try:
-        ep = parse_ep_args(args)
-        tolerances = parse_tolerances(args.tolerances, args.tol)
-        precision = parse_precision(args.precision_model, args.strict_tolerance)
-        cases, corpus = _selected_cases(args, catalog)
+        settings = run_config(args)
+        cases = _selected_cases(args, settings, catalog)
         if args.list:
             for case in cases:
                 print(case.id)
@@ -175,35 +171,33 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         if not cases:
             print("ep-testbed: no case matches the selection", file=sys.stderr)
             return EXIT_NO_CASES
-        expectations = parse_expectations(args.expectations, args.no_expectations, ep.alias, ep)
-        if not args.no_expectations:
-            expectations = with_corpus(expectations, corpus, ep.alias)
-        jobs = min(args.jobs, len(cases))
+        jobs = min(settings.jobs, len(cases))
         cases, skipped = _fitting(cases, jobs)
-        config = replace(_case_config(args, ep, tolerances, mapper, jobs), precision_model=precision)
-        options = _run_options(args, ep, jobs, catalog, expectations, worker_paths)
-        options.also_on = parse_also_on(getattr(args, "also_on", None), ep)
+        config = _case_config(settings, mapper, jobs)
+        options = _run_options(args, settings, jobs, catalog, worker_paths)
+        options.also_on = parse_also_on(getattr(args, "also_on", None), settings.ep)
         if options.also_on is not None:
-            other = options.also_on
-            options.also_on_expectations = with_corpus(parse_expectations(
-                None, args.no_expectations, other.alias, other), corpus, other.alias)
+            options.also_on_expectations = corpus_expectations(None, args.no_expectations, options.also_on,
+                                                               settings.corpus)
         options.header_extra["also_on"] = options.also_on.provider if options.also_on else None
-        options.header_extra.update(skipped=skipped, precision_model=precision_model(precision).to_json(),
-                                    rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args, tolerances),
+        options.header_extra.update(skipped=skipped, precision_model=precision_model(settings.precision_model).to_json(),
+                                    rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args,
+                                                            settings.tolerances),
                                     tolerances_file=file_identity(args.tolerances))
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
     if not cases:
         print("ep-testbed: no selected case fits this machine's memory", file=sys.stderr)
         return EXIT_NO_CASES
-    ready = preflight.check(args.ep, ep.options, config.session, library=args.ep_library, device=args.ep_device)
+    ready = preflight.check(args.ep, settings.ep.options, config.session, library=getattr(args, "ep_library", None),
+                            device=getattr(args, "ep_device", None))
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
     options.announce = lambda todo, selected: print(
         f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
-        + f" on {ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
+        + f" on {settings.ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
     try:
-        result = _run_until_stopped(cases, config, options, expectations)
+        result = _run_until_stopped(cases, config, options, settings.expectations)
     except (RunError, WorkerStartError) as exc:
         return usage_error(str(exc))
     except OSError as exc:  # the disk filled up, or the folder went away, mid-run
@@ -232,36 +226,17 @@ def parse_also_on(value: str | None, ep: EpSpec) -> EpSpec | None:
     return other
 
 
-def _selected_cases(args: argparse.Namespace, catalog: str) -> tuple[list[Any], list[Any]]:
+def _selected_cases(args: argparse.Namespace, settings: RunConfig, catalog: str) -> list[Any]:
     """The cases of ``--ops``, ``--tier``, ``--corpus``, ``-k``, ``--exclude``, ``--shard`` in
-    catalog (or shard) order, corpus cases after the catalog's, and the corpus entries read;
-    ``UsageError`` for a bad ``--shard``/``--jobs``/``--timeout``/``--ops``, a missing catalog or
-    an unreadable corpus."""
+    catalog (or shard) order, corpus cases after the catalog's; ``UsageError`` for a bad
+    ``--shard`` or a missing catalog."""
     try:
         shard_spec = parse_shard(args.shard) if args.shard else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if args.jobs < 0:
-        raise UsageError(f"--jobs {args.jobs}: must be >= 0 (0 runs the cases in this process)")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout}: must be > 0 seconds")
-    ops = _ops(args.ops)
-    corpus = _corpus(args.corpus, ops)
-    cases = select(load_cases(catalog, ops, args.seed, args.tier) + [e.case for e in corpus], args.include,
-                   args.exclude)
-    return (shard(cases, *shard_spec) if shard_spec else cases), corpus
-
-
-def _corpus(folders: Sequence[str], ops: list[str] | None) -> list[Any]:
-    """The corpus entries of every ``--corpus`` folder for ``ops``; ``UsageError`` naming the
-    file and field of the first unreadable one."""
-    entries = []
-    try:
-        for folder in folders:
-            entries += load_corpus(folder)
-    except CorpusError as exc:
-        raise UsageError(str(exc)) from None
-    return [e for e in entries if ops is None or spec_of_type(e.case.op).name in ops]
+    cases = select(load_cases(catalog, settings.ops, settings.seed, args.tier) + [e.case for e in settings.corpus],
+                   args.include, args.exclude)
+    return shard(cases, *shard_spec) if shard_spec else cases
 
 
 def _fitting(cases: list[Any], jobs: int) -> tuple[list[Any], list[dict[str, Any]]]:
@@ -300,16 +275,6 @@ def available_memory() -> int | None:
         return None
 
 
-def _ops(text: str | None) -> list[str] | None:
-    """``--ops a,b`` as a list (None: all operators); ``UsageError`` naming the known operators."""
-    ops = [o.strip() for o in text.split(",") if o.strip()] if text else None
-    known = sorted(names())
-    bad = [o for o in ops or [] if o not in known]
-    if bad:
-        raise UsageError(f"--ops {bad[0]!r}: not an operator; choose from {', '.join(known)}")
-    return ops
-
-
 def load_cases(spec: str, ops: list[str] | None, seed: int, tier: str = "default") -> list[Any]:
     """The cases of the catalog function named ``"module:function"`` (build_catalog's signature;
     ``tier`` is passed only when it is not ``default``, so catalogs without tiers still load);
@@ -336,32 +301,31 @@ def load_cases(spec: str, ops: list[str] | None, seed: int, tier: str = "default
     return cases
 
 
-def _case_config(args: argparse.Namespace, ep: EpSpec, tolerances: Tolerances, mapper: str, jobs: int) -> CaseConfig:
+def _case_config(settings: RunConfig, mapper: str, jobs: int) -> CaseConfig:
     """What every worker gets; the mapper is imported here once so a bad name fails before workers start."""
     try:
         load_mapper(mapper)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"the mapper {mapper} cannot be loaded ({exc})") from exc
-    cores = os.cpu_count() or 1
-    settings = SessionSettings(graph_opt=args.graph_opt, intra_op_threads=max(1, cores // jobs) if jobs > 1 else 0,
-                               dml_graph_fusion=args.dml_graph_fusion)
-    return CaseConfig(ep=ep, session=settings, tolerances=tolerances, mapper=mapper, max_elements=limits().elements)
+    return settings.case_config(mapper, jobs)
 
 
-def _run_options(args: argparse.Namespace, ep: EpSpec, jobs: int, catalog: str, expectations: Expectations,
+def _run_options(args: argparse.Namespace, settings: RunConfig, jobs: int, catalog: str,
                  worker_paths: Sequence[str]) -> RunOptions:
     """The runner's options; the selection and limits also go into the results header."""
-    out = fresh_out(args.out) if args.out else os.path.join("runs", f"{ep.alias}-{_utc_stamp()}")
+    out = fresh_out(settings.out) if settings.out else os.path.join("runs", f"{settings.ep.alias}-{_utc_stamp()}")
+    expectations = settings.expectations
     extra: dict[str, Any] = {
-        "selection": {"ops": _ops(args.ops), "include": args.include, "exclude": args.exclude, "catalog": catalog,
+        "selection": {"ops": settings.ops, "include": args.include, "exclude": args.exclude, "catalog": catalog,
                       "tier": args.tier, "corpus": [os.path.abspath(c) for c in args.corpus]},
-        "jobs": jobs, "timeout_s": args.timeout, "expectations": expectations.source,
+        "jobs": jobs, "timeout_s": settings.timeout, "expectations": expectations.source,
         "expectations_sha256": expectations.digest}
     if args.shard:
         extra["shard"] = "{}/{}".format(*parse_shard(args.shard))
-    return RunOptions(out_dir=out, jobs=jobs, timeout=args.timeout, resume=args.resume, overwrite=args.overwrite,
-                      keep_worst=_keep_worst(args), progress=args.progress, seed=args.seed,
-                      command=args.command_line, header_extra=extra, extra_paths=tuple(worker_paths))
+    return RunOptions(out_dir=out, jobs=jobs, timeout=settings.timeout or 120.0, resume=settings.resume,
+                      overwrite=settings.overwrite, keep_worst=_keep_worst(args), progress=args.progress,
+                      seed=settings.seed, command=args.command_line, header_extra=extra,
+                      extra_paths=tuple(worker_paths))
 
 
 def _utc_stamp() -> str:

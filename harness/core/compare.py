@@ -367,7 +367,7 @@ def _apply_allowance(result: Comparison, allowance: _ElementAllowance, a: np.nda
     bound = allowance.bound
     by_bound = both_finite & ~judged.within & (absdiff <= bound)
     knife_used = None
-    if allowance.low is not None:
+    if allowance.low is not None and allowance.high is not None:
         slack = np.maximum(bound, judged.allowed)
         with np.errstate(invalid="ignore", divide="ignore"):
             distance = np.maximum(np.maximum(allowance.low - a, a - allowance.high), 0.0)
@@ -509,7 +509,10 @@ def _scalar(value: Any) -> Any:
     return value
 
 
-def _max(current: float | None, new: float) -> float:
+def _max(current: float | None, new: float | None) -> float | None:
+    """The larger of two figures, either of which may be None (an output without elements has none)."""
+    if new is None:
+        return current
     return new if current is None else max(current, new)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import numpy as np
 
@@ -124,7 +124,7 @@ def _rounded_passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, p
     ``part`` set to it passes every element (float rounding can leave the exact value a hair short)."""
     candidate = round_up(value)
     for _ in range(8):
-        if element_errors(expected, actual, replace(tol, **{part: candidate})).ok.all():
+        if element_errors(expected, actual, replace(tol, **{part: candidate})).ok.all():  # type: ignore[arg-type]
             return candidate
         candidate = round_up(candidate * (1 + 1e-3) if candidate else 1e-30)
     return candidate
@@ -161,7 +161,7 @@ def _integer_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> 
 
 
 def error_statistics(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray], tolerances: Tolerances,
-                     index_outputs: Mapping[str, Any] = ()) -> dict[str, dict[str, Any]]:
+                     index_outputs: Collection[str] = ()) -> dict[str, dict[str, Any]]:
     """Output name -> its statistics, for every output both sides have with one shape:
 
     ``elements``, ``outside`` (elements outside tolerance), ``nonfinite`` (of those, a NaN or an

@@ -528,7 +528,7 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
               and (not e.ep_package or package_holds(e.ep_package, ep_package))
               and (emulated or not e.emulated_device)]
     inactive = [e for e in entries if e not in active]
-    predictor = _predictor(PREDICTORS[ep]) if file_ep in PREDICTORS else None
+    predictor = _predictor(PREDICTORS[file_ep]) if file_ep in PREDICTORS else None
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return Expectations(active, source, inactive, predictor, digest)
 

@@ -6,6 +6,7 @@ ranges all read it, and it imports nothing of the testbed.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import platform
@@ -14,17 +15,32 @@ import sys
 
 #: Wheels that ship the ``onnxruntime`` module, most specific first (only one may be installed).
 ORT_DISTRIBUTIONS = (
-    "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-webgpu", "onnxruntime-qnn",
-    "onnxruntime-training", "onnxruntime",
+    "onnxruntime-directml", "onnxruntime-windowsml", "onnxruntime-openvino", "onnxruntime-gpu", "onnxruntime-webgpu",
+    "onnxruntime-qnn", "onnxruntime-training", "onnxruntime",
 )
+
+
+@functools.lru_cache(maxsize=1)
+def _module_distributions() -> dict[str, tuple[str, ...]]:
+    """Top-level module -> the installed distributions that provide it, read once per process:
+    ``importlib.metadata.packages_distributions`` reads every distribution's file list (a
+    fifth of a second with a few hundred installed), and a run header, the preflight and the
+    plugin checks each ask (what is installed does not change while a command runs)."""
+    try:
+        return {module: tuple(names) for module, names in importlib.metadata.packages_distributions().items()}
+    except Exception:  # broken metadata: nothing known (callers fall back or say what is missing)
+        return {}
+
+
+def distributions_of(module: str) -> list[str]:
+    """The installed distributions that provide top-level ``module`` (several for ``onnxruntime``
+    when two wheels overwrite each other)."""
+    return list(_module_distributions().get(module, ()))
 
 
 def ort_flavour() -> str:
     """The installed wheel that provides ``onnxruntime`` (``onnxruntime-directml``, ...)."""
-    try:
-        names = importlib.metadata.packages_distributions().get("onnxruntime", [])
-    except Exception:  # pragma: no cover - broken metadata
-        names = []
+    names = distributions_of("onnxruntime")
     for candidate in ORT_DISTRIBUTIONS:
         if candidate in names:
             return candidate
@@ -64,4 +80,4 @@ def machine_info() -> dict[str, str]:
     }
 
 
-__all__ = ["ORT_DISTRIBUTIONS", "machine_info", "ort_flavour", "ort_version"]
+__all__ = ["ORT_DISTRIBUTIONS", "distributions_of", "machine_info", "ort_flavour", "ort_version"]

@@ -31,7 +31,7 @@ def _alive_windows(pid: int) -> bool:
     kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
     handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
     if not handle:
-        return ctypes.get_last_error() == 5  # ERROR_ACCESS_DENIED: it exists
+        return ctypes.get_last_error() == 5  # type: ignore[attr-defined]  # ERROR_ACCESS_DENIED: it exists
     try:
         code = ctypes.c_ulong()
         return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259

@@ -217,7 +217,8 @@ def kind_of(value: Any) -> str:
         return INT
     if isinstance(value, float) or (isinstance(value, str) and decode_number(value) is not value):
         return NUMBER
-    return {str: STR, dict: OBJECT, list: LIST}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {str: STR, dict: OBJECT, list: LIST}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def check_record(record: dict[str, Any]) -> str | None:
@@ -226,7 +227,7 @@ def check_record(record: dict[str, Any]) -> str | None:
     allow (``CASE_SCHEMA``, ``HEADER_SCHEMA``, ``END_SCHEMA``)."""
     kind = record.get("type")
     schema = {CASE: CASE_SCHEMA, RUN: HEADER_SCHEMA, END: END_SCHEMA}.get(kind) if isinstance(kind, str) else None
-    if schema is None:
+    if schema is None or not isinstance(kind, str):
         return f"type {str(kind)[:40]!r} is not one of {', '.join(RECORD_TYPES)}"
     for key in REQUIRED_KEYS[kind]:
         if key not in record:

@@ -64,7 +64,8 @@ def signature(line: dict[str, Any]) -> Signature | None:
     if outcome not in SHRINKABLE:
         return None
     diverging = tuple(sorted({str(f.get("field")) for f in line.get("flags") or [] if f.get("kind") == "diverges"}))
-    kind, outputs, values = "", (), ""
+    kind, values = "", ""
+    outputs: tuple[str, ...] = ()
     if outcome == "fail":
         kind, outputs = _fail_kind(line)
         values = _value_classes(line)

@@ -42,7 +42,7 @@ def _escape(ch: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
 
 
-def safe_message(text: str) -> str:
+def safe_message(text: object) -> str:
     """A message of several lines made safe line by line: its own line breaks are kept, every
     other control character is escaped as ``safe`` does (for text composed from data whose
     values were not each escaped, e.g. an exception's message)."""

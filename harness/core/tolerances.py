@@ -145,7 +145,9 @@ def _tolerance_from(name: str, values: Any) -> Tolerance:
                 raise ValueError(f"{where} = {value!r}: must be a whole number >= 0, or null (no ULP bound)")
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"{where} = {value!r}: must be a finite number >= 0")
-    return Tolerance(**{k: (float(v) if k != "ulp" else v) for k, v in values.items()})
+    default = Tolerance()
+    return Tolerance(atol=float(values.get("atol", default.atol)), rtol=float(values.get("rtol", default.rtol)),
+                     ulp=values.get("ulp", default.ulp))
 
 
 _DTYPE_ALIASES = {

@@ -57,7 +57,7 @@ import stat
 import zipfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import IO, Any, BinaryIO, Iterator
 
 import numpy as np
 
@@ -406,7 +406,7 @@ def read_array(path: str | os.PathLike, what: str = "array file") -> np.ndarray:
             raise FileRefused(path, f"not a readable .npy ({type(exc).__name__}: {exc})") from None
 
 
-def _npy_body(stream: BinaryIO, size: int, path: Any, where: str, kinds: str = ARRAY_KINDS) -> np.ndarray:
+def _npy_body(stream: IO[bytes], size: int, path: Any, where: str, kinds: str = ARRAY_KINDS) -> np.ndarray:
     """Parse an ``.npy`` of ``size`` bytes from ``stream``: the header's dtype and element count
     checked against the caps and against ``size`` before the data is read into a fresh buffer."""
     fmt = np.lib.format
@@ -427,7 +427,8 @@ def _npy_body(stream: BinaryIO, size: int, path: Any, where: str, kinds: str = A
         raise FileRefused(path, f"{where}: its header declares {nbytes} bytes of data, the file holds "
                           f"{size - header_end}", hint="the file is truncated or its header is wrong; write it again")
     buffer = bytearray(nbytes)
-    if stream.readinto(memoryview(buffer)) != nbytes or stream.read(1):  # read(1) also makes zip check the CRC
+    # files and zip members have readinto (typing.IO does not say so); read(1) also makes zip check the CRC
+    if stream.readinto(memoryview(buffer)) != nbytes or stream.read(1):  # type: ignore[attr-defined]
         raise FileRefused(path, f"{where} is shorter or longer than its header says")
     array = np.frombuffer(buffer, dtype=dtype).reshape(shape, order="F" if fortran else "C")
     return array if dtype.isnative else array.astype(dtype.newbyteorder("="))

@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ep_testbed.harness.core.installed import ort_flavour, ort_version
+from ep_testbed.harness.core.installed import distributions_of, ort_flavour, ort_version
 from ep_testbed.harness.core.terminal import safe
 
 from .providers import EpNotAvailable
@@ -119,11 +119,7 @@ class PluginPackage:
 
 def _distribution(module: str) -> tuple[str, str] | None:
     """``(distribution, version)`` of the installed distribution providing ``module``, if any."""
-    try:
-        names = importlib.metadata.packages_distributions().get(module) or []
-    except Exception:  # broken metadata: the import below says what is missing
-        names = []
-    for name in names:
+    for name in distributions_of(module):  # none with broken metadata: the import below says what is missing
         try:
             return name, importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

@@ -24,14 +24,13 @@ fix):
 
 from __future__ import annotations
 
-import importlib.metadata
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.cases.common import probe_case
-from ep_testbed.harness.core.installed import ort_flavour, ort_version
+from ep_testbed.harness.core.installed import distributions_of, ort_flavour, ort_version
 
 from . import placement as placement_mod
 from .adapters import PLUGIN_PREFIX, adapter_for, resolve
@@ -85,10 +84,7 @@ class Preflight:
 
 def onnxruntime_distributions() -> list[str]:
     """The installed distributions that provide the ``onnxruntime`` module."""
-    try:
-        return sorted(set(importlib.metadata.packages_distributions().get("onnxruntime", [])))
-    except Exception:  # broken metadata: nothing to compare
-        return []
+    return sorted(set(distributions_of("onnxruntime")))  # none with broken metadata: nothing to compare
 
 
 def check_wheels(result: Preflight, distributions: list[str]) -> bool:

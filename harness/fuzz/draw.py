@@ -100,7 +100,9 @@ def _no_local_constants() -> Iterator[None]:
     modules the process has imported: which modules those are differs between the drawing
     process, the CLI and a test run, and would make one seed draw different batches. Hypothesis
     offers no setting for it, so its provider's hook is swapped for the time of a batch (when a
-    Hypothesis version lacks the hook, there is nothing to swap and its draws are what they are)."""
+    Hypothesis version lacks the hook, there is nothing to swap and its draws are what they are).
+    pyproject.toml pins Hypothesis to the releases where the hook is as expected, and
+    tests/fuzz/test_fuzz_hypothesis_hook.py fails naming the hook and the version when it moves."""
     try:
         from hypothesis.internal.conjecture import providers
     except ImportError:  # pragma: no cover - a Hypothesis without the module

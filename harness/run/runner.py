@@ -13,8 +13,11 @@ the workers and closes the file with an ``end`` line that says ``"interrupted": 
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
@@ -135,36 +138,65 @@ def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
     interrupted = False
     progress = Progress(len(todo), options.progress)
     start = time.monotonic()
+
+    def policy_for(case: Any) -> ArtifactPolicy:
+        """Keep the folder of a case with an expectation, a failure, or a pass among the worst N."""
+        threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
+        return ArtifactPolicy(force=expectations.match_case(case) is not None, threshold=threshold)
+
+    by_id = {case.id: case for case in todo}
+    recheck = None if options.also_on is None else Recheck(
+        config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
+        env=options.env, extra_paths=options.extra_paths)
+    results = _execute(todo, config, options, policy_for)
+    header_on_disk = not fresh
     with ResultsWriter(options.out_dir) as writer:
-        if fresh:
-            writer.write(header)
-
-        def policy_for(case: Any) -> ArtifactPolicy:
-            """Keep the folder of a case with an expectation, a failure, or a pass among the worst N."""
-            threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
-            return ArtifactPolicy(force=expectations.match_case(case) is not None, threshold=threshold)
-
-        by_id = {case.id: case for case in todo}
-        recheck = None if options.also_on is None else Recheck(
-            config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
-            env=options.env, extra_paths=options.extra_paths)
-        try:
-            for line in _execute(todo, config, options, policy_for):
+        try:  # a Ctrl-C once the header is on disk ends the file with an end line
+            if fresh:
+                with interrupts_held():  # the header is written whole before a Ctrl-C lands
+                    writer.write(header)
+                    header_on_disk = True
+            for line in results:
                 _settle(line, by_id[line["id"]], config, expectations, recheck)
                 _keep_worst(worst, line, options.keep_worst)
                 writer.write(line)
                 lines.append(line)
                 progress.update(line)
         except KeyboardInterrupt:
+            if not header_on_disk:  # nothing written: nothing to end
+                raise
             interrupted = True
         finally:
+            results.close()  # the workers stop here, whatever ended the loop (not when the generator is collected)
             if recheck is not None:
                 recheck.close()
             progress.close()
             counts = count_outcomes(lines)
-            writer.write(end_record(counts, interrupted or len(lines) < len(cases),
-                                    ran=len(lines) - len(done), elapsed_s=round(time.monotonic() - start, 3)))
+            if header_on_disk:
+                writer.write(end_record(counts, interrupted or len(lines) < len(cases),
+                                        ran=len(lines) - len(done), elapsed_s=round(time.monotonic() - start, 3)))
     return RunResult(header, lines, counts, interrupted, time.monotonic() - start, len(lines) - len(done), notes)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C (and a SIGTERM that a front end turned into one) off for the block, then
+    deliver it: the block runs whole. A no-op outside the main thread, where Python delivers
+    no signal anyway."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    held = [s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None)) if s is not None
+            and callable(signal.getsignal(s))]  # SIG_DFL/SIG_IGN: nothing of ours to hold
+    previous = {s: signal.signal(s, lambda signum, frame: arrived.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    for signum in arrived[:1]:
+        previous[signum](signum, None)  # Python's handler raises KeyboardInterrupt
 
 
 def _open_run(cases: list[Any], config: CaseConfig, options: RunOptions

@@ -48,12 +48,16 @@ def test_a_case_folder_round_trips_exactly(good):
     assert corpus.content_hash(entry.case) == corpus.content_hash(case)
 
 
+@pytest.mark.slow
 def test_run_corpus_applies_the_case_expectation_per_ep(good, tmp_path):
     root, _, case = good
     out = tmp_path / "r"
     assert main(["run", "--ep", "cpu", "-k", "corpus-", "--corpus", str(root), "--out", str(out), "--no-progress"]) == 1
-    _, (line,), _ = read_run(str(out))
+    header, (line,), _ = read_run(str(out))
     assert line["id"] == case.id and line["outcome"] == "fixed" and line["expected_outcome"]["reason"] == "a test"
+    # the corpus's own expectations are applied once: the header names them once, after the EP's file
+    assert header["expectations"].endswith("shared.json + 1 from the corpus"), header["expectations"]
+    assert header["expectations"].count("from the corpus") == 1
     assert main(["run", "--ep", "cpu", "-k", "corpus-", "--corpus", str(root), "--no-expectations",
                  "--out", str(tmp_path / "n"), "--no-progress"]) == 0
 

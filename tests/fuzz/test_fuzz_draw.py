@@ -36,6 +36,7 @@ def batches():
     return {op: draw.draw_batch(op, 3, 1) + draw.draw_batch(op, 3, 2) for op in OPS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", OPS)
 def test_every_draw_is_a_valid_case_whose_inputs_match_its_desc(batches, op):
     for case in batches[op]:
@@ -64,6 +65,7 @@ def test_max_pooling_draws_cover_every_type_both_ranks_and_pads_past_the_window(
     assert {c.recipe.split(":")[1] for c in cases} == set(VALUE_KINDS)
 
 
+@pytest.mark.slow
 def test_roi_align_draws_cover_regions_scales_and_sample_settings(batches):
     cases = batches["roi_align1"]
     assert {c.recipe.split(":")[2] for c in cases} == set(REGION_KINDS)
@@ -81,6 +83,7 @@ def test_a_batch_is_drawn_the_same_twice_and_other_batches_differ():
     assert [_fingerprint(c) for c in first] != [_fingerprint(c) for c in other]
 
 
+@pytest.mark.slow
 def test_a_case_id_regenerates_its_case_in_a_fresh_interpreter_whatever_it_imported(batches):
     chosen = [batches[op][i] for op, i in (("max_pooling2", 37), ("roi_align", 141), ("roi_pooling", 5))]
     # The child imports other local modules first: Hypothesis would mix their literals into its

@@ -3,6 +3,7 @@ the results are an ordinary run that report, diff and merge read; the failure is
 (every step in a worker), run once more with its case folder, recorded in shrinks.jsonl, shown
 side by side in the report, and written to a corpus that ``ep-testbed run --corpus`` runs."""
 
+import fnmatch
 import json
 import os
 import re
@@ -22,7 +23,11 @@ from ep_testbed.harness.run.worker import FAULT_ENV, _perturb, parse_faults  # n
 pytestmark = pytest.mark.slow
 
 
-def _fuzz(out, *extra, fault="perturb=max_pooling2/fuzz-s0-b0-0[5-9]*", budget="8"):
+#: The fuzzed cases whose EP output the worker's ``perturb`` fault changes (one element each).
+PLANTED = "max_pooling2/fuzz-s0-b0-0[5-9]*"
+
+
+def _fuzz(out, *extra, fault=f"perturb={PLANTED}", budget="8"):
     os.environ[FAULT_ENV] = fault
     try:
         return main(["fuzz", "--ep", "cpu", "--ops", "max_pooling2", "--budget", budget, "--out", str(out),
@@ -121,14 +126,21 @@ def test_the_corpus_round_trips_and_runs_next_to_the_catalog(planted, tmp_path):
 
 def test_replay_reruns_one_fuzzed_case_from_its_id(planted, tmp_path):
     root, _ = planted
-    record = next(iter(read_shrinks(str(root / "run"))))
-    assert main(["fuzz", "--ep", "cpu", "--replay", record["original"], "--out", str(tmp_path / "r"),
-                 "--no-progress"]) in (0, 1)
-    _, lines, _ = read_run(str(tmp_path / "r"))
+    # the planted failure: a real divergence the run also found would fail again, and be shrunk, on replay
+    record = next(r for r in read_shrinks(str(root / "run")) if fnmatch.fnmatchcase(r["original"], PLANTED))
     _, original_lines, _ = read_run(str(root / "run"))
     original = next(line for line in original_lines if line["id"] == record["original"])
-    assert [line["id"] for line in lines] == [record["original"]]
+    # without the plant the redrawn case passes: one line, the case drawn exactly as it was
+    assert main(["fuzz", "--ep", "cpu", "--replay", record["original"], "--out", str(tmp_path / "r"),
+                 "--no-progress"]) == 0
+    _, lines, _ = read_run(str(tmp_path / "r"))
+    assert [line["id"] for line in lines] == [record["original"]] and lines[0]["outcome"] == "pass"
     assert lines[0]["tags"] == original["tags"] and lines[0]["flags"] == original["flags"]
+    # with the plant it fails as it did, and a failing replay is shrunk: the case, then its minimal case
+    assert _fuzz(tmp_path / "p", "--replay", record["original"], "--shrink-time", "10") == 1
+    _, lines, _ = read_run(str(tmp_path / "p"))
+    assert [line["id"] for line in lines] == [record["original"], record["original"] + "-min"]
+    assert [line["outcome"] for line in lines] == ["fail", "fail"]
 
 
 @pytest.mark.parametrize("argv, message", [

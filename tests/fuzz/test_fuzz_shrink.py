@@ -12,6 +12,8 @@ from ep_testbed.harness.core.signature import Signature, same_failure, signature
 from ep_testbed.harness.fuzz import draw  # noqa: E402
 from ep_testbed.harness.fuzz.shrink import shrink  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here runs cases in worker processes: -m "not slow" skips them
+
 
 def _line(case, failing: bool) -> dict:
     worst = [{"output": "OutputTensor", "index": [0], "expected": 1.0, "actual": 2.0, "failed": True}]

@@ -4,12 +4,14 @@ each agrees with ONNX's expected output or is listed with a documented reason (a
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from graphs_testkit import max_abs_error
 
 from ep_testbed.graphs.backend_cases import known_differences, onnx_backend_cases
 from ep_testbed.reference import execute
 
 
+@pytest.mark.slow
 def test_every_backend_case_agrees_or_is_a_documented_difference():
     cases = onnx_backend_cases()
     names = {c.name for c in cases}

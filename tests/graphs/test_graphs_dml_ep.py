@@ -108,6 +108,7 @@ def test_pads_not_smaller_than_the_window_are_a_cpu_refusal_not_a_dml_ep_diverge
     assert ep.desc == spec.desc
 
 
+@pytest.mark.slow
 def test_model_run_reads_a_1d_maxpool_as_the_dml_ep_does(tmp_path):
     """``ep-testbed model run --reading dml-ep`` attributes a 1-D MaxPool node (the desc is rank 4
     and the reference accepts it) instead of erroring."""

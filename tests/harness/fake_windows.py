@@ -6,11 +6,18 @@
   under test calls them exactly as it calls dxgi.dll.
 - ``FakeWinreg``: the few ``winreg`` calls the harness makes, over a dict tree.
 - ``pe_with_version``: bytes holding a VS_FIXEDFILEINFO, as a DLL's version resource does.
+- ``write_fake_windowsml``: a ``windowsml`` package for a child interpreter's ``PYTHONPATH``, with
+  the catalog API its PyPI README documents (``EpCatalog``, ``find_all_providers()``,
+  ``ExecutionProvider`` properties, ``EpReadyState``/``EpCertification``), answering from a JSON
+  file, and misbehaving on request as the real one can (refusing to import off Windows, crashing
+  while enumerating or on release, hanging).
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
+import pathlib
 import struct
 
 from ep_testbed.harness.eps import gpu
@@ -161,3 +168,80 @@ def pe_with_version(version: tuple[int, int, int, int], at: int, size: int) -> b
     data = bytearray(b"MZ" + b"\x90" * (size - 2))
     data[at:at + len(info)] = info
     return bytes(data)
+
+
+_FAKE_WINDOWSML = """
+import enum, json, os, time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(_HERE, "catalog.json"), encoding="utf-8") as _f:
+    _CONFIG = json.load(_f)
+if _CONFIG["mode"] == "import-error":
+    raise ImportError("winml is only supported on Windows")
+
+
+class EpReadyState(enum.IntEnum):
+    Ready = 0
+    NotReady = 1
+    NotPresent = 2
+
+
+class EpCertification(enum.IntEnum):
+    Unknown = 0
+    Certified = 1
+    Uncertified = 2
+
+
+class ExecutionProvider:
+    def __init__(self, fields):
+        self.name, self.version = fields["name"], fields.get("version", "")
+        self.package_family_name = fields.get("package_family_name", "")
+        self.library_path = fields.get("library_path", "")
+        self.package_root_path = ""
+        self.ready_state = EpReadyState[fields.get("ready_state", "Ready")]
+        self.certification = EpCertification[fields.get("certification", "Certified")]
+
+    def ensure_ready(self):
+        raise AssertionError("reading the catalog must not download an EP")
+
+
+class EpCatalog:
+    def __init__(self):
+        self.released = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def find_all_providers(self):
+        if _CONFIG["mode"] == "crash-on-find":
+            os.abort()
+        if _CONFIG["mode"] == "hang":
+            time.sleep(3600)
+        print("log noise a native library printed")
+        return [ExecutionProvider(p) for p in _CONFIG["providers"]]
+
+    def close(self):
+        if _CONFIG["mode"] == "crash-on-release" and not self.released:
+            os.abort()  # as WinMLEpCatalogRelease has done on some NPU drivers
+        self.released = True
+
+    def __del__(self):
+        self.close()
+"""
+
+#: What ``write_fake_windowsml``'s package can be told to do.
+FAKE_WINDOWSML_MODES = ("ok", "import-error", "crash-on-find", "crash-on-release", "hang")
+
+
+def write_fake_windowsml(folder: pathlib.Path, providers: list[dict], mode: str = "ok") -> pathlib.Path:
+    """Write ``folder/windowsml/`` answering ``providers`` (dicts of ExecutionProvider fields,
+    enums by name) in ``mode`` (``FAKE_WINDOWSML_MODES``); returns ``folder`` (for ``PYTHONPATH``)."""
+    assert mode in FAKE_WINDOWSML_MODES, mode
+    package = pathlib.Path(folder) / "windowsml"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(_FAKE_WINDOWSML, encoding="utf-8")
+    (package / "catalog.json").write_text(json.dumps({"mode": mode, "providers": providers}), encoding="utf-8")
+    return pathlib.Path(folder)

@@ -277,6 +277,7 @@ def test_parse_precision():
         parse_precision("tensor-type", strict=True)
 
 
+@pytest.mark.slow
 def test_run_records_the_precision_model_and_refuses_a_bad_one(tmp_path):
     import json
     import subprocess

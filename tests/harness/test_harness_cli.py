@@ -12,9 +12,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+import run_watch
 from local_cases import HERE
 
 from ep_testbed.graphs.catalog import build_catalog
@@ -97,6 +97,7 @@ def test_tol_and_tolerances_reach_the_run_header(tmp_path, capsys):
     assert by_dtype["FLOAT32"]["atol"] == 0.25 and by_dtype["FLOAT32"]["rtol"] == 1e-4  # the rest stays default
 
 
+@pytest.mark.slow
 def test_existing_results_are_never_overwritten_silently(tmp_path, capsys):
     out = tmp_path / "r"
     assert run_local(capsys, "--out", str(out), "-k", "00")[0] == 0
@@ -134,6 +135,7 @@ def test_k_filters_by_substring_and_glob(capsys):
     assert set(ids).isdisjoint(excluded) and len(ids) + len(excluded) == 12
 
 
+@pytest.mark.slow
 def test_failures_make_the_exit_code_non_zero(tmp_path, capsys):
     code, stdout, _ = run_local(capsys, "--out", str(tmp_path / "r"), mapper="local_cases:to_onnx_wrong_indices")
     assert code == 1
@@ -143,6 +145,7 @@ def test_failures_make_the_exit_code_non_zero(tmp_path, capsys):
     assert all(os.path.exists(tmp_path / "r" / l["artifacts"] / "actual.npz") for l in lines)
 
 
+@pytest.mark.slow
 def test_inexpressible_is_counted_apart_unless_asked_to_fail(tmp_path, capsys):
     mapper = "local_cases:to_onnx_inexpressible_if_3x3"
     code, stdout, _ = run_local(capsys, "--out", str(tmp_path / "a"), mapper=mapper)
@@ -178,6 +181,7 @@ def test_an_expected_failure_that_passes_is_fixed_and_fails_ci(tmp_path, capsys)
     assert all(os.path.exists(tmp_path / "r" / l["artifacts"] / "expected.npz") for l in lines)
 
 
+@pytest.mark.slow
 def test_shards_are_disjoint_balanced_and_merge_like_an_unsharded_run(tmp_path, capsys):
     shards = [listed(capsys, "--shard", f"{k}/3") for k in (1, 2, 3)]
     assert sorted(sum(shards, [])) == sorted(listed(capsys))
@@ -201,6 +205,7 @@ def test_shards_are_disjoint_balanced_and_merge_like_an_unsharded_run(tmp_path, 
     assert [s["shard"] for s in head_m["shards"]] == ["1/3", "2/3", "3/3"]
 
 
+@pytest.mark.slow
 def test_merge_refuses_overlapping_runs(tmp_path, capsys):
     for name in ("a", "b"):
         assert run_local(capsys, "-k", "00", "--out", str(tmp_path / name))[0] == 0
@@ -210,6 +215,7 @@ def test_merge_refuses_overlapping_runs(tmp_path, capsys):
 
 # --- the real command in a subprocess: documented flags only ---------------------------------
 
+@pytest.mark.slow
 def test_case_source_and_mapper_are_not_command_line_options():
     for flag in ("--catalog", "--mapper"):
         p = cli("run", flag, "local_cases:build_catalog", "--list")
@@ -222,6 +228,7 @@ def test_unavailable_ep_names_what_is_installed():
     assert "DmlExecutionProvider is not available" in p.stderr and "CPUExecutionProvider" in p.stderr
 
 
+@pytest.mark.slow
 def test_exit_codes_of_the_real_command(tmp_path):
     bad = cli("run", "--tol", "fp16:speed=1", "--list")
     assert bad.returncode == 2 and "must be atol=X, rtol=X or ulp=N" in bad.stderr and "Traceback" not in bad.stderr
@@ -250,25 +257,23 @@ POSIX_SIGNALS = pytest.mark.skipif(os.name == "nt", reason="POSIX signals: Windo
                                    "event and a cancelled job as TerminateProcess, which no handler sees")
 
 
+@pytest.mark.slow
 @POSIX_SIGNALS
 def test_ctrl_c_keeps_every_finished_case_and_resume_completes_the_run(tmp_path):
     ids = _twelve_passing_ids()
     argv = ["run", "--ops", "max_pooling2", "-k", ",".join(ids), "--jobs", "1", "--out", str(tmp_path / "r")]
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.cli", *argv, "--timeout", "120"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**env, FAULT_ENV: f"hang={ids[7]}"})
+                            env={**env, FAULT_ENV: f"hang={ids[7]}", "TMPDIR": str(temp)})
     results = tmp_path / "r" / "results.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until the first seven cases are on disk and the eighth hangs
-        if results.exists() and results.read_text().count('"type": "case"') >= 7:
-            break
-        time.sleep(0.1)
-    time.sleep(0.5)
-    before = [l for l in results.read_text().splitlines() if '"type": "case"' in l]
+    # the first seven cases are on disk and the eighth is running (and hangs): the worker says so
+    run_watch.wait_until(run_watch.fault_injected(temp, "hang", ids[7]), "the eighth case hanging", proc)
+    before = run_watch.lines_of(results, "case")
     assert len(before) == 7
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = run_watch.stop(proc, results, signal.SIGINT)
     assert proc.returncode == 130, stderr
     assert "--resume" in stderr
     records = [json.loads(l) for l in results.read_text().splitlines()]
@@ -286,20 +291,19 @@ def test_ctrl_c_keeps_every_finished_case_and_resume_completes_the_run(tmp_path)
     assert [r["type"] for r in records].count("run") == 1 and records[-1] == {**records[-1], "interrupted": False}
 
 
+@pytest.mark.slow
 @POSIX_SIGNALS
 def test_a_cancelled_ci_job_stops_like_ctrl_c(tmp_path):
     ids = _twelve_passing_ids()
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.cli", "run", "--ops", "max_pooling2", "-k",
                              ",".join(ids), "--jobs", "1", "--out", str(tmp_path / "r")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**env, FAULT_ENV: f"hang={ids[2]}"})
+                            env={**env, FAULT_ENV: f"hang={ids[2]}", "TMPDIR": str(temp)})
     results = tmp_path / "r" / "results.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (results.exists() and results.read_text().count('"type": "case"') >= 2):
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)  # what a CI runner sends when a job is cancelled
-    _, stderr = proc.communicate(timeout=60)
+    run_watch.wait_until(run_watch.fault_injected(temp, "hang", ids[2]), "the third case hanging", proc)
+    _, stderr = run_watch.stop(proc, results, signal.SIGTERM)  # what a CI runner sends when a job is cancelled
     assert proc.returncode == 130, stderr
     assert json.loads(results.read_text().splitlines()[-1])["interrupted"] is True

@@ -245,3 +245,13 @@ def test_the_message_states_the_tolerance_that_was_applied():
     assert "tolerance OutputTensor INT32: exact" in exact.summary()
     passing = compare_outputs(out(np.array([1.0], np.float32)), out(np.array([1.0], np.float32)), tol)
     assert "; tolerance" not in passing.summary()  # a passing comparison states no rule
+
+
+def test_an_output_without_elements_next_to_one_with_them_is_compared():
+    """A model run over zero regions has empty outputs beside full ones: the empty one adds no
+    figure (it once met the other's as max(x, None), a TypeError)."""
+    expected = {"scores": np.array([1.0, 2.0], np.float32), "boxes": np.zeros((0, 4), np.float32)}
+    c = compare_outputs(expected, {"scores": np.array([1.0, 2.5], np.float32), "boxes": np.zeros((0, 4), np.float32)},
+                        Tolerances.defaults())
+    assert not c.passed and c.mismatches == 1 and c.max_abs == 0.5
+    assert compare_outputs(expected, dict(expected), Tolerances.defaults()).passed

@@ -6,6 +6,8 @@ finished line was lost from results.jsonl.
 """
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -75,6 +77,7 @@ def test_an_exception_around_the_case_is_an_error_not_a_crash(tmp_path):
     assert line["op"] == "DML_OPERATOR_MAX_POOLING2"  # the parent completes the partial line
 
 
+@pytest.mark.slow
 def test_results_are_on_disk_before_the_run_ends(tmp_path):
     """Lines are flushed as cases finish: read the file while a later case hangs."""
     import threading
@@ -118,3 +121,27 @@ def test_exit_statuses_are_named():
     assert describe_exit(-11) == "died of SIGSEGV (signal 11)"
     assert describe_exit(3) == "exited with status 3"
     assert describe_exit(0xC0000005) == "died of STATUS_ACCESS_VIOLATION (status 0xC0000005)"  # Windows
+
+
+#: A Ctrl-C sent to itself inside ``interrupts_held``, in a fresh interpreter: signals reach the
+#: main thread only, and a test runner may run tests in another (pytest-xdist does).
+HELD_CTRL_C = """
+import os, signal, time
+from ep_testbed.harness.run.runner import interrupts_held
+finished = []
+try:
+    with interrupts_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the signal is handled (held) here, mid-block
+        finished.append("the rest of the block")
+except KeyboardInterrupt:
+    print("raised after", finished, signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals: os.kill(pid, SIGINT) is not Ctrl-C on Windows")
+def test_a_ctrl_c_while_the_header_is_written_lands_once_it_is_whole():
+    """The runner writes the header under ``interrupts_held``: a Ctrl-C during the write (the
+    fsync takes a while on a loaded disk) arrives after it, inside the part that ends the file."""
+    done = subprocess.run([sys.executable, "-c", HELD_CTRL_C], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "raised after ['the rest of the block'] True", done.stdout + done.stderr

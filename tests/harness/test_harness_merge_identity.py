@@ -5,6 +5,7 @@ on the CPU EP whose headers are then given the identity records a Windows runner
 
 import json
 
+import pytest
 from fake_windows import FakeAdapter, FakeDxgi
 from local_cases import HERE
 
@@ -12,6 +13,8 @@ from ep_testbed.harness.cli import main, parse_args
 from ep_testbed.harness.cli.run import run_command
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.eps import gpu
+
+pytestmark = pytest.mark.slow  # every test here runs cases in worker processes: -m "not slow" skips them
 
 LOCAL = {"catalog": "local_cases:build_catalog", "mapper": "local_cases:to_onnx", "worker_paths": (HERE,)}
 ORT = {"distribution": "onnxruntime-directml", "version": "1.24.4"}

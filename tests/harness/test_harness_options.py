@@ -1,11 +1,14 @@
 """The shared option groups (harness/cli/options.py): one definition, one parser each, in every front end."""
 
 import argparse
+import ast
 import json
+import re
+from pathlib import Path
 
 import pytest
 
-from ep_testbed.harness.cli import build_parser
+from ep_testbed.harness.cli import build_parser, parse_args
 from ep_testbed.harness.cli.options import (
     OptionError,
     add_ep_options,
@@ -14,9 +17,11 @@ from ep_testbed.harness.cli.options import (
     parse_ep,
     parse_expectations,
     parse_tolerances,
+    run_config,
 )
 from ep_testbed.harness.core.tolerances import DEFAULT_TOLERANCES, Tolerance
 
+ROOT = Path(__file__).resolve().parents[2]
 EP_FLAGS = {"--ep", "--ep-option", "--ep-library", "--ep-device"}
 SHARED = EP_FLAGS | {"--graph-opt", "--tol", "--tolerances", "--precision-model", "--strict-tolerance"}
 
@@ -134,3 +139,99 @@ def test_parse_expectations_bundled_file_override_disable(tmp_path):
         parse_expectations(str(path), False, "cpu")
     with pytest.raises(OptionError, match="cannot read it"):
         parse_expectations(str(tmp_path / "none.json"), False, "cpu")
+
+
+# --- the run group and the one path from options to a run's configuration --------------------
+
+RUN_GROUP = ("--ops", "--seed", "--jobs", "--timeout", "--out", "--overwrite", "--resume",
+             "--case-timeout", "--catalog-seed")
+
+
+def _definitions(path):
+    """``(flag, line)`` of every call in ``path`` whose first argument is a run-group flag literal
+    and that registers an option (``add_argument``, ``addoption`` or an ``add`` callable)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+            continue
+        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+        flag = node.args[0].value
+        if name in ("add_argument", "addoption", "add") and flag in RUN_GROUP:
+            found.append((flag, node.lineno))
+        if name.startswith("add_") and any(k.arg == "flag" for k in node.keywords):
+            found += [(k.value.value, node.lineno) for k in node.keywords if k.arg == "flag"]
+    return found
+
+
+def test_each_run_group_flag_is_defined_once_in_options_py():
+    harness = ROOT / "harness"
+    elsewhere = {str(p.relative_to(ROOT)): _definitions(p) for p in harness.rglob("*.py") if p.name != "options.py"}
+    elsewhere = {path: found for path, found in elsewhere.items()
+                 if any(flag in RUN_GROUP[:7] for flag, _ in found)}
+    assert not elsewhere, f"run-group flags defined outside harness/cli/options.py: {elsewhere}"
+    literals = [node.value for node in ast.walk(ast.parse((harness / "cli" / "options.py").read_text()))
+                if isinstance(node, ast.Constant) and node.value in RUN_GROUP]
+    assert sorted(literals) == sorted(RUN_GROUP[:7]), literals  # each spelled once, where it is defined
+
+
+SAME = ["--seed", "7", "--tol", "fp16:ulp=9", "--strict-tolerance", "--ep-option", "a=b", "--graph-opt"]
+OPS = ["--ops", "roi_pooling,max_pooling2"]  # model run judges whatever nodes a model has: no --ops
+
+
+class _PytestConfig:
+    """What the pytest plugin reads options from: ``getoption`` with pytest's dests."""
+
+    def __init__(self, **values):
+        self.values = values
+
+    def getoption(self, name):
+        if name not in self.values:
+            raise ValueError(name)
+        return self.values[name]
+
+
+def _configs():
+    """``RunConfig`` of the same flags given to ``run``, ``fuzz``, ``model run`` and the pytest plugin."""
+    from ep_testbed.harness.pytest_plugin import _namespace
+
+    got = {name: run_config(parse_args(argv)) for name, argv in
+           (("run", ["run", *SAME, *OPS]), ("fuzz", ["fuzz", *SAME, *OPS]), ("model run", ["model", "run", "m.onnx",
+                                                                                         *SAME]))}
+    plugin = _PytestConfig(ep="cpu", ep_option=["a=b"], graph_opt=True, tol=["fp16:ulp=9"], tolerances=None,
+                           precision_model=None, strict_tolerance=True, expectations=None, no_expectations=False,
+                           ops="roi_pooling,max_pooling2", case_timeout=120.0, catalog_seed=7)
+    got["pytest plugin"] = run_config(_namespace(plugin))
+    return got
+
+
+def test_run_fuzz_model_run_and_the_plugin_read_the_same_flags_into_the_same_config():
+    configs = _configs()
+    first = configs["run"]
+    for name, config in configs.items():
+        assert (config.ep, config.tolerances.by_dtype, config.precision_model, config.seed, config.graph_opt) == \
+            (first.ep, first.tolerances.by_dtype, "exact", 7, True), name
+        assert config.ops == (None if name == "model run" else ["roi_pooling", "max_pooling2"]), name
+        case = config.case_config()
+        assert case.session.graph_opt is True and case.precision_model == "exact" and case.ep.options == {"a": "b"}
+    assert configs["model run"].expectations.entries == []  # model run has no expectations group
+    assert configs["run"].expectations.source == configs["pytest plugin"].expectations.source != ""
+    assert (configs["run"].timeout, configs["fuzz"].timeout, configs["model run"].timeout) == (120.0, 30.0, None)
+
+
+@pytest.mark.parametrize("value, words", [("nope", "--ops 'nope': not an operator; choose from"),
+                                          ("roi_pooling,max_pool", "--ops 'max_pool': not an operator"),
+                                          (",", "--ops ',' names no operator")])
+def test_ops_is_refused_alike_by_run_fuzz_and_the_plugin(value, words):
+    from ep_testbed.harness.pytest_plugin import _namespace
+
+    for command in ("run", "fuzz"):
+        with pytest.raises(OptionError, match=re.escape(words)):
+            run_config(parse_args([command, "--ops", value]))
+    with pytest.raises(OptionError, match=re.escape(words)):
+        run_config(_namespace(_PytestConfig(ops=value)))
+
+
+def test_fuzz_refuses_jobs_0_and_run_takes_it_in_process():
+    assert run_config(parse_args(["run", "--jobs", "0"])).jobs == 0
+    with pytest.raises(OptionError, match=r"--jobs 0: must be >= 1"):
+        run_config(parse_args(["fuzz", "--jobs", "0"]), workers_only=True)

@@ -11,6 +11,8 @@ from local_cases import HERE
 
 from ep_testbed.graphs.catalog import build_catalog
 
+pytestmark = pytest.mark.slow  # every test here runs pytest in a subprocess: -m "not slow" skips them
+
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 

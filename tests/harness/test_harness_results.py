@@ -96,6 +96,7 @@ def test_every_line_a_run_writes_carries_exactly_the_schema_keys(tmp_path):
         assert tuple(line["errors"]) == results.ERROR_KEYS
 
 
+@pytest.mark.slow
 def test_gen_and_run_name_a_case_folder_alike(tmp_path):
     case_id = cli("run", "--ops", "roi_pooling", "--list").stdout.split()[0]
     gen = cli("gen", "--op", "roi_pooling", "--out", str(tmp_path / "gen"))

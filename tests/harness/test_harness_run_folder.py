@@ -102,6 +102,7 @@ def test_refuse_overwrite_names_what_the_folder_holds(tmp_path):
     (["--ep-option", "intra=1"], "ep_options: {} -> {'intra': '1'}"),
     (["--graph-opt"], "session_options: "),
 ])
+@pytest.mark.slow
 def test_resume_refuses_every_option_that_changes_outcomes(tmp_path, capsys, argv, difference):
     out = str(tmp_path / "r")
     assert run_local(capsys, "-k", "00", "--out", out)[0] == 0
@@ -112,6 +113,7 @@ def test_resume_refuses_every_option_that_changes_outcomes(tmp_path, capsys, arg
     assert (tmp_path / "r" / "results.jsonl").read_bytes() == before  # untouched
 
 
+@pytest.mark.slow
 def test_resume_notices_an_edited_expectations_file(tmp_path, capsys):
     path = tmp_path / "e.json"
     entry = {"id": "max_pooling2/none-*", "outcome": "fail", "reason": "test", "link": "https://example.org/1"}
@@ -123,6 +125,7 @@ def test_resume_notices_an_edited_expectations_file(tmp_path, capsys):
     assert code == 2 and "expectations_sha256: " in err
 
 
+@pytest.mark.slow
 def test_resume_with_the_same_options_adds_nothing_twice(tmp_path, capsys):
     out = str(tmp_path / "r")
     assert run_local(capsys, "-k", "0", "--out", out)[0] == 0
@@ -135,6 +138,7 @@ def test_resume_with_the_same_options_adds_nothing_twice(tmp_path, capsys):
     assert len(ids) == len(set(ids)) > 0
 
 
+@pytest.mark.slow
 def test_a_damaged_header_is_refused_deterministically_and_overwrite_starts_again(tmp_path, capsys):
     out = tmp_path / "r"
     assert run_local(capsys, "-k", "0", "--out", str(out))[0] == 0

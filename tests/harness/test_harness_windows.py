@@ -93,6 +93,7 @@ class RecordingJob:
         self.events.append(("close",))
 
 
+@pytest.mark.slow
 def test_each_worker_gets_a_job_that_kills_it_on_timeout_and_is_closed(monkeypatch):
     """The pool's Windows path, with the job stood in: every worker is assigned right after it
     starts; a hung worker is ended through its job; every job is closed when its worker retires."""
@@ -136,6 +137,7 @@ def test_the_injected_segfault_is_a_real_crash_not_an_exception():
     assert p.returncode == -signal.SIGSEGV, (p.returncode, p.stderr)
 
 
+@pytest.mark.slow
 def test_a_console_that_cannot_encode_a_path_does_not_fail_the_run(tmp_path):
     """Windows writes redirected output in its ANSI code page; a results path outside it must not
     turn a finished run into a UnicodeEncodeError."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import struct
 import zipfile
 from typing import Any
@@ -18,21 +17,26 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples, long_profile
 
-_LONG = os.environ.get("HYPOTHESIS_PROFILE") == "hostile-long"
-#: The settings every property test here starts from (applied per test, never loaded globally,
-#: so the rest of the suite keeps its own Hypothesis settings): deterministic by default.
-BASE = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=not _LONG)
+#: The settings every property test here starts from: deterministic under the default profile
+#: (CI runs the same inputs every time), fresh seeds under ``long`` (tests/conftest.py).
+BASE = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=not long_profile())
 #: A cap the suite passes to every command that computes (``--limit elements=...``): whatever
 #: a hostile input gets past validation is then small, and the sandbox's address-space limit
 #: (far above it) catches any allocation that no cap checked.
 SMALL_CAP = ["--limit", f"elements={2**20}"]
+#: ``model run`` reads and runs the model in a child interpreter unless ``--in-process``: the
+#: sandbox's audit hook sees only its own process, so the hostile model tests run the reader
+#: in process, where every file it opens is recorded (and no interpreter starts per example).
+#: The child process itself is tested by tests/models/test_models_isolation.py.
+IN_PROCESS = ["--in-process"]
 
 
 def hostile(n: int) -> settings:
-    """Settings for a property test of ``n`` examples (ten times as many with
-    ``HYPOTHESIS_PROFILE=hostile-long``, random seeds too: a local soak)."""
-    return settings(BASE, max_examples=n * (10 if _LONG else 1))
+    """Settings for a property test of ``n`` examples (ten times as many under the ``long``
+    profile, ``HYPOTHESIS_PROFILE=long``, from fresh seeds too: a scheduled soak)."""
+    return settings(BASE, max_examples=examples(n))
 
 
 # --- values ----------------------------------------------------------------------------------

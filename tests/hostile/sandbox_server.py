@@ -42,6 +42,7 @@ import onnxruntime  # noqa: F401
 from ep_testbed.graphs import catalog  # noqa: F401
 from ep_testbed.harness.cli import main, parse_args
 from ep_testbed.harness.cli.run import run_command
+from ep_testbed.harness.core.installed import ort_flavour
 from ep_testbed.reports import rendering
 
 rendering.environment()  # the Jinja environment and its templates, parsed once
@@ -55,6 +56,8 @@ def _warm_up() -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         main(["map", example])
         main(["reference", "--desc", example])
+    ort_flavour()  # what is installed, read once (every run header names it)
+    catalog.build_catalog()  # the pairwise grids, drawn once (every run's preflight builds a catalog)
     gc.collect()
     gc.freeze()
 

@@ -13,7 +13,7 @@ import shutil
 
 import numpy as np
 import pytest
-from hostile_kit import SMALL_CAP, hostile, hostile_npz
+from hostile_kit import IN_PROCESS, SMALL_CAP, hostile, hostile_npz
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,6 +25,8 @@ from ep_testbed.reference import desc_to_dml
 from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.dtypes import numpy_dtype
 from ep_testbed.reference.registry import names
+
+pytestmark = pytest.mark.slow  # every test here runs commands in the sandbox: -m "not slow" skips them
 
 #: One small catalog desc per operator, with the arrays its inputs take.
 DESCS = [build_catalog([op], 0)[0].desc for op in names()]
@@ -67,7 +69,8 @@ def test_model_run_takes_hostile_inputs_npz(sandbox, stem, tmp_path_factory, dat
     raw = data.draw(hostile_npz(["image"], {"image": (1, 3, 64, 64)}, {"image": "<f4"}), label="npz")
     (folder / "x.npz").write_bytes(raw)
     out = folder / "out"
-    result = sandbox.call(["model", "run", stem, "--inputs", folder / "x.npz", "--out", out, *SMALL_CAP],
+    result = sandbox.call(["model", "run", stem, "--inputs", folder / "x.npz", "--out", out, *SMALL_CAP,
+                           *IN_PROCESS],
                           kind="model run --inputs")
     result.check((0, 1, 2), reads=[folder, stem.parent], writes=[out], temp=sandbox.temp)
     if result.code in (0, 1):
@@ -97,7 +100,7 @@ def test_model_run_takes_a_hostile_baseline(sandbox, stem, baseline, tmp_path_fa
                                 {k: v.dtype.str for k, v in arrays.items()}), label="npz")
     (base / which).write_bytes(raw)
     out = folder / "out"
-    result = sandbox.call(["model", "run", stem, "--baseline", base, "--out", out, *SMALL_CAP],
+    result = sandbox.call(["model", "run", stem, "--baseline", base, "--out", out, *SMALL_CAP, *IN_PROCESS],
                           kind="model run --baseline")
     result.check((0, 1, 2), reads=[base, stem.parent], writes=[out], temp=sandbox.temp)
 

@@ -19,6 +19,8 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.reference import desc_to_dml
 from ep_testbed.reference.registry import names
 
+pytestmark = pytest.mark.slow  # every test here runs commands in the sandbox: -m "not slow" skips them
+
 #: Valid descs to start from: a few catalog cases of every operator.
 SEEDS = [desc_to_dml(case.desc) for op in names() for case in build_catalog([op], 0)[:4]]
 

@@ -13,13 +13,15 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+import run_watch
 from sandbox import ROOT
 
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.run.worker import FAULT_ENV
+
+pytestmark = pytest.mark.slow  # every test here runs ep-testbed commands: -m "not slow" skips them
 
 IDS = [c.id for c in build_catalog(["max_pooling2"]) if "/grid-" in c.id][:6]
 VOLATILE = {"duration_s", "placement_source", "message"}
@@ -56,14 +58,13 @@ def clean(tmp_path_factory):
 @pytest.mark.parametrize("after", [0, 2, 5])
 def test_a_run_killed_outright_resumes_to_the_clean_result(tmp_path, clean, after):
     out = tmp_path / "r"
-    run = subprocess.Popen(_argv(out), env=_env(**{FAULT_ENV: f"hang={IDS[after]}"}), cwd=ROOT,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    results = out / "results.jsonl"
-    while not (results.exists() and results.read_text().count('"type": "case"') >= after):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(0.3)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    run = subprocess.Popen(_argv(out), env=_env(**{FAULT_ENV: f"hang={IDS[after]}", "TMPDIR": str(temp)}), cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    # killed while case `after` runs (it hangs), its predecessors on disk
+    run_watch.wait_until(run_watch.fault_injected(temp, "hang", IDS[after]), f"case {after} hanging", run)
+    assert len(run_watch.lines_of(out / "results.jsonl", "case")) == after
     os.kill(run.pid, signal.SIGKILL)  # no handler runs: no end line, the lock stays
     run.wait()
     resumed = subprocess.run([*_argv(out), "--resume"], env=_env(), cwd=ROOT, capture_output=True, text=True,

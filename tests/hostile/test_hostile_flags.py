@@ -7,9 +7,12 @@ unbounded, nothing is written (every command here is asked to list, or points at
 
 from __future__ import annotations
 
+import pytest
 from hostile_kit import hostile
 from hypothesis import given
 from hypothesis import strategies as st
+
+pytestmark = pytest.mark.slow  # every test here runs commands in the sandbox: -m "not slow" skips them
 
 NASTY_ARGS = ["nan", "NaN", "inf", "-inf", "1e10", "1e308", "-5", "-1", "0", "1", "2", "1e-300", "abc", "", " ",
               "2**64", "2**200", "99999999999999999999999", "1" * 5000, "1/0", "0/0", "3/2", "2/3", "-1/2",
@@ -31,6 +34,7 @@ COMMANDS = {
     ("reference", "--desc", "no-such-desc.json"): ["--seed", "--feature-level", "--limit"],
     ("map", "no-such-desc.json"): ["--opset", "--limit"],
     ("report", "no-such-run"): ["--max-pictures", "--max-details", "--limit"],
+    ("ci-summary", "no-such-run"): ["--top", "--max-annotations", "--format", "--title", "--limit"],
     ("diff", "no-such-run-a", "no-such-run-b"): ["--growth-factor", "--limit"],
     ("gen", "--op", "max_pooling2", "--out", "."): ["--seed", "--limit"],
     ("merge", "no-such-run", "--out", "no-such-merged"): ["--limit"],

@@ -12,13 +12,15 @@ import os
 
 import onnx
 import pytest
-from hostile_kit import NASTY_FLOATS, NASTY_INTS, NASTY_TEXT, SMALL_CAP, corrupt_bytes, hostile
+from hostile_kit import IN_PROCESS, NASTY_FLOATS, NASTY_INTS, NASTY_TEXT, SMALL_CAP, corrupt_bytes, hostile
 from hypothesis import given
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from ep_testbed.graphs.models import detection_head, resnet_stem
 from ep_testbed.graphs.runtime import DEFAULT_OPSET
+
+pytestmark = pytest.mark.slow  # every test here runs commands in the sandbox: -m "not slow" skips them
 
 
 def _max_roi_pool() -> onnx.ModelProto:
@@ -99,7 +101,7 @@ def test_model_run_takes_hostile_models(sandbox, tmp_path_factory, data):
         shapes = ["--shape", data.draw(st.sampled_from(["batch=99999999", "image=1x3x100000x100000", "num_rois=0",
                                                         "x=abc", "batch=2", "rois=3x5", "n=1x1"]), label="shape")]
     out = top / "out"
-    result = sandbox.call(["model", "run", path, *shapes, "--out", out, *SMALL_CAP], kind="model run")
+    result = sandbox.call(["model", "run", path, *shapes, "--out", out, *SMALL_CAP, *IN_PROCESS], kind="model run")
     result.check((0, 1, 2), reads=[top / "m"], writes=[out], secrets=[secret], temp=sandbox.temp)
     assert sum(line.strip().startswith("verdict:") for line in result.stdout.splitlines()) <= 1
 
@@ -138,5 +140,5 @@ def test_external_data_never_reads_outside_the_models_folder(sandbox, external_m
                                        label=key)
     (folder / "stem.onnx").write_bytes(model.SerializeToString())
     out = top / "out"
-    result = sandbox.call(["model", "run", folder / "stem.onnx", "--out", out, *SMALL_CAP], kind="model run (external)")
+    result = sandbox.call(["model", "run", folder / "stem.onnx", "--out", out, *SMALL_CAP, *IN_PROCESS], kind="model run (external)")
     result.check((0, 1, 2), reads=[folder], writes=[out], secrets=[secret], temp=sandbox.temp)

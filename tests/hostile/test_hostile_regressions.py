@@ -13,14 +13,13 @@ import io
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import zipfile
 
 import numpy as np
 import pytest
+import run_watch
 from hostile_kit import npy_bytes, npz_bytes
 from onnx import TensorProto, helper
 from sandbox import ROOT
@@ -52,15 +51,6 @@ def _cli(*argv, env=None, **kwargs):
     return subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.cli", *map(str, argv)], cwd=ROOT,
                             env={**clean, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             **kwargs)
-
-
-def _wait_for(path, text, count=1, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().count(text) >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never held {count} x {text!r}")
 
 
 # --- 1. merge containment --------------------------------------------------------------------
@@ -118,20 +108,24 @@ def _ids(n=4):
     return [c.id for c in build_catalog(["max_pooling2"]) if "/grid-" in c.id][:n]
 
 
+@pytest.mark.slow
 def test_defect_3_a_second_run_into_the_same_out_is_refused_naming_the_first(tmp_path):
     ids = _ids()
     out = tmp_path / "r"
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     argv = ["run", "--ops", "max_pooling2", "-k", ",".join(ids), "--jobs", "1", "--out", out, "--no-progress"]
-    first = _cli(*argv, env={FAULT_ENV: f"hang={ids[1]}"})
+    first = _cli(*argv, env={FAULT_ENV: f"hang={ids[1]}", "TMPDIR": str(temp)})
     try:
-        _wait_for(out / "results.jsonl", '"type": "case"')
+        run_watch.wait_until(run_watch.fault_injected(temp, "hang", ids[1]), "the first run's second case hanging",
+                             first)
         second = _cli(*argv)
-        _, err = second.communicate(timeout=120)
+        _, err = second.communicate(timeout=run_watch.GUARD_S)
         assert second.returncode == 2 and f"in use by another ep-testbed run: pid {first.pid}" in err, err
         assert "Traceback" not in err
     finally:
-        first.send_signal(signal.SIGINT)
-        first.communicate(timeout=60)
+        if first.poll() is None:
+            run_watch.stop(first, out / "results.jsonl")
     text = (out / "results.jsonl").read_text()
     assert text.count('"type": "run"') == 1
     ids_written = [json.loads(l)["id"] for l in text.splitlines() if '"type": "case"' in l]
@@ -152,18 +146,18 @@ def test_defect_4_resume_refuses_another_seed_or_tolerance(sandbox, tmp_path, ch
     assert listed in result.stderr and (out / "results.jsonl").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_defect_4_ctrl_c_before_the_first_case_then_resume_leaves_one_header(tmp_path):
     ids = _ids(3)
     out = tmp_path / "r"
     argv = ["run", "--ops", "max_pooling2", "-k", ",".join(ids), "--jobs", "1", "--out", out, "--no-progress"]
     first = _cli(*argv, env={FAULT_ENV: f"hang={ids[0]}"})
-    _wait_for(out / "results.jsonl", '"type": "run"')
-    time.sleep(0.5)
-    first.send_signal(signal.SIGINT)
-    first.communicate(timeout=60)
+    # Ctrl-C as soon as the header is on disk: no case has finished (the first one hangs)
+    run_watch.wait_until(run_watch.has_lines(out / "results.jsonl", "run"), "the run header", first)
+    run_watch.stop(first, out / "results.jsonl")
     assert first.returncode == 130
     resumed = _cli(*argv, "--resume")
-    _, err = resumed.communicate(timeout=300)
+    _, err = resumed.communicate(timeout=run_watch.GUARD_S)
     assert resumed.returncode == 0, err
     records = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
     assert [r["type"] for r in records].count("run") == 1
@@ -433,6 +427,7 @@ def test_defect_10_model_run_baseline_and_gen_never_overwrite_silently(sandbox, 
 
 # --- 11. scratch folders of killed workers ---------------------------------------------------
 
+@pytest.mark.slow
 def test_defect_11_killed_workers_leave_no_profiling_folder(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()

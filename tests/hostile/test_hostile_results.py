@@ -1,5 +1,5 @@
-"""Hostile ``results.jsonl`` files fed to every command that reads a run: ``report``, ``diff``,
-``merge`` and ``run --resume``. Lines are mutated field by field (wrong types, 400-digit
+"""Hostile ``results.jsonl`` files fed to every command that reads a run: ``report``,
+``ci-summary``, ``diff``, ``merge`` and ``run --resume``. Lines are mutated field by field (wrong types, 400-digit
 numbers, control characters, paths that leave the run folder), deleted, repeated, swapped,
 torn or replaced by garbage; case folders get links to a file outside the run. Besides the
 sandbox's contract (a result or one message, nothing read or written outside the run folders):
@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
+
+pytestmark = pytest.mark.slow  # every test here runs commands in the sandbox: -m "not slow" skips them
 
 SELECT = "-k=-00,-01,-02"
 #: A mapper whose read-back shifts every index: the cases fail, so each has a case folder.
@@ -123,6 +125,12 @@ def test_report_diff_and_merge_take_hostile_results(sandbox, base_run, tmp_path_
     run, lines, secret = _hostile_run(base_run, folder, data)
     fenced = dict(temp=sandbox.temp, secrets=[secret])
     sandbox.call(["report", run], kind="report").check((0, 2), reads=[run], writes=[run], **fenced)
+    for form in ("markdown", "annotations"):  # prints only; every annotation line one workflow command of ours
+        shown = sandbox.call(["ci-summary", run, "--format", form], kind="ci-summary")
+        shown.check((0, 2), reads=[run], **fenced)
+        if form == "annotations" and shown.code == 0:
+            assert all(line.startswith(("::error title=", "::warning title=", "::notice title="))
+                       for line in shown.stdout.splitlines()), shown.describe()
     diff_out = folder / "diff"
     sandbox.call(["diff", base_run, run, "--out", diff_out], kind="diff").check(
         (0, 1, 2), reads=[base_run, run], writes=[diff_out], **fenced)

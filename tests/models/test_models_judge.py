@@ -13,6 +13,7 @@ import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -116,7 +117,7 @@ def test_onnx_max_mode_differs_where_its_flag_predicts_and_is_flagged_not_diverg
     assert "ReductionFunction" in row["reason"]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(x1=st.floats(0, 70), y1=st.floats(0, 55), w=st.floats(0, 12), hgt=st.floats(0, 12),
        sampling=st.sampled_from([0, 1, 2]))
 def test_whatever_the_region_size_ort_agrees_with_the_reference_or_the_clamp(x1, y1, w, hgt, sampling):

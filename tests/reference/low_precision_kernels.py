@@ -81,8 +81,10 @@ def roi_align(desc, x, rois, batch, ct=np.float32, order="page"):
         if d.interpolation_mode == "LINEAR":
             values = _linear(plane, ys, xs, ct)
         else:
-            iy = np.clip(np.floor(ys + f(0.5)), 0, height - 1).astype(np.int64)
-            ix = np.clip(np.floor(xs + f(0.5)), 0, width - 1).astype(np.int64)
+            # floor(c + 0.5) in ``ct``, then clamped as the integer index it is: float16 holds
+            # no odd number above 2048, so a clamp to ``width - 1`` in float16 could pass the end.
+            iy = np.clip(np.floor(ys + f(0.5)).astype(np.float64), 0, height - 1).astype(np.int64)
+            ix = np.clip(np.floor(xs + f(0.5)).astype(np.float64), 0, width - 1).astype(np.int64)
             values = plane[:, iy[:, None], ix[None, :]]
         inside = (((ys >= -1) & (ys <= height))[:, None] & ((xs >= -1) & (xs <= width))[None, :])
         values = np.where(inside, values, f(d.out_of_bounds_input_value)).astype(ct)

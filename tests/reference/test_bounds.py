@@ -13,6 +13,9 @@ import pytest
 from descs_for_tests import max_pooling2, roi_align1, roi_pooling
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from hypothesis_profiles import examples
+from value_strategies import feature_map, finite, uniform
 
 from ep_testbed.reference import MODELS, DescError, execute, execute_with_bounds, precision_model
 from ep_testbed.reference.precision import Arithmetic
@@ -46,7 +49,6 @@ def roi_align_case(draw, dtypes=("FLOAT32", "FLOAT16")):
     """A random ROI_ALIGN1 desc, feature map (values to a few hundred) and regions, some exact
     (multiples of 1/4), some arbitrary floats. Some maps are wide, so that sample coordinates
     reach the hundreds, where their rounding outweighs the interpolation arithmetic's."""
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     h, w, c = draw(st.integers(1, 10)), draw(st.integers(1, 10)), draw(st.integers(1, 3))
     if draw(st.booleans()):
         h, w = draw(st.sampled_from([(h, 200 + w), (150 + h, w)]))
@@ -62,13 +64,14 @@ def roi_align_case(draw, dtypes=("FLOAT32", "FLOAT16")):
         interpolation=draw(st.sampled_from(["LINEAR", "NEAREST_NEIGHBOR"])),
         reduction=draw(st.sampled_from(["AVERAGE", "MAX"])), oob=draw(st.sampled_from([0.0, -2.5, 7.0])))
     np_type = np.float32 if dtype == "FLOAT32" else np.float16
-    x = (rng.standard_normal((2, c, h, w)) * 300).astype(np_type)
-    corner = np.stack([rng.uniform(-2, w + 1, r), rng.uniform(-2, h + 1, r)], axis=1)
-    extent = rng.uniform(-1, 12 if adaptive else 14, (r, 2))
+    x = feature_map(draw, (2, c, h, w), np_type, 1000.0)
+    corner = np.stack([uniform(draw, -2, w + 1, r, "x1"), uniform(draw, -2, h + 1, r, "y1")], axis=1)
+    extent = uniform(draw, -1, 12 if adaptive else 14, 2 * r, "extent").reshape(r, 2)
     rois = np.concatenate([corner, corner + extent], axis=1) / scale
     if draw(st.booleans()):
         rois = np.round(rois * 4) / 4
-    return desc, x, rois.astype(np_type), rng.integers(0, 2, r)
+    batch = np.array(draw(st.lists(st.integers(0, 1), min_size=r, max_size=r), label="batch"))
+    return desc, x, rois.astype(np_type), batch
 
 
 def _within_model(desc, x, rois, batch, model, ct, orders):
@@ -90,7 +93,8 @@ def _orders(desc):
     return ("page", "onnx") if onnx_like else ("page",)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(300), deadline=None)
 @given(case=roi_align_case())
 def test_float32_kernel_lies_within_the_fp32_bound(case):
     """The issue's hidden-oracle property: for random descs, the reference's exact output lies
@@ -100,7 +104,7 @@ def test_float32_kernel_lies_within_the_fp32_bound(case):
     _within_model(desc, x, rois, batch, "fp32", np.float32, _orders(desc))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(case=roi_align_case(dtypes=("FLOAT16",)))
 def test_float16_kernel_lies_within_the_tensor_type_bound(case):
     """A kernel computing everything in float16 (torchvision's CUDA roi_align in half) lies within
@@ -297,22 +301,24 @@ def test_roi_pooling_float32_bin_end_is_a_knife_edge():
 
 @st.composite
 def roi_pooling_case(draw):
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     h, w, c = draw(st.integers(1, 12)), draw(st.integers(1, 12)), draw(st.integers(1, 2))
     ph, pw, r = draw(st.integers(1, 7)), draw(st.integers(1, 7)), draw(st.integers(1, 4))
     scale = draw(st.sampled_from([1.0, 0.5, 0.1, 1 / 3, 0.7, 1 / 16]))
-    x = (rng.standard_normal((2, c, h, w)) * 100).astype(np.float32)
-    x1, y1 = rng.uniform(-2, w + 1, r), rng.uniform(-2, h + 1, r)
-    rois = np.stack([rng.integers(0, 2, r), x1, y1, x1 + rng.uniform(0, w, r), y1 + rng.uniform(0, h, r)], 1)
+    x = feature_map(draw, (2, c, h, w), np.float32, 300.0)
+    x1, y1 = uniform(draw, -2, w + 1, r, "x1"), uniform(draw, -2, h + 1, r, "y1")
+    batch = np.array(draw(st.lists(st.integers(0, 1), min_size=r, max_size=r), label="batch"))
+    rois = np.stack([batch, x1, y1, x1 + uniform(draw, 0, w, r, "width"), y1 + uniform(draw, 0, h, r, "height")], 1)
     rois[:, 1:] /= scale
     if draw(st.booleans()):  # regions whose scaled corners sit near halves
-        rois[:, 1:] = (np.round(rois[:, 1:] * scale * 2) / 2 + rng.choice([-1e-6, 0, 1e-6], (r, 4))) / scale
+        nudge = np.array(draw(st.lists(st.sampled_from([-1e-6, 0, 1e-6]), min_size=4 * r, max_size=4 * r),
+                              label="nudge")).reshape(r, 4)
+        rois[:, 1:] = (np.round(rois[:, 1:] * scale * 2) / 2 + nudge) / scale
     rois[:, 3] = np.maximum(rois[:, 3], rois[:, 1])
     rois[:, 4] = np.maximum(rois[:, 4], rois[:, 2])
     return roi_pooling(x.shape, r, (ph, pw), scale=scale), x, rois.astype(np.float32).reshape(1, 1, r, 5)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=roi_pooling_case())
 def test_roi_pooling_float32_kernel_lies_within_the_alternatives(case):
     """Hidden-case style: decisions computed in float32 (ORT's float bins, a float32 product)
@@ -345,10 +351,17 @@ def test_zero_rois_stay_refused():
         execute_with_bounds(desc, tensors(x, np.zeros((0, 4), np.float32)))
 
 
-@settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), error=st.sampled_from([0.0, 1e-6, 1e-3, 0.05, 0.3, 0.7, 2.0]),
-       on_edges=st.booleans())
-def test_linear_sample_bound_covers_every_coordinate_within_its_error(seed, error, on_edges):
+@st.composite
+def linear_plane(draw):
+    """A two-channel plane (values to a few hundred) and 4 x 5 sample coordinates around it."""
+    h, w = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    plane = draw(arrays(np.float32, (h, w, 2), elements=finite(np.float32, 300.0), fill=st.nothing()), label="plane")
+    return plane, uniform(draw, -1, h, 4, "ys"), uniform(draw, -1, w, 5, "xs")
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(case=linear_plane(), error=st.sampled_from([0.0, 1e-6, 1e-3, 0.05, 0.3, 0.7, 2.0]), on_edges=st.booleans())
+def test_linear_sample_bound_covers_every_coordinate_within_its_error(case, error, on_edges):
     """FP-2's core claim, without arithmetic: moving a LINEAR sample's coordinates anywhere within
     their errors moves its value by at most the sample bound ``e_x Gx + e_y Gy``, also when the
     move crosses into a neighbouring cell (coordinates on cell edges) or by pixels (large errors)."""
@@ -357,10 +370,8 @@ def test_linear_sample_bound_covers_every_coordinate_within_its_error(seed, erro
     from ep_testbed.reference.precision import Approx
     from ep_testbed.reference.roi_align_bounds import _along, _linear_bound
 
-    rng = np.random.default_rng(seed)
-    h, w = int(rng.integers(1, 7)), int(rng.integers(1, 7))
-    plane = (rng.standard_normal((h, w, 2)) * 100).astype(np.float32)
-    ys, xs = rng.uniform(-1, h, 4), rng.uniform(-1, w, 5)
+    plane, ys, xs = case
+    h, w = plane.shape[:2]
     if on_edges:
         ys, xs = np.round(ys), np.round(xs)
     ey, ex = np.full(4, error), np.full(5, error)
@@ -371,3 +382,65 @@ def test_linear_sample_bound_covers_every_coordinate_within_its_error(seed, erro
         moved = simple_roi_align.interpolate(chw, np.clip(ys + dy * ey, -1, h), np.clip(xs + dx * ex, -1, w), "LINEAR",
                                              0.0)
         assert (np.abs(moved - base) <= np.moveaxis(bound, -1, 0) * (1 + 1e-6) + 1e-9).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), error=st.sampled_from([0.0, 1e-3, 0.3, 0.7, 1.03, 1.6, 2.5, 6.0]),
+       on_halves=st.booleans())
+def test_nearest_range_holds_every_index_within_the_error(seed, error, on_halves):
+    """FP-3's NEAREST knife edge, without arithmetic: wherever rounding moves a sample's coordinates
+    within their errors, ``floor(c + 0.5)`` picks a value inside the sample's ``[low, high]``; an
+    error over one pixel reaches three indices or more, the middle ones included. Up to
+    ``MAX_NEAREST_PAIRS`` candidate pairs the range is exactly the candidates' extremes."""
+    from ep_testbed.reference.precision import Approx
+    from ep_testbed.reference.roi_align_bounds import MAX_NEAREST_PAIRS, _nearest_samples
+
+    rng = np.random.default_rng(seed)
+    h, w = int(rng.integers(1, 9)), int(rng.integers(1, 30))
+    plane = (rng.standard_normal((h, w, 2)) * 100).astype(np.float16)
+    ys, xs = rng.uniform(-1, h, 3), rng.uniform(-1, w, 4)
+    if on_halves:
+        ys, xs = np.round(ys) + 0.5, np.round(xs) + 0.5
+    ey, ex = np.full(3, error / 3), np.full(4, error)
+    _, _, low, high, _ = _nearest_samples(plane, Approx(ys, ey), Approx(xs, ex), Arithmetic(None), 0.0)
+    offsets = np.linspace(-1, 1, 41)
+    picks = [[np.clip(np.floor(c + 0.5 + t * e), 0, size - 1).astype(int) for t in offsets]
+             for c, e, size in ((ys, ey, h), (xs, ex, w))]
+    seen_low, seen_high = np.full(low.shape, np.inf), np.full(low.shape, -np.inf)
+    for iy in picks[0]:
+        for ix in picks[1]:
+            value = plane[iy[:, None], ix[None, :]].astype(np.float64)
+            assert ((low <= value) & (value <= high)).all()
+            seen_low, seen_high = np.minimum(seen_low, value), np.maximum(seen_high, value)
+    spans = [max(len(set(int(p[i]) for p in axis)) for i in range(len(axis[0]))) for axis in picks]
+    if spans[0] * spans[1] <= MAX_NEAREST_PAIRS:
+        np.testing.assert_array_equal(low, seen_low)
+        np.testing.assert_array_equal(high, seen_high)
+
+
+def test_float16_nearest_index_two_pixels_over_is_in_the_range():
+    """A float16 kernel's NEAREST index that lies two indices above the lowest one rounding can
+    reach. FLOAT16 input, ROI [264.8, 0.9326, 274.2, 14.58] (float16 264.75 ... 274.25), scale
+    0.7, InputPixelOffset 0.5, OutputPixelOffset 0, 2x2 samples stretched to the corners: the
+    last X sample is exactly 274.25 * 0.7 - 0.5 = 191.475 (index 191), which float16 computes
+    as 191.5 (scale 0.7002, products near 192 spaced 0.125; index 192). Its error bound exceeds
+    one pixel, so rounding reaches indices 190 to 193: the range once held only 190 and 193 and
+    missed the float16 kernel's 192. The second Y sample (9.7) lies outside the 2-row input."""
+    x = np.zeros((1, 1, 2, 207), np.float16)
+    x[0, 0, 0, [184, 185, 190, 191, 192, 193]] = [42, -18.5, 0, 456, -200, 0]
+    rois = np.array([[264.8, 0.9326, 274.2, 14.58]], np.float16)
+    desc = roi_align1(x.shape, rois.shape, (1, 1), dtype="FLOAT16", scale=(0.7, 0.7), offsets=(0.5, 0.0),
+                      interpolation="NEAREST_NEIGHBOR", samples=(2, 2), corners=True)
+    assert Fraction(float(rois[0, 2])) * _fraction(np.float32(0.7)) - Fraction(1, 2) < Fraction(383, 2)  # 191.475
+    xs, _ = lp.axis_coordinates(np.float16, rois[0, 0], rois[0, 2], 0.7, 1, 2, 2, 0.5, 0.0, True, "page")
+    ys, _ = lp.axis_coordinates(np.float16, rois[0, 1], rois[0, 3], 0.7, 1, 2, 2, 0.5, 0.0, True, "page")
+    assert xs[1] == 191.5 and ys[1] > 2                                        # index 192; outside
+    expected = execute_with_bounds(desc, tensors(x, rois), "tensor-type")
+    kernel = lp.roi_align(desc, x, rois, np.zeros(1), ct=np.float16)
+    exact = expected.outputs["OutputTensor"]
+    assert exact.item() == np.float16((-18.5 + 456) / 4)                       # indices 185 and 191
+    assert kernel.item() == np.float16((-18.5 - 200) / 4)                      # indices 185 and 192
+    low, high = expected.alternatives["OutputTensor"]
+    assert low.item() == kernel.item() and high.item() == np.float16((42 + 456) / 4)
+    assert not outside(expected, kernel).any()
+    assert any("nearest index of sample X" in k.decision for k in expected.knife_edges)

@@ -10,8 +10,10 @@ import pytest
 from descs_for_tests import roi_align1
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx_cases import onnx_backend_cases
+from hypothesis.extra.numpy import arrays
+from hypothesis_profiles import examples
 
+from ep_testbed.graphs.backend_cases import raw_cases as onnx_backend_cases
 from ep_testbed.reference import execute
 from ep_testbed.reference.roi_align import samples_per_output
 
@@ -352,29 +354,28 @@ def test_opset10_is_output_half_pixel_on_cpu_but_not_dml():
 
 # --- properties -------------------------------------------------------------------------------
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(h=st.integers(2, 9), w=st.integers(2, 9), oh=st.integers(1, 4), ow=st.integers(1, 4),
        n=st.integers(1, 3), value=st.floats(-8, 8, width=32), mode=st.sampled_from(["LINEAR", "NEAREST_NEIGHBOR"]),
-       reduction=st.sampled_from(["AVERAGE", "MAX"]), seed=st.integers(0, 2**16))
-def test_constant_input_gives_constant_output(h, w, oh, ow, n, value, mode, reduction, seed):
+       reduction=st.sampled_from(["AVERAGE", "MAX"]), data=st.data())
+def test_constant_input_gives_constant_output(h, w, oh, ow, n, value, mode, reduction, data):
     """Every sample inside the input reads the constant, whatever the interpolation and reduction."""
-    rng = np.random.default_rng(seed)
     x = np.full((1, 2, h, w), value, dtype=np.float32)
-    x1, y1 = rng.uniform(0, w - 1), rng.uniform(0, h - 1)
-    rois = np.array([[x1, y1, rng.uniform(x1, w - 1), rng.uniform(y1, h - 1)]], dtype=np.float32)
+    x1, y1 = data.draw(st.floats(0, w - 1), label="x1"), data.draw(st.floats(0, h - 1), label="y1")
+    x2, y2 = data.draw(st.floats(x1, w - 1), label="x2"), data.draw(st.floats(y1, h - 1), label="y2")
+    rois = np.array([[x1, y1, x2, y2]], dtype=np.float32)
     desc = roi_align1((1, 2, h, w), (1, 4), (oh, ow), interpolation=mode, reduction=reduction, samples=(n, n))
     y = run(desc, x, rois)
     assert y.shape == (1, 2, oh, ow)
     np.testing.assert_allclose(y, value, rtol=1e-6, atol=1e-6)
 
 
-@settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 2**16), k=st.sampled_from([0.5, 2.0, 4.0]))
-def test_scale_invariance(seed, k):
+@settings(max_examples=examples(30), deadline=None)
+@given(x=arrays(np.float32, (1, 1, 6, 6), elements=st.floats(-4, 4, width=32)),
+       rois=arrays(np.float32, (2, 4), elements=st.floats(-1, 7, width=32, allow_subnormal=False)),
+       k=st.sampled_from([0.5, 2.0, 4.0]))
+def test_scale_invariance(x, rois, k):
     """ROIs times k with SpatialScale / k sample the same points (exact: k is a power of 2)."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((1, 1, 6, 6)).astype(np.float32)
-    rois = rng.uniform(-1, 7, (2, 4)).astype(np.float32)
     a = roi_align1((1, 1, 6, 6), (2, 4), (2, 3), scale=(1.0, 1.0), samples=(1, 3))
     b = roi_align1((1, 1, 6, 6), (2, 4), (2, 3), scale=(1 / k, 1 / k), samples=(1, 3))
     np.testing.assert_array_equal(run(a, x, rois), run(b, x, (rois * k).astype(np.float32)))

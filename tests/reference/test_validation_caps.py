@@ -9,6 +9,7 @@ import pytest
 from descs_for_tests import max_pooling2, roi_align1, roi_pooling
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from ep_testbed.reference import DescError, execute, validate
 from ep_testbed.reference.checks import DEFAULT_MAX_ELEMENTS, element_cap, max_elements, max_loop, max_work
@@ -24,7 +25,7 @@ def _scanned(size, out, window, stride, start, dilation):
     return None
 
 
-@settings(max_examples=3000)
+@settings(max_examples=examples(3000))
 @given(st.integers(1, 12), st.integers(1, 40), st.integers(1, 8), st.integers(1, 9), st.integers(0, 40),
        st.integers(1, 30))
 def test_the_padding_only_window_is_found_by_arithmetic_exactly_as_by_a_scan(size, out, window, stride, start,

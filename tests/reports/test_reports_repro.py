@@ -210,6 +210,7 @@ def perturbed_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_every_bundle_exits_like_the_run_and_prints_its_verdict(perturbed_run, bare):
     ran = repro_check.run_all(perturbed_run, bare)
     said = repro_check.messages(perturbed_run)
