@@ -208,3 +208,22 @@ def test_the_pytest_plugin_on_directml_decides_as_ep_testbed_run(catalog):
     reason = by_id[picks["known"]]["expected_outcome"]["reason"]
     assert f"XFAIL tests/conformance/test_conformance.py::test_case[{picks['known']}] - known: {reason[:60]}" in report
     assert "emulation-gap: " in report and "1 passed, 1 skipped" in report and "1 xfailed" in report
+
+
+def test_model_run_labels_a_shader_the_emulation_refuses_as_an_emulation_gap(tmp_path, capsys):
+    """The shipped Faster R-CNN cannot be built whole on the emulated device (vkd3d refuses one of
+    DirectML's shaders): model run says so with vkd3d's line, never as DirectML's result, and
+    still judges its MaxPool and RoiAlign nodes alone on DirectML."""
+    needs_host()
+    out = tmp_path / "model"
+    main(["model", "run", "--ep", "dml-wine", str(REPO / "tests" / "data" / "models" / "faster_rcnn_tiny_fpn.onnx"),
+          "--out", str(out)])
+    capsys.readouterr()
+    result = json.loads((out / "model_result.json").read_text(encoding="utf-8"))
+    failure = result["ep_failure"]
+    assert failure["stage"] == "build" and any("Failed to scan shader bytecode" in n for n in failure["emulation"])
+    assert "emulation gap, not a result of the EP" in failure["message"]
+    assert any("emulated device" in r and "emulation gap" in r for r in result["verdict_reasons"])
+    nodes = result["attribution"]["nodes"]
+    assert {r["op_type"] for r in nodes} == {"MaxPool", "RoiAlign"} and all(r["alone"] for r in nodes)
+    assert all(r["status"] == "match" for r in nodes) and set(result["placement"]["nodes"].values()) == {DML}
