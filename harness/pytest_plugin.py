@@ -198,7 +198,8 @@ def decided_before_run(expectation: expectations_mod.Expectation) -> bool:
     """Whether the entry holds for every run of the cases it matches, so that collection can mark
     them ``xfail``: not when only the run tells (``shows_when``: the failure's shape or the
     inputs; ``emulated_device``: the case is an emulation gap, not an expected failure)."""
-    return not (expectation.shows_signature or expectation.shows_flags or expectation.emulated_device)
+    return not (expectation.shows_signature or expectation.shows_flags or expectation.shows_inputs
+                or expectation.emulated_device)
 
 
 def check_case(config: pytest.Config, case: Any) -> None:

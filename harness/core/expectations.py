@@ -68,7 +68,10 @@ signature (``harness.core.signature``: ``outcome``, ``kind``, ``outputs``, ``val
 ``diverging``) that must equal, so that only a failure of that shape is this cause (a pass has
 no signature: a strict entry makes it ``fixed``, a ``"strict": false`` one leaves it alone, as
 does any entry a case not tested, such as ``not-on-ep`` or ``emulation-gap``); a list of such
-objects is any of them (``[{"values": "inf -> nan"}, {"values": "-inf -> nan"}]``).
+objects is any of them (``[{"values": "inf -> nan"}, {"values": "-inf -> nan"}]``); and/or
+``{"inputs": [...]}``, classes of ``harness.core.signature.INPUT_CLASSES`` (``nan``, ``inf``,
+``-inf``, ``huge``) of which the case's inputs must hold one (the line's ``input_extremes``), for a
+cause only such values can trigger: a failure of its shape on other inputs is not that cause.
 
 Entries with ``flags`` can only be decided once the case has been mapped, i.e. on its result
 line; ``match`` without flags treats them as not matching. Entries with ``predicted`` need the
@@ -91,6 +94,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .installed import ort_version as installed_ort_version
 from .results import OUTCOMES, PASSING
+from .signature import INPUT_CLASSES
 from .signature import signature as failure_signature
 from .untrusted_files import FileRefused, read_json
 
@@ -139,6 +143,7 @@ class Expectation:
     applies_to: tuple[str, ...] = ()
     shows_flags: Patterns = ()
     shows_signature: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    shows_inputs: tuple[str, ...] = ()
     observed_on: tuple[tuple[str, Any], ...] = ()
     evidence: str = ""
     emulated_device: bool = False
@@ -157,6 +162,8 @@ class Expectation:
         ``shows_when``): always without a condition."""
         if self.shows_flags and not _all_found(self.shows_flags, list(line.get("flags") or [])):
             return False
+        if self.shows_inputs and not set(self.shows_inputs) & set(line.get("input_extremes") or ()):
+            return False  # only such inputs can show the cause: a failure on any other is not this one
         if self.shows_signature:
             found = failure_signature(dict(line))
             if found is not None:
@@ -171,6 +178,8 @@ class Expectation:
     def shows_text(self) -> str:
         """The ``shows_when`` condition in words (for the note on a case it cannot show on)."""
         parts = [", ".join(f"{k}={v!r}" for k, v in p) for p in self.shows_flags]
+        if self.shows_inputs:
+            parts.append("inputs holding " + " or ".join(self.shows_inputs))
         if self.shows_signature:
             parts.append("a failure with " + " or ".join(", ".join(f"{k}={v!r}" for k, v in pattern)
                                                           for pattern in self.shows_signature))
@@ -452,15 +461,21 @@ def _applies_to(item: dict[str, Any], where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _shows_when(item: dict[str, Any], where: str) -> tuple[Patterns, tuple[tuple[tuple[str, Any], ...], ...]]:
-    """The entry's ``shows_when`` as (flag patterns, signature patterns: any of them); ValueError
-    naming the field."""
+def _shows_when(item: dict[str, Any], where: str
+                ) -> tuple[Patterns, tuple[tuple[tuple[str, Any], ...], ...], tuple[str, ...]]:
+    """The entry's ``shows_when`` as (flag patterns, signature patterns: any of them, input
+    classes: any of them); ValueError naming the field."""
     value = item.get("shows_when")
     if value is None:
-        return (), ()
-    example = '{"flags": [{"field": "ReductionFunction", "shows": true}]} or {"signature": {"values": "nan -> number"}}'
-    if not isinstance(value, dict) or not value or set(value) - {"flags", "signature"}:
-        raise ValueError(f"{where}: shows_when must be an object with flags and/or signature, e.g. {example}")
+        return (), (), ()
+    example = ('{"flags": [{"field": "ReductionFunction", "shows": true}]} or {"signature": {"values": "nan -> number"}, '
+               '"inputs": ["nan", "inf"]}')
+    if not isinstance(value, dict) or not value or set(value) - {"flags", "signature", "inputs"}:
+        raise ValueError(f"{where}: shows_when must be an object with flags, signature and/or inputs, e.g. {example}")
+    inputs = value.get("inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(c, str) and c in INPUT_CLASSES for c in inputs):
+        raise ValueError(f"{where}: shows_when.inputs must be a list of {', '.join(INPUT_CLASSES)} (the inputs hold "
+                         "any of them), e.g. [\"nan\", \"inf\", \"-inf\"]")
     flags = _patterns(value, "flags", f"{where}: shows_when", '{"field": "ReductionFunction", "shows": true}')
     sig = value.get("signature") or {}
     patterns = sig if isinstance(sig, list) else [sig]
@@ -469,7 +484,7 @@ def _shows_when(item: dict[str, Any], where: str) -> tuple[Patterns, tuple[tuple
                          "or a list of such objects (any of them)")
     pairs = tuple(tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in p.items()))
                   for p in patterns if p)
-    return flags, pairs
+    return flags, pairs, tuple(inputs)
 
 
 def _observed_on(value: Any, where: str) -> tuple[tuple[str, Any], ...]:
@@ -488,7 +503,7 @@ def _entry(item: Any, where: str) -> Expectation:
     """One entry of the file, checked; ValueError naming the entry and the field."""
     outcomes = _check_fields(item, where)
     applies_to = _applies_to(item, where)
-    shows_flags, shows_signature = _shows_when(item, where)
+    shows_flags, shows_signature, shows_inputs = _shows_when(item, where)
     return Expectation(
         id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
         tags=tuple(sorted((str(k), str(v)) for k, v in (item.get("tags") or {}).items())),
@@ -496,7 +511,7 @@ def _entry(item: Any, where: str) -> Expectation:
         predicted=_patterns(item, "predicted", where, '{"field": "PooledSize", "kind": "diverges"}'),
         strict=item.get("strict", True), onnxruntime=item.get("onnxruntime") or "",
         predicted_from=item.get("predicted_from") or "", applies_to=applies_to, shows_flags=shows_flags,
-        shows_signature=shows_signature,
+        shows_signature=shows_signature, shows_inputs=shows_inputs,
         ep_package=_package_specs(item["ep_package"], where) if "ep_package" in item else (),
         observed_on=_observed_on(item["observed_on"], where) if "observed_on" in item else (),
         evidence=item.get("evidence") or "", emulated_device=item.get("emulated_device", False))

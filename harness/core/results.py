@@ -62,6 +62,9 @@ CASE_SCHEMA: dict[str, tuple[str, ...]] = {
     # A failure re-checked on a second EP (``harness.run.recheck``, ``run --also-on``): ``scope``
     # is "shared with <EP>" or "only on <EP>", ``also_on`` what the second EP did.
     "scope": (STR, NULL), "also_on": (OBJECT, NULL),
+    # Which extreme values the case's inputs hold (``harness.core.signature.input_extremes``:
+    # nan, inf, -inf, huge), for an expectation whose cause only such inputs can show.
+    "input_extremes": (LIST, NULL),
 }
 CASE_KEYS = tuple(CASE_SCHEMA)
 #: The kinds the keys of a run header may hold (a header may carry more keys: the EP's

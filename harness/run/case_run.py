@@ -43,6 +43,7 @@ import numpy as np
 from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
 from ep_testbed.harness.core.error_stats import error_statistics
 from ep_testbed.harness.core.results import ERROR_KEYS, case_record
+from ep_testbed.harness.core.signature import input_extremes
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.eps import placement as placement_mod
 from ep_testbed.harness.eps import session as session_mod
@@ -191,6 +192,7 @@ def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state:
     except Exception as exc:
         line.update(outcome="error", message=f"the case's inputs raised {type(exc).__name__}: {exc}")
         return None
+    line["input_extremes"] = input_extremes(inputs)
     # Flags that only this case's input values raise (a NaN, a float32 bin end, an int64 beyond
     # what the composition carries exactly); they count like the desc's own flags.
     flags = list(mapping.flags) + list(getattr(mapping, "input_flags", lambda _: [])(inputs))

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.cases.common import UINT32_MAX, Case
 from ep_testbed.graphs.cases.roi_align import roi_align_desc
 from ep_testbed.harness.core import expectations as exp
+from ep_testbed.harness.core.signature import input_extremes
 from ep_testbed.harness.core.untrusted_files import FileRefused
 from ep_testbed.harness.eps.providers import resolve_ep
 from ep_testbed.harness.run.case_run import CaseConfig, run_case
@@ -172,3 +174,30 @@ def test_a_signature_list_is_any_of_them_and_untested_cases_cannot_show_it():
         line = _line(outcome)
         entries.settle(_Case(), line)
         assert line["outcome"] == outcome and line["expected_outcome"] is None and line["message"] == "m"
+
+
+def test_input_extremes_name_the_extreme_values_a_case_holds():
+    """The line's ``input_extremes``: NaN, +inf, -inf and magnitudes of at least 2**120 among the
+    floating-point inputs, in INPUT_CLASSES order; integers and moderate floats hold none."""
+    assert input_extremes({"x": np.array([1.0, -2.0], np.float32), "i": np.array([2**62], np.int64)}) == []
+    assert input_extremes({"x": np.array([np.inf, np.nan], np.float32)}) == ["nan", "inf"]
+    assert input_extremes({"x": np.array([-np.inf, -2.0**120], np.float32)}) == ["-inf", "huge"]
+    assert input_extremes({"x": np.array([2.0**119], np.float32), "e": np.zeros(0, np.float32)}) == []
+
+
+def test_shows_when_inputs_keeps_a_failure_shape_to_the_inputs_that_can_cause_it():
+    """A cause only extreme inputs trigger (DirectML's float32 lerp overflowing, say) explains a
+    failure of its shape on such inputs only: the same shape on moderate inputs fails, with a note
+    naming the condition; a bad class is refused naming the field and the classes."""
+    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "lerp", "link": "l", "strict": False,
+                          "shows_when": {"signature": {"values": "number -> nan"}, "inputs": ["nan", "huge"]}}])
+    worst = [{"failed": True, "expected": 2.0, "actual": "nan", "output": "OutputTensor"}]
+    for extremes, outcome in ((["huge"], "known"), (["nan", "inf"], "known"), (["inf"], "fail"), ([], "fail"),
+                              (None, "fail")):
+        line = _line("fail", worst=worst)
+        line["input_extremes"] = extremes
+        entries.settle(_Case(), line)
+        assert line["outcome"] == outcome, extremes
+        assert ("inputs holding nan or huge" in line["message"]) == (outcome == "fail")
+    with pytest.raises(ValueError, match=r"shows_when.inputs must be a list of nan, inf, -inf, huge"):
+        exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l", "shows_when": {"inputs": ["big"]}}])
