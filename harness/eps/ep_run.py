@@ -47,12 +47,22 @@ class SessionError(RuntimeError):
 
 @dataclass
 class EpRun:
-    """One session's run: outputs in the session's order, and (when profiled) node -> provider."""
+    """One session's run: outputs in the session's order, and (when profiled) node -> provider,
+    with what proved each node (``evidence``: node -> one of ``placement.EVIDENCE``) and what kept
+    a source from being read (``placement_note``, e.g. an unreadable trace); ``placement_source``
+    is ``placement.describe_evidence(evidence, placement_note)``. ``build_s`` / ``run_s``: seconds
+    spent building the session (for an EP that starts a device per session, that too) and running
+    it with its placement read back (``harness.eps.packing`` shares them out between the cases
+    of a packed session)."""
 
     outputs: list[np.ndarray]
     output_names: list[str]
     placement: dict[str, str] = field(default_factory=dict)
     placement_source: str | None = None
+    evidence: dict[str, str] = field(default_factory=dict)
+    placement_note: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
 
     def named(self) -> dict[str, np.ndarray]:
         """The outputs keyed by graph output name."""
@@ -69,25 +79,33 @@ class Diagnosis:
     error: str | None = None
 
 
-#: The id of the case whose sessions this process (or thread) is running, set by the case runner
-#: around each case; None outside one (model runs, doctor). Read by per-case test hooks of an
-#: adapter that holds its sessions elsewhere (the DirectML host's planted faults).
-_CURRENT_CASE: contextvars.ContextVar[str | None] = contextvars.ContextVar("ep_testbed_current_case", default=None)
+#: The ids of the cases whose session this process (or thread) is running (one, or the cases packed
+#: into it), set by the case runner around each session; empty outside one (model runs, doctor).
+#: Read by per-case test hooks of an adapter that holds its sessions elsewhere (the DirectML
+#: host's planted faults).
+_CURRENT_CASES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("ep_testbed_current_cases",
+                                                                                  default=())
 
 
 @contextlib.contextmanager
-def case_scope(case_id: str) -> Iterator[None]:
-    """Within the block, ``current_case()`` is ``case_id``."""
-    token = _CURRENT_CASE.set(case_id)
+def case_scope(*case_ids: str) -> Iterator[None]:
+    """Within the block, ``current_cases()`` is ``case_ids`` (and ``current_case()`` the first)."""
+    token = _CURRENT_CASES.set(tuple(case_ids))
     try:
         yield
     finally:
-        _CURRENT_CASE.reset(token)
+        _CURRENT_CASES.reset(token)
+
+
+def current_cases() -> tuple[str, ...]:
+    """The ids of the cases whose session is being run here (``case_scope``); empty outside one."""
+    return _CURRENT_CASES.get()
 
 
 def current_case() -> str | None:
-    """The id of the case being run here (``case_scope``), or None."""
-    return _CURRENT_CASE.get()
+    """The id of the (first) case being run here (``case_scope``), or None."""
+    cases = _CURRENT_CASES.get()
+    return cases[0] if cases else None
 
 
 def first_line(exc: BaseException) -> str:
@@ -96,4 +114,4 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-__all__ = ["Diagnosis", "EpRun", "STAGES", "SessionError", "case_scope", "current_case", "first_line"]
+__all__ = ["Diagnosis", "EpRun", "STAGES", "SessionError", "case_scope", "current_case", "current_cases", "first_line"]

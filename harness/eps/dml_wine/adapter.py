@@ -19,7 +19,7 @@ Test hook, read only here and only from the environment, as the worker's ``EP_TE
     EP_TESTBED_DML_WINE_FAULT="abort=<glob>;hang=<glob>"
 
 makes the DirectML host itself, in place of the first session of a case whose id matches
-``<glob>`` (fnmatch), call ``abort()`` or sleep past every limit (the host's test-only requests):
+``<glob>`` (fnmatch; a packed session: of any of its cases), call ``abort()`` or sleep past every limit (the host's test-only requests):
 the tests show that a host dying or hanging mid-case costs that case (``crash`` / ``timeout``)
 and nothing else. Nothing sets it unless you do.
 
@@ -39,7 +39,7 @@ import numpy as np
 import onnx
 
 from .. import placement as placement_mod
-from ..ep_run import EpRun, SessionError, current_case
+from ..ep_run import EpRun, SessionError, current_cases
 from ..providers import EpNotAvailable, EpSpec, SessionSettings, config_entries
 from . import canary
 from .host import SETUP_COMMAND, DmlWineHost, HostCrashed, HostError, HostRun, HostTimeout, read_host_json
@@ -150,14 +150,21 @@ class WineDmlAdapter:
             names = [n.name for n in model.graph.node]
             placement, evidence = placement_mod.placement_evidence(run.profile_events, names, run.assignment)
             result.placement = {n: placement[n] for n in names if n in placement}
+            result.evidence, result.placement_note = evidence, run.profile_note
             result.placement_source = placement_mod.describe_evidence(evidence, run.profile_note)
+        # as the host timed them: its DirectML device (when made per session) and the session's build,
+        # then the run and the read-back
+        result.build_s = run.options_seconds + run.build_seconds
+        result.run_s = run.run_seconds + run.finish_seconds
         return result
 
     def _request(self, model_bytes: bytes, feeds: Mapping[str, np.ndarray], settings: SessionSettings,
                  allow_fallback: bool, profile: bool, quiet: bool) -> HostRun:
         """One request to this process's host (started, or restarted after a crash, on demand)."""
         host = self.host()
-        fault = planted_fault(current_case())
+        # a session of several packed cases carries the fault of any of them (a pack that fails is
+        # taken apart down to the case alone, which then gets it)
+        fault = next(filter(None, (planted_fault(case_id) for case_id in current_cases())), None)
         try:
             if fault == "abort":
                 host._test_abort()
