@@ -100,7 +100,8 @@ def test_the_run_header_names_directml_onnx_runtime_wine_vkd3d_and_the_emulated_
 
 def test_a_host_that_dies_or_hangs_mid_case_costs_exactly_that_case(catalog, monkeypatch, tmp_path):
     """EP_TESTBED_DML_WINE_FAULT: the host aborts in one case (its ``crash``) and hangs in another
-    (its ``timeout``); every other case ends as in the whole catalog's run."""
+    (its ``timeout``); every other case ends as in the whole catalog's run; with cases packed into
+    shared sessions (--batch) too."""
     _, out, _ = catalog
     before = {c["id"]: c["outcome"] for c in _cases(out)}
     chosen = sorted(i for i, o in before.items() if i.startswith("max_pooling2/random-") and o == "pass")[:2]
@@ -113,6 +114,13 @@ def test_a_host_that_dies_or_hangs_mid_case_costs_exactly_that_case(catalog, mon
     assert after[chosen[0]]["outcome"] == "crash" and "abort()" in after[chosen[0]]["message"]
     assert after[chosen[1]]["outcome"] == "timeout"
     assert {i: c["outcome"] for i, c in after.items() if i not in chosen} == {i: before[i] for i in after if i not in chosen}
+    # cases packed 8 to a session: the pack the abort kills is taken apart down to that case alone
+    monkeypatch.setenv(FAULT_ENV, f"abort={chosen[0]}")
+    packed = tmp_path / "packed"
+    code = main(["run", "--ep", "dml-wine", "--ops", "max_pooling2", "-k", "random-", "--batch", "8",
+                 "--out", str(packed), "--no-progress"])
+    after = {c["id"]: c["outcome"] for c in _cases(packed)}
+    assert code == 1 and after.pop(chosen[0]) == "crash" and after == {i: before[i] for i in after}
 
 
 def _hardware_identity(directml: str, ort: dict) -> dict:
