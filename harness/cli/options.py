@@ -75,7 +75,8 @@ def add_ep_options(add: AddOption, *, graph_opt: bool = True, ep_default: str | 
     """Register ``--ep`` (default ``ep_default``), ``--ep-option``, ``--ep-library``, ``--ep-device``
     and (unless ``graph_opt`` is False) ``--graph-opt``."""
     add("--ep", default=ep_default,
-        help="execution provider: cpu, dml, openvino, cuda, webgpu (aliases), a full provider name, or "
+        help="execution provider: cpu, dml, openvino, cuda, webgpu (aliases), dml-wine (the real DirectML EP "
+             "under Wine on an emulated device: bash tools/dml-wine.sh sets it up), a full provider name, or "
              "plugin:PACKAGE[:EP_NAME] for a plugin EP package such as plugin:onnxruntime-ep-webgpu "
              f"(default: {ep_default or 'every EP'})")
     add("--ep-option", action="append", default=[], metavar="KEY=VALUE",
