@@ -12,7 +12,8 @@ hang, an allocation nobody asked for, or a read outside the folder the file belo
   ``--limit NAME=VALUE`` on every command): a file's bytes, a JSON document's nesting and the
   digits of its integers, an array's elements, the *declared* uncompressed size of every
   ``.npz`` member before it is decompressed (so a zip bomb is refused unopened), a model and its
-  external data;
+  external data; an array file's decompressed bytes are also checked against the memory this
+  process may still allocate (``memory.headroom``) before any is decompressed;
 - **parsed strictly**: UTF-8 (a BOM allowed), JSON without ``NaN``/``Infinity`` literals and
   without numbers that overflow a float; ``.npy`` headers are parsed here (``numpy.lib.format``
   readers), pickled object arrays and structured dtypes are refused, and the data must be
@@ -62,6 +63,8 @@ from typing import IO, Any, BinaryIO, Iterator
 import numpy as np
 
 from ep_testbed.reference.checks import element_cap
+
+from . import memory
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
@@ -377,6 +380,7 @@ def _npz_members(archive: zipfile.ZipFile, path: Any) -> list[tuple[str, zipfile
     if total > caps.npz_bytes:
         raise FileRefused(path, f"its arrays declare {total} bytes uncompressed, more than the {caps.npz_bytes} read",
                           hint=_limit_hint("npz_bytes", total))
+    check_memory(path, total, "decompressing its arrays")
     return [(info.filename, info) for info in infos]
 
 
@@ -398,6 +402,7 @@ def read_array(path: str | os.PathLike, what: str = "array file") -> np.ndarray:
     """The one array of a ``.npy`` file, checked like an ``.npz`` member."""
     with open_regular(path, what) as f:
         size = os.fstat(f.fileno()).st_size
+        check_memory(path, size, "reading its array")
         try:
             return _npy_body(f, size, path, "the array")
         except (FileRefused, MemoryError):
@@ -432,6 +437,21 @@ def _npy_body(stream: IO[bytes], size: int, path: Any, where: str, kinds: str = 
         raise FileRefused(path, f"{where} is shorter or longer than its header says")
     array = np.frombuffer(buffer, dtype=dtype).reshape(shape, order="F" if fortran else "C")
     return array if dtype.isnative else array.astype(dtype.newbyteorder("="))
+
+
+def check_memory(path: Any, nbytes: int, what: str) -> None:
+    """``FileRefused`` (the ``memory.shortage_message``) when ``nbytes`` will not fit in what this
+    process may still allocate: checked before anything is decompressed or read, with an eighth
+    and 64 MiB more for what decompressing and the caller's first copy allocate beside it."""
+    if memory.check_fits(what, nbytes + nbytes // 8 + 64 * MiB) is not None:
+        raise memory_refused(path, what, nbytes + nbytes // 8 + 64 * MiB)
+
+
+def memory_refused(path: Any, what: str, need: int | None = None, have: int | None = None) -> FileRefused:
+    """The ``FileRefused`` for ``path`` when ``what`` (reading it, decompressing it) needs ``need``
+    bytes (None: more than there is, a ``MemoryError`` was caught) and ``have`` were available."""
+    problem, _, hint = memory.shortage_message(what, need, have).partition("\nNote: ")
+    return FileRefused(path, problem.rstrip("."), hint=hint or None)
 
 
 # --- paths inside folders ------------------------------------------------------------------
