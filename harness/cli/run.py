@@ -36,7 +36,7 @@ from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_map
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases
 from ep_testbed.harness.run.selection import parse_shard, select, shard
-from ep_testbed.harness.run.summary import EXIT_NO_CASES, exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import EXIT_NO_CASES, EXIT_USAGE, exit_code, failing_outcomes
 from ep_testbed.reference.precision import precision_model
 
 from .common import UsageError, print_outcomes, render_report, usage_error
@@ -235,9 +235,29 @@ def _selected_cases(args: argparse.Namespace, settings: RunConfig, catalog: str)
         shard_spec = parse_shard(args.shard) if args.shard else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    cases = select(load_cases(catalog, settings.ops, settings.seed, args.tier) + [e.case for e in settings.corpus],
-                   args.include, args.exclude)
+    catalog_cases = load_cases(catalog, settings.ops, settings.seed, args.tier)
+    refuse_clashes(catalog_cases, settings.corpus)
+    cases = select(catalog_cases + [e.case for e in settings.corpus], args.include, args.exclude)
     return shard(cases, *shard_spec) if shard_spec else cases
+
+
+def refuse_clashes(catalog_cases: list[Any], corpus: Sequence[Any]) -> None:
+    """``UsageError`` naming both when a corpus case has a catalog case's id: one id is one line
+    of results.jsonl, and two cases under it would overwrite each other's result (and folder).
+    Corpus ids keep their own form, ``<op>/corpus-<ep alias>-<hash>``, which no catalog id takes;
+    a clash means a hand-edited ``case.json``."""
+    ids = {case.id: "the catalog case" for case in catalog_cases}
+    for entry in corpus:
+        if entry.case.id in ids and ids[entry.case.id] != "the catalog case":
+            raise UsageError(f"--corpus: the cases in {ids[entry.case.id]} and {entry.path} have one id, "
+                             f"{entry.case.id!r}; one id is one result.\nNote: pass one of the two folders")
+        ids.setdefault(entry.case.id, entry.path)
+    clash = next((entry for entry in corpus if ids.get(entry.case.id) == "the catalog case"), None)
+    if clash is not None:
+        raise UsageError(f"--corpus: the case in {clash.path} has the id {clash.case.id!r}, which the catalog case "
+                         f"{clash.case.id!r} has too; one id is one result.\nNote: give the corpus case its own "
+                         "id in its case.json (corpus ids read <op>/corpus-<ep alias>-<hash>), or leave that folder "
+                         "out of --corpus")
 
 
 #: Address space a worker maps before its case allocates anything (Python, NumPy, ONNX, ONNX
@@ -385,5 +405,6 @@ def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str
     if result.interrupted:
         print(f"interrupted: {len(result.lines)} of {selected} cases finished; continue with --resume --out {out}",
               file=sys.stderr)
-    render_report(out)
+    if not render_report(out):
+        return EXIT_USAGE
     return exit_code(result.counts, failing, result.interrupted)

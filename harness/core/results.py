@@ -276,6 +276,10 @@ class RunRecords:
     end: dict[str, Any] | None = None
     headers: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
+    #: Case id -> the numbers of its lines, for every id with more than one case line: a file
+    #: ``run`` wrote never has one (a resume rewrites it with one line per id), so each is two
+    #: results under one id, which readers that keep the last (``cases``) must not lose silently.
+    repeated: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def damaged(self) -> list[BadLine]:
@@ -311,7 +315,7 @@ def load_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] 
 
 def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] | None) -> RunRecords:
     """``load_records`` without its memory checks."""
-    out = RunRecords()
+    out, first_line = RunRecords(), dict[str, int]()
     for number, item in read_json_lines(path, "results file"):
         problem = item.reason if isinstance(item, BadLine) else check_record(item)
         if problem is not None:
@@ -320,6 +324,9 @@ def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any
             out.headers.append(item)
             out.header = out.header or item
         elif item["type"] == CASE:
+            if item["id"] in out.cases:
+                out.repeated.setdefault(item["id"], [first_line[item["id"]]]).append(number)
+            first_line.setdefault(item["id"], number)
             out.cases[item["id"]] = project(item) if project else item
         else:
             out.end = item
