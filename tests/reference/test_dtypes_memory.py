@@ -42,3 +42,17 @@ def test_a_float32_input_is_drawn_within_little_more_than_its_own_size():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["float32", str(2**26), "-4.0", "4.0"]
+
+
+@pytest.mark.parametrize("dtype,draw", [(np.float32, "standard_normal"), (np.bool_, "coin"), (np.int64, "small")])
+def test_model_input_draws_filled_in_chunks_equal_one_whole_draw(dtype, draw):
+    """The whole-model inputs (``harness/models/inputs.py``) fill their dtype the same way."""
+    from ep_testbed.reference.dtypes import filled
+
+    def make(rng):
+        return {"standard_normal": rng.standard_normal, "coin": lambda n: rng.random(n) < 0.5,
+                "small": lambda n: rng.integers(0, 4, size=n)}[draw]
+
+    shape = (3, CHUNK // 2 + 1)
+    whole = np.asarray(make(np.random.default_rng(5))(shape)).astype(dtype)  # one draw of the whole shape
+    np.testing.assert_array_equal(filled(shape, dtype, make(np.random.default_rng(5))), whole)
