@@ -45,6 +45,8 @@ def merge_command(args: argparse.Namespace) -> int:
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(lines, failing)
     print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")
+    counts = count_outcomes(lines)
+    del lines  # the report reads the merged file again: leave it the memory
     if not render_report(args.out):
         return EXIT_USAGE
-    return exit_code(count_outcomes(lines), failing)
+    return exit_code(counts, failing)

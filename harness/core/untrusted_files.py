@@ -83,6 +83,12 @@ class FileRefused(ValueError):
         super().__init__(text + (f"\nNote: {hint}" if hint else ""))
 
 
+class OutOfMemory(FileRefused):
+    """A file this process has too little memory left to read as asked: the message says what it
+    needs, what there was and what to do (``memory.shortage_message``). Its own type, so that a
+    command that could still finish (a run whose report cannot be drawn) tells it from damage."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """The caps of the module docstring's table; ``LIMIT_NAMES`` spells them on the command line."""
@@ -489,11 +495,11 @@ def check_memory(path: Any, nbytes: int, what: str) -> None:
         raise memory_refused(path, what, nbytes + nbytes // 8 + 64 * MiB)
 
 
-def memory_refused(path: Any, what: str, need: int | None = None, have: int | None = None) -> FileRefused:
-    """The ``FileRefused`` for ``path`` when ``what`` (reading it, decompressing it) needs ``need``
+def memory_refused(path: Any, what: str, need: int | None = None, have: int | None = None) -> OutOfMemory:
+    """The ``OutOfMemory`` refusal of ``path`` when ``what`` (reading it, decompressing it) needs ``need``
     bytes (None: more than there is, a ``MemoryError`` was caught) and ``have`` were available."""
     problem, _, hint = memory.shortage_message(what, need, have).partition("\nNote: ")
-    return FileRefused(path, problem.rstrip("."), hint=hint or None)
+    return OutOfMemory(path, problem.rstrip("."), hint=hint or None)
 
 
 # --- paths inside folders ------------------------------------------------------------------

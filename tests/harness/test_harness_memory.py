@@ -62,8 +62,21 @@ def test_a_report_that_runs_out_of_memory_fails_the_run_with_the_command_that_fi
                        worker_paths=(local_cases.HERE,))
     err = capsys.readouterr().err
     assert code == 2 and (out / "results.jsonl").is_file()
-    assert f"rendering the report of {out} (its results.jsonl is complete and kept) needs more memory" in err
-    assert f"finish it with `ep-testbed report {out}`" in err and "Traceback" not in err
+    assert err.count("was not rendered") == 1 and "Traceback" not in err and f"the report of {out} was not rendered (its results.jsonl is complete and kept): " \
+        f"rendering the report of {out} needs more memory than this process has" in err
+    assert f"Note: finish it with `ep-testbed report {out}` where there is more memory" in err
+
+
+def test_a_results_file_the_report_cannot_hold_is_the_same_message(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    run_command(parse_args(["run", "--out", str(out), "--jobs", "0", "-k=-00", "--no-progress"]),
+                catalog="local_cases:build_catalog", mapper="local_cases:to_onnx", worker_paths=(local_cases.HERE,))
+    capsys.readouterr()
+    monkeypatch.setattr(memory, "headroom", lambda: 1000)  # bytes: less than the parsed file needs
+    assert common.render_report(str(out)) is False
+    err = capsys.readouterr().err
+    assert _one_message(err) and f"{out / 'results.jsonl'}: reading its lines needs about" in err
+    assert main(["report", str(out)]) == 2 and "reading its lines needs about" in capsys.readouterr().err
 
 
 def test_the_report_renders_what_fits_when_a_case_folders_arrays_do_not(tmp_path, monkeypatch, capsys):
