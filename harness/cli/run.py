@@ -254,18 +254,18 @@ def refuse_clashes(catalog_cases: list[Any], corpus: Sequence[Any]) -> None:
     of results.jsonl, and two cases under it would overwrite each other's result (and folder).
     Corpus ids keep their own form, ``<op>/corpus-<ep alias>-<hash>``, which no catalog id takes;
     a clash means a hand-edited ``case.json``."""
-    ids = {case.id: "the catalog case" for case in catalog_cases}
+    catalog_ids, seen = {case.id for case in catalog_cases}, dict[str, str]()
     for entry in corpus:
-        if entry.case.id in ids and ids[entry.case.id] != "the catalog case":
-            raise UsageError(f"--corpus: the cases in {ids[entry.case.id]} and {entry.path} have one id, "
-                             f"{entry.case.id!r}; one id is one result.\nNote: pass one of the two folders")
-        ids.setdefault(entry.case.id, entry.path)
-    clash = next((entry for entry in corpus if ids.get(entry.case.id) == "the catalog case"), None)
-    if clash is not None:
-        raise UsageError(f"--corpus: the case in {clash.path} has the id {clash.case.id!r}, which the catalog case "
-                         f"{clash.case.id!r} has too; one id is one result.\nNote: give the corpus case its own "
-                         "id in its case.json (corpus ids read <op>/corpus-<ep alias>-<hash>), or leave that folder "
-                         "out of --corpus")
+        case_id = entry.case.id
+        if case_id in catalog_ids:
+            raise UsageError(f"--corpus: the case in {entry.path} has the id {case_id!r}, which the catalog case "
+                             f"{case_id!r} has too; one id is one result.\nNote: give the corpus case its own id in "
+                             "its case.json (corpus ids read <op>/corpus-<ep alias>-<hash>), or leave that folder "
+                             "out of --corpus")
+        if case_id in seen:
+            raise UsageError(f"--corpus: the cases in {seen[case_id]} and {entry.path} have one id, {case_id!r}; "
+                             "one id is one result.\nNote: pass one of the two folders")
+        seen[case_id] = entry.path
 
 
 #: Address space a worker maps before its case allocates anything (Python, NumPy, ONNX, ONNX
