@@ -124,3 +124,23 @@ def test_a_desc_whose_arrays_alone_outgrow_the_headroom_is_refused_before_anythi
     assert main(["reference", "--desc", str(big)]) == 2
     err = capsys.readouterr().err
     assert _one_message(err) and f"--desc {big} (its input and output arrays alone) needs about 13 MiB" in err
+
+
+def test_a_case_that_runs_out_of_memory_in_its_worker_is_an_error_with_its_need():
+    from types import SimpleNamespace
+
+    from ep_testbed.graphs import to_onnx
+    from ep_testbed.graphs.catalog import build_catalog
+    from ep_testbed.harness.run.case_steps import prepare
+
+    smoke = next(iter(build_catalog(["max_pooling2"], tier="smoke")))
+
+    def exhausted():
+        raise MemoryError("Unable to allocate 4.00 GiB")
+
+    case = SimpleNamespace(id=smoke.id, desc=smoke.desc, opset=None, tags={"memory_mb": "4200"}, inputs=exhausted)
+    line: dict = {}
+    assert prepare(case, to_onnx, line, {}) is None
+    assert line["outcome"] == "error"
+    assert line["message"].startswith("the case's inputs ran out of memory (Unable to allocate 4.00 GiB); the case "
+                                      "states a need of 4200 MiB. Note: rerun it alone with --jobs 1")
