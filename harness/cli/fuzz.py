@@ -23,7 +23,7 @@ from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_arg
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
-from ep_testbed.harness.run.summary import exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import EXIT_USAGE, exit_code, failing_outcomes
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
@@ -162,10 +162,12 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     print(f"results: {os.path.join(out, 'results.jsonl')}")
     if result.interrupted and result.device_lost is None:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
-    render_report(out)
+    rendered = render_report(out)
     if result.device_lost is not None:  # the run could not go on: exit 2, whatever failed before
         return usage_error(f"{result.device_lost}; fuzz again once the device is back (`ep-testbed fuzz --replay ID` "
                            "reruns one case)")
+    if not rendered:
+        return EXIT_USAGE
     return exit_code(result.counts, failing, result.interrupted)
 
 

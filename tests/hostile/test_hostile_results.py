@@ -58,14 +58,20 @@ def _mutate_lines(data, lines: list[str]) -> list[str]:
             except ValueError:
                 pass
         elif how == "artifacts":
-            record = json.loads(lines[i]) if lines[i].startswith("{\"type\": \"case\"") else None
+            try:  # an earlier edit may have torn or garbled the line: then there is no field to set
+                record = json.loads(lines[i]) if lines[i].startswith("{\"type\": \"case\"") else None
+            except ValueError:
+                record = None
             if record is not None:
                 record["artifacts"] = data.draw(st.sampled_from(
                     ["../p", "../../secret.txt", "/etc", "cases/../../outside", "cases", ".", "", "cases/x\x1b[2J",
                      *NASTY_TEXT[:6]]), label="artifacts")
                 lines[i] = json.dumps(record)
         elif how == "id" and lines[i].startswith('{"type": "case"'):
-            record = json.loads(lines[i])
+            try:
+                record = json.loads(lines[i])
+            except ValueError:  # torn or garbled by an earlier edit
+                continue
             record["id"] = data.draw(st.sampled_from(NASTY_TEXT[1:8]), label="id")  # printed by every command
             record["message"] = data.draw(st.sampled_from(NASTY_TEXT[1:8]), label="message")
             lines[i] = json.dumps(record)
