@@ -256,10 +256,11 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     drawing process's, may take it all), and a replay's cases whatever the budget. ``generation_s``, and
     so the rate, starts with the first batch drawn (the drawing process's start-up is not
     fuzzing); the budget started with the run."""
-    pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
+    jobs = min(options.jobs, len(options.replay) or draw_mod.BATCH_SIZE)  # never more workers than cases to run
+    pool = WorkerPool(config, jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
                       batch=options.batch)
     pool.start()  # the workers start their EP while the drawing process starts
-    chunk_size = max(CHUNK, 2 * options.batch * options.jobs)
+    chunk_size = max(CHUNK, 2 * options.batch * jobs)
 
     def policy_for(case: Any) -> ArtifactPolicy:
         """A case folder for every case an expectation names, as ``run`` keeps them."""

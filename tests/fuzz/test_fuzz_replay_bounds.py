@@ -54,3 +54,23 @@ def test_fuzz_replay_of_a_huge_index_exits_2_at_once_naming_the_id_and_the_large
     assert "roi_pooling/fuzz-s0-b0-99999999999999" in err and "largest index is 099" in err
     assert "results.jsonl" in err and "report.html" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_fuzz_starts_no_more_workers_than_it_has_cases_to_run(tmp_path, monkeypatch):
+    """``--jobs`` takes up to 2**31 - 1: the workers a fuzz run starts at once are bounded by the
+    cases it can run at once (a batch; the ids of a replay), never by the number given."""
+    from ep_testbed.harness.fuzz import engine
+
+    started = []
+
+    class Recording(engine.WorkerPool):
+        def start(self, count=None):
+            started.append(self.jobs)
+            raise KeyboardInterrupt  # stop right there: the test is about what would start
+
+    monkeypatch.setattr(engine, "WorkerPool", Recording)
+    main(["fuzz", "--ep", "cpu", "--ops", "roi_align", "--jobs", str(2**31 - 1), "--out", str(tmp_path / "a"),
+          "--budget", "1", "--no-progress", "--batch", "1"])
+    main(["fuzz", "--ep", "cpu", "--replay", "roi_align/fuzz-s0-b0-001", "--jobs", "64", "--out", str(tmp_path / "b"),
+          "--no-progress", "--batch", "1"])
+    assert started == [draw.BATCH_SIZE, 1]
