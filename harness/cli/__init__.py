@@ -13,7 +13,10 @@ namespace as ``args.command_line``: the rerun command recorded in results header
 handler under the ``--limit`` caps every command takes (``harness.core.untrusted_files``: every file
 a command reads goes through that module); a ``DescError`` (a desc the DML page refuses), a
 ``FileRefused`` (a file the module will not read as asked) or another unreadable file becomes
-exit code 2 with one message. Bad usage that argparse catches exits 2 with argparse's message. Python-API seams that are not flags (another
+exit code 2 with one message. Bad usage that argparse catches exits 2 with argparse's message.
+``main`` is also the one top-level guard of ``core.exit_codes``: Ctrl-C or SIGTERM that reaches it
+is one line and exit 130 / 143, and any other exception is an internal error, one line naming it
+and where to report it, exit 70 (the traceback too with ``EP_TESTBED_DEBUG=1``). Python-API seams that are not flags (another
 case catalog or mapper for ``run``) are keyword arguments of the handler itself: see
 ``cli.run.run_command``.
 """
@@ -22,9 +25,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import traceback
 from typing import Sequence
 
+from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.terminal import safe_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
@@ -42,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Tells whether an ONNX Runtime execution provider computes DirectML's ROI pooling, "
                                "ROI align and max pooling as DirectML specifies them.",
-        epilog=f"`{PROG} COMMAND --help` describes a command, its options and (where they matter) its exit codes")
+        epilog=f"`{PROG} COMMAND --help` describes a command, its options and (where they matter) its exit codes. "
+               "Every command: " + ", ".join(f"{code} {text}" for code, text in exit_codes.MEANINGS.items()))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add(sub)
@@ -83,8 +92,46 @@ def _tolerant_console() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``ep-testbed <argv>``; return its exit code (each subcommand's help lists its codes)."""
+    """Run ``ep-testbed <argv>``; return its exit code (``core.exit_codes``; each subcommand's help
+    lists its codes). The one top-level guard: an interrupt is 130 (SIGINT) or 143 (SIGTERM), an
+    exception nothing below expected is an internal error (70), each one line on stderr."""
     _tolerant_console()
+    previous = exit_codes.install_sigterm()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:
+        code = exit_codes.interrupted_code(exc)
+        print(f"{PROG}: interrupted by {'SIGTERM' if code == exit_codes.TERMINATED else 'Ctrl-C (SIGINT)'}"
+              "; what had finished is kept", file=sys.stderr)
+        return code
+    except MemoryError:
+        return usage_error("this machine ran out of memory. Note: try a smaller case, lower --limit caps, "
+                           "fewer --jobs, or a machine with more memory")
+    except Exception as exc:  # the guard: anything unexpected is ep-testbed's own bug, never exit 0 or 1
+        return internal_error(exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def internal_error(exc: BaseException) -> int:
+    """Print one line naming ``exc``, where it was raised and where to report it (the traceback
+    too when ``EP_TESTBED_DEBUG`` is set); return ``exit_codes.INTERNAL``."""
+    if exit_codes.debug_enabled():
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    frames = traceback.extract_tb(exc.__traceback__)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package's root
+    ours = [f for f in frames if os.path.abspath(f.filename).startswith(root)] or frames
+    where = f" at {os.path.basename(ours[-1].filename)}:{ours[-1].lineno} ({ours[-1].name})" if ours else ""
+    hint = "" if exit_codes.debug_enabled() else f"; rerun with {exit_codes.DEBUG_ENV}=1 for the traceback"
+    print(f"{PROG}: internal error: {type(exc).__name__}: {safe_message(str(exc))[:500]}{where}. This is a bug in "
+          f"ep-testbed, not in your input: please report it to the ep-testbed maintainers (your project's issue "
+          f"tracker) with the command line{hint}", file=sys.stderr)
+    return exit_codes.INTERNAL
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """Parse ``argv`` and run its handler under the ``--limit`` caps; refused input is exit 2."""
     args = parse_args(argv)
     try:
         caps = parse_limits(args.limit)

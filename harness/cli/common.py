@@ -6,8 +6,9 @@ import shlex
 import sys
 from typing import Any, Sequence
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.terminal import safe_message
-from ep_testbed.harness.run.summary import EXIT_USAGE, problems, table
+from ep_testbed.harness.run.summary import problems, table
 from ep_testbed.reports import render_all
 
 PROG = "ep-testbed"
@@ -22,7 +23,7 @@ def usage_error(message: str, prog: str = PROG) -> int:
     own line breaks (a ``Note:`` line) are kept; any other control character in it, which can
     only have come from data, is shown escaped (``terminal.safe_message``)."""
     print(f"{prog}: {safe_message(message)}", file=sys.stderr)
-    return EXIT_USAGE
+    return exit_codes.USAGE
 
 
 def command_line(argv: Sequence[str]) -> str:

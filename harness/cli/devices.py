@@ -23,6 +23,7 @@ import argparse
 import json
 from typing import Any
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.installed import ort_flavour, ort_version
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import FileRefused, read_json
@@ -112,9 +113,9 @@ def devices_command(args: argparse.Namespace) -> int:
                                                                        "version": ort_version()},
                           "plugins": found, "devices": [d.to_json() for d in listed],
                           "chosen": chosen.to_json() if chosen else None}, indent=1))
-        return 0
+        return exit_codes.OK
     _print_listing(listed, found, chosen, args.from_file)
-    return 0
+    return exit_codes.OK
 
 
 def _print_listing(listed: list[EpDevice], found: list[dict[str, Any]], chosen: EpDevice | None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.eps.preflight import check
 from ep_testbed.harness.eps.providers import SessionSettings, parse_provider_options
@@ -61,7 +62,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     if result.gpu is not None:
         print(f"  run headers will record: {safe(result.gpu.get('summary'))}")
     print("ready")
-    return 0
+    return exit_codes.OK
 
 
 def print_ways(ways: list[Way]) -> None:

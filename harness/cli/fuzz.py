@@ -10,7 +10,8 @@ fuzzed cases from their ids alone, and shrinks them when they fail. ``harness.fu
 engine.
 
 Exit codes: 0 no failure (``known`` ones allowed), 1 some case failed, crashed, timed out,
-errored or is ``fixed``, 2 bad usage, 130 interrupted (finished cases kept).
+errored or is ``fixed``, 2 bad usage, 130 / 143 interrupted by SIGINT / SIGTERM
+(finished cases kept), 70 an internal error (``core.exit_codes``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "(worker processes, placement proof, tolerances, expectations) into OUT/results.jsonl, then "
                     "shrink each kind of failure to a minimal case (OUT/shrinks.jsonl, side by side in "
                     "OUT/report.html). A case id such as max_pooling2/fuzz-s0-b3-017 regenerates its case: --replay.",
-        epilog="exit codes: 0 no failure, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 130 interrupted")
+        epilog="exit codes: 0 no failure, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 70 internal error, "
+               "130/143 interrupted by SIGINT/SIGTERM")
     add_ep_options(p.add_argument_group("execution provider").add_argument)
     what = p.add_argument_group("what to fuzz")
     what.add_argument("--budget", type=seconds, default=60.0, metavar="SECONDS",

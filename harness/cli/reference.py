@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.untrusted_files import FileRefused, read_arrays, read_json
 from ep_testbed.reference import DescError, desc_from_dml, execute, validate
 from ep_testbed.reference.inputs import random_inputs
@@ -60,4 +61,4 @@ def reference_command(args: argparse.Namespace) -> int:
     if args.out:
         np.savez(args.out, **outputs)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         print(f"wrote {args.out}")
-    return 0
+    return exit_codes.OK

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.reports import (
     ResultsError,
@@ -47,7 +48,7 @@ def report_command(args: argparse.Namespace) -> int:
                  render_junit(args.run_dir), render_summary_json(args.run_dir)]
     except ResultsError as exc:
         print(f"ep-testbed report: {safe_message(exc)}", file=sys.stderr)
-        return 2
+        return exit_codes.USAGE
     for path in paths:
         print(f"wrote {path}")
-    return 0
+    return exit_codes.OK
