@@ -25,20 +25,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
-import traceback
 from typing import Sequence
 
 from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.terminal import safe_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
 from . import ci_summary, devices, diff, doctor, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
-from .common import PROG, command_line, usage_error
+from .common import PROG, command_line, internal_error, usage_error
 from .options import OptionError, add_limit_options, parse_limits
 
 #: Every subcommand module, in help order.
@@ -112,22 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-
-
-def internal_error(exc: BaseException) -> int:
-    """Print one line naming ``exc``, where it was raised and where to report it (the traceback
-    too when ``EP_TESTBED_DEBUG`` is set); return ``exit_codes.INTERNAL``."""
-    if exit_codes.debug_enabled():
-        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    frames = traceback.extract_tb(exc.__traceback__)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package's root
-    ours = [f for f in frames if os.path.abspath(f.filename).startswith(root)] or frames
-    where = f" at {os.path.basename(ours[-1].filename)}:{ours[-1].lineno} ({ours[-1].name})" if ours else ""
-    hint = "" if exit_codes.debug_enabled() else f"; rerun with {exit_codes.DEBUG_ENV}=1 for the traceback"
-    print(f"{PROG}: internal error: {type(exc).__name__}: {safe_message(str(exc))[:500]}{where}. This is a bug in "
-          f"ep-testbed, not in your input: please report it to the ep-testbed maintainers (your project's issue "
-          f"tracker) with the command line{hint}", file=sys.stderr)
-    return exit_codes.INTERNAL
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
+import traceback
 from typing import Any, Sequence
 
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.terminal import safe_message
+from ep_testbed.harness.core.untrusted_files import FileRefused
 from ep_testbed.harness.run.summary import problems, table
 from ep_testbed.reports import render_all
 
@@ -39,10 +42,42 @@ def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str]) -> None:
         print("\nfailures:\n" + listing)
 
 
-def render_report(run_dir: str) -> None:
-    """Write report.html, junit.xml and summary.json into the run folder and print their paths."""
+def render_report(run_dir: str) -> int:
+    """Write report.html, junit.xml and summary.json into the run folder and print their paths;
+    return ``exit_codes.OK``, ``USAGE`` when a file cannot be written (a full disk: each file is
+    whole or absent, ``core.atomic_files``) or ``INTERNAL`` for a bug in the reports, each with one
+    message saying that results.jsonl is kept and how to finish (``ep-testbed report RUN_DIR``)."""
+    finish = f"\nNote: results.jsonl is kept whole; finish with: {PROG} report {shlex.quote(str(run_dir))}"
     try:
         for kind, path in render_all(run_dir).items():
             print(f"{kind}: {path}")
-    except Exception as exc:  # a report bug must not turn a finished run into a failure
-        print(f"{PROG}: rendering the report failed: {type(exc).__name__}: {safe_message(exc)}", file=sys.stderr)
+    except (OSError, FileRefused) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"{PROG}: writing the report into {safe_message(str(run_dir))} failed ({safe_message(problem)}); "
+              f"no report file is left half-written{finish} (after making room)", file=sys.stderr)
+        return exit_codes.USAGE
+    except MemoryError:
+        print(f"{PROG}: rendering the report ran out of memory{finish} on a machine with more memory",
+              file=sys.stderr)
+        return exit_codes.USAGE
+    except Exception as exc:  # a bug in the reports: its own code, never the run's 0 or 1
+        code = internal_error(exc, "rendering the report")
+        print(finish.strip(), file=sys.stderr)
+        return code
+    return exit_codes.OK
+
+
+def internal_error(exc: BaseException, doing: str = "") -> int:
+    """Print one line naming ``exc``, where it was raised and where to report it (the traceback
+    too when ``EP_TESTBED_DEBUG`` is set); return ``exit_codes.INTERNAL``."""
+    if exit_codes.debug_enabled():
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    frames = traceback.extract_tb(exc.__traceback__)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package's root
+    ours = [f for f in frames if os.path.abspath(f.filename).startswith(root)] or frames
+    where = f" at {os.path.basename(ours[-1].filename)}:{ours[-1].lineno} ({ours[-1].name})" if ours else ""
+    hint = "" if exit_codes.debug_enabled() else f"; rerun with {exit_codes.DEBUG_ENV}=1 for the traceback"
+    print(f"{PROG}: internal error{' ' + doing if doing else ''}: {type(exc).__name__}: "
+          f"{safe_message(str(exc))[:500]}{where}. This is a bug in ep-testbed, not in your input: please report it "
+          f"to the ep-testbed maintainers (your project's issue tracker) with the command line{hint}", file=sys.stderr)
+    return exit_codes.INTERNAL

@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
@@ -131,6 +132,10 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
         result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
         return usage_error(str(exc))
+    except OSError as exc:  # the disk filled up, or the folder went away, mid-run
+        return usage_error(f"writing into {out} failed ({exc.strerror or exc}); every case finished before is kept "
+                           f"in its results.jsonl.\nNote: make room, then render what is there with: ep-testbed "
+                           f"report {out}")
     _, lines, _ = read_run(out)
     failing = failing_outcomes(False, False)
     print_outcomes(lines, failing)
@@ -144,8 +149,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     print(f"results: {os.path.join(out, 'results.jsonl')}")
     if result.interrupted:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
-    render_report(out)
-    return exit_code(result.counts, failing, result.interrupted)
+    return exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), render_report(out))
 
 
 def _require_hypothesis() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.results import count_outcomes
 from ep_testbed.harness.run.merge import MergeError, merge_runs
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
@@ -45,5 +46,4 @@ def merge_command(args: argparse.Namespace) -> int:
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(lines, failing)
     print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")
-    render_report(args.out)
-    return exit_code(count_outcomes(lines), failing)
+    return exit_codes.with_artifacts(exit_code(count_outcomes(lines), failing), render_report(args.out))

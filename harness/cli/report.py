@@ -49,6 +49,11 @@ def report_command(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         print(f"ep-testbed report: {safe_message(exc)}", file=sys.stderr)
         return exit_codes.USAGE
+    except OSError as exc:  # a full disk, a read-only folder: each file is whole or absent (core.atomic_files)
+        print(f"ep-testbed report: writing into {safe_message(str(args.run_dir))} failed ({exc.strerror or exc}); "
+              f"results.jsonl is untouched and no report file is left half-written.\nNote: make room, then run "
+              f"ep-testbed report {safe_message(str(args.run_dir))} again", file=sys.stderr)
+        return exit_codes.USAGE
     for path in paths:
         print(f"wrote {path}")
     return exit_codes.OK

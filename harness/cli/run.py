@@ -378,5 +378,4 @@ def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str
     if result.interrupted:
         print(f"interrupted: {len(result.lines)} of {selected} cases finished; continue with --resume --out {out}",
               file=sys.stderr)
-    render_report(out)
-    return exit_code(result.counts, failing, result.interrupted)
+    return exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), render_report(out))

@@ -91,10 +91,19 @@ def interrupted_code(exc: BaseException | None = None) -> int:
     return INTERRUPTED
 
 
+def with_artifacts(run_code: int, artifacts_code: int) -> int:
+    """The exit code of a command that judged (``run_code``) and then wrote its artifacts
+    (``artifacts_code``): an interrupt stays an interrupt; otherwise artifacts that could not be
+    finished (2, or 70 for a bug) win, since the run's verdict was not delivered; else ``run_code``."""
+    if run_code in (INTERRUPTED, TERMINATED) or artifacts_code == OK:
+        return run_code
+    return artifacts_code
+
+
 def debug_enabled() -> bool:
     """Whether ``EP_TESTBED_DEBUG`` asks for tracebacks (set, and not ``0``/empty)."""
     return os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
 __all__ = ["DEBUG_ENV", "FAILED", "INTERNAL", "INTERRUPTED", "MEANINGS", "NO_CASES", "OK", "TERMINATED",
-           "Terminated", "USAGE", "debug_enabled", "install_sigterm", "interrupted_code", "on_sigterm"]
+           "Terminated", "USAGE", "debug_enabled", "install_sigterm", "interrupted_code", "on_sigterm", "with_artifacts"]
