@@ -13,10 +13,15 @@ from __future__ import annotations
 import ast
 import errno
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import run_watch
 
 from ep_testbed.harness.cli import SUBCOMMANDS, main
 from ep_testbed.harness.core import atomic_files, exit_codes
@@ -253,3 +258,36 @@ def test_a_device_index_that_names_no_device_is_refused_before_anything_runs(cap
                               str(tmp_path / "r"))
     assert code == USAGE and "takes a device index, a whole number from 0" in err
     assert not (tmp_path / "r").exists()
+
+
+# --- a real signal while the catalog is being built ----------------------------------------------
+
+#: ``ep-testbed run`` in a fresh interpreter (signals reach the main thread only) whose catalog
+#: build announces itself in a file and then takes its time, so the test signals it exactly there.
+SLOW_CATALOG = """
+import pathlib, sys, time
+import ep_testbed.graphs.catalog as catalog
+def slow_catalog(*args, **kwargs):
+    pathlib.Path(sys.argv[1]).write_text("building")
+    time.sleep(600)
+catalog.build_catalog = slow_catalog
+from ep_testbed.harness.cli import main
+sys.exit(main(["run", "--ep", "cpu", "--out", sys.argv[2]]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals: os.kill is not Ctrl-C on Windows")
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, INTERRUPTED), (signal.SIGTERM, TERMINATED)],
+                         ids=["sigint", "sigterm"])
+def test_a_signal_while_the_catalog_is_built_is_one_line_and_its_code(tmp_path, signum, code):
+    flag = tmp_path / "building"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_CATALOG, str(flag), str(tmp_path / "r")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
+    run_watch.wait_until(flag.exists, "the catalog being built", proc)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=run_watch.GUARD_S)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+    assert not (tmp_path / "r" / "results.jsonl").exists()  # nothing had started: nothing written
