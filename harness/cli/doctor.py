@@ -25,7 +25,7 @@ from ep_testbed.harness.eps.windows_ways import Way, find_ways
 from .common import usage_error
 from .options import add_ep_options
 
-MARKS = {"ok": "ok   ", "warn": "warn ", "fatal": "FAIL "}
+MARKS = {"ok": "ok   ", "note": "note ", "warn": "warn ", "fatal": "FAIL "}
 #: The mark of a way of holding an EP, found or not.
 WAY_MARKS = {True: "found ", False: "none  "}
 

@@ -193,6 +193,9 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         return exit_codes.NO_CASES
     ready = preflight.check(args.ep, settings.ep.options, config.session, library=getattr(args, "ep_library", None),
                             device=getattr(args, "ep_device", None))
+    for finding in ready.findings:  # what ONNX Runtime said of the EP's options, one clean line each
+        if finding.level == "note":
+            print(f"ep-testbed: note: {safe_message(finding.text)}", file=sys.stderr)
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
     options.announce = lambda todo, selected: print(

@@ -291,3 +291,53 @@ def test_a_signal_while_the_catalog_is_built_is_one_line_and_its_code(tmp_path, 
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
     assert not (tmp_path / "r" / "results.jsonl").exists()  # nothing had started: nothing written
+
+
+# --- what ONNX Runtime prints of an EP's options: one clean line each ------------------------------
+
+#: What onnxruntime-openvino 1.24.1's factory printed on this machine for ``device_id=-1`` (fd 2,
+#: coloured even into a pipe): a deprecation warning, then the error, then the fallback warning.
+OPENVINO_SAID = (
+    "\x1b[0;93m2026-11-25 18:54:20.489586190 [W:onnxruntime:Default, openvino_provider_factory.cc:247 "
+    "ParseProviderInfo] [OpenVINO] The options 'device_id' is deprecated. Upgrade to set deice_type and precision "
+    "session options.\n\x1b[m\n"
+    "\x1b[1;31m2026-11-25 18:54:20.495173601 [E:onnxruntime:Default, provider_bridge_ort.cc:2310 Create] "
+    "[ERROR] [OpenVINO] Unsupported device_id is selected. Select from available options.\n\x1b[m\n")
+
+
+def test_onnx_runtime_log_records_become_one_clean_line_each():
+    from ep_testbed.harness.eps.session import native_log_lines
+
+    assert native_log_lines(OPENVINO_SAID) == [
+        "warning (openvino_provider_factory.cc:247): [OpenVINO] The options 'device_id' is deprecated. Upgrade to "
+        "set deice_type and precision session options.",
+        "error (provider_bridge_ort.cc:2310): [ERROR] [OpenVINO] Unsupported device_id is selected. Select from "
+        "available options."]
+
+
+def test_what_onnx_runtime_writes_to_the_native_stderr_is_caught_and_cleaned(capfd):
+    """ONNX Runtime's own logger (C++, file descriptor 2) at its most verbose, building a real session."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from ep_testbed.harness.eps.session import native_stderr
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    ort.set_default_logger_severity(0)
+    try:
+        with native_stderr() as said:
+            ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    finally:
+        ort.set_default_logger_severity(2)
+    assert said and all(re.match(r"(verbose|info|warning) \([\w.]+:\d+\): ", line) for line in said), said[:3]
+    assert not any("\x1b" in line for line in said)
+    assert "inference_session" not in capfd.readouterr().err  # none of it reached the console raw
+
+
+def test_options_the_cpu_ep_ignores_are_named_in_one_note(capsys):
+    code, out, err = ep_testbed(capsys, "doctor", "--ep", "cpu", "--ep-option", "use_arena=0")
+    assert code == OK
+    assert "note CPUExecutionProvider takes no provider options" in out and "use_arena=0" in out
