@@ -114,15 +114,14 @@ def parse_provider_options(items: list[str] | None) -> dict[str, str]:
 
 #: EPs whose ``device_id`` provider option is a device index: a whole number >= 0 (ONNX Runtime's
 #: documented options, e.g. https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html
-#: "device_id", https://onnxruntime.ai/docs/execution-providers/DirectML-ExecutionProvider.html
-#: ``OrtSessionOptionsAppendExecutionProvider_DML(options, device_id)``, TensorRT's and ROCm's pages
-#: alike). The CPU EP is listed because it takes no provider options at all (ONNX Runtime drops
-#: them: ``InferenceSession.get_provider_options()`` reports none back), so a ``device_id`` there
-#: is at best ignored, and a negative one is a typo worth refusing. OpenVINO's (deprecated)
-#: ``device_id`` is a device name string and plugin EPs define their own, so neither is checked.
+#: "device_id: The device ID", and TensorRT's, ROCm's and MIGraphX's pages alike). The CPU EP is
+#: listed because it takes no provider options at all (ONNX Runtime drops them:
+#: ``InferenceSession.get_provider_options()`` reports none back), so a ``device_id`` there is at
+#: best ignored, and a negative one is a typo worth refusing. DirectML's is checked against the
+#: DXGI adapters themselves, naming them (``gpu.select_adapter``); OpenVINO's (deprecated)
+#: ``device_id`` is a device name string and plugin EPs define their own, so neither is here.
 INDEX_DEVICE_ID = ("CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider",
-                   "NvTensorRTRTXExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider",
-                   "DmlExecutionProvider")
+                   "NvTensorRTRTXExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider")
 #: The largest device index accepted (ONNX Runtime reads it into a C ``int``).
 MAX_DEVICE_ID = 2**31 - 1
 
