@@ -47,14 +47,22 @@ MAX_ULP = 2**64
 KEYS = ("atol", "rtol", "ulp")
 
 
-def check_value(key: str, value: Any, where: str) -> None:
-    """ValueError naming ``where`` and what is allowed, unless ``value`` is a valid ``key`` (one of ``KEYS``)."""
+#: What each key may be, in words (the messages of both readers of ``valid``).
+ALLOWED = {"atol": "a finite number >= 0", "rtol": "a finite number >= 0",
+           "ulp": "a whole number from 0 to 2**64, or none/null (no ULP bound)"}
+
+
+def valid(key: str, value: Any) -> bool:
+    """Whether ``value`` is allowed for ``key`` (one of ``KEYS``) by the table above."""
     if key == "ulp":
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ULP):
-            raise ValueError(f"{where} = {_short(value)}: must be a whole number from 0 to 2**64, or none (no ULP "
-                             "bound)")
-    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{where} = {_short(value)}: must be a finite number >= 0")
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ULP)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def check_value(key: str, value: Any, where: str) -> None:
+    """ValueError naming ``where``, the value and what is allowed, unless ``valid(key, value)``."""
+    if not valid(key, value):
+        raise ValueError(f"{where} = {_short(value)}: must be {ALLOWED[key]}")
 
 
 def _short(value: Any) -> str:
@@ -159,13 +167,14 @@ def _number(spec: str, key: str, text: str) -> Any:
     """The value of one ``--tol`` item, checked against ``check_value``'s table; ValueError naming it."""
     text = text.strip()
     if len(text) > 64:  # no float or ULP bound the table allows needs more characters
-        raise ValueError(f"--tol {_short(spec)}: {key} = <{len(text)} characters>: too long for any value allowed "
-                         "(atol, rtol: a finite number >= 0; ulp: a whole number from 0 to 2**64, or none)")
+        raise ValueError(f"--tol {_short(spec)}: {key} = <{len(text)} characters>: too long; it must be "
+                         f"{ALLOWED[key]}")
     try:
         number: Any = (None if text.lower() == "none" else int(text)) if key == "ulp" else float(text)
     except ValueError:
         raise ValueError(f"--tol {_short(spec)}: {key} = {text!r} is not a number") from None
-    check_value(key, number, f"--tol {_short(spec)}: {key}")
+    if not valid(key, number):
+        raise ValueError(f"--tol {_short(spec)}: {key} must be {ALLOWED[key]}, not {_short(number)}")
     return number
 
 
