@@ -5,7 +5,13 @@ One test per catalog case, named by its readable case id
 (``reference.registry.names()``, e.g. ``roi_align1``) and its dtype (``float32``, ``float16``,
 ``int8``, ...), so ``-m "roi_align1 and float16"`` and ``-k`` select as usual.
 Each case runs in a worker process kept for the whole pytest process (a crash or a hang
-fails that test only; ``-n 2`` with pytest-xdist gives each xdist worker its own).
+fails that test only; ``-n 2`` with pytest-xdist gives each xdist worker its own). With
+``--batch K`` (default: the EP's, ``harness.eps.packing.default_batch``), the first test of a
+case that has no result yet runs it together with the next K-1 collected conformance cases of
+this process (in collection order) in shared sessions, as ``ep-testbed run --batch`` does; their
+tests then read their results. Under pytest-xdist a worker is handed consecutive runs of tests,
+so a batch can reach a few tests of another worker at the end of a run: those run twice, in
+both processes, and each test reads its own process's result.
 
 Outcomes map to pytest as follows: ``pass``/``tie-only`` pass; ``fail``, ``crash``,
 ``timeout`` and ``error`` fail with the harness's message; ``inexpressible`` and ``not-on-ep``
@@ -16,7 +22,7 @@ is ``xfail(strict=True)``: it xfails when it fails as expected and fails when it
 Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
 ``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--tol DTYPE:atol=X,rtol=Y,ulp=N``
 (repeatable), ``--tolerances FILE``, ``--precision-model MODEL`` / ``--strict-tolerance``,
-``--expectations FILE`` / ``--no-expectations`` (the same
+``--expectations FILE`` / ``--no-expectations``, ``--batch K`` (the same
 flags, parsed by the same functions, as ``ep-testbed run``: ``harness.cli.options``), and
 ``--case-timeout SECONDS``, ``--catalog-seed N``, ``--ops a,b``. An unusable value of the shared
 options (an EP that is not installed, a malformed ``--tol``) stops pytest with one usage error.
@@ -25,18 +31,21 @@ options (an EP that is not installed, a malformed ``--tol``) stops pytest with o
 from __future__ import annotations
 
 import argparse
+import itertools
 from typing import Any
 
 import pytest
 
 from ep_testbed.harness.cli.options import (
     OptionError,
+    add_batch_option,
     add_ep_options,
     add_expectation_options,
     add_ops,
     add_seed,
     add_timeout,
     add_tolerance_options,
+    parse_batch,
     run_config,
 )
 from ep_testbed.harness.core.results import NOT_TESTED
@@ -110,6 +119,7 @@ def _add_options(parser: pytest.Parser) -> None:
     add_ep_options(group.addoption)
     add_tolerance_options(group.addoption)
     add_expectation_options(group.addoption)
+    add_batch_option(group.addoption)
     add_timeout(group.addoption, 120.0, "seconds per case before its worker is killed", flag="--case-timeout")
     add_seed(group.addoption, "catalog seed", flag="--catalog-seed")
     add_ops(group.addoption)
@@ -129,7 +139,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class Conformance:
-    """Per-pytest-process state: the run's configuration, and a one-worker pool."""
+    """Per-pytest-process state: the run's configuration, a one-worker pool, and the results of
+    cases run ahead of their tests (``--batch``)."""
 
     def __init__(self, config: pytest.Config):
         """Read the options (``OptionError`` for an unusable one); no worker starts until ``run``."""
@@ -138,13 +149,39 @@ class Conformance:
         self.expectations = self.settings.expectations
         self.case_config = self.settings.case_config()
         self.timeout = self.settings.timeout
+        self.batch = parse_batch(_option(config, "batch", None), self.ep)
         self._pool: Any = None
+        self._order: list[Any] = []            # the collected conformance cases, in collection order
+        self._position: dict[str, int] = {}
+        self._ran: set[str] = set()             # ids run in this process (their tests may still be ahead)
+        self._lines: dict[str, dict[str, Any]] = {}  # results of cases run ahead of their tests
+
+    def plan(self, cases: list[Any]) -> None:
+        """The conformance cases this process collected, in the order their tests run."""
+        self._order = list(cases)
+        self._position = {case.id: i for i, case in enumerate(self._order)}
 
     def run(self, case: Any) -> dict[str, Any]:
-        """The result line of ``case``, run in the (lazily started) worker process."""
+        """The result line of ``case``: run ahead with an earlier test's batch, or now, in the
+        (lazily started) worker process, with the next cases of ``plan`` not run yet."""
+        if case.id in self._lines:
+            return self._lines.pop(case.id)
         if self._pool is None:
-            self._pool = WorkerPool(self.case_config, jobs=1, timeout=self.timeout)
-        return self._pool.run_one(case)
+            self._pool = WorkerPool(self.case_config, jobs=1, timeout=self.timeout, batch=self.batch)
+        batch = [case] + self._ahead(case)
+        self._ran.update(c.id for c in batch)
+        lines = {line["id"]: line for line in self._pool.run(batch, keep_workers=True)}
+        mine = lines.pop(case.id)
+        self._lines.update(lines)
+        return mine
+
+    def _ahead(self, case: Any) -> list[Any]:
+        """Up to ``batch - 1`` collected cases after ``case`` whose tests have not run them yet."""
+        start = self._position.get(case.id)
+        if start is None or self.batch == 1:
+            return []
+        later = (c for c in self._order[start + 1:] if c.id not in self._ran and c.id != case.id)
+        return list(itertools.islice(later, self.batch - 1))
 
     def close(self) -> None:
         """Stop the worker process, if any."""
@@ -168,6 +205,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = _STATE.pop(id(config), None)
     if state is not None:
         state.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Hand the collected conformance cases, in the order their tests run, to this process's
+    state (``--batch`` runs cases ahead of their tests in this order)."""
+    cases = [item.callspec.params["conformance_case"] for item in session.items
+             if "conformance_case" in getattr(getattr(item, "callspec", None), "params", {})]
+    if cases:
+        conformance_state(session.config).plan(cases)
 
 
 def catalog_params(config: pytest.Config) -> list[Any]:

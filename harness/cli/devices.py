@@ -12,8 +12,12 @@ driver). Plugin EPs list devices only once registered, so:
 - ``--from FILE`` reads a recorded list instead (this command's ``--json`` output from another
   machine), to try a selector against it.
 
-``--json`` prints one JSON document (``onnxruntime``, ``plugins``, ``devices``, ``chosen``): the
-form recorded device lists take. Exit codes: 0 listed, 2 bad usage, an EP or plugin refused, a
+ONNX Runtime lists no device for its built-in CUDA-family EPs (onnxruntime-gpu's CUDA and TensorRT
+EPs): where one of them is available and unlisted, the GPUs ``nvidia-smi`` lists are shown under it
+(``harness.eps.nvidia``; ``--ep-option device_id=N`` picks one, counted as CUDA counts them).
+
+``--json`` prints one JSON document (``onnxruntime``, ``plugins``, ``devices``, ``chosen``, and
+``nvidia_smi`` when read): the form recorded device lists take. Exit codes: 0 listed, 2 bad usage, an EP or plugin refused, a
 selector that names no device or several (the message lists the candidates), an unreadable file.
 """
 
@@ -28,7 +32,7 @@ from ep_testbed.harness.core.installed import ort_flavour, ort_version
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import FileRefused, read_json
 from ep_testbed.harness.eps import devices as devices_mod
-from ep_testbed.harness.eps import plugins
+from ep_testbed.harness.eps import nvidia, plugins
 from ep_testbed.harness.eps.adapters import PLUGIN_PREFIX, adapter_for
 from ep_testbed.harness.eps.devices import EpDevice, SelectorError
 from ep_testbed.harness.eps.providers import ALIASES, EpNotAvailable
@@ -108,14 +112,37 @@ def devices_command(args: argparse.Namespace) -> int:
         return usage_error(str(exc))
     if provider is not None:
         listed = devices_mod.of_ep(listed, provider)
+    gpus = None if args.from_file else cuda_gpus(listed, provider)
     if args.json:
         print(json.dumps({"onnxruntime": None if args.from_file else {"distribution": ort_flavour(),
                                                                        "version": ort_version()},
                           "plugins": found, "devices": [d.to_json() for d in listed],
-                          "chosen": chosen.to_json() if chosen else None}, indent=1))
+                          "chosen": chosen.to_json() if chosen else None,
+                          **({"nvidia_smi": gpus} if gpus else {})}, indent=1))
         return exit_codes.OK
     _print_listing(listed, found, chosen, args.from_file)
+    for name, entries in (gpus or {}).items():
+        print(f"{name}: ONNX Runtime lists no device; nvidia-smi lists (--ep-option device_id=N picks one):")
+        print("\n".join(f"  {safe(g['index'])}: {safe(g['name'])} pci {safe(g['pci.bus_id'])}, driver "
+                        f"{safe(g['driver_version'])}" for g in entries) if isinstance(entries, list)
+              else f"  {safe(entries)}")
     return exit_codes.OK
+
+
+def cuda_gpus(listed: list[EpDevice], provider: str | None) -> dict[str, Any]:
+    """Per available built-in CUDA-family EP that ORT lists no device for (only ``provider`` when
+    given): nvidia-smi's GPUs, or why it could not tell."""
+    import onnxruntime  # loaded on first use, as the rest of the CLI does
+
+    unlisted = [p for p in nvidia.CUDA_PROVIDERS if p in onnxruntime.get_available_providers()
+                and provider in (None, p) and not any(d.ep == p for d in listed)]
+    if not unlisted:
+        return {}
+    try:
+        gpus: Any = nvidia.read_gpus()
+    except nvidia.NvidiaSmiError as exc:
+        gpus = str(exc)
+    return {p: gpus for p in unlisted}
 
 
 def _print_listing(listed: list[EpDevice], found: list[dict[str, Any]], chosen: EpDevice | None,

@@ -30,6 +30,7 @@ from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
     RunConfig,
+    add_batch_option,
     add_ep_options,
     add_expectation_options,
     add_jobs,
@@ -40,6 +41,7 @@ from .options import (
     add_timeout,
     add_tolerance_options,
     count,
+    parse_batch,
     run_config,
     seconds,
 )
@@ -91,8 +93,10 @@ def _add_execution(group: argparse._ArgumentGroup) -> None:
     """``--out``, ``--jobs``, ``--timeout``, ``--overwrite``, progress."""
     add_out(group.add_argument, "runs/fuzz-<ep>-s<seed>")
     add_jobs(group.add_argument, in_process=False)
-    add_timeout(group.add_argument, 30.0, "seconds per case before its worker is killed")
+    add_timeout(group.add_argument, 30.0, "seconds per case before its worker is killed (a batch of cases: "
+                "seconds without an answer, then it is halved)")
     add_overwrite(group.add_argument)
+    add_batch_option(group.add_argument)
     group.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="live progress even when stderr is not a terminal")
     group.add_argument("--no-progress", dest="progress", action="store_false", help="no live progress")
@@ -125,9 +129,11 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
                           jobs=settings.jobs, timeout=settings.timeout or 30.0, shrink=args.shrink,
                           shrink_known=args.shrink_known, shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks,
                           corpus_out=args.corpus_out, overwrite=settings.overwrite, progress=args.progress,
-                          command=args.command_line, replay=replay)
+                          command=args.command_line, replay=replay,
+                          batch=parse_batch(args.batch, settings.ep))
     what = f"replaying {len(replay)} case(s)" if replay else f"fuzzing {', '.join(ops)} for {args.budget:g} s"
-    print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers) -> {out}", file=sys.stderr)
+    sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
+    print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers{sharing}) -> {out}", file=sys.stderr)
     try:
         result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:

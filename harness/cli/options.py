@@ -15,6 +15,8 @@ plugin (``pytest tests/conformance``) take the same flags for the same things:
   element by element; ``--strict-tolerance`` is the ``exact`` model: the rule alone);
 - the expectations group: ``--expectations FILE`` / ``--no-expectations`` ->
   ``parse_expectations`` gives the ``Expectations`` of the EP;
+- the batch option: ``--batch K`` (``batch_size``) -> ``parse_batch`` gives how many cases share a
+  session (``harness.eps.packing.default_batch`` for the EP when it is not given);
 - the run group: ``--ops``, ``--seed``, ``--jobs``, ``--timeout``, ``--out``, ``--overwrite``,
   ``--resume`` (``add_ops`` ... ``add_resume``; a command takes those that mean something to it,
   with its own default and help where they differ: ``fuzz``'s ``--timeout`` defaults to 30 s,
@@ -52,6 +54,7 @@ from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
 from ep_testbed.harness.eps.adapters import ep_package, resolve
+from ep_testbed.harness.eps.packing import default_batch, default_jobs
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options
 from ep_testbed.harness.fuzz.corpus import CorpusError, load_corpus, with_corpus
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig
@@ -152,6 +155,34 @@ def count(text: str) -> int:
     if not 0 <= value <= 2**31 - 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 0 to {2**31 - 1}")
     return value
+
+
+#: The most cases one session may pack (``--batch``): more only makes a crash costlier to find.
+MAX_BATCH = 1024
+
+
+def batch_size(text: str) -> int:
+    """argparse type: how many cases may share a session, a whole number in ``[1, MAX_BATCH]``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 1 (a session per case) to {MAX_BATCH}")
+    return value
+
+
+def add_batch_option(add: AddOption) -> None:
+    """Register ``--batch K``; ``parse_batch`` reads it."""
+    add("--batch", type=batch_size, default=None, metavar="K",
+        help="run up to K cases in one session, each its own subgraph of one model (placement, judging and "
+             "results stay per case; a batch that fails, crashes or hangs is halved down to single cases); "
+             "default: the EP's measured default (1 where batching does not pay or was never measured)")
+
+
+def parse_batch(value: int | None, ep: EpSpec) -> int:
+    """``--batch`` as given, else the EP's default (``packing.default_batch``)."""
+    return value if value is not None else default_batch(ep)
 
 
 def seed(text: str) -> int:
@@ -261,11 +292,13 @@ def add_seed(add: AddOption, what: str, flag: str = "--seed") -> Any:
 
 
 def add_jobs(add: AddOption, *, in_process: bool) -> Any:
-    """Register ``--jobs N`` (default: the number of cores); ``in_process``: 0 runs the cases in
+    """Register ``--jobs N`` (default None: ``run_config`` takes the EP's measured default,
+    ``packing.default_jobs``, else the number of cores); ``in_process``: 0 runs the cases in
     this process (``run``), else at least one worker is required (``run_config`` checks it)."""
     zero = "; 0 = in this process, no crash isolation" if in_process else ""
-    return add("--jobs", type=count, default=os.cpu_count() or 1,
-               help=f"worker processes (default: the number of cores{zero})")
+    return add("--jobs", type=count, default=None,
+               help=f"worker processes (default: the EP's measured default where there is one, e.g. 2 for CUDA, "
+                    f"whose workers share one GPU; else the number of cores{zero})")
 
 
 def add_timeout(add: AddOption, default: float | None, what: str, flag: str = "--timeout") -> Any:
@@ -371,6 +404,8 @@ def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
     precision = parse_precision(get("precision_model"), bool(get("strict_tolerance", False)))
     ops = parse_ops(get("ops"))
     jobs = get("jobs", 1)
+    if jobs is None:  # the flag was not given
+        jobs = default_jobs(ep, os.cpu_count() or 1)
     if workers_only and jobs < 1:
         raise OptionError(f"--jobs {jobs}: must be >= 1 (fuzzing always isolates cases in workers)")
     corpus = tuple(_corpus(get("corpus") or [], ops))

@@ -44,6 +44,7 @@ from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
     RunConfig,
+    add_batch_option,
     add_ep_options,
     add_expectation_options,
     add_jobs,
@@ -56,6 +57,7 @@ from .options import (
     add_tolerance_options,
     corpus_expectations,
     count,
+    parse_batch,
     parse_ep,
     run_config,
 )
@@ -128,9 +130,11 @@ def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
     add_out(group.add_argument, "runs/<ep>-<UTC time>", f"{TIME_FIELD} in it becomes the UTC time, with -2, -3... "
             "added if that folder exists (a fresh folder per run)")
     add_jobs(group.add_argument, in_process=True)
-    timeout = add_timeout(group.add_argument, 120.0, "seconds per case before its worker is killed")
+    timeout = add_timeout(group.add_argument, 120.0, "seconds per case before its worker is killed (a batch of cases: "
+                           "seconds without an answer, then it is halved)")
     add_resume(group.add_argument)
     add_overwrite(group.add_argument)
+    add_batch_option(group.add_argument)
     group.add_argument("--keep-worst", type=count, default=None, metavar="N",
                        help="also write case folders for the N worst passing cases (default 5; 0 with --tier stress, "
                             "whose folders hold hundreds of MB each)")
@@ -182,6 +186,8 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
             options.also_on_expectations = corpus_expectations(None, args.no_expectations, options.also_on,
                                                                settings.corpus)
         options.header_extra["also_on"] = options.also_on.provider if options.also_on else None
+        options.batch = parse_batch(args.batch, settings.ep)
+        options.header_extra.update(batch=options.batch)
         options.header_extra.update(skipped=skipped, precision_model=precision_model(settings.precision_model).to_json(),
                                     rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args,
                                                             settings.tolerances),
@@ -200,7 +206,9 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         return usage_error(f"preflight: {ready.fatal.text}")
     options.announce = lambda todo, selected: print(
         f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
-        + f" on {settings.ep.provider} ({jobs} workers) -> {options.out_dir}", file=sys.stderr)
+        + f" on {settings.ep.provider} ({jobs} workers"
+        + (f", up to {options.batch} cases a session" if options.batch > 1 else "") + f") -> {options.out_dir}",
+        file=sys.stderr)
     try:
         result = _run_until_stopped(cases, config, options, settings.expectations)
     except (RunError, WorkerStartError) as exc:

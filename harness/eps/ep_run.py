@@ -44,12 +44,22 @@ class SessionError(RuntimeError):
 
 @dataclass
 class EpRun:
-    """One session's run: outputs in the session's order, and (when profiled) node -> provider."""
+    """One session's run: outputs in the session's order, and (when profiled) node -> provider,
+    with what proved each node (``evidence``: node -> one of ``placement.EVIDENCE``) and what kept
+    a source from being read (``placement_note``, e.g. an unreadable trace); ``placement_source``
+    is ``placement.describe_evidence(evidence, placement_note)``. ``build_s`` / ``run_s``: seconds
+    spent building the session (for an EP that starts a device per session, that too) and running
+    it with its placement read back (``harness.eps.packing`` shares them out between the cases
+    of a packed session)."""
 
     outputs: list[np.ndarray]
     output_names: list[str]
     placement: dict[str, str] = field(default_factory=dict)
     placement_source: str | None = None
+    evidence: dict[str, str] = field(default_factory=dict)
+    placement_note: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
 
     def named(self) -> dict[str, np.ndarray]:
         """The outputs keyed by graph output name."""

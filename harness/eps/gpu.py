@@ -19,12 +19,14 @@ is tied to a device, a driver, a DirectML build and the package that provides th
   say software or its ids are 1414:008C, the test ORT uses to refuse it (IsSoftwareAdapter).
 - ``DirectML.dll``: the copy bundled next to ``onnxruntime.dll`` (the one ORT loads), its path and
   file version (read from the PE version resource, VS_FIXEDFILEINFO).
+- CUDA-family EPs (CUDA, TensorRT, TensorRT-RTX), where ONNX Runtime lists no device for them:
+  the NVIDIA GPU ``device_id`` names, read from ``nvidia-smi`` (``harness.eps.nvidia``).
 - OpenVINO EP: the OpenVINO device (``device_type``, default CPU) and its full name when the
   ``openvino`` package can tell.
 - DirectML: ORT's device list is a cross-check of the DXGI reading (``cross_check``: the ORT device
   whose ``DxgiAdapterNumber`` is the chosen adapter's index must have its PCI ids and LUID); a
   disagreement is recorded and named in the summary.
-- ``source`` says where the record's device comes from: ``dxgi``, ``openvino``, ``ort`` (ORT's
+- ``source`` says where the record's device comes from: ``dxgi``, ``openvino``, ``nvidia-smi``, ``ort`` (ORT's
   device list alone), or ``none`` (nothing could be read: the summary says "unknown device" and why).
 
 ``identity_key`` is what must agree between shards of one run (``ep-testbed merge``).
@@ -48,6 +50,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from ep_testbed.harness.core.installed import machine_info, ort_flavour, ort_version
 
+from . import nvidia
 from .adapters import adapter_for
 from .devices import from_json, of_ep, read_devices
 from .providers import EpNotAvailable, EpSpec
@@ -462,6 +465,8 @@ def summary(data: dict[str, Any]) -> str:
         return text
     if data.get("source") == "dxgi":
         return f"no usable adapter ({data.get('problem')}), {runtime}"
+    if data.get("source") == "nvidia-smi":
+        return nvidia.words(data, runtime)
     if data.get("source") == "openvino":
         return f"OpenVINO device {adapter.get('device')} ({adapter.get('description') or 'name not reported'}), {runtime}"
     if data.get("source") == "ort" and device:
@@ -510,6 +515,8 @@ def _read_identity(ep: EpSpec, ort: dict[str, str]) -> dict[str, Any]:
         return adapter.identity_record()
     if ep.provider == "OpenVINOExecutionProvider" and ep.holder == "built-in":
         return openvino_identity(ep.options, ort)
+    if ep.provider in nvidia.CUDA_PROVIDERS and ep.holder == "built-in":  # a plugin's device: ORT lists it
+        return _cuda_record(ep, ort)
     if ep.provider != "DmlExecutionProvider":
         return {"source": "none", "adapter": None, "onnxruntime": ort}
     if sys.platform != "win32":
@@ -521,6 +528,16 @@ def _read_identity(ep: EpSpec, ort: dict[str, str]) -> dict[str, Any]:
     import winreg  # type: ignore[import-not-found]  # Windows only
 
     return dml_identity(ep.options, adapters, read_display_drivers(winreg), directml_dll(), ort)
+
+
+def _cuda_record(ep: EpSpec, ort: dict[str, str]) -> dict[str, Any]:
+    """A CUDA-family EP's GPU from nvidia-smi; ``source`` none with the reason when it cannot be read
+    (ONNX Runtime's device list, read next, may still name it)."""
+    try:
+        gpus = nvidia.read_gpus()
+    except nvidia.NvidiaSmiError as exc:
+        return {"source": "none", "adapter": None, "onnxruntime": ort, "note": str(exc)}
+    return nvidia.cuda_identity(ep.options, gpus, os.environ.get("CUDA_VISIBLE_DEVICES"), ort)
 
 
 def identity(ep: EpSpec, record: Optional[dict[str, Any]] = None) -> dict[str, Any]:

@@ -131,6 +131,15 @@ def read_profile(path: str) -> list[dict[str, Any]]:
 def read_placement(session: Any, node_names: Iterable[str], profile_path: str | None) -> tuple[dict[str, str], str]:
     """``(placement, source)`` for a session that has run once with profiling on; ``source`` says
     which evidence proved which node (``describe_evidence``)."""
+    placement, evidence, note = read_evidence(session, node_names, profile_path)
+    return placement, describe_evidence(evidence, note)
+
+
+def read_evidence(session: Any, node_names: Iterable[str], profile_path: str | None
+                  ) -> tuple[dict[str, str], dict[str, str], str]:
+    """``(placement, evidence, note)`` for a session that has run once with profiling on: node ->
+    provider, node -> what proved it (``EVIDENCE``), and why a source could not be read ("" when
+    none); the profiling trace is removed once read."""
     names = list(node_names)
     note = ""
     try:
@@ -141,7 +150,7 @@ def read_placement(session: Any, node_names: Iterable[str], profile_path: str | 
         # and a node it does not name stays unproven (never a pass).
         events, note = [], "profiling trace unreadable"
     placement, evidence = placement_evidence(events, names, placement_from_assignment(session))
-    return {n: placement[n] for n in names if n in placement}, describe_evidence(evidence, note)
+    return {n: placement[n] for n in names if n in placement}, evidence, note
 
 
 def off_ep(placement: dict[str, str], nodes: Iterable[str], provider: str) -> list[str]:

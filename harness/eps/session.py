@@ -36,6 +36,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from typing import Iterator, Mapping
 
 import numpy as np
@@ -91,6 +92,7 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
         providers = adapter.attach(so)
     except EpNotAvailable as exc:
         raise SessionError("build", ep.provider, exc) from None
+    started = time.perf_counter()
     try:
         # enable_fallback=0: Python's InferenceSession would otherwise rebuild the session on the
         # CPU EP alone when the EP fails to start (onnxruntime_inference_collection.py)
@@ -100,6 +102,7 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     if session.get_providers()[:1] != [ep.provider]:
         raise SessionError("build", ep.provider, RuntimeError(
             f"ONNX Runtime built the session without {ep.provider} (providers: {session.get_providers()})"))
+    built = time.perf_counter()
     try:
         values = session.run(None, dict(feeds))
     except Exception as exc:
@@ -107,8 +110,10 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     run = EpRun([np.asarray(v) for v in values], [o.name for o in session.get_outputs()])
     if profile:
         node_names = [n.name for n in model.graph.node]
-        run.placement, run.placement_source = placement_mod.read_placement(session, node_names,
-                                                                           session.end_profiling())
+        run.placement, run.evidence, run.placement_note = placement_mod.read_evidence(
+            session, node_names, session.end_profiling())
+        run.placement_source = placement_mod.describe_evidence(run.evidence, run.placement_note)
+    run.build_s, run.run_s = built - started, time.perf_counter() - built
     return run
 
 

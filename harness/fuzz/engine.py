@@ -8,7 +8,8 @@
    ``replay``, redraws just the fuzzed cases those ids name)
    (``harness.fuzz.draw``) and runs them in chunks through one ``WorkerPool``: each case goes
    through the pipeline of ``ep-testbed run`` (mapper, reference, a session on the EP in a
-   worker, placement proof, tolerances), then the EP's expectations; every line is streamed to
+   worker, placement proof, tolerances; up to ``batch`` cases packed into one session, as
+   ``run --batch`` packs them), then the EP's expectations; every line is streamed to
    results.jsonl as it finishes (artifacts for failures, as ``run`` writes them);
 3. then shrinks (``harness.fuzz.shrink``) the first failure of every new ``Signature`` (all of
    them with ``shrink="all"``; ``known`` ones too with ``shrink_known``), those no mapper flag
@@ -49,7 +50,8 @@ from . import corpus
 from . import draw as draw_mod
 from .shrink import ShrinkResult, shrink
 
-#: Cases handed to the pool at a time: the budget is checked between chunks.
+#: Cases handed to the pool at a time (at least): the budget is checked between chunks. With
+#: batches, a chunk holds at least two batches per worker, so that few workers wait at its end.
 CHUNK = 25
 #: What ``FuzzOptions.shrink`` accepts: the first failure of each signature, every one, none.
 SHRINK_MODES = ("first", "all", "none")
@@ -81,6 +83,7 @@ class FuzzOptions:
     env: dict[str, str] | None = None
     extra_paths: tuple[str, ...] = ()
     replay: Sequence[str] = ()    # fuzzed case ids to rerun (and shrink) instead of drawing
+    batch: int = 1                # cases packed into one session at most (``run --batch``)
 
 
 @dataclass
@@ -191,7 +194,7 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
                       "batch_size": draw_mod.BATCH_SIZE, "hypothesis": hypothesis.__version__,
                       "shrink": options.shrink, "shrink_known": options.shrink_known,
                       "shrink_time_s": options.shrink_time_s, "max_shrinks": options.max_shrinks},
-             "selection": {"ops": list(options.ops), "catalog": "fuzz"}, "jobs": options.jobs,
+             "selection": {"ops": list(options.ops), "catalog": "fuzz"}, "jobs": options.jobs, "batch": options.batch,
              "timeout_s": options.timeout, "expectations": expectations.source}
     run_options = RunOptions(out_dir=options.out_dir, seed=options.seed, command=options.command, header_extra=extra)
     header = run_header(config, run_options, 0)
@@ -203,7 +206,10 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
               result: FuzzResult, counts: Counter) -> None:
     """Step 2 of the module docstring: batches through the pool until the budget is spent. The
     budget starts with the first batch drawn (the drawing process's start-up is not fuzzing)."""
-    pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths)
+    pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
+                      batch=options.batch)
+    pool.start()  # the workers start their EP while the drawing process starts
+    chunk_size = max(CHUNK, 2 * options.batch * options.jobs)
 
     def policy_for(case: Any) -> ArtifactPolicy:
         """A case folder for every case an expectation names, as ``run`` keeps them."""
@@ -215,7 +221,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
         start = None
         for batch in batches:
             start = status.start = start or time.monotonic()
-            for chunk in _chunks(batch, CHUNK):
+            for chunk in _chunks(batch, chunk_size):
                 result.generation_s = time.monotonic() - start
                 if result.generation_s >= options.budget_s and not options.replay:
                     return
@@ -398,7 +404,7 @@ def _finish_minimal(config: CaseConfig, options: FuzzOptions, expectations: Expe
     minimal = {s.minimal.id: (finding, s) for finding, s in shrunk}
     cases = {case_id: _tagged(s.minimal, finding) for case_id, (finding, s) in minimal.items()}
     pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
-                      extra_paths=options.extra_paths)
+                      extra_paths=options.extra_paths, batch=options.batch)
     for line in pool.run(list(cases.values()), lambda case: ArtifactPolicy(force=True)):
         finding, shrink_result = minimal[line["id"]]
         raw = dict(line)

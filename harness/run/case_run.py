@@ -1,382 +1,149 @@
-"""Run one case in this process: map, compute the reference, run on the EP, prove placement, compare.
+"""Run cases in this process: map, compute the reference, run on the EP, prove placement, compare;
+each case alone in a session, or several packed into one session (``--batch``).
 
-``run_case(case, config)`` returns a result line (a dict, the ``case`` schema of
-``harness.core.results``) with the *raw* outcome: expectations are applied by the caller. It never
-raises for anything the case does; it can only be stopped by the process dying (a crashing
-EP), which is why the harness calls it inside a worker process (``harness.run.worker``).
+``run_case(case, config)`` returns one result line (a dict, the ``case`` schema of
+``harness.core.results``) with the *raw* outcome: expectations are applied by the caller.
+``run_batch(requests, config)`` runs several cases and packs those that can share a session
+(``harness.run.packs``); every line is the one ``run_case`` gives the case alone, apart from its
+timings. Neither raises for anything a case does; they can only be stopped by the process dying
+(a crashing EP), which is why the harness calls them inside a worker process
+(``harness.run.worker``), whose pool splits a batch that killed its worker
+(``harness.run.pool``). The steps of one case and the outcomes they decide are
+``harness.run.case_steps``'; how a packed session that fails is taken apart is ``packs``'.
 
-Outcomes decided here, in the order they are checked:
-
-- ``error``: the mapper, the reference or the harness raised (the message says which);
-- ``inexpressible``: the mapper flagged a field ONNX cannot express; nothing runs;
-- ``not-on-ep``: ONNX Runtime refused the session because a node would fall back to the CPU
-  EP (fallback is disabled for every EP but CPU), or the node -> provider record shows an op
-  node elsewhere; a session with fallback allowed is then built only to name where it went;
-- ``fail``: the EP raised while building or running the session, or an output is out of
-  tolerance, of the wrong shape or dtype;
-- ``tie-only`` / ``pass``.
-
-A case whose outputs fail the comparison is attributed (``harness.run.attribution``, the line's
-``attribution``: the operator diverged on the inputs it got, a helper changed them, the mapping
-means something else, ...), unless ``CaseConfig.attribute`` is off. Before the EP runs, every
-``diverges`` flag whose ONNX meaning the mapper computes gets ``"shows"`` (``_mark_shows``),
-which expectations' ``shows_when`` reads.
-
-The expected outputs come with the reference's allowance under ``CaseConfig.precision_model``
-(``reference.execute_with_bounds``): the comparison accepts an element within the rounding
-bound, or a knife-edge alternative, and the line says so (``bound``, ``knife_edges``, the
-message). A float16 case that fails under the ``fp32`` model is compared again under
-``tensor-type``, and the message says when float16 arithmetic explains the failure.
+Each line's ``timings`` says where its time went: ``prepare_s`` (map, inputs, reference),
+``build_s`` and ``run_s`` (its share of every session it took part in: a session's time divided
+by the cases in it; a refused or failed session counts as building), ``judge_s`` (comparison,
+attribution) and ``shared_by`` (how many cases shared the session its outputs came from);
+``duration_s`` is their sum.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import time
-import traceback
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-import numpy as np
+import onnx
 
-from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
-from ep_testbed.harness.core.error_stats import error_statistics
-from ep_testbed.harness.core.results import ERROR_KEYS, case_record
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.eps import placement as placement_mod
+from ep_testbed.graphs import to_onnx
+from ep_testbed.graphs.cases.common import probe_case
 from ep_testbed.harness.eps import session as session_mod
-from ep_testbed.harness.eps.ep_run import STAGES
-from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
-from ep_testbed.harness.eps.session import first_line
-from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
 from ep_testbed.reference.checks import element_cap, max_elements
 
 from .artifacts import write_artifacts
-from .attribution import attribute_failure
+from .case_steps import (
+    DEFAULT_MAPPER,
+    ArtifactPolicy,
+    CaseConfig,
+    load_mapper,
+    mark_shows,
+    new_line,
+    prepare,
+    severity,
+    wants_artifacts,
+)
+from .packs import TIMING_KEYS, Item, Memory, Packer, guarded, settle, timed
 
-DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"
-
-
-@dataclass(frozen=True)
-class CaseConfig:
-    """Everything a worker needs besides the case; sent once when the worker starts."""
-
-    ep: EpSpec
-    session: SessionSettings = field(default_factory=SessionSettings)
-    tolerances: Tolerances = field(default_factory=Tolerances.defaults)
-    run_dir: str | None = None        # artifacts go to run_dir/cases/...; None: no artifacts
-    mapper: str = DEFAULT_MAPPER      # "module:function" with graphs.to_onnx's contract
-    precision_model: str = DEFAULT_MODEL  # reference.MODELS: the rounding a correct kernel may show
-    max_elements: int | None = None   # the reference's element cap in workers (--limit elements); None: default
-    attribute: bool = True            # attribute a failure to the operator or a helper (harness.run.attribution)
-
-
-@dataclass(frozen=True)
-class ArtifactPolicy:
-    """When the worker writes a case folder: always (``force``), for failures, or for a passing
-    case at least as bad as the current N-th worst (``threshold``, None: never)."""
-
-    force: bool = False
-    threshold: float | None = None
-
-
-def load_mapper(spec: str) -> Callable[..., Any]:
-    """The mapper a ``"module:function"`` string names (``graphs.to_onnx``'s contract)."""
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name or "to_onnx")
-
-
-def severity(line: dict[str, Any]) -> float:
-    """How close a compared case came to failing: the share of its tolerance used (0 if none)."""
-    value = line.get("tolerance_used")
-    return float(value) if value is not None else 0.0
-
-
-def new_line(case: Any, ep: EpSpec) -> dict[str, Any]:
-    """A result line for ``case`` with nothing decided yet: every key of
-    ``harness.core.results.CASE_KEYS``, those not given here ``None`` (outcome, placement_source,
-    tolerance_used, expected_outcome, artifacts)."""
-    tags = dict(getattr(case, "tags", {}) or {})
-    return case_record(
-        id=case.id, op=case.op, dtype=tags.get("dtype"), tags=tags, ep=ep.provider, placement={},
-        errors=dict.fromkeys(ERROR_KEYS), worst=[], mismatches=0, ties=0, flags=[], message="", duration_s=0.0,
-        nonfinite_mismatches=0, index_mismatches=0)
+#: What ``run_batch`` takes per case: the case, when its folder is written, and its mapper.
+Request = tuple[Any, ArtifactPolicy, Callable[..., Any]]
 
 
 def run_case(case: Any, config: CaseConfig, policy: ArtifactPolicy = ArtifactPolicy(),
              mapper: Callable[..., Any] | None = None) -> dict[str, Any]:
-    """Run ``case`` on ``config.ep`` and return its result line (raw outcome)."""
-    start = time.perf_counter()
-    line = new_line(case, config.ep)
-    state: dict[str, Any] = {}
-    try:
-        with element_cap(config.max_elements or max_elements()):  # a worker does not inherit --limit
-            _run(case, config, mapper or load_mapper(config.mapper), line, state)
-    except Exception as exc:  # the harness itself: never let one case take the worker down
-        line["outcome"] = "error"
-        line["message"] = f"harness raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
-    line["duration_s"] = round(time.perf_counter() - start, 6)
-    if config.run_dir and _wants_artifacts(line, policy):
+    """Run ``case`` on ``config.ep`` in a session of its own and return its result line (raw outcome)."""
+    return run_batch([(case, policy, mapper or load_mapper(config.mapper))], config)[0]
+
+
+def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[dict[str, Any]], None] | None = None,
+              before_session: Callable[[list[Any]], None] | None = None,
+              memory: Memory | None = None) -> list[dict[str, Any]]:
+    """Run every request's case on ``config.ep``, packing those that can share a session (module
+    docstring), and return their lines (raw outcomes), each also handed to ``emit`` as soon as it
+    is decided (cases that need no session first). Cases are prepared one by one and a pack is
+    settled as soon as it is full (``packs.Packer``), so a batch of large cases holds one at a
+    time. ``before_session(cases)`` is called right before the first session of each pack (the
+    worker's fault injection); ``memory`` keeps what this process learned about packing on its EP
+    from one batch to the next."""
+    memory = memory if memory is not None else Memory()
+    packer = Packer(memory)
+    lines: list[dict[str, Any]] = []
+
+    def done(item: Item) -> None:
+        """Finish ``item``'s line and hand it on."""
+        lines.append(_finish(item, config))
+        if emit is not None:
+            emit(lines[-1])
+
+    def run_pack(pack: list[Item]) -> None:
+        """Settle one pack and finish its cases (their arrays go with them)."""
+        if before_session is not None:
+            before_session([item.case for item in pack])
+        with guarded(pack):
+            settle(pack, config, memory)
+        for item in pack:
+            done(item)
+
+    with element_cap(config.max_elements or max_elements()):  # a worker does not inherit --limit
+        for case, policy, mapper in requests:
+            item = Item(case, policy, mapper, new_line(case, config.ep))
+            with guarded([item]), timed(item, "prepare_s"):
+                item.prepared = prepare(case, mapper, item.line, item.state, config.precision_model)
+                if item.prepared is not None:
+                    mark_shows(case, item.prepared, config, item.line)
+            if item.decided:
+                done(item)
+                continue
+            for pack in packer.add(item):
+                run_pack(pack)
+        for pack in packer.rest():
+            run_pack(pack)
+    return lines
+
+
+def _finish(item: Item, config: CaseConfig) -> dict[str, Any]:
+    """``item``'s line with its duration and timings, and its case folder when its policy wants one."""
+    line = item.line
+    if line["outcome"] is None:  # never expected: every path decides; say so rather than lose the case
+        line.update(outcome="error", message="the harness left the case undecided")
+    line["timings"] = {**{k: round(v, 6) for k, v in item.timings.items()}, "shared_by": item.shared_by}
+    line["duration_s"] = round(sum(item.timings.values()), 6)
+    if config.run_dir and wants_artifacts(line, item.policy):
+        state = item.state
         try:
             line["artifacts"] = write_artifacts(
-                config.run_dir, case.id, desc=case.desc, model=state.get("model"), feeds=state.get("feeds"),
+                config.run_dir, item.case.id, desc=item.case.desc, model=state.get("model"), feeds=state.get("feeds"),
                 expected=state.get("expected"), actual=state.get("actual"), allowance=state.get("allowance"))
         except Exception as exc:
             line["message"] += f" (writing artifacts failed: {exc})"
     return line
 
 
-def _wants_artifacts(line: dict[str, Any], policy: ArtifactPolicy) -> bool:
-    """Whether this case's folder is written under ``policy`` (failures always)."""
-    if policy.force or line["outcome"] in ("fail", "error"):
-        return True
-    if line["outcome"] in ("pass", "tie-only") and policy.threshold is not None:
-        value = severity(line)
-        return value > 0 and value >= policy.threshold
-    return False
+@functools.lru_cache(maxsize=1)
+def warm_up_model() -> tuple[bytes, dict[str, Any]]:
+    """The model and feeds a worker warms its EP up with: the probe case's (the preflight's one-node
+    MaxPool, ``graphs.cases.common.probe_case``), made once per process by the pool that starts
+    the workers, so no worker builds a catalog to find it."""
+    case = probe_case()
+    mapping = to_onnx(case.desc, opset=case.opset)
+    return mapping.model.SerializeToString(), mapping.feeds(case.inputs())
 
 
-@dataclass
-class _Prepared:
-    """A case ready to run: its mapping, inputs, feeds, expected outputs and node names."""
-
-    mapping: Any
-    inputs: dict[str, np.ndarray]
-    feeds: dict[str, np.ndarray]
-    expected: dict[str, np.ndarray]
-    node_names: list[str]
-    op_nodes: list[str]
-    reference: Expected | None = None  # the expected outputs with their bounds and knife edges
-    note: str = ""                      # what the run changed about the model (a carrier), said last
-
-
-def _run(case: Any, config: CaseConfig, mapper: Callable[..., Any], line: dict[str, Any],
-         state: dict[str, Any]) -> None:
-    """Decide ``line``'s outcome (module docstring: the order of the checks); ``state`` collects
-    what a case folder holds (model, feeds, expected, actual) as it becomes known."""
-    prepared = _prepare(case, mapper, line, state, config.precision_model)
-    if prepared is None:
-        return
-    _mark_shows(case, prepared, config, line)
-    run = _run_on_ep(prepared, config, line)
-    if run is None:
-        return
-    state["model"] = prepared.mapping.model  # the model that ran (with carriers, if the EP needed them)
-    judged = _judge(case, prepared, run.outputs, config, line, state)
-    line["message"] += prepared.note
-    if not judged:
-        return
-    placement = line["placement"]
-    helpers = [n for n in prepared.node_names if n not in prepared.op_nodes]
-    helpers_off = placement_mod.off_ep(placement, helpers, config.ep.provider)
-    if helpers_off:
-        line["message"] += "; helper node(s) elsewhere: " + ", ".join(f"{n} -> {placement.get(n)}" for n in helpers_off)
-
-
-def _prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: dict[str, Any],
-             model: str = DEFAULT_MODEL) -> _Prepared | None:
-    """Map the desc, draw the inputs, collect the flags and compute the expected outputs with
-    their allowance under precision ``model``; None (with ``line`` decided: ``error`` or
-    ``inexpressible``) when the case cannot run."""
+def warm_up(config: CaseConfig, model: bytes | None = None, feeds: dict[str, Any] | None = None) -> str:
+    """Start the EP in this process before any case is timed: one session of ``model`` on ``feeds``
+    (default ``warm_up_model()``), CPU fallback allowed, not profiled, its outcome ignored. What an
+    EP starts once per process (a device, compiled kernels, a DirectML host) is then no case's
+    cost. Returns one line saying how it went."""
+    start = time.perf_counter()
     try:
-        mapping = mapper(case.desc, opset=getattr(case, "opset", None))
-    except Exception as exc:
-        line.update(outcome="error", message=f"mapper raised {type(exc).__name__}: {exc}")
-        return None
-    line["flags"] = [flag.to_json() for flag in mapping.flags]
-    try:
-        inputs = case.inputs()
-    except Exception as exc:
-        line.update(outcome="error", message=f"the case's inputs raised {type(exc).__name__}: {exc}")
-        return None
-    # Flags that only this case's input values raise (a NaN, a float32 bin end, an int64 beyond
-    # what the composition carries exactly); they count like the desc's own flags.
-    flags = list(mapping.flags) + list(getattr(mapping, "input_flags", lambda _: [])(inputs))
-    line["flags"] = [flag.to_json() for flag in flags]
-    inexpressible = [f for f in flags if f.kind == "inexpressible"]
-    if not mapping.expressible or inexpressible:
-        reasons = [f"{f.field}={f.value}: {f.reason}" for f in inexpressible]
-        line.update(outcome="inexpressible", message="; ".join(reasons) or "the mapper marked the desc inexpressible")
-        return None
-    state["model"] = mapping.model
-    try:
-        reference = execute_with_bounds(case.desc, inputs, model)
-    except Exception as exc:
-        line.update(outcome="error", message=f"reference raised {type(exc).__name__}: {exc}")
-        return None
-    state["expected"] = reference.outputs
-    allowance = Allowance.of(reference)
-    state["allowance"] = allowance.to_arrays() if allowance is not None else None
-    feeds = mapping.feeds(inputs)
-    state["feeds"] = feeds
-    node_names = [n.name for n in mapping.model.graph.node]
-    op_nodes = list(getattr(mapping, "op_nodes", None) or node_names)
-    return _Prepared(mapping, inputs, feeds, reference.outputs, node_names, op_nodes, reference)
+        if model is None or feeds is None:
+            model, feeds = warm_up_model()
+        session_mod.run_on_ep(onnx.load_model_from_string(model), feeds, config.ep, config.session,
+                              allow_fallback=True, profile=False, quiet=True)
+    except Exception as exc:  # the cases will meet the same failure and report it themselves
+        return f"warm-up session failed after {time.perf_counter() - start:.3f} s: {session_mod.first_line(exc)}"
+    return f"warm-up session on {config.ep.provider}: {time.perf_counter() - start:.3f} s"
 
 
-def _mark_shows(case: Any, prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> None:
-    """Give each ``diverges`` flag whose ONNX meaning the mapper computes (``Mapping.meanings``)
-    ``"shows"``: whether these inputs can show the divergence at all, i.e. whether that meaning
-    fails the case's comparison with the expected outputs. An expectation's ``shows_when`` reads
-    it (``harness.core.expectations``); a meaning that cannot be computed leaves the flag as is."""
-    try:
-        meanings = getattr(prepared.mapping, "meanings", lambda tensors: {})(prepared.inputs)
-    except Exception:  # the meaning is a help to expectations, never part of the verdict
-        return
-    for name, outputs in meanings.items():
-        shows = not _compare(case, prepared.expected, outputs, config, prepared.inputs, prepared.reference).passed
-        for flag in line["flags"]:
-            if flag.get("field") == name and flag.get("kind") == "diverges":
-                flag["shows"] = shows
-
-
-def _run_on_ep(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> session_mod.EpRun | None:
-    """Run the case's model on the EP under test with CPU fallback disabled and record its
-    placement; None (with ``line`` decided: ``fail`` or ``not-on-ep``) when there is nothing to
-    compare."""
-    ep = config.ep.provider
-    try:
-        run = session_mod.run_on_ep(prepared.mapping.model, prepared.feeds, config.ep, config.session)
-    except session_mod.SessionError as exc:
-        carried = _carried(prepared, config, line) if exc.refused_fallback else None
-        if carried is not None:
-            run = carried
-        elif exc.refused_fallback:
-            _diagnose_refusal(prepared, config, line, exc.cause)
-            return None
-        elif exc.stage in ("crash", "timeout"):  # the EP's own process died or hung; this worker did not
-            line.update(outcome=exc.stage, message=str(exc))
-        elif exc.emulation:
-            line.update(outcome="emulation-gap", message=f"{ep} {STAGES[exc.stage]} on an emulated device whose "
-                        f"Direct3D 12 layer refused the EP's shader (not a result of the EP): {exc.emulation[0]}; "
-                        f"ONNX Runtime: {first_line(exc.cause)}")
-        elif exc.stage == "build":
-            line.update(outcome="fail", message=f"{ep} could not build the session: {first_line(exc.cause)}")
-        else:
-            line.update(outcome="fail", message=f"{ep} raised while running: {first_line(exc.cause)}")
-        if carried is None:
-            return None
-    line["placement"], line["placement_source"] = run.placement, run.placement_source
-    off = placement_mod.off_ep(run.placement, prepared.op_nodes, ep)
-    if off:
-        line.update(outcome="not-on-ep", message=f"op node(s) not proven on {ep}: "
-                    + ", ".join(f"{n} -> {run.placement.get(n, 'unknown')}" for n in off))
-        return None
-    return run
-
-
-def _carried(prepared: _Prepared, config: CaseConfig, line: dict[str, Any]) -> session_mod.EpRun | None:
-    """After the EP refused the model: the run of the same model with an exact carrier node
-    after each operator output (``Mapping.with_carrier``), for an EP that declines an operator
-    node only as the one node of a model; ``prepared`` then holds the carried model and the
-    message says so (after the comparison's summary). None when there is no carrier to add or the
-    EP refuses that too."""
-    mapping = getattr(prepared.mapping, "with_carrier", lambda: None)()
-    if mapping is None:
-        return None
-    try:
-        run = session_mod.run_on_ep(mapping.model, prepared.feeds, config.ep, config.session)
-    except session_mod.SessionError:
-        return None
-    prepared.mapping, prepared.node_names = mapping, [n.name for n in mapping.model.graph.node]
-    prepared.note = (f"; Note: {config.ep.provider} refused the operator node(s) as the only node(s) of a model; "
-                     "they ran with an exact carrier node after them (Mul by 1)")
-    return run
-
-
-def _judge(case: Any, prepared: _Prepared, outputs: list[np.ndarray], config: CaseConfig, line: dict[str, Any],
-           state: dict[str, Any]) -> bool:
-    """Read the EP's outputs back through the mapping and compare them with the expected ones
-    under the operator's record (index outputs, index rule): ``fail``, ``tie-only`` or
-    ``pass``. False when the outputs could not be read back (``fail``, nothing compared)."""
-    try:
-        actual = prepared.mapping.outputs(outputs)
-    except Exception as exc:  # e.g. an output of the wrong shape or count
-        line.update(outcome="fail", message=f"{config.ep.provider}'s outputs could not be read back: "
-                    f"{first_line(exc)}")
-        return False
-    state["actual"] = actual
-    comparison = _compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
-    line.update(errors=comparison.errors(), worst=comparison.worst, mismatches=comparison.mismatches,
-                ties=comparison.ties, tolerance_used=comparison.tolerance_used)
-    line.update(allowance_record(prepared.reference, comparison))
-    message = comparison.summary() + knife_edge_note(prepared.reference, comparison)
-    line.update(nonfinite_mismatches=comparison.nonfinite_mismatches, index_mismatches=comparison.index_mismatches,
-                error_stats=error_statistics(prepared.expected, actual, config.tolerances,
-                                             spec_for(case.desc).index_outputs))
-    if not comparison.passed:
-        message += _tensor_type_hint(case, prepared, actual, config)
-        line.update(outcome="fail", message=message)
-        if comparison.mismatches and config.attribute:
-            line["attribution"] = _attribution(case, prepared, config, line.get("flags") or [], outputs)
-    elif comparison.ties:
-        line.update(outcome="tie-only", message=message)
-    else:
-        line.update(outcome="pass", message=message)
-    return True
-
-
-def _compare(case: Any, expected: dict[str, np.ndarray], actual: dict[str, np.ndarray], config: CaseConfig,
-             inputs: dict[str, np.ndarray], reference: Expected | None) -> Comparison:
-    """The one comparison under the operator's record (index outputs, index rule) and the
-    reference's allowance (none under the ``exact`` model)."""
-    spec = spec_for(case.desc)
-    in_window = functools.partial(spec.index_rule, case.desc) if spec.index_rule else None
-    return compare_outputs(expected, actual, config.tolerances, inputs, in_window=in_window,
-                           index_outputs=spec.index_outputs, allowance=Allowance.of(reference))
-
-
-def _attribution(case: Any, prepared: _Prepared, config: CaseConfig, line_flags: list[dict[str, Any]],
-                 outputs: list[np.ndarray]) -> dict[str, Any]:
-    """The ``attribution`` record of a case whose outputs failed (``harness.run.attribution``);
-    a record of cause ``unknown`` if attributing raised (the verdict stands either way)."""
-    def compare_case(actual: dict[str, np.ndarray]) -> Comparison:
-        """The case's own comparison of ``actual`` (DML outputs) with the expected ones."""
-        return _compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
-
-    try:
-        named = dict(zip([o.name for o in prepared.mapping.model.graph.output], outputs))  # the session's order
-        return attribute_failure(prepared.mapping, prepared.feeds, line_flags, config, compare_case, named)
-    except Exception as exc:
-        return {"cause": "unknown", "reason": f"attributing the failure raised {type(exc).__name__}: "
-                f"{first_line(exc)}", "nodes": [], "helper": None, "change": None}
-
-
-def _tensor_type_hint(case: Any, prepared: _Prepared, actual: dict[str, np.ndarray], config: CaseConfig) -> str:
-    """For a float16 case failing under the fp32 model: whether computing in float16 explains it."""
-    float16 = any(np.asarray(v).dtype == np.float16 for v in prepared.expected.values())
-    if config.precision_model != "fp32" or not float16 or prepared.reference is None:
-        return ""
-    try:
-        other = execute_with_bounds(case.desc, prepared.inputs, "tensor-type")
-    except Exception:  # the hint is a nicety; the case's verdict stands
-        return ""
-    if not _compare(case, prepared.expected, actual, config, prepared.inputs, other).passed:
-        return ""
-    return ("; Note: every element lies within the tensor-type rounding bound: the EP looks like it computes "
-            "coordinates, weights or sums in float16, not float32 (--precision-model tensor-type accepts that)")
-
-
-def _diagnose_refusal(prepared: _Prepared, config: CaseConfig, line: dict[str, Any], refusal: BaseException) -> None:
-    """The strict session was refused: ``session.diagnose_refusal`` names the nodes the EP
-    declined. The case is ``not-on-ep`` either way (its strict session does not exist); the
-    message says whether the op node itself or only a helper node (Cast, Reshape...) was
-    declined."""
-    ep = config.ep.provider
-    node_names, op_nodes = prepared.node_names, prepared.op_nodes
-    diagnosis = session_mod.diagnose_refusal(prepared.mapping.model, prepared.feeds, config.ep, config.session)
-    if diagnosis.error is not None:
-        line.update(outcome="not-on-ep", message=f"{ep} refused the session with CPU fallback disabled "
-                    f"({first_line(refusal)}); the diagnostic session failed too: {diagnosis.error}")
-        return
-    placement = diagnosis.placement
-    line["placement"], line["placement_source"] = placement, diagnosis.placement_source
-    off = placement_mod.off_ep(placement, op_nodes, ep)
-    where = ", ".join(f"{n} -> {placement.get(n, 'unknown')}" for n in (off or node_names))
-    if off:
-        line.update(outcome="not-on-ep", message=f"{ep} does not take the op node(s): {where} "
-                    "(session with CPU fallback disabled was refused)")
-    else:
-        line.update(outcome="not-on-ep", message=f"{ep} takes the op node(s) but declines helper node(s): "
-                    f"{', '.join(f'{n} -> {placement.get(n)}' for n in node_names if placement.get(n) != ep)}")
+__all__ = ["DEFAULT_MAPPER", "TIMING_KEYS", "ArtifactPolicy", "CaseConfig", "Memory", "Request", "load_mapper",
+           "new_line", "run_batch", "run_case", "severity", "warm_up", "warm_up_model"]

@@ -1,18 +1,26 @@
 """Worker processes that survive the EP: a crash or a hang costs one case, never the run.
 
-``WorkerPool(config, jobs, timeout).run(cases, policy_for)`` yields one result line per case
-as cases finish (completion order). Each worker is a ``python -m ep_testbed.harness.run.worker`` subprocess
-in its own session / process group (Ctrl-C reaches only the parent), fed pickled cases on
-stdin and answering on its stdout pipe; everything it prints goes to a log file. When a worker
+``WorkerPool(config, jobs, timeout, batch=K).run(cases, policy_for)`` yields one result line per
+case as cases finish (completion order). Each worker is a ``python -m ep_testbed.harness.run.worker``
+subprocess in its own session / process group (Ctrl-C reaches only the parent), fed batches of
+up to ``batch`` pickled cases on stdin (run in shared sessions where they can be:
+``harness.run.case_run``) and answering one line per case on its stdout pipe; everything it
+prints goes to a log file. When a worker
 
-- dies (segfault, abort, ``exit``): the case it was running becomes ``crash`` with the exit
-  status and the tail of what the worker printed for that case;
-- exceeds ``timeout`` seconds on one case: it (its process group on POSIX, its Job object on
-  Windows: with whatever it started) is killed and the case becomes ``timeout`` (with the same
-  output tail);
+- dies (segfault, abort, ``exit``): with one case unanswered, that case becomes ``crash`` with
+  the exit status and the tail of what the worker printed for it; with several, they are split
+  in two halves that run again (first, each half in a worker of its own), halving down to
+  single cases, so a crash costs exactly the case that causes it;
+- answers nothing for ``timeout`` seconds (since its batch was sent, or since its last
+  answer): it (its process group on POSIX, its Job object on Windows: with whatever it started)
+  is killed; one unanswered case becomes ``timeout`` (with the same output tail), several are
+  halved as above;
 
-and a fresh worker takes the next case. Closing the generator (or an exception such as
-``KeyboardInterrupt`` in the consumer) kills every worker. Workers never outlive this process:
+and a fresh worker takes the next batch. A batch the worker cannot read is halved too, and a
+single unreadable case is an ``error``. A case is yielded once: an answer for a case the worker
+was not waiting on is dropped. Closing the generator (or an exception such as
+``KeyboardInterrupt`` in the consumer) kills every worker; the cases not yet answered have
+no line, so ``--resume`` runs them. Workers never outlive this process:
 on Linux the worker asks for SIGKILL when its parent dies (``harness.run.worker``), on Windows each
 worker is put in a kill-on-close Job object (``harness.run.winjob``) whose only handle this process
 holds.
@@ -40,7 +48,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ep_testbed.harness.eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
 
-from .case_run import ArtifactPolicy, CaseConfig, new_line
+from .case_run import ArtifactPolicy, CaseConfig, new_line, warm_up_model
 from .winjob import new_job
 from .worker import read_frame, write_frame
 
@@ -66,7 +74,7 @@ class _Worker:
     log_path: str
     started: float
     ready: bool = False
-    case: Any = None
+    batch: list[Any] = field(default_factory=list)  # cases sent and not yet answered
     deadline: float = 0.0
     log_offset: int = 0
     dispatched: float = 0.0
@@ -79,10 +87,14 @@ class WorkerPool:
     """Up to ``jobs`` worker processes running cases under ``config``."""
 
     def __init__(self, config: CaseConfig, jobs: int, timeout: float, env: dict[str, str] | None = None,
-                 extra_paths: Iterable[str] = ()):
+                 extra_paths: Iterable[str] = (), batch: int = 1):
+        """``jobs`` workers at most, ``timeout`` seconds without an answer before a worker is
+        killed, up to ``batch`` cases sent to a worker at once; ``env`` and ``extra_paths`` (added
+        to PYTHONPATH) for the workers."""
         self.config = config
         self.jobs = max(1, jobs)
         self.timeout = timeout
+        self.batch = max(1, batch)
         self._env = self._child_env(env, extra_paths)
         self._events: queue.Queue = queue.Queue()
         self._workers: list[_Worker] = []
@@ -121,6 +133,7 @@ class WorkerPool:
         worker.reader.start()
         try:
             write_frame(proc.stdin, self.config)
+            write_frame(proc.stdin, ("warm-up", *warm_up_model()))
         except (BrokenPipeError, OSError):
             pass  # it died at once; the reader reports the EOF
         self._workers.append(worker)
@@ -208,6 +221,13 @@ class WorkerPool:
 
     # -- the run --------------------------------------------------------------------------
 
+    def start(self, count: int | None = None) -> None:
+        """Start up to ``count`` (default ``jobs``) workers now, without waiting for them: they
+        start their EP (the warm-up session) while the caller prepares the run; ``run`` uses them."""
+        live = sum(1 for w in self._workers if not w.dead)
+        for _ in range(max(0, min(self.jobs, self.jobs if count is None else count) - live)):
+            self._start()
+
     def run_one(self, case: Any, policy: ArtifactPolicy = ArtifactPolicy()) -> dict[str, Any]:
         """Run one case on a worker that stays alive for the next call (pytest uses this)."""
         lines = list(self.run([case], lambda c: policy, keep_workers=True))
@@ -219,82 +239,102 @@ class WorkerPool:
 
         Workers are stopped at the end unless ``keep_workers`` (they are always stopped when the
         consumer stops early or raises, e.g. on Ctrl-C); ``close()`` stops kept workers."""
-        pending = deque(cases)
+        queue_ = _Queue(deque(cases))
         startup_failures = 0
         finished = False
         try:
             live = sum(1 for w in self._workers if not w.dead)
-            for _ in range(max(0, min(self.jobs, len(pending)) - live)):
+            for _ in range(max(0, min(self.jobs, len(queue_)) - live)):
                 self._start()
-            while pending or any(w.case is not None for w in self._workers):
-                self._dispatch(pending, policy_for)
+            while queue_ or any(w.batch for w in self._workers):
+                self._dispatch(queue_, policy_for)
                 try:
                     worker, message = self._events.get(timeout=self._wait_time())
                 except queue.Empty:
-                    for line in self._expire(pending):
-                        yield line
+                    yield from self._expire(queue_)
                     continue
                 if worker.dead or worker not in self._workers:
                     continue  # a worker already killed and replaced
                 if message is None or message[0] == "garbled":
-                    line, startup_failures = self._on_death(worker, message, pending, startup_failures)
+                    line, startup_failures = self._on_death(worker, message, queue_, startup_failures)
                     if line is not None:
                         yield line
                     continue
-                kind = message[0]
-                if kind == "ready":
+                if message[0] == "ready":
                     worker.ready = True
                     startup_failures = 0
-                elif kind in ("result", "broken") and worker.case is not None:
-                    case = worker.case
-                    worker.case = None
-                    line = new_line(case, self.config.ep)
-                    if kind == "result":
-                        line.update(message[1])
-                    else:
-                        line.update(outcome="error", message=f"the worker could not read the case: {message[1]}")
-                    if kind == "broken":
-                        line["duration_s"] = round(time.monotonic() - worker.dispatched, 6)
-                    yield line
+                else:
+                    yield from self._answer(worker, message, queue_)
             finished = True
         finally:
             if not (finished and keep_workers):
                 self.close()
 
-    def _dispatch(self, pending: deque, policy_for: Callable[[Any], ArtifactPolicy]) -> None:
+    def _answer(self, worker: _Worker, message: Any, queue_: "_Queue") -> Iterator[dict[str, Any]]:
+        """A worker's ``result`` (one case's line) or ``broken`` (its batch unreadable) message."""
+        kind = message[0]
+        if kind == "broken" and len(worker.batch) > 1:
+            queue_.split(worker.batch)  # which case could not be read is found by halving
+            worker.batch = []
+            return
+        if kind == "broken" and worker.batch:
+            case = worker.batch.pop()
+            line = new_line(case, self.config.ep)
+            line.update(outcome="error", message=f"the worker could not read the case: {message[1]}",
+                        duration_s=round(time.monotonic() - worker.dispatched, 6))
+            yield line
+            return
+        answer = message[1] if kind == "result" and isinstance(message[1], dict) else {}
+        case = next((c for c in worker.batch if c.id == answer.get("id")), None)
+        if case is None:
+            return  # not a case this worker was waiting on: never yield a case twice
+        worker.batch.remove(case)
+        worker.deadline = time.monotonic() + self.timeout  # an answer is progress: the rest get a fresh limit
+        line = new_line(case, self.config.ep)
+        line.update(answer)
+        yield line
+
+    def _dispatch(self, queue_: "_Queue", policy_for: Callable[[Any], ArtifactPolicy]) -> None:
+        """Send each idle, ready worker its next batch (``_Queue.take``)."""
         for worker in self._workers:
-            if not pending:
+            if not queue_:
                 return
-            if worker.ready and worker.case is None and not worker.dead:
-                case = pending.popleft()
-                worker.case = case
+            if worker.ready and not worker.batch and not worker.dead:
+                batch = queue_.take(self.batch, self.jobs)
+                worker.batch = list(batch)
                 worker.dispatched = time.monotonic()
                 worker.deadline = worker.dispatched + self.timeout
                 worker.log_offset = _size(worker.log_path)
                 try:
-                    write_frame(worker.proc.stdin, (case, policy_for(case)))
+                    write_frame(worker.proc.stdin, [(case, policy_for(case)) for case in batch])
                 except (BrokenPipeError, OSError):
-                    pass  # it is dying; the reader's EOF turns the case into a crash
+                    pass  # it is dying; the reader's EOF turns the batch into a crash (or halves)
 
     def _wait_time(self) -> float:
+        """Seconds until the nearest deadline (a batch's answer, a worker's start), at least 10 ms."""
         now = time.monotonic()
-        deadlines = [w.deadline for w in self._workers if w.case is not None]
+        deadlines = [w.deadline for w in self._workers if w.batch]
         deadlines += [w.started + STARTUP_TIMEOUT for w in self._workers if not w.ready]
         return max(0.01, min(deadlines) - now) if deadlines else 1.0
 
-    def _expire(self, pending: deque) -> Iterator[dict[str, Any]]:
+    def _expire(self, queue_: "_Queue") -> Iterator[dict[str, Any]]:
+        """Kill each worker past its deadline: one unanswered case is its ``timeout`` line, several
+        are halved (module docstring); a worker that never got ready stops the run."""
         now = time.monotonic()
         for worker in list(self._workers):
-            if worker.case is not None and now >= worker.deadline:
-                case = worker.case
+            if worker.batch and now >= worker.deadline:
+                batch = worker.batch
                 self._kill(worker)
                 self._retire(worker)
-                line = new_line(case, self.config.ep)
+                if queue_ or len(batch) > 1:
+                    self._start()
+                if len(batch) > 1:  # which case hangs is found by halving
+                    queue_.split(batch)
+                    continue
+                line = new_line(batch[0], self.config.ep)
                 line.update(outcome="timeout", duration_s=round(now - worker.dispatched, 6),
                             message=f"no result after {self.timeout:g} s; worker killed. Output:\n"
                                     + _tail(worker.log_path, worker.log_offset))
-                if pending:
-                    self._start()
                 yield line
             elif not worker.ready and now >= worker.started + STARTUP_TIMEOUT:
                 self._kill(worker)
@@ -302,8 +342,10 @@ class WorkerPool:
                 raise WorkerStartError(f"a worker did not start within {STARTUP_TIMEOUT:g} s:\n"
                                        + _tail(worker.log_path, 0))
 
-    def _on_death(self, worker: _Worker, message: Any, pending: deque, startup_failures: int
+    def _on_death(self, worker: _Worker, message: Any, queue_: "_Queue", startup_failures: int
                   ) -> tuple[dict[str, Any] | None, int]:
+        """A worker's pipe closed (or carried garbage): one unanswered case is its ``crash`` line,
+        several are halved (module docstring); too many deaths before ready stop the run."""
         try:
             code = worker.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -318,16 +360,43 @@ class WorkerPool:
             if startup_failures >= MAX_STARTUP_FAILURES:
                 raise WorkerStartError(f"workers die before they are ready ({describe_exit(code)}):\n"
                                        + _tail(worker.log_path, 0))
-        elif worker.case is not None:
-            case = worker.case
-            line = new_line(case, self.config.ep)
+        elif len(worker.batch) > 1:  # which case kills the worker is found by halving
+            queue_.split(worker.batch)
+        elif worker.batch:
+            line = new_line(worker.batch[0], self.config.ep)
             garbled = f" (garbled result: {message[1]})" if message else ""
             line.update(outcome="crash", duration_s=round(time.monotonic() - worker.dispatched, 6),
                         message=f"worker {describe_exit(code)} while running the case{garbled}. Output:\n"
                                 + _tail(worker.log_path, worker.log_offset))
-        if pending:
+        if queue_:
             self._start()
         return line, startup_failures
+
+
+class _Queue:
+    """The cases still to send: the halves of batches taken apart (sent first, each as it is) and
+    the fresh cases, sent in batches."""
+
+    def __init__(self, fresh: deque):
+        """``fresh``: the cases in the order given."""
+        self.fresh, self.halves = fresh, deque()
+
+    def __len__(self) -> int:
+        return len(self.fresh) + sum(len(h) for h in self.halves)
+
+    def split(self, batch: list[Any]) -> None:
+        """Queue ``batch`` again as two halves, ahead of everything else (first half first)."""
+        half = len(batch) // 2
+        self.halves.appendleft(list(batch[half:]))
+        self.halves.appendleft(list(batch[:half]))
+
+    def take(self, batch: int, jobs: int) -> list[Any]:
+        """The next batch: a queued half, else up to ``batch`` fresh cases, fewer near the end so
+        that the last ones spread over the ``jobs`` workers."""
+        if self.halves:
+            return self.halves.popleft()
+        size = min(batch, max(1, -(-len(self.fresh) // jobs)))
+        return [self.fresh.popleft() for _ in range(min(size, len(self.fresh)))]
 
 
 def describe_exit(code: int | None) -> str:

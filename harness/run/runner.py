@@ -41,7 +41,7 @@ from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.reference import execute
 
 from .artifacts import write_artifacts
-from .case_run import ArtifactPolicy, CaseConfig, load_mapper, run_case, severity
+from .case_run import ArtifactPolicy, CaseConfig, Memory, load_mapper, run_batch, severity
 from .pool import WorkerPool
 from .progress import Progress
 from .recheck import Recheck
@@ -57,6 +57,7 @@ class RunOptions:
     out_dir: str
     jobs: int = 1
     timeout: float = 120.0
+    batch: int = 1                 # cases sent to a worker at once, packed into shared sessions where they can be
     resume: bool = False
     overwrite: bool = False
     keep_worst: int = 5
@@ -125,13 +126,29 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
 
 def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
                  expectations: Expectations) -> RunResult:
-    """``run_cases``' work once the folder is this process's."""
+    """``run_cases``' work once the folder is this process's. The workers start first, so that
+    they start their EP while the run header is read (the installed wheels, the device)."""
+    config = replace(config, run_dir=os.path.abspath(options.out_dir))
+    pool = None
+    if options.jobs and cases:
+        pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
+                          extra_paths=options.extra_paths, batch=options.batch)
+        pool.start()
+    try:
+        return _run_started(cases, config, options, expectations, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expectations: Expectations,
+                 pool: WorkerPool | None) -> RunResult:
+    """``_run_claimed``'s work once its workers are starting (``pool``; None: in this process)."""
     header, done, fresh, notes = _open_run(cases, config, options)
     finished = {line["id"] for line in done}
     todo = [case for case in cases if case.id not in finished]
     if options.announce is not None:
         options.announce(len(todo), len(cases))
-    config = replace(config, run_dir=os.path.abspath(options.out_dir))
 
     lines = list(done)
     worst: list[float] = []  # min-heap of the keep_worst largest severities of passing cases
@@ -148,7 +165,7 @@ def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
     recheck = None if options.also_on is None else Recheck(
         config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
         env=options.env, extra_paths=options.extra_paths)
-    results = _execute(todo, config, options, policy_for)
+    results = _execute(todo, config, options, policy_for, pool)
     header_on_disk = not fresh
     with ResultsWriter(options.out_dir) as writer:
         try:  # a Ctrl-C once the header is on disk ends the file with an end line
@@ -311,17 +328,19 @@ def _keep_worst(worst: list[float], line: dict[str, Any], keep: int) -> None:
             heapq.heappop(worst)
 
 
-def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_for: Any) -> Iterator[dict[str, Any]]:
-    """Raw result lines of ``cases`` as they finish (worker processes, or this one with ``jobs=0``)."""
+def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_for: Any,
+             pool: WorkerPool | None) -> Iterator[dict[str, Any]]:
+    """Raw result lines of ``cases`` as they finish (``pool``'s worker processes, or this one when
+    it is None: ``jobs=0``), up to ``options.batch`` of them to a session."""
     if not cases:
         return
-    if options.jobs == 0:  # in-process: for debugging only, a crashing EP takes the run down
-        mapper = load_mapper(config.mapper)
-        for case in cases:
-            yield run_case(case, config, policy_for(case), mapper)
+    if pool is None:  # in-process: for debugging only, a crashing EP takes the run down
+        mapper, memory = load_mapper(config.mapper), Memory()
+        step = max(1, options.batch)
+        for start in range(0, len(cases), step):
+            yield from run_batch([(case, policy_for(case), mapper) for case in cases[start:start + step]], config,
+                                 memory=memory)
         return
-    pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
-                      extra_paths=options.extra_paths)
     yield from pool.run(cases, policy_for)
 
 

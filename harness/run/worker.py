@@ -1,24 +1,32 @@
-"""A worker process: runs cases one after another for ``harness.run.pool``, until its stdin closes.
+"""A worker process: runs batches of cases one after another for ``harness.run.pool``, until its stdin closes.
 
 Started as ``python -m ep_testbed.harness.run.worker`` with stdin and stdout as pipes and stderr as a log
 file. It reads length-prefixed pickled frames on stdin -- first a ``CaseConfig``, then
-``(case, ArtifactPolicy)`` per case -- and writes ``("ready", pid)``, then one
-``("result", line)`` per case. The frames go to a private duplicate of the original stdout;
+``("warm-up", model bytes, feeds)``, then one list of ``(case, ArtifactPolicy)`` pairs per
+batch -- and writes ``("ready", pid)``, then one ``("result", line)`` per case, as soon as that
+case is decided (``case_run.run_batch``: the cases of a batch that can share a session run in
+one). Before saying ready it starts the EP with an untimed session of the warm-up model
+(``case_run.warm_up``), so no case pays for the EP's start. The
+frames go to a private duplicate of the original stdout;
 file descriptor 1 itself is pointed at the log, so nothing ONNX Runtime or an EP prints
 (from Python or native code) can corrupt a frame. The parent reads the log back when the
 worker dies, so whatever was printed becomes part of the ``crash``/``timeout`` message.
-Before each case the worker prints ``--- case <id>`` to stderr. (No ``pass_fds`` or process
-groups are needed, so this works on Windows too.)
+Before each case the worker prints ``--- case <id>`` to stderr, and before each session of
+several cases ``--- session of N cases``. (No ``pass_fds`` or process groups are needed, so
+this works on Windows too.)
 
 Test hook (fault injection), read only here and only from the environment::
 
     EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>;perturb[:N]=<glob>"
 
-makes the worker, right before running a case whose id matches ``<glob>`` (fnmatch), call
-``os.abort()`` (SIGABRT; on Windows exit status 3), sleep forever, read an address in the
-never-mapped first page (SIGSEGV; on Windows STATUS_ACCESS_VIOLATION), ``os._exit(3)``, raise
-inside ``run_case``'s caller, or write junk to file descriptors 1 and 2 and go on (``noise``:
-what a chatty native library does). ``perturb`` runs the case normally but changes element
+makes the worker misbehave for a case whose id matches ``<glob>`` (fnmatch): right before the
+session that runs it (with whatever cases share that session: a fault planted inside a batch),
+call ``os.abort()`` (SIGABRT; on Windows exit status 3), sleep forever, read an address in the
+never-mapped first page (SIGSEGV; on Windows STATUS_ACCESS_VIOLATION) or ``os._exit(3)``; a
+case that runs no session (inexpressible, an error before its session) never gets there. Right
+before the case itself: raise inside ``run_batch``' caller (the case alone is an ``error``), or
+write junk to file descriptors 1 and 2 and go on (``noise``: what a chatty native library does).
+``perturb`` runs the case normally but changes element
 ``N`` (default 0, flat) of the first output the EP hands back, when that output has so many
 elements: a wrong answer that only outputs of more than ``N`` elements show, like a kernel bug
 past a tiling boundary. It exists so the tests can show that a crashing or hanging EP costs one
@@ -45,6 +53,8 @@ from typing import Any, BinaryIO, Callable
 
 FAULT_ENV = "EP_TESTBED_FAULT"
 FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise", "perturb")
+#: The faults acted out right before the session that runs the case (the others: before the case).
+SESSION_FAULTS = ("abort", "hang", "segfault", "exit")
 
 _HEADER = struct.Struct(">I")
 
@@ -90,10 +100,11 @@ def parse_faults(text: str) -> list[tuple[str, str]]:
     return faults
 
 
-def inject(faults: list[tuple[str, str]], case_id: str) -> None:
-    """Act out every fault whose glob matches ``case_id`` (module docstring); the crashing ones end the process."""
+def inject(faults: list[tuple[str, str]], case_id: str, actions: tuple[str, ...] = FAULT_ACTIONS) -> None:
+    """Act out every fault among ``actions`` whose glob matches ``case_id`` (module docstring);
+    the crashing ones end the process."""
     for action, pattern in faults:
-        if not fnmatch.fnmatchcase(case_id, pattern):
+        if action not in actions or not fnmatch.fnmatchcase(case_id, pattern):
             continue
         print(f"{FAULT_ENV}: injecting {action} for {case_id}", file=sys.stderr, flush=True)
         if action == "abort":
@@ -204,8 +215,10 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
     from .case_run import (  # after the fd juggling: its imports may print
+        Memory,
         load_mapper,
-        run_case,
+        run_batch,
+        warm_up,
     )
 
     config = read_frame(requests)
@@ -213,8 +226,11 @@ def main() -> int:
         return 0
     faults = parse_faults(os.environ.get(FAULT_ENV, ""))
     mapper = load_mapper(config.mapper)
-    import onnxruntime  # noqa: F401  (load it before the first case's clock starts)
-
+    warm = read_frame(requests)
+    if not (isinstance(warm, tuple) and len(warm) == 3 and warm[0] == "warm-up"):
+        return 0  # the pool always sends one; anything else is not a pool to serve
+    print(warm_up(config, warm[1], warm[2]), file=sys.stderr, flush=True)  # before "ready": no case's clock yet
+    memory = Memory()  # what packing learns on this EP, kept from one batch to the next
     write_frame(results, ("ready", os.getpid()))
     while True:
         try:
@@ -224,15 +240,44 @@ def main() -> int:
             continue
         if request is None:
             return 0
-        case, policy = request
+        serve(request, config, faults, mapper, results, functools.partial(run_batch, memory=memory))
+
+
+def serve(batch: list[tuple[Any, Any]], config: Any, faults: list[tuple[str, str]], mapper: Callable[..., Any],
+          results: BinaryIO, run_batch: Callable[..., Any]) -> None:
+    """Run one batch of ``(case, policy)`` pairs with ``run_batch`` (``case_run.run_batch``) and
+    write each case's ``("result", line)`` as it is decided; a case the harness could not finish
+    still gets a line (``error``)."""
+    answered: set[str] = set()
+
+    def emit(line: dict[str, Any]) -> None:
+        """Send one case's line to the pool."""
+        sys.stdout.flush()
+        answered.add(line["id"])
+        write_frame(results, ("result", line))
+
+    def before_session(cases: list[Any]) -> None:
+        """Say which cases share the next session, then act out their session faults."""
+        if len(cases) > 1:
+            print(f"--- session of {len(cases)} cases", file=sys.stderr, flush=True)
+        for case in cases:
+            inject(faults, case.id, SESSION_FAULTS)
+
+    chosen = []
+    for case, policy in batch:
         print(f"--- case {case.id}", file=sys.stderr, flush=True)
         try:
-            inject(faults, case.id)
-            line = run_case(case, config, policy, perturbing(faults, case.id, mapper))
+            inject(faults, case.id, ("raise", "noise"))
         except Exception as exc:
-            line = {"outcome": "error", "message": f"worker raised {type(exc).__name__}: {exc}"}
-        sys.stdout.flush()
-        write_frame(results, ("result", line))
+            emit({"id": case.id, "outcome": "error", "message": f"worker raised {type(exc).__name__}: {exc}"})
+            continue
+        chosen.append((case, policy, perturbing(faults, case.id, mapper)))
+    try:
+        run_batch(chosen, config, emit=emit, before_session=before_session)
+    except Exception as exc:  # run_batch guards every case; this is a last resort, never a lost case
+        for case, _, _ in chosen:
+            if case.id not in answered:
+                emit({"id": case.id, "outcome": "error", "message": f"worker raised {type(exc).__name__}: {exc}"})
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from ep_testbed.harness.pytest_plugin import (  # noqa: F401  (pytest finds hooks by name)
     catalog_params,
     pytest_addoption,
+    pytest_collection_finish,
     pytest_configure,
     pytest_unconfigure,
 )

@@ -241,17 +241,17 @@ def test_a_float16_coordinate_failure_is_named_as_such(monkeypatch):
     that float16 arithmetic explains it (the tensor-type bound holds)."""
     import low_precision_kernels as lp  # tests/reference
 
-    import ep_testbed.harness.run.case_run as case_run
+    import ep_testbed.harness.run.case_steps as case_steps
 
     inputs = detection_inputs(count=12, dtype=np.float16)
     desc = roi_align_desc(inputs["InputTensor"].shape, 12, dtype="FLOAT16")
     half = lp.roi_align(desc, inputs["InputTensor"], inputs["ROITensor"], np.zeros(12), ct=np.float16)
     reference = execute_with_bounds(desc, inputs)
-    prepared = case_run._Prepared(_Readback(half), inputs, {}, reference.outputs, [], [], reference)
+    prepared = case_steps.Prepared(_Readback(half), inputs, {}, reference.outputs, [], [], reference)
     line: dict[str, Any] = {}
     case = DetectionCase(tags={"dtype": "float16"})
     monkeypatch.setattr(DetectionCase, "desc", property(lambda self: desc))
-    assert case_run._judge(case, prepared, [half], CaseConfig(ep=resolve_ep("cpu")), line, {})
+    assert case_steps.judge(case, prepared, [half], CaseConfig(ep=resolve_ep("cpu")), line, {})
     assert line["outcome"] == "fail" and "computes coordinates, weights or sums in float16" in line["message"]
 
 

@@ -1,4 +1,5 @@
-"""Fault injection: a worker that aborts, segfaults, exits or hangs costs exactly its case.
+"""Fault injection: a worker that aborts, segfaults, exits or hangs costs exactly its case, also
+when the case shares its session with others (``--batch``: the batch is halved down to the case).
 
 Faults are injected through the documented test hook ``EP_TESTBED_FAULT`` (harness/run/worker.py),
 read only by worker processes. Every test checks that all other cases still ran and that no
@@ -22,11 +23,11 @@ from ep_testbed.harness.run.worker import FAULT_ENV, parse_faults
 CASES = [max_pool_case(f"max_pooling2/fault-{i}", seed=i) for i in range(6)]
 
 
-def _run(tmp_path, fault: str, jobs: int = 2, timeout: float = 60.0):
+def _run(tmp_path, fault: str, jobs: int = 2, timeout: float = 60.0, batch: int = 1):
     config = CaseConfig(ep=resolve_ep("cpu"), mapper=MAPPER)
     env = dict(os.environ, **{FAULT_ENV: fault})
     options = RunOptions(out_dir=str(tmp_path / "run"), jobs=jobs, timeout=timeout, env=env, extra_paths=(HERE,),
-                         progress=False)
+                         progress=False, batch=batch)
     result = run_cases(CASES, config, options)
     header, lines, end = read_run(str(tmp_path / "run"))
     return result, {line["id"]: line for line in lines}, end
@@ -50,6 +51,38 @@ def test_a_worker_killed_by_a_signal_costs_one_case(tmp_path, action, signal_nam
     assert crash["flags"]  # filled in by the parent, the worker could not
     assert all(lines[c.id]["outcome"] == "pass" for c in CASES if c.id != "max_pooling2/fault-2")
     assert end["counts"]["crash"] == 1 and end["interrupted"] is False
+
+
+@pytest.mark.parametrize("action, signal_name", sorted(DEATHS.items()))
+def test_a_crash_planted_inside_a_batch_costs_exactly_its_case(tmp_path, action, signal_name):
+    """All six cases go to one worker as one batch, to run in one session; the case whose session
+    crashes the worker is found by halving, and every other case still shares a session."""
+    result, lines, end = _run(tmp_path, f"{action}=*-3", jobs=1, batch=6)
+    assert sorted(lines) == sorted(c.id for c in CASES) and len(result.lines) == len(CASES)  # none lost, none twice
+    crash = lines["max_pooling2/fault-3"]
+    assert crash["outcome"] == "crash" and signal_name in crash["message"]
+    assert f"injecting {action} for max_pooling2/fault-3" in crash["message"]
+    assert "--- session of" not in crash["message"].split("Output:", 1)[1]  # it crashed alone: its own output
+    others = [lines[c.id] for c in CASES if c.id != "max_pooling2/fault-3"]
+    assert all(line["outcome"] == "pass" for line in others)
+    assert max(line["timings"]["shared_by"] for line in others) > 1
+    assert end["counts"]["crash"] == 1
+
+
+def test_a_hang_planted_inside_a_batch_times_out_only_its_case(tmp_path):
+    start = time.monotonic()
+    _, lines, _ = _run(tmp_path, "hang=*-1", jobs=2, timeout=3.0, batch=4)
+    assert time.monotonic() - start < 60  # a batch with no answer for 3 s is halved, not waited on
+    hung = lines["max_pooling2/fault-1"]
+    assert hung["outcome"] == "timeout" and "no result after 3 s" in hung["message"]
+    assert [lines[c.id]["outcome"] for c in CASES].count("pass") == 5
+
+
+def test_an_exception_planted_inside_a_batch_is_that_case_error(tmp_path):
+    _, lines, _ = _run(tmp_path, "raise=*-4", jobs=1, batch=6)
+    assert lines["max_pooling2/fault-4"]["outcome"] == "error"
+    assert [lines[c.id]["outcome"] for c in CASES].count("pass") == 5
+    assert {lines[c.id]["timings"]["shared_by"] for c in CASES if c.id != "max_pooling2/fault-4"} == {5}
 
 
 def test_several_crashes_in_a_row_each_get_a_fresh_worker(tmp_path):

@@ -35,12 +35,17 @@ RAN = ("pass", "tie-only", "fail", "known", "fixed")
 pytestmark = pytest.mark.slow
 
 
+def _catalog(out, batch=1):
+    """The catalog on the OpenVINO EP, up to ``batch`` cases a session: lines by id, and the result."""
+    result = run_cases(build_catalog(), CaseConfig(ep=resolve_ep("openvino")),
+                       RunOptions(out_dir=str(out), jobs=2, timeout=120, progress=False, batch=batch),
+                       expectations.for_ep("openvino"))
+    return {line["id"]: line for line in result.lines}, result
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("openvino")
-    result = run_cases(build_catalog(), CaseConfig(ep=resolve_ep("openvino")),
-                       RunOptions(out_dir=str(out), jobs=2, timeout=120, progress=False), expectations.for_ep("openvino"))
-    return {line["id"]: line for line in result.lines}, result
+    return _catalog(tmp_path_factory.mktemp("openvino"))
 
 
 def _op_node(line, op_type):
@@ -111,3 +116,20 @@ def test_every_compared_case_ran_wholly_on_openvino(run):
             assert any(p != OV for p in line["placement"].values()) or "diagnostic" in line["message"], line["id"]
         assert line["outcome"] not in ("crash", "timeout"), (line["id"], line["message"])
         assert not line["message"].startswith("harness raised"), (line["id"], line["message"])
+
+
+def test_the_catalog_has_the_same_outcomes_batched(run, tmp_path):
+    """Eight cases a session: every case ends the same. What may differ is how a RoiAlign or
+    MaxPool got onto the EP: OpenVINO takes a one-node operator inside a model it takes whole and
+    declines it where it takes only part of the model, so a case needs its carrier node in
+    another session than alone (the placement names the carrier, the message says so)."""
+    lines, _ = run
+    batched, result = _catalog(tmp_path / "batched", batch=8)
+    assert {i: l["outcome"] for i, l in batched.items()} == {i: l["outcome"] for i, l in lines.items()}
+    assert max(line["timings"]["shared_by"] for line in batched.values()) > 1
+    for case_id, line in batched.items():
+        alone = lines[case_id]
+        assert line["placement"].get("RoiAlign") == alone["placement"].get("RoiAlign"), case_id
+        assert line["errors"] == alone["errors"] and line["mismatches"] == alone["mismatches"], case_id
+        if line["outcome"] not in ("pass", "tie-only"):  # a failure is the line of the case's own session
+            assert line == {**alone, "duration_s": line["duration_s"], "timings": line["timings"]}, case_id

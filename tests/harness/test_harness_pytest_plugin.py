@@ -57,12 +57,14 @@ def test_a_known_divergence_that_passes_fails_the_suite(tmp_path):
     assert p.returncode == 1 and "XPASS(strict)" in p.stdout
 
 
-def test_a_crash_and_a_hang_fail_only_their_own_tests():
+@pytest.mark.parametrize("batch", ["1", "4"])
+def test_a_crash_and_a_hang_fail_only_their_own_tests(batch):
+    """Alone, and with --batch 4, where the four cases run ahead together with the first test."""
     ids = sorted(c.id for c in build_catalog(["roi_pooling"]) if c.id.startswith("roi_pooling/grid-fp32"))[:4]
     env = dict(os.environ, EP_TESTBED_FAULT=f"abort={ids[0]};hang={ids[1]}")
     selection = " or ".join(f"[{i}]" for i in ids)
     p = subprocess.run([sys.executable, "-m", "pytest", "tests/conformance", "-p", "no:cacheprovider", "--ops",
-                        "roi_pooling", "--case-timeout", "3", "-k", selection, "-q"],
+                        "roi_pooling", "--case-timeout", "3", "-k", selection, "-q", "--batch", batch],
                        capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
     tail = p.stdout.splitlines()[-1]
     assert "2 failed, 2 passed" in tail, p.stdout[-3000:]
@@ -95,3 +97,14 @@ def test_bad_shared_options_are_one_usage_error(tmp_path):
         p = pytest_run(*args, "--co", "-q")
         assert p.returncode == 4, p.stdout[-2000:] + p.stderr[-2000:]
         assert words in p.stderr and "Traceback" not in p.stderr + p.stdout
+
+
+def test_batched_tests_read_the_same_outcomes(tmp_path):
+    """--batch 8: each test reads its case's line, run ahead with others in shared sessions."""
+    reports = {}
+    for batch in ("1", "8"):
+        junit = tmp_path / f"junit-{batch}.xml"
+        p = pytest_run("--ops", "max_pooling2", "--batch", batch, f"--junitxml={junit}", "-q")
+        assert p.returncode in (0, 1), p.stdout[-2000:]
+        reports[batch] = {t.attrib["name"]: [c.tag for c in t] for t in ET.parse(junit).getroot().iter("testcase")}
+    assert len(reports["1"]) == len(build_catalog(["max_pooling2"])) and reports["1"] == reports["8"]

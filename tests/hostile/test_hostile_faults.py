@@ -24,7 +24,7 @@ from ep_testbed.harness.run.worker import FAULT_ENV
 pytestmark = pytest.mark.slow  # every test here runs ep-testbed commands: -m "not slow" skips them
 
 IDS = [c.id for c in build_catalog(["max_pooling2"]) if "/grid-" in c.id][:6]
-VOLATILE = {"duration_s", "placement_source", "message"}
+VOLATILE = {"duration_s", "timings", "placement_source", "message"}
 
 
 def _argv(out):

@@ -119,7 +119,12 @@ class WineDmlAdapter:
             names = [n.name for n in model.graph.node]
             placement, evidence = placement_mod.placement_evidence(run.profile_events, names, run.assignment)
             result.placement = {n: placement[n] for n in names if n in placement}
+            result.evidence, result.placement_note = evidence, run.profile_note
             result.placement_source = placement_mod.describe_evidence(evidence, run.profile_note)
+        # as the host timed them: its DirectML device (when made per session) and the session's build,
+        # then the run and the read-back
+        result.build_s = run.options_seconds + run.build_seconds
+        result.run_s = run.run_seconds + run.finish_seconds
         return result
 
     def _request(self, model_bytes: bytes, feeds: Mapping[str, np.ndarray], settings: SessionSettings,

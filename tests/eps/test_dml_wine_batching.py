@@ -1,0 +1,64 @@
+"""The catalog on the real DirectML EP under Wine (``--ep dml-wine``), alone and sixteen cases a
+session: the same outcome for every case, fewer sessions, and a worker that starts its DirectML
+host before its first case is timed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from dml_wine_kit import needs_host
+
+from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.harness.core import expectations
+from ep_testbed.harness.eps.adapters import resolve
+from ep_testbed.harness.run.case_run import CaseConfig
+from ep_testbed.harness.run.runner import RunOptions, run_cases
+
+pytestmark = pytest.mark.slow
+
+#: DirectML's and vkd3d's messages name the thread and count exceptions: not part of a verdict.
+RUNNING_NUMBERS = re.compile(r"Exception\(\d+\) tid\([0-9a-f]+\)|vkd3d:[0-9a-f]+:")
+
+
+def _catalog(out, batch):
+    options = RunOptions(out_dir=str(out), jobs=2, timeout=300, progress=False, keep_worst=0, batch=batch)
+    ep = resolve("dml-wine")
+    result = run_cases(build_catalog(), CaseConfig(ep=ep), options, expectations.for_ep(ep.alias, ep))
+    return {line["id"]: line for line in result.lines}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    needs_host()
+    root = tmp_path_factory.mktemp("dml-wine-batching")
+    return _catalog(root / "alone", 1), _catalog(root / "shared", 16)
+
+
+def test_the_catalog_has_the_same_outcomes_and_lines_batched(runs):
+    alone, shared = runs
+    assert sorted(alone) == sorted(shared)
+    assert {i: l["outcome"] for i, l in shared.items()} == {i: l["outcome"] for i, l in alone.items()}
+    assert max(line["timings"]["shared_by"] for line in shared.values()) > 1
+
+    def steady(line):
+        kept = {k: v for k, v in line.items() if k not in ("duration_s", "timings")}
+        return RUNNING_NUMBERS.sub("#", repr(kept))
+
+    assert [i for i in alone if steady(alone[i]) != steady(shared[i])] == []
+
+
+def test_batching_spends_less_session_time(runs):
+    alone, shared = runs
+
+    def session_s(lines):
+        return sum(line["timings"]["build_s"] + line["timings"]["run_s"] for line in lines.values())
+
+    assert session_s(shared) < session_s(alone)
+
+
+def test_no_case_pays_for_starting_the_directml_host(runs):
+    """Starting a host (Xvfb, Wine, Direct3D 12, DirectML) takes over a second here; every worker
+    does it in its warm-up session, before its first case is sent."""
+    alone, _ = runs
+    assert max(line["duration_s"] for line in alone.values()) < 1.0

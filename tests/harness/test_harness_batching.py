@@ -1,0 +1,119 @@
+"""``--batch``: the catalog's results lines are the same whether cases share sessions or not
+(apart from timings), batches survive Ctrl-C and resume like single cases, and every worker
+starts its EP before its first case (the warm-up session)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.harness.core import expectations
+from ep_testbed.harness.core.results import dumps, read_run
+from ep_testbed.harness.eps.providers import EpSpec, resolve_ep
+from ep_testbed.harness.run.case_run import CaseConfig, warm_up
+from ep_testbed.harness.run.pool import WorkerPool, _Queue
+from ep_testbed.harness.run.runner import RunOptions, run_cases
+from ep_testbed.harness.run.worker import FAULT_ENV
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: What may differ between a case run alone and the same case in a shared session: its timings.
+TIMINGS = ("duration_s", "timings")
+
+
+def _catalog_lines(out, batch: int) -> dict[str, str]:
+    """Each catalog line on the CPU EP as written to results.jsonl, without its timings, by id.
+    No passing case folders (``keep_worst=0``): which passing cases are among the five worst so
+    far depends on the order cases finish in, which two workers never fix, batched or not."""
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    options = RunOptions(out_dir=str(out), jobs=2, timeout=120, progress=False, keep_worst=0, batch=batch, env=env)
+    run_cases(build_catalog(), CaseConfig(ep=resolve_ep("cpu")), options, expectations.for_ep("cpu"))
+    _, lines, _ = read_run(str(out))
+    return {line["id"]: line for line in lines}
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batching")
+    return _catalog_lines(root / "alone", 1), _catalog_lines(root / "shared", 8)
+
+
+def test_the_catalog_gives_the_same_lines_batched_and_unbatched_on_the_cpu_ep(catalog):
+    alone, shared = catalog
+    assert sorted(alone) == sorted(shared) == sorted(c.id for c in build_catalog())
+
+    def without_timings(line):
+        return dumps({k: v for k, v in line.items() if k not in TIMINGS})
+
+    differing = [case_id for case_id in alone if without_timings(alone[case_id]) != without_timings(shared[case_id])]
+    assert differing == [], differing[:5]
+
+
+def test_batched_cases_really_shared_sessions(catalog):
+    alone, shared = catalog
+    assert {line["timings"]["shared_by"] for line in alone.values()} == {1}
+    sharing = Counter(line["timings"]["shared_by"] for line in shared.values())
+    assert sum(n for size, n in sharing.items() if size > 1) > len(shared) // 2, sharing
+    assert max(sharing) <= 8
+
+
+def test_the_queue_sends_halves_first_and_spreads_the_last_cases():
+    queue = _Queue(__import__("collections").deque(range(20)))
+    assert queue.take(8, 2) == list(range(8))
+    queue.split([100, 101, 102])
+    assert queue.take(8, 2) == [100] and queue.take(8, 2) == [101, 102]  # halves first, each as it is
+    assert queue.take(8, 2) == list(range(8, 14))  # 12 left for 2 workers: 6 each, not 8 and 4
+    assert len(queue) == 6
+
+
+def test_ctrl_c_inside_a_batch_loses_nothing_and_resume_runs_only_the_rest(tmp_path):
+    """The second batch of four hangs: Ctrl-C keeps the first four lines; resume runs the other eight."""
+    ids = [c.id for c in build_catalog(["max_pooling2"]) if "/grid-" in c.id][:12]
+    argv = ["run", "--ops", "max_pooling2", "-k", ",".join(ids), "--jobs", "1", "--batch", "4",
+            "--out", str(tmp_path / "r")]
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.cli", *argv, "--timeout", "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**env, FAULT_ENV: f"hang={ids[5]}"})
+    results = tmp_path / "r" / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (results.exists() and results.read_text().count('"type": "case"') >= 4):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    before = [line for line in results.read_text().splitlines() if '"type": "case"' in line]
+    assert len(before) == 4  # the first batch; the second has no answer while its session hangs
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    resumed = subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", *argv, "--resume"], capture_output=True,
+                             text=True, cwd=ROOT, env=env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "8 cases run" in resumed.stdout
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    case_ids = [r["id"] for r in records if r["type"] == "case"]
+    assert sorted(case_ids) == sorted(ids)  # every case once: nothing lost, nothing twice
+    assert [line for line in results.read_text().splitlines() if '"type": "case"' in line][:4] == before
+
+
+def test_a_worker_starts_the_ep_before_its_first_case(tmp_path):
+    pool = WorkerPool(CaseConfig(ep=resolve_ep("cpu")), 1, 60)
+    try:
+        line = pool.run_one(build_catalog(["max_pooling2"])[0])
+        assert line["outcome"] == "pass"
+        log = open(pool._workers[0].log_path, encoding="utf-8").read()
+        assert "warm-up session on CPUExecutionProvider" in log
+        assert log.index("warm-up session") < log.index("--- case")  # before the first case was sent
+    finally:
+        pool.close()
+
+
+def test_a_warm_up_that_fails_says_so_and_leaves_the_cases_to_report_it():
+    text = warm_up(CaseConfig(ep=EpSpec("NoSuchExecutionProvider", "nosuch")))
+    assert text.startswith("warm-up session failed after ") and "NoSuchExecutionProvider" in text
