@@ -43,6 +43,9 @@ def merge_command(args: argparse.Namespace) -> int:
         _, lines = merge_runs(args.runs, args.out, args.allow_partial, args.command_line, args.allow_mixed)
     except MergeError as exc:
         return usage_error(str(exc))
+    except OSError as exc:  # a full disk: results.jsonl is whole or absent (core.atomic_files)
+        return usage_error(f"merge: writing into {args.out} failed ({exc.strerror or exc}); the runs given are "
+                           "untouched and no results.jsonl was left half-written.\nNote: make room, then merge again")
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(lines, failing)
     print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")

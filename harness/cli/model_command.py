@@ -137,7 +137,7 @@ def demo_command(args: argparse.Namespace) -> int:
     except FolderBusy as exc:
         return _error(str(exc))
     started = time.perf_counter()
-    paths = write_demo_models(out / "models", seed=0)
+    paths = write_demo_models(out / "models", seed=0, write=write_output)
     codes, outcomes = [], []
     for name, path in paths.items():
         shapes = [f"{k}={v}" for k, v in DEMO_SHAPES.get(name, {}).items()]

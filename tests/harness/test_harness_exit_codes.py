@@ -215,7 +215,7 @@ def test_a_run_whose_report_cannot_be_written_exits_2_keeping_its_results(capsys
     assert (out / "report.html").exists()
 
 
-def test_report_and_diff_on_a_full_disk_exit_2_and_leave_the_old_files(runs, capsys, tmp_path, monkeypatch):
+def test_report_diff_and_merge_on_a_full_disk_exit_2_and_leave_no_torn_file(runs, capsys, tmp_path, monkeypatch):
     before = (runs["good"] / "report.html").read_bytes()
     _no_space(monkeypatch)
     code, _, err = ep_testbed(capsys, "report", str(runs["good"]))
@@ -224,6 +224,9 @@ def test_report_and_diff_on_a_full_disk_exit_2_and_leave_the_old_files(runs, cap
     code, _, err = ep_testbed(capsys, "diff", str(runs["good"]), str(runs["good"]), "--out", str(tmp_path / "d"))
     assert code == USAGE and "No space left" in err
     assert not (tmp_path / "d" / "diff.html").exists() and _leftovers(tmp_path) == []
+    code, _, err = ep_testbed(capsys, "merge", str(runs["bad"]), "--out", str(tmp_path / "m"))
+    assert code == USAGE and "no results.jsonl was left half-written" in err
+    assert not (tmp_path / "m" / "results.jsonl").exists() and _leftovers(tmp_path) == []
 
 
 def test_an_atomic_file_replaces_a_planted_link_and_never_writes_through_it(tmp_path):
