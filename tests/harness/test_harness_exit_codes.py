@@ -106,6 +106,27 @@ def test_merge_exit_codes(runs, capsys, tmp_path):
     assert code == USAGE, err
 
 
+@pytest.mark.slow
+def test_fuzz_and_model_run_reach_0_and_1(capsys, tmp_path, monkeypatch):
+    """A replayed fuzz case that passes / that a planted wrong element fails (the workers' fault
+    hook); a demo model whose operators pass / whose EP crashes the process running it."""
+    from ep_testbed.graphs.models import write_demo_models
+    from ep_testbed.harness.models.isolation import FAULT_ENV as MODEL_FAULT_ENV
+    from ep_testbed.harness.run.worker import FAULT_ENV
+
+    replay = ["fuzz", "--ep", "cpu", "--replay", "max_pooling2/fuzz-s0-b0-000", "--shrink", "none", "--jobs", "1"]
+    assert ep_testbed(capsys, *replay, "--out", str(tmp_path / "f0"))[0] == OK
+    monkeypatch.setenv(FAULT_ENV, "perturb=*")
+    assert ep_testbed(capsys, *replay, "--out", str(tmp_path / "f1"))[0] == FAILED
+    monkeypatch.delenv(FAULT_ENV)
+    model = write_demo_models(tmp_path / "models")["resnet_stem"]
+    assert ep_testbed(capsys, "model", "run", str(model), "--ep", "cpu", "--in-process", "--out",
+                      str(tmp_path / "m0"))[0] == OK
+    monkeypatch.setenv(MODEL_FAULT_ENV, "abort=resnet_stem*")
+    code, _, err = ep_testbed(capsys, "model", "run", str(model), "--ep", "cpu", "--out", str(tmp_path / "m1"))
+    assert code == FAILED and "crash" in err
+
+
 @pytest.mark.parametrize("argv, code", [
     (["report", "{good}"], OK), (["report", "{missing}"], USAGE),
     (["ci-summary", "{bad}"], OK), (["ci-summary", "{missing}"], USAGE),
