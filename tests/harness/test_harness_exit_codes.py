@@ -65,15 +65,18 @@ def test_the_codes_are_one_list_and_the_readme_tables_it():
 
 
 def test_no_bare_integer_exit_code_is_left_in_the_cli():
-    """Every ``return`` of a CLI handler that is a literal integer, and every ``sys.exit(N)``, is a
-    name of ``core.exit_codes`` instead (the one list)."""
+    """No ``return N`` of a literal integer anywhere in the CLI (a handler's ``return A if .. else B``
+    included), and no ``sys.exit(N)``: each is a name of ``core.exit_codes`` (the one list)."""
     bare = []
     for path in sorted((ROOT / "harness" / "cli").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Constant) \
+                    and type(node.value.value) is int:
+                bare.append(f"{path.name}:{node.lineno}")
             if isinstance(node, ast.FunctionDef) and node.name.endswith("_command"):
                 for inner in ast.walk(node):
-                    if isinstance(inner, ast.Return) and isinstance(inner.value, ast.Constant) \
-                            and isinstance(inner.value.value, int):
+                    if isinstance(inner, ast.Return) and isinstance(inner.value, ast.IfExp) and any(
+                            isinstance(b, ast.Constant) for b in (inner.value.body, inner.value.orelse)):
                         bare.append(f"{path.name}:{inner.lineno}")
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "exit" and node.args \
                     and isinstance(node.args[0], ast.Constant):
