@@ -16,9 +16,9 @@ a command reads goes through that module); a ``DescError`` (a desc the DML page 
 exit code 2 with one message. Bad usage that argparse catches exits 2 with argparse's message.
 ``main`` is also the one top-level guard of ``core.exit_codes``: Ctrl-C or SIGTERM that reaches it
 is one line and exit 130 / 143, and any other exception is an internal error, one line naming it
-and where to report it, exit 70 (the traceback too with ``EP_TESTBED_DEBUG=1``). Python-API seams that are not flags (another
-case catalog or mapper for ``run``) are keyword arguments of the handler itself: see
-``cli.run.run_command``.
+and where to report it, exit 70 (the traceback too with ``EP_TESTBED_DEBUG=1``). Python-API
+seams that are not flags (another case catalog or mapper for ``run``) are keyword arguments of
+the handler itself: see ``cli.run.run_command``.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "; what had finished is kept", file=sys.stderr)
         return code
     except MemoryError:
-        return usage_error("this machine ran out of memory. Note: try a smaller case, lower --limit caps, "
+        return usage_error("this machine ran out of memory.\nNote: try a smaller case, lower --limit caps, "
                            "fewer --jobs, or a machine with more memory")
     except Exception as exc:  # the guard: anything unexpected is ep-testbed's own bug, never exit 0 or 1
         return internal_error(exc)

@@ -78,6 +78,6 @@ def internal_error(exc: BaseException, doing: str = "") -> int:
     where = f" at {os.path.basename(ours[-1].filename)}:{ours[-1].lineno} ({ours[-1].name})" if ours else ""
     hint = "" if exit_codes.debug_enabled() else f"; rerun with {exit_codes.DEBUG_ENV}=1 for the traceback"
     print(f"{PROG}: internal error{' ' + doing if doing else ''}: {type(exc).__name__}: "
-          f"{safe_message(str(exc))[:500]}{where}. This is a bug in ep-testbed, not in your input: please report it "
+          f"{safe_message(' '.join(str(exc).split()))[:500]}{where}. This is a bug in ep-testbed, not in your input: please report it "
           f"to the ep-testbed maintainers (your project's issue tracker) with the command line{hint}", file=sys.stderr)
     return exit_codes.INTERNAL
