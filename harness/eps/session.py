@@ -121,6 +121,7 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
 #: ``2026-11-25 18:54:20.489586190 [W:onnxruntime:Default, file.cc:247 Function] message``, a reset.
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ORT_LOG = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+ \[([VIWEF]):onnxruntime:[^,\]]*, ([^\] ]+)[^\]]*\] ?(.*)$")
+_THROWN = re.compile(r"^(?:\S*/)?([\w.]+\.(?:cc|cpp|h):\d+) [^\[]*(\[.*)$")
 _LEVELS = {"V": "verbose", "I": "info", "W": "warning", "E": "error", "F": "fatal"}
 
 
@@ -134,7 +135,14 @@ def native_log_lines(text: str) -> list[str]:
         if not raw:
             continue
         match = _ORT_LOG.match(raw)
-        lines.append(f"{_LEVELS[match.group(1)]} ({match.group(2)}): {match.group(3).strip()}" if match else raw)
+        if not match:
+            lines.append(raw)
+            continue
+        where, message = match.group(2), match.group(3).strip()
+        thrown = _THROWN.match(message)  # an exception's own "path/file.cc:252 signature [ERROR] text"
+        if thrown:
+            where, message = thrown.group(1), thrown.group(2)
+        lines.append(f"{_LEVELS[match.group(1)]} ({where}): {message}")
     return lines
 
 

@@ -329,7 +329,10 @@ OPENVINO_SAID = (
     "ParseProviderInfo] [OpenVINO] The options 'device_id' is deprecated. Upgrade to set deice_type and precision "
     "session options.\n\x1b[m\n"
     "\x1b[1;31m2026-11-25 18:54:20.495173601 [E:onnxruntime:Default, provider_bridge_ort.cc:2310 Create] "
-    "[ERROR] [OpenVINO] Unsupported device_id is selected. Select from available options.\n\x1b[m\n")
+    "/onnxruntime/onnxruntime/core/providers/openvino/openvino_provider_factory.cc:252 void "
+    "onnxruntime::openvino_ep::ParseProviderInfo(const onnxruntime::ProviderOptions&, const "
+    "onnxruntime::ConfigOptions*, ProviderInfo&) [ERROR] [OpenVINO] Unsupported device_id is selected. Select from "
+    "available options.\n\x1b[m\n")
 
 
 def test_onnx_runtime_log_records_become_one_clean_line_each():
@@ -338,8 +341,8 @@ def test_onnx_runtime_log_records_become_one_clean_line_each():
     assert native_log_lines(OPENVINO_SAID) == [
         "warning (openvino_provider_factory.cc:247): [OpenVINO] The options 'device_id' is deprecated. Upgrade to "
         "set deice_type and precision session options.",
-        "error (provider_bridge_ort.cc:2310): [ERROR] [OpenVINO] Unsupported device_id is selected. Select from "
-        "available options."]
+        "error (openvino_provider_factory.cc:252): [ERROR] [OpenVINO] Unsupported device_id is selected. Select "
+        "from available options."]
 
 
 def test_what_onnx_runtime_writes_to_the_native_stderr_is_caught_and_cleaned(capfd):
