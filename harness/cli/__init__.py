@@ -12,13 +12,14 @@ mechanism to keep in step).
 namespace as ``args.command_line``: the rerun command recorded in results headers) and runs the
 handler under the ``--limit`` caps every command takes (``harness.core.untrusted_files``: every file
 a command reads goes through that module); a ``DescError`` (a desc the DML page refuses), a
-``FileRefused`` (a file the module will not read as asked) or another unreadable file becomes
-exit code 2 with one message. Bad usage that argparse catches exits 2 with argparse's message.
-``main`` is also the one top-level guard of ``core.exit_codes``: Ctrl-C or SIGTERM that reaches it
-is one line and exit 130 / 143, and any other exception is an internal error, one line naming it
-and where to report it, exit 70 (the traceback too with ``EP_TESTBED_DEBUG=1``). Python-API
-seams that are not flags (another case catalog or mapper for ``run``) are keyword arguments of
-the handler itself: see ``cli.run.run_command``.
+``FileRefused`` (a file the module will not read as asked), another unreadable file or a
+``MemoryError`` (an input that outgrew the machine: ``harness.core.memory``) becomes exit code 2
+with one message. Bad usage that argparse catches exits 2 with argparse's message. ``main`` is
+also the one top-level guard of ``core.exit_codes``: Ctrl-C or SIGTERM that reaches it is one line
+and exit 130 / 143, and any other exception is an internal error, one line naming it and where to
+report it, exit 70 (the traceback too with ``EP_TESTBED_DEBUG=1``). Python-API seams that are not
+flags (another case catalog or mapper for ``run``) are keyword arguments of the handler itself:
+see ``cli.run.run_command``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import sys
 from typing import Sequence
 
 from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
@@ -101,9 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted by {'SIGTERM' if code == exit_codes.TERMINATED else 'Ctrl-C (SIGINT)'}"
               "; what had finished is kept", file=sys.stderr)
         return code
-    except MemoryError:
-        return usage_error("this machine ran out of memory.\nNote: try a smaller case, lower --limit caps, "
-                           "fewer --jobs, or a machine with more memory")
+    except MemoryError:  # past the handler's own guard (parsing the command line): still exit 2
+        return usage_error(shortage_message("this command", None))
     except Exception as exc:  # the guard: anything unexpected is ep-testbed's own bug, never exit 0 or 1
         return internal_error(exc)
     finally:
@@ -133,3 +134,5 @@ def _main(argv: Sequence[str] | None) -> int:
                            "ep-testbed into the environment that holds your onnxruntime wheel")
     except (OSError, json.JSONDecodeError) as exc:
         return usage_error(str(exc))
+    except MemoryError:  # an input that outgrew the machine where no estimate caught it first: never 0 or 1
+        return usage_error(shortage_message(f"`{args.command_line}`", None))

@@ -9,8 +9,9 @@ import traceback
 from typing import Any, Sequence
 
 from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.terminal import safe_message
-from ep_testbed.harness.core.untrusted_files import FileRefused
+from ep_testbed.harness.core.untrusted_files import FileRefused, OutOfMemory
 from ep_testbed.harness.run.summary import problems, table
 from ep_testbed.reports import render_all
 
@@ -44,27 +45,36 @@ def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str]) -> None:
 
 def render_report(run_dir: str) -> int:
     """Write report.html, junit.xml and summary.json into the run folder and print their paths;
-    return ``exit_codes.OK``, ``USAGE`` when a file cannot be written (a full disk: each file is
-    whole or absent, ``core.atomic_files``) or ``INTERNAL`` for a bug in the reports, each with one
-    message saying that results.jsonl is kept and how to finish (``ep-testbed report RUN_DIR``)."""
+    return ``exit_codes.OK``, else ``USAGE`` when a file cannot be written (a full disk: each file
+    is whole or absent, ``core.atomic_files``) or rendering ran out of memory, or ``INTERNAL`` for
+    a bug in the reports, each with one message saying that results.jsonl is kept and how to
+    finish (``ep-testbed report RUN_DIR``): a run whose report is missing never exits 0 or 1."""
     finish = f"\nNote: results.jsonl is kept whole; finish with: {PROG} report {shlex.quote(str(run_dir))}"
+    refused = None
     try:
         for kind, path in render_all(run_dir).items():
             print(f"{kind}: {path}")
+    except OutOfMemory as exc:  # the results file alone would not fit
+        refused = str(exc)
+    except MemoryError:
+        pass  # out of the handler first, so what rendering held is freed before the message
     except (OSError, FileRefused) as exc:
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         print(f"{PROG}: writing the report into {safe_message(str(run_dir))} failed ({safe_message(problem)}); "
               f"no report file is left half-written{finish} (after making room)", file=sys.stderr)
         return exit_codes.USAGE
-    except MemoryError:
-        print(f"{PROG}: rendering the report ran out of memory{finish} on a machine with more memory",
-              file=sys.stderr)
-        return exit_codes.USAGE
     except Exception as exc:  # a bug in the reports: its own code, never the run's 0 or 1
         code = internal_error(exc, "rendering the report")
         print(finish.strip(), file=sys.stderr)
         return code
-    return exit_codes.OK
+    else:
+        return exit_codes.OK
+    message = refused or shortage_message(f"rendering the report of {run_dir}", None)
+    problem, _, note = message.partition("\nNote: ")
+    print(f"{PROG}: the report of {run_dir} was not rendered (its results.jsonl is complete and kept): "
+          f"{safe_message(problem)}\nNote: finish it with `{PROG} report {shlex.quote(run_dir)}` where there is more "
+          f"memory; or {safe_message(note.removeprefix('try '))}", file=sys.stderr)
+    return exit_codes.USAGE
 
 
 def internal_error(exc: BaseException, doing: str = "") -> int:

@@ -49,4 +49,6 @@ def merge_command(args: argparse.Namespace) -> int:
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(lines, failing)
     print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")
-    return exit_codes.with_artifacts(exit_code(count_outcomes(lines), failing), render_report(args.out))
+    counts = count_outcomes(lines)
+    del lines  # the report reads the merged file again: leave it the memory
+    return exit_codes.with_artifacts(exit_code(counts, failing), render_report(args.out))

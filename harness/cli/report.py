@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.reports import (
     ResultsError,
@@ -38,7 +39,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 
 
 def report_command(args: argparse.Namespace) -> int:
-    """Write the three report files into ``args.run_dir``; print their paths; 0, or 2 on unreadable results."""
+    """Write the three report files into ``args.run_dir``; print their paths; 0, or 2 on unreadable
+    results or a report that outgrows this machine's memory."""
     try:
         for bad in load_run(args.run_dir).unreadable:
             what = "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason)}"
@@ -49,11 +51,17 @@ def report_command(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         print(f"ep-testbed report: {safe_message(exc)}", file=sys.stderr)
         return exit_codes.USAGE
+    except MemoryError:
+        pass  # out of the handler first, so what rendering held is freed before the message
     except OSError as exc:  # a full disk, a read-only folder: each file is whole or absent (core.atomic_files)
         print(f"ep-testbed report: writing into {safe_message(str(args.run_dir))} failed ({exc.strerror or exc}); "
               f"results.jsonl is untouched and no report file is left half-written.\nNote: make room, then run "
               f"ep-testbed report {safe_message(str(args.run_dir))} again", file=sys.stderr)
         return exit_codes.USAGE
-    for path in paths:
-        print(f"wrote {path}")
-    return exit_codes.OK
+    else:
+        for path in paths:
+            print(f"wrote {path}")
+        return exit_codes.OK
+    message = shortage_message(f"rendering the report of {args.run_dir}", None)
+    print(f"ep-testbed report: {safe_message(message)}", file=sys.stderr)
+    return exit_codes.USAGE
