@@ -115,3 +115,24 @@ def test_uint64_beyond_2_pow_53_collides_in_float64():
     assert [f.kind for f in mapping.input_flags(tensors)] == ["inexpressible"]
     assert expected["OutputTensor"].item() == 2**64 - 1 and expected["OutputIndicesTensor"].item() == 1
     assert actual["OutputIndicesTensor"].item() == 0   # both round to 2^64 in float64: the first wins
+
+
+def test_max_pool_all_minus_inf_window_without_indices():
+    """harness/expectations/cpu.json (onnxruntime >= 1.29): a float window of only -inf is -inf
+    with the Indices output asked for, but -FLT_MAX without it for some shapes (a 1x1 input under
+    a 1x1 window; a 3-D 1x1x1 window); a 2x2 input under 1x1 windows keeps -inf. Measured by this test on
+    the installed ORT's CPU EP: when it fails, that entry is out of date."""
+    import onnxruntime
+
+    from ep_testbed.harness.core.expectations import in_range
+
+    if not in_range(onnxruntime.__version__, ">=1.29"):
+        pytest.skip("before onnxruntime 1.29 every such window is -FLT_MAX (the '<1.29' entry of cpu.json)")
+    lowest = np.finfo(np.float32).min
+    for spatial, window, dims, without in (((1, 1), 1, 2, lowest), ((2, 2, 2), 1, 3, lowest), ((2, 2), 1, 2, -np.inf)):
+        for indices, want in ((None, without), ("UINT64", -np.inf)):
+            desc = max_pooling2_desc(dims=dims, window=window, indices=indices, batch=1, channels=1, spatial=spatial)
+            tensors = {"InputTensor": np.full((1, 1, *spatial), -np.inf, np.float32)}
+            _, expected, actual = _measure(desc, tensors)
+            assert (expected["OutputTensor"] == -np.inf).all()
+            assert (actual["OutputTensor"] == want).all(), (spatial, indices, actual["OutputTensor"])
