@@ -17,7 +17,10 @@ Outcomes map to pytest as follows: ``pass``/``tie-only`` pass; ``fail``, ``crash
 ``timeout`` and ``error`` fail with the harness's message; ``inexpressible`` and ``not-on-ep``
 are skipped with the reason (never passes); a case matched by the EP's expectations file
 is ``xfail(strict=True)``: it xfails when it fails as expected and fails when it passes
-(``fixed``). Expectations that match on mapper flags are applied when the case has run.
+(``fixed``). An expectation that can be decided only once the case has run (it matches on mapper
+flags, names the failure shape it explains in ``shows_when``, or is scoped to an emulated device)
+is applied to the result line as ``ep-testbed run`` applies it (``Expectations.settle``): a case
+it explains xfails (``known``) or skips (``emulation-gap``), any other failure fails.
 
 Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
 ``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--tol DTYPE:atol=X,rtol=Y,ulp=N``
@@ -229,7 +232,7 @@ def catalog_params(config: pytest.Config) -> list[Any]:
         if dtype in DTYPE_MARKERS:
             marks.append(getattr(pytest.mark, dtype))
         expectation = state.expectations.match_case(case)  # entries without flags
-        if expectation is not None:
+        if expectation is not None and decided_before_run(expectation):
             raises = tuple(EXCEPTIONS[o] for o in expectation.outcome if o in EXCEPTIONS) or None
             marks.append(pytest.mark.xfail(reason=f"{expectation.reason} ({expectation.link})", strict=expectation.strict,
                                            raises=raises))
@@ -237,24 +240,33 @@ def catalog_params(config: pytest.Config) -> list[Any]:
     return params
 
 
+def decided_before_run(expectation: expectations_mod.Expectation) -> bool:
+    """Whether the entry holds for every run of the cases it matches, so that collection can mark
+    them ``xfail``: not when only the run tells (``shows_when``: the failure's shape or the
+    inputs; ``emulated_device``: the case is an emulation gap, not an expected failure)."""
+    return not (expectation.shows_signature or expectation.shows_flags or expectation.shows_inputs
+                or expectation.emulated_device)
+
+
 def check_case(config: pytest.Config, case: Any) -> None:
     """Run ``case`` on the EP and turn its outcome into pass / fail / skip / xfail."""
     state = conformance_state(config)
     line = state.run(case)
+    marked = state.expectations.match_case(case)
+    if marked is not None and decided_before_run(marked):
+        marked_at_collection = True  # the xfail mark decides (strict or not)
+    else:
+        marked_at_collection = False
+        state.expectations.settle(case, line)  # as ep-testbed run decides: known, emulation-gap, fixed
     outcome, message = line["outcome"], (line.get("message") or "").strip()
     if outcome in NOT_TESTED:
         pytest.skip(f"{outcome}: {message}")
-    late = None if state.expectations.match_case(case) else \
-        state.expectations.match_case(case, line.get("flags") or [])
-    if late is not None and not late.shows(line):  # these inputs cannot show its cause
-        late = None
-    if late is not None:  # an expectation that needed the mapper's flags
-        reported = expectations_mod.apply(outcome, late)
-        if reported == "known":
-            pytest.xfail(f"known: {late.reason} ({late.link}); {outcome}: {message}")
-        if reported == "fixed":
-            pytest.fail(f"fixed: expected {'/'.join(late.outcome)} ({late.reason}, {late.link}) but it passed: "
-                        f"{message}", pytrace=False)
+    settled = None if marked_at_collection else line.get("expected_outcome")
+    if outcome == "known" and settled:
+        pytest.xfail(f"known: {settled['reason']} ({settled['link']}); {message}")
+    if outcome == "fixed" and settled:
+        pytest.fail(f"fixed: expected {settled['outcome']} ({settled['reason']}, {settled['link']}) but it passed: "
+                    f"{message}", pytrace=False)
     if outcome == "pass":
         return
     if outcome == "tie-only" and line.get("mismatches", 0) == 0:

@@ -4,7 +4,8 @@ FP-3). A max selects an input value, so no element has a rounding bound: only de
 * ``round(Roi * SpatialScale)`` for x1, y1, x2, y2 (RP-1): the exact product ``p`` against the
   product in the model's type, ``p`` within its rounding error ``e``; every value ``round``
   takes on ``[p - e, p + e]`` is a candidate corner (the reference's own, of the float32
-  product, first).
+  product, first), under either reading of a halfway case: away from zero (the reference's, C's
+  ``round``) or to the even neighbour (HLSL's ``round``, and DirectML's own kernels).
 * Bin bounds. The page's integer divisions are exact (RP-2), but kernels compute them in
   floating point, ``floor(k * (RegionHeight / PooledHeight))`` and ``ceil((k + 1) * (...))``
   (ORT's ``RoiPool<float>::Compute``, Caffe's ROI pooling): where ``k * RegionHeight /
@@ -37,13 +38,15 @@ _CORNERS = ("x1", "y1", "x2", "y2")
 def corner_candidates(ar: Arithmetic, rois: np.ndarray, spatial_scale: float) -> np.ndarray:
     """``(regions, 4, 3)`` for ROI rows ``[BatchID, x1, y1, x2, y2]``: per corner the reference's
     rounded value (of the float32 product, RP-1), then the lowest and highest value ``round()``
-    takes over the exact product's rounding error in the model's type."""
+    takes over the exact product's rounding error in the model's type, halves rounded either way
+    (RP-1: the page leaves a halfway case open)."""
     values = rois[:, 1:].astype(np.float64)
     reference = np.array([scaled_region(roi, spatial_scale) for roi in rois[:, 1:]], dtype=np.int64).reshape(-1, 4)
     product = ar.mul(ar.const(values), ar.const(float(np.float32(spatial_scale))))
     error = np.where(np.isfinite(product.e), product.e, 0.0)
-    low = round_half_away_from_zero(product.v - error).astype(np.int64)
-    high = round_half_away_from_zero(product.v + error).astype(np.int64)
+    ends = (product.v - error, product.v + error)
+    low = np.minimum(*(f(ends[0]) for f in (round_half_away_from_zero, np.rint))).astype(np.int64)
+    high = np.maximum(*(f(ends[1]) for f in (round_half_away_from_zero, np.rint))).astype(np.int64)
     return np.stack([reference, np.minimum(low, reference), np.maximum(high, reference)], axis=-1)
 
 
@@ -182,7 +185,8 @@ def _note(expected: Expected, row: int, candidates: list[tuple[int, ...]], rows:
     if len(expected.knife_edges) >= MAX_NOTES:
         expected.knife_edge_count += 1
         return
-    found = [(f"round(Roi{name.upper()} * SpatialScale) (the reference rounds the float32 product, RP-1)", c[0], c[1:])
+    found = [(f"round(Roi{name.upper()} * SpatialScale) (the reference rounds the float32 product, halves away "
+              "from zero, RP-1)", c[0], c[1:])
              for name, c in zip(_CORNERS, candidates) if len(c) > 1]
     for axis, (starts, ends) in (("Y", rows), ("X", cols)):
         for kind, bounds in (("start", starts), ("end", ends)):

@@ -202,3 +202,19 @@ def test_ci_and_the_windows_tests_job_run_exactly_the_readmes_test_command(workf
     assert ci[-1] == command, f".ci/run ends with {ci[-1]!r}, the README says {command!r}"
     run = next(str(s["run"]) for s in _steps(workflow["jobs"]["windows-tests"]) if "pytest" in str(s.get("run")))
     assert run.startswith(command.replace("python ", ".venv-dml/Scripts/python.exe ", 1)), run
+
+
+def test_ci_stops_loudly_when_the_directml_host_cannot_be_set_up(tmp_path):
+    """.ci/run's DirectML block, run where `bash tools/dml-wine.sh` fails: CI stops with an
+    ::error line naming the script, before the test command; nothing in .ci/run opts out of the
+    host's tests (EP_TESTBED_NO_DML_WINE), so a machine without it fails the suite."""
+    text = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+    block = re.search(r"^if ! bash tools/dml-wine\.sh; then\n.*?^fi$", text, re.S | re.M)
+    assert block, ".ci/run does not guard `bash tools/dml-wine.sh`"
+    assert text.index(block.group(0)) < text.rindex(_readme_test_command()) and "EP_TESTBED_NO_DML_WINE" not in text
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "dml-wine.sh").write_text("echo 'dml-wine: step x failed' >&2; exit 3\n")
+    done = subprocess.run(["bash", "-c", f"set -euo pipefail\n{block.group(0)}\necho RAN-ON"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "RAN-ON" not in done.stdout
+    assert "::error title=DirectML under Wine not set up::bash tools/dml-wine.sh failed" in done.stderr

@@ -53,7 +53,7 @@ from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
-from ep_testbed.harness.eps.adapters import ep_package, resolve
+from ep_testbed.harness.eps.adapters import emulated, ep_package, resolve, runtime_version
 from ep_testbed.harness.eps.packing import default_batch, default_jobs
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options
 from ep_testbed.harness.fuzz.corpus import CorpusError, load_corpus, with_corpus
@@ -75,7 +75,8 @@ def add_ep_options(add: AddOption, *, graph_opt: bool = True, ep_default: str | 
     """Register ``--ep`` (default ``ep_default``), ``--ep-option``, ``--ep-library``, ``--ep-device``
     and (unless ``graph_opt`` is False) ``--graph-opt``."""
     add("--ep", default=ep_default,
-        help="execution provider: cpu, dml, openvino, cuda, webgpu (aliases), a full provider name, or "
+        help="execution provider: cpu, dml, openvino, cuda, webgpu (aliases), dml-wine (the real DirectML EP "
+             "under Wine on an emulated device: bash tools/dml-wine.sh sets it up), a full provider name, or "
              "plugin:PACKAGE[:EP_NAME] for a plugin EP package such as plugin:onnxruntime-ep-webgpu "
              f"(default: {ep_default or 'every EP'})")
     add("--ep-option", action="append", default=[], metavar="KEY=VALUE",
@@ -262,16 +263,21 @@ def parse_expectations(path: str | None, disabled: bool, ep_alias: str, ep: EpSp
     """No expectations with ``--no-expectations``, else the entries of the ``--expectations`` file
     that apply to the EP, else the EP's bundled ones (its own file and the shared causes that
     apply to it: ``expectations.for_ep``); entries scoped to an EP package (``ep_package``) hold
-    only for the package that provides ``ep`` (a plugin package, else the onnxruntime wheel).
-    ``OptionError`` for an unusable file."""
+    only for the package that provides ``ep`` (a plugin package, else the onnxruntime wheel), those
+    scoped to an emulated device only on one, and ``onnxruntime`` ranges are read for the ONNX
+    Runtime that builds ``ep``'s sessions. ``OptionError`` for an unusable file."""
     if disabled:
         return Expectations()
     package = ep_package(ep) if ep is not None else None
+    on_emulated = emulated(ep) if ep is not None else False
+    ort_version = runtime_version(ep) if ep is not None else None
     try:
         provider = ep.provider if ep is not None else None
         if path:
-            return expectations_mod.load(path, ep_package=package, provider=provider, alias=ep_alias)
-        return expectations_mod.for_ep(ep_alias, ep_package=package, provider=provider)
+            return expectations_mod.load(path, provider=provider, alias=ep_alias, ep_package=package,
+                                         emulated=on_emulated, ort_version=ort_version)
+        return expectations_mod.for_ep(ep_alias, provider=provider, ep_package=package,
+                                       emulated=on_emulated, ort_version=ort_version)
     except FileRefused as exc:
         raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field

@@ -23,9 +23,14 @@ A file holds a list of expectations, each::
      "strict": true,                   # optional, default true (see below)
      "reason": "one sentence: what differs and why",
      "link": "https://github.com/... (the public issue, or the source line when there is none)",
-     "predicted_from": "file Lnn: ..."}
-                                       # optional: the entry is a prediction read from that source
-                                       # line, never observed on the EP
+     "predicted_from": "file Lnn: ...",
+                                       # optional: the entry is a prediction read from that source line
+     "observed_on": {"device": "llvmpipe (LLVM 15.0.6, 256 bits)", "emulated": true,
+                     "directml": "1.15.4", "onnxruntime-directml": "1.24.4"},
+                                       # optional: where the cause was seen (the device, whether it
+                                       # is emulated, and the versions that matter), with
+     "evidence": "what the EP returned against the reference, and the smallest case that shows it",
+     "emulated_device": true}          # optional: the cause is the emulated device, not the EP (below)
 
 The first expectation that matches a case applies. A case whose outcome is one it expects
 becomes ``known``; one that passes (``pass``/``tie-only``) becomes ``fixed`` -- counted as a
@@ -49,6 +54,11 @@ own semantics and are in no class). Without it an entry applies to its file's ``
 EP when the file names none). ``for_ep`` reads the EP's own file, then ``shared.json``, whose
 entries all say where they apply; an entry that does not apply to the EP is left out.
 
+``emulated_device: true`` scopes an entry to an emulated device (``--ep dml-wine``: DirectML on
+vkd3d and lavapipe): it is inactive unless the caller says the device is emulated, and a case it
+explains is reported ``emulation-gap`` (not tested: the emulation, not the EP, decided it), never
+``known``. ``observed_on`` and ``evidence`` are recorded on the case line with the rest of the entry.
+
 ``shows_when`` says when the cause can show, so that a case whose inputs cannot trigger it is
 judged like any other case (no ``known``, no ``fixed``; the message says why): ``{"flags":
 [...]}`` patterns over the line's flags, where the case runner gives a ``diverges`` flag whose ONNX
@@ -56,7 +66,12 @@ meaning it can compute ``"shows": true/false`` (``graphs.Mapping.meanings``: doe
 differ from the reference on these inputs?); or ``{"signature": {...}}``, keys of the raw failure's
 signature (``harness.core.signature``: ``outcome``, ``kind``, ``outputs``, ``values``,
 ``diverging``) that must equal, so that only a failure of that shape is this cause (a pass has
-no signature: ``strict`` decides as without the condition).
+no signature: a strict entry makes it ``fixed``, a ``"strict": false`` one leaves it alone, as
+does any entry a case not tested, such as ``not-on-ep`` or ``emulation-gap``); a list of such
+objects is any of them (``[{"values": "inf -> nan"}, {"values": "-inf -> nan"}]``); and/or
+``{"inputs": [...]}``, classes of ``harness.core.signature.INPUT_CLASSES`` (``nan``, ``inf``,
+``-inf``, ``huge``) of which the case's inputs must hold one (the line's ``input_extremes``), for a
+cause only such values can trigger: a failure of its shape on other inputs is not that cause.
 
 Entries with ``flags`` can only be decided once the case has been mapped, i.e. on its result
 line; ``match`` without flags treats them as not matching. Entries with ``predicted`` need the
@@ -79,6 +94,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .installed import ort_version as installed_ort_version
 from .results import OUTCOMES, PASSING
+from .signature import INPUT_CLASSES
 from .signature import signature as failure_signature
 from .untrusted_files import FileRefused, read_json
 
@@ -126,7 +142,11 @@ class Expectation:
     ep_package: tuple[str, ...] = ()
     applies_to: tuple[str, ...] = ()
     shows_flags: Patterns = ()
-    shows_signature: tuple[tuple[str, Any], ...] = ()
+    shows_signature: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    shows_inputs: tuple[str, ...] = ()
+    observed_on: tuple[tuple[str, Any], ...] = ()
+    evidence: str = ""
+    emulated_device: bool = False
 
     def applies(self, provider: str, alias: str) -> bool:
         """Whether the entry's cause applies to the EP ``provider`` (``--ep`` alias ``alias``):
@@ -142,18 +162,27 @@ class Expectation:
         ``shows_when``): always without a condition."""
         if self.shows_flags and not _all_found(self.shows_flags, list(line.get("flags") or [])):
             return False
+        if self.shows_inputs and not set(self.shows_inputs) & set(line.get("input_extremes") or ()):
+            return False  # only such inputs can show the cause: a failure on any other is not this one
         if self.shows_signature:
             found = failure_signature(dict(line))
             if found is not None:
                 data = found.to_json()
-                return all(data.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in self.shows_signature)
+                return any(all(data.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in pattern)
+                           for pattern in self.shows_signature)
+            # a case that was not tested (not on the EP, inexpressible, an emulation gap) cannot show
+            # a failure of that shape; a pass shows it only to a strict entry (which makes it fixed)
+            return line.get("outcome") in PASSING and self.strict
         return True
 
     def shows_text(self) -> str:
         """The ``shows_when`` condition in words (for the note on a case it cannot show on)."""
         parts = [", ".join(f"{k}={v!r}" for k, v in p) for p in self.shows_flags]
+        if self.shows_inputs:
+            parts.append("inputs holding " + " or ".join(self.shows_inputs))
         if self.shows_signature:
-            parts.append("a failure with " + ", ".join(f"{k}={v!r}" for k, v in self.shows_signature))
+            parts.append("a failure with " + " or ".join(", ".join(f"{k}={v!r}" for k, v in pattern)
+                                                          for pattern in self.shows_signature))
         return "; ".join(parts)
 
     def matches(self, case_id: str, tags: Mapping[str, str] | None = None,
@@ -185,6 +214,12 @@ class Expectation:
             data["predicted_from"] = self.predicted_from
         if self.applies_to:
             data["applies_to"] = list(self.applies_to)
+        if self.observed_on:
+            data["observed_on"] = dict(self.observed_on)
+        if self.evidence:
+            data["evidence"] = self.evidence
+        if self.emulated_device:
+            data["emulated_device"] = True
         return data
 
 
@@ -239,7 +274,12 @@ class Expectations:
                 quiet.append(entry)
         line["expected_outcome"] = chosen.to_json() if chosen else None
         line["outcome"] = apply(line["outcome"], chosen)
-        if chosen is None and quiet:
+        if line["outcome"] == "emulation-gap" and chosen is not None and chosen.emulated_device:
+            line["message"] = (f"{line.get('message') or ''}; Note: not a result of the EP: the emulated device "
+                               f"causes this ({chosen.reason[:200]})")
+        # inputs a flag says cannot show the cause, or a numeric failure of another shape, are worth
+        # a note; a pass, a crash or an untested case that a failure-shaped cause missed is not
+        if chosen is None and quiet and (line["outcome"] == "fail" or any(e.shows_flags for e in quiet)):
             first = quiet[0]
             line["message"] = (f"{line.get('message') or ''}; Note: the known divergence {first.id!r} cannot show on "
                                f"these inputs ({first.shows_text()} does not hold), so the case is judged like any "
@@ -260,11 +300,12 @@ class Expectations:
 
 
 def apply(outcome: str, expectation: Expectation | None) -> str:
-    """The reported outcome of a case whose raw outcome is ``outcome``."""
+    """The reported outcome of a case whose raw outcome is ``outcome``: ``known`` when the entry
+    expects it (``emulation-gap`` when the entry's cause is the emulated device)."""
     if expectation is None:
         return outcome
     if outcome in expectation.outcome:
-        return "known"
+        return "emulation-gap" if expectation.emulated_device else "known"
     if outcome in PASSING:
         return "fixed" if expectation.strict else outcome
     return outcome
@@ -355,7 +396,10 @@ def _package_specs(value: Any, where: str) -> tuple[str, ...]:
 
 #: Every key an entry may have (the module docstring says what each means).
 ENTRY_KEYS = ("id", "tags", "flags", "predicted", "onnxruntime", "ep_package", "applies_to", "shows_when", "outcome",
-              "strict", "reason", "link", "predicted_from")
+              "strict", "reason", "link", "predicted_from", "observed_on", "evidence", "emulated_device")
+#: What an entry's ``observed_on`` must say: on which device the cause was seen, and whether that
+#: device is emulated (a result of an emulated device is never taken for a hardware one).
+OBSERVED_ON_REQUIRED = ("device", "emulated")
 
 
 def _patterns(item: dict[str, Any], key: str, where: str, example: str) -> Patterns:
@@ -376,7 +420,7 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
     missing = [k for k in ("id", "outcome", "reason", "link") if not item.get(k)]
     if missing:
         raise ValueError(f"{where}: missing {', '.join(missing)} (id, outcome, reason and link are required)")
-    for key in ("id", "reason", "link", "onnxruntime", "predicted_from"):
+    for key in ("id", "reason", "link", "onnxruntime", "predicted_from", "evidence"):
         if key in item and not isinstance(item[key], str):
             raise ValueError(f"{where}: {key} must be a string" + (' like ">=1.24,<1.29"' if key == "onnxruntime" else ""))
     outcome = item["outcome"]
@@ -387,8 +431,11 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
     tags = item.get("tags") or {}
     if not isinstance(tags, dict) or not all(isinstance(v, (str, int, float, bool)) for v in tags.values()):
         raise ValueError(f"{where}: tags must be an object of tag -> value, e.g. {{\"dtype\": \"float32\"}}")
-    if not isinstance(item.get("strict", True), bool):
-        raise ValueError(f"{where}: strict must be true or false")
+    for key in ("strict", "emulated_device"):
+        if not isinstance(item.get(key, key == "strict"), bool):
+            raise ValueError(f"{where}: {key} must be true or false")
+    if "observed_on" in item:
+        _observed_on(item["observed_on"], where)
     if item.get("onnxruntime"):
         try:
             parse_range(item["onnxruntime"])
@@ -414,27 +461,49 @@ def _applies_to(item: dict[str, Any], where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _shows_when(item: dict[str, Any], where: str) -> tuple[Patterns, tuple[tuple[str, Any], ...]]:
-    """The entry's ``shows_when`` as (flag patterns, signature pairs); ValueError naming the field."""
+def _shows_when(item: dict[str, Any], where: str
+                ) -> tuple[Patterns, tuple[tuple[tuple[str, Any], ...], ...], tuple[str, ...]]:
+    """The entry's ``shows_when`` as (flag patterns, signature patterns: any of them, input
+    classes: any of them); ValueError naming the field."""
     value = item.get("shows_when")
     if value is None:
-        return (), ()
-    example = '{"flags": [{"field": "ReductionFunction", "shows": true}]} or {"signature": {"values": "nan -> number"}}'
-    if not isinstance(value, dict) or not value or set(value) - {"flags", "signature"}:
-        raise ValueError(f"{where}: shows_when must be an object with flags and/or signature, e.g. {example}")
+        return (), (), ()
+    example = ('{"flags": [{"field": "ReductionFunction", "shows": true}]} or {"signature": {"values": "nan -> number"}, '
+               '"inputs": ["nan", "inf"]}')
+    if not isinstance(value, dict) or not value or set(value) - {"flags", "signature", "inputs"}:
+        raise ValueError(f"{where}: shows_when must be an object with flags, signature and/or inputs, e.g. {example}")
+    inputs = value.get("inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(c, str) and c in INPUT_CLASSES for c in inputs):
+        raise ValueError(f"{where}: shows_when.inputs must be a list of {', '.join(INPUT_CLASSES)} (the inputs hold "
+                         "any of them), e.g. [\"nan\", \"inf\", \"-inf\"]")
     flags = _patterns(value, "flags", f"{where}: shows_when", '{"field": "ReductionFunction", "shows": true}')
     sig = value.get("signature") or {}
-    if not isinstance(sig, dict) or set(sig) - set(SIGNATURE_KEYS):
-        raise ValueError(f"{where}: shows_when.signature must be an object with keys among {', '.join(SIGNATURE_KEYS)}")
-    pairs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in sig.items()))
-    return flags, pairs
+    patterns = sig if isinstance(sig, list) else [sig]
+    if not patterns or not all(isinstance(p, dict) and not set(p) - set(SIGNATURE_KEYS) for p in patterns):
+        raise ValueError(f"{where}: shows_when.signature must be an object with keys among {', '.join(SIGNATURE_KEYS)}, "
+                         "or a list of such objects (any of them)")
+    pairs = tuple(tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in p.items()))
+                  for p in patterns if p)
+    return flags, pairs, tuple(inputs)
+
+
+def _observed_on(value: Any, where: str) -> tuple[tuple[str, Any], ...]:
+    """An entry's ``observed_on`` as sorted pairs; ValueError naming what it must hold."""
+    example = '{"device": "llvmpipe (LLVM 15.0.6, 256 bits)", "emulated": true, "directml": "1.15.4"}'
+    if not isinstance(value, dict) or not all(isinstance(v, (str, int, float, bool)) for v in value.values()):
+        raise ValueError(f"{where}: observed_on must be an object of names to versions or words, e.g. {example}")
+    missing = [k for k in OBSERVED_ON_REQUIRED if k not in value]
+    if missing or not isinstance(value["emulated"], bool):
+        raise ValueError(f"{where}: observed_on must say {' and '.join(OBSERVED_ON_REQUIRED)} (emulated: true or "
+                         f"false), e.g. {example}")
+    return tuple(sorted(value.items()))
 
 
 def _entry(item: Any, where: str) -> Expectation:
     """One entry of the file, checked; ValueError naming the entry and the field."""
     outcomes = _check_fields(item, where)
     applies_to = _applies_to(item, where)
-    shows_flags, shows_signature = _shows_when(item, where)
+    shows_flags, shows_signature, shows_inputs = _shows_when(item, where)
     return Expectation(
         id=item["id"], outcome=outcomes, reason=item["reason"], link=item["link"],
         tags=tuple(sorted((str(k), str(v)) for k, v in (item.get("tags") or {}).items())),
@@ -442,18 +511,21 @@ def _entry(item: Any, where: str) -> Expectation:
         predicted=_patterns(item, "predicted", where, '{"field": "PooledSize", "kind": "diverges"}'),
         strict=item.get("strict", True), onnxruntime=item.get("onnxruntime") or "",
         predicted_from=item.get("predicted_from") or "", applies_to=applies_to, shows_flags=shows_flags,
-        shows_signature=shows_signature,
-        ep_package=_package_specs(item["ep_package"], where) if "ep_package" in item else ())
+        shows_signature=shows_signature, shows_inputs=shows_inputs,
+        ep_package=_package_specs(item["ep_package"], where) if "ep_package" in item else (),
+        observed_on=_observed_on(item["observed_on"], where) if "observed_on" in item else (),
+        evidence=item.get("evidence") or "", emulated_device=item.get("emulated_device", False))
 
 
 def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None,
           ep_package: tuple[str, str] | None = None, provider: str | None = None,
-          alias: str | None = None) -> Expectations:
+          alias: str | None = None, emulated: bool = False) -> Expectations:
     """Expectations from the decoded JSON of a file; ValueError naming the entry and field on bad data.
 
     Entries outside their ``onnxruntime`` range for ``ort_version`` (default: the installed ONNX
-    Runtime's), or whose ``ep_package`` does not hold for ``ep_package`` (the EP's
-    ``(distribution, version)``; None: unknown), are inactive. The file's ``"ep"`` (a provider
+    Runtime's), whose ``ep_package`` does not hold for ``ep_package`` (the EP's
+    ``(distribution, version)``; None: unknown), or scoped to an emulated device
+    (``emulated_device``) when ``emulated`` is false, are inactive. The file's ``"ep"`` (a provider
     name) picks its predictor. Given ``provider`` (and its ``--ep`` ``alias``), entries whose
     ``applies_to`` leaves it out are dropped (an entry without ``applies_to`` applies wherever its
     file is used)."""
@@ -468,7 +540,8 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
     if any(e.onnxruntime for e in entries) and ort_version is None:
         ort_version = installed_ort_version()  # imports onnxruntime: only when a range needs it
     active = [e for e in entries if (not e.onnxruntime or in_range(str(ort_version), e.onnxruntime))
-              and (not e.ep_package or package_holds(e.ep_package, ep_package))]
+              and (not e.ep_package or package_holds(e.ep_package, ep_package))
+              and (emulated or not e.emulated_device)]
     inactive = [e for e in entries if e not in active]
     predictor = _predictor(PREDICTORS[file_ep]) if file_ep in PREDICTORS else None
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -488,16 +561,18 @@ def _predictor(spec: str) -> Callable[[Any], list]:
 
 
 def load(path: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None,
-         provider: str | None = None, alias: str | None = None, shared: bool = False) -> Expectations:
+         provider: str | None = None, alias: str | None = None, shared: bool = False,
+         emulated: bool = False) -> Expectations:
     """The expectations in ``path``, read through ``untrusted_files``; ``FileRefused`` naming the
     file (and the entry and field) when it is not an expectations file. ``provider``/``alias``:
     keep the entries that apply to that EP (``parse``); ``shared``: the file is one of causes
-    several EPs share, so every entry must say where it applies."""
+    several EPs share, so every entry must say where it applies; ``emulated``: the EP runs on an
+    emulated device (entries scoped to one hold)."""
     data = read_json(path, "expectations file")
     try:
         if shared:
             _require_applies_to(data, path)
-        return parse(data, path, ort_version, ep_package, provider, alias)
+        return parse(data, path, ort_version, ep_package, provider, alias, emulated)
     except ValueError as exc:
         raise FileRefused(path, f"not an expectations file: {str(exc).removeprefix(f'{path}: ')}",
                           hint='each entry is {"id": GLOB, "outcome": ..., "reason": ..., "link": ...}') from None
@@ -513,17 +588,18 @@ def _require_applies_to(data: Any, path: str) -> None:
 
 
 def for_ep(alias: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None,
-           provider: str | None = None) -> Expectations:
+           provider: str | None = None, emulated: bool = False) -> Expectations:
     """The bundled expectations of an EP: its own file's (``<alias>.json``) first, then the shared
     causes of ``shared.json`` that apply to it; empty when neither has any. ``provider`` (the EP's
     ONNX Runtime name) decides what applies (default: the own file's ``"ep"``, else ``alias``);
-    ``ep_package`` the entries scoped by package (``parse``)."""
+    ``ep_package`` the entries scoped by package and ``emulated`` those scoped to an emulated
+    device (``parse``)."""
     own_path = os.path.join(EXPECTATIONS_DIR, f"{alias}.json")
     provider = provider or _file_ep(own_path) or alias
-    own = load(own_path, ort_version, ep_package, provider, alias) if os.path.exists(own_path) \
+    own = load(own_path, ort_version, ep_package, provider, alias, emulated=emulated) if os.path.exists(own_path) \
         else Expectations((), None)
     shared_path = os.path.join(EXPECTATIONS_DIR, SHARED_FILE)
-    shared = load(shared_path, ort_version, ep_package, provider, alias, shared=True) \
+    shared = load(shared_path, ort_version, ep_package, provider, alias, shared=True, emulated=emulated) \
         if os.path.exists(shared_path) else None
     if shared is None or not (shared.entries or shared.inactive):
         return own

@@ -69,6 +69,9 @@ CASE_SCHEMA: dict[str, tuple[str, ...]] = {
     # ``build_s`` and ``run_s`` of every session it took part in, ``judge_s``, and ``shared_by``
     # (how many cases shared the session its outputs came from: 1 unbatched, up to ``--batch``).
     "timings": (OBJECT, NULL),
+    # Which extreme values the case's inputs hold (``harness.core.signature.input_extremes``:
+    # nan, inf, -inf, huge), for an expectation whose cause only such inputs can show.
+    "input_extremes": (LIST, NULL),
 }
 CASE_KEYS = tuple(CASE_SCHEMA)
 #: The kinds the keys of a run header may hold (a header may carry more keys: the EP's

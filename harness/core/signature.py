@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
+
+import numpy as np
 
 from ep_testbed.harness.core.results import decode_number
 from ep_testbed.reference.registry import index_output_names
@@ -109,3 +111,33 @@ def _fail_kind(line: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
 def same_failure(target: Signature, line: dict[str, Any]) -> bool:
     """Whether the raw result ``line`` fails exactly as ``target`` says."""
     return signature(line) == target
+
+
+#: The classes of input values a cause may need to show (``input_extremes``; an expectation's
+#: ``shows_when.inputs``): a NaN, +inf, -inf, or a finite magnitude of at least ``HUGE``.
+INPUT_CLASSES = ("nan", "inf", "-inf", "huge")
+#: 2**120: float32 arithmetic on a few such values can overflow (256 of them sum past FLT_MAX,
+#: 2**128; a difference of two of opposite sign needs only 2**127), so an EP that computes in
+#: another order than the reference may give an infinity or NaN where the reference gives a number.
+HUGE = 2.0**120
+
+
+def input_extremes(arrays: Mapping[str, Any]) -> list[str]:
+    """The ``INPUT_CLASSES`` present among the floating-point arrays of ``arrays`` (a case's
+    inputs), in that order; integer arrays hold none."""
+    found: set[str] = set()
+    for array in arrays.values():
+        values = np.asarray(array)
+        if values.dtype.kind != "f" or values.size == 0:
+            continue
+        wide = values.astype(np.float64, copy=False)
+        finite = np.isfinite(wide)
+        if np.isnan(wide).any():
+            found.add("nan")
+        if np.isposinf(wide).any():
+            found.add("inf")
+        if np.isneginf(wide).any():
+            found.add("-inf")
+        if (np.abs(wide[finite]) >= HUGE).any():
+            found.add("huge")
+    return [c for c in INPUT_CLASSES if c in found]

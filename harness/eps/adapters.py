@@ -56,6 +56,8 @@ class EpAdapter:
     """How one ``EpSpec``'s EP is held (module docstring); subclasses set ``holder``."""
 
     holder: ClassVar[str] = ""
+    #: Whether the EP runs on an emulated device (expectations scoped to one hold, ``emulated_device``).
+    emulated: ClassVar[bool] = False
 
     def __init__(self, spec: EpSpec):
         """``spec``: the EP this adapter makes usable."""
@@ -227,6 +229,22 @@ def resolve(name: str, options: dict[str, str] | None = None, *, library: str | 
     return spec
 
 
+def emulated(spec: EpSpec) -> bool:
+    """Whether the EP of ``spec`` runs on an emulated device (DirectML under Wine), so that
+    expectations scoped to an emulated device hold and its causes are reported as such."""
+    return bool(getattr(adapter_for(spec), "emulated", False))
+
+
+def runtime_version(spec: EpSpec) -> str | None:
+    """The ONNX Runtime version that builds the EP's sessions when it is not this process's (an
+    adapter that holds its sessions elsewhere: the version its package brings), else None (the
+    installed one); expectations' ``onnxruntime`` ranges are evaluated for it."""
+    adapter = adapter_for(spec)
+    if getattr(adapter, "holds_sessions", False) and hasattr(adapter, "package"):
+        return adapter.package()[1]
+    return None
+
+
 def ep_package(spec: EpSpec) -> tuple[str, str]:
     """``(distribution, version)`` of what provides the EP: the plugin package, else the ONNX
     Runtime wheel (expectations may be scoped by it)."""
@@ -238,5 +256,5 @@ def ep_package(spec: EpSpec) -> tuple[str, str]:
     return ort_flavour(), ort_version()
 
 
-__all__ = ["ADAPTERS", "BuiltInAdapter", "EpAdapter", "PLUGIN_PREFIX", "PluginAdapter", "adapter_for", "ep_package",
-           "resolve"]
+__all__ = ["ADAPTERS", "BuiltInAdapter", "EpAdapter", "PLUGIN_PREFIX", "PluginAdapter", "adapter_for", "emulated",
+           "ep_package", "resolve", "runtime_version"]

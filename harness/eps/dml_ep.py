@@ -23,8 +23,10 @@ wheel is). Line numbers below refer to that commit; ``SRC`` is its URL prefix.
   DoesNodeContainSupportedDataTypes (L740-850) also declines a node whose tensor type the
   device does not report through DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT (GetSupportedDeviceDataTypeMask,
   DmlCommon.cpp). Which types a GPU reports is not public; float64 and the 64-bit integers
-  (MaxPool's Indices, RoiAlign's batch indices) are the ones GPUs may lack, so a node holding
-  them is named (it decides no outcome: a GPU without them turns such cases into not-on-ep).
+  (MaxPool's Indices, RoiAlign's batch indices) are the ones GPUs may lack, and float16 the one a
+  device without 16-bit shader operations lacks (seen: DirectML 1.15.4 on the emulated llvmpipe
+  device of ``--ep dml-wine`` answers FLOAT16, INT16 and UINT16 unsupported), so a node holding
+  them is named (it decides no outcome: a device without them turns such cases into not-on-ep).
 - Where a node the EP takes computes something else (``diverges``): the DML EP's reading of the
   op node (``graphs.from_onnx.predicted_divergences``: the desc the EP builds against the
   spec's, each mapper module citing its operator file).
@@ -58,7 +60,7 @@ from ep_testbed.harness.core.expectations import apply
 from ep_testbed.reference.registry import specs
 
 #: Tensor types whose support is the GPU's answer and may be missing (module docstring).
-DEVICE_DEPENDENT = frozenset({T.DOUBLE, T.INT64, T.UINT64})
+DEVICE_DEPENDENT = frozenset({T.DOUBLE, T.INT64, T.UINT64, T.FLOAT16})
 
 #: The rows for the helper op types a mapper's models may add around its op nodes
 #: (OperatorRegistration.cpp); each operator's own op types are in its mapper module's ``DML_EP``.

@@ -6,7 +6,10 @@ itself), so neither imports the other for them.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -76,10 +79,39 @@ class Diagnosis:
     error: str | None = None
 
 
+#: The ids of the cases whose session this process (or thread) is running (one, or the cases packed
+#: into it), set by the case runner around each session; empty outside one (model runs, doctor).
+#: Read by per-case test hooks of an adapter that holds its sessions elsewhere (the DirectML
+#: host's planted faults).
+_CURRENT_CASES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("ep_testbed_current_cases",
+                                                                                  default=())
+
+
+@contextlib.contextmanager
+def case_scope(*case_ids: str) -> Iterator[None]:
+    """Within the block, ``current_cases()`` is ``case_ids`` (and ``current_case()`` the first)."""
+    token = _CURRENT_CASES.set(tuple(case_ids))
+    try:
+        yield
+    finally:
+        _CURRENT_CASES.reset(token)
+
+
+def current_cases() -> tuple[str, ...]:
+    """The ids of the cases whose session is being run here (``case_scope``); empty outside one."""
+    return _CURRENT_CASES.get()
+
+
+def current_case() -> str | None:
+    """The id of the (first) case being run here (``case_scope``), or None."""
+    cases = _CURRENT_CASES.get()
+    return cases[0] if cases else None
+
+
 def first_line(exc: BaseException) -> str:
     """``"TypeName: first line of the message"``: ONNX Runtime's errors can run to pages."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-__all__ = ["Diagnosis", "EpRun", "STAGES", "SessionError", "first_line"]
+__all__ = ["Diagnosis", "EpRun", "STAGES", "SessionError", "case_scope", "current_case", "current_cases", "first_line"]

@@ -41,7 +41,7 @@ import datetime as _dt
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -85,11 +85,13 @@ ERROR_TEXT_LIMIT = 6000
 
 class SessionFailed(RuntimeError):
     """An EP could not build or run the model (not a refusal of the model itself); ``stage``:
-    ``"build"``, ``"run"`` or ``"fallback-refused"``."""
+    ``"build"``, ``"run"`` or ``"fallback-refused"``; ``emulation``: the emulated device's own
+    log lines when it, not the EP, failed (``SessionError.emulation``; empty otherwise)."""
 
-    def __init__(self, message: str, stage: str = "build") -> None:
+    def __init__(self, message: str, stage: str = "build", emulation: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.stage = stage
+        self.emulation = list(emulation)
 
 
 def whole_message(exc: BaseException) -> str:
@@ -167,6 +169,11 @@ def _failure(exc: session_mod.SessionError, model: onnx.ModelProto, feeds: Mappi
     """The ``ModelRefused`` or ``SessionFailed`` a session error means for a model run."""
     import onnxruntime as ort  # only on this failure path: naming the providers a refusal was checked against
 
+    if exc.emulation:  # vkd3d refused one of DirectML's shaders: the emulated device failed, not the EP
+        what = "run" if exc.stage == "run" else "build a session for"
+        return SessionFailed(f"{ep.provider} could not {what} {name} on an emulated device whose Direct3D 12 "
+                             f"layer failed (an emulation gap, not a result of the EP): {exc.emulation[0]}; "
+                             f"ONNX Runtime: {whole_message(exc.cause)}", exc.stage, exc.emulation)
     if exc.stage == "run":
         return SessionFailed(f"{ep.provider} raised while running {name}: {whole_message(exc.cause)}", "run")
     refused = explain_session_error(exc.cause, list(ort.get_available_providers()), name)
@@ -261,6 +268,8 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
                                  profile=True, name=loaded.path.name)
         except SessionFailed as exc:
             ep_failure = {"stage": exc.stage, "message": str(exc)}
+            if exc.emulation:
+                ep_failure = {**ep_failure, "emulation": exc.emulation}
     if ep_run is None:
         result = _run_alone(loaded, feeds, config, dict(ep_failure or {}))
     else:
@@ -415,7 +424,10 @@ def verdict_reasons(result: Mapping[str, Any]) -> list[str]:
     failure = result.get("ep_failure")
     if failure:
         stage = {"crash": "crashed on", "run": "failed running on"}.get(failure.get("stage"), "could not be built on")
-        reasons.append(f"the model {stage} {result['ep']['provider']}, so no output was compared; its "
+        gap = (" the emulated device of" if failure.get("emulation") else "")
+        why = (" (an emulation gap: vkd3d refused one of the EP's shaders, not a result of the EP)"
+               if failure.get("emulation") else "")
+        reasons.append(f"the model {stage}{gap} {result['ep']['provider']}{why}, so no output was compared; its "
                        f"{failure.get('nodes_alone', 0)} attributed nodes were judged alone")
     reasons += _drift_reasons(result)
     baseline = result.get("baseline")

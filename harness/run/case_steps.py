@@ -39,6 +39,7 @@ import numpy as np
 from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
 from ep_testbed.harness.core.error_stats import error_statistics
 from ep_testbed.harness.core.results import ERROR_KEYS, case_record
+from ep_testbed.harness.core.signature import input_extremes
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.eps import placement as placement_mod
 from ep_testbed.harness.eps.ep_run import STAGES, Diagnosis, EpRun, SessionError, first_line
@@ -141,6 +142,7 @@ def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: 
     except Exception as exc:
         line.update(outcome="error", message=f"the case's inputs raised {type(exc).__name__}: {exc}")
         return None
+    line["input_extremes"] = input_extremes(inputs)
     # Flags that only this case's input values raise (a NaN, a float32 bin end, an int64 beyond
     # what the composition carries exactly); they count like the desc's own flags.
     flags = list(mapping.flags) + list(getattr(mapping, "input_flags", lambda _: [])(inputs))
@@ -222,13 +224,14 @@ def accept(case: Any, prepared: Prepared, run: EpRun, config: CaseConfig, line: 
 
 def session_failure(line: dict[str, Any], exc: SessionError, ep: str) -> None:
     """Decide ``line`` for a strict session that failed other than by refusing a CPU fallback: the
-    EP's own process died or hung (``crash``/``timeout``; this worker did not), an emulated device
-    refused the EP's shader (``emulation-gap``), or the EP could not build or run it (``fail``)."""
+    EP's own process died or hung (``crash``/``timeout``; this worker did not), an emulated device's
+    Direct3D 12 layer failed, e.g. refusing the EP's shader or a buffer (``emulation-gap``), or the
+    EP could not build or run it (``fail``)."""
     if exc.stage in ("crash", "timeout"):
         line.update(outcome=exc.stage, message=str(exc))
     elif exc.emulation:
         line.update(outcome="emulation-gap", message=f"{ep} {STAGES[exc.stage]} on an emulated device whose "
-                    f"Direct3D 12 layer refused the EP's shader (not a result of the EP): {exc.emulation[0]}; "
+                    f"Direct3D 12 layer failed (not a result of the EP): {exc.emulation[0]}; "
                     f"ONNX Runtime: {first_line(exc.cause)}")
     elif exc.stage == "build":
         line.update(outcome="fail", message=f"{ep} could not build the session: {first_line(exc.cause)}")

@@ -44,7 +44,7 @@ from ep_testbed.harness.core.results import PASSING
 from ep_testbed.harness.eps import packing
 from ep_testbed.harness.eps import placement as placement_mod
 from ep_testbed.harness.eps import session as session_mod
-from ep_testbed.harness.eps.ep_run import Diagnosis, EpRun, SessionError
+from ep_testbed.harness.eps.ep_run import Diagnosis, EpRun, SessionError, case_scope
 
 from .case_steps import (
     ArtifactPolicy,
@@ -213,9 +213,10 @@ def _session(items: list[Item], config: CaseConfig, carried: bool) -> list[EpRun
     between them; each case's ``EpRun``. Raises ``SessionError`` for the pack."""
     start = time.perf_counter()
     try:
-        runs = packing.run_packed([item.model(carried) for item in items],
-                                  [item.prepared.feeds for item in items],  # type: ignore[union-attr]
-                                  config.ep, config.session)
+        with case_scope(*(item.case.id for item in items)):  # names the session's cases to per-case EP hooks
+            runs = packing.run_packed([item.model(carried) for item in items],
+                                      [item.prepared.feeds for item in items],  # type: ignore[union-attr]
+                                      config.ep, config.session)
     except SessionError:
         _share(items, time.perf_counter() - start, None)
         raise

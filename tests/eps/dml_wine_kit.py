@@ -5,6 +5,9 @@ DirectML host on purpose."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +27,32 @@ def needs_host() -> None:
     except HostSetupError as exc:
         problem = str(exc)
     pytest.fail(f"{problem}\n(set {OPT_OUT}=1 to run the suite without it)", pytrace=False)
+
+
+def run_windows_program(source: Path, folder: Path, timeout: float = 180.0) -> str:
+    """Build ``source`` (C) with the set-up's mingw-w64 into ``folder``, with the set-up's
+    DirectML and Direct3D 12 DLLs beside it, run it under the set-up's Wine prefix on a private
+    X display and return its stdout. Fails naming the set-up command when a piece is missing."""
+    needs_host()
+    setup = dml_host.read_host_json()
+    compiler = shutil.which("x86_64-w64-mingw32-gcc")
+    if compiler is None:
+        pytest.fail(f"x86_64-w64-mingw32-gcc is missing: run `{dml_host.SETUP_COMMAND}`", pytrace=False)
+    exe = folder / (source.stem + ".exe")
+    # the flags the set-up builds host.exe with, so a warning here is as fatal as there
+    built = subprocess.run([compiler, "-O1", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(source)],
+                           capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, f"{compiler} failed on {source}:\n{built.stderr[-2000:]}"
+    for name in ("DirectML.dll", "wined3d.dll", "dxgi.dll", "d3d12.dll"):
+        (folder / name).symlink_to(Path(setup["bin_dir"]) / name)
+    xvfb, display = dml_host.start_xvfb(60)
+    try:
+        env = dict(os.environ, WINEPREFIX=setup["prefix"], DISPLAY=display, WINEDEBUG="-all",
+                   WINEDLLOVERRIDES=setup.get("dll_overrides") or dml_host.DLL_OVERRIDES)
+        done = subprocess.run([setup["wine64"], str(exe)], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    finally:
+        xvfb.kill()
+        xvfb.wait()
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    return done.stdout

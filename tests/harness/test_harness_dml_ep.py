@@ -105,18 +105,26 @@ def test_non_square_max_roi_pool_and_roi_align_10_diverge():
         ("device-dependent", "T2")]  # int64 batch indices: the GPU's answer
 
 
-def test_every_predicted_catalog_case_is_known_on_the_first_dml_run():
-    """The issue's goal: no catalog case the source predicts to fail or leave the EP is an
-    unexpected outcome; and every dml.json entry is used by some case (no dead prediction)."""
+def test_every_predicted_catalog_case_is_known_on_a_hardware_dml_run():
+    """No catalog case the source predicts to fail or leave the EP is an unexpected outcome on a
+    (not emulated) DirectML device; every predicted dml.json entry is used by some case (no dead
+    prediction); every entry says where it was observed and what was seen, and the entries of the
+    emulated device stay out of a hardware run."""
     expectations = exp.for_ep("dml", ort_version="1.24.4")
     rows = dml_ep.first_run_outlook(build_catalog(), expectations)
     assert [r["id"] for r in rows if r["reported"] != "known"] == []
-    assert {r["entry"] for r in rows} == {e.id for e in expectations.entries}
+    predicted = [e for e in expectations.entries if e.predicted]
+    assert {r["entry"] for r in rows} == {e.id for e in predicted}
     used = {(r["entry"], r["predicted"]) for r in rows}
     assert ("roi_pooling/*", "fail") in used and ("*", "not-on-ep") in used and ("roi_align*", "fail") in used
+    for entry in predicted:
+        assert entry.predicted_from and entry.reason.startswith("Predicted from source, then observed")
     for entry in expectations.entries:
-        assert entry.predicted and entry.predicted_from and entry.reason.startswith("Predicted from source")
-        assert entry.link.startswith("https://")
+        assert entry.link.startswith("https://") and entry.evidence and not entry.emulated_device
+        assert dict(entry.observed_on)["directml"].startswith("1.15.4") and dict(entry.observed_on)["emulated"] is True
+    emulated = exp.for_ep("dml", ort_version="1.24.4", emulated=True)
+    assert [e for e in emulated.entries if e.emulated_device] == [
+        e for e in emulated.entries if e not in expectations.entries]
 
 
 def test_the_outlook_tool_exits_zero_and_says_what_it_counts():

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.cases.common import UINT32_MAX, Case
 from ep_testbed.graphs.cases.roi_align import roi_align_desc
 from ep_testbed.harness.core import expectations as exp
+from ep_testbed.harness.core.signature import input_extremes
 from ep_testbed.harness.core.untrusted_files import FileRefused
 from ep_testbed.harness.eps.providers import resolve_ep
 from ep_testbed.harness.run.case_run import CaseConfig, run_case
@@ -60,6 +62,12 @@ def test_applies_to_names_providers_aliases_and_classes():
     ({"applies_to": ["onnxruntime-kernel"]}, "is not a provider name"),
     ({"shows_when": {"when": 1}}, "shows_when must be an object"),
     ({"shows_when": {"signature": {"colour": "red"}}}, "keys among outcome"),
+    ({"shows_when": {"signature": [{"values": "nan -> number"}, "x"]}}, "or a list of such objects"),
+    ({"observed_on": "llvmpipe"}, "observed_on must be an object"),
+    ({"observed_on": {"device": "llvmpipe"}}, "observed_on must say device and emulated"),
+    ({"observed_on": {"device": "llvmpipe", "emulated": "yes"}}, "emulated: true or false"),
+    ({"emulated_device": "yes"}, "emulated_device must be true or false"),
+    ({"evidence": ["seen"]}, "evidence must be a string"),
 ])
 def test_bad_entries_are_named(bad, words):
     with pytest.raises(ValueError, match=words):
@@ -126,3 +134,70 @@ def test_the_corner_term_max_shows_only_where_it_differs(recipe, shows):
     else:  # every sample reads outside the input: both maxima are 0; before, this pass was "fixed"
         assert raw == "pass" and line["outcome"] == "pass" and line["expected_outcome"] is None
         assert "cannot show on these inputs" in line["message"]
+
+
+def test_an_emulated_device_cause_is_an_emulation_gap_only_there():
+    """An entry scoped to an emulated device (``emulated_device``) is inactive elsewhere; where it
+    holds, the case it explains is ``emulation-gap`` (not tested, never ``known``), its message
+    says the device is the cause, and the line records where and what was seen."""
+    entry = {"id": "*", "outcome": "not-on-ep", "reason": "no 16-bit shaders on this device", "link": "l",
+             "emulated_device": True, "evidence": "FLOAT16 unsupported",
+             "observed_on": {"device": "llvmpipe", "emulated": True, "directml": "1.15.4"}}
+    assert len(exp.parse([entry])) == 0 and len(exp.parse([entry]).inactive) == 1
+    emulated = exp.parse([entry], emulated=True)
+    line = _line("not-on-ep")
+    emulated.settle(_Case(), line)
+    assert line["outcome"] == "emulation-gap" and "not a result of the EP" in line["message"]
+    recorded = line["expected_outcome"]
+    assert recorded["emulated_device"] is True and recorded["evidence"] == "FLOAT16 unsupported"
+    assert recorded["observed_on"] == {"device": "llvmpipe", "emulated": True, "directml": "1.15.4"}
+    passing = _line("pass")
+    emulated.settle(_Case(), passing)
+    assert passing["outcome"] == "fixed"  # the device gap went away: news
+    plain = exp.parse([dict(entry, emulated_device=False)], emulated=True)
+    line = _line("not-on-ep")
+    plain.settle(_Case(), line)
+    assert line["outcome"] == "known"
+
+
+def test_a_signature_list_is_any_of_them_and_untested_cases_cannot_show_it():
+    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "lerp", "link": "l", "strict": False,
+                          "shows_when": {"signature": [{"values": "inf -> nan"}, {"values": "-inf -> nan"}]}}])
+    for expected in ("inf", "-inf"):
+        line = _line("fail", worst=[{"failed": True, "expected": expected, "actual": "nan", "output": "OutputTensor"}])
+        entries.settle(_Case(), line)
+        assert line["outcome"] == "known"
+    other = _line("fail", worst=[{"failed": True, "expected": 2.0, "actual": 1.0, "output": "OutputTensor"}])
+    entries.settle(_Case(), other)
+    assert other["outcome"] == "fail" and "cannot show on these inputs" in other["message"]
+    for outcome in ("pass", "not-on-ep", "emulation-gap"):  # not strict: a pass stays; untested cases show nothing
+        line = _line(outcome)
+        entries.settle(_Case(), line)
+        assert line["outcome"] == outcome and line["expected_outcome"] is None and line["message"] == "m"
+
+
+def test_input_extremes_name_the_extreme_values_a_case_holds():
+    """The line's ``input_extremes``: NaN, +inf, -inf and magnitudes of at least 2**120 among the
+    floating-point inputs, in INPUT_CLASSES order; integers and moderate floats hold none."""
+    assert input_extremes({"x": np.array([1.0, -2.0], np.float32), "i": np.array([2**62], np.int64)}) == []
+    assert input_extremes({"x": np.array([np.inf, np.nan], np.float32)}) == ["nan", "inf"]
+    assert input_extremes({"x": np.array([-np.inf, -2.0**120], np.float32)}) == ["-inf", "huge"]
+    assert input_extremes({"x": np.array([2.0**119], np.float32), "e": np.zeros(0, np.float32)}) == []
+
+
+def test_shows_when_inputs_keeps_a_failure_shape_to_the_inputs_that_can_cause_it():
+    """A cause only extreme inputs trigger (DirectML's float32 lerp overflowing, say) explains a
+    failure of its shape on such inputs only: the same shape on moderate inputs fails, with a note
+    naming the condition; a bad class is refused naming the field and the classes."""
+    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "lerp", "link": "l", "strict": False,
+                          "shows_when": {"signature": {"values": "number -> nan"}, "inputs": ["nan", "huge"]}}])
+    worst = [{"failed": True, "expected": 2.0, "actual": "nan", "output": "OutputTensor"}]
+    for extremes, outcome in ((["huge"], "known"), (["nan", "inf"], "known"), (["inf"], "fail"), ([], "fail"),
+                              (None, "fail")):
+        line = _line("fail", worst=worst)
+        line["input_extremes"] = extremes
+        entries.settle(_Case(), line)
+        assert line["outcome"] == outcome, extremes
+        assert ("inputs holding nan or huge" in line["message"]) == (outcome == "fail")
+    with pytest.raises(ValueError, match=r"shows_when.inputs must be a list of nan, inf, -inf, huge"):
+        exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l", "shows_when": {"inputs": ["big"]}}])

@@ -261,6 +261,28 @@ def test_roi_pooling_round_tie_is_a_knife_edge():
     assert (kernel != expected.outputs["OutputTensor"]).any() and not outside(expected, kernel).any()
 
 
+def test_roi_pooling_halfway_product_accepts_the_even_neighbour():
+    """RP-1: the page's round leaves a halfway product open. ROIs [0, x, 0, x, 0] for x = 0.5 ...
+    5.5 on a 1x8 input of 0..7 pool the column round(x): the reference takes 1, 2, 3, 4, 5, 6
+    (away from zero, ORT's CPU EP); HLSL's round, and DirectML 1.15.4's own kernel, 0, 2, 2, 4, 4,
+    6 (the even neighbour, seen under --ep dml-wine). The output is unchanged, the even neighbour
+    lies within the alternatives of the fp32 model, not of the exact one, and one column further
+    lies outside both."""
+    x = np.arange(8, dtype=np.float32).reshape(1, 1, 1, 8)
+    halves = np.array([0.5, 1.5, 2.5, 3.5, 4.5, 5.5])
+    rois = np.stack([np.zeros(6), halves, np.zeros(6), halves, np.zeros(6)], axis=1).astype(np.float32)
+    desc = roi_pooling(x.shape, 6, (1, 1))
+    arrays = {"InputTensor": x, "ROITensor": rois.reshape(1, 1, 6, 5)}
+    expected = execute_with_bounds(desc, arrays)
+    even = np.rint(halves).reshape(6, 1, 1, 1)
+    np.testing.assert_array_equal(expected.outputs["OutputTensor"].ravel(), [1, 2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(execute(desc, arrays)["OutputTensor"], expected.outputs["OutputTensor"])
+    assert not outside(expected, even).any()
+    assert outside(expected, even - 1).any()
+    assert any("halves away from zero, RP-1" in k.decision and k.alternative == "0" for k in expected.knife_edges)
+    assert outside(execute_with_bounds(desc, arrays, "exact"), even).sum() == 3
+
+
 def test_roi_pooling_float32_bin_end_is_a_knife_edge():
     """RP-2's divergence: 29 rows into 11 bins. The page's last bin ends at row 29; ORT's CPU EP
     computes ceil(11 * float32(29/11)) = 30. The reference offers row 30, so ORT passes under

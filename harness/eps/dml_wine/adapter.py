@@ -14,6 +14,15 @@ the next case starts a fresh host. A session that fails while vkd3d refused one 
 shaders carries the emulation's own lines (``SessionError.emulation``): the emulated device,
 not DirectML, failed.
 
+Test hook, read only here and only from the environment, as the worker's ``EP_TESTBED_FAULT``::
+
+    EP_TESTBED_DML_WINE_FAULT="abort=<glob>;hang=<glob>"
+
+makes the DirectML host itself, in place of the first session of a case whose id matches
+``<glob>`` (fnmatch; a packed session: of any of its cases), call ``abort()`` or sleep past every limit (the host's test-only requests):
+the tests show that a host dying or hanging mid-case costs that case (``crash`` / ``timeout``)
+and nothing else. Nothing sets it unless you do.
+
 ``--ep-option dml_device=own`` lets ONNX Runtime make a DirectML device per session, as an
 application does; the default hands every session the host's one device (the documented
 ``OrtSessionOptionsAppendExecutionProviderEx_DML`` path: the same kernels, bit-identical
@@ -22,13 +31,15 @@ outputs, 0.1-0.25 s less per session on this device).
 
 from __future__ import annotations
 
+import fnmatch
+import os
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
 import onnx
 
 from .. import placement as placement_mod
-from ..ep_run import EpRun, SessionError
+from ..ep_run import EpRun, SessionError, current_cases
 from ..providers import EpNotAvailable, EpSpec, SessionSettings, config_entries
 from . import canary
 from .host import SETUP_COMMAND, DmlWineHost, HostCrashed, HostError, HostRun, HostTimeout, read_host_json
@@ -43,6 +54,24 @@ OPTIONS = {"device_id": "the DXGI adapter index (0: the emulated llvmpipe device
 #: Seconds one request may take before the host is killed (a case's own --timeout, enforced by the
 #: worker pool around it, is normally shorter).
 REQUEST_TIMEOUT = 600.0
+#: The test hook (module docstring): the variable and its actions.
+FAULT_ENV = "EP_TESTBED_DML_WINE_FAULT"
+FAULT_ACTIONS = ("abort", "hang")
+#: How long a planted hang sleeps: longer than any limit (the host's protocol carries a u32 of ms).
+HANG_MS = 2**32 - 1
+
+
+def planted_fault(case_id: str | None, spec: str | None = None) -> str | None:
+    """The action ``EP_TESTBED_DML_WINE_FAULT`` (or ``spec``) plants for ``case_id``: ``"abort"``,
+    ``"hang"`` or None. ValueError naming the variable for an item that is not ACTION=GLOB."""
+    text = os.environ.get(FAULT_ENV, "") if spec is None else spec
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        action, sep, pattern = item.partition("=")
+        if not sep or action not in FAULT_ACTIONS:
+            raise ValueError(f"{FAULT_ENV}: {item!r} must be ACTION=GLOB with ACTION one of {', '.join(FAULT_ACTIONS)}")
+        if case_id is not None and fnmatch.fnmatchcase(case_id, pattern):
+            return action
+    return None
 
 
 class WineDmlAdapter:
@@ -51,6 +80,8 @@ class WineDmlAdapter:
 
     holder: ClassVar[str] = EP_NAME
     holds_sessions: ClassVar[bool] = True
+    #: vkd3d on Mesa's lavapipe: a Direct3D 12 device emulated on the CPU.
+    emulated: ClassVar[bool] = True
 
     def __init__(self, spec: EpSpec):
         """``spec``: ``--ep dml-wine`` with its ``--ep-option`` values."""
@@ -131,7 +162,14 @@ class WineDmlAdapter:
                  allow_fallback: bool, profile: bool, quiet: bool) -> HostRun:
         """One request to this process's host (started, or restarted after a crash, on demand)."""
         host = self.host()
+        # a session of several packed cases carries the fault of any of them (a pack that fails is
+        # taken apart down to the case alone, which then gets it)
+        fault = next(filter(None, (planted_fault(case_id) for case_id in current_cases())), None)
         try:
+            if fault == "abort":
+                host._test_abort()
+            elif fault == "hang":
+                host._test_stall(HANG_MS)
             return host.run(model_bytes, dict(feeds), provider="DML",
                             device_id=int(self.spec.options.get("device_id", 0)),
                             shared_device=self.spec.options.get("dml_device", "shared") == "shared",
@@ -210,4 +248,4 @@ def spec(options: Mapping[str, str] | None = None) -> EpSpec:
     return EpSpec(PROVIDER, "dml", dict(options or {}), holder=EP_NAME)
 
 
-__all__ = ["EP_NAME", "OPTIONS", "PROVIDER", "WineDmlAdapter", "spec"]
+__all__ = ["EP_NAME", "FAULT_ENV", "OPTIONS", "PROVIDER", "WineDmlAdapter", "planted_fault", "spec"]

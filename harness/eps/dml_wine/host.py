@@ -59,9 +59,13 @@ END_MARKER = b"[ep-testbed-host] end of request"
 #: when vkd3d refused one of DirectML's shaders (``EMULATION_SIGNATURES``).
 WINE_DEBUG = "-all,err+all,warn+vkd3d"
 #: stderr lines that mark a failure of the emulation (vkd3d on lavapipe), not of DirectML: seen
-#: when DirectML's vectorised element-wise kernels (e.g. Add of 4 or 8 float32 elements, Cast
-#: uint32 -> int64) fail to compile with 0x80004005 at session creation.
-EMULATION_SIGNATURES = ("Failed to scan shader bytecode", "Invalid shader", "Invalid heap for base descriptor")
+#: when DirectML's vectorised element-wise kernels (e.g. Add or Mul of a multiple of 4 float32
+#: elements, Cast uint32 -> int64) fail to compile with 0x80004005 at session creation, and when
+#: a buffer of 4 GiB or more is asked for (lavapipe's maxBufferSize is 2**32 - 1; the DirectML EP
+#: rounds its allocations up to a power of two, so a tensor just over 2 GiB asks for 4 GiB) and
+#: the run fails with 8007000E.
+EMULATION_SIGNATURES = ("Failed to scan shader bytecode", "Invalid shader", "Invalid heap for base descriptor",
+                        "Failed to create Vulkan buffer")
 
 #: Session config entries of a conformance session (``harness/providers.py`` sets the same
 #: ones in-process): no silent CPU fallback, DirectML graph fusion off (each node its own
