@@ -48,9 +48,10 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Longest module first (tests/durations.json; an unlisted module counts as short), each
-    module's tests in their own order: with ``--dist loadscope`` each process takes the next
-    module when it runs short, so the long ones overlap instead of ending the run alone."""
+    """Longest module first (tests/durations.json), each module's tests in their own order: with
+    ``--dist loadscope`` each process takes the next module when it runs short, so the long ones
+    overlap instead of ending the run alone. A module the file does not list yet (a new one) goes
+    before all: if it is long it must not start last, and if it is short starting first costs nothing."""
     seconds = _module_seconds()
     first_seen: dict[str, int] = {}
     for item in items:
@@ -58,6 +59,6 @@ def pytest_collection_modifyitems(session, config, items):
 
     def key(item):
         module = item.nodeid.split("::", 1)[0]
-        return -seconds.get(module, 0.0), first_seen[module]
+        return -seconds.get(module, float("inf")), first_seen[module]
 
     items.sort(key=key)  # stable: a module's tests keep their order

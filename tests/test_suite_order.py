@@ -39,8 +39,8 @@ def test_longest_module_first_and_each_modules_tests_keep_their_order():
              f"{long_module}::a[1]"]
     items = [SimpleNamespace(nodeid=n) for n in names]
     conftest.pytest_collection_modifyitems(None, None, items)
-    assert [i.nodeid for i in items] == [f"{long_module}::b[2]", f"{long_module}::a[1]", f"{short_module}::a",
-                                         f"{short_module}::c", "tests/not_listed.py::x"]
+    assert [i.nodeid for i in items] == ["tests/not_listed.py::x", f"{long_module}::b[2]", f"{long_module}::a[1]",
+                                         f"{short_module}::a", f"{short_module}::c"]
 
 
 def test_xdist_queues_modules_in_that_order():

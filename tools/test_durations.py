@@ -7,8 +7,8 @@ tests/conftest.py hands the longest modules to the test processes first, so that
 module starts last while the other process idles (pytest-xdist's ``loadscope`` keeps a module
 in one process and, by default, queues the modules with the most tests first, whatever they
 cost). The figures only order the work: a stale or missing figure costs wall time, never a
-result. Refresh them when a module's cost changes a lot (a module missing from the file counts
-as short). Exit code: 0 written, 2 the XML cannot be read.
+result. Refresh them when a module's cost changes a lot (a module missing from the file, a new
+one, starts before all the listed ones). Exit code: 0 written, 2 the XML cannot be read.
 """
 
 from __future__ import annotations
