@@ -308,6 +308,25 @@ def _report_link(run_dir: Path, out_dir: Path) -> str | None:
     return Path(os.path.relpath(report.resolve(), Path(out_dir).resolve())).as_posix()
 
 
+#: The keys of a case line the diff reads (``_change``, ``_growth``): all it keeps of a line, so
+#: that two large runs are compared holding a few hundred bytes per case.
+DIFF_KEYS = ("type", "id", "op", "dtype", "outcome", "scope", "errors", "tolerance_used")
+
+
+def diff_view(line: dict[str, Any]) -> dict[str, Any]:
+    """The part of a case line the diff reads (``DIFF_KEYS``, the dtype tag, the message's first
+    300 characters, the attribution's cause)."""
+    view = {k: line[k] for k in DIFF_KEYS if k in line}
+    tags, attribution, message = line.get("tags"), line.get("attribution"), line.get("message")
+    if isinstance(tags, dict) and "dtype" in tags:
+        view["tags"] = {"dtype": tags["dtype"]}
+    if isinstance(attribution, dict) and "cause" in attribution:
+        view["attribution"] = {"cause": attribution["cause"]}
+    if isinstance(message, str):
+        view["message"] = message[:300]
+    return view
+
+
 def diff_runs(run_a: str | Path, run_b: str | Path, out_dir: str | Path, growth_factor: float = 2.0,
               abs_floor: float = 1e-6, *, policy: GatePolicy | None = None) -> DiffResult:
     """Compare baseline ``run_a`` with ``run_b``; write ``out_dir/diff.html`` and ``out_dir/diff.txt``.
@@ -316,7 +335,7 @@ def diff_runs(run_a: str | Path, run_b: str | Path, out_dir: str | Path, growth_
     ``results.ResultsError`` when either folder has no readable results.jsonl, ``ValueError``
     for ``growth_factor < 1``.
     """
-    a, b = load_run(run_a), load_run(run_b)
+    a, b = load_run(run_a, diff_view), load_run(run_b, diff_view)
     res = compare_runs(a, b, growth_factor, abs_floor, policy)
     out = output_folder(out_dir)  # never written through a link planted in the folder
     res.text_path = write_output(out / DIFF_TEXT, diff_text(res, growth_factor))

@@ -118,11 +118,7 @@ def wants_detail(case: CaseResult) -> bool:
 def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) -> Detail:
     """One case section: message, rerun line, and (from its artifact folder, if any) the arrays;
     with ``with_pictures`` also heatmaps, index mismatches and the inline repro bundle."""
-    message = case.message
-    detail = Detail(anchor=anchor, case=case, rerun=rerun_command(run, case), artifacts_path=case.artifacts,
-                    message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT,
-                    figure=figures.failure_figure(case), stats=figures.stats_rows(case),
-                    group=group_title(case, run), also_on=figures.also_on_text(case))
+    detail = _plain_detail(run, case, anchor)
     folder = resolve_folder(run.path, case.artifacts)
     if folder is None:
         return detail
@@ -182,6 +178,31 @@ def _scope_counts(run: Run) -> list[tuple[str, int, int]]:
                   key=lambda item: (not item[0].startswith("only on "), item[0]))
 
 
+def _plain_detail(run: Run, case: CaseResult, anchor: str) -> Detail:
+    """A case section from its results line alone (message, rerun line, figure, statistics)."""
+    message = case.message
+    return Detail(anchor=anchor, case=case, rerun=rerun_command(run, case), artifacts_path=case.artifacts,
+                  message=message[:MESSAGE_LIMIT], message_truncated=len(message) > MESSAGE_LIMIT,
+                  figure=figures.failure_figure(case), stats=figures.stats_rows(case),
+                  group=group_title(case, run), also_on=figures.also_on_text(case))
+
+
+def _detail_within_memory(run: Run, case: CaseResult, anchor: str, with_pictures: bool) -> Detail:
+    """``_build_detail``, or, when the case folder's arrays (a stress case's are hundreds of MB)
+    do not fit in memory, the section from its results line with that said: the report renders
+    what it can instead of failing for one large case."""
+    try:
+        return _build_detail(run, case, anchor, with_pictures)
+    except MemoryError:
+        pass  # out of the handler first, so the arrays read so far are freed
+    detail = _plain_detail(run, case, anchor)
+    folder = resolve_folder(run.path, case.artifacts)
+    detail.art = CaseArtifacts(folder=folder or run.path, problems=[
+        "its arrays did not fit in this machine's memory: pictures and the repro bundle are left out (the case "
+        "folder keeps them; `ep-testbed report` on a machine with more memory draws them)"])
+    return detail
+
+
 def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictures: int = 60,
                max_details: int = 500) -> Path:
     """Write ``report.html`` for ``run_dir`` (default into ``run_dir``) and return its path.
@@ -200,7 +221,7 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
     for c in shown:
         with_pictures = bool(c.artifacts) and pictured < max_pictures
         pictured += with_pictures
-        details.append(_build_detail(run, c, anchors[c.id], with_pictures))
+        details.append(_detail_within_memory(run, c, anchors[c.id], with_pictures))
     counts = run.counts
     header = run.header
     matrix = build_matrix(run.cases)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ep_testbed.harness.core.results import (
     ERROR_KEYS,
@@ -25,7 +25,7 @@ from ep_testbed.harness.core.results import (
     load_records,
     results_path,
 )
-from ep_testbed.harness.core.untrusted_files import BadLine, FileRefused
+from ep_testbed.harness.core.untrusted_files import BadLine, FileRefused, OutOfMemory
 
 
 @dataclass
@@ -186,11 +186,13 @@ class ResultsError(ValueError):
     """The run folder has no readable results.jsonl; the message says what to do."""
 
 
-def load_run(run_dir: str | Path) -> Run:
-    """Read ``run_dir/results.jsonl``.
+def load_run(run_dir: str | Path, project: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Run:
+    """Read ``run_dir/results.jsonl``; ``project`` keeps only part of each case line
+    (``harness.core.results.load_records``: a reader that needs a few keys holds only those).
 
     Raises ``ResultsError`` when the file is missing, cannot be read (not a regular file, over
-    the size cap) or has no run header.  A line that is not a record of the schema (an
+    the size cap) or has no run header; ``OutOfMemory`` (a ``FileRefused``: exit 2 with its
+    message) when it would not fit in what this process may still allocate.  A line that is not a record of the schema (an
     interrupted write, damage) is skipped and listed in ``Run.unreadable_lines``/``unreadable``.
     """
     run_dir = Path(run_dir)
@@ -198,7 +200,9 @@ def load_run(run_dir: str | Path) -> Run:
     if not path.is_file():
         raise ResultsError(f"{path} does not exist: pass a folder written by `ep-testbed run --out`.")
     try:
-        records = load_records(results_path(run_dir))
+        records = load_records(results_path(run_dir), project)
+    except OutOfMemory:
+        raise  # not a damaged file: the caller says what is kept and how to finish
     except FileRefused as exc:
         raise ResultsError(str(exc)) from None
     if records.header is None:

@@ -18,7 +18,7 @@ import numpy as np
 from ep_testbed.graphs.input_flags import input_flags
 from ep_testbed.graphs.pairwise import all_pairs
 from ep_testbed.reference import DescError, validate
-from ep_testbed.reference.dtypes import numpy_dtype
+from ep_testbed.reference.dtypes import filled, numpy_dtype
 from ep_testbed.reference.registry import checked_module, spec_named, spec_of_type, specs
 
 UINT32_MAX = 2**32 - 1
@@ -93,8 +93,8 @@ def is_valid(desc) -> bool:
 
 
 def float_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
-    """Multiples of 1/8 in [-4, 4]."""
-    return (rng.integers(-32, 33, size=shape) / 8).astype(dtype)
+    """Multiples of 1/8 in [-4, 4], allocated in ``dtype`` directly (``dtypes.filled``)."""
+    return filled(tuple(shape), dtype, lambda n: rng.integers(-32, 33, size=n) / 8)
 
 
 def roi_op_inputs(desc: Any, recipe: str, rng: np.random.Generator,
@@ -106,7 +106,7 @@ def roi_op_inputs(desc: Any, recipe: str, rng: np.random.Generator,
     x_dtype = numpy_dtype(desc.input_tensor.data_type)
     x = float_values(rng, desc.input_tensor.sizes, x_dtype)
     if recipe == "ties":
-        x = rng.integers(0, 4, size=desc.input_tensor.sizes).astype(x_dtype)
+        x = filled(desc.input_tensor.sizes, x_dtype, lambda n: rng.integers(0, 4, size=n))
     if recipe == "nan-inf":
         flat = x.reshape(-1)
         picks = rng.choice(flat.size, size=max(3, flat.size // 20), replace=False)
@@ -390,10 +390,16 @@ def memory_need(desc: Any, input_copies: float = 3, per_output: int = 96) -> int
     ``PROCESS_BASELINE_BYTES``. The defaults hold for the ROI operators (measured: up to 90
     bytes per output element with 10,000 regions); MAX_POOLING2 passes its own (2 and 48).
     ``benchmarks/bench_stress_memory.py`` prints the measured peak of every stress case next to it."""
-    inputs = sum(_tensor(desc, m).element_count * numpy_dtype(_tensor(desc, m).data_type).itemsize
-                 for m in desc.INPUTS)
+    inputs = tensors_bytes(desc, desc.INPUTS)
     outputs = sum(_tensor(desc, m).element_count for m in desc.OUTPUTS if _tensor(desc, m) is not None)
     return int(input_copies * inputs) + per_output * outputs + PROCESS_BASELINE_BYTES
+
+
+def tensors_bytes(desc: Any, members: tuple[str, ...]) -> int:
+    """Bytes the arrays of DML members ``members`` of ``desc`` hold (absent optional ones: 0):
+    what a case allocates at the least before any work."""
+    return sum(t.element_count * numpy_dtype(t.data_type).itemsize
+               for t in (_tensor(desc, m) for m in members) if t is not None)
 
 
 def _tensor(desc: Any, member: str) -> Any:

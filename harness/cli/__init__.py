@@ -12,8 +12,9 @@ mechanism to keep in step).
 namespace as ``args.command_line``: the rerun command recorded in results headers) and runs the
 handler under the ``--limit`` caps every command takes (``harness.core.untrusted_files``: every file
 a command reads goes through that module); a ``DescError`` (a desc the DML page refuses), a
-``FileRefused`` (a file the module will not read as asked) or another unreadable file becomes
-exit code 2 with one message. Bad usage that argparse catches exits 2 with argparse's message. Python-API seams that are not flags (another
+``FileRefused`` (a file the module will not read as asked), another unreadable file or a
+``MemoryError`` (an input that outgrew the machine: ``harness.core.memory``) becomes exit code 2
+with one message. Bad usage that argparse catches exits 2 with argparse's message. Python-API seams that are not flags (another
 case catalog or mapper for ``run``) are keyword arguments of the handler itself: see
 ``cli.run.run_command``.
 """
@@ -25,6 +26,7 @@ import json
 import sys
 from typing import Sequence
 
+from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
@@ -105,3 +107,5 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "ep-testbed into the environment that holds your onnxruntime wheel")
     except (OSError, json.JSONDecodeError) as exc:
         return usage_error(str(exc))
+    except MemoryError:  # an input that outgrew the machine where no estimate caught it first: never 0 or 1
+        return usage_error(shortage_message(f"`{args.command_line}`", None))

@@ -6,7 +6,9 @@ import shlex
 import sys
 from typing import Any, Sequence
 
+from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.terminal import safe_message
+from ep_testbed.harness.core.untrusted_files import OutOfMemory
 from ep_testbed.harness.run.summary import EXIT_USAGE, problems, table
 from ep_testbed.reports import render_all
 
@@ -38,10 +40,26 @@ def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str]) -> None:
         print("\nfailures:\n" + listing)
 
 
-def render_report(run_dir: str) -> None:
-    """Write report.html, junit.xml and summary.json into the run folder and print their paths."""
+def render_report(run_dir: str) -> bool:
+    """Write report.html, junit.xml and summary.json into the run folder and print their paths;
+    False when that ran out of memory (the message says what is kept and how to finish: the
+    command then exits 2, an out-of-memory never reads as a judged result), True otherwise."""
+    refused = None
     try:
         for kind, path in render_all(run_dir).items():
             print(f"{kind}: {path}")
+    except OutOfMemory as exc:  # the results file alone would not fit
+        refused = str(exc)
+    except MemoryError:
+        pass  # out of the handler first, so what rendering held is freed before the message
     except Exception as exc:  # a report bug must not turn a finished run into a failure
         print(f"{PROG}: rendering the report failed: {type(exc).__name__}: {safe_message(exc)}", file=sys.stderr)
+        return True
+    else:
+        return True
+    message = refused or shortage_message(f"rendering the report of {run_dir}", None)
+    problem, _, note = message.partition("\nNote: ")
+    print(f"{PROG}: the report of {run_dir} was not rendered (its results.jsonl is complete and kept): "
+          f"{safe_message(problem)}\nNote: finish it with `{PROG} report {shlex.quote(run_dir)}` where there is more "
+          f"memory; or {safe_message(note.removeprefix('try '))}", file=sys.stderr)
+    return False

@@ -22,7 +22,7 @@ import sys
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
-from ep_testbed.harness.run.summary import exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import EXIT_USAGE, exit_code, failing_outcomes
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
@@ -148,7 +148,8 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     print(f"results: {os.path.join(out, 'results.jsonl')}")
     if result.interrupted:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
-    render_report(out)
+    if not render_report(out):
+        return EXIT_USAGE
     return exit_code(result.counts, failing, result.interrupted)
 
 

@@ -12,7 +12,7 @@ import os
 
 from ep_testbed.harness.core.results import count_outcomes
 from ep_testbed.harness.run.merge import MergeError, merge_runs
-from ep_testbed.harness.run.summary import exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import EXIT_USAGE, exit_code, failing_outcomes
 
 from .common import print_outcomes, render_report, usage_error
 from .options import add_out
@@ -45,5 +45,8 @@ def merge_command(args: argparse.Namespace) -> int:
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(lines, failing)
     print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")
-    render_report(args.out)
-    return exit_code(count_outcomes(lines), failing)
+    counts = count_outcomes(lines)
+    del lines  # the report reads the merged file again: leave it the memory
+    if not render_report(args.out):
+        return EXIT_USAGE
+    return exit_code(counts, failing)

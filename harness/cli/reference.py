@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ep_testbed.graphs.cases.common import tensors_bytes
+from ep_testbed.harness.core.memory import check_fits, headroom, mib, shortage_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, read_arrays, read_json
 from ep_testbed.reference import DescError, desc_from_dml, execute, validate
 from ep_testbed.reference.inputs import random_inputs
@@ -27,7 +30,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                               description="Read a desc (DML spelling, JSON), validate it against its doc page, "
                                           "run the reference on seeded random inputs (or --inputs NPZ keyed by DML "
                                           "member names) and write the outputs to --out (NPZ).",
-                              epilog="exit codes: 0 computed, 2 not a JSON desc, unreadable inputs or invalid desc")
+                              epilog="exit codes: 0 computed, 2 not a JSON desc, unreadable inputs, invalid desc, or arrays that outgrow "
+                                 "this machine's memory")
     p.add_argument("--desc", required=True, type=Path, help="desc JSON file in DirectML's spelling")
     p.add_argument("--inputs", type=Path, help="NPZ with InputTensor, ROITensor, ... (default: seeded random)")
     add_seed(p.add_argument, "seed of the random inputs")
@@ -38,17 +42,25 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 
 def reference_command(args: argparse.Namespace) -> int:
     """Run the reference on ``args.desc``; print each output; write ``args.out``; 0, or 2 (with
-    the flag and file named) for a file that is not a desc or not an NPZ. A desc or arrays the
-    page refuses (``DescError``) reach ``main``, which prints them and exits 2."""
+    the flag and file named) for a file that is not a desc or not an NPZ, or for a desc whose
+    arrays outgrow this machine's memory (checked before anything is allocated, where its
+    inputs and outputs alone do not fit; a ``MemoryError`` during the work says the same). A
+    desc or arrays the page refuses (``DescError``) reach ``main``, which prints them and exits 2."""
     try:
         data = read_json(args.desc, "JSON desc")
     except FileRefused as exc:
         return usage_error(f"--desc {exc}")
     desc = desc_from_dml(data)
     validate(desc, args.feature_level)  # the desc first: a DescError after this is about the arrays
+    what = f"the reference on --desc {args.desc}" + (f" with --inputs {args.inputs}" if args.inputs else "")
+    least, have = tensors_bytes(desc, (*desc.INPUTS, *desc.OUTPUTS)), headroom()
+    shortage = check_fits(f"{what} (its input and output arrays alone)", least)
+    if shortage:
+        return usage_error(shortage)
     try:
-        tensors = read_arrays(args.inputs, "inputs NPZ") if args.inputs else random_inputs(desc, seed=args.seed)
-        outputs = execute(desc, tensors, feature_level=args.feature_level)
+        outputs = _compute(args, desc)
+    except MemoryError:  # the estimate above is a floor: the work arrays did not fit
+        return usage_error(shortage_message(f"{what} (at least {mib(least)} for its arrays)", None, have))
     except FileRefused as exc:
         return usage_error(f"--inputs {exc}")
     except DescError as exc:
@@ -61,3 +73,9 @@ def reference_command(args: argparse.Namespace) -> int:
         np.savez(args.out, **outputs)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         print(f"wrote {args.out}")
     return 0
+
+
+def _compute(args: argparse.Namespace, desc: Any) -> dict[str, np.ndarray]:
+    """The reference's outputs for ``desc`` on ``--inputs`` (or seeded random inputs)."""
+    tensors = read_arrays(args.inputs, "inputs NPZ") if args.inputs else random_inputs(desc, seed=args.seed)
+    return execute(desc, tensors, feature_level=args.feature_level)

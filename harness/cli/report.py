@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.reports import (
     ResultsError,
@@ -37,7 +38,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 
 
 def report_command(args: argparse.Namespace) -> int:
-    """Write the three report files into ``args.run_dir``; print their paths; 0, or 2 on unreadable results."""
+    """Write the three report files into ``args.run_dir``; print their paths; 0, or 2 on unreadable
+    results or a report that outgrows this machine's memory."""
     try:
         for bad in load_run(args.run_dir).unreadable:
             what = "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason)}"
@@ -48,6 +50,12 @@ def report_command(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         print(f"ep-testbed report: {safe_message(exc)}", file=sys.stderr)
         return 2
-    for path in paths:
-        print(f"wrote {path}")
-    return 0
+    except MemoryError:
+        pass  # out of the handler first, so what rendering held is freed before the message
+    else:
+        for path in paths:
+            print(f"wrote {path}")
+        return 0
+    message = shortage_message(f"rendering the report of {args.run_dir}", None)
+    print(f"ep-testbed report: {safe_message(message)}", file=sys.stderr)
+    return 2

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from ep_testbed.graphs.catalog import TIERS
 from ep_testbed.harness.core.expectations import Expectations
+from ep_testbed.harness.core.memory import address_space_limit, available_memory
 from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
 from ep_testbed.harness.core.terminal import safe_message
 from ep_testbed.harness.core.untrusted_files import limits, using_limits
@@ -35,7 +36,7 @@ from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_map
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases
 from ep_testbed.harness.run.selection import parse_shard, select, shard
-from ep_testbed.harness.run.summary import EXIT_NO_CASES, exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import EXIT_NO_CASES, EXIT_USAGE, exit_code, failing_outcomes
 from ep_testbed.reference.precision import precision_model
 
 from .common import UsageError, print_outcomes, render_report, usage_error
@@ -242,45 +243,70 @@ def _selected_cases(args: argparse.Namespace, settings: RunConfig, catalog: str)
         shard_spec = parse_shard(args.shard) if args.shard else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    cases = select(load_cases(catalog, settings.ops, settings.seed, args.tier) + [e.case for e in settings.corpus],
-                   args.include, args.exclude)
+    catalog_cases = load_cases(catalog, settings.ops, settings.seed, args.tier)
+    refuse_clashes(catalog_cases, settings.corpus)
+    cases = select(catalog_cases + [e.case for e in settings.corpus], args.include, args.exclude)
     return shard(cases, *shard_spec) if shard_spec else cases
 
 
+def refuse_clashes(catalog_cases: list[Any], corpus: Sequence[Any]) -> None:
+    """``UsageError`` naming both when a corpus case has a catalog case's id: one id is one line
+    of results.jsonl, and two cases under it would overwrite each other's result (and folder).
+    Corpus ids keep their own form, ``<op>/corpus-<ep alias>-<hash>``, which no catalog id takes;
+    a clash means a hand-edited ``case.json``."""
+    catalog_ids, seen = {case.id for case in catalog_cases}, dict[str, str]()
+    for entry in corpus:
+        case_id = entry.case.id
+        if case_id in catalog_ids:
+            raise UsageError(f"--corpus: the case in {entry.path} has the id {case_id!r}, which the catalog case "
+                             f"{case_id!r} has too; one id is one result.\nNote: give the corpus case its own id in "
+                             "its case.json (corpus ids read <op>/corpus-<ep alias>-<hash>), or leave that folder "
+                             "out of --corpus")
+        if case_id in seen:
+            raise UsageError(f"--corpus: the cases in {seen[case_id]} and {entry.path} have one id, {case_id!r}; "
+                             "one id is one result.\nNote: pass one of the two folders")
+        seen[case_id] = entry.path
+
+
+#: Address space a worker maps before its case allocates anything (Python, NumPy, ONNX, ONNX
+#: Runtime and a session: about 300 MiB measured on Linux, plus thread stacks per core): what an
+#: address-space limit (``ulimit -v``) leaves a case is that limit less this.
+WORKER_ADDRESS_SPACE = 512 * 2**20
+
+
 def _fitting(cases: list[Any], jobs: int) -> tuple[list[Any], list[dict[str, Any]]]:
-    """The cases whose ``memory_mb`` tag (stress cases state one) fits this machine with
-    ``jobs`` workers at once, and the others as ``{"id", "memory_mb", "reason"}`` (printed)."""
-    available = available_memory()
-    if available is None:
+    """The cases whose ``memory_mb`` tag (stress and corpus cases state one) fits this machine
+    with ``jobs`` workers at once, and the others as ``{"id", "memory_mb", "reason"}`` (printed)."""
+    budget_mb, why = memory_budget(jobs)
+    if budget_mb is None:
         return cases, []
-    budget_mb = int(available * 0.8 / max(1, jobs)) // 2**20
     kept, skipped = [], []
     for case in cases:
         need = int((getattr(case, "tags", None) or {}).get("memory_mb") or 0)
         if need <= budget_mb:
             kept.append(case)
             continue
-        reason = (f"needs {need} MiB; {available // 2**20} MiB available, 80% of it shared by {jobs} worker(s) "
-                  f"leaves {budget_mb} MiB" + (" (Note: --jobs 1 gives one case all of it)" if jobs > 1 else ""))
+        reason = f"needs {need} MiB; {why}"
         skipped.append({"id": case.id, "memory_mb": need, "reason": reason})
         print(f"ep-testbed: skipped {case.id}: {reason}", file=sys.stderr)
     return kept, skipped
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available to new processes now (Linux ``MemAvailable``, else free
-    physical pages), or None when this platform does not say."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
+def memory_budget(jobs: int) -> tuple[int | None, str]:
+    """MiB one case may use with ``jobs`` workers at once, and how that figure came about: 80%
+    of the available memory shared by the workers, and no more than an address-space limit
+    (inherited by every worker) leaves one worker (``WORKER_ADDRESS_SPACE``); None when neither is known."""
+    available, ceiling = available_memory(), address_space_limit()
+    budgets: list[tuple[int, str]] = []
+    if available is not None:
+        share = int(available * 0.8 / max(1, jobs)) // 2**20
+        budgets.append((share, f"{available // 2**20} MiB available, 80% of it shared by {jobs} worker(s) leaves "
+                               f"{share} MiB" + (" (Note: --jobs 1 gives one case all of it)" if jobs > 1 else "")))
+    if ceiling is not None:
+        left = max(0, ceiling - WORKER_ADDRESS_SPACE) // 2**20
+        budgets.append((left, f"the address-space limit (ulimit -v) of {ceiling // 2**20} MiB leaves a worker "
+                              f"{left} MiB"))
+    return min(budgets) if budgets else (None, "")
 
 
 def load_cases(spec: str, ops: list[str] | None, seed: int, tier: str = "default") -> list[Any]:
@@ -387,5 +413,6 @@ def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str
     if result.interrupted:
         print(f"interrupted: {len(result.lines)} of {selected} cases finished; continue with --resume --out {out}",
               file=sys.stderr)
-    render_report(out)
+    if not render_report(out):
+        return EXIT_USAGE
     return exit_code(result.counts, failing, result.interrupted)

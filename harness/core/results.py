@@ -28,11 +28,12 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from .untrusted_files import BadLine, inside, open_output, read_json_lines
+from .memory import check_fits, headroom
+from .untrusted_files import BadLine, inside, memory_refused, open_output, read_json_lines
 
 RESULTS_FILE = "results.jsonl"
 #: The folder of a run that holds one folder per case (see ``case_dir``).
@@ -300,6 +301,10 @@ class RunRecords:
     end: dict[str, Any] | None = None
     headers: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
+    #: Case id -> the numbers of its lines, for every id with more than one case line: a file
+    #: ``run`` wrote never has one (a resume rewrites it with one line per id), so each is two
+    #: results under one id, which readers that keep the last (``cases``) must not lose silently.
+    repeated: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def damaged(self) -> list[BadLine]:
@@ -307,11 +312,35 @@ class RunRecords:
         return [line for line in self.bad_lines if not line.torn]
 
 
-def load_records(path: str) -> RunRecords:
+#: Bytes of Python objects one byte of a results file becomes when every line is parsed and kept
+#: (3.9 measured on a CPU catalog run): what ``load_records`` checks against free memory first.
+PARSED_BYTES_PER_BYTE = 4
+
+
+def load_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> RunRecords:
     """Every line of the results file ``path`` (read through ``untrusted_files``: a regular
     file, size-capped, strict JSON), sorted into a ``RunRecords``; nothing is dropped silently:
-    a line that is not a record of the schema is kept in ``bad_lines`` with its number and why."""
-    out = RunRecords()
+    a line that is not a record of the schema is kept in ``bad_lines`` with its number and why.
+
+    Lines are parsed one at a time; ``project`` (a case line -> the part the reader keeps, e.g.
+    the diff's few keys) is applied to each case line before it is kept, so a reader that needs
+    little holds little. A whole file kept whole must fit in memory (``PARSED_BYTES_PER_BYTE``):
+    ``FileRefused`` saying how much it needs, before parsing, and the same if parsing runs out."""
+    size = os.stat(path).st_size if os.path.isfile(path) else 0
+    what = "reading its lines"
+    if project is None and check_fits(what, size * PARSED_BYTES_PER_BYTE) is not None:
+        raise memory_refused(path, what, size * PARSED_BYTES_PER_BYTE)
+    have = headroom()
+    try:
+        return _sorted_records(path, project)
+    except MemoryError:
+        pass  # out of the handler first, so the lines read so far are freed before the message
+    raise memory_refused(path, f"{what} ({size} bytes)", None, have)
+
+
+def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] | None) -> RunRecords:
+    """``load_records`` without its memory checks."""
+    out, first_line = RunRecords(), dict[str, int]()
     for number, item in read_json_lines(path, "results file"):
         problem = item.reason if isinstance(item, BadLine) else check_record(item)
         if problem is not None:
@@ -320,7 +349,10 @@ def load_records(path: str) -> RunRecords:
             out.headers.append(item)
             out.header = out.header or item
         elif item["type"] == CASE:
-            out.cases[item["id"]] = item
+            if item["id"] in out.cases:
+                out.repeated.setdefault(item["id"], [first_line[item["id"]]]).append(number)
+            first_line.setdefault(item["id"], number)
+            out.cases[item["id"]] = project(item) if project else item
         else:
             out.end = item
     return out

@@ -12,7 +12,8 @@ hang, an allocation nobody asked for, or a read outside the folder the file belo
   ``--limit NAME=VALUE`` on every command): a file's bytes, a JSON document's nesting and the
   digits of its integers, an array's elements, the *declared* uncompressed size of every
   ``.npz`` member before it is decompressed (so a zip bomb is refused unopened), a model and its
-  external data;
+  external data; an array file's decompressed bytes are also checked against the memory this
+  process may still allocate (``memory.headroom``) before any is decompressed;
 - **parsed strictly**: UTF-8 (a BOM allowed), JSON without ``NaN``/``Infinity`` literals and
   without numbers that overflow a float; ``.npy`` headers are parsed here (``numpy.lib.format``
   readers), pickled object arrays and structured dtypes are refused, and the data must be
@@ -63,6 +64,8 @@ import numpy as np
 
 from ep_testbed.reference.checks import element_cap
 
+from . import memory
+
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
 
@@ -78,6 +81,12 @@ class FileRefused(ValueError):
         where = f"{self.path}: " + (f"{field}: " if field else "")
         text = where + problem + (f" (allowed: {allowed})" if allowed else "")
         super().__init__(text + (f"\nNote: {hint}" if hint else ""))
+
+
+class OutOfMemory(FileRefused):
+    """A file this process has too little memory left to read as asked: the message says what it
+    needs, what there was and what to do (``memory.shortage_message``). Its own type, so that a
+    command that could still finish (a run whose report cannot be drawn) tells it from damage."""
 
 
 @dataclass(frozen=True)
@@ -338,20 +347,53 @@ def read_arrays(path: str | os.PathLike, what: str = "arrays file", kinds: str =
     (``ARRAY_KINDS``, plus ``"U"`` for a file that also holds fixed-width text). A bare ``.npy``
     (one unnamed array) is refused with a hint; ``read_array`` reads those."""
     with open_regular(path, what) as f:
-        magic = f.read(6)
-        f.seek(0)
-        if magic.startswith(_NPY_MAGIC):
-            raise FileRefused(path, "one unnamed array (a .npy file), not an NPZ of named arrays", hint=NPZ_HINT)
-        if not magic.startswith(_ZIP_MAGICS):
-            raise FileRefused(path, "not an NPZ of named arrays (it does not start like a zip file)", hint=NPZ_HINT)
-        try:
-            archive = zipfile.ZipFile(f)
-        except MemoryError:
-            raise
-        except Exception as exc:  # zipfile raises several types for damaged archives
-            raise FileRefused(path, f"not a readable NPZ ({type(exc).__name__}: {exc})", hint=NPZ_HINT) from None
+        archive = _open_npz(f, path)
         with archive:
-            return {name[:-4]: _member_array(archive, info, path, kinds) for name, info in _npz_members(archive, path)}
+            members = _npz_members(archive, path)
+            check_memory(path, sum(info.file_size for _, info in members), "decompressing its arrays")
+            return {name[:-4]: _member_array(archive, info, path, kinds) for name, info in members}
+
+
+def array_headers(path: str | os.PathLike, what: str = "arrays file", kinds: str = ARRAY_KINDS
+                  ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """``{name: (shape, dtype)}`` of an ``.npz``, every member checked as ``read_arrays`` checks
+    it (members, caps, dtype, the header's byte count against the member's) without reading or
+    decompressing any array's data: what a folder of inputs is validated with before its arrays
+    are needed (``read_arrays`` reads them, and checks the data, then)."""
+    with open_regular(path, what) as f:
+        archive = _open_npz(f, path)
+        with archive:
+            return {name[:-4]: _member_header(archive, info, path, kinds) for name, info in _npz_members(archive, path)}
+
+
+def _open_npz(f: BinaryIO, path: Any) -> zipfile.ZipFile:
+    """The zip archive of an opened ``.npz``; ``FileRefused`` for a ``.npy`` or anything else."""
+    magic = f.read(6)
+    f.seek(0)
+    if magic.startswith(_NPY_MAGIC):
+        raise FileRefused(path, "one unnamed array (a .npy file), not an NPZ of named arrays", hint=NPZ_HINT)
+    if not magic.startswith(_ZIP_MAGICS):
+        raise FileRefused(path, "not an NPZ of named arrays (it does not start like a zip file)", hint=NPZ_HINT)
+    try:
+        return zipfile.ZipFile(f)
+    except MemoryError:
+        raise
+    except Exception as exc:  # zipfile raises several types for damaged archives
+        raise FileRefused(path, f"not a readable NPZ ({type(exc).__name__}: {exc})", hint=NPZ_HINT) from None
+
+
+def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Any, kinds: str
+                   ) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of one ``.npz`` member, from its header alone (``_npy_header``)."""
+    where = f"array {info.filename[:-4]!r}"
+    try:
+        with archive.open(info) as member:
+            shape, _fortran, dtype = _npy_header(member, info.file_size, path, where, kinds)
+            return shape, dtype
+    except (FileRefused, MemoryError):
+        raise
+    except Exception as exc:  # truncated, corrupt or lying archives raise many types
+        raise FileRefused(path, f"{where} is unreadable ({type(exc).__name__}: {exc})", hint=NPZ_HINT) from None
 
 
 def _npz_members(archive: zipfile.ZipFile, path: Any) -> list[tuple[str, zipfile.ZipInfo]]:
@@ -398,6 +440,7 @@ def read_array(path: str | os.PathLike, what: str = "array file") -> np.ndarray:
     """The one array of a ``.npy`` file, checked like an ``.npz`` member."""
     with open_regular(path, what) as f:
         size = os.fstat(f.fileno()).st_size
+        check_memory(path, size, "reading its array")
         try:
             return _npy_body(f, size, path, "the array")
         except (FileRefused, MemoryError):
@@ -409,6 +452,21 @@ def read_array(path: str | os.PathLike, what: str = "array file") -> np.ndarray:
 def _npy_body(stream: IO[bytes], size: int, path: Any, where: str, kinds: str = ARRAY_KINDS) -> np.ndarray:
     """Parse an ``.npy`` of ``size`` bytes from ``stream``: the header's dtype and element count
     checked against the caps and against ``size`` before the data is read into a fresh buffer."""
+    shape, fortran, dtype = _npy_header(stream, size, path, where, kinds)
+    nbytes = math.prod(shape) * dtype.itemsize
+    buffer = bytearray(nbytes)
+    # files and zip members have readinto (typing.IO does not say so); read(1) also makes zip check the CRC
+    if stream.readinto(memoryview(buffer)) != nbytes or stream.read(1):  # type: ignore[attr-defined]
+        raise FileRefused(path, f"{where} is shorter or longer than its header says")
+    array = np.frombuffer(buffer, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    return array if dtype.isnative else array.astype(dtype.newbyteorder("="))
+
+
+def _npy_header(stream: IO[bytes], size: int, path: Any, where: str, kinds: str = ARRAY_KINDS
+                ) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """``(shape, fortran order, dtype)`` of an ``.npy`` of ``size`` bytes, the stream left at its
+    data: plain numeric dtypes of ``kinds`` only, at most the ``elements`` cap, and exactly as
+    many data bytes as the header declares."""
     fmt = np.lib.format
     major, _minor = fmt.read_magic(stream)
     reader = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
@@ -426,12 +484,22 @@ def _npy_body(stream: IO[bytes], size: int, path: Any, where: str, kinds: str = 
     if size - header_end != nbytes:
         raise FileRefused(path, f"{where}: its header declares {nbytes} bytes of data, the file holds "
                           f"{size - header_end}", hint="the file is truncated or its header is wrong; write it again")
-    buffer = bytearray(nbytes)
-    # files and zip members have readinto (typing.IO does not say so); read(1) also makes zip check the CRC
-    if stream.readinto(memoryview(buffer)) != nbytes or stream.read(1):  # type: ignore[attr-defined]
-        raise FileRefused(path, f"{where} is shorter or longer than its header says")
-    array = np.frombuffer(buffer, dtype=dtype).reshape(shape, order="F" if fortran else "C")
-    return array if dtype.isnative else array.astype(dtype.newbyteorder("="))
+    return tuple(shape), bool(fortran), dtype
+
+
+def check_memory(path: Any, nbytes: int, what: str) -> None:
+    """``FileRefused`` (the ``memory.shortage_message``) when ``nbytes`` will not fit in what this
+    process may still allocate: checked before anything is decompressed or read, with an eighth
+    and 64 MiB more for what decompressing and the caller's first copy allocate beside it."""
+    if memory.check_fits(what, nbytes + nbytes // 8 + 64 * MiB) is not None:
+        raise memory_refused(path, what, nbytes + nbytes // 8 + 64 * MiB)
+
+
+def memory_refused(path: Any, what: str, need: int | None = None, have: int | None = None) -> OutOfMemory:
+    """The ``OutOfMemory`` refusal of ``path`` when ``what`` (reading it, decompressing it) needs ``need``
+    bytes (None: more than there is, a ``MemoryError`` was caught) and ``have`` were available."""
+    problem, _, hint = memory.shortage_message(what, need, have).partition("\nNote: ")
+    return OutOfMemory(path, problem.rstrip("."), hint=hint or None)
 
 
 # --- paths inside folders ------------------------------------------------------------------
@@ -475,8 +543,7 @@ def plan_copy(source_root: str | os.PathLike, relative: str, target_root: str | 
         with os.scandir(folder) as entries:
             for entry in sorted(entries, key=lambda e: e.name):
                 if entry.is_symlink():
-                    raise FileRefused(entry.path, "is a symbolic link; only regular files are copied",
-                                      hint="replace the link by the file it points at, or delete it")
+                    raise link_refused(entry.path, "only regular files are copied")
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((Path(entry.path), into / entry.name, depth + 1))
                 elif entry.is_file(follow_symlinks=False):
@@ -484,6 +551,13 @@ def plan_copy(source_root: str | os.PathLike, relative: str, target_root: str | 
                 else:
                     raise FileRefused(entry.path, "is not a regular file (a device, FIFO or socket)")
     return pairs
+
+
+def link_refused(path: str | os.PathLike, allowed: str) -> FileRefused:
+    """The one refusal of a symbolic link found where data was expected (a link in a data folder
+    is never followed: it could lead anywhere); ``allowed`` says what is read there instead."""
+    return FileRefused(path, f"is a symbolic link; {allowed}",
+                       hint="replace the link by the file or folder it points at, or delete it")
 
 
 def copy_planned(pairs: list[tuple[Path, Path]]) -> int:

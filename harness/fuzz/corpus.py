@@ -27,7 +27,11 @@ it ``known``, or none for a new failure (add its reason and link before committi
 the failure (``tests/corpus/`` checks every case that way).
 
 Reading is for untrusted folders: sizes, names, types and shapes are checked before anything
-is allocated, and every problem is a ``CorpusError`` naming the file and the field.
+is allocated, and every problem is a ``CorpusError`` naming the file and the field; a case folder
+that is a symbolic link is refused (``untrusted_files.link_refused``), never followed or skipped.
+Loading reads each ``inputs.npz``'s headers only: a case's arrays are read when a worker runs it
+(``CorpusCase``), and its ``memory_mb`` tag (``memory_need``) lets a run skip, with the reason, a
+case this machine cannot hold.
 """
 
 from __future__ import annotations
@@ -47,17 +51,22 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ep_testbed.graphs.cases.common import LiteralCase
+from ep_testbed.graphs.cases.common import LiteralCase, memory_need
 from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectation, Expectations
 from ep_testbed.harness.core.results import safe_id
 from ep_testbed.harness.core.untrusted_files import (
     FileRefused,
+    Limits,
+    array_headers,
     inside,
+    limits,
+    link_refused,
     open_output,
     output_folder,
     read_arrays,
     read_json,
+    using_limits,
 )
 from ep_testbed.reference import DescError, desc_from_dml, desc_to_dml, validate
 from ep_testbed.reference.descs import member_value
@@ -97,8 +106,12 @@ def load_corpus(root: str) -> list[CorpusEntry]:
         raise CorpusError(f"--corpus {root}: not a folder. Note: a corpus is a folder of case folders, each with "
                           f"{CASE_FILE}, {DESC_FILE} and {INPUTS_FILE} (see `ep-testbed fuzz --corpus-out`)")
     with os.scandir(root) as scan:
-        folders = sorted(e.path for e in scan if e.is_dir(follow_symlinks=False)
-                         and os.path.isfile(os.path.join(e.path, CASE_FILE)))
+        listing = sorted(scan, key=lambda e: e.name)
+    link = next((e.path for e in listing if e.is_symlink()), None)
+    if link is not None:  # a linked case folder could lead anywhere: refused, never skipped without a word
+        raise CorpusError(str(link_refused(link, "a corpus holds case folders only")))
+    folders = [e.path for e in listing if e.is_dir(follow_symlinks=False)
+               and os.path.isfile(os.path.join(e.path, CASE_FILE))]
     if len(folders) > MAX_CASES:
         raise CorpusError(f"--corpus {root}: {len(folders)} case folders; at most {MAX_CASES} are read")
     entries = [read_entry(folder) for folder in folders]
@@ -131,11 +144,13 @@ def read_entry(folder: str) -> CorpusEntry:
     tags = meta.get("tags") or {}
     if not isinstance(tags, dict):
         raise CorpusError(f"{where}: \"tags\" must be an object of strings")
-    arrays = read_inputs(_inside(folder, INPUTS_FILE), desc)
+    inputs = _inside(folder, INPUTS_FILE)
+    check_inputs(inputs, desc)
     tags = {str(k): str(v) for k, v in tags.items()} | {"family": "corpus"}
     tags.setdefault("dtype", desc.input_tensor.data_type.lower())
-    case = LiteralCase(id=case_id, op=desc.TYPE, desc=desc, seed=0, opset=opset, tags=tags, recipe="literal",
-                       arrays=arrays)
+    tags["memory_mb"] = str(-(-memory_need(desc) // 2**20))  # a run skips what does not fit, with this need
+    case = CorpusCase(id=case_id, op=desc.TYPE, desc=desc, seed=0, opset=opset, tags=tags, recipe="literal",
+                      source=inputs, caps=limits())
     return CorpusEntry(case, _expectations(meta.get("expectations"), case_id, where), folder,
                        meta.get("found") if isinstance(meta.get("found"), dict) else {},
                        meta.get("repro") if isinstance(meta.get("repro"), dict) else {})
@@ -160,6 +175,50 @@ def _read_json(path: str) -> Any:
         raise CorpusError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
+@dataclass(frozen=True)
+class CorpusCase(LiteralCase):
+    """A corpus case whose arrays stay in its ``inputs.npz`` (``source``) until a worker runs it:
+    loading a corpus reads only the arrays' headers, so a corpus of large cases costs the main
+    process nothing, and each case's arrays exist in one worker at a time. ``caps``: the
+    ``--limit`` caps the corpus was loaded under, applied again when the arrays are read."""
+
+    source: str = field(default="", compare=False)
+    caps: Limits = field(default_factory=Limits, compare=False)
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The arrays of ``source``, read and checked against the desc now (``read_inputs``);
+        given ``arrays`` (a test's) win. ``CorpusError`` when the file changed since it was loaded."""
+        if self.arrays:
+            return super().inputs()
+        with using_limits(self.caps):
+            return read_inputs(self.source, self.desc)
+
+
+def check_inputs(path: str, desc: Any) -> None:
+    """``read_inputs``'s checks from the NPZ's headers alone (nothing decompressed): exactly the
+    desc's input members, each of the desc's data type and sizes; ``CorpusError`` otherwise."""
+    try:
+        headers = array_headers(path, "corpus inputs")
+    except FileRefused as exc:
+        raise CorpusError(str(exc)) from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    _check_members(path, desc, {name: (shape, dtype) for name, (shape, dtype) in headers.items()})
+
+
+def _check_members(path: str, desc: Any, found: Mapping[str, tuple[tuple[int, ...], np.dtype]]) -> None:
+    """``CorpusError`` unless ``found`` (member -> shape, dtype) is exactly ``desc``'s inputs."""
+    if set(found) != set(desc.INPUTS):
+        raise CorpusError(f"{path}: holds {sorted(found)}; expected exactly {sorted(desc.INPUTS)} "
+                          f"(one array per input member of {desc.TYPE})")
+    for member, (shape, dtype) in found.items():
+        tensor = member_value(desc, member)
+        want_dtype, sizes = numpy_dtype(tensor.data_type), tuple(tensor.sizes)
+        if tuple(shape) != sizes or dtype != want_dtype:
+            raise CorpusError(f"{path}: {member} is {dtype} {list(shape)}; the desc says {want_dtype} "
+                              f"{list(sizes)}")
+
+
 def read_inputs(path: str, desc: Any) -> dict[str, np.ndarray]:
     """The input arrays of ``desc`` from an NPZ of ``<member>.npy`` files, read through
     ``untrusted_files`` (members and sizes checked before anything is decompressed): exactly
@@ -170,15 +229,7 @@ def read_inputs(path: str, desc: Any) -> dict[str, np.ndarray]:
         raise CorpusError(str(exc)) from None
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if set(arrays) != set(desc.INPUTS):
-        raise CorpusError(f"{path}: holds {sorted(arrays)}; expected exactly {sorted(desc.INPUTS)} "
-                          f"(one array per input member of {desc.TYPE})")
-    for member, array in arrays.items():
-        tensor = member_value(desc, member)
-        dtype, sizes = numpy_dtype(tensor.data_type), tuple(tensor.sizes)
-        if array.shape != sizes or array.dtype != dtype:
-            raise CorpusError(f"{path}: {member} is {array.dtype} {list(array.shape)}; the desc says {dtype} "
-                              f"{list(sizes)}")
+    _check_members(path, desc, {name: (array.shape, array.dtype) for name, array in arrays.items()})
     return arrays
 
 
@@ -246,8 +297,9 @@ def write_entry(root: str, case: LiteralCase, line: Mapping[str, Any], header: M
 def content_hash(case: LiteralCase) -> str:
     """Ten hex digits of a hash of the desc and the input bytes: equal cases get one corpus id."""
     digest = hashlib.sha256(json.dumps(desc_to_dml(case.desc), sort_keys=True).encode())
-    for name in sorted(case.arrays):
-        digest.update(name.encode() + np.ascontiguousarray(case.arrays[name]).tobytes())
+    arrays = case.arrays or case.inputs()  # a corpus case read back holds its arrays in its file
+    for name in sorted(arrays):
+        digest.update(name.encode() + np.ascontiguousarray(arrays[name]).tobytes())
     return digest.hexdigest()[:10]
 
 

@@ -30,6 +30,7 @@ import onnx
 from onnx import helper, shape_inference
 
 from ep_testbed.harness.core.untrusted_files import FileRefused, limits, read_arrays
+from ep_testbed.reference.dtypes import filled
 from ep_testbed.reference.registry import specs_for_onnx
 
 #: The roles that place an input on its node's feature map (the others are generated as plain inputs).
@@ -242,11 +243,11 @@ def generate_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], shapes: 
         if role is not None:
             feeds[spec.name] = _role_array(rng, role, shape, spec.dtype)
         elif spec.dtype.kind == "f":
-            feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype)
+            feeds[spec.name] = filled(shape, spec.dtype, rng.standard_normal)  # no float64 copy of the input
         elif spec.dtype.kind in "iu":
-            feeds[spec.name] = rng.integers(0, 4, size=shape).astype(spec.dtype)
+            feeds[spec.name] = filled(shape, spec.dtype, lambda n: rng.integers(0, 4, size=n))
         elif spec.dtype.kind == "b":
-            feeds[spec.name] = np.asarray(rng.random(shape) < 0.5)  # a 0-d draw is a NumPy scalar, not an array
+            feeds[spec.name] = filled(shape, np.bool_, lambda n: rng.random(n) < 0.5)
         else:
             raise InputsError(f"input {spec.name!r}: cannot generate {spec.dtype} data; give --inputs FILE.npz")
     return {name: np.asarray(value) for name, value in feeds.items()}
@@ -301,7 +302,7 @@ def _role_array(rng: np.random.Generator, role: tuple, shape: tuple[int, ...], d
     kind, feature, scale = role
     count = shape[0] if shape else 1
     if kind == "batch_index":
-        return rng.integers(0, feature[0], size=shape).astype(dtype)
+        return filled(shape, dtype, lambda n: rng.integers(0, feature[0], size=n))
     if kind == "boxes" and shape[-1:] == (4,):
         return _boxes(rng, count, feature, scale).reshape(shape).astype(dtype)
     if kind == "batch_boxes" and shape[-1:] == (5,):
@@ -310,7 +311,7 @@ def _role_array(rng: np.random.Generator, role: tuple, shape: tuple[int, ...], d
         boxes = np.round(_boxes(rng, count, feature, scale))
         boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2])
         return np.concatenate([batch, boxes], axis=1).reshape(shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
+    return filled(shape, dtype, rng.standard_normal)
 
 
 def load_inputs(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:

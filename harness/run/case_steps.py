@@ -126,6 +126,17 @@ class Prepared:
         return sum(int(np.asarray(a).size) for a in (*self.feeds.values(), *self.expected.values()))
 
 
+def raised(what: str, exc: Exception, case: Any) -> str:
+    """``<what> raised <type>: <exc>``; for a ``MemoryError`` what the case needed and what to do
+    (the run goes on: the case is ``error``, never the run's end)."""
+    if not isinstance(exc, MemoryError):
+        return f"{what} raised {type(exc).__name__}: {exc}"
+    need = (getattr(case, "tags", None) or {}).get("memory_mb")
+    stated = f"; the case states a need of {need} MiB" if need else ""
+    return (f"{what} ran out of memory ({exc or 'MemoryError'}){stated}. Note: rerun it alone with --jobs 1, or on "
+            "a machine with more memory (a higher ulimit -v)")
+
+
 def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: dict[str, Any],
             model: str = DEFAULT_MODEL) -> Prepared | None:
     """Map the desc, draw the inputs, collect the flags and compute the expected outputs with
@@ -140,7 +151,7 @@ def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: 
     try:
         inputs = case.inputs()
     except Exception as exc:
-        line.update(outcome="error", message=f"the case's inputs raised {type(exc).__name__}: {exc}")
+        line.update(outcome="error", message=raised("the case's inputs", exc, case))
         return None
     line["input_extremes"] = input_extremes(inputs)
     # Flags that only this case's input values raise (a NaN, a float32 bin end, an int64 beyond
@@ -156,7 +167,7 @@ def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: 
     try:
         reference = execute_with_bounds(case.desc, inputs, model)
     except Exception as exc:
-        line.update(outcome="error", message=f"reference raised {type(exc).__name__}: {exc}")
+        line.update(outcome="error", message=raised("reference", exc, case))
         return None
     state["expected"] = reference.outputs
     allowance = Allowance.of(reference)

@@ -117,6 +117,11 @@ def _read_run_dir(run_dir: str) -> RunRecords:
                          + (f", and {len(records.damaged) - 1} more line(s)" if len(records.damaged) > 1 else "")
                          + "; merging would lose a case.\nNote: repair or delete the line (its case then counts as "
                            "not run), or rerun that shard with --resume")
+    if records.repeated:  # keeping the last line per id would drop the other result unseen
+        case_id, numbers = next(iter(records.repeated.items()))
+        raise MergeError(f"merge: {path} holds {len(records.repeated)} case id(s) with more than one result, e.g. "
+                         f"{safe(case_id, 120)!r} on lines {', '.join(map(str, numbers))}; merging would keep one."
+                         "\nNote: rerun that shard into an empty folder")
     if records.header is None:
         raise MergeError(f"merge: {path} has no run header line")
     if any(h != records.header for h in records.headers[1:]):

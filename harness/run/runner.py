@@ -279,6 +279,12 @@ def _resume(run_dir: str, path: str, new: dict[str, Any], selected: set[str]
         raise RunError(f"--resume: {path} holds {len(foreign)} finished case(s) this run does not select, e.g. "
                        f"{safe(foreign[0], 120)!r}; its lines were edited or written by another run.\nNote: pass "
                        "--overwrite to start again, or choose another --out")
+    if records.repeated:  # a resume keeps one line per id: the other result would be dropped unseen
+        case_id, numbers = next(iter(records.repeated.items()))
+        raise RunError(f"--resume: {path} holds {len(records.repeated)} case id(s) with more than one result, e.g. "
+                       f"{safe(case_id, 120)!r} on lines {', '.join(map(str, numbers))}; resuming keeps one result per "
+                       "id and would drop the others, so the file is left as it is.\nNote: keep the results "
+                       "(ep-testbed report reads them), then pass --overwrite to start again, or choose another --out")
     header, done = rewrite_for_resume(run_dir, records)
     notes = [f"{path} line {b.number} was damaged ({safe(b.reason)}); its case runs again"
              for b in records.damaged]
