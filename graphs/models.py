@@ -19,7 +19,7 @@ dimensions a demo run uses. Nothing here creates a session.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -105,13 +105,19 @@ DEMO_SHAPES: dict[str, dict[str, int]] = {
 }
 
 
-def write_demo_models(out_dir: str | Path, seed: int = 0) -> dict[str, Path]:
-    """Write every bundled model to ``out_dir/<name>.onnx``; return name -> path."""
+def write_demo_models(out_dir: str | Path, seed: int = 0,
+                      write: Callable[[Path, bytes], Any] | None = None) -> dict[str, Path]:
+    """Write every bundled model to ``out_dir/<name>.onnx``; return name -> path. ``write(path,
+    data)`` writes each file (the CLI passes its whole-or-nothing writer; default: a plain write)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, build in DEMO_MODELS.items():
         path = out / f"{name}.onnx"
-        onnx.save(build(seed), str(path))
+        data = build(seed).SerializeToString()
+        if write is None:
+            path.write_bytes(data)
+        else:
+            write(path, data)
         paths[name] = path
     return paths

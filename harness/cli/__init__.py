@@ -14,25 +14,30 @@ handler under the ``--limit`` caps every command takes (``harness.core.untrusted
 a command reads goes through that module); a ``DescError`` (a desc the DML page refuses), a
 ``FileRefused`` (a file the module will not read as asked), another unreadable file or a
 ``MemoryError`` (an input that outgrew the machine: ``harness.core.memory``) becomes exit code 2
-with one message. Bad usage that argparse catches exits 2 with argparse's message. Python-API seams that are not flags (another
-case catalog or mapper for ``run``) are keyword arguments of the handler itself: see
-``cli.run.run_command``.
+with one message. Bad usage that argparse catches exits 2 with argparse's message. ``main`` is
+also the one top-level guard of ``core.exit_codes``: Ctrl-C or SIGTERM that reaches it is one line
+and exit 130 / 143, and any other exception is an internal error, one line naming it and where to
+report it, exit 70 (the traceback too with ``EP_TESTBED_DEBUG=1``). Python-API seams that are not
+flags (another case catalog or mapper for ``run``) are keyword arguments of the handler itself:
+see ``cli.run.run_command``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from typing import Sequence
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
 from . import ci_summary, devices, diff, doctor, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
-from .common import PROG, command_line, usage_error
+from .common import PROG, command_line, internal_error, usage_error
 from .options import OptionError, add_limit_options, parse_limits
 
 #: Every subcommand module, in help order.
@@ -44,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Tells whether an ONNX Runtime execution provider computes DirectML's ROI pooling, "
                                "ROI align and max pooling as DirectML specifies them.",
-        epilog=f"`{PROG} COMMAND --help` describes a command, its options and (where they matter) its exit codes")
+        epilog=f"`{PROG} COMMAND --help` describes a command, its options and (where they matter) its exit codes. "
+               "Every command: " + ", ".join(f"{code} {text}" for code, text in exit_codes.MEANINGS.items()))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add(sub)
@@ -85,8 +91,29 @@ def _tolerant_console() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``ep-testbed <argv>``; return its exit code (each subcommand's help lists its codes)."""
+    """Run ``ep-testbed <argv>``; return its exit code (``core.exit_codes``; each subcommand's help
+    lists its codes). The one top-level guard: an interrupt is 130 (SIGINT) or 143 (SIGTERM), an
+    exception nothing below expected is an internal error (70), each one line on stderr."""
     _tolerant_console()
+    previous = exit_codes.install_sigterm()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:
+        code = exit_codes.interrupted_code(exc)
+        print(f"{PROG}: interrupted by {'SIGTERM' if code == exit_codes.TERMINATED else 'Ctrl-C (SIGINT)'}"
+              "; what had finished is kept", file=sys.stderr)
+        return code
+    except MemoryError:  # past the handler's own guard (parsing the command line): still exit 2
+        return usage_error(shortage_message("this command", None))
+    except Exception as exc:  # the guard: anything unexpected is ep-testbed's own bug, never exit 0 or 1
+        return internal_error(exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """Parse ``argv`` and run its handler under the ``--limit`` caps; refused input is exit 2."""
     args = parse_args(argv)
     try:
         caps = parse_limits(args.limit)

@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.reports import ResultsError, github
 from ep_testbed.reports.github import ANNOTATIONS, TOP, job_summary
 
@@ -55,4 +56,4 @@ def ci_summary_command(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         return usage_error(f"ci-summary: {exc}")
     sys.stdout.write(text)
-    return 0
+    return exit_codes.OK

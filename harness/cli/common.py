@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
+import traceback
 from typing import Any, Mapping, Sequence
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.terminal import safe, safe_message
-from ep_testbed.harness.core.untrusted_files import OutOfMemory
-from ep_testbed.harness.run.summary import EXIT_USAGE, first_problem, problems, table
+from ep_testbed.harness.core.untrusted_files import FileRefused, OutOfMemory
+from ep_testbed.harness.run.summary import first_problem, problems, table
 from ep_testbed.reports import render_all
 
 PROG = "ep-testbed"
@@ -25,7 +28,7 @@ def usage_error(message: str, prog: str = PROG) -> int:
     own line breaks (a ``Note:`` line) are kept; any other control character in it, which can
     only have come from data, is shown escaped (``terminal.safe_message``)."""
     print(f"{prog}: {safe_message(message)}", file=sys.stderr)
-    return EXIT_USAGE
+    return exit_codes.USAGE
 
 
 def command_line(argv: Sequence[str]) -> str:
@@ -47,10 +50,13 @@ def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str],
             print(f"rerun the first: {safe(rerun_line(header, first))}")
 
 
-def render_report(run_dir: str) -> bool:
+def render_report(run_dir: str) -> int:
     """Write report.html, junit.xml and summary.json into the run folder and print their paths;
-    False when that ran out of memory (the message says what is kept and how to finish: the
-    command then exits 2, an out-of-memory never reads as a judged result), True otherwise."""
+    return ``exit_codes.OK``, else ``USAGE`` when a file cannot be written (a full disk: each file
+    is whole or absent, ``core.atomic_files``) or rendering ran out of memory, or ``INTERNAL`` for
+    a bug in the reports, each with one message saying that results.jsonl is kept and how to
+    finish (``ep-testbed report RUN_DIR``): a run whose report is missing never exits 0 or 1."""
+    finish = f"\nNote: results.jsonl is kept whole; finish with: {PROG} report {shlex.quote(str(run_dir))}"
     refused = None
     try:
         for kind, path in render_all(run_dir).items():
@@ -59,14 +65,36 @@ def render_report(run_dir: str) -> bool:
         refused = str(exc)
     except MemoryError:
         pass  # out of the handler first, so what rendering held is freed before the message
-    except Exception as exc:  # a report bug must not turn a finished run into a failure
-        print(f"{PROG}: rendering the report failed: {type(exc).__name__}: {safe_message(exc)}", file=sys.stderr)
-        return True
+    except (OSError, FileRefused) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"{PROG}: writing the report into {safe_message(str(run_dir))} failed ({safe_message(problem)}); "
+              f"no report file is left half-written{finish} (after making room)", file=sys.stderr)
+        return exit_codes.USAGE
+    except Exception as exc:  # a bug in the reports: its own code, never the run's 0 or 1
+        code = internal_error(exc, "rendering the report")
+        print(finish.strip(), file=sys.stderr)
+        return code
     else:
-        return True
+        return exit_codes.OK
     message = refused or shortage_message(f"rendering the report of {run_dir}", None)
     problem, _, note = message.partition("\nNote: ")
     print(f"{PROG}: the report of {run_dir} was not rendered (its results.jsonl is complete and kept): "
           f"{safe_message(problem)}\nNote: finish it with `{PROG} report {shlex.quote(run_dir)}` where there is more "
           f"memory; or {safe_message(note.removeprefix('try '))}", file=sys.stderr)
-    return False
+    return exit_codes.USAGE
+
+
+def internal_error(exc: BaseException, doing: str = "") -> int:
+    """Print one line naming ``exc``, where it was raised and where to report it (the traceback
+    too when ``EP_TESTBED_DEBUG`` is set); return ``exit_codes.INTERNAL``."""
+    if exit_codes.debug_enabled():
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    frames = traceback.extract_tb(exc.__traceback__)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package's root
+    ours = [f for f in frames if os.path.abspath(f.filename).startswith(root)] or frames
+    where = f" at {os.path.basename(ours[-1].filename)}:{ours[-1].lineno} ({ours[-1].name})" if ours else ""
+    hint = "" if exit_codes.debug_enabled() else f"; rerun with {exit_codes.DEBUG_ENV}=1 for the traceback"
+    print(f"{PROG}: internal error{' ' + doing if doing else ''}: {type(exc).__name__}: "
+          f"{safe_message(' '.join(str(exc).split()))[:500]}{where}. This is a bug in ep-testbed, not in your input: please report it "
+          f"to the ep-testbed maintainers (your project's issue tracker) with the command line{hint}", file=sys.stderr)
+    return exit_codes.INTERNAL

@@ -27,6 +27,7 @@ import argparse
 import json
 from typing import Any
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.installed import ort_flavour, ort_version
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import FileRefused, read_json
@@ -118,14 +119,14 @@ def devices_command(args: argparse.Namespace) -> int:
                           "plugins": found, "devices": [d.to_json() for d in listed],
                           "chosen": chosen.to_json() if chosen else None,
                           **({"nvidia_smi": gpus} if gpus else {})}, indent=1))
-        return 0
+        return exit_codes.OK
     _print_listing(listed, found, chosen, args.from_file)
     for name, entries in (gpus or {}).items():
         print(f"{name}: ONNX Runtime lists no device; nvidia-smi lists (--ep-option device_id=N picks one):")
         print("\n".join(f"  {safe(g['index'])}: {safe(g['name'])} pci {safe(g['pci.bus_id'])}, driver "
                         f"{safe(g['driver_version'])}" for g in entries) if isinstance(entries, list)
               else f"  {safe(entries)}")
-    return 0
+    return exit_codes.OK
 
 
 def cuda_gpus(listed: list[EpDevice], provider: str | None) -> dict[str, Any]:

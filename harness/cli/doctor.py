@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.eps.preflight import check
 from ep_testbed.harness.eps.providers import SessionSettings, parse_provider_options
@@ -24,7 +25,7 @@ from ep_testbed.harness.eps.windows_ways import Way, find_ways
 from .common import usage_error
 from .options import add_ep_options
 
-MARKS = {"ok": "ok   ", "warn": "warn ", "fatal": "FAIL "}
+MARKS = {"ok": "ok   ", "note": "note ", "warn": "warn ", "fatal": "FAIL "}
 #: The mark of a way of holding an EP, found or not.
 WAY_MARKS = {True: "found ", False: "none  "}
 
@@ -61,7 +62,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     if result.gpu is not None:
         print(f"  run headers will record: {safe(result.gpu.get('summary'))}")
     print("ready")
-    return 0
+    return exit_codes.OK
 
 
 def print_ways(ways: list[Way]) -> None:

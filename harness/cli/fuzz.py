@@ -10,7 +10,8 @@ fuzzed cases from their ids alone, and shrinks them when they fail. ``harness.fu
 engine.
 
 Exit codes: 0 no failure (``known`` ones allowed), 1 some case failed, crashed, timed out,
-errored or is ``fixed``, 2 bad usage, 130 interrupted (finished cases kept).
+errored or is ``fixed``, 2 bad usage, 130 / 143 interrupted by SIGINT / SIGTERM
+(finished cases kept), 70 an internal error (``core.exit_codes``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import argparse
 import os
 import sys
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
-from ep_testbed.harness.run.summary import EXIT_USAGE, exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
@@ -58,7 +60,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "(worker processes, placement proof, tolerances, expectations) into OUT/results.jsonl, then "
                     "shrink each kind of failure to a minimal case (OUT/shrinks.jsonl, side by side in "
                     "OUT/report.html). A case id such as max_pooling2/fuzz-s0-b3-017 regenerates its case: --replay.",
-        epilog="exit codes: 0 no failure, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 130 interrupted")
+        epilog="exit codes: 0 no failure, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 70 internal error, "
+               "130/143 interrupted by SIGINT/SIGTERM")
     outcome: list[argparse.Action] = []  # the options a report's rerun line repeats (harness.core.rerun)
     add_ep_options(_recording(p.add_argument_group("execution provider").add_argument, outcome))
     what = p.add_argument_group("what to fuzz")
@@ -146,6 +149,10 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
         result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
         return usage_error(str(exc))
+    except OSError as exc:  # the disk filled up, or the folder went away, mid-run
+        return usage_error(f"writing into {out} failed ({exc.strerror or exc}); every case finished before is kept "
+                           f"in its results.jsonl.\nNote: make room, then render what is there with: ep-testbed "
+                           f"report {out}")
     header, lines, _ = read_run(out)
     failing = failing_outcomes(False, False)
     print_outcomes(lines, failing, header)
@@ -162,13 +169,11 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     print(f"results: {os.path.join(out, 'results.jsonl')}")
     if result.interrupted and result.device_lost is None:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
-    rendered = render_report(out)
+    artifacts = render_report(out)
     if result.device_lost is not None:  # the run could not go on: exit 2, whatever failed before
         return usage_error(f"{result.device_lost}; fuzz again once the device is back (`ep-testbed fuzz --replay ID` "
                            "reruns one case)")
-    if not rendered:
-        return EXIT_USAGE
-    return exit_code(result.counts, failing, result.interrupted)
+    return exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), artifacts)
 
 
 def _require_hypothesis() -> None:

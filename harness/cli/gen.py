@@ -16,6 +16,7 @@ import numpy as np
 
 from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.results import safe_id
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
 from ep_testbed.harness.run.run_folder import FolderBusy, refuse_overwrite
@@ -48,7 +49,7 @@ def gen_command(args: argparse.Namespace) -> int:
         return usage_error(str(exc))
     folders = write_cases(args.op, args.out, args.seed)
     print(f"wrote {len(folders)} {args.op} cases under {args.out} (index: {Path(args.out) / 'cases.json'})")
-    return 0
+    return exit_codes.OK
 
 
 def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ep_testbed.graphs import OpsetError, to_onnx
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.untrusted_files import read_json
 from ep_testbed.reference import desc_from_dml
 
@@ -34,8 +35,8 @@ def map_command(args: argparse.Namespace) -> int:
         sys.stdout.write(cli_map(args.desc, args.opset))
     except OpsetError as exc:
         print(f"ep-testbed map: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return exit_codes.USAGE
+    return exit_codes.OK
 
 
 def cli_map(desc_json_path: Union[str, Path], opset: Optional[int] = None) -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.results import count_outcomes
 from ep_testbed.harness.run.merge import MergeError, merge_runs
-from ep_testbed.harness.run.summary import EXIT_USAGE, exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
 from .common import print_outcomes, render_report, usage_error
 from .options import add_out
@@ -42,11 +43,12 @@ def merge_command(args: argparse.Namespace) -> int:
         _, lines = merge_runs(args.runs, args.out, args.allow_partial, args.command_line, args.allow_mixed)
     except MergeError as exc:
         return usage_error(str(exc))
+    except OSError as exc:  # a full disk: results.jsonl is whole or absent (core.atomic_files)
+        return usage_error(f"merge: writing into {args.out} failed ({exc.strerror or exc}); the runs given are "
+                           "untouched and no results.jsonl was left half-written.\nNote: make room, then merge again")
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(lines, failing)
     print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")
     counts = count_outcomes(lines)
     del lines  # the report reads the merged file again: leave it the memory
-    if not render_report(args.out):
-        return EXIT_USAGE
-    return exit_code(counts, failing)
+    return exit_codes.with_artifacts(exit_code(counts, failing), render_report(args.out))

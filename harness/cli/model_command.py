@@ -38,6 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, output_folder, write_output
@@ -58,9 +59,6 @@ from ep_testbed.harness.models.inputs import (
     resolve_shapes,
 )
 from ep_testbed.harness.models.isolation import (
-    EXIT_FAIL,
-    EXIT_OK,
-    EXIT_USAGE,
     OUTCOMES,
     child_argv,
     child_run,
@@ -97,7 +95,7 @@ def _error(message: str) -> int:
     """Print a usage-level error (a refused model, bad options) and return exit code 2; control
     characters that came from the model are shown escaped (``terminal.safe_message``)."""
     print(f"ep-testbed model: {safe_message(message)}", file=sys.stderr)
-    return EXIT_USAGE
+    return exit_codes.USAGE
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -122,7 +120,7 @@ def run_command(args: argparse.Namespace) -> int:
           "(the whole model is not run there again)", file=sys.stderr)
     second = child_run(argv + ["--ep-crashed", f"{args.ep} crashed running {label}: {end.detail}"], args.timeout,
                        label)
-    return EXIT_FAIL if second.code == EXIT_OK else second.code
+    return exit_codes.FAILED if second.code == exit_codes.OK else second.code
 
 
 def demo_command(args: argparse.Namespace) -> int:
@@ -139,7 +137,7 @@ def demo_command(args: argparse.Namespace) -> int:
     except FolderBusy as exc:
         return _error(str(exc))
     started = time.perf_counter()
-    paths = write_demo_models(out / "models", seed=0)
+    paths = write_demo_models(out / "models", seed=0, write=write_output)
     codes, outcomes = [], []
     for name, path in paths.items():
         shapes = [f"{k}={v}" for k, v in DEMO_SHAPES.get(name, {}).items()]
@@ -155,7 +153,7 @@ def demo_command(args: argparse.Namespace) -> int:
         outcomes.append(f"{name} {outcome}")
     print(f"demo: {len(paths)} models ({', '.join(outcomes)}) in {time.perf_counter() - started:.2f} s; "
           f"reports under {out}")
-    return max(codes) if codes else EXIT_OK
+    return max(codes) if codes else exit_codes.OK
 
 
 def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequence[str] = (),
@@ -186,7 +184,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         return _error(str(exc))
     except SessionFailed as exc:  # the reference EP failed: nothing to judge against
         print(f"ep-testbed model: {safe_message(exc)}", file=sys.stderr)
-        return EXIT_FAIL
+        return exit_codes.FAILED
     if result.get("ep_failure"):  # the whole message follows in the summary, and in model_result.json
         print(f"ep-testbed model: {safe(result['ep_failure']['message'].splitlines()[0])}", file=sys.stderr)
     out = Path(settings.out or _default_out(setup.loaded.path.stem, settings.ep.alias))
@@ -202,7 +200,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except FolderBusy as exc:
         return _error(str(exc))
     print_summary(result, out, report)
-    return EXIT_OK if result["verdict"] == "pass" else EXIT_FAIL
+    return exit_codes.OK if result["verdict"] == "pass" else exit_codes.FAILED
 
 
 def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inputs_path: str | None,

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from ep_testbed.graphs.cases.common import tensors_bytes
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.memory import check_fits, headroom, mib, shortage_message
-from ep_testbed.harness.core.untrusted_files import FileRefused, read_arrays, read_json
+from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, read_arrays, read_json
 from ep_testbed.reference import DescError, desc_from_dml, execute, validate
 from ep_testbed.reference.inputs import random_inputs
 
@@ -70,9 +71,12 @@ def reference_command(args: argparse.Namespace) -> int:
     for name, array in outputs.items():
         print(f"{name}: shape {list(array.shape)} dtype {array.dtype} min {array.min()} max {array.max()}")
     if args.out:
-        np.savez(args.out, **outputs)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
+        if not str(args.out).endswith(".npz"):  # numpy.savez's naming, kept now that it is given a file
+            args.out = Path(f"{args.out}.npz")
+        with open_output(args.out) as f:  # whole or not at all, never through a link
+            np.savez(f, **outputs)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         print(f"wrote {args.out}")
-    return 0
+    return exit_codes.OK
 
 
 def _compute(args: argparse.Namespace, desc: Any) -> dict[str, np.ndarray]:

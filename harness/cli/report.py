@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.reports import (
@@ -49,13 +50,18 @@ def report_command(args: argparse.Namespace) -> int:
                  render_junit(args.run_dir), render_summary_json(args.run_dir)]
     except ResultsError as exc:
         print(f"ep-testbed report: {safe_message(exc)}", file=sys.stderr)
-        return 2
+        return exit_codes.USAGE
     except MemoryError:
         pass  # out of the handler first, so what rendering held is freed before the message
+    except OSError as exc:  # a full disk, a read-only folder: each file is whole or absent (core.atomic_files)
+        print(f"ep-testbed report: writing into {safe_message(str(args.run_dir))} failed ({exc.strerror or exc}); "
+              f"results.jsonl is untouched and no report file is left half-written.\nNote: make room, then run "
+              f"ep-testbed report {safe_message(str(args.run_dir))} again", file=sys.stderr)
+        return exit_codes.USAGE
     else:
         for path in paths:
             print(f"wrote {path}")
-        return 0
+        return exit_codes.OK
     message = shortage_message(f"rendering the report of {args.run_dir}", None)
     print(f"ep-testbed report: {safe_message(message)}", file=sys.stderr)
-    return 2
+    return exit_codes.USAGE

@@ -3,8 +3,9 @@
 Exit codes: 0 every case passed (or is ``known``; ``not-on-ep``/``inexpressible`` unless the
 ``--fail-on-*`` flags say otherwise), 1 some case failed, crashed, timed out, errored or is
 ``fixed``, 2 bad usage or a run that cannot start (including a failed preflight: the checks of
-``ep-testbed doctor``, made before any case runs), 4 no case selected, 130 interrupted (every
-finished case is in results.jsonl; ``--resume`` continues).
+``ep-testbed doctor``, made before any case runs), 4 no case selected, 130 / 143 interrupted by
+SIGINT / SIGTERM (every finished case is in results.jsonl; ``--resume`` continues), 70 an internal
+error (``core.exit_codes``).
 
 Where the cases and the ONNX models come from is a Python-API seam, not a flag:
 ``run_command(args, catalog="module:function", mapper="module:function", worker_paths=(...))``
@@ -25,6 +26,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from ep_testbed.graphs.catalog import TIERS
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.memory import address_space_limit, available_memory
 from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
@@ -36,7 +38,7 @@ from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_map
 from ep_testbed.harness.run.pool import DeviceLostError, WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases
 from ep_testbed.harness.run.selection import parse_shard, select, shard
-from ep_testbed.harness.run.summary import EXIT_NO_CASES, EXIT_USAGE, exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 from ep_testbed.reference.precision import precision_model
 
 from .common import UsageError, print_outcomes, render_report, usage_error
@@ -71,7 +73,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         description="Run catalog cases on one ONNX Runtime execution provider, each in a worker process; prove "
                     "where every op node ran; compare with the reference; stream results to OUT/results.jsonl.",
         epilog="exit codes: 0 ok, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 4 no case selected, "
-               "130 interrupted (finished cases kept; rerun with --resume)")
+               "70 internal error, 130/143 interrupted by SIGINT/SIGTERM (finished cases kept; rerun with --resume)")
     outcome: list[argparse.Action] = []  # the options a report's rerun line repeats (harness.core.rerun)
     ep_args = p.add_argument_group("execution provider")
     ep_group = _recording(ep_args.add_argument, outcome)
@@ -172,10 +174,10 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         if args.list:
             for case in cases:
                 print(case.id)
-            return 0
+            return exit_codes.OK
         if not cases:
             print("ep-testbed: no case matches the selection", file=sys.stderr)
-            return EXIT_NO_CASES
+            return exit_codes.NO_CASES
         jobs = min(settings.jobs, len(cases))
         cases, skipped = _fitting(cases, jobs)
         config = _case_config(settings, mapper, jobs)
@@ -195,9 +197,12 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         return usage_error(str(exc))
     if not cases:
         print("ep-testbed: no selected case fits this machine's memory", file=sys.stderr)
-        return EXIT_NO_CASES
+        return exit_codes.NO_CASES
     ready = preflight.check(args.ep, settings.ep.options, config.session, library=getattr(args, "ep_library", None),
                             device=getattr(args, "ep_device", None))
+    for finding in ready.findings:  # what ONNX Runtime said of the EP's options, one clean line each
+        if finding.level == "note":
+            print(f"ep-testbed: note: {safe_message(finding.text)}", file=sys.stderr)
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
     options.announce = lambda todo, selected: print(
@@ -394,17 +399,14 @@ def _keep_worst(args: argparse.Namespace) -> int:
 
 def _run_until_stopped(cases: list[Any], config: CaseConfig, options: RunOptions,
                        expectations: Expectations) -> RunResult:
-    """``run_cases``, with SIGTERM (a cancelled CI job) stopping it like Ctrl-C: finished cases kept."""
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    """``run_cases``, with SIGTERM (a cancelled CI job) stopping it like Ctrl-C: finished cases
+    kept, exit 143 (``core.exit_codes.Terminated``)."""
+    previous = exit_codes.install_sigterm()
     try:
         return run_cases(cases, config, options, expectations)
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    """SIGTERM handler: raise what Ctrl-C raises, so the runner's interrupt path writes the end line."""
-    raise KeyboardInterrupt
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str) -> int:
@@ -418,6 +420,4 @@ def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str
     if result.interrupted:
         print(f"interrupted: {len(result.lines)} of {selected} cases finished; continue with --resume --out {out}",
               file=sys.stderr)
-    if not render_report(out):
-        return EXIT_USAGE
-    return exit_code(result.counts, failing, result.interrupted)
+    return exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), render_report(out))

@@ -186,7 +186,9 @@ def safe_id(case_id: str) -> str:
     both name a case's folder with it, so the two folders of one case have the same name.
     """
     readable = re.sub(r"[^A-Za-z0-9._+=-]+", "_", case_id).strip("._")[:120]
-    return f"{readable}-{hashlib.sha1(case_id.encode()).hexdigest()[:8]}"
+    # surrogatepass: the same bytes as UTF-8 for every id, and an id holding a lone surrogate
+    # (valid JSON) still gets a folder instead of a UnicodeEncodeError
+    return f"{readable}-{hashlib.sha1(case_id.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def case_dir(case_id: str) -> str:
@@ -390,15 +392,13 @@ def rewrite_for_resume(run_dir: str, records: RunRecords | None = None
     records = records or load_records(results_path(run_dir))
     header, cases = records.header, list(records.cases.values())
     path = os.path.join(run_dir, RESULTS_FILE)
-    tmp = path + ".tmp"
-    with open_output(tmp, "w") as f:
+    with open_output(path, "w") as f:  # a temporary file renamed over the old one once whole
         if header is not None:
             f.write(dumps(header) + "\n")
         for case in cases:
             f.write(dumps(case) + "\n")
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
     return header, cases
 
 

@@ -37,6 +37,39 @@ from typing import Any, Mapping
 
 import numpy as np
 
+#: The one table of what a tolerance value may be, for the writer (``--tol``, parsed by
+#: ``Tolerances.override``) and the reader (a tolerance file, a run header: ``Tolerances.from_json``)
+#: alike, so that anything a run accepts and records, its own readers accept back: ``atol`` and
+#: ``rtol`` a finite float >= 0, ``ulp`` a whole number in ``[0, MAX_ULP]`` or none. 2**64 counts
+#: more than every float64 value (a larger ULP bound means nothing), and its 20 digits stay within
+#: the JSON reader's integer cap (``untrusted_files.Limits.int_digits``, 40; a test checks it).
+MAX_ULP = 2**64
+KEYS = ("atol", "rtol", "ulp")
+
+
+#: What each key may be, in words (the messages of both readers of ``valid``).
+ALLOWED = {"atol": "a finite number >= 0", "rtol": "a finite number >= 0",
+           "ulp": "a whole number from 0 to 2**64, or none/null (no ULP bound)"}
+
+
+def valid(key: str, value: Any) -> bool:
+    """Whether ``value`` is allowed for ``key`` (one of ``KEYS``) by the table above."""
+    if key == "ulp":
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ULP)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def check_value(key: str, value: Any, where: str) -> None:
+    """ValueError naming ``where``, the value and what is allowed, unless ``valid(key, value)``."""
+    if not valid(key, value):
+        raise ValueError(f"{where} = {_short(value)}: must be {ALLOWED[key]}")
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, a long one cut to 40 characters (a 100-digit number is named, not printed)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else f"<a {len(str(abs(value)))}-digit number>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
 
 @dataclass(frozen=True)
 class Tolerance:
@@ -90,23 +123,22 @@ class Tolerances:
             raise ValueError(f"--tol {spec!r}: {dtype_text.strip()!r} is not a data type; use one of "
                              f"{', '.join(KNOWN_DTYPES)} (or fp16, fp32, fp64)")
         tolerance = self.for_dtype(data_type)
+        seen: set[str] = set()
         for item in body.split(","):
             key, eq, value = item.partition("=")
             key = key.strip()
-            if not eq or key not in ("atol", "rtol", "ulp"):
-                raise ValueError(f"--tol {spec!r}: {item!r} must be atol=X, rtol=X or ulp=N")
-            try:
-                number: Any = (None if value.strip().lower() == "none" else int(value)) if key == "ulp" else float(value)
-            except ValueError:
-                raise ValueError(f"--tol {spec!r}: {key} = {value!r} is not a number") from None
-            if number is not None and (number < 0 or not math.isfinite(number)):
-                raise ValueError(f"--tol {spec!r}: {key} must be a finite number >= 0")
-            tolerance = replace(tolerance, **{key: number})
+            if not eq or key not in KEYS:
+                raise ValueError(f"--tol {_short(spec)}: {_short(item)} must be atol=X, rtol=X or ulp=N")
+            if key in seen:  # last-wins would hide a typo: say which one counts
+                raise ValueError(f"--tol {_short(spec)}: {key} is given twice; give each of atol, rtol, ulp at most once")
+            seen.add(key)
+            tolerance = replace(tolerance, **{key: _number(spec, key, value)})
         by_dtype = dict(self.by_dtype)
         by_dtype[data_type] = tolerance
         return Tolerances(by_dtype)
 
     def to_json(self) -> dict[str, Any]:
+        """The table as run headers and repro bundles record it (``from_json`` reads it back)."""
         return {"rule": RULE, "by_dtype": {k: v.to_json() for k, v in sorted(self.by_dtype.items())},
                 "other_dtypes": EXACT.to_json()}
 
@@ -131,6 +163,21 @@ class Tolerances:
         return cls(by_dtype)
 
 
+def _number(spec: str, key: str, text: str) -> Any:
+    """The value of one ``--tol`` item, checked against ``check_value``'s table; ValueError naming it."""
+    text = text.strip()
+    if len(text) > 64:  # no float or ULP bound the table allows needs more characters
+        raise ValueError(f"--tol {_short(spec)}: {key} = <{len(text)} characters>: too long; it must be "
+                         f"{ALLOWED[key]}")
+    try:
+        number: Any = (None if text.lower() == "none" else int(text)) if key == "ulp" else float(text)
+    except ValueError:
+        raise ValueError(f"--tol {_short(spec)}: {key} = {text!r} is not a number") from None
+    if not valid(key, number):
+        raise ValueError(f"--tol {_short(spec)}: {key} must be {ALLOWED[key]}, not {_short(number)}")
+    return number
+
+
 def _tolerance_from(name: str, values: Any) -> Tolerance:
     """One table entry as a ``Tolerance``; ValueError naming ``name.key`` and what is allowed."""
     keys = [f.name for f in fields(Tolerance)]
@@ -140,11 +187,7 @@ def _tolerance_from(name: str, values: Any) -> Tolerance:
         where = f"{name}.{key}"
         if key not in keys:
             raise ValueError(f"{where}: not a tolerance key (allowed: {', '.join(keys)})")
-        if key == "ulp":
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**64):
-                raise ValueError(f"{where} = {value!r}: must be a whole number >= 0, or null (no ULP bound)")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{where} = {value!r}: must be a finite number >= 0")
+        check_value(key, value, where)
     default = Tolerance()
     return Tolerance(atol=float(values.get("atol", default.atol)), rtol=float(values.get("rtol", default.rtol)),
                      ulp=values.get("ulp", default.ulp))

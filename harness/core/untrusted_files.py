@@ -24,7 +24,8 @@ hang, an allocation nobody asked for, or a read outside the folder the file belo
   ``plan_copy`` / ``copy_planned`` copy regular files only, never through a link;
 - **written without following links**: what a command writes into a folder (a run folder, a
   case folder, ``--out``) goes through ``output_folder`` / ``open_output``, which replace a
-  planted symbolic link instead of writing through it.
+  planted symbolic link instead of writing through it; a whole file is written under a
+  temporary name and renamed (``atomic_files``), so it is never left truncated.
 
 Paths a user typed on the command line are theirs to choose (a link they name is followed);
 paths read out of files are not. Nothing here imports onnx or onnxruntime: the reports use it.
@@ -65,6 +66,7 @@ import numpy as np
 from ep_testbed.reference.checks import element_cap
 
 from . import memory
+from .atomic_files import AtomicFile, check_target, encode_text
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
@@ -592,29 +594,35 @@ def output_folder(root: str | os.PathLike, relative: str = "") -> Path:
     return folder
 
 
-def open_output(path: str | os.PathLike, mode: str = "wb") -> Any:
+def open_output(path: str | os.PathLike, mode: str = "wb", *, atomic: bool = True) -> Any:
     """``path`` opened for writing (``"wb"``, ``"w"``, ``"ab"``, ``"a"``) without following a
-    link: a symbolic link there is removed first (a new file takes its place), and the open
-    itself refuses links (``O_NOFOLLOW``), so nothing outside the folder is written."""
+    link. ``"w"``/``"wb"`` write whole files (``atomic_files.AtomicFile``: a temporary name renamed
+    on close, so the file appears whole or not at all, and a link planted there is replaced);
+    appending, or ``atomic=False`` for a stream a killed run must keep, opens ``path`` itself: a
+    symbolic link there is removed first and the open refuses links (``O_NOFOLLOW``), so nothing
+    outside the folder is written."""
+    why = check_target(path)
+    if why is not None:
+        raise FileRefused(path, why, hint="move it away" if "folder" in why else None)
+    if atomic and not mode.startswith("a"):
+        return AtomicFile(path, mode)
     append = mode.startswith("a")
     if os.path.islink(path):
         os.unlink(path)
     flags = (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
              | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        fd = os.open(path, flags, 0o644)
-    except IsADirectoryError:
-        raise FileRefused(path, "is a folder where this command writes a file", hint="move it away") from None
+    fd = os.open(path, flags, 0o644)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise FileRefused(path, "is not a regular file (a device, FIFO or socket); nothing is written there")
-    return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8")
+    return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8", errors="backslashreplace")
 
 
 def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write ``data`` (text as UTF-8) to ``path`` through ``open_output``; returns the path."""
+    """Write ``data`` (text as UTF-8) to ``path`` whole or not at all, through ``open_output``;
+    returns the path."""
     with open_output(path, "wb") as f:
-        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        f.write(encode_text(data) if isinstance(data, str) else data)
     return Path(path)
 
 

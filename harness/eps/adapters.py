@@ -46,7 +46,7 @@ from . import devices as devices_mod
 from . import plugins
 from .devices import EpDevice, SelectorError
 from .dml_wine import adapter as dml_wine
-from .providers import ALIASES, EpNotAvailable, EpSpec, alias_of, providers_arg, resolve_ep
+from .providers import ALIASES, EpNotAvailable, EpSpec, alias_of, check_provider_options, providers_arg, resolve_ep
 
 #: The ``--ep`` prefix that names a plugin package.
 PLUGIN_PREFIX = "plugin:"
@@ -240,6 +240,10 @@ def resolve(name: str, options: dict[str, str] | None = None, *, library: str | 
         if device is not None:
             _check_device_api(f"--ep {key} --ep-device {device}")
             spec = EpSpec(spec.provider, spec.alias, spec.options, device=device)
+    try:
+        check_provider_options(spec.provider, spec.options)
+    except ValueError as exc:
+        raise EpNotAvailable(str(exc)) from None
     adapter = adapter_for(spec)
     adapter.prepare()
     if device is not None or spec.holder != "built-in":

@@ -39,7 +39,7 @@ from .dml_wine import adapter as dml_wine
 from .gpu import identity, ort_view
 from .plugins import KNOWN_PACKAGES
 from .providers import ALIASES, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
-from .session import SessionError, first_line, run_on_ep
+from .session import SessionError, first_line, native_stderr, run_on_ep
 
 #: The wheel that brings each EP (the fix a missing EP names).
 WHEELS = {"DmlExecutionProvider": "onnxruntime-directml", "OpenVINOExecutionProvider": "onnxruntime-openvino",
@@ -58,7 +58,8 @@ KNOWN_HRESULTS = {
 
 @dataclass
 class Finding:
-    """One line of the preflight: ``level`` is ok, warn or fatal."""
+    """One line of the preflight: ``level`` is ok, note (what ONNX Runtime said of the EP; printed by
+    ``run`` too), warn or fatal."""
 
     level: str
     text: str
@@ -208,17 +209,30 @@ def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> b
     case = probe_case()
     mapping = to_onnx(case.desc, opset=case.opset)
     what = "one-node " + "/".join(n.op_type for n in mapping.model.graph.node if n.name in mapping.op_nodes)
+    if ep.is_cpu and ep.options:
+        result.add("note", f"{ep.provider} takes no provider options (ONNX Runtime ignores them: "
+                           "session.get_provider_options() reports none back), so these do nothing: --ep-option "
+                           + ", ".join(f"{k}={v}" for k, v in ep.options.items()))
     try:
-        run = run_on_ep(mapping.model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
+        with native_stderr() as said:  # an EP factory's raw, coloured log records become notes
+            run = run_on_ep(mapping.model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
     except SessionError as exc:
+        _said(result, said)
         return result.add("fatal", f"a {what} session failed on {ep.provider}: "
                                    f"{explain(first_line(exc.cause))}. Fix: {session_fix(ep)}")
+    _said(result, said)
     off = placement_mod.off_ep(run.placement, mapping.op_nodes, ep.provider)
     if off:
         return result.add("fatal", f"a {what} session ran, but not on {ep.provider}: "
                                    + ", ".join(f"{n} -> {run.placement.get(n, 'unproven')}" for n in off))
     return result.add("ok", f"a {what} session built and ran on {ep.provider} "
                             f"(placement: {run.placement_source})")
+
+
+def _said(result: Preflight, said: list[str]) -> None:
+    """Each line ONNX Runtime printed while the probe session was built or run, as a ``note``."""
+    for line in said[:20]:
+        result.add("note", f"ONNX Runtime said: {line[:400]}")
 
 
 def check(name: str, options: dict[str, str], settings: SessionSettings = SessionSettings(), *,

@@ -112,6 +112,33 @@ def parse_provider_options(items: list[str] | None) -> dict[str, str]:
     return options
 
 
+#: EPs whose ``device_id`` provider option is a device index: a whole number >= 0 (ONNX Runtime's
+#: documented options, e.g. https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html
+#: "device_id: The device ID", and TensorRT's, ROCm's and MIGraphX's pages alike). The CPU EP is
+#: listed because it takes no provider options at all (ONNX Runtime drops them:
+#: ``InferenceSession.get_provider_options()`` reports none back), so a ``device_id`` there is at
+#: best ignored, and a negative one is a typo worth refusing. DirectML's is checked against the
+#: DXGI adapters themselves, naming them (``gpu.select_adapter``); OpenVINO's (deprecated)
+#: ``device_id`` is a device name string and plugin EPs define their own, so neither is here.
+INDEX_DEVICE_ID = ("CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider",
+                   "NvTensorRTRTXExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider")
+#: The largest device index accepted (ONNX Runtime reads it into a C ``int``).
+MAX_DEVICE_ID = 2**31 - 1
+
+
+def check_provider_options(provider: str, options: dict[str, str]) -> None:
+    """ValueError naming the option, what ``provider`` allows and what to do, for a value ONNX
+    Runtime would refuse or misread, where its documentation says what is allowed (``device_id``
+    of ``INDEX_DEVICE_ID``); other keys are passed on for ONNX Runtime to judge."""
+    value = options.get("device_id")
+    if value is None or provider not in INDEX_DEVICE_ID:
+        return
+    if not (value.isascii() and value.isdigit() and len(value) <= 10 and int(value) <= MAX_DEVICE_ID):
+        raise ValueError(f"--ep-option device_id={value[:40]!r}: {provider} takes a device index, a whole number from 0 "
+                         f"to {MAX_DEVICE_ID}.\nNote: `ep-testbed devices --ep {alias_of(provider)}` (or `ep-testbed "
+                         "doctor`) lists the devices with their index")
+
+
 #: Session config key that keeps ORT's DirectML EP from fusing its nodes (ORT >= 1.15;
 #: onnxruntime/core/providers/dml/dml_session_options_config_keys.h; any value but "0" disables).
 DML_DISABLE_GRAPH_FUSION = "ep.dml.disable_graph_fusion"

@@ -28,13 +28,16 @@ removes those of processes that are gone (``sweep_stale``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import itertools
 import os
+import re
 import shutil
+import sys
 import tempfile
 import time
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -114,6 +117,56 @@ def run_on_ep(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpe
     return run
 
 
+#: One line of ONNX Runtime's default logger, as it prints it to a terminal: a colour escape,
+#: ``2026-11-25 18:54:20.489586190 [W:onnxruntime:Default, file.cc:247 Function] message``, a reset.
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ORT_LOG = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+ \[([VIWEF]):onnxruntime:[^,\]]*, ([^\] ]+)[^\]]*\] ?(.*)$")
+_THROWN = re.compile(r"^(?:\S*/)?([\w.]+\.(?:cc|cpp|h):\d+) [^\[]*(\[.*)$")
+_LEVELS = {"V": "verbose", "I": "info", "W": "warning", "E": "error", "F": "fatal"}
+
+
+def native_log_lines(text: str) -> list[str]:
+    """What ONNX Runtime printed, one clean line per log record: colour escapes dropped, the
+    timestamp and logger id folded into ``warning (file.cc:247): message``; other lines as they
+    are, with no control character left (``terminal.safe_message``'s rule)."""
+    lines = []
+    for raw in _ANSI.sub("", text).splitlines():
+        raw = "".join(ch if ch.isprintable() else " " for ch in raw).strip()
+        if not raw:
+            continue
+        match = _ORT_LOG.match(raw)
+        if not match:
+            lines.append(raw)
+            continue
+        where, message = match.group(2), match.group(3).strip()
+        thrown = _THROWN.match(message)  # an exception's own "path/file.cc:252 signature [ERROR] text"
+        if thrown:
+            where, message = thrown.group(1), thrown.group(2)
+        lines.append(f"{_LEVELS[match.group(1)]} ({where}): {message}")
+    return lines
+
+
+@contextlib.contextmanager
+def native_stderr() -> Iterator[list[str]]:
+    """Catch what native code (ONNX Runtime's default logger, an EP's factory) writes to file
+    descriptor 2 inside the block, where Python's ``sys.stderr`` never sees it, and yield a list
+    that holds it afterwards as ``native_log_lines``: the caller prints it as one clean line each
+    instead of raw, coloured log records."""
+    said: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield said
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            said += native_log_lines(sink.read(1 << 20).decode("utf-8", "replace"))
+
+
 def diagnose_refusal(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep: EpSpec,
                      settings: SessionSettings, *, quiet: bool = False,
                      initializers: Mapping[str, np.ndarray] | None = None) -> Diagnosis:
@@ -163,5 +216,5 @@ def sweep_stale(parent: str, prefix: str = SCRATCH_PREFIX) -> None:
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
-__all__ = ["Diagnosis", "EpRun", "SCRATCH_ENV", "SessionError", "diagnose_refusal", "first_line", "run_on_ep",
+__all__ = ["Diagnosis", "EpRun", "SCRATCH_ENV", "SessionError", "diagnose_refusal", "first_line", "native_log_lines", "native_stderr", "run_on_ep",
            "sweep_stale"]

@@ -392,7 +392,7 @@ class _Lines:
     it), fsync'ed once per chunk (``sync``) rather than per line, which halves the throughput."""
 
     def __init__(self, run_dir: str):
-        self._file = open_output(os.path.join(output_folder(run_dir), RESULTS_FILE), "w")
+        self._file = open_output(os.path.join(output_folder(run_dir), RESULTS_FILE), "w", atomic=False)  # a stream
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record and flush it."""

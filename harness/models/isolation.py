@@ -5,8 +5,9 @@ running it under a time limit, and the fault-injection test hook.
 options) with a time limit, so an EP that crashes or hangs on one model costs that model only,
 and every model already finished keeps its folder; ``model run`` does the same for its model
 (with no time limit unless ``--timeout S``; ``--in-process`` opts out), so that an EP crashing
-the process is reported by ep-testbed rather than only by the shell. A child that exits 0, 1 or
-2 has said what happened itself; any other end is a ``crash``, and one past its time limit a
+the process is reported by ep-testbed rather than only by the shell. A child that exits with one
+of ``core.exit_codes`` (0, 1, 2, an internal error, an interrupt) has said what happened itself,
+and its code is passed on; any other end is a ``crash``, and one past its time limit a
 ``timeout`` (killed), both exit code 1.
 
 Test hook (fault injection), read only from the environment, like the harness worker's:
@@ -25,13 +26,14 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.run.pool import describe_exit
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 FAULT_ENV = "EP_TESTBED_MODEL_FAULT"
 #: A child's exit code -> the outcome the demo summary prints for it.
-OUTCOMES = {EXIT_OK: "pass", EXIT_FAIL: "fail", EXIT_USAGE: "refused"}
+OUTCOMES = {exit_codes.OK: "pass", exit_codes.FAILED: "fail", exit_codes.USAGE: "refused", exit_codes.INTERNAL: "internal error",
+            exit_codes.INTERRUPTED: "interrupted", exit_codes.TERMINATED: "interrupted"}
 
 
 def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = (), inputs_path: str | None = None,
@@ -97,7 +99,7 @@ def child_run(argv: list[str], timeout: float | None, label: str) -> ChildEnd:
         relay(exc.stdout, exc.stderr)
         print(f"ep-testbed model: {safe(label)}: timeout - no result after {timeout:g} s; the child process was killed",
               file=sys.stderr)
-        return ChildEnd(EXIT_FAIL, "timeout")
+        return ChildEnd(exit_codes.FAILED, "timeout")
     relay(child.stdout, child.stderr)
     if child.returncode in OUTCOMES:
         return ChildEnd(child.returncode, OUTCOMES[child.returncode])
@@ -105,7 +107,7 @@ def child_run(argv: list[str], timeout: float | None, label: str) -> ChildEnd:
     detail = f"the process running it {describe_exit(child.returncode)}"
     print(f"ep-testbed model: {safe(label)}: crash - {detail}" + (f"; it printed: {safe_message(tail)}" if tail else ""),
           file=sys.stderr)
-    return ChildEnd(EXIT_FAIL, "crash", detail + (f"; its last words: {tail[-600:]}" if tail else ""))
+    return ChildEnd(exit_codes.FAILED, "crash", detail + (f"; its last words: {tail[-600:]}" if tail else ""))
 
 
 def relay(out: str | bytes | None, err: str | bytes | None) -> None:
@@ -132,5 +134,5 @@ def fault_hook(model: str) -> None:
                     time.sleep(60)
 
 
-__all__ = ["ChildEnd", "EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "FAULT_ENV", "child_argv", "child_run", "fault_hook",
+__all__ = ["ChildEnd", "FAULT_ENV", "child_argv", "child_run", "fault_hook",
            "isolated", "relay", "run_isolated"]

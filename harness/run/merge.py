@@ -25,15 +25,15 @@ from typing import Any, Sequence
 
 from ep_testbed.harness.core.results import (
     RESULTS_FILE,
-    ResultsWriter,
     case_dir,
     count_outcomes,
+    dumps,
     end_record,
     load_records,
     results_path,
 )
 from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import FileRefused, copy_planned, plan_copy
+from ep_testbed.harness.core.untrusted_files import FileRefused, copy_planned, open_output, plan_copy
 from ep_testbed.harness.eps.gpu import identity_key
 
 from .run_folder import FolderBusy, claim
@@ -91,13 +91,13 @@ def _write_merged(runs: list[RunRecords], lines: list[dict[str, Any]], source: d
         header["mixed"] = [{"run": os.path.abspath(d), "ort_flavour": h.get("ort_flavour"),
                             "ort_version": h.get("ort_version"), "gpu": _gpu_summary(h)} for d, h, _, _ in runs]
     interrupted = any(end is None or end.get("interrupted") for _, _, _, end in runs)
-    with ResultsWriter(out_dir) as writer:
-        writer.write(header)
-        for line in lines:
-            writer.write(line)
-        end = end_record(count_outcomes(lines), interrupted)
-        end["finished"] = max((e or {}).get("finished") or "" for _, _, _, e in runs) or end["finished"]
-        writer.write(end)
+    end = end_record(count_outcomes(lines), interrupted)
+    end["finished"] = max((e or {}).get("finished") or "" for _, _, _, e in runs) or end["finished"]
+    with open_output(target, "w") as f:  # whole or not at all: a merge cut short leaves no results.jsonl
+        for record in (header, *lines, end):
+            f.write(dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
     return header, lines
 
 

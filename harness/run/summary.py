@@ -5,14 +5,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
+from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.results import FAILING, OUTCOMES, REPORT_ORDER
 from ep_testbed.harness.core.terminal import safe
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_NO_CASES = 4
-EXIT_INTERRUPTED = 130
 
 
 def failing_outcomes(fail_on_not_on_ep: bool = False, fail_on_inexpressible: bool = False) -> tuple[str, ...]:
@@ -23,14 +18,15 @@ def failing_outcomes(fail_on_not_on_ep: bool = False, fail_on_inexpressible: boo
 
 
 def exit_code(counts: dict[str, int], failing: Iterable[str], interrupted: bool = False) -> int:
-    """130 if interrupted, 1 if any case has a failing outcome, 4 if nothing ran, else 0."""
+    """130 if interrupted (143 if by SIGTERM), 1 if any case has a failing outcome, 4 if nothing
+    ran, else 0 (``core.exit_codes``)."""
     if interrupted:
-        return EXIT_INTERRUPTED
+        return exit_codes.interrupted_code()
     if any(counts.get(o, 0) for o in failing):
-        return EXIT_FAILED
+        return exit_codes.FAILED
     if not sum(counts.values()):
-        return EXIT_NO_CASES
-    return EXIT_OK
+        return exit_codes.NO_CASES
+    return exit_codes.OK
 
 
 def table(lines: Iterable[dict[str, Any]]) -> str:

@@ -26,6 +26,7 @@ sys.dont_write_bytecode = True
 
 HERE = Path(__file__).resolve().parent
 JUDGING = "ep_testbed_judging"
+# The meanings of ep-testbed's own codes (harness/core/exit_codes.py), restated: the bundle imports no ep-testbed.
 PASSED, FAILED, NO_VERDICT, INTERRUPTED = 0, 1, 2, 130
 AGAIN = "download the bundle again (the case's section of report.html)"
 CHECK_BYTES = 16 * 2**20  # check.json holds a few KB

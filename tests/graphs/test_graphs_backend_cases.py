@@ -38,3 +38,21 @@ def test_every_backend_case_agrees_or_is_a_documented_difference():
             agree.append(case.name)
     print(f"\nONNX backend cases: {len(agree)} agree, {len(differ)} differ {differ}")
     assert len(agree) == len(cases) - len(known)
+
+
+def test_only_the_case_modules_that_name_an_attributed_op_type_are_imported(tmp_path):
+    """A case module can build a node of a type only by naming it (``make_node("MaxPool", ...)``):
+    the modules that name none are not imported (their exports cost seconds), the others are."""
+    from types import SimpleNamespace
+
+    from ep_testbed.graphs.backend_cases import case_modules
+
+    (tmp_path / "__init__.py").write_text('def expect(): "MaxPool"')
+    (tmp_path / "maxpool.py").write_text('node = make_node(\n    "MaxPool", inputs=["x"])')
+    (tmp_path / "roialign.py").write_text("node = make_node('RoiAlign', inputs=['x'])")
+    (tmp_path / "maxunpool.py").write_text('node = make_node("MaxUnpool", inputs=["xT"])  # MaxPool in prose')
+    package = SimpleNamespace(__file__=str(tmp_path / "__init__.py"))
+    assert case_modules(package, ("MaxPool", "RoiAlign")) == ["maxpool", "roialign"]
+    from onnx.backend.test.case import node
+
+    assert {"maxpool", "roialign"} <= set(case_modules(node, ("MaxPool", "RoiAlign", "MaxRoiPool")))

@@ -11,7 +11,7 @@ from pathlib import Path
 from ep_testbed.harness.cli import common, main, parse_args
 from ep_testbed.harness.cli import map as map_command
 from ep_testbed.harness.cli.run import run_command
-from ep_testbed.harness.core import memory
+from ep_testbed.harness.core import exit_codes, memory
 from ep_testbed.reports import html_report
 
 HERE = Path(__file__).resolve().parent
@@ -73,7 +73,7 @@ def test_a_results_file_the_report_cannot_hold_is_the_same_message(tmp_path, mon
                 catalog="local_cases:build_catalog", mapper="local_cases:to_onnx", worker_paths=(local_cases.HERE,))
     capsys.readouterr()
     monkeypatch.setattr(memory, "headroom", lambda: 1000)  # bytes: less than the parsed file needs
-    assert common.render_report(str(out)) is False
+    assert common.render_report(str(out)) == exit_codes.USAGE  # the exit code it makes the command end with
     err = capsys.readouterr().err
     assert _one_message(err) and f"{out / 'results.jsonl'}: reading its lines needs about" in err
     assert main(["report", str(out)]) == 2 and "reading its lines needs about" in capsys.readouterr().err

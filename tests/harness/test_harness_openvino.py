@@ -133,3 +133,17 @@ def test_the_catalog_has_the_same_outcomes_batched(run, tmp_path):
         assert line["errors"] == alone["errors"] and line["mismatches"] == alone["mismatches"], case_id
         if line["outcome"] not in ("pass", "tie-only"):  # a failure is the line of the case's own session
             assert line == {**alone, "duration_s": line["duration_s"], "timings": line["timings"]}, case_id
+
+
+def test_what_onnx_runtime_says_of_a_bad_ep_option_is_clean_notes_then_exit_2(tmp_path, capsys):
+    """onnxruntime-openvino's factory logs coloured records to the native stderr for a bad
+    ``device_id`` (then the EP is missing from the session): each becomes one clean note."""
+    from ep_testbed.harness.cli import main
+
+    code = main(["run", "--ep", "openvino", "--ep-option", "device_id=-1", "--ops", "roi_pooling", "-k", "grid-fp32",
+                 "--jobs", "1", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    notes = [line for line in err.splitlines() if line.startswith("ep-testbed: note: ONNX Runtime said: ")]
+    assert notes and "\x1b" not in err, err
+    assert any("Unsupported device_id" in line for line in notes), err

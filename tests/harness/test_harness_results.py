@@ -16,11 +16,12 @@ from local_cases import HERE, build_catalog
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
 from ep_testbed.harness.core import results
+from ep_testbed.harness.core.exit_codes import FAILED as EXIT_FAILED
 from ep_testbed.harness.core.expectations import parse as parse_expectations
 from ep_testbed.harness.eps.providers import resolve_ep
 from ep_testbed.harness.run.case_run import CaseConfig, new_line
 from ep_testbed.harness.run.runner import RunOptions, run_cases
-from ep_testbed.harness.run.summary import EXIT_FAILED, failing_outcomes
+from ep_testbed.harness.run.summary import failing_outcomes
 from ep_testbed.harness.run.worker import FAULT_ENV
 from ep_testbed.reports import render_junit, render_run, render_summary_json
 

@@ -5,17 +5,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from ep_testbed.harness.core.exit_codes import FAILED as EXIT_FAILED
+from ep_testbed.harness.core.exit_codes import INTERRUPTED as EXIT_INTERRUPTED
+from ep_testbed.harness.core.exit_codes import NO_CASES as EXIT_NO_CASES
+from ep_testbed.harness.core.exit_codes import OK as EXIT_OK
 from ep_testbed.harness.run.progress import Progress
 from ep_testbed.harness.run.selection import parse_shard, select, shard
-from ep_testbed.harness.run.summary import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_NO_CASES,
-    EXIT_OK,
-    exit_code,
-    failing_outcomes,
-    table,
-)
+from ep_testbed.harness.run.summary import exit_code, failing_outcomes, table
 
 
 @dataclass(frozen=True)

@@ -97,3 +97,23 @@ def test_a_disk_that_fills_up_costs_no_case_and_resume_completes(tmp_path, clean
                              timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert _cases(out) == expected
+
+
+def test_a_disk_that_fills_up_while_the_report_is_written_exits_2_and_leaves_no_torn_file(tmp_path, clean):
+    """Every result fits, the report does not: exit 2 (never 0) naming what is kept and the
+    command that finishes; no truncated report.html and no temporary file left; that command works."""
+    out = tmp_path / "r"
+    expected, size = clean
+    room = size + 4096  # results.jsonl fits; report.html (hundreds of KiB) does not
+    full = subprocess.run([*_argv(out), "--keep-worst", "0"], env=_env(), cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, preexec_fn=_limited(room))
+    assert full.returncode == 2, full.stdout + full.stderr
+    assert "results.jsonl is kept" in full.stderr and f"ep-testbed report {out}" in full.stderr
+    assert "Traceback" not in full.stderr
+    assert _cases(out) == expected
+    assert not (out / "report.html").exists()
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []  # no temporary file left behind
+    finished = subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "report", str(out)], env=_env(),
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    assert (out / "report.html").stat().st_size > room and (out / "summary.json").exists()

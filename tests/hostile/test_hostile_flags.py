@@ -19,7 +19,10 @@ NASTY_ARGS = ["nan", "NaN", "inf", "-inf", "1e10", "1e308", "-5", "-1", "0", "1"
               "1/99999999999999999999", "x=1", "=", "a=b=c", "fp16:atol=nan", "fp16:atol=1e999", "fp32:ulp=-1",
               "flaot16:atol=1", "elements=0", "elements=-1", "elements=2**200", "elements=1e3", "npz-bytes=8GiB",
               "nosuch=1", "batch=0", "image=1x3x0x4", "x=99999999999x99999999999", "\x1b[2J", "a\nb", "\u202e",
-              "max_pooling2", "max_pool", "roi_align1,,", "device_id=1", "5.0", "99.99", "1.0.0", "-k"]
+              "max_pooling2", "max_pool", "roi_align1,,", "device_id=1", "5.0", "99.99", "1.0.0", "-k",
+              # round two: what the parser once took and the readers refused, duplicates, bad device indices
+              "fp32:ulp=" + "9" * 100, f"fp32:ulp={2**64 + 1}", "fp32:atol=1,atol=2", "device_id=-1",
+              "device_id=0x1", "device_id=" + "9" * 30]
 
 #: command line -> the flags to fill with nasty values; every line ends so that nothing runs.
 COMMANDS = {

@@ -439,3 +439,42 @@ def test_defect_11_killed_workers_leave_no_profiling_folder(tmp_path):
     assert run.returncode == 1, err
     assert [p.name for p in temp.iterdir() if p.name.startswith("ep-testbed")] == []
     shutil.rmtree(tmp_path / "r")
+
+
+# --- round two: exit codes, atomic artifacts, the smaller ones -------------------------------
+
+SURROGATES = ["\ud800", "a\udfffb", "\udc80" * 3]
+
+
+def test_round_two_results_holding_lone_surrogates_are_read_by_every_reader(sandbox, tmp_path):
+    """Valid JSON (``"\\ud800"``) that UTF-8 cannot hold, in ids, messages and operator names:
+    report, ci-summary, diff and merge end in one of their codes, never an encoding traceback."""
+    run = tmp_path / "run"
+    _local_run(run, "-k", "00")
+    lines = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    for i, line in enumerate(lines):
+        if line["type"] == "case":
+            evil = SURROGATES[i % len(SURROGATES)]
+            lines[i] = {**line, "id": line["id"] + evil, "message": evil + (line.get("message") or "")}
+    (run / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for argv, codes in ((["report", run], (0,)), (["ci-summary", run], (0,)),
+                        (["ci-summary", run, "--format", "annotations"], (0,)),
+                        (["diff", run, run, "--out", tmp_path / "d"], (0,)),
+                        (["merge", run, "--out", tmp_path / "m"], (2,))):  # an edited id no longer names its folder
+        result = sandbox.call(argv, kind="regression")
+        result.check(codes, reads=[run], writes=[run, tmp_path / "d", tmp_path / "m"], temp=sandbox.temp)
+    html = (run / "report.html").read_text(encoding="utf-8")
+    assert any(evil.encode("utf-8", "backslashreplace").decode() in html for evil in SURROGATES)  # shown escaped
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--tol", "fp32:ulp=" + "9" * 100], "too long"),
+    (["--tol", "fp32:atol=1,atol=2"], "atol is given twice"),
+    (["--ep-option", "device_id=-1"], "takes a device index"),
+])
+def test_round_two_options_the_readers_would_refuse_are_refused_before_anything_is_written(sandbox, tmp_path, argv,
+                                                                                          says):
+    out = tmp_path / "r"
+    result = sandbox.call(["run", "--ep", "cpu", "--out", out, *argv], kind="regression")
+    result.check((2,), writes=[out], temp=sandbox.temp)
+    assert says in result.stderr and not out.exists()

@@ -12,6 +12,8 @@ Two kinds of real drift on a CPU-only machine:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -51,6 +53,7 @@ def _with_scaled_weight(model: onnx.ModelProto, conv: onnx.NodeProto, factor: fl
     return copy
 
 
+@functools.lru_cache(maxsize=None)  # run once per arguments: the tests only read the result
 def _planted(index: int, budget: int | None = None, mode: str = "report"):
     """faster_rcnn_tiny_fpn on the CPU EP vs the CPU EP, the EP running a copy whose ``index``-th
     Conv is scaled; the result and the Conv's name."""
@@ -93,6 +96,7 @@ def test_bisection_under_a_tiny_budget_names_the_same_node_with_the_same_figures
     assert b["largest_run_elements"] <= max(20_000, max_single_node(FASTER))
 
 
+@functools.lru_cache(maxsize=None)
 def max_single_node(path) -> int:
     """The most elements one node of the model outputs on the recorded input (onnxruntime, all marked)."""
     model = onnx.load(str(path))
