@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.core.rerun import TIME_FIELD, rerun_args
+from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.results import (
     ERROR_KEYS,
     EXPECTED_FAILURE,
@@ -27,7 +27,6 @@ from ep_testbed.harness.core.results import (
     OUTCOMES,
     PASSING,
     REPORT_ORDER,
-    safe_id,
 )
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import write_output
@@ -82,10 +81,9 @@ class Detail:
 def rerun_command(run: Run, case: CaseResult) -> str:
     """One shell line that reruns just this case with every option that changed its outcome
     (``harness.core.rerun``: EP and its options, graph optimizations, tolerances as ``--tol`` items,
-    expectations, seed, timeout) into a fresh folder each time it is pasted (``{time}``)."""
-    parts = ["ep-testbed", "run", *rerun_args(run.header), "-k", case.id,
-             "--out", f"runs/rerun-{safe_id(case.id)}-{TIME_FIELD}"]
-    return " ".join(shlex.quote(p) for p in parts)
+    expectations, seed, timeout) into a fresh folder each time it is pasted (``{time}``): ``run -k``
+    for a catalog or corpus case, ``fuzz --replay`` for a fuzzed one (``rerun.rerun_words``)."""
+    return rerun_line(run.header, case.raw)
 
 
 def run_tolerances(run: Run) -> Tolerances:

@@ -16,6 +16,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.results import (
     EXPECTED_FAILURE,
     FAILING,
@@ -27,7 +28,7 @@ from ep_testbed.harness.core.untrusted_files import open_output
 
 from . import figures
 from .rendering import format_number, short_op
-from .results import CaseResult, load_run
+from .results import CaseResult, Run, load_run
 
 JUNIT_FILE = "junit.xml"
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -58,8 +59,9 @@ def error_summary(case: CaseResult) -> str:
     return _clean(": ".join(parts[:1]) + (" — " + "; ".join(parts[1:]) if len(parts) > 1 else ""))
 
 
-def _details(case: CaseResult) -> str:
-    """The body of a failure/error element: message, worst elements, flags, placement, artifacts."""
+def _details(case: CaseResult, run: Run) -> str:
+    """The body of a failure/error element: message, worst elements, flags, placement, artifacts,
+    and the line that reruns the case (``rerun.rerun_line``)."""
     lines = [case.message.strip()] if case.message.strip() else []
     if case.scope:
         lines.append(f"where: {case.scope}" + (f" ({figures.also_on_text(case)})" if case.also_on else ""))
@@ -74,6 +76,7 @@ def _details(case: CaseResult) -> str:
         lines.append("placement: " + ", ".join(f"{n}->{p}" for n, p in case.placement.items()))
     if case.artifacts:
         lines.append(f"artifacts: {case.artifacts}")
+    lines.append(f"rerun: {rerun_line(run.header, case.raw)}")
     return _clean("\n".join(lines))
 
 
@@ -110,10 +113,10 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
         _properties(tc, case)
         if case.outcome in FAILURE:
             counts["failures"] += 1
-            ET.SubElement(tc, "failure", message=summary, type=case.outcome).text = _details(case)
+            ET.SubElement(tc, "failure", message=summary, type=case.outcome).text = _details(case, run)
         elif case.outcome in ERROR or case.outcome not in SKIPPED.union(PASSING):
             counts["errors"] += 1
-            ET.SubElement(tc, "error", message=summary, type=case.outcome).text = _details(case)
+            ET.SubElement(tc, "error", message=summary, type=case.outcome).text = _details(case, run)
         elif case.outcome in SKIPPED:
             counts["skipped"] += 1
             reason = case.message or (case.expected_outcome or {}).get("reason", "") or case.outcome

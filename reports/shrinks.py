@@ -11,10 +11,10 @@ small). A run without the file has no fuzz section.
 from __future__ import annotations
 
 import base64
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from ep_testbed.harness.core.rerun import replay_words, shell_line
 from ep_testbed.harness.core.shrink_records import read_shrinks
 
 from .artifacts import load_artifacts, resolve_folder
@@ -54,22 +54,21 @@ def shrink_pairs(run: Run, anchors: dict[str, str]) -> list[ShrinkPair]:
     """The pairs of ``run`` (none without ``shrinks.jsonl``); ``anchors`` maps case ids to their
     report sections, so each side links to its full section."""
     cases = {c.id: c for c in run.cases}
-    alias = str(run.header.get("ep_alias") or run.header.get("ep") or "cpu")
     pairs = []
     for record in read_shrinks(str(run.path)):
         original, minimal = record["original"], record["minimal"]
         pair = ShrinkPair(record, cases.get(original), cases.get(minimal), anchors.get(original),
-                          anchors.get(minimal), _replay_command(alias, original))
+                          anchors.get(minimal), _replay_command(run, original))
         if pair.minimal is not None:
             _attach_bundle(pair, run)
         pairs.append(pair)
     return pairs
 
 
-def _replay_command(alias: str, case_id: str) -> str:
-    """The command that redraws and reruns a fuzzed case from its id alone."""
-    return " ".join(shlex.quote(p) for p in ["ep-testbed", "fuzz", "--replay", case_id, "--ep", alias,
-                                             "--out", "runs/replay"])
+def _replay_command(run: Run, case_id: str) -> str:
+    """The command that redraws and reruns a fuzzed case from its id alone: the rerun line of
+    the drawn case (``rerun.rerun_line``), with the run's options."""
+    return shell_line(replay_words(run.header, case_id))
 
 
 def _attach_bundle(pair: ShrinkPair, run: Run) -> None:

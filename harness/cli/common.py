@@ -6,13 +6,14 @@ import os
 import shlex
 import sys
 import traceback
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.memory import shortage_message
-from ep_testbed.harness.core.terminal import safe_message
+from ep_testbed.harness.core.rerun import rerun_line
+from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, OutOfMemory
-from ep_testbed.harness.run.summary import problems, table
+from ep_testbed.harness.run.summary import first_problem, problems, table
 from ep_testbed.reports import render_all
 
 PROG = "ep-testbed"
@@ -35,12 +36,18 @@ def command_line(argv: Sequence[str]) -> str:
     return " ".join([PROG, *(shlex.quote(a) for a in argv)])
 
 
-def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str]) -> None:
-    """The outcome table per operator and dtype, then the failing cases (what CI logs show)."""
+def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str],
+                   header: Mapping[str, Any] | None = None) -> None:
+    """The outcome table per operator and dtype, then the failing cases (what CI logs show) and,
+    given the run ``header``, the line that reruns the first of them (``rerun.rerun_line``: a
+    fuzzed case's is its ``fuzz --replay``)."""
     print(table(lines))
     listing = problems(lines, failing)
     if listing:
         print("\nfailures:\n" + listing)
+        first = first_problem(lines, failing)
+        if header is not None and first is not None:
+            print(f"rerun the first: {safe(rerun_line(header, first))}")
 
 
 def render_report(run_dir: str) -> int:

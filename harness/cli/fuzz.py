@@ -21,6 +21,7 @@ import os
 import sys
 
 from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
@@ -45,6 +46,7 @@ from .options import (
     run_config,
     seconds,
 )
+from .run import _recording, fresh_out
 
 HYPOTHESIS_HINT = "Note: ep-testbed fuzz draws its cases with Hypothesis: pip install 'ep-testbed[fuzz]'"
 
@@ -60,22 +62,25 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                     "OUT/report.html). A case id such as max_pooling2/fuzz-s0-b3-017 regenerates its case: --replay.",
         epilog="exit codes: 0 no failure, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 70 internal error, "
                "130/143 interrupted by SIGINT/SIGTERM")
-    add_ep_options(p.add_argument_group("execution provider").add_argument)
+    outcome: list[argparse.Action] = []  # the options a report's rerun line repeats (harness.core.rerun)
+    add_ep_options(_recording(p.add_argument_group("execution provider").add_argument, outcome))
     what = p.add_argument_group("what to fuzz")
     what.add_argument("--budget", type=seconds, default=60.0, metavar="SECONDS",
-                      help="seconds of drawing and running cases (default 60); shrinking follows")
+                      help="seconds the whole command may take, drawing and running cases and then shrinking what "
+                           "failed (default 60; shrinking gets what drawing left, at least half once something "
+                           "failed); a case in flight and the report finish after it")
     add_ops(what.add_argument)
-    add_seed(what.add_argument, "run seed: the same seed draws the same cases")
+    outcome.append(add_seed(what.add_argument, "run seed: the same seed draws the same cases"))
     what.add_argument("--size", choices=("default", "large"), default="default",
                       help="size distribution: default (at most 4096 elements a tensor) or large (GPU dispatch "
                            "sizes, up to 2^21)")
     what.add_argument("--replay", action="append", default=[], metavar="CASE_ID",
                       help="run only this fuzzed case, redrawn from its id (and shrink it if it fails); repeatable")
     _add_shrinking(p.add_argument_group("shrinking and the corpus"))
-    _add_execution(p.add_argument_group("how to run"))
-    add_tolerance_options(p.add_argument_group("tolerances").add_argument)
-    add_expectation_options(p.add_argument_group("expectations (known divergences)").add_argument)
-    p.set_defaults(func=fuzz_command)
+    outcome.append(_add_execution(p.add_argument_group("how to run")))
+    add_tolerance_options(_recording(p.add_argument_group("tolerances").add_argument, outcome))
+    add_expectation_options(_recording(p.add_argument_group("expectations (known divergences)").add_argument, outcome))
+    p.set_defaults(func=fuzz_command, outcome_actions=tuple(outcome))
 
 
 def _add_shrinking(group: argparse._ArgumentGroup) -> None:
@@ -89,17 +94,20 @@ def _add_shrinking(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--corpus-out", metavar="DIR", help="write every minimal case as a corpus folder here")
 
 
-def _add_execution(group: argparse._ArgumentGroup) -> None:
-    """``--out``, ``--jobs``, ``--timeout``, ``--overwrite``, progress."""
-    add_out(group.add_argument, "runs/fuzz-<ep>-s<seed>")
+def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
+    """``--out``, ``--jobs``, ``--timeout``, ``--overwrite``, progress; returns ``--timeout`` (a
+    case past it is a ``timeout``, so a rerun line repeats it)."""
+    add_out(group.add_argument, "runs/fuzz-<ep>-s<seed>", f"{TIME_FIELD} in it becomes the UTC time, with -2, -3... "
+            "added if that folder exists (a fresh folder per run)")
     add_jobs(group.add_argument, in_process=False)
-    add_timeout(group.add_argument, 30.0, "seconds per case before its worker is killed (a batch of cases: "
-                "seconds without an answer, then it is halved)")
+    timeout = add_timeout(group.add_argument, 30.0, "seconds per case before its worker is killed (a batch of "
+                          "cases: seconds without an answer, then it is halved)")
     add_overwrite(group.add_argument)
     add_batch_option(group.add_argument)
     group.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="live progress even when stderr is not a terminal")
     group.add_argument("--no-progress", dest="progress", action="store_false", help="no live progress")
+    return timeout
 
 
 def fuzz_command(args: argparse.Namespace) -> int:
@@ -109,7 +117,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
         _require_hypothesis()
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
-    out = settings.out or os.path.join("runs", f"fuzz-{settings.ep.alias}-s{settings.seed}")
+    out = fresh_out(settings.out) if settings.out else os.path.join("runs", f"fuzz-{settings.ep.alias}-s{settings.seed}")
     return _fuzz(args, settings, out)
 
 
@@ -130,7 +138,10 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
                           shrink_known=args.shrink_known, shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks,
                           corpus_out=args.corpus_out, overwrite=settings.overwrite, progress=args.progress,
                           command=args.command_line, replay=replay,
-                          batch=parse_batch(args.batch, settings.ep))
+                          batch=parse_batch(args.batch, settings.ep),
+                          header_extra={"rerun_args": outcome_argv(getattr(args, "outcome_actions", ()), args,
+                                                                   settings.tolerances),
+                                        "tolerances_file": file_identity(getattr(args, "tolerances", None))})
     what = f"replaying {len(replay)} case(s)" if replay else f"fuzzing {', '.join(ops)} for {args.budget:g} s"
     sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
     print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers{sharing}) -> {out}", file=sys.stderr)
@@ -142,9 +153,9 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
         return usage_error(f"writing into {out} failed ({exc.strerror or exc}); every case finished before is kept "
                            f"in its results.jsonl.\nNote: make room, then render what is there with: ep-testbed "
                            f"report {out}")
-    _, lines, _ = read_run(out)
+    header, lines, _ = read_run(out)
     failing = failing_outcomes(False, False)
-    print_outcomes(lines, failing)
+    print_outcomes(lines, failing, header)
     print(f"\n{result.ran} fuzzed cases in {result.generation_s:.1f} s ({result.cases_per_second:.1f} cases/s); "
           f"{len(result.findings)} failing in {len(result.signatures)} kind(s)")
     for record in result.shrinks:
@@ -152,10 +163,17 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
               f"({record['minimal_elements']} elements, {record['reduction']}x smaller) in {record['seconds']:.1f} s"
               + ("" if record["same_failure"] else " [the minimal case's own run did not fail the same way]")
               + (f"; corpus: {record['corpus']}" if record["corpus"] else ""))
+    if result.not_shrunk:
+        print(f"not shrunk, the --budget of {args.budget:g} s was spent: {', '.join(result.not_shrunk)} "
+              "(a larger --budget shrinks them; `ep-testbed fuzz --replay ID` shrinks one)")
     print(f"results: {os.path.join(out, 'results.jsonl')}")
-    if result.interrupted:
+    if result.interrupted and result.device_lost is None:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
-    return exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), render_report(out))
+    artifacts = render_report(out)
+    if result.device_lost is not None:  # the run could not go on: exit 2, whatever failed before
+        return usage_error(f"{result.device_lost}; fuzz again once the device is back (`ep-testbed fuzz --replay ID` "
+                           "reruns one case)")
+    return exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), artifacts)
 
 
 def _require_hypothesis() -> None:

@@ -35,7 +35,7 @@ from ep_testbed.harness.core.untrusted_files import limits, using_limits
 from ep_testbed.harness.eps import preflight
 from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
-from ep_testbed.harness.run.pool import WorkerStartError
+from ep_testbed.harness.run.pool import DeviceLostError, WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases
 from ep_testbed.harness.run.selection import parse_shard, select, shard
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
@@ -214,6 +214,10 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         result = _run_until_stopped(cases, config, options, settings.expectations)
     except (RunError, WorkerStartError) as exc:
         return usage_error(str(exc))
+    except DeviceLostError as exc:  # the run cannot finish: exit 2, results kept, the report of what ran
+        render_report(options.out_dir)
+        return usage_error(f"{exc}; resume with --resume once the device is back: the same command with "
+                           f"--resume --out {options.out_dir}")
     except OSError as exc:  # the disk filled up, or the folder went away, mid-run
         return usage_error(f"writing into {options.out_dir} failed ({exc.strerror or exc}); every case finished "
                            f"before is kept in its results.jsonl.\nNote: make room, then continue with --resume "
@@ -352,7 +356,8 @@ def _case_config(settings: RunConfig, mapper: str, jobs: int) -> CaseConfig:
 def _run_options(args: argparse.Namespace, settings: RunConfig, jobs: int, catalog: str,
                  worker_paths: Sequence[str]) -> RunOptions:
     """The runner's options; the selection and limits also go into the results header."""
-    out = fresh_out(settings.out) if settings.out else os.path.join("runs", f"{settings.ep.alias}-{_utc_stamp()}")
+    # the default is a fresh folder per run, as ``{time}`` makes one (two runs in one second included)
+    out = fresh_out(settings.out or os.path.join("runs", f"{settings.ep.alias}-{TIME_FIELD}"))
     expectations = settings.expectations
     extra: dict[str, Any] = {
         "selection": {"ops": settings.ops, "include": args.include, "exclude": args.exclude, "catalog": catalog,
@@ -409,7 +414,7 @@ def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str
     for note in result.notes:
         print(f"ep-testbed: note: {safe_message(note)}", file=sys.stderr)
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
-    print_outcomes(result.lines, failing)
+    print_outcomes(result.lines, failing, result.header)
     print(f"\n{result.ran} cases run in {result.elapsed_s:.1f} s ({result.cases_per_second:.1f} cases/s); "
           f"results: {os.path.join(out, 'results.jsonl')}")
     if result.interrupted:

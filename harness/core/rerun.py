@@ -17,14 +17,22 @@ from them, so a pasted line runs the case as CI ran it:
 
 A header written before ``rerun_args`` existed gets the same line from its other fields
 (``legacy_rerun_args``): EP alias and options, graph optimization level, tolerances, seed.
+
+Which command reruns a case depends on where the case came from (``rerun_words``, the one place
+every rerun line is formed: report.html, ci-summary, junit.xml, the terminal): a catalog or
+corpus case is ``ep-testbed run ... -k ID``; a case a fuzz run drew exists in no catalog, so its
+line is ``ep-testbed fuzz ... --replay ID``, which redraws it from its id (and a shrink's minimal
+case, ``<id>-min``, is the replay of the case it was shrunk from, which shrinks it again).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import shlex
 from typing import Any, Iterable, Mapping
 
+from .results import safe_id
 from .tolerances import DEFAULT_TOLERANCES, Tolerances
 from .untrusted_files import FileRefused, read_bytes
 
@@ -122,5 +130,54 @@ def rerun_args(header: Mapping[str, Any]) -> list[str]:
     return legacy_rerun_args(header)
 
 
-__all__ = ["ALWAYS", "TIME_FIELD", "TOLERANCE_DESTS", "action_argv", "file_identity", "legacy_rerun_args",
-           "outcome_argv", "rerun_args", "tolerance_specs"]
+#: The ``family`` tags a fuzz run gives its cases (``harness/fuzz``): a drawn case, and a shrink's
+#: minimal case (whose ``shrunk_from`` tag names the drawn case).
+FUZZ_FAMILY, FUZZ_MINIMAL_FAMILY = "fuzz", "fuzz-minimal"
+
+
+def replay_origin(header: Mapping[str, Any], line: Mapping[str, Any]) -> str | None:
+    """The fuzzed case id whose ``fuzz --replay`` reruns ``line`` (a case of the run ``header``
+    opens), or None when ``line`` is not a case a fuzz run drew or shrank: a catalog or corpus
+    case, or any case of a ``run`` (a corpus case keeps the tags of the fuzz run that found it,
+    but ``run --corpus`` is what reruns it)."""
+    if not isinstance(header.get("fuzz"), Mapping):
+        return None
+    tags = line.get("tags")
+    tags = tags if isinstance(tags, Mapping) else {}
+    if tags.get("family") == FUZZ_FAMILY and isinstance(line.get("id"), str):
+        return str(line["id"])
+    if tags.get("family") == FUZZ_MINIMAL_FAMILY and isinstance(tags.get("shrunk_from"), str):
+        return str(tags["shrunk_from"])
+    return None
+
+
+def rerun_words(header: Mapping[str, Any], line: Mapping[str, Any]) -> list[str]:
+    """The command that reruns the case ``line`` of the run ``header`` opens, as words: its
+    origin's command (module docstring) with ``rerun_args`` and a fresh ``--out`` per paste."""
+    origin = replay_origin(header, line)
+    if origin is not None:
+        return replay_words(header, origin)
+    case_id = str(line.get("id", ""))
+    return ["ep-testbed", "run", *rerun_args(header), "-k", case_id, "--out", f"runs/rerun-{safe_id(case_id)}-{TIME_FIELD}"]
+
+
+def replay_words(header: Mapping[str, Any], fuzz_id: str) -> list[str]:
+    """``ep-testbed fuzz ... --replay FUZZ_ID`` with the run's ``rerun_args`` (what ``fuzz``
+    records; the id itself carries operator, size, seed and batch) and a fresh ``--out``."""
+    return ["ep-testbed", "fuzz", *rerun_args(header), "--replay", fuzz_id,
+            "--out", f"runs/replay-{safe_id(fuzz_id)}-{TIME_FIELD}"]
+
+
+def rerun_line(header: Mapping[str, Any], line: Mapping[str, Any]) -> str:
+    """``rerun_words`` as one shell line (each word quoted where the shell needs it)."""
+    return shell_line(rerun_words(header, line))
+
+
+def shell_line(words: Iterable[str]) -> str:
+    """``words`` as one shell line, each quoted where the shell needs it."""
+    return " ".join(shlex.quote(word) for word in words)
+
+
+__all__ = ["ALWAYS", "FUZZ_FAMILY", "FUZZ_MINIMAL_FAMILY", "TIME_FIELD", "TOLERANCE_DESTS", "action_argv",
+           "file_identity", "legacy_rerun_args", "outcome_argv", "replay_origin", "replay_words", "rerun_args", "rerun_line",
+           "rerun_words", "shell_line", "tolerance_specs"]

@@ -73,6 +73,10 @@ CASE_SCHEMA: dict[str, tuple[str, ...]] = {
     # Which extreme values the case's inputs hold (``harness.core.signature.input_extremes``:
     # nan, inf, -inf, huge), for an expectation whose cause only such inputs can show.
     "input_extremes": (LIST, NULL),
+    # Why a case ended as it did when its outcome alone does not say (``harness.run.pool``):
+    # ``reason`` ``device-lost`` on a ``crash`` whose device was removed or lost
+    # (``harness.eps.device_loss``), ``detail`` what the EP said.
+    "reason": (STR, NULL), "detail": (STR, NULL),
 }
 CASE_KEYS = tuple(CASE_SCHEMA)
 #: The kinds the keys of a run header may hold (a header may carry more keys: the EP's

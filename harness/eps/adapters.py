@@ -169,6 +169,24 @@ def adapter_for(spec: EpSpec) -> EpAdapter:
     return _INSTANCES[key]
 
 
+def forget_adapters() -> None:
+    """Close and forget this process's adapters that hold their sessions (``holds_sessions``: the
+    DirectML host ends, and the next session starts a new one with a new device): what a run in
+    this process does after the device was lost (``harness.eps.device_loss``). Sessions of
+    ONNX Runtime in this process are never cached: the next one makes its device afresh, and a
+    plugin EP's registration is kept."""
+    held = {key: a for key, a in _INSTANCES.items() if getattr(a, "holds_sessions", False)}
+    for key in held:
+        del _INSTANCES[key]
+    for adapter in held.values():
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # a host already gone with its device: nothing left to close
+                pass
+
+
 def _plugin_package(name: str, options: dict[str, str], device: str | None) -> EpSpec:
     """The spec of ``--ep plugin:PACKAGE[:EP_NAME]`` (the package checked, its EP name chosen)."""
     what = f"--ep {name}"

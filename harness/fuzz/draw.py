@@ -26,12 +26,24 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ep_testbed.graphs.cases.common import FuzzCase, FuzzDraw, cases_module, desc_elements, fuzz_recipe
+from ep_testbed.harness.core.rerun import FUZZ_FAMILY
 from ep_testbed.reference.registry import names, spec_named
 
-#: Cases per batch: the unit a run draws, and what a replay redraws.
+#: Cases per batch: the unit a run draws, and what a replay redraws. A batch never holds more
+#: (``draw_batch`` asks Hypothesis for this many; it may find fewer distinct draws), so
+#: ``MAX_INDEX`` is the largest position any run can have drawn, and an id past it is refused
+#: before anything is drawn (redrawing index N costs N + 1 draws).
 BATCH_SIZE = 100
+MAX_INDEX = BATCH_SIZE - 1
+#: The largest run seed and batch number an id may carry: the range of ``--seed``
+#: (``harness/cli/options.py: MAX_SEED``; a test keeps the two equal). A batch number is only
+#: hashed (``batch_seed``), so its size costs nothing, but an unbounded one would be written into
+#: a header its own reader refuses.
+MAX_NUMBER = 2**63 - 1
 
 _ID = re.compile(r"^(?P<op>[a-z0-9_]+)/fuzz(?:-(?P<size>[a-z]+))?-s(?P<seed>\d+)-b(?P<batch>\d+)-(?P<index>\d+)$")
+#: Where a user finds the ids a run really drew (said whenever an id is refused).
+WHERE_IDS = "take the ids from the run's results.jsonl (the \"id\" of each line) or its report.html"
 
 
 @dataclass(frozen=True)
@@ -51,12 +63,27 @@ class FuzzId:
 
 
 def parse_id(case_id: str) -> FuzzId:
-    """The ``FuzzId`` of a fuzzed case id; ValueError saying what a fuzzed id looks like otherwise."""
+    """The ``FuzzId`` of a fuzzed case id; ValueError saying what a fuzzed id looks like
+    otherwise, and for an id no run can have drawn: a seed or batch past ``MAX_NUMBER``, an
+    index past ``MAX_INDEX`` (checked on the digits, before any number is built or drawn)."""
     match = _ID.match(case_id)
     if not match or match["op"] not in names():
         raise ValueError(f"{case_id!r} is not a fuzzed case id: expected <op>/fuzz[-<size>]-s<seed>-b<batch>-<index> "
                          f"with <op> one of {', '.join(names())} (e.g. max_pooling2/fuzz-s0-b3-017)")
+    for part, largest in (("seed", MAX_NUMBER), ("batch", MAX_NUMBER), ("index", MAX_INDEX)):
+        digits = match[part].lstrip("0") or "0"
+        if len(digits) > len(str(largest)) or int(digits) > largest:
+            raise ValueError(_past_range(case_id, part, digits, largest))
     return FuzzId(match["op"], int(match["seed"]), int(match["batch"]), int(match["index"]), match["size"] or "default")
+
+
+def _past_range(case_id: str, part: str, digits: str, largest: int) -> str:
+    """The refusal of an id whose ``part`` (seed, batch, index) no run can have drawn."""
+    shown = digits if len(digits) <= 24 else f"{digits[:12]}...({len(digits)} digits)"
+    if part == "index":
+        return (f"{case_id[:200]!r}: no batch holds index {shown}: a batch draws at most {BATCH_SIZE} cases, so the "
+                f"largest index is {largest:03d}; {WHERE_IDS}")
+    return f"{case_id[:200]!r}: {part} {shown} is past the largest a run can have ({largest}); {WHERE_IDS}"
 
 
 def batch_seed(fid: FuzzId) -> int:
@@ -133,7 +160,7 @@ def draw_batch(op: str, run_seed: int, batch: int, size: str = "default", count:
 def fuzz_case(fid: FuzzId, draw: FuzzDraw, case_id: str | None = None) -> FuzzCase:
     """The case of ``draw`` drawn at ``fid`` (``case_id`` overrides its id: shrink candidates)."""
     values, regions = fuzz_recipe(draw.recipe)
-    tags = {"dtype": draw.desc.input_tensor.data_type.lower(), "family": "fuzz", "values": values,
+    tags = {"dtype": draw.desc.input_tensor.data_type.lower(), "family": FUZZ_FAMILY, "values": values,
             "elements": str(desc_elements(draw.desc))}
     if draw.recipe.count(":") > 1:
         tags["regions"] = regions
@@ -142,13 +169,21 @@ def fuzz_case(fid: FuzzId, draw: FuzzDraw, case_id: str | None = None) -> FuzzCa
 
 
 def replay(case_id: str) -> FuzzCase:
-    """The fuzzed case ``case_id`` names, redrawn (ValueError for an id that is not one, or an
-    index past what its batch drew)."""
-    fid = parse_id(case_id)
-    cases = draw_batch(fid.op, fid.seed, fid.batch, fid.size, count=max(BATCH_SIZE, fid.index + 1))
+    """The fuzzed case ``case_id`` names, redrawn: one batch of at most ``BATCH_SIZE`` draws
+    (ValueError for an id that is not one, or an index past what its batch drew)."""
+    fid = parse_id(case_id)  # refuses an index past MAX_INDEX before anything is drawn
+    cases = _redrawn(fid.op, fid.seed, fid.batch, fid.size)
     if fid.index >= len(cases):
-        raise ValueError(f"{case_id}: batch {fid.batch} drew only {len(cases)} cases")
+        raise ValueError(f"{case_id}: batch {fid.batch} drew only {len(cases)} cases (indices 000 to "
+                         f"{len(cases) - 1:03d}); {WHERE_IDS}")
     return cases[fid.index]
+
+
+@functools.lru_cache(maxsize=4)
+def _redrawn(op: str, run_seed: int, batch: int, size: str) -> tuple[FuzzCase, ...]:
+    """``draw_batch`` kept for the next replay from the same batch (the CLI checks every
+    ``--replay`` id before the run redraws it; several ids of one batch cost one draw)."""
+    return tuple(draw_batch(op, run_seed, batch, size))
 
 
 def draw_key(draw: FuzzDraw) -> str:

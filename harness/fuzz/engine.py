@@ -1,10 +1,10 @@
-"""The fuzz loop: draw, run, record, until the budget is spent; then shrink what failed.
+"""The fuzz loop: draw, run, record, then shrink what failed, all within one time budget.
 
 ``fuzz(config, options, expectations)``:
 
 1. writes a run header (``harness.run.runner.run_header``, with a ``fuzz`` entry: budget, size,
    operators, batch size, Hypothesis version) to ``OUT/results.jsonl``;
-2. until ``budget_s`` has passed, draws batches of cases per operator in turn (or, with
+2. until the drawing deadline (``Budget``), draws batches of cases per operator in turn (or, with
    ``replay``, redraws just the fuzzed cases those ids name)
    (``harness.fuzz.draw``) and runs them in chunks through one ``WorkerPool``: each case goes
    through the pipeline of ``ep-testbed run`` (mapper, reference, a session on the EP in a
@@ -13,13 +13,20 @@
    results.jsonl as it finishes (artifacts for failures, as ``run`` writes them);
 3. then shrinks (``harness.fuzz.shrink``) the first failure of every new ``Signature`` (all of
    them with ``shrink="all"``; ``known`` ones too with ``shrink_known``), those no mapper flag
-   explains first, at most ``max_shrinks``, each within ``shrink_time_s``, in a pool of its own; each minimal case is
+   explains first, at most ``max_shrinks``, each within ``shrink_time_s`` and what is left of the
+   budget, in a pool of its own (those the budget leaves no time for are named, not shrunk); each minimal case is
    run once more with its case folder written, gets its own line (``<id>-min``), a record in
    ``shrinks.jsonl`` (``harness.core.shrink_records``) and, with ``corpus_out``, a corpus folder;
 4. ends results.jsonl with an ``end`` line (counts, cases run, generation time and rate).
 
+``budget_s`` bounds the whole run, drawing and shrinking (``Budget``): drawing stops early enough
+to leave shrinking its time once something failed, and shrinking gets what drawing left. What
+runs past the deadline: the first chunk, when start-up took the whole budget; the chunk of cases in flight (``CHUNK`` cases, or two batches per worker, each within ``timeout``),
+the minimal cases' final runs, and the report.
+
 Ctrl-C stops drawing and skips shrinking; every finished line is kept, the end line says
-``"interrupted": true``.
+``"interrupted": true``. So does a device that stays lost (``harness.run.pool.DeviceLostError``),
+which the end line names (``device_lost``) and ``FuzzResult.device_lost`` holds.
 """
 
 from __future__ import annotations
@@ -36,11 +43,12 @@ from typing import Any, Iterator, Sequence
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
 from ep_testbed.harness.core import shrink_records as records
 from ep_testbed.harness.core.expectations import Expectations
+from ep_testbed.harness.core.rerun import FUZZ_MINIMAL_FAMILY
 from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
 from ep_testbed.harness.core.signature import Signature, same_failure, signature
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
 from ep_testbed.harness.run.case_run import ArtifactPolicy, CaseConfig
-from ep_testbed.harness.run.pool import WorkerPool
+from ep_testbed.harness.run.pool import DeviceLostError, WorkerPool
 from ep_testbed.harness.run.run_folder import FolderBusy, claim
 from ep_testbed.harness.run.runner import RunError, RunOptions, _settle, run_header
 from ep_testbed.reference import desc_to_dml
@@ -53,6 +61,8 @@ from .shrink import ShrinkResult, shrink
 #: Cases handed to the pool at a time (at least): the budget is checked between chunks. With
 #: batches, a chunk holds at least two batches per worker, so that few workers wait at its end.
 CHUNK = 25
+#: The least time worth starting a shrink with (seconds): one candidate runs in about this long.
+MIN_SHRINK_S = 1.0
 #: What ``FuzzOptions.shrink`` accepts: the first failure of each signature, every one, none.
 SHRINK_MODES = ("first", "all", "none")
 
@@ -84,6 +94,37 @@ class FuzzOptions:
     extra_paths: tuple[str, ...] = ()
     replay: Sequence[str] = ()    # fuzzed case ids to rerun (and shrink) instead of drawing
     batch: int = 1                # cases packed into one session at most (``run --batch``)
+    header_extra: dict[str, Any] = field(default_factory=dict)  # more header keys (the CLI's rerun_args)
+
+
+@dataclass
+class Budget:
+    """The run's time budget: one deadline for the whole run, and the part of it drawing may use.
+
+    Until something fails, drawing may use all of it. Once failures wait to be shrunk, drawing
+    stops ``reserve_s`` before the deadline: the shrinks' own time (``shrink_time_s`` each, for
+    as many as ``_to_shrink`` picks), at most ``SHRINK_SHARE`` of the budget, so drawing keeps
+    the rest."""
+
+    budget_s: float
+    start: float = field(default_factory=time.monotonic)
+
+    #: The largest part of the budget held back for shrinking.
+    SHRINK_SHARE = 0.5
+
+    @property
+    def deadline(self) -> float:
+        """When the whole run's budget is spent (``time.monotonic`` clock)."""
+        return self.start + self.budget_s
+
+    def left(self) -> float:
+        """Seconds of the budget left (0 once spent)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def drawing_over(self, to_shrink: int, shrink_time_s: float) -> bool:
+        """Whether drawing must stop now, with ``to_shrink`` failures waiting to be shrunk."""
+        reserve = min(to_shrink * shrink_time_s, self.SHRINK_SHARE * self.budget_s)
+        return time.monotonic() >= self.deadline - reserve
 
 
 @dataclass
@@ -109,6 +150,8 @@ class FuzzResult:
     shrinks: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
     elapsed_s: float = 0.0
+    not_shrunk: list[str] = field(default_factory=list)  # chosen for shrinking, but the budget was spent
+    device_lost: DeviceLostError | None = None  # the run stopped: the device stayed lost (harness.run.pool)
 
     @property
     def cases_per_second(self) -> float:
@@ -137,6 +180,7 @@ def fuzz(config: CaseConfig, options: FuzzOptions, expectations: Expectations | 
 
 def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expectations) -> FuzzResult:
     """``fuzz``'s work once the folder is this process's."""
+    budget = Budget(options.budget_s)
     _check(options)
     config = dataclasses.replace(config, run_dir=os.path.abspath(options.out_dir))
     header = _header(config, options, expectations)
@@ -145,22 +189,25 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
     counts: Counter = Counter()
     with _Lines(options.out_dir) as writer:
         writer.write(header)
-        try:
-            _generate(config, options, expectations, writer, result, counts)
-        except KeyboardInterrupt:
-            result.interrupted = True
-        if not result.interrupted:
+        for step in (_generate, _shrink_findings):
+            if result.interrupted:
+                break
             try:
-                _shrink_findings(config, options, expectations, writer, result, counts)
+                step(config, options, expectations, writer, result, counts, budget)
             except KeyboardInterrupt:
                 result.interrupted = True
+            except DeviceLostError as exc:  # no case left can run: the file ends, the CLI exits 2
+                result.interrupted, result.device_lost = True, exc
         result.counts, result.elapsed_s = count_outcomes([{"outcome": o} for o in counts.elements()]), \
             time.monotonic() - start
+        lost = result.device_lost
         writer.write(end_record(result.counts, result.interrupted, ran=result.ran,
                                 elapsed_s=round(result.elapsed_s, 3),
                                 fuzz={"generation_s": round(result.generation_s, 3),
                                       "cases_per_second": round(result.cases_per_second, 1),
-                                      "findings": len(result.findings), "shrunk": len(result.shrinks)}))
+                                      "findings": len(result.findings), "shrunk": len(result.shrinks),
+                                      "not_shrunk": result.not_shrunk},
+                                **({} if lost is None else {"device_lost": {"losses": lost.losses, "last": lost.last}})))
     return result
 
 
@@ -195,7 +242,7 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
                       "shrink": options.shrink, "shrink_known": options.shrink_known,
                       "shrink_time_s": options.shrink_time_s, "max_shrinks": options.max_shrinks},
              "selection": {"ops": list(options.ops), "catalog": "fuzz"}, "jobs": options.jobs, "batch": options.batch,
-             "timeout_s": options.timeout, "expectations": expectations.source}
+             "timeout_s": options.timeout, "expectations": expectations.source, **options.header_extra}
     run_options = RunOptions(out_dir=options.out_dir, seed=options.seed, command=options.command, header_extra=extra)
     header = run_header(config, run_options, 0)
     header["case_count"] = None
@@ -203,13 +250,17 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
 
 
 def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
-              result: FuzzResult, counts: Counter) -> None:
-    """Step 2 of the module docstring: batches through the pool until the budget is spent. The
-    budget starts with the first batch drawn (the drawing process's start-up is not fuzzing)."""
-    pool = WorkerPool(config, options.jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
+              result: FuzzResult, counts: Counter, budget: Budget) -> None:
+    """Step 2 of the module docstring: batches through the pool until drawing's part of the
+    ``budget`` is spent, the first chunk whatever the budget (its start-up, the workers' and the
+    drawing process's, may take it all), and a replay's cases whatever the budget. ``generation_s``, and
+    so the rate, starts with the first batch drawn (the drawing process's start-up is not
+    fuzzing); the budget started with the run."""
+    jobs = min(options.jobs, len(options.replay) or draw_mod.BATCH_SIZE)  # never more workers than cases to run
+    pool = WorkerPool(config, jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
                       batch=options.batch)
     pool.start()  # the workers start their EP while the drawing process starts
-    chunk_size = max(CHUNK, 2 * options.batch * options.jobs)
+    chunk_size = max(CHUNK, 2 * options.batch * jobs)
 
     def policy_for(case: Any) -> ArtifactPolicy:
         """A case folder for every case an expectation names, as ``run`` keeps them."""
@@ -223,7 +274,8 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
             start = status.start = start or time.monotonic()
             for chunk in _chunks(batch, chunk_size):
                 result.generation_s = time.monotonic() - start
-                if result.generation_s >= options.budget_s and not options.replay:
+                if not options.replay and result.ran and budget.drawing_over(
+                        len(_to_shrink(result.findings, options)), options.shrink_time_s):
                     return
                 by_id = {case.id: case for case in chunk}
                 for line in pool.run(chunk, policy_for, keep_workers=True):
@@ -380,8 +432,10 @@ def _to_shrink(findings: list[Finding], options: FuzzOptions) -> list[Finding]:
 
 
 def _shrink_findings(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
-                     result: FuzzResult, counts: Counter) -> None:
-    """Step 3 of the module docstring."""
+                     result: FuzzResult, counts: Counter, budget: Budget) -> None:
+    """Step 3 of the module docstring: each shrink in turn gets ``shrink_time_s`` or what is
+    left of ``budget``, whichever is less; those left no time (less than ``MIN_SHRINK_S``) are
+    named in ``result.not_shrunk`` and said on stderr."""
     chosen = _to_shrink(result.findings, options)
     if not chosen:
         return
@@ -389,9 +443,16 @@ def _shrink_findings(config: CaseConfig, options: FuzzOptions, expectations: Exp
     pool = WorkerPool(quiet, 1, options.timeout, env=options.env, extra_paths=options.extra_paths)
     shrunk: list[tuple[Finding, ShrinkResult]] = []
     try:
-        for finding in chosen:
-            _say(options, f"shrinking {finding.case.id}: {finding.signature.describe()}")
-            shrunk.append((finding, shrink(finding.case, finding.signature, pool.run_one, options.shrink_time_s)))
+        for done, finding in enumerate(chosen):
+            seconds = min(options.shrink_time_s, budget.left())  # in order: unexplained failures first
+            if seconds < MIN_SHRINK_S:
+                result.not_shrunk = [f.case.id for f in chosen[done:]]
+                _say(options, f"shrinking stopped at the --budget of {options.budget_s:g} s: {len(result.not_shrunk)} "
+                              f"of {len(chosen)} failure kind(s) not shrunk (first: {result.not_shrunk[0]}); a larger "
+                              "--budget shrinks them, or `fuzz --replay ID` shrinks one")
+                break
+            _say(options, f"shrinking {finding.case.id} (at most {seconds:.0f} s): {finding.signature.describe()}")
+            shrunk.append((finding, shrink(finding.case, finding.signature, pool.run_one, seconds)))
     finally:
         pool.close()
     _finish_minimal(config, options, expectations, writer, result, counts, shrunk)
@@ -401,6 +462,8 @@ def _finish_minimal(config: CaseConfig, options: FuzzOptions, expectations: Expe
                     result: FuzzResult, counts: Counter, shrunk: list[tuple[Finding, ShrinkResult]]) -> None:
     """Run every minimal case once more with its case folder written, record its line and its
     ``shrinks.jsonl`` record, and write it to the corpus when asked."""
+    if not shrunk:
+        return
     minimal = {s.minimal.id: (finding, s) for finding, s in shrunk}
     cases = {case_id: _tagged(s.minimal, finding) for case_id, (finding, s) in minimal.items()}
     pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
@@ -422,7 +485,7 @@ def _finish_minimal(config: CaseConfig, options: FuzzOptions, expectations: Expe
 
 def _tagged(case: LiteralCase, finding: Finding) -> LiteralCase:
     """The minimal case tagged as such (family ``fuzz-minimal``, ``shrunk_from``, its size)."""
-    tags = {"dtype": case.desc.input_tensor.data_type.lower(), "family": "fuzz-minimal",
+    tags = {"dtype": case.desc.input_tensor.data_type.lower(), "family": FUZZ_MINIMAL_FAMILY,
             "shrunk_from": finding.case.id, "elements": str(desc_elements(case.desc))}
     return dataclasses.replace(case, tags=tags)
 

@@ -148,7 +148,7 @@ def _structure_stage(original: FuzzCase, trial: _Trial) -> tuple[Any, dict[str, 
 
     notes = []
     try:
-        draw_mod.run_batch(fid, test, count=max(draw_mod.BATCH_SIZE, fid.index + 1), shrink=True)
+        draw_mod.run_batch(fid, test, count=draw_mod.BATCH_SIZE, shrink=True)  # parse_id bounds the index
     except _StillFails:
         pass
     except Exception as exc:  # e.g. Hypothesis calling a flaky EP flaky: keep the best case so far

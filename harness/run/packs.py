@@ -22,6 +22,9 @@ the pack apart:
   (``case_steps.refusal_outcome``): no second session per case. A pack of carrier models that
   fails other than by a refusal is settled case by case (all of its cases were refused once
   already);
+- the device is lost (``harness.eps.device_loss``: a TDR, a driver reset): ``DeviceLost`` of
+  the pack's cases goes up to the worker, which is restarted with a fresh device; the pool
+  halves the pack there, so a loss is never retried on the lost device;
 - anything else (a build or run failure, the EP's own process dying, or that diagnosis failing):
   the pack is halved and each half settled again, down to single cases, which fail exactly as
   alone (``case_steps.session_failure``). A case that fails in a session of its own teaches the
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 from ep_testbed.harness.core.results import PASSING
-from ep_testbed.harness.eps import packing
+from ep_testbed.harness.eps import device_loss, packing
 from ep_testbed.harness.eps import placement as placement_mod
 from ep_testbed.harness.eps import session as session_mod
 from ep_testbed.harness.eps.ep_run import Diagnosis, EpRun, SessionError, case_scope
@@ -116,10 +119,14 @@ class Memory:
 @contextlib.contextmanager
 def guarded(items: list[Item]) -> Iterator[None]:
     """Turn an exception of the harness into ``error`` for each undecided case of ``items``: one
-    case's failure never takes the worker (or the other cases of its pack) down."""
+    case's failure never takes the worker (or the other cases of its pack) down. An exception
+    that says the device is lost (``device_loss``) goes on as ``DeviceLost`` of those cases."""
     try:
         yield
     except Exception as exc:
+        lost = device_loss.loss_of(exc, [item.case.id for item in items if not item.decided])
+        if lost is not None:  # no case's fault: the worker and its device are restarted (harness.run.pool)
+            raise lost from exc
         message = f"harness raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
         for item in items:
             if not item.decided:
@@ -176,6 +183,9 @@ def settle(items: list[Item], config: CaseConfig, memory: Memory, carried: bool 
     try:
         runs = _session(items, config, carried)
     except SessionError as exc:
+        lost = device_loss.loss_of(exc, [item.case.id for item in items])
+        if lost is not None:  # every later session on this device fails too: never halve on it
+            raise lost from exc
         _after_failure(items, config, memory, carried, exc)
         return
     if carried:

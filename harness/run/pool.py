@@ -17,8 +17,15 @@ prints goes to a log file. When a worker
   halved as above;
 
 and a fresh worker takes the next batch. A batch the worker cannot read is halved too, and a
-single unreadable case is an ``error``. A case is yielded once: an answer for a case the worker
-was not waiting on is dropped. Closing the generator (or an exception such as
+single unreadable case is an ``error``. When a worker says its device is lost
+(``harness.eps.device_loss``: a TDR, a driver reset; the worker names the cases of the session
+that was running), it is killed and a fresh worker (a fresh device) takes over: one such case is
+``crash`` with ``reason`` ``device-lost`` and the EP's text as ``detail``; a pack of several is
+halved and run again in fresh workers (never retried on the lost device); the worker's other
+unanswered cases are sent again. After ``MAX_DEVICE_LOSSES`` losses with no case run on the
+device in between, ``run`` raises ``DeviceLostError`` (after yielding the last loss's line, if
+any): the device is not coming back by itself, and every case left would fail the same way.
+A case is yielded once: an answer for a case the worker was not waiting on is dropped. Closing the generator (or an exception such as
 ``KeyboardInterrupt`` in the consumer) kills every worker; the cases not yet answered have
 no line, so ``--resume`` runs them. Workers never outlive this process:
 on Linux the worker asks for SIGKILL when its parent dies (``harness.run.worker``), on Windows each
@@ -46,6 +53,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from ep_testbed.harness.eps.device_loss import REASON as DEVICE_LOST_REASON
 from ep_testbed.harness.eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
 
 from .case_run import ArtifactPolicy, CaseConfig, new_line, warm_up_model
@@ -60,10 +68,24 @@ OUTPUT_TAIL = 4000
 MAX_STARTUP_FAILURES = 3
 #: The name of a pool's folder in the temp folder, before the owner's pid.
 POOL_PREFIX = "ep-testbed-workers-"
+#: Device losses in a row (no case run on the device in between) before a run stops
+#: (``DeviceLostError``): one TDR is one case; three in a row is a device that stays lost.
+MAX_DEVICE_LOSSES = 3
 
 
 class WorkerStartError(RuntimeError):
     """Workers cannot start at all (e.g. the harness cannot be imported in a subprocess)."""
+
+
+class DeviceLostError(RuntimeError):
+    """The device was lost ``MAX_DEVICE_LOSSES`` times in a row (the message says so; the front
+    end adds what to do next); ``last`` is what the EP said the last time."""
+
+    def __init__(self, losses: int, last: str):
+        """``losses``: how many in a row; ``last``: the EP's text of the last one."""
+        self.losses, self.last = losses, last
+        super().__init__(f"the device is lost: {losses} cases in a row (last: {last}); finished cases are kept in "
+                         "results.jsonl")
 
 
 @dataclass
@@ -99,6 +121,7 @@ class WorkerPool:
         self._events: queue.Queue = queue.Queue()
         self._workers: list[_Worker] = []
         self._count = 0
+        self.device_losses = 0  # losses in a row (``MAX_DEVICE_LOSSES``)
         sweep_stale(tempfile.gettempdir(), POOL_PREFIX)
         self._logs = tempfile.TemporaryDirectory(prefix=f"{POOL_PREFIX}{os.getpid()}-")
         self._env[SCRATCH_ENV] = self._logs.name
@@ -273,6 +296,9 @@ class WorkerPool:
     def _answer(self, worker: _Worker, message: Any, queue_: "_Queue") -> Iterator[dict[str, Any]]:
         """A worker's ``result`` (one case's line) or ``broken`` (its batch unreadable) message."""
         kind = message[0]
+        if kind == "device-lost":
+            yield from self._device_lost(worker, message[1] if isinstance(message[1], dict) else {}, queue_)
+            return
         if kind == "broken" and len(worker.batch) > 1:
             queue_.split(worker.batch)  # which case could not be read is found by halving
             worker.batch = []
@@ -290,9 +316,33 @@ class WorkerPool:
             return  # not a case this worker was waiting on: never yield a case twice
         worker.batch.remove(case)
         worker.deadline = time.monotonic() + self.timeout  # an answer is progress: the rest get a fresh limit
+        if answer.get("placement"):  # a session ran on the device: it is back
+            self.device_losses = 0
         line = new_line(case, self.config.ep)
         line.update(answer)
         yield line
+
+    def _device_lost(self, worker: _Worker, info: dict[str, Any], queue_: "_Queue") -> Iterator[dict[str, Any]]:
+        """A worker's ``device-lost`` message (module docstring): kill it, decide or requeue its
+        cases, start a fresh worker; ``DeviceLostError`` at the ``MAX_DEVICE_LOSSES``-th in a row."""
+        named = set(info.get("cases") or [])
+        lost = [c for c in worker.batch if c.id in named] or list(worker.batch)
+        rest = [c for c in worker.batch if c not in lost]
+        detail = str(info.get("detail") or "(the EP said no more)")
+        self._kill(worker)
+        self._retire(worker)
+        self.device_losses += 1
+        if rest:
+            queue_.again(rest)
+        if len(lost) > 1:  # which case lost the device is found by halving, in fresh workers
+            queue_.split(lost)
+        if queue_:
+            self._start()
+        if len(lost) == 1:
+            yield device_lost_line(lost[0], self.config.ep, str(info.get("means") or "the device was lost"),
+                                   str(info.get("source") or ""), detail, time.monotonic() - worker.dispatched)
+        if self.device_losses >= MAX_DEVICE_LOSSES:
+            raise DeviceLostError(self.device_losses, detail)
 
     def _dispatch(self, queue_: "_Queue", policy_for: Callable[[Any], ArtifactPolicy]) -> None:
         """Send each idle, ready worker its next batch (``_Queue.take``)."""
@@ -373,6 +423,18 @@ class WorkerPool:
         return line, startup_failures
 
 
+def device_lost_line(case: Any, ep: Any, means: str, source: str, detail: str, seconds: float,
+                     restarted: str = "its worker was restarted, with a fresh device") -> dict[str, Any]:
+    """The ``crash`` line of a case whose device was lost while it ran (``reason``
+    ``device-lost``, ``detail`` the EP's text), for the pool and for a run in this process
+    (``restarted`` says what was done about it)."""
+    line = new_line(case, ep)
+    line.update(outcome="crash", reason=DEVICE_LOST_REASON, detail=detail, duration_s=round(seconds, 6),
+                message=f"the device was lost while running the case: {means} ({source}); {restarted}. "
+                        f"The EP said: {detail}")
+    return line
+
+
 class _Queue:
     """The cases still to send: the halves of batches taken apart (sent first, each as it is) and
     the fresh cases, sent in batches."""
@@ -383,6 +445,10 @@ class _Queue:
 
     def __len__(self) -> int:
         return len(self.fresh) + sum(len(h) for h in self.halves)
+
+    def again(self, cases: list[Any]) -> None:
+        """Queue ``cases`` again as they are, ahead of everything else (they never ran)."""
+        self.halves.appendleft(list(cases))
 
     def split(self, batch: list[Any]) -> None:
         """Queue ``batch`` again as two halves, ahead of everything else (first half first)."""

@@ -19,6 +19,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
@@ -36,13 +37,15 @@ from ep_testbed.harness.core.results import (
 )
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import FileRefused
+from ep_testbed.harness.eps.adapters import forget_adapters
+from ep_testbed.harness.eps.device_loss import DeviceLost
 from ep_testbed.harness.eps.gpu import identity_key, runtime_info
 from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.reference import execute
 
 from .artifacts import write_artifacts
 from .case_run import ArtifactPolicy, CaseConfig, Memory, load_mapper, run_batch, severity
-from .pool import WorkerPool
+from .pool import MAX_DEVICE_LOSSES, DeviceLostError, WorkerPool, device_lost_line
 from .progress import Progress
 from .recheck import Recheck
 from .run_folder import FolderBusy, claim
@@ -167,6 +170,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
         env=options.env, extra_paths=options.extra_paths)
     results = _execute(todo, config, options, policy_for, pool)
     header_on_disk = not fresh
+    lost: DeviceLostError | None = None
     with ResultsWriter(options.out_dir) as writer:
         try:  # a Ctrl-C once the header is on disk ends the file with an end line
             if fresh:
@@ -183,6 +187,8 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
             if not header_on_disk:  # nothing written: nothing to end
                 raise
             interrupted = True
+        except DeviceLostError as exc:  # the run stops; its file ends, and --resume continues it
+            lost = exc
         finally:
             results.close()  # the workers stop here, whatever ended the loop (not when the generator is collected)
             if recheck is not None:
@@ -190,8 +196,12 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
             progress.close()
             counts = count_outcomes(lines)
             if header_on_disk:
+                stopped = {} if lost is None else {"device_lost": {"losses": lost.losses, "last": lost.last}}
                 writer.write(end_record(counts, interrupted or len(lines) < len(cases),
-                                        ran=len(lines) - len(done), elapsed_s=round(time.monotonic() - start, 3)))
+                                        ran=len(lines) - len(done), elapsed_s=round(time.monotonic() - start, 3),
+                                        **stopped))
+    if lost is not None:
+        raise lost
     return RunResult(header, lines, counts, interrupted, time.monotonic() - start, len(lines) - len(done), notes)
 
 
@@ -341,13 +351,44 @@ def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_f
     if not cases:
         return
     if pool is None:  # in-process: for debugging only, a crashing EP takes the run down
-        mapper, memory = load_mapper(config.mapper), Memory()
         step = max(1, options.batch)
-        for start in range(0, len(cases), step):
-            yield from run_batch([(case, policy_for(case), mapper) for case in cases[start:start + step]], config,
-                                 memory=memory)
+        yield from _in_process(deque(cases[i:i + step] for i in range(0, len(cases), step)), config, policy_for)
         return
     yield from pool.run(cases, policy_for)
+
+
+def _in_process(batches: deque, config: CaseConfig, policy_for: Any) -> Iterator[dict[str, Any]]:
+    """Raw lines of ``batches`` run in this process. A lost device (``DeviceLost``) is handled as
+    the pool does (``harness.run.pool``): the adapters' cached sessions and hosts are dropped so
+    the next session gets a fresh device, one lost case is ``crash``, a lost pack is halved, and
+    ``MAX_DEVICE_LOSSES`` losses in a row raise ``DeviceLostError``."""
+    mapper, memory, losses = load_mapper(config.mapper), Memory(), 0
+    while batches:
+        batch = batches.popleft()
+        emitted: list[dict[str, Any]] = []
+        start = time.monotonic()
+        try:
+            run_batch([(case, policy_for(case), mapper) for case in batch], config, emit=emitted.append, memory=memory)
+        except DeviceLost as lost:
+            yield from emitted
+            forget_adapters()
+            losses += 1
+            done = {line["id"] for line in emitted}
+            hit = [c for c in batch if c.id in lost.case_ids and c.id not in done]
+            rest = [c for c in batch if c.id not in done and c not in hit]
+            if rest:
+                batches.appendleft(rest)
+            if len(hit) > 1:
+                batches.extendleft([hit[len(hit) // 2:], hit[:len(hit) // 2]])
+            elif hit:
+                yield device_lost_line(hit[0], config.ep, lost.pattern.means, lost.pattern.source, lost.detail,
+                                       time.monotonic() - start, "the sessions this process held were dropped, so "
+                                       "the next case makes a fresh device")
+            if losses >= MAX_DEVICE_LOSSES:
+                raise DeviceLostError(losses, lost.detail) from None
+            continue
+        losses = 0 if any(line.get("placement") for line in emitted) else losses
+        yield from emitted
 
 
 def _offline_artifacts(case: Any, config: CaseConfig, line: dict[str, Any]) -> None:

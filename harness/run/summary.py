@@ -50,14 +50,26 @@ def table(lines: Iterable[dict[str, Any]]) -> str:
     return "\n".join([fmt(header), rule, *(fmt(r) for r in rows[:-1]), rule, fmt(rows[-1])])
 
 
+def _failing_in_order(lines: Iterable[dict[str, Any]], failing: Iterable[str]) -> list[dict[str, Any]]:
+    """The lines with a failing outcome, most severe outcome first (``results.REPORT_ORDER``), then by id."""
+    failing = set(failing)
+    rank = {outcome: i for i, outcome in enumerate(REPORT_ORDER)}
+    bad = [line for line in lines if line.get("outcome") in failing]
+    return sorted(bad, key=lambda l: (rank.get(l["outcome"], len(rank)), l["id"]))
+
+
+def first_problem(lines: Iterable[dict[str, Any]], failing: Iterable[str]) -> dict[str, Any] | None:
+    """The case ``problems`` lists first (None when none fails)."""
+    bad = _failing_in_order(lines, failing)
+    return bad[0] if bad else None
+
+
 def problems(lines: Iterable[dict[str, Any]], failing: Iterable[str], limit: int = 20) -> str:
     """The first ``limit`` cases with a failing outcome, one line each (id, outcome, message),
     most severe outcome first (``results.REPORT_ORDER``); ids and messages printed ``terminal.safe``."""
-    failing = set(failing)
-    bad = [line for line in lines if line.get("outcome") in failing]
+    bad = _failing_in_order(lines, failing)
     out = []
-    rank = {outcome: i for i, outcome in enumerate(REPORT_ORDER)}
-    for line in sorted(bad, key=lambda l: (rank.get(l["outcome"], len(rank)), l["id"]))[:limit]:
+    for line in bad[:limit]:
         message = (line.get("message") or "").strip().splitlines()
         out.append(f"  {line['outcome']:<8} {safe(line['id'])}: {safe(message[0]) if message else ''}")
     if len(bad) > limit:

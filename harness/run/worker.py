@@ -17,12 +17,14 @@ this works on Windows too.)
 
 Test hook (fault injection), read only here and only from the environment::
 
-    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;raise=<glob>;noise=<glob>;perturb[:N]=<glob>"
+    EP_TESTBED_FAULT="abort=<glob>;hang=<glob>;segfault=<glob>;exit=<glob>;device-lost=<glob>;raise=<glob>;noise=<glob>;perturb[:N]=<glob>"
 
 makes the worker misbehave for a case whose id matches ``<glob>`` (fnmatch): right before the
 session that runs it (with whatever cases share that session: a fault planted inside a batch),
 call ``os.abort()`` (SIGABRT; on Windows exit status 3), sleep forever, read an address in the
-never-mapped first page (SIGSEGV; on Windows STATUS_ACCESS_VIOLATION) or ``os._exit(3)``; a
+never-mapped first page (SIGSEGV; on Windows STATUS_ACCESS_VIOLATION), ``os._exit(3)``, or raise
+what ONNX Runtime's DirectML EP raises once the device is removed (``device-lost``:
+``DEVICE_LOST_TEXT``, which the worker then handles as any real device loss: ``serve``); a
 case that runs no session (inexpressible, an error before its session) never gets there. Right
 before the case itself: raise inside ``run_batch``' caller (the case alone is an ``error``), or
 write junk to file descriptors 1 and 2 and go on (``noise``: what a chatty native library does).
@@ -52,9 +54,18 @@ import time
 from typing import Any, BinaryIO, Callable
 
 FAULT_ENV = "EP_TESTBED_FAULT"
-FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise", "perturb")
+FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise", "perturb", "device-lost")
 #: The faults acted out right before the session that runs the case (the others: before the case).
-SESSION_FAULTS = ("abort", "hang", "segfault", "exit")
+SESSION_FAULTS = ("abort", "hang", "segfault", "exit", "device-lost")
+#: What the ``device-lost`` fault raises: ONNX Runtime's DirectML EP's error after a device removal,
+#: worded as reported in https://github.com/microsoft/onnxruntime/issues/22700
+DEVICE_LOST_TEXT = ("[ONNXRuntimeError] : 1 : FAIL : onnxruntime\\core\\providers\\dml\\DmlExecutionProvider\\src\\"
+                    "ExecutionProvider.cpp(962)\\onnxruntime_pybind11_state.pyd!00007FFABA30B0B1: Exception(3) tid(5a68) "
+                    "887A0005 The GPU device instance has been suspended. Use GetDeviceRemovedReason to determine the "
+                    "appropriate action.")
+#: How a worker that lost its device ends (after its ``device-lost`` message): the pool starts a
+#: fresh one, with a fresh device.
+DEVICE_LOST_EXIT = 0
 
 _HEADER = struct.Struct(">I")
 
@@ -118,6 +129,8 @@ def inject(faults: list[tuple[str, str]], case_id: str, actions: tuple[str, ...]
             os._exit(3)
         if action == "raise":
             raise RuntimeError(f"{FAULT_ENV} raise for {case_id}")
+        if action == "device-lost":
+            raise RuntimeError(DEVICE_LOST_TEXT)
         if action == "noise":
             os.write(1, b"\x00\x00\x00\x05junk on fd 1\n")
             os.write(2, b"junk on fd 2\n")
@@ -240,15 +253,21 @@ def main() -> int:
             continue
         if request is None:
             return 0
-        serve(request, config, faults, mapper, results, functools.partial(run_batch, memory=memory))
+        if not serve(request, config, faults, mapper, results, functools.partial(run_batch, memory=memory)):
+            return DEVICE_LOST_EXIT  # this process's device is gone: the pool starts a fresh worker
 
 
 def serve(batch: list[tuple[Any, Any]], config: Any, faults: list[tuple[str, str]], mapper: Callable[..., Any],
-          results: BinaryIO, run_batch: Callable[..., Any]) -> None:
+          results: BinaryIO, run_batch: Callable[..., Any]) -> bool:
     """Run one batch of ``(case, policy)`` pairs with ``run_batch`` (``case_run.run_batch``) and
     write each case's ``("result", line)`` as it is decided; a case the harness could not finish
-    still gets a line (``error``)."""
+    still gets a line (``error``). When the device is lost (``harness.eps.device_loss``), write
+    ``("device-lost", {"cases", "means", "source", "detail"})`` naming the session's cases
+    instead, answer nothing more and return False: the worker must end."""
+    from ep_testbed.harness.eps import device_loss
+
     answered: set[str] = set()
+    session: list[str] = []  # the cases of the session about to run (a planted loss hits them all)
 
     def emit(line: dict[str, Any]) -> None:
         """Send one case's line to the pool."""
@@ -258,6 +277,7 @@ def serve(batch: list[tuple[Any, Any]], config: Any, faults: list[tuple[str, str
 
     def before_session(cases: list[Any]) -> None:
         """Say which cases share the next session, then act out their session faults."""
+        session[:] = [case.id for case in cases]
         if len(cases) > 1:
             print(f"--- session of {len(cases)} cases", file=sys.stderr, flush=True)
         for case in cases:
@@ -275,9 +295,16 @@ def serve(batch: list[tuple[Any, Any]], config: Any, faults: list[tuple[str, str
     try:
         run_batch(chosen, config, emit=emit, before_session=before_session)
     except Exception as exc:  # run_batch guards every case; this is a last resort, never a lost case
+        lost = device_loss.loss_of(exc, [i for i in session if i not in answered])
+        if lost is not None:
+            print(f"--- device lost: {lost}", file=sys.stderr, flush=True)
+            write_frame(results, ("device-lost", {"cases": lost.case_ids, "means": lost.pattern.means,
+                                                  "source": lost.pattern.source, "detail": lost.detail}))
+            return False
         for case, _, _ in chosen:
             if case.id not in answered:
                 emit({"id": case.id, "outcome": "error", "message": f"worker raised {type(exc).__name__}: {exc}"})
+    return True
 
 
 if __name__ == "__main__":

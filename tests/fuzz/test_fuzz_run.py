@@ -39,7 +39,9 @@ def _fuzz(out, *extra, fault=f"perturb={PLANTED}", budget="8"):
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
-    code = _fuzz(root / "run", "--corpus-out", str(root / "corpus"), "--shrink-time", "20")
+    # --budget bounds drawing and shrinking together: 20 s leaves the planted failure's shrink up
+    # to 10 s even on a loaded machine
+    code = _fuzz(root / "run", "--corpus-out", str(root / "corpus"), "--shrink-time", "20", budget="20")
     return root, code
 
 
@@ -72,7 +74,9 @@ def test_the_minimal_case_has_a_case_folder_and_the_report_shows_both_side_by_si
     assert {"model.onnx", "inputs.npz", "expected.npz", "actual.npz", "desc.json"} <= set(os.listdir(folder))
     html = (root / "run" / "report.html").read_text(encoding="utf-8")
     assert 'id="shrinks"' in html and record["original"] in html and record["minimal"] in html
-    assert "repro-minimal-" in html and f"fuzz --replay {record['original']}" in html
+    # the redraw line carries the run's options (rerun.replay_words), then the id
+    assert "repro-minimal-" in html and re.search(rf"ep-testbed fuzz --ep cpu [^<]*--replay {re.escape(record['original'])} ",
+                                                  html)
 
 
 def test_report_diff_and_merge_read_a_fuzz_run_unchanged(planted, tmp_path):

@@ -61,3 +61,26 @@ def test_hostile_flag_values_are_used_or_refused_with_one_message(sandbox, tmp_p
     if command[0] == "run" and result.code == 0:  # --list printed the case ids it selected, if any
         assert all("/" in line for line in result.stdout.splitlines()), result.describe()
     assert not (folder / "no-such-merged").exists() and not (folder / "no-such-fuzz").exists()
+
+
+#: A part of a fuzzed case id no run can have drawn: an index past its batch (at most 099), or a
+#: seed or batch number past the range of ``--seed``; the digits as a user or a script might paste them.
+PAST_INDEX = st.one_of(st.integers(100, 10**40).map(str), st.just("9" * 5000), st.just("0" * 30 + "100"))
+PAST_NUMBER = st.one_of(st.integers(2**63, 2**200).map(str), st.just("7" * 5000))
+
+
+@hostile(30)
+@given(data=st.data())
+def test_replay_ids_no_batch_can_have_drawn_are_refused_at_once(sandbox, tmp_path_factory, data):
+    op = data.draw(st.sampled_from(["max_pooling2", "roi_align", "roi_align1", "roi_pooling"]), label="op")
+    size = data.draw(st.sampled_from(["", "-large"]), label="size")
+    small = st.integers(0, 99).map(str)
+    past = data.draw(st.sampled_from(["seed", "batch", "index"]), label="past")
+    seed = data.draw(PAST_NUMBER if past == "seed" else small, label="seed")
+    batch = data.draw(PAST_NUMBER if past == "batch" else small, label="batch")
+    index = data.draw(PAST_INDEX if past == "index" else small, label="index")
+    folder = tmp_path_factory.mktemp("replay")
+    argv = ["fuzz", "--ep", "cpu", "--replay", f"{op}/fuzz{size}-s{seed}-b{batch}-{index}", "--out", "no-such-fuzz"]
+    result = sandbox.call(argv, kind="fuzz --replay past its batch", cwd=folder, limit_s=20)
+    result.check((2,), reads=[folder], temp=sandbox.temp)
+    assert "results.jsonl" in result.stderr and not (folder / "no-such-fuzz").exists(), result.describe()
