@@ -587,10 +587,11 @@ def output_folder(root: str | os.PathLike, relative: str = "") -> Path:
         folder = folder / part
         if folder.is_symlink():
             folder.unlink()
-        if not folder.exists():
+        try:
             folder.mkdir()
-        elif not folder.is_dir():
-            raise FileRefused(folder, "is in the way of a folder this command writes", hint="move it away")
+        except FileExistsError:  # made before, or just now by another worker process of the run
+            if folder.is_symlink() or not folder.is_dir():
+                raise FileRefused(folder, "is in the way of a folder this command writes", hint="move it away") from None
     return folder
 
 

@@ -214,3 +214,25 @@ def test_results_records_from_a_link_outside_the_run_are_not_read(tmp_path):
     os.symlink(tmp_path / "elsewhere.jsonl", tmp_path / "run" / "results.jsonl")
     with pytest.raises(FileRefused, match="leads outside the folder"):
         read_run(str(tmp_path / "run"))
+
+
+def test_a_folder_another_worker_makes_first_is_used_not_an_error(tmp_path, monkeypatch):
+    """Workers of one run write case folders at once: when another process makes ``cases`` between
+    this one's look and its mkdir, the folder is used (a failing case once lost its folder to
+    'File exists')."""
+    import pathlib
+
+    real_mkdir = pathlib.Path.mkdir
+
+    def beaten(self, *args, **kwargs):
+        if self.name == "cases" and not self.exists():
+            real_mkdir(self)  # the other worker wins the race
+            raise FileExistsError(17, "File exists", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", beaten)
+    folder = output_folder(tmp_path / "run", "cases/one")
+    assert folder.is_dir() and folder.parent.name == "cases"
+    (tmp_path / "run" / "cases" / "two").write_text("not a folder")
+    with pytest.raises(FileRefused, match="in the way"):
+        output_folder(tmp_path / "run", "cases/two")
