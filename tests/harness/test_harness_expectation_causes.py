@@ -201,3 +201,19 @@ def test_shows_when_inputs_keeps_a_failure_shape_to_the_inputs_that_can_cause_it
         assert ("inputs holding nan or huge" in line["message"]) == (outcome == "fail")
     with pytest.raises(ValueError, match=r"shows_when.inputs must be a list of nan, inf, -inf, huge"):
         exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l", "shows_when": {"inputs": ["big"]}}])
+
+
+def test_a_cause_the_case_came_nowhere_near_adds_no_note():
+    """An entry whose inputs condition fails AND whose failure shape differs says nothing on the
+    case (a wrong index on moderate inputs is not 'near' an all -inf window); one of the two
+    holding keeps the note (test above)."""
+    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "-FLT_MAX start", "link": "l", "strict": False,
+                          "shows_when": {"signature": {"values": "-inf -> number"}, "inputs": ["-inf"]}}])
+    index = _line("fail", worst=[{"failed": True, "expected": 7, "actual": 8, "output": "OutputIndicesTensor"}])
+    index["input_extremes"] = []
+    entries.settle(_Case(), index)
+    assert index["outcome"] == "fail" and index["message"] == "m"
+    near = _line("fail", worst=[{"failed": True, "expected": 7, "actual": 8, "output": "OutputIndicesTensor"}])
+    near["input_extremes"] = ["-inf"]
+    entries.settle(_Case(), near)
+    assert near["outcome"] == "fail" and "cannot show on these inputs" in near["message"]
