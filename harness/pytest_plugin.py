@@ -40,6 +40,7 @@ from typing import Any
 import pytest
 
 from ep_testbed.harness.cli.options import (
+    CASE_TIMEOUT,
     OptionError,
     add_batch_option,
     add_ep_options,
@@ -123,7 +124,7 @@ def _add_options(parser: pytest.Parser) -> None:
     add_tolerance_options(group.addoption)
     add_expectation_options(group.addoption)
     add_batch_option(group.addoption)
-    add_timeout(group.addoption, 120.0, "seconds per case before its worker is killed", flag="--case-timeout")
+    add_timeout(group.addoption, 120.0, CASE_TIMEOUT, flag="--case-timeout")
     add_seed(group.addoption, "catalog seed", flag="--catalog-seed")
     add_ops(group.addoption)
 

@@ -29,6 +29,7 @@ from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
+    CASE_TIMEOUT,
     OptionError,
     RunConfig,
     add_batch_option,
@@ -100,8 +101,7 @@ def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
     add_out(group.add_argument, "runs/fuzz-<ep>-s<seed>", f"{TIME_FIELD} in it becomes the UTC time, with -2, -3... "
             "added if that folder exists (a fresh folder per run)")
     add_jobs(group.add_argument, in_process=False)
-    timeout = add_timeout(group.add_argument, 30.0, "seconds per case before its worker is killed (a batch of "
-                          "cases: seconds without an answer, then it is halved)")
+    timeout = add_timeout(group.add_argument, 30.0, CASE_TIMEOUT)
     add_overwrite(group.add_argument)
     add_batch_option(group.add_argument)
     group.add_argument("--progress", dest="progress", action="store_true", default=None,

@@ -307,6 +307,11 @@ def add_jobs(add: AddOption, *, in_process: bool) -> Any:
                     f"whose workers share one GPU; else the number of cores{zero})")
 
 
+#: What ``--timeout`` limits for the commands that run cases in workers (``run``, ``fuzz``, the plugin).
+CASE_TIMEOUT = ("seconds per case before its worker is killed (a batch of cases: seconds without an answer, "
+                "then it is halved)")
+
+
 def add_timeout(add: AddOption, default: float | None, what: str, flag: str = "--timeout") -> Any:
     """Register ``--timeout SECONDS`` (or the front end's spelling), ``what`` saying what it limits."""
     limit = "no limit" if default is None else f"{default:g}"

@@ -43,6 +43,7 @@ from ep_testbed.reference.precision import precision_model
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
+    CASE_TIMEOUT,
     OptionError,
     RunConfig,
     add_batch_option,
@@ -131,8 +132,7 @@ def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
     add_out(group.add_argument, "runs/<ep>-<UTC time>", f"{TIME_FIELD} in it becomes the UTC time, with -2, -3... "
             "added if that folder exists (a fresh folder per run)")
     add_jobs(group.add_argument, in_process=True)
-    timeout = add_timeout(group.add_argument, 120.0, "seconds per case before its worker is killed (a batch of cases: "
-                           "seconds without an answer, then it is halved)")
+    timeout = add_timeout(group.add_argument, 120.0, CASE_TIMEOUT)
     add_resume(group.add_argument)
     add_overwrite(group.add_argument)
     add_batch_option(group.add_argument)

@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("hypothesis")
 
+from fuzz_kit import fuzz_cpu  # noqa: E402
+
 from ep_testbed.harness.cli import main, parse_args  # noqa: E402
 from ep_testbed.harness.cli.options import parse_tolerances  # noqa: E402
 from ep_testbed.harness.core import rerun  # noqa: E402
@@ -57,12 +59,8 @@ def test_fuzz_records_the_options_its_replay_line_needs_and_fuzz_accepts_them():
 
 
 def _fuzz(out, *extra, fault=f"perturb={PLANTED}", budget="8"):
-    os.environ[FAULT_ENV] = fault
-    try:
-        return main(["fuzz", "--ep", "cpu", "--ops", "max_pooling2", "--budget", budget, "--out", str(out),
-                     "--no-progress", "--jobs", "2", *extra])
-    finally:
-        del os.environ[FAULT_ENV]
+    """``fuzz_kit.fuzz_cpu`` with this module's planted failure unless told otherwise."""
+    return fuzz_cpu(out, *extra, fault=fault, budget=budget)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("hypothesis")
 
+from fuzz_kit import fuzz_cpu  # noqa: E402
+
 from ep_testbed.harness.cli import main  # noqa: E402
 from ep_testbed.harness.core.results import read_run  # noqa: E402
 from ep_testbed.harness.core.shrink_records import read_shrinks  # noqa: E402
@@ -28,12 +30,8 @@ PLANTED = "max_pooling2/fuzz-s0-b0-0[5-9]*"
 
 
 def _fuzz(out, *extra, fault=f"perturb={PLANTED}", budget="8"):
-    os.environ[FAULT_ENV] = fault
-    try:
-        return main(["fuzz", "--ep", "cpu", "--ops", "max_pooling2", "--budget", budget, "--out", str(out),
-                     "--no-progress", "--jobs", "2", *extra])
-    finally:
-        del os.environ[FAULT_ENV]
+    """``fuzz_kit.fuzz_cpu`` with this module's planted failure unless told otherwise."""
+    return fuzz_cpu(out, *extra, fault=fault, budget=budget)
 
 
 @pytest.fixture(scope="module")
