@@ -21,7 +21,7 @@ import os
 import sys
 
 from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
+from ep_testbed.harness.core.rerun import file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
@@ -29,18 +29,13 @@ from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
-    CASE_TIMEOUT,
     OptionError,
     RunConfig,
-    add_batch_option,
+    add_case_workers,
     add_ep_options,
     add_expectation_options,
-    add_jobs,
     add_ops,
-    add_out,
-    add_overwrite,
     add_seed,
-    add_timeout,
     add_tolerance_options,
     count,
     parse_batch,
@@ -98,12 +93,7 @@ def _add_shrinking(group: argparse._ArgumentGroup) -> None:
 def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
     """``--out``, ``--jobs``, ``--timeout``, ``--overwrite``, progress; returns ``--timeout`` (a
     case past it is a ``timeout``, so a rerun line repeats it)."""
-    add_out(group.add_argument, "runs/fuzz-<ep>-s<seed>", f"{TIME_FIELD} in it becomes the UTC time, with -2, -3... "
-            "added if that folder exists (a fresh folder per run)")
-    add_jobs(group.add_argument, in_process=False)
-    timeout = add_timeout(group.add_argument, 30.0, CASE_TIMEOUT)
-    add_overwrite(group.add_argument)
-    add_batch_option(group.add_argument)
+    timeout = add_case_workers(group.add_argument, "runs/fuzz-<ep>-s<seed>", 30.0, in_process=False)
     group.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="live progress even when stderr is not a terminal")
     group.add_argument("--no-progress", dest="progress", action="store_false", help="no live progress")

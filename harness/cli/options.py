@@ -51,6 +51,7 @@ from typing import Any, Callable, Sequence
 
 from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectations
+from ep_testbed.harness.core.rerun import TIME_FIELD
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
 from ep_testbed.harness.eps.adapters import emulated, ep_package, resolve, runtime_version
@@ -316,6 +317,19 @@ def add_timeout(add: AddOption, default: float | None, what: str, flag: str = "-
     """Register ``--timeout SECONDS`` (or the front end's spelling), ``what`` saying what it limits."""
     limit = "no limit" if default is None else f"{default:g}"
     return add(flag, type=seconds, default=default, metavar="SECONDS", help=f"{what} (default {limit})")
+
+
+def add_case_workers(add: AddOption, out_default: str, timeout: float, *, in_process: bool) -> Any:
+    """The run folder and the workers of a command that runs cases (``run``, ``fuzz``): ``--out``
+    (``{time}`` in it made a fresh folder), ``--jobs``, ``--timeout`` (``timeout`` seconds by
+    default), ``--overwrite`` and ``--batch``; returns the ``--timeout`` action."""
+    add_out(add, out_default, f"{TIME_FIELD} in it becomes the UTC time, with -2, -3... added if that folder exists "
+            "(a fresh folder per run)")
+    add_jobs(add, in_process=in_process)
+    action = add_timeout(add, timeout, CASE_TIMEOUT)
+    add_overwrite(add)
+    add_batch_option(add)
+    return action
 
 
 def add_out(add: AddOption, default_text: str | None, note: str = "", *, what: str = "output folder",

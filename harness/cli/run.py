@@ -43,19 +43,14 @@ from ep_testbed.reference.precision import precision_model
 
 from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
-    CASE_TIMEOUT,
     OptionError,
     RunConfig,
-    add_batch_option,
+    add_case_workers,
     add_ep_options,
     add_expectation_options,
-    add_jobs,
     add_ops,
-    add_out,
-    add_overwrite,
     add_resume,
     add_seed,
-    add_timeout,
     add_tolerance_options,
     corpus_expectations,
     count,
@@ -129,13 +124,8 @@ def _add_selection(group: argparse._ArgumentGroup) -> list[argparse.Action]:
 def _add_execution(group: argparse._ArgumentGroup) -> argparse.Action:
     """Where results go, workers, time limits, resume, artifacts, exit-code policy, progress;
     returns ``--timeout`` (a case past it is a ``timeout``, so a rerun line repeats it)."""
-    add_out(group.add_argument, "runs/<ep>-<UTC time>", f"{TIME_FIELD} in it becomes the UTC time, with -2, -3... "
-            "added if that folder exists (a fresh folder per run)")
-    add_jobs(group.add_argument, in_process=True)
-    timeout = add_timeout(group.add_argument, 120.0, CASE_TIMEOUT)
+    timeout = add_case_workers(group.add_argument, "runs/<ep>-<UTC time>", 120.0, in_process=True)
     add_resume(group.add_argument)
-    add_overwrite(group.add_argument)
-    add_batch_option(group.add_argument)
     group.add_argument("--keep-worst", type=count, default=None, metavar="N",
                        help="also write case folders for the N worst passing cases (default 5; 0 with --tier stress, "
                             "whose folders hold hundreds of MB each)")

@@ -194,15 +194,21 @@ class CorpusCase(LiteralCase):
             return read_inputs(self.source, self.desc)
 
 
-def check_inputs(path: str, desc: Any) -> None:
-    """``read_inputs``'s checks from the NPZ's headers alone (nothing decompressed): exactly the
-    desc's input members, each of the desc's data type and sizes; ``CorpusError`` otherwise."""
+def _read(reader: Any, path: str) -> Any:
+    """``reader(path, "corpus inputs")`` (an ``untrusted_files`` NPZ reader), its refusals and
+    I/O errors turned into one ``CorpusError`` naming the file."""
     try:
-        headers = array_headers(path, "corpus inputs")
+        return reader(path, "corpus inputs")
     except FileRefused as exc:
         raise CorpusError(str(exc)) from None
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def check_inputs(path: str, desc: Any) -> None:
+    """``read_inputs``'s checks from the NPZ's headers alone (nothing decompressed): exactly the
+    desc's input members, each of the desc's data type and sizes; ``CorpusError`` otherwise."""
+    headers = _read(array_headers, path)
     _check_members(path, desc, {name: (shape, dtype) for name, (shape, dtype) in headers.items()})
 
 
@@ -223,12 +229,7 @@ def read_inputs(path: str, desc: Any) -> dict[str, np.ndarray]:
     """The input arrays of ``desc`` from an NPZ of ``<member>.npy`` files, read through
     ``untrusted_files`` (members and sizes checked before anything is decompressed): exactly
     the desc's input members, each of the desc's data type and sizes."""
-    try:
-        arrays = read_arrays(path, "corpus inputs")
-    except FileRefused as exc:
-        raise CorpusError(str(exc)) from None
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    arrays = _read(read_arrays, path)
     _check_members(path, desc, {name: (array.shape, array.dtype) for name, array in arrays.items()})
     return arrays
 
