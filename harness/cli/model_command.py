@@ -38,7 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
-from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core import exit_codes, memory
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, output_folder, write_output
@@ -182,9 +182,13 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         result = run_model(setup.loaded, setup.feeds, config, setup.baseline, ep_failure=ep_failure)
     except ModelRefused as exc:
         return _error(str(exc))
-    except SessionFailed as exc:  # the reference EP failed: nothing to judge against
-        print(f"ep-testbed model: {safe_message(exc)}", file=sys.stderr)
-        return exit_codes.FAILED
+    except SessionFailed as exc:  # the reference EP failed: nothing to judge against, so not a judged failure
+        if memory.allocation_failed(str(exc)):
+            what = f"{setup.loaded.path.name} on the reference EP ({config.reference.provider})"
+            print(f"ep-testbed model: {memory.shortage_message(what, None)}", file=sys.stderr)
+        else:
+            print(f"ep-testbed model: {safe_message(exc)}", file=sys.stderr)
+        return exit_codes.USAGE
     if result.get("ep_failure"):  # the whole message follows in the summary, and in model_result.json
         print(f"ep-testbed model: {safe(result['ep_failure']['message'].splitlines()[0])}", file=sys.stderr)
     out = Path(settings.out or _default_out(setup.loaded.path.stem, settings.ep.alias))

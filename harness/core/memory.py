@@ -22,6 +22,20 @@ REMEDIES = ("a smaller case (fewer elements, regions or cases)", "a lower cap wi
             "before anything is allocated", "a machine or container with more memory (or a higher ulimit -v)")
 
 
+#: What an execution provider's error says when it could not allocate (lower case, found anywhere
+#: in the message): ONNX Runtime's arena (core/framework/bfc_arena.cc "Failed to allocate memory"),
+#: C++'s std::bad_alloc, CUDA's cudaErrorMemoryAllocation ("out of memory"), Windows' E_OUTOFMEMORY
+#: (0x8007000E, what DirectML returns for a failed heap or buffer).
+ALLOCATION_FAILURES = ("failed to allocate memory", "bad_alloc", "out of memory", "cudaerrormemoryallocation",
+                       "e_outofmemory", "8007000e")
+
+
+def allocation_failed(message: str) -> bool:
+    """Whether an error message says memory could not be allocated (``ALLOCATION_FAILURES``)."""
+    text = str(message).lower()
+    return any(marker in text for marker in ALLOCATION_FAILURES)
+
+
 def available_memory() -> int | None:
     """Bytes of memory available to new processes now (Linux ``MemAvailable``, else free
     physical pages), or None when this platform does not say."""

@@ -166,3 +166,29 @@ def test_stress_cases_are_skipped_by_the_address_space_limit_with_their_need(san
     (skipped,) = header["skipped"]
     assert skipped["id"].startswith("roi_pooling/stress-rois-10000") and skipped["memory_mb"] > 1024
     assert "needs" in skipped["reason"] and "address-space limit" in skipped["reason"]
+
+
+# --- model run ------------------------------------------------------------------------------
+
+def _pool_model(path, sizes):
+    """A one-node MaxPool model (1x1 window): output as large as its input."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, sizes)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, sizes)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8), path)
+
+
+def test_model_run_whose_session_cannot_allocate_is_a_message_not_a_failure(sandbox, tmp_path):
+    """The generated 512 MiB input fits; ONNX Runtime's 512 MiB output does not (its arena says
+    "Failed to allocate memory"): exit 2 naming the model and the reference EP, never exit 1, which
+    would read as a judged failure."""
+    model = tmp_path / "pool.onnx"
+    _pool_model(model, [1, 1, 8192, 16384])
+    out = sandbox.call(["model", "run", model, "--ep", "cpu", "--out", tmp_path / "m"], kind="memory",
+                       mem=800 * MiB)
+    out.check((2,), reads=[tmp_path], writes=[tmp_path / "m"], temp=sandbox.temp)
+    assert "pool.onnx on the reference EP (CPUExecutionProvider) needs more memory" in _message(out), out.describe()
+    assert "Note: try a smaller case" in out.stderr, out.describe()
