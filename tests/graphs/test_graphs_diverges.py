@@ -136,3 +136,17 @@ def test_max_pool_all_minus_inf_window_without_indices():
             _, expected, actual = _measure(desc, tensors)
             assert (expected["OutputTensor"] == -np.inf).all()
             assert (actual["OutputTensor"] == want).all(), (spatial, indices, actual["OutputTensor"])
+
+
+def test_roi_pooling_nan_resets_the_running_max_in_ort():
+    """harness/expectations/cpu.json (roi_pooling/*, inputs holding NaN): MaxRoiPool's
+    std::max(x, Y) (onnxruntime/core/providers/cpu/nn/roi_pool.cc) lets a NaN replace the running
+    maximum and the next element replace the NaN, so one bin over [0, inf, 0, NaN, 0, 0] is 0 on
+    ORT's CPU EP; the reference skips NaN and gives inf. Measured by this test on the installed ORT
+    (a fuzzed case, shrunk, found it)."""
+    desc = roi_pooling_desc(pooled=(1, 1), rois=1, batch=1, channels=1, height=6, width=1)
+    x = np.array([0, np.inf, 0, np.nan, 0, 0], np.float32).reshape(1, 1, 6, 1)
+    tensors = {"InputTensor": x, "ROITensor": np.array([[0, 0, 0, 0, 5]], np.float32).reshape(1, 1, 1, 5)}
+    _, expected, actual = _measure(desc, tensors)
+    assert expected["OutputTensor"].item() == np.inf
+    assert actual["OutputTensor"].item() == 0
