@@ -39,13 +39,9 @@ def allocation_failed(message: str) -> bool:
 def available_memory() -> int | None:
     """Bytes of memory available to new processes now (Linux ``MemAvailable``, else free
     physical pages), or None when this platform does not say."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    found = _proc_kib("/proc/meminfo", "MemAvailable:")
+    if found is not None:
+        return found
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
@@ -64,12 +60,17 @@ def address_space_limit() -> int | None:
 
 def address_space_used() -> int | None:
     """Bytes of address space this process maps now (Linux ``VmSize``), None where unknown."""
+    return _proc_kib("/proc/self/status", "VmSize:")
+
+
+def _proc_kib(path: str, key: str) -> int | None:
+    """The ``key: N kB`` line of a Linux /proc file, in bytes; None where there is no such file or line."""
     try:
-        with open("/proc/self/status", encoding="ascii") as f:
+        with open(path, encoding="ascii") as f:
             for line in f:
-                if line.startswith("VmSize:"):
+                if line.startswith(key):
                     return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         pass
     return None
 
