@@ -329,20 +329,30 @@ class _Reader:
 
 class _StderrTail:
     """The last ``limit`` bytes a process wrote to stderr, read by a daemon thread (a pipe
-    nobody drains would block Wine once it fills). ``total`` counts every byte ever read, so a
-    request's share is what follows the ``total`` taken before it."""
+    nobody drains would block Wine once it fills). The host ends each request's share with
+    ``END_MARKER``; the pump numbers the markers as they pass, so request ``k``'s text is what lies
+    between marker ``k - 1`` and marker ``k``, however late the pipe delivers it (a request whose
+    stderr nobody read, such as a hello, cannot spill into the next one's)."""
+
+    #: Marker positions kept: a request's text is asked for right after its answer, so only the
+    #: last few matter.
+    KEEP_MARKS = 256
 
     def __init__(self, stream: Any, limit: int) -> None:
         self.limit, self.size, self.total = limit, 0, 0
         self.chunks: collections.deque[bytes] = collections.deque()
+        self.marks: dict[int, int] = {}  # marker number -> absolute offset where its text starts
+        self.marks_seen = 0
         self.changed = threading.Condition()
         self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self.thread.start()
 
     def _pump(self, stream: Any) -> None:
+        carry = b""  # the stream's last bytes, where a marker split across two reads starts
         try:
             for chunk in iter(lambda: stream.read1(65536), b""):
                 with self.changed:
+                    carry = self._note_marks(carry, chunk)
                     self.chunks.append(chunk)
                     self.size += len(chunk)
                     self.total += len(chunk)
@@ -356,23 +366,44 @@ class _StderrTail:
                 self.changed.notify_all()
             stream.close()
 
-    def _since(self, offset: int) -> bytes:
-        data = b"".join(self.chunks)
-        return data[max(0, offset - (self.total - self.size)):]
+    def _note_marks(self, carry: bytes, chunk: bytes) -> bytes:
+        """Record the markers that end in ``chunk``; the bytes to carry into the next search."""
+        base, window, start = self.total - len(carry), carry + chunk, 0
+        while (at := window.find(END_MARKER, start)) >= 0:
+            self.marks[self.marks_seen] = base + at
+            self.marks.pop(self.marks_seen - self.KEEP_MARKS, None)
+            self.marks_seen += 1
+            start = at + len(END_MARKER)
+        return window[max(start, len(window) - len(END_MARKER) + 1):]
 
-    def request_text(self, offset: int, timeout: float = 2.0) -> str:
-        """What was written from ``offset`` up to the host's end-of-request marker, waiting up
-        to ``timeout`` for the marker to arrive (stderr is a separate pipe from the response)."""
+    def _between(self, start: int, end: int | None) -> bytes:
+        """Absolute stream offsets ``start:end`` (what is still kept of them)."""
+        first = self.total - self.size
+        data = b"".join(self.chunks)
+        return data[max(0, start - first):None if end is None else max(0, end - first)]
+
+    def request_text(self, number: int, timeout: float = 2.0) -> str:
+        """Request ``number``'s share (0 for the host's first request), waiting up to ``timeout``
+        for its marker (stderr is a separate pipe from the response, so it may come later)."""
         deadline = time.monotonic() + timeout
         with self.changed:
-            while END_MARKER not in self._since(offset) and self.thread.is_alive():
+            while self.marks_seen <= number and self.thread.is_alive():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self.changed.wait(remaining)
-            data = self._since(offset)
-        data = data.split(b"\n" + END_MARKER, 1)[0]
-        return data.decode("utf-8", errors="replace")
+            if number > self.marks_seen:  # the request before never ended: nothing is this one's
+                return ""
+            if number == 0:
+                start = 0
+            else:  # past the marker line of the request before (its text, then a newline)
+                start = self.marks.get(number - 1, self.total - self.size) + len(END_MARKER) + 1
+            data = self._between(start, self.marks.get(number))
+        return data.removesuffix(b"\n").decode("utf-8", errors="replace")
+
+    def settle(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for the pipe to close (a killed process's last lines)."""
+        self.thread.join(timeout)
 
     def text(self, max_chars: int | None = None) -> str:
         with self.changed:
@@ -468,6 +499,9 @@ class DmlWineHost:
         self._proc: subprocess.Popen | None = None
         self._xvfb: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        # Requests sent so far, and (per thread) the number of the calling thread's last one,
+        # which names its share of stderr.
+        self._sent, self._numbers = 0, threading.local()
         t0 = time.monotonic()
         if display is None:
             self._xvfb, self.display = start_xvfb(start_timeout)
@@ -581,10 +615,9 @@ class DmlWineHost:
         w.u32(len(feeds))
         for name, array in feeds.items():
             w.tensor(name, np.asarray(array))
-        offset = self._stderr.total
         reader, stage, message = self._call(w.frame(), timeout)
         run = _read_run(reader, stage, message)
-        run.stderr = self._stderr.request_text(offset)
+        run.stderr = self._stderr.request_text(self._numbers.last)
         return run
 
     def _test_abort(self, timeout: float | None = None) -> None:
@@ -602,6 +635,7 @@ class DmlWineHost:
 
     def _request(self, frame: bytes, timeout: float) -> bytes:
         with self._lock:  # one request at a time: frames of two threads must not interleave
+            self._numbers.last, self._sent = self._sent, self._sent + 1
             return self._request_locked(frame, timeout)
 
     def _request_locked(self, frame: bytes, timeout: float) -> bytes:
@@ -631,7 +665,7 @@ class DmlWineHost:
         """Kill the host and its Xvfb after a timeout or crash; the stderr tail. The dead
         process stays in ``_proc``: ``alive`` is False and later requests say so."""
         _kill(self._proc)
-        self._stderr.request_text(self._stderr.total, timeout=0.3)  # let the last lines arrive
+        self._stderr.settle(timeout=0.3)  # let the last lines arrive
         _kill(self._xvfb)
         self._xvfb = None
         self._finalizer.detach()
