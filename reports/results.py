@@ -13,6 +13,7 @@ and nothing malformed reaches a renderer.  Nothing here interprets numbers beyon
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from ep_testbed.harness.core.results import (
 from ep_testbed.harness.core.untrusted_files import BadLine, FileRefused, OutOfMemory
 
 
-@dataclass
+@dataclass(slots=True)
 class CaseResult:
     """One ``case`` line.  ``raw`` keeps the whole line; the attributes are the fields reports use."""
 
@@ -239,33 +240,66 @@ def load_run(run_dir: str | Path, project: Callable[[dict[str, Any]], dict[str, 
 #: matrices, summary.json, the JUnit totals, which cases get a section), kept whole.
 SUMMARY_KEYS = ("type", "id", "op", "dtype", "tags", "outcome", "mismatches", "ties", "nonfinite_mismatches",
                 "index_mismatches", "duration_s", "artifacts", "scope")
+#: Of these, the values many cases share (an operator, a data type, a tag set): held once.
+SHARED_KEYS = frozenset({"type", "op", "dtype", "tags", "outcome", "scope"})
 
 
-def summary_view(line: dict[str, Any]) -> dict[str, Any]:
+class SummaryView:
     """A case line cut to what the summary views read (``SUMMARY_KEYS``; of ``errors`` its
     ``ERROR_KEYS``; of each flag its field and value; of ``error_stats`` the elements compared,
     as ``figures.compared_elements`` sums them; of ``attribution`` its cause), so a report holds
     every case small and reads a whole line again only where it shows one (``Run.whole``).
     Every property of ``CaseResult`` that those views use reads the same from it as from the
-    whole line; the message, worst elements, statistics and the rest are left out."""
-    view = {key: line[key] for key in SUMMARY_KEYS if key in line}
-    errors = line.get("errors")
-    if isinstance(errors, dict):
-        view["errors"] = {key: errors[key] for key in ERROR_KEYS if key in errors}
-    if isinstance(line.get("flags"), list):
-        view["flags"] = [{k: f[k] for k in ("field", "value") if k in f} for f in line["flags"] if isinstance(f, dict)]
-    stats = line.get("error_stats")
-    if isinstance(stats, dict) and stats:
-        total = sum(s.get("elements", 0) for s in stats.values()
-                    if isinstance(s, dict) and isinstance(s.get("elements"), int))
-        view["error_stats"] = {"all": {"elements": total}}
-    attribution = line.get("attribution")
-    if isinstance(attribution, dict):
-        view["attribution"] = {"cause": attribution.get("cause")}
-    return view
+    whole line; the message, worst elements, statistics and the rest are left out.
+
+    One instance per file read: values that many lines repeat (operator, data type, tags, each
+    flag) are held once, up to ``SHARED_MAX`` distinct ones, so a case costs about its id and
+    a few numbers. Views are read, never changed, so sharing is safe."""
+
+    SHARED_MAX = 100_000
+
+    def __init__(self) -> None:
+        """An empty table of shared values."""
+        self._shared: dict[str, Any] = {}
+
+    def share(self, value: Any) -> Any:
+        """``value``, or an equal one seen before (the one held), keyed by its JSON text."""
+        if isinstance(value, (int, float)) or value is None:
+            return value
+        key = json.dumps(value, sort_keys=False)
+        held = self._shared.get(key)
+        if held is not None:
+            return held
+        if len(self._shared) < self.SHARED_MAX:
+            self._shared[key] = value
+        return value
+
+    def __call__(self, line: dict[str, Any]) -> dict[str, Any]:
+        """The view of one case line (class docstring)."""
+        view = {key: self.share(line[key]) if key in SHARED_KEYS else line[key] for key in SUMMARY_KEYS if key in line}
+        errors = line.get("errors")
+        if isinstance(errors, dict):
+            view["errors"] = {key: errors[key] for key in ERROR_KEYS if key in errors}
+        if isinstance(line.get("flags"), list):
+            view["flags"] = [self.share({k: f[k] for k in ("field", "value") if k in f})
+                             for f in line["flags"] if isinstance(f, dict)]
+        stats = line.get("error_stats")
+        if isinstance(stats, dict) and stats:
+            total = sum(s.get("elements", 0) for s in stats.values()
+                        if isinstance(s, dict) and isinstance(s.get("elements"), int))
+            view["error_stats"] = self.share({"all": {"elements": total}})
+        attribution = line.get("attribution")
+        if isinstance(attribution, dict):
+            view["attribution"] = self.share({"cause": attribution.get("cause")})
+        return view
+
+
+def summary_view(line: dict[str, Any]) -> dict[str, Any]:
+    """One case line's ``SummaryView`` (without sharing values with other lines)."""
+    return SummaryView()(line)
 
 
 def load_run_summary(run_dir: str | Path) -> Run:
-    """``load_run`` keeping each case line's ``summary_view`` only (memory: the cases times a
+    """``load_run`` keeping each case line's ``SummaryView`` only (memory: the cases times a
     small view, not the file parsed whole); ``Run.whole`` reads a case's line again."""
-    return load_run(run_dir, summary_view)
+    return load_run(run_dir, SummaryView())
