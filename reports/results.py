@@ -9,6 +9,10 @@ schema).  An interrupted run may end in a half-written line, and a damaged file 
 that are not records of the schema; each is skipped and its number kept in
 ``Run.unreadable_lines`` (``Run.unreadable`` says why), so nothing that *was* finished is lost
 and nothing malformed reaches a renderer.  Nothing here interprets numbers beyond reading them.
+
+``load_run_summary`` keeps only each case line's ``SummaryView`` (what counts, matrices and
+summaries read) and ``Run.whole`` reads whole lines again by their byte offset, one at a time:
+how the renderers read a run, so a results file larger than memory still renders.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ leaves) or two different run headers refuse the merge, naming the file and line,
 dropping a case. A case line's ``artifacts`` must be the case's own folder (``results.case_dir``)
 and is copied only as regular files inside the shard's folder: a path that leaves either
 folder, or a symbolic link anywhere in it, refuses the merge before anything is copied.
+
+Memory: each shard is read twice, never held whole. The first pass keeps each case line's
+``merge_view`` and where the line lies; the second reads the lines again one at a time, in id
+order (one reader per shard, merged by id), each held to the schema and to its view, and writes
+them: a shard rewritten between the passes refuses the merge.
 """
 
 from __future__ import annotations
