@@ -19,8 +19,7 @@ def all_pairs(params: Sequence[tuple[str, Sequence[Any]]], valid: Optional[Calla
     while (target := cover.first_uncovered()) is not None and stale < 50:
         best = cover.best_row(target, candidates)
         if best is None:
-            i0, a0, j0, b0 = target
-            cover.uncovered[i0, j0][a0, b0] = False  # no valid row holds this pair
+            cover.drop(target)  # no valid row holds this pair
             stale += 1
             continue
         stale = 0
@@ -30,53 +29,68 @@ def all_pairs(params: Sequence[tuple[str, Sequence[Any]]], valid: Optional[Calla
 
 
 class _Cover:
-    """The pairs not yet in a row: ``uncovered[i, j][a, b]`` is True while the pair
-    (parameter i = its a-th value, parameter j = its b-th value) is in no row."""
+    """The pairs not yet in a row: ``uncovered[i, j][a][b]`` is 1 while the pair (parameter i =
+    its a-th value, parameter j = its b-th value) is in no row; ``across[i, j][b][a]`` is the
+    same flag seen from parameter j. Plain lists of ints, not arrays: the grids are a handful of
+    values a parameter, where one NumPy call costs more than the arithmetic it does."""
 
     def __init__(self, params: Sequence[tuple[str, Sequence[Any]]], valid: Callable[[dict], bool],
                  rng: np.random.Generator):
         self.names = [n for n, _ in params]
         self.values = [list(v) for _, v in params]
+        self.sizes = [len(v) for v in self.values]
+        self._highs = np.array(self.sizes, dtype=np.int64)
         self.valid, self.rng = valid, rng
         self.count = len(self.names)
         self.pairs = list(itertools.combinations(range(self.count), 2))
-        self.uncovered = {(i, j): np.ones((len(self.values[i]), len(self.values[j])), dtype=bool)
-                          for i, j in self.pairs}
+        self.uncovered = {(i, j): [[1] * self.sizes[j] for _ in range(self.sizes[i])] for i, j in self.pairs}
+        self.across = {(i, j): [[1] * self.sizes[i] for _ in range(self.sizes[j])] for i, j in self.pairs}
+        self._validity: dict[tuple[int, ...], bool] = {}
+
+    def is_valid(self, choice: list[int]) -> bool:
+        """``valid`` of the row ``choice``, asked once per distinct row (``valid`` is pure)."""
+        key = tuple(choice)
+        if key not in self._validity:
+            self._validity[key] = bool(self.valid(self.as_row(choice)))
+        return self._validity[key]
 
     def gain(self, choice: list[int]) -> int:
         """Uncovered pairs a row of value indices ``choice`` would cover."""
-        return sum(bool(self.uncovered[i, j][choice[i], choice[j]]) for i, j in self.pairs)
+        return sum(self.uncovered[i, j][choice[i]][choice[j]] for i, j in self.pairs)
 
-    def gain_by_value(self, choice: list[int], k: int) -> np.ndarray:
-        """For each value of parameter k: the uncovered pairs it would add with the rest of ``choice``."""
-        total = np.zeros(len(self.values[k]), dtype=np.int64)
-        for j in range(self.count):
-            if j < k:
-                total += self.uncovered[j, k][choice[j], :]
-            elif j > k:
-                total += self.uncovered[k, j][:, choice[j]]
-        return total
+    def best_value(self, choice: list[int], k: int) -> int:
+        """The value of parameter k that adds most uncovered pairs with the rest of ``choice``
+        (the first on ties)."""
+        rows = [self.uncovered[j, k][choice[j]] for j in range(k)]
+        rows += [self.across[k, j][choice[j]] for j in range(k + 1, self.count)]
+        total = list(map(sum, zip(*rows))) if rows else [0] * self.sizes[k]
+        return total.index(max(total))
 
     def first_uncovered(self) -> Optional[tuple[int, int, int, int]]:
         """The smallest uncovered (i, a, j, b), in tuple order."""
         for i in range(self.count):
-            for a in range(len(self.values[i])):
+            for a in range(self.sizes[i]):
                 for j in range(i + 1, self.count):
                     row = self.uncovered[i, j][a]
-                    if row.any():
-                        return i, a, j, int(np.argmax(row))
+                    if 1 in row:
+                        return i, a, j, row.index(1)
         return None
+
+    def drop(self, target: tuple[int, int, int, int]) -> None:
+        """Forget a pair no valid row can hold."""
+        i, a, j, b = target
+        self.uncovered[i, j][a][b] = self.across[i, j][b][a] = 0
 
     def as_row(self, choice: list[int]) -> dict[str, Any]:
         return {self.names[i]: self.values[i][choice[i]] for i in range(self.count)}
 
     def mark(self, choice: list[int]) -> None:
         for i, j in self.pairs:
-            self.uncovered[i, j][choice[i], choice[j]] = False
+            self.uncovered[i, j][choice[i]][choice[j]] = self.across[i, j][choice[j]][choice[i]] = 0
 
     def _random_holding(self, target: tuple[int, int, int, int]) -> list[int]:
         i0, a0, j0, b0 = target
-        choice = [int(self.rng.integers(len(v))) for v in self.values]
+        choice = self.rng.integers(0, self._highs).tolist()  # the draws one call per value would make
         choice[i0], choice[j0] = a0, b0
         return choice
 
@@ -89,12 +103,12 @@ class _Cover:
             choice = self._random_holding(target)
             for k in range(self.count):
                 if k not in (target[0], target[2]):
-                    choice[k] = int(np.argmax(self.gain_by_value(choice, k)))
-            if self.valid(self.as_row(choice)) and (g := self.gain(choice)) > best_gain:
+                    choice[k] = self.best_value(choice, k)
+            if self.is_valid(choice) and (g := self.gain(choice)) > best_gain:
                 best, best_gain = choice, g
         if best is None:
             for _ in range(candidates * 10):
                 choice = self._random_holding(target)
-                if self.valid(self.as_row(choice)) and self.gain(choice) > best_gain:
-                    best, best_gain = choice, self.gain(choice)
+                if self.is_valid(choice) and (g := self.gain(choice)) > best_gain:
+                    best, best_gain = choice, g
         return best

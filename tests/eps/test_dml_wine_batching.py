@@ -48,17 +48,23 @@ def test_the_catalog_has_the_same_outcomes_and_lines_batched(runs):
     assert [i for i in alone if steady(alone[i]) != steady(shared[i])] == []
 
 
-def test_batching_spends_less_session_time(runs):
+def test_batching_takes_fewer_sessions(runs):
+    # Each line says how many cases shared its session: alone, one each; sixteen a session, the
+    # passing cases' sessions (the sum of 1/shared_by) are far fewer than the cases (a case that
+    # fails or is refused in a pack is run again alone, so only passes are counted). Counted, not
+    # timed: what fewer sessions buy is measured by benchmarks/bench_throughput.py --ep dml-wine.
     alone, shared = runs
 
-    def session_s(lines):
-        return sum(line["timings"]["build_s"] + line["timings"]["run_s"] for line in lines.values())
+    def sessions(lines):
+        return sum(1 / line["timings"]["shared_by"] for line in lines.values() if line["outcome"] == "pass")
 
-    assert session_s(shared) < session_s(alone)
+    assert {line["timings"].get("shared_by", 1) for line in alone.values()} == {1}
+    assert sessions(shared) <= sessions(alone) / 2
 
 
-def test_no_case_pays_for_starting_the_directml_host(runs):
+def test_no_case_pays_for_starting_the_directml_host(runs, host):
     """Starting a host (Xvfb, Wine, Direct3D 12, DirectML) takes over a second here; every worker
-    does it in its warm-up session, before its first case is sent."""
+    does it in its warm-up session, before its first case is sent. A case that paid for it would
+    take at least as long as starting one (``host``, started on this machine under the same load)."""
     alone, _ = runs
-    assert max(line["duration_s"] for line in alone.values()) < 1.0
+    assert max(line["duration_s"] for line in alone.values()) < host.start_seconds

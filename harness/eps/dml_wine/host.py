@@ -343,6 +343,7 @@ class _StderrTail:
         self.chunks: collections.deque[bytes] = collections.deque()
         self.marks: dict[int, int] = {}  # marker number -> absolute offset where its text starts
         self.marks_seen = 0
+        self.ended = False  # the pipe reached its end (set under ``changed``, then notified)
         self.changed = threading.Condition()
         self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self.thread.start()
@@ -363,6 +364,7 @@ class _StderrTail:
             pass
         finally:
             with self.changed:
+                self.ended = True
                 self.changed.notify_all()
             stream.close()
 
@@ -387,7 +389,7 @@ class _StderrTail:
         for its marker (stderr is a separate pipe from the response, so it may come later)."""
         deadline = time.monotonic() + timeout
         with self.changed:
-            while self.marks_seen <= number and self.thread.is_alive():
+            while self.marks_seen <= number and not self.ended:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
