@@ -26,8 +26,12 @@ case, mean over every case: prepare = map, inputs and reference; build and run =
 the sessions it took part in; judge = comparison and attribution) and says how much of each
 worker's time lay outside the cases (``other``: waiting for the main process, pipes, starting
 and warming up workers). The last columns: cases/s against the same command unbatched, and
-against the bare EP at the same batch size (the testbed's share of the ceiling). A benchmark,
-not a test: nothing here asserts.
+against the bare EP at the same batch size (the testbed's share of the ceiling); for ``run``,
+``warm-up``: seconds of its elapsed time before the first worker had started its EP, when no
+case could run (the end line's ``warm_up_s``; the bare processes start theirs before the clock),
+and ``warm/bare``: the cases/s of the rest of the run (every case over the elapsed time less the
+warm-up) against the bare EP. A benchmark, not a test: nothing here
+asserts.
 """
 
 from __future__ import annotations
@@ -76,8 +80,10 @@ def testbed_run(ep: str, batch: int, jobs: int, also_on: str, root: str) -> dict
         raise RuntimeError(f"ep-testbed run failed ({done.returncode}): {done.stderr[-2000:]}")
     _, lines, end = read_run(out)
     seconds = float(end["elapsed_s"])
+    warm = end.get("warm_up_s")  # how far into the run the first worker had started its EP
+    after = len(lines) / (seconds - warm) if warm is not None and seconds > warm else None
     return {"cases": len(lines), "rate": len(lines) / seconds, "split": _split(lines, seconds, jobs),
-            "outcomes": end["counts"]}
+            "outcomes": end["counts"], "warm_up_s": warm, "rate_warm": after}
 
 
 def testbed_fuzz(ep: str, batch: int, jobs: int, budget: float, root: str) -> dict[str, Any]:
@@ -220,7 +226,8 @@ def measure(args: argparse.Namespace, batches: list[int], root: str) -> dict[tup
 def table(rows: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> list[str]:
     """The printed table (module docstring)."""
     out = [f"{'what':6} {'batch':>5} {'cases':>6} {'cases/s':>8} {'prepare':>8} {'build':>7} {'run':>7} "
-           f"{'judge':>7} {'other':>7} {'shared':>7} {'vs K=1':>7} {'vs bare':>8}  repeats (cases/s)"]
+           f"{'judge':>7} {'other':>7} {'shared':>7} {'vs K=1':>7} {'vs bare':>8} {'warm-up':>7} {'warm/bare':>9}  "
+           f"repeats (cases/s)"]
     for what in ("run", "fuzz", "bare"):
         for k in batches:
             row = rows.get((what, k))
@@ -234,8 +241,11 @@ def table(rows: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> li
                                                                                       "other", "shared_by")]
             vs_one = f"{row['rate'] / base['rate']:7.2f}" if base else f"{'':>7}"
             vs_bare = f"{row['rate'] / ceiling['rate']:8.2f}" if ceiling and what != "bare" else f"{'':>8}"
-            out.append(f"{what:6} {k:5d} {row['cases']:6d} {row['rate']:8.1f} {' '.join(cells)} {vs_one} {vs_bare}  "
-                       f"{row['rates']}")
+            warm = f"{row['warm_up_s']:7.2f}" if row.get("warm_up_s") is not None else f"{'':>7}"
+            warm_bare = (f"{row['rate_warm'] / ceiling['rate']:9.2f}" if row.get("rate_warm") and ceiling
+                         else f"{'':>9}")
+            out.append(f"{what:6} {k:5d} {row['cases']:6d} {row['rate']:8.1f} {' '.join(cells)} {vs_one} {vs_bare} "
+                       f"{warm} {warm_bare}  {row['rates']}")
     return out
 
 

@@ -39,6 +39,7 @@ from .options import (
     add_tolerance_options,
     count,
     parse_batch,
+    positive_count,
     run_config,
     seconds,
 )
@@ -65,6 +66,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                       help="seconds the whole command may take, drawing and running cases and then shrinking what "
                            "failed (default 60; shrinking gets what drawing left, at least half once something "
                            "failed); a case in flight and the report finish after it")
+    what.add_argument("--max-cases", type=positive_count, default=None, metavar="N",
+                      help="stop drawing after N cases (the first N the seed draws; default: draw until the "
+                           "budget's drawing share is spent); --budget still bounds the command")
     add_ops(what.add_argument)
     outcome.append(add_seed(what.add_argument, "run seed: the same seed draws the same cases"))
     what.add_argument("--size", choices=("default", "large"), default="default",
@@ -127,12 +131,14 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
                           jobs=settings.jobs, timeout=settings.timeout or 30.0, shrink=args.shrink,
                           shrink_known=args.shrink_known, shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks,
                           corpus_out=args.corpus_out, overwrite=settings.overwrite, progress=args.progress,
-                          command=args.command_line, replay=replay,
+                          command=args.command_line, replay=replay, max_cases=args.max_cases,
                           batch=parse_batch(args.batch, settings.ep),
                           header_extra={"rerun_args": outcome_argv(getattr(args, "outcome_actions", ()), args,
                                                                    settings.tolerances),
                                         "tolerances_file": file_identity(getattr(args, "tolerances", None))})
     what = f"replaying {len(replay)} case(s)" if replay else f"fuzzing {', '.join(ops)} for {args.budget:g} s"
+    if args.max_cases is not None and not replay:
+        what += f" or {args.max_cases} case(s), whichever ends first"
     sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
     print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers{sharing}) -> {out}", file=sys.stderr)
     try:

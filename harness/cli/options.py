@@ -163,6 +163,14 @@ def count(text: str) -> int:
 MAX_BATCH = 1024
 
 
+def positive_count(text: str) -> int:
+    """argparse type: a whole number >= 1 (at most 2**31 - 1)."""
+    value = count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 1 to {2**31 - 1}")
+    return value
+
+
 def batch_size(text: str) -> int:
     """argparse type: how many cases may share a session, a whole number in ``[1, MAX_BATCH]``."""
     try:

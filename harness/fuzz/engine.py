@@ -4,8 +4,8 @@
 
 1. writes a run header (``harness.run.runner.run_header``, with a ``fuzz`` entry: budget, size,
    operators, batch size, Hypothesis version) to ``OUT/results.jsonl``;
-2. until the drawing deadline (``Budget``), draws batches of cases per operator in turn (or, with
-   ``replay``, redraws just the fuzzed cases those ids name)
+2. until the drawing deadline (``Budget``) or ``max_cases`` cases, draws batches of cases per
+   operator in turn (or, with ``replay``, redraws just the fuzzed cases those ids name)
    (``harness.fuzz.draw``) and runs them in chunks through one ``WorkerPool``: each case goes
    through the pipeline of ``ep-testbed run`` (mapper, reference, a session on the EP in a
    worker, placement proof, tolerances; up to ``batch`` cases packed into one session, as
@@ -94,6 +94,7 @@ class FuzzOptions:
     extra_paths: tuple[str, ...] = ()
     replay: Sequence[str] = ()    # fuzzed case ids to rerun (and shrink) instead of drawing
     batch: int = 1                # cases packed into one session at most (``run --batch``)
+    max_cases: int | None = None  # stop drawing after this many cases (None: the budget decides)
     header_extra: dict[str, Any] = field(default_factory=dict)  # more header keys (the CLI's rerun_args)
 
 
@@ -240,7 +241,8 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
     extra = {"fuzz": {"budget_s": options.budget_s, "size": options.size, "ops": list(options.ops),
                       "batch_size": draw_mod.BATCH_SIZE, "hypothesis": hypothesis.__version__,
                       "shrink": options.shrink, "shrink_known": options.shrink_known,
-                      "shrink_time_s": options.shrink_time_s, "max_shrinks": options.max_shrinks},
+                      "shrink_time_s": options.shrink_time_s, "max_shrinks": options.max_shrinks,
+                      "max_cases": options.max_cases},
              "selection": {"ops": list(options.ops), "catalog": "fuzz"}, "jobs": options.jobs, "batch": options.batch,
              "timeout_s": options.timeout, "expectations": expectations.source, **options.header_extra}
     run_options = RunOptions(out_dir=options.out_dir, seed=options.seed, command=options.command, header_extra=extra)
@@ -277,6 +279,8 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
                 if not options.replay and result.ran and budget.drawing_over(
                         len(_to_shrink(result.findings, options)), options.shrink_time_s):
                     return
+                if options.max_cases is not None and not options.replay:
+                    chunk = chunk[:options.max_cases - result.ran]
                 by_id = {case.id: case for case in chunk}
                 for line in pool.run(chunk, policy_for, keep_workers=True):
                     _record(line, by_id[line["id"]], config, expectations, options, result, start)
@@ -285,6 +289,9 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
                     result.ran += 1
                     status.update(result, counts)
                 writer.sync()
+                if options.max_cases is not None and not options.replay and result.ran >= options.max_cases:
+                    result.generation_s = time.monotonic() - start
+                    return
         result.generation_s = time.monotonic() - (start or time.monotonic())
     finally:
         batches.close()

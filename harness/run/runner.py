@@ -199,7 +199,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
                 stopped = {} if lost is None else {"device_lost": {"losses": lost.losses, "last": lost.last}}
                 writer.write(end_record(counts, interrupted or len(lines) < len(cases),
                                         ran=len(lines) - len(done), elapsed_s=round(time.monotonic() - start, 3),
-                                        **stopped))
+                                        **stopped, **_warm_up(pool, start)))
     if lost is not None:
         raise lost
     return RunResult(header, lines, counts, interrupted, time.monotonic() - start, len(lines) - len(done), notes)
@@ -342,6 +342,14 @@ def _keep_worst(worst: list[float], line: dict[str, Any], keep: int) -> None:
         heapq.heappush(worst, severity(line))
         if len(worst) > keep:
             heapq.heappop(worst)
+
+
+def _warm_up(pool: WorkerPool | None, start: float) -> dict[str, float]:
+    """``{"warm_up_s": S}``: how far into the run (``start``) the first worker had started its EP,
+    time in ``elapsed_s`` when no case could run, which a warm EP would not spend; empty when no
+    worker said ready (in-process, or nothing ran)."""
+    at = pool.first_ready_at() if pool is not None else None
+    return {} if at is None else {"warm_up_s": round(max(0.0, at - start), 3)}
 
 
 def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_for: Any,

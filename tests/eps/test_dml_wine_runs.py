@@ -107,7 +107,7 @@ def test_a_host_that_dies_or_hangs_mid_case_costs_exactly_that_case(catalog, mon
     chosen = sorted(i for i, o in before.items() if i.startswith("max_pooling2/random-") and o == "pass")[:2]
     monkeypatch.setenv(FAULT_ENV, f"abort={chosen[0]};hang={chosen[1]}")
     run = tmp_path / "faults"
-    code = main(["run", "--ep", "dml-wine", "--ops", "max_pooling2", "-k", "random-", "--timeout", "15",
+    code = main(["run", "--ep", "dml-wine", "--ops", "max_pooling2", "-k", "random-", "--timeout", "6",
                  "--out", str(run), "--no-progress"])
     after = {c["id"]: c for c in _cases(run)}
     assert code == 1 and len(after) > 2

@@ -8,12 +8,16 @@ from ep_testbed.harness.cli import main
 from ep_testbed.harness.run.worker import FAULT_ENV
 
 
-def fuzz_cpu(out, *extra: str, fault: str = "", budget: str = "8") -> int:
-    """The exit code of ``ep-testbed fuzz --ep cpu --ops max_pooling2 --budget BUDGET --out OUT
-    --jobs 2 EXTRA...`` with ``fault`` planted for its workers (removed afterwards)."""
+def fuzz_cpu(out, *extra: str, fault: str = "", budget: str = "8", max_cases: str | None = "100") -> int:
+    """The exit code of ``ep-testbed fuzz --ep cpu --ops max_pooling2 --budget BUDGET --max-cases
+    MAX_CASES --out OUT --jobs 2 EXTRA...`` with ``fault`` planted for its workers (removed
+    afterwards). The first hundred cases (one drawn batch) hold every planted failure the fuzz
+    tests use, and counting cases rather than seconds makes a loaded machine run the same ones;
+    ``max_cases=None`` lets the budget alone decide."""
     os.environ[FAULT_ENV] = fault
+    cases = ["--max-cases", max_cases] if max_cases else []
     try:
         return main(["fuzz", "--ep", "cpu", "--ops", "max_pooling2", "--budget", budget, "--out", str(out),
-                     "--no-progress", "--jobs", "2", *extra])
+                     "--no-progress", "--jobs", "2", *cases, *extra])
     finally:
         del os.environ[FAULT_ENV]

@@ -117,3 +117,21 @@ def test_a_worker_starts_the_ep_before_its_first_case(tmp_path):
 def test_a_warm_up_that_fails_says_so_and_leaves_the_cases_to_report_it():
     text = warm_up(CaseConfig(ep=EpSpec("NoSuchExecutionProvider", "nosuch")))
     assert text.startswith("warm-up session failed after ") and "NoSuchExecutionProvider" in text
+
+
+def test_the_pool_and_the_end_line_say_when_the_first_worker_had_started_its_ep(tmp_path):
+    cases = build_catalog(["roi_pooling"])[:6]
+    pool = WorkerPool(CaseConfig(ep=resolve_ep("cpu")), 2, 60)
+    try:
+        assert pool.first_ready_at() is None
+        before = time.monotonic()
+        assert len(list(pool.run(cases, keep_workers=True))) == 6
+        at = pool.first_ready_at()
+        assert at is not None and before < at <= time.monotonic()
+        assert at == min(w.ready_at for w in pool._workers if w.ready)
+    finally:
+        pool.close()
+    options = RunOptions(out_dir=str(tmp_path / "r"), jobs=2, timeout=120, progress=False, keep_worst=0)
+    run_cases(cases, CaseConfig(ep=resolve_ep("cpu")), options, expectations.for_ep("cpu"))
+    _, _, end = read_run(str(tmp_path / "r"))
+    assert 0 <= end["warm_up_s"] <= end["elapsed_s"]

@@ -101,7 +101,7 @@ def test_each_worker_gets_a_job_that_kills_it_on_timeout_and_is_closed(monkeypat
     monkeypatch.setattr(pool_mod, "new_job", RecordingJob)
     env = dict(os.environ, **{FAULT_ENV: "hang=*-1"})
     cases = [max_pool_case(f"max_pooling2/win-{i}", seed=i) for i in range(3)]
-    the_pool = pool_mod.WorkerPool(CaseConfig(ep=resolve_ep("cpu"), mapper=MAPPER), jobs=1, timeout=8, env=env,
+    the_pool = pool_mod.WorkerPool(CaseConfig(ep=resolve_ep("cpu"), mapper=MAPPER), jobs=1, timeout=3, env=env,
                                    extra_paths=(HERE,))
     lines = {line["id"]: line for line in the_pool.run(cases)}
     assert lines["max_pooling2/win-1"]["outcome"] == "timeout"

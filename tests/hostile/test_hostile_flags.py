@@ -29,7 +29,8 @@ COMMANDS = {
     ("run", "--list"): ["--timeout", "--seed", "--jobs", "--keep-worst", "--shard", "--ops", "--ep-option", "--tol",
                         "--limit", "-k", "--exclude", "--ep", "--tier", "--corpus", "--precision-model"],
     ("fuzz", "--replay", "no-such-case-id", "--out", "no-such-fuzz"): [
-        "--budget", "--seed", "--timeout", "--jobs", "--shrink-time", "--max-shrinks", "--ops", "--size", "--tol",
+        "--budget", "--max-cases", "--seed", "--timeout", "--jobs", "--shrink-time", "--max-shrinks", "--ops", "--size",
+        "--tol",
         "--limit", "--ep"],
     ("doctor", "--ep", "no-such-ep"): ["--ep-option", "--limit"],
     ("model", "run", "no-such-model.onnx"): ["--timeout", "--seed", "--shape", "--tol", "--limit", "--ep",
