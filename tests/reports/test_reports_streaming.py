@@ -62,7 +62,7 @@ def cpu_runs(tmp_path_factory):
     commands = {
         "failing": ["run", "--ep", "cpu", "--no-expectations", "--ops", "max_pooling2,roi_pooling", "--jobs", "0"],
         "smoke": ["run", "--ep", "cpu", "--tier", "smoke", "--jobs", "0"],
-        "fuzz": ["fuzz", "--ep", "cpu", "--no-expectations", "--ops", "max_pooling2", "--budget", "4",
+        "fuzz": ["fuzz", "--ep", "cpu", "--no-expectations", "--ops", "max_pooling2", "--max-cases", "60", "--budget", "120",
                  "--max-shrinks", "1", "--shrink-time", "4", "--seed", "3", "--jobs", "1"],
     }
     runs = {}
