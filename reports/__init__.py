@@ -7,6 +7,11 @@ else; never runs a model.  Public API (the CLI calls these):
     render_junit(run_dir, *, out=None) -> Path                                   # junit.xml
     render_summary_json(run_dir, *, out=None) -> Path                            # summary.json
     render_all(run_dir) -> dict[str, Path]                                       # all three
+
+Each reads results.jsonl keeping a small view of every case line (``load_run_summary``) and
+reads a whole line again only where it shows one (``Run.whole``): a case section, a row of
+the case table, a JUnit test case, one at a time; so a results file far larger than memory
+still renders. ``run=`` passes a folder already read.
     diff_runs(run_a, run_b, out_dir, growth_factor=2.0, abs_floor=1e-6) -> DiffResult
 
 and, for CI, ``reports.github``: ``job_summary(run_dir)`` (Markdown) and ``annotations(run_dir)``
@@ -25,18 +30,20 @@ from pathlib import Path
 from .diff import DiffResult, diff_runs
 from .html_report import render_run
 from .junit import render_junit
-from .results import ResultsError, load_run
+from .results import ResultsError, load_run, load_run_summary
 from .summary_json import render_summary_json
 
 
 def render_all(run_dir: str | Path) -> dict[str, Path]:
-    """Write report.html, junit.xml and summary.json into ``run_dir``; return their paths."""
+    """Write report.html, junit.xml and summary.json into ``run_dir``; return their paths. The
+    results file is read once, keeping each case's summary view (``load_run_summary``)."""
+    run = load_run_summary(run_dir)
     return {
-        "html": render_run(run_dir),
-        "junit": render_junit(run_dir),
-        "summary": render_summary_json(run_dir),
+        "html": render_run(run_dir, run=run),
+        "junit": render_junit(run_dir, run=run),
+        "summary": render_summary_json(run_dir, run=run),
     }
 
 
-__all__ = ["DiffResult", "ResultsError", "diff_runs", "load_run", "render_all", "render_junit", "render_run",
+__all__ = ["DiffResult", "ResultsError", "diff_runs", "load_run", "load_run_summary", "render_all", "render_junit", "render_run",
            "render_summary_json"]

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import heapq
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.results import (
@@ -44,7 +45,7 @@ from .artifacts import (
 from .matrix import Matrix, build_matrix, case_fields
 from .rendering import environment, script_json, short_op
 from .repro import MAX_INLINE_BUNDLE, build_bundle, header_tolerances
-from .results import CaseResult, Run, load_run
+from .results import CaseResult, Run, load_run_summary
 from .shrinks import shrink_pairs
 
 REPORT_FILE = "report.html"
@@ -144,7 +145,7 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     return detail
 
 
-def _table_rows(cases: list[CaseResult], anchors: dict[str, str], matrix: Matrix) -> list[list[Any]]:
+def _table_rows(cases: Iterable[CaseResult], anchors: dict[str, str], matrix: Matrix) -> list[list[Any]]:
     """Compact rows for report.js: [id, op, dtype, outcome, max_abs, max_rel, max_ulp, s, anchor, message,
     fields, figure, failed, figure_rank, scope, scope_rank, cause], where fields holds the tags and
     the DML fields the by-field matrix links filter on; error cells and the figure follow
@@ -201,25 +202,37 @@ def _detail_within_memory(run: Run, case: CaseResult, anchor: str, with_pictures
     return detail
 
 
-def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictures: int = 60,
-               max_details: int = 500) -> Path:
-    """Write ``report.html`` for ``run_dir`` (default into ``run_dir``) and return its path.
-
-    ``max_details`` caps the per-case sections (most severe first, ``harness.core.results.REPORT_ORDER``);
-    ``max_pictures`` caps how many of those with artifacts get heatmaps and an inline repro bundle.  Raises ``results.ResultsError`` when the
-    folder has no readable results.jsonl.
-    """
-    run = load_run(run_dir)
-    out_path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
-    chosen = sorted((c for c in run.cases if wants_detail(c)), key=_severity)
-    shown = chosen[:max_details]
+def _sections(run: Run, max_details: int, max_pictures: int) -> tuple[list[Detail], dict[str, str], dict[str, int]]:
+    """The case sections (at most ``max_details``, most severe first: ``_severity``, chosen with
+    a bounded heap, so only those cases' whole lines are read and held), their anchors by case id,
+    and the counts the page states (``not_detailed``, ``pictured``, ``with_artifacts``)."""
+    chosen = [c for c in run.cases if wants_detail(c)]
+    shown = heapq.nsmallest(max_details, chosen, key=_severity)  # == sorted(...)[:max_details], stable
     anchors = {c.id: f"c{i}" for i, c in enumerate(shown)}
     details = []
     pictured = 0  # the picture budget goes to sections that have artifacts to draw
-    for c in shown:
+    for c in run.whole(shown):
         with_pictures = bool(c.artifacts) and pictured < max_pictures
         pictured += with_pictures
         details.append(_detail_within_memory(run, c, anchors[c.id], with_pictures))
+    return details, anchors, {"not_detailed": len(chosen) - len(shown), "pictured": pictured,
+                              "with_artifacts": sum(1 for c in chosen if c.artifacts)}
+
+
+def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictures: int = 60,
+               max_details: int = 500, run: Run | None = None) -> Path:
+    """Write ``report.html`` for ``run_dir`` (default into ``run_dir``) and return its path.
+
+    ``max_details`` caps the per-case sections (most severe first, ``harness.core.results.REPORT_ORDER``);
+    ``max_pictures`` caps how many of those with artifacts get heatmaps and an inline repro bundle.
+    ``run``: the folder already read (``load_run`` or ``load_run_summary``); by default it is read
+    keeping each case's summary view, and whole lines are read again only for the sections and,
+    one at a time, for the case table. Raises ``results.ResultsError`` when the folder has no
+    readable results.jsonl.
+    """
+    run = run if run is not None else load_run_summary(run_dir)
+    out_path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
+    details, anchors, section_counts = _sections(run, max_details, max_pictures)
     counts = run.counts
     header = run.header
     matrix = build_matrix(run.cases)
@@ -237,13 +250,11 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "matrix": matrix,
         "details": details,
         "shrinks": shrink_pairs(run, anchors),
-        "not_detailed": len(chosen) - len(shown),
+        **section_counts,
         "max_pictures": max_pictures,
         "max_details": max_details,
-        "pictured": pictured,
-        "with_artifacts": sum(1 for c in chosen if c.artifacts),
         "report_command": f"ep-testbed report {shlex.quote(str(run_dir))}",
-        "rows": script_json(_table_rows(run.cases, anchors, matrix)),
+        "rows": script_json(_table_rows(run.whole(run.cases), anchors, matrix)),
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),
         "scopes": _scope_counts(run),

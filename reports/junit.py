@@ -28,7 +28,7 @@ from ep_testbed.harness.core.untrusted_files import open_output
 
 from . import figures
 from .rendering import format_number, short_op
-from .results import CaseResult, Run, load_run
+from .results import CaseResult, Run, load_run_summary
 
 JUNIT_FILE = "junit.xml"
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -91,12 +91,52 @@ def _properties(tc: ET.Element, case: CaseResult) -> None:
                 ET.SubElement(props, "property", name=name, value=_clean(value))
 
 
-def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
-    """Write ``junit.xml`` for ``run_dir`` (default into ``run_dir``) and return its path."""
-    run = load_run(run_dir)
+#: The suite attribute that counts each kind of test case element.
+_COUNTED = {"failure": "failures", "error": "errors", "skipped": "skipped"}
+
+
+def _kind(outcome: str) -> str | None:
+    """The JUnit element a case of ``outcome`` gets: failure, error, skipped, or None (passed)."""
+    if outcome in FAILURE:
+        return "failure"
+    if outcome in ERROR or outcome not in SKIPPED.union(PASSING):
+        return "error"
+    return "skipped" if outcome in SKIPPED else None
+
+
+def _testcase(case: CaseResult, run: Run) -> ET.Element:
+    """One ``<testcase>`` from the case's whole line (class docstring: the mapping)."""
+    tc = ET.Element("testcase", classname=_clean(f"ep_testbed.{short_op(case.op)}.{case.dtype}"),
+                    name=_clean(case.id), time=f"{case.duration_s:.3f}")
+    summary = error_summary(case)
+    _properties(tc, case)
+    kind = _kind(case.outcome)
+    if kind in ("failure", "error"):
+        ET.SubElement(tc, kind, message=summary, type=case.outcome).text = _details(case, run)
+    elif kind == "skipped":
+        reason = case.message or (case.expected_outcome or {}).get("reason", "") or case.outcome
+        where = f" ({case.scope})" if case.scope else ""
+        ET.SubElement(tc, "skipped", message=_clean(f"{case.outcome}{where}: {reason}"[:500]), type=case.outcome)
+    elif case.outcome == "tie-only":
+        ET.SubElement(tc, "system-out").text = _clean(f"tie-only: {case.raw.get('ties', 0)} index tie(s)")
+    return tc
+
+
+def _suite(run: Run) -> ET.Element:
+    """The ``<testsuite>`` element without its test cases: name, the counts and time of every
+    case (from each case's outcome and duration alone), the run's properties."""
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
+    for case in run.cases:
+        counts["tests"] += 1
+        total_time += case.duration_s
+        kind = _kind(case.outcome)
+        if kind is not None:
+            counts[_COUNTED[kind]] += 1
     suite = ET.Element("testsuite", name=_clean(f"ep-testbed {run.header.get('ep', '')}"))
+    for k, v in counts.items():
+        suite.set(k, str(v))
+    suite.set("time", f"{total_time:.3f}")
     props = ET.SubElement(suite, "properties")
     for key in ("ep", "ep_alias", "ort_flavour", "ort_version", "seed", "command", "started", "also_on"):
         if key in run.header:
@@ -104,32 +144,28 @@ def render_junit(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
     gpu = run.header.get("gpu")
     ET.SubElement(props, "property", name="gpu", value=_clean(str(gpu.get("summary")) if isinstance(gpu, dict)
                                                               else "not recorded"))
-    for case in run.cases:
-        counts["tests"] += 1
-        total_time += case.duration_s
-        tc = ET.SubElement(suite, "testcase", classname=_clean(f"ep_testbed.{short_op(case.op)}.{case.dtype}"),
-                           name=_clean(case.id), time=f"{case.duration_s:.3f}")
-        summary = error_summary(case)
-        _properties(tc, case)
-        if case.outcome in FAILURE:
-            counts["failures"] += 1
-            ET.SubElement(tc, "failure", message=summary, type=case.outcome).text = _details(case, run)
-        elif case.outcome in ERROR or case.outcome not in SKIPPED.union(PASSING):
-            counts["errors"] += 1
-            ET.SubElement(tc, "error", message=summary, type=case.outcome).text = _details(case, run)
-        elif case.outcome in SKIPPED:
-            counts["skipped"] += 1
-            reason = case.message or (case.expected_outcome or {}).get("reason", "") or case.outcome
-            where = f" ({case.scope})" if case.scope else ""
-            ET.SubElement(tc, "skipped", message=_clean(f"{case.outcome}{where}: {reason}"[:500]), type=case.outcome)
-        elif case.outcome == "tie-only":
-            ET.SubElement(tc, "system-out").text = _clean(f"tie-only: {case.raw.get('ties', 0)} index tie(s)")
-    for k, v in counts.items():
-        suite.set(k, str(v))
-    suite.set("time", f"{total_time:.3f}")
-    root = ET.Element("testsuites")
-    root.append(suite)
+    return suite
+
+
+def _xml(element: ET.Element) -> bytes:
+    """``element`` serialized as ``ElementTree.write(..., encoding="utf-8")`` writes it."""
+    return ET.tostring(element, encoding="unicode").encode("utf-8", "xmlcharrefreplace")
+
+
+def render_junit(run_dir: str | Path, *, out: str | Path | None = None, run: Run | None = None) -> Path:
+    """Write ``junit.xml`` for ``run_dir`` (default into ``run_dir``) and return its path.
+
+    ``run``: the folder already read (``load_run`` or ``load_run_summary``; by default the
+    summary view). The suite's counts come from each case's outcome; the test cases are then
+    written one at a time from each case's whole line (``Run.whole``), so memory holds one.
+    """
+    run = run if run is not None else load_run_summary(run_dir)
+    suite = _xml(_suite(run))  # it always holds its properties: it ends in </testsuite>, never " />"
+    closing = b"</testsuite>"
     out_path = Path(out) if out is not None else Path(run_dir) / JUNIT_FILE
     with open_output(out_path) as f:  # a link planted in the run folder is replaced, never written through
-        ET.ElementTree(root).write(f, encoding="utf-8", xml_declaration=True)
+        f.write(b"<?xml version='1.0' encoding='utf-8'?>\n<testsuites>" + suite[:-len(closing)])
+        for case in run.whole(run.cases):
+            f.write(_xml(_testcase(case, run)))
+        f.write(closing + b"</testsuites>")
     return out_path

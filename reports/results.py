@@ -9,26 +9,32 @@ schema).  An interrupted run may end in a half-written line, and a damaged file 
 that are not records of the schema; each is skipped and its number kept in
 ``Run.unreadable_lines`` (``Run.unreadable`` says why), so nothing that *was* finished is lost
 and nothing malformed reaches a renderer.  Nothing here interprets numbers beyond reading them.
+
+``load_run_summary`` keeps only each case line's ``SummaryView`` (what counts, matrices and
+summaries read) and ``Run.whole`` reads whole lines again by their byte offset, one at a time:
+how the renderers read a run, so a results file larger than memory still renders.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from ep_testbed.harness.core.results import (
     ERROR_KEYS,
     RESULTS_FILE,
     decode_number,
     load_records,
+    read_cases_at,
     results_path,
 )
 from ep_testbed.harness.core.untrusted_files import BadLine, FileRefused, OutOfMemory
 
 
-@dataclass
+@dataclass(slots=True)
 class CaseResult:
     """One ``case`` line.  ``raw`` keeps the whole line; the attributes are the fields reports use."""
 
@@ -159,6 +165,27 @@ class Run:
     end: dict[str, Any] | None = None
     unreadable_lines: list[int] = field(default_factory=list)
     unreadable: list[BadLine] = field(default_factory=list)
+    #: Case id -> (line number, byte offset) of its line, and whether ``cases`` hold only a
+    #: projection of each line (``load_run(..., project=...)``): ``whole`` then reads lines again.
+    where: dict[str, tuple[int, int]] = field(default_factory=dict)
+    projected: bool = False
+
+    def whole(self, cases: Iterable[CaseResult]) -> Iterator[CaseResult]:
+        """``cases`` (of this run) with their whole lines, in the order given: the cases
+        themselves when the run was read whole, else each line read again from the file, one at
+        a time, so a caller that walks every case holds one whole line at a time.
+        ``ResultsError`` when the file changed since it was read."""
+        if not self.projected:
+            yield from cases
+            return
+        places = ((c.id, *self.where[c.id]) for c in cases)
+        try:
+            for line in read_cases_at(str(self.path / RESULTS_FILE), places):
+                yield CaseResult(line)
+        except OutOfMemory:
+            raise
+        except FileRefused as exc:
+            raise ResultsError(str(exc)) from None
 
     @property
     def counts(self) -> Counter:
@@ -210,4 +237,73 @@ def load_run(run_dir: str | Path, project: Callable[[dict[str, Any]], dict[str, 
                            "it was not written by `ep-testbed run`.")
     return Run(path=run_dir, header=records.header, cases=[CaseResult(c) for c in records.cases.values()],
                end=records.end, unreadable_lines=[b.number for b in records.bad_lines],
-               unreadable=list(records.bad_lines))
+               unreadable=list(records.bad_lines), where=records.where, projected=project is not None)
+
+
+#: The keys of a case line that the summary views of a report read for every case (counts,
+#: matrices, summary.json, the JUnit totals, which cases get a section), kept whole.
+SUMMARY_KEYS = ("type", "id", "op", "dtype", "tags", "outcome", "mismatches", "ties", "nonfinite_mismatches",
+                "index_mismatches", "duration_s", "artifacts", "scope")
+#: Of these, the values many cases share (an operator, a data type, a tag set): held once.
+SHARED_KEYS = frozenset({"type", "op", "dtype", "tags", "outcome", "scope"})
+
+
+class SummaryView:
+    """A case line cut to what the summary views read (``SUMMARY_KEYS``; of ``errors`` its
+    ``ERROR_KEYS``; of each flag its field and value; of ``error_stats`` the elements compared,
+    as ``figures.compared_elements`` sums them; of ``attribution`` its cause), so a report holds
+    every case small and reads a whole line again only where it shows one (``Run.whole``).
+    Every property of ``CaseResult`` that those views use reads the same from it as from the
+    whole line; the message, worst elements, statistics and the rest are left out.
+
+    One instance per file read: values that many lines repeat (operator, data type, tags, each
+    flag) are held once, up to ``SHARED_MAX`` distinct ones, so a case costs about its id and
+    a few numbers. Views are read, never changed, so sharing is safe."""
+
+    SHARED_MAX = 100_000
+
+    def __init__(self) -> None:
+        """An empty table of shared values."""
+        self._shared: dict[str, Any] = {}
+
+    def share(self, value: Any) -> Any:
+        """``value``, or an equal one seen before (the one held), keyed by its JSON text."""
+        if isinstance(value, (int, float)) or value is None:
+            return value
+        key = json.dumps(value, sort_keys=False)
+        held = self._shared.get(key)
+        if held is not None:
+            return held
+        if len(self._shared) < self.SHARED_MAX:
+            self._shared[key] = value
+        return value
+
+    def __call__(self, line: dict[str, Any]) -> dict[str, Any]:
+        """The view of one case line (class docstring)."""
+        view = {key: self.share(line[key]) if key in SHARED_KEYS else line[key] for key in SUMMARY_KEYS if key in line}
+        errors = line.get("errors")
+        if isinstance(errors, dict):
+            view["errors"] = {key: errors[key] for key in ERROR_KEYS if key in errors}
+        if isinstance(line.get("flags"), list):
+            view["flags"] = [self.share({k: f[k] for k in ("field", "value") if k in f})
+                             for f in line["flags"] if isinstance(f, dict)]
+        stats = line.get("error_stats")
+        if isinstance(stats, dict) and stats:
+            total = sum(s.get("elements", 0) for s in stats.values()
+                        if isinstance(s, dict) and isinstance(s.get("elements"), int))
+            view["error_stats"] = self.share({"all": {"elements": total}})
+        attribution = line.get("attribution")
+        if isinstance(attribution, dict):
+            view["attribution"] = self.share({"cause": attribution.get("cause")})
+        return view
+
+
+def summary_view(line: dict[str, Any]) -> dict[str, Any]:
+    """One case line's ``SummaryView`` (without sharing values with other lines)."""
+    return SummaryView()(line)
+
+
+def load_run_summary(run_dir: str | Path) -> Run:
+    """``load_run`` keeping each case line's ``SummaryView`` only (memory: the cases times a
+    small view, not the file parsed whole); ``Run.whole`` reads a case's line again."""
+    return load_run(run_dir, SummaryView())

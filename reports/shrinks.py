@@ -57,12 +57,18 @@ def shrink_pairs(run: Run, anchors: dict[str, str]) -> list[ShrinkPair]:
     pairs = []
     for record in read_shrinks(str(run.path)):
         original, minimal = record["original"], record["minimal"]
-        pair = ShrinkPair(record, cases.get(original), cases.get(minimal), anchors.get(original),
+        pair = ShrinkPair(record, _whole(run, cases, original), _whole(run, cases, minimal), anchors.get(original),
                           anchors.get(minimal), _replay_command(run, original))
         if pair.minimal is not None:
             _attach_bundle(pair, run)
         pairs.append(pair)
     return pairs
+
+
+def _whole(run: Run, cases: dict[str, CaseResult], case_id: str) -> CaseResult | None:
+    """The case ``case_id`` of ``run`` with its whole line (``Run.whole``), None if the run has none."""
+    case = cases.get(case_id)
+    return None if case is None else next(run.whole([case]))
 
 
 def _replay_command(run: Run, case_id: str) -> str:

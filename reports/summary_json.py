@@ -21,7 +21,7 @@ from ep_testbed.harness.core.results import FAILING, REPORT_ORDER
 from ep_testbed.harness.core.untrusted_files import write_output
 
 from . import figures
-from .results import load_run
+from .results import Run, load_run_summary
 
 SUMMARY_FILE = "summary.json"
 
@@ -46,9 +46,10 @@ def _by_scope(cases: list) -> dict[str, dict[str, int]]:
     return by
 
 
-def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
-    """Write ``summary.json`` for ``run_dir`` (default into ``run_dir``) and return its path."""
-    run = load_run(run_dir)
+def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None, run: Run | None = None) -> Path:
+    """Write ``summary.json`` for ``run_dir`` (default into ``run_dir``) and return its path;
+    ``run``: the folder already read (by default its summary view: every key read here is in it)."""
+    run = run if run is not None else load_run_summary(run_dir)
     counts = run.counts
     by: dict[str, dict[str, dict[str, int]]] = {}
     for c in run.cases:

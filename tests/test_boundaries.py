@@ -43,12 +43,17 @@ ALLOWED = {
 }
 
 
+#: Modules directly in harness/ that are front ends, in the room of the CLI: the pytest plugin and
+#: the console script's launcher.
+FRONT_END_MODULES = ("pytest_plugin", "launch")
+
+
 def room(module):
     """``ep_testbed.harness.eps.session`` -> ``harness.eps``; ``ep_testbed.reports.diff`` -> ``reports``."""
     parts = module.split(".")[1:]
     if parts[0] != "harness" or len(parts) == 1:
         return parts[0]
-    return "harness.cli" if parts[1] == "pytest_plugin" else f"harness.{parts[1]}"
+    return "harness.cli" if parts[1] in FRONT_END_MODULES else f"harness.{parts[1]}"
 
 
 def _module_imports(root):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import re
 import shlex
 import sys
@@ -67,8 +68,8 @@ from ep_testbed.harness.models.isolation import (
 )
 from ep_testbed.harness.models.run import ModelRunConfig, SessionFailed, quiet_default_logger, run_model
 from ep_testbed.harness.models.untrusted import LoadedModel, ModelRefused, load_untrusted
-from ep_testbed.harness.run.run_folder import FolderBusy, claim, refuse_overwrite
-from ep_testbed.reports.model_report import render_model_report
+from ep_testbed.harness.run.run_folder import LOCK_FILE, FolderBusy, claim, refuse_overwrite
+from ep_testbed.reports.model_report import REPORT_FILE, RESULT_FILE, SAVED_FILES, render_model_report
 
 from .options import OptionError, RunConfig, parse_ep, run_config
 
@@ -203,6 +204,8 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
             report = render_model_report(out)
     except FolderBusy as exc:
         return _error(str(exc))
+    except (OSError, FileRefused) as exc:  # a full disk, a read-only folder, a link planted in it
+        return _unwritten(out, exc, result)
     print_summary(result, out, report)
     return exit_codes.OK if result["verdict"] == "pass" else exit_codes.FAILED
 
@@ -258,6 +261,47 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
         result["baseline_saved"] = str(write_baseline(save_baseline, result, setup.feeds, arrays["outputs"],
                                                       recorded_seed, setup.source))
     write_output(out / "model_result.json", json.dumps(result, indent=1, default=_json_default, allow_nan=True) + "\n")
+
+
+#: Every file a model run folder gets, in the order ``_write_run`` and the report write them.
+RUN_FOLDER_FILES = (*SAVED_FILES, RESULT_FILE, REPORT_FILE)
+#: Files of a folder listed by name in a message, at most.
+LISTED = 8
+
+
+def _unwritten(out: Path, exc: OSError | FileRefused, result: dict[str, Any]) -> int:
+    """Exit 2 when the run folder could not be written: one message with why, which of its files
+    are kept (each written whole or not at all: ``core.atomic_files``) and which are missing, the
+    verdict (and whether a kept file records it), and how to finish (the model is run again: no command rebuilds a
+    model run folder from part of it)."""
+    problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+    kept = _files_under(out)
+    missing = [name for name in RUN_FOLDER_FILES if name not in kept]
+    listed = ", ".join(kept[:LISTED]) + (f" and {len(kept) - LISTED} more" if len(kept) > LISTED else "")
+    statement = result.get("verdict_statement")
+    verdict = f"verdict {safe(result.get('verdict'))}" + (f" ({safe(statement)})" if statement else "")
+    recorded = f"its {verdict} is in {RESULT_FILE}" if RESULT_FILE in kept else f"{verdict}, but no file records it"
+    print(f"ep-testbed model: writing the run folder {safe(out)} failed{safe(where)}: {safe_message(problem)}; kept "
+          f"there: {listed or 'nothing'} (each file whole, none half-written); not written: "
+          f"{', '.join(missing) or 'nothing'}. The model was judged: {recorded}."
+          f"\nNote: make room (or choose a folder you can write), then run the same command again with "
+          f"--out NEW_FOLDER, or --overwrite to reuse {safe(out)}: the model runs again", file=sys.stderr)
+    return exit_codes.USAGE
+
+
+def _files_under(out: Path) -> list[str]:
+    """The regular files under ``out`` as paths relative to it, sorted, without the folder's
+    lock; [] when it cannot be listed. A model run folder holds a handful (and one per
+    diverging node): the walk stops after a few thousand entries."""
+    found: list[str] = []
+    for root, _dirs, names in os.walk(out):
+        found += [os.path.relpath(os.path.join(root, n), out).replace(os.sep, "/") for n in names
+                  if n != LOCK_FILE and os.path.isfile(os.path.join(root, n))]
+        if len(found) > 4096:
+            break
+    order = {name: n for n, name in enumerate(RUN_FOLDER_FILES)}
+    return sorted(found, key=lambda name: (order.get(name, len(order)), name))
 
 
 def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> None:

@@ -16,7 +16,7 @@ from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.reports import (
     ResultsError,
-    load_run,
+    load_run_summary,
     render_junit,
     render_run,
     render_summary_json,
@@ -42,12 +42,13 @@ def report_command(args: argparse.Namespace) -> int:
     """Write the three report files into ``args.run_dir``; print their paths; 0, or 2 on unreadable
     results or a report that outgrows this machine's memory."""
     try:
-        for bad in load_run(args.run_dir).unreadable:
+        run = load_run_summary(args.run_dir)  # each case line kept small: the file may outgrow memory
+        for bad in run.unreadable:
             what = "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason)}"
             print(f"ep-testbed report: note: {args.run_dir / 'results.jsonl'} line {bad.number} skipped, {what}",
                   file=sys.stderr)
-        paths = [render_run(args.run_dir, max_pictures=args.max_pictures, max_details=args.max_details),
-                 render_junit(args.run_dir), render_summary_json(args.run_dir)]
+        paths = [render_run(args.run_dir, max_pictures=args.max_pictures, max_details=args.max_details, run=run),
+                 render_junit(args.run_dir, run=run), render_summary_json(args.run_dir, run=run)]
     except ResultsError as exc:
         print(f"ep-testbed report: {safe_message(exc)}", file=sys.stderr)
         return exit_codes.USAGE

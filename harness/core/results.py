@@ -33,7 +33,16 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .memory import check_fits, headroom
-from .untrusted_files import BadLine, inside, memory_refused, open_output, read_json_lines
+from .untrusted_files import (
+    BadLine,
+    FileRefused,
+    inside,
+    memory_refused,
+    open_output,
+    read_json_lines,
+    read_json_lines_at,
+    read_json_lines_placed,
+)
 
 RESULTS_FILE = "results.jsonl"
 #: The folder of a run that holds one folder per case (see ``case_dir``).
@@ -311,6 +320,9 @@ class RunRecords:
     #: ``run`` wrote never has one (a resume rewrites it with one line per id), so each is two
     #: results under one id, which readers that keep the last (``cases``) must not lose silently.
     repeated: dict[str, list[int]] = field(default_factory=dict)
+    #: Case id -> (line number, byte offset) of the line ``cases`` keeps for it: where
+    #: ``read_cases_at`` reads it whole again when ``cases`` holds only a projection of it.
+    where: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def damaged(self) -> list[BadLine]:
@@ -347,7 +359,7 @@ def load_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] 
 def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] | None) -> RunRecords:
     """``load_records`` without its memory checks."""
     out, first_line = RunRecords(), dict[str, int]()
-    for number, item in read_json_lines(path, "results file"):
+    for number, offset, item in read_json_lines_placed(path, "results file"):
         problem = item.reason if isinstance(item, BadLine) else check_record(item)
         if problem is not None:
             out.bad_lines.append(item if isinstance(item, BadLine) else BadLine(number, problem, torn=False))
@@ -359,9 +371,35 @@ def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any
                 out.repeated.setdefault(item["id"], [first_line[item["id"]]]).append(number)
             first_line.setdefault(item["id"], number)
             out.cases[item["id"]] = project(item) if project else item
+            out.where[item["id"]] = (number, offset)
         else:
             out.end = item
     return out
+
+
+def read_cases_at(path: str, places: Iterable[tuple[str, int, int]]) -> Iterator[dict[str, Any]]:
+    """The whole case lines at ``places`` (``(id, line number, byte offset)`` from
+    ``RunRecords.where``), in the order given: the second pass of a reader that kept only a
+    projection of each line. Each is held to the schema again and must still be that id's case
+    line: ``FileRefused`` naming the line when the file changed between the passes."""
+    places = iter(places)
+    ids: list[str] = []
+
+    def numbered() -> Iterator[tuple[int, int]]:
+        for case_id, number, offset in places:
+            ids.append(case_id)
+            yield number, offset
+
+    for number, item in read_json_lines_at(path, numbered(), "results file"):
+        case_id = ids.pop()
+        problem = item.reason if isinstance(item, BadLine) else check_record(item)
+        if problem is None and (item.get("type") != CASE or item.get("id") != case_id):
+            problem = f"it no longer holds case {case_id[:120]!r}"
+        if problem is not None:
+            raise FileRefused(path, f"line {number} changed while it was being read ({problem})",
+                              hint="read the folder again once nothing writes into it (a run or a --resume "
+                                   "still going)")
+        yield item
 
 
 def read_records(path: str) -> Iterator[dict[str, Any]]:

@@ -59,7 +59,7 @@ import stat
 import zipfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Iterator
+from typing import IO, Any, BinaryIO, Iterable, Iterator
 
 import numpy as np
 
@@ -304,22 +304,55 @@ def read_json_lines(path: str | os.PathLike, what: str = "results file") -> Iter
     """``(line number, object)`` per non-blank line; a line that is not a JSON object yields
     ``(number, BadLine)`` instead, so the caller decides what an unreadable line means. The file
     is capped at ``results_bytes``, each line at ``line_bytes`` (read no further than that)."""
+    for number, _offset, item in read_json_lines_placed(path, what):
+        yield number, item
+
+
+def read_json_lines_placed(path: str | os.PathLike, what: str = "results file") -> Iterator[tuple[int, int, Any]]:
+    """``read_json_lines`` with each line's byte offset: ``(line number, offset, object or
+    BadLine)``, so a reader that keeps little of a line can read it whole again later
+    (``read_json_lines_at``) instead of holding it."""
     caps = limits()
     with open_regular(path, what) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > caps.results_bytes:
-            raise FileRefused(path, f"the {what} holds {size} bytes, more than the {caps.results_bytes} read",
-                              hint=_limit_hint("results_bytes", size))
+        _check_lines_size(f, path, what, caps)
+        offset = 0
         for number, raw in enumerate(iter(lambda: f.readline(caps.line_bytes + 1), b""), 1):
+            start, offset = offset, offset + len(raw)
             torn = not raw.endswith(b"\n")
             if len(raw) > caps.line_bytes:
-                yield number, BadLine(number, f"longer than {caps.line_bytes} bytes", torn=False)
+                yield number, start, BadLine(number, f"longer than {caps.line_bytes} bytes", torn=False)
                 while (rest := f.readline(MiB)) and not rest.endswith(b"\n"):
-                    pass  # the rest of that line, skipped a piece at a time
+                    offset += len(rest)  # the rest of that line, skipped a piece at a time
+                offset += len(rest)
                 continue
             if not raw.strip():
                 continue
-            yield number, _json_line(raw, number, torn, path)
+            yield number, start, _json_line(raw, number, torn, path)
+
+
+def read_json_lines_at(path: str | os.PathLike, places: Iterable[tuple[int, int]], what: str = "results file"
+                       ) -> Iterator[tuple[int, Any]]:
+    """``(line number, object or BadLine)`` for each ``(line number, byte offset)`` of ``places``
+    (as ``read_json_lines_placed`` gave them), in the order given, through one open handle and
+    the same caps: a second pass over a file that reads only the lines it needs whole."""
+    caps = limits()
+    with open_regular(path, what) as f:
+        _check_lines_size(f, path, what, caps)
+        for number, offset in places:
+            f.seek(offset)
+            raw = f.readline(caps.line_bytes + 1)
+            if len(raw) > caps.line_bytes:
+                yield number, BadLine(number, f"longer than {caps.line_bytes} bytes", torn=False)
+            else:
+                yield number, _json_line(raw, number, not raw.endswith(b"\n"), path)
+
+
+def _check_lines_size(f: BinaryIO, path: str | os.PathLike, what: str, caps: "Limits") -> None:
+    """``FileRefused`` when the open lines file ``f`` holds more than ``results_bytes``."""
+    size = os.fstat(f.fileno()).st_size
+    if size > caps.results_bytes:
+        raise FileRefused(path, f"the {what} holds {size} bytes, more than the {caps.results_bytes} read",
+                          hint=_limit_hint("results_bytes", size))
 
 
 def _json_line(raw: bytes, number: int, torn: bool, path: Any) -> Any:
@@ -629,4 +662,5 @@ def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
 
 __all__ = ["ARRAY_KINDS", "BadLine", "FileRefused", "LIMIT_NAMES", "Limits", "copy_planned", "decode_text", "inside",
            "json_depth", "limits", "open_output", "open_regular", "output_folder", "parse_json", "parse_size", "read_array", "read_arrays",
-           "plan_copy", "read_bytes", "read_json", "read_json_lines", "using_limits", "write_output"]
+           "plan_copy", "read_bytes", "read_json", "read_json_lines", "read_json_lines_at",
+           "read_json_lines_placed", "using_limits", "write_output"]

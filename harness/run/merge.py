@@ -15,21 +15,29 @@ leaves) or two different run headers refuse the merge, naming the file and line,
 dropping a case. A case line's ``artifacts`` must be the case's own folder (``results.case_dir``)
 and is copied only as regular files inside the shard's folder: a path that leaves either
 folder, or a symbolic link anywhere in it, refuses the merge before anything is copied.
+
+Memory: each shard is read twice, never held whole. The first pass keeps each case line's
+``merge_view`` and where the line lies; the second reads the lines again one at a time, in id
+order (one reader per shard, merged by id), each held to the schema and to its view, and writes
+them: a shard rewritten between the passes refuses the merge.
 """
 
 from __future__ import annotations
 
+import heapq
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ep_testbed.harness.core.results import (
+    PASSING,
     RESULTS_FILE,
     case_dir,
     count_outcomes,
     dumps,
     end_record,
     load_records,
+    read_cases_at,
     results_path,
 )
 from ep_testbed.harness.core.terminal import safe
@@ -49,13 +57,33 @@ class MergeError(ValueError):
     """The runs cannot be merged (the message says which run and which key)."""
 
 
-#: One input run: (folder, header, case lines, end line or None).
-RunRecords = tuple[str, dict[str, Any], list[dict[str, Any]], "dict[str, Any] | None"]
+#: One input run: (folder, header, each case line's ``merge_view``, end line or None, case id ->
+#: (line number, byte offset) of its line, where the merged file's copy is read from).
+RunRecords = tuple[str, dict[str, Any], list[dict[str, Any]], "dict[str, Any] | None", dict[str, tuple[int, int]]]
+#: The first line of a failing case's message that a merge prints, at most this many characters.
+MESSAGE_CHARS = 4000
+
+
+def merge_view(line: dict[str, Any]) -> dict[str, Any]:
+    """What a merge holds of a case line until it copies the line: the keys that order, count,
+    check and print it (id, op, outcome, artifacts and, unless it passed, the first line of its
+    message, cut to ``MESSAGE_CHARS``: the failures listing prints it), so a merge of files
+    larger than memory holds each case small."""
+    view = {key: line[key] for key in ("id", "op", "outcome", "artifacts") if key in line}
+    first = [] if line.get("outcome") in PASSING else (line.get("message") or "").strip().splitlines()
+    if first:
+        view["message"] = first[0] if len(first[0]) <= MESSAGE_CHARS else first[0][:MESSAGE_CHARS - 1] + "…"
+    return view
 
 
 def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = False,
                command: str = "", allow_mixed: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Merge ``run_dirs`` into ``out_dir``; returns (header, case lines).
+    """Merge ``run_dirs`` into ``out_dir``; returns (header, each case's ``merge_view``, by id).
+
+    Two passes over each run's ``results.jsonl``: the first keeps each case line's
+    ``merge_view`` and where the line lies, the second copies the lines, held to the schema
+    again, one at a time into the merged file (written whole or not at all), so memory holds the
+    cases small, never every line parsed.
 
     Raises ``MergeError`` (nothing written to ``results.jsonl``) when a run has no results or
     no header, the runs disagree on a ``MUST_AGREE`` key (or, unless ``allow_mixed``, on an
@@ -89,16 +117,45 @@ def _write_merged(runs: list[RunRecords], lines: list[dict[str, Any]], source: d
     header = _merged_header(runs, command)
     if mixed:
         header["mixed"] = [{"run": os.path.abspath(d), "ort_flavour": h.get("ort_flavour"),
-                            "ort_version": h.get("ort_version"), "gpu": _gpu_summary(h)} for d, h, _, _ in runs]
-    interrupted = any(end is None or end.get("interrupted") for _, _, _, end in runs)
+                            "ort_version": h.get("ort_version"), "gpu": _gpu_summary(h)} for d, h, _, _, _ in runs]
+    interrupted = any(end is None or end.get("interrupted") for _, _, _, end, _ in runs)
     end = end_record(count_outcomes(lines), interrupted)
-    end["finished"] = max((e or {}).get("finished") or "" for _, _, _, e in runs) or end["finished"]
+    end["finished"] = max((e or {}).get("finished") or "" for _, _, _, e, _ in runs) or end["finished"]
     with open_output(target, "w") as f:  # whole or not at all: a merge cut short leaves no results.jsonl
-        for record in (header, *lines, end):
-            f.write(dumps(record) + "\n")
+        f.write(dumps(header) + "\n")
+        for line in _whole_lines(runs, lines, source):
+            f.write(dumps(line) + "\n")
+        f.write(dumps(end) + "\n")
         f.flush()
         os.fsync(f.fileno())
     return header, lines
+
+
+def _whole_lines(runs: list[RunRecords], lines: list[dict[str, Any]], source: dict[str, str]
+                 ) -> Iterator[dict[str, Any]]:
+    """The whole case lines of ``lines`` (views sorted by id), in that order: each run's lines
+    read again in id order (``read_cases_at``, held to the schema) and merged by id. A line that
+    no longer matches its view (the shard was rewritten meanwhile) refuses the merge."""
+    per_run: dict[str, list[dict[str, Any]]] = {run_dir: [] for run_dir, *_ in runs}
+    for view in lines:
+        per_run[source[view["id"]]].append(view)
+    streams = [_checked_lines(run_dir, per_run.pop(run_dir, []), where) for run_dir, _, _, _, where in runs]
+    return heapq.merge(*streams, key=lambda line: line["id"])
+
+
+def _checked_lines(run_dir: str, views: list[dict[str, Any]], where: dict[str, tuple[int, int]]
+                   ) -> Iterator[dict[str, Any]]:
+    """The whole lines of ``views`` from ``run_dir``'s results file, in the order given;
+    ``MergeError`` when the file refuses or a line differs from what the first pass read."""
+    path = results_path(run_dir)
+    try:
+        for view, line in zip(views, read_cases_at(path, ((v["id"], *where[v["id"]]) for v in views))):
+            if merge_view(line) != view:
+                raise MergeError(f"merge: {path}: case {safe(view['id'])!r} changed while it was being merged. "
+                                 "Note: merge again once nothing writes into the run folders")
+            yield line
+    except FileRefused as exc:
+        raise MergeError(f"merge: {exc}") from None
 
 
 def _read_run_dir(run_dir: str) -> RunRecords:
@@ -108,7 +165,7 @@ def _read_run_dir(run_dir: str) -> RunRecords:
     if not os.path.lexists(path):
         raise MergeError(f"merge: {path} does not exist")
     try:
-        records = load_records(results_path(run_dir))
+        records = load_records(results_path(run_dir), merge_view)
     except FileRefused as exc:
         raise MergeError(f"merge: {exc}") from None
     if records.damaged:
@@ -128,13 +185,13 @@ def _read_run_dir(run_dir: str) -> RunRecords:
         raise MergeError(f"merge: {path} has {len(records.headers)} different run headers: two runs wrote into "
                          "one folder, so which options its cases ran with is unknown.\nNote: rerun that shard into "
                          "an empty folder")
-    return run_dir, records.header, list(records.cases.values()), records.end
+    return run_dir, records.header, list(records.cases.values()), records.end, records.where
 
 
 def _check_agree(runs: list[RunRecords]) -> None:
     """``MergeError`` naming the run and key when a run's header differs from the first's on ``MUST_AGREE``."""
-    first_dir, first, _, _ = runs[0]
-    for run_dir, header, _, _ in runs[1:]:
+    first_dir, first, _, _, _ = runs[0]
+    for run_dir, header, _, _, _ in runs[1:]:
         for key in MUST_AGREE:
             if header.get(key) != first.get(key):
                 raise MergeError(f"merge: {run_dir} has {key} = {safe(repr(header.get(key)), 300)}, {first_dir} has "
@@ -155,9 +212,9 @@ def _gpu_summary(header: dict[str, Any]) -> str:
 def _check_identity(runs: list[RunRecords], allow_mixed: bool) -> list[str]:
     """The ``IDENTITY`` keys on which some run differs from the first; ``MergeError`` naming both
     runs and values unless ``allow_mixed``."""
-    first_dir, first, _, _ = runs[0]
+    first_dir, first, _, _, _ = runs[0]
     differing = []
-    for run_dir, header, _, _ in runs[1:]:
+    for run_dir, header, _, _, _ in runs[1:]:
         for key in IDENTITY:
             if _identity_of(header, key) == _identity_of(first, key):
                 continue
@@ -176,7 +233,7 @@ def _join_cases(runs: list[RunRecords]) -> tuple[list[dict[str, Any]], dict[str,
     ``MergeError`` when an id is in two runs."""
     source: dict[str, str] = {}
     lines: list[dict[str, Any]] = []
-    for run_dir, _, cases, _ in runs:
+    for run_dir, _, cases, _, _ in runs:
         for line in cases:
             if line["id"] in source:
                 raise MergeError(f"merge: case {safe(line['id'])!r} is in both {source[line['id']]} and {run_dir}")
@@ -217,19 +274,19 @@ def _merged_header(runs: list[RunRecords], command: str) -> dict[str, Any]:
     header = {key: value for key, value in first.items() if key not in ("shard", "command")}
     header.update(
         command=command or first.get("command", ""),
-        started=min(h.get("started") or "" for _, h, _, _ in runs),
-        case_count=sum(int(h.get("case_count") or 0) for _, h, _, _ in runs),
+        started=min(h.get("started") or "" for _, h, _, _, _ in runs),
+        case_count=sum(int(h.get("case_count") or 0) for _, h, _, _, _ in runs),
         shards=[{"run": os.path.abspath(d), "shard": h.get("shard"), "case_count": h.get("case_count"),
                  "command": h.get("command"), "machine": h.get("machine"), "started": h.get("started"),
                  "gpu": _gpu_summary(h)}
-                for d, h, _, _ in runs])
+                for d, h, _, _, _ in runs])
     return header
 
 
 def _check_shards(runs: list[RunRecords], allow_partial: bool) -> None:
     """``MergeError`` unless the runs are all unsharded, or distinct shards of one ``K/N`` split
     with none missing (``allow_partial`` lets shards be missing)."""
-    shards = [h.get("shard") for _, h, _, _ in runs]
+    shards = [h.get("shard") for _, h, _, _, _ in runs]
     if not any(shards):
         return
     if not all(shards):

@@ -320,6 +320,52 @@ def test_a_signal_while_the_catalog_is_built_is_one_line_and_its_code(tmp_path, 
     assert not (tmp_path / "r" / "results.jsonl").exists()  # nothing had started: nothing written
 
 
+#: What the ``ep-testbed`` console script runs (pip writes this call into the script).
+LAUNCH = "import sys; from ep_testbed.harness.launch import main; sys.exit(main())"
+
+
+def test_the_launcher_runs_the_command_line():
+    """What the console script runs (``test_harness_cli_commands``: it is the launcher) reaches ``main``."""
+    done = subprocess.run([sys.executable, "-c", LAUNCH, "map", "--help"], capture_output=True, text=True,
+                          timeout=run_watch.GUARD_S)
+    assert done.returncode == 0 and done.stdout.startswith("usage: ep-testbed map"), done.stderr
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals and named pipes")
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, INTERRUPTED), (signal.SIGTERM, TERMINATED)],
+                         ids=["sigint", "sigterm"])
+def test_a_signal_before_the_command_line_is_imported_is_one_line_and_its_code(tmp_path, signum, code):
+    """The launcher's seam holds it after its handlers are installed and before numpy, onnx and
+    onnxruntime are imported, until the test opens the pipe: the signal lands there, every time."""
+    from ep_testbed.harness.launch import WAIT_ENV
+
+    pipe = tmp_path / "start"
+    os.mkfifo(pipe)
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "--help"], env={**os.environ, WAIT_ENV: str(pipe)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+    held: list[int] = []
+
+    def reading() -> bool:  # a writer opens a pipe without blocking only once its reader has it open
+        try:
+            held.append(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            return False
+        return True
+
+    run_watch.wait_until(reading, "the launcher waiting on its pipe", proc)
+    try:
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=run_watch.GUARD_S)
+    finally:
+        os.close(held[0])
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and out == ""
+    assert err.strip().splitlines() == [
+        f"ep-testbed: interrupted by {'SIGTERM' if code == TERMINATED else 'Ctrl-C (SIGINT)'} while starting; "
+        "nothing was run"]
+
+
 # --- what ONNX Runtime prints of an EP's options: one clean line each ------------------------------
 
 #: What onnxruntime-openvino 1.24.1's factory printed on this machine for ``device_id=-1`` (fd 2,

@@ -68,15 +68,27 @@ def test_a_report_that_runs_out_of_memory_fails_the_run_with_the_command_that_fi
 
 
 def test_a_results_file_the_report_cannot_hold_is_the_same_message(tmp_path, monkeypatch, capsys):
+    """The report holds each case line's small view (``reports.results.SummaryView``), so a file
+    that would not fit parsed whole still renders; when even the views run out, one message."""
+    from ep_testbed.reports.results import SummaryView
+
     out = tmp_path / "run"
     run_command(parse_args(["run", "--out", str(out), "--jobs", "0", "-k=-00", "--no-progress"]),
                 catalog="local_cases:build_catalog", mapper="local_cases:to_onnx", worker_paths=(local_cases.HERE,))
     capsys.readouterr()
-    monkeypatch.setattr(memory, "headroom", lambda: 1000)  # bytes: less than the parsed file needs
+    monkeypatch.setattr(memory, "headroom", lambda: 1000)  # bytes: less than the file parsed whole needs
+    assert common.render_report(str(out)) == exit_codes.OK
+    capsys.readouterr()
+
+    def exhausted(self, line):
+        raise MemoryError
+
+    monkeypatch.setattr(SummaryView, "__call__", exhausted)
     assert common.render_report(str(out)) == exit_codes.USAGE  # the exit code it makes the command end with
     err = capsys.readouterr().err
-    assert _one_message(err) and f"{out / 'results.jsonl'}: reading its lines needs about" in err
-    assert main(["report", str(out)]) == 2 and "reading its lines needs about" in capsys.readouterr().err
+    assert _one_message(err) and f"{out / 'results.jsonl'}: reading its lines" in err
+    assert "needs more memory than this process has" in err
+    assert main(["report", str(out)]) == 2 and "reading its lines" in capsys.readouterr().err
 
 
 def test_the_report_renders_what_fits_when_a_case_folders_arrays_do_not(tmp_path, monkeypatch, capsys):

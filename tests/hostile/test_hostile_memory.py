@@ -112,14 +112,80 @@ def test_diff_of_two_large_runs_holds_only_what_it_compares(sandbox, big_run, tm
     assert (tmp_path / "d" / "diff.txt").is_file() and "unchanged" in out.stdout, out.describe()
 
 
+def _rewritten(big_run, folder, lines_of):
+    """A copy of ``big_run``'s header and end line around the case lines ``lines_of(cases)``
+    yields (``cases``: the run's parsed case lines), written to ``folder``."""
+    lines = (big_run / "results.jsonl").read_text().splitlines()
+    header, end = lines[0], lines[-1]
+    cases = [json.loads(x) for x in lines[1:] if json.loads(x)["type"] == "case"][:3]
+    folder.mkdir()
+    with open(folder / "results.jsonl", "w") as f:
+        f.write(header + "\n")
+        for line in lines_of(cases):
+            f.write(json.dumps(line) + "\n")
+        f.write(end + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fat_run(big_run, tmp_path_factory):
+    """About 60 MB of 2000 case lines whose message (30 kB) and worst elements make each line
+    big, a third of them failing: parsed whole it needs about 240 MB (``PARSED_BYTES_PER_BYTE``),
+    what ``report`` and ``merge`` checked against free memory and refused before they streamed."""
+    def fat(cases):
+        for n in range(2000):
+            case = cases[n % len(cases)]
+            worst = [{"output": "OutputTensor", "index": [0, 0, n % 7, i], "expected": 1.0, "actual": 2.0,
+                      "abs": 1.0, "rel": 1.0, "ulp": 8388608} for i in range(40)]
+            yield {**case, "id": f"{case['id']}-fat{n}", "artifacts": None, "worst": worst,
+                   "outcome": "fail" if n % 3 == 0 else case["outcome"], "message": f"case {n}: " + "x" * 30_000}
+    return _rewritten(big_run, tmp_path_factory.mktemp("fat") / "run", fat)
+
+
+@pytest.fixture(scope="module")
+def many_run(big_run, tmp_path_factory):
+    """About 60 MB of 600,000 small case lines, each with its own id and tag: even a few keys
+    of each line held for every case outgrow a 160 MiB address space."""
+    def many(cases):
+        for n in range(600_000):
+            yield {"type": "case", "id": f"many-{n}", "op": cases[0]["op"], "outcome": "pass", "tags": {"n": str(n)}}
+    return _rewritten(big_run, tmp_path_factory.mktemp("many") / "run", many)
+
+
 @pytest.mark.parametrize("command", ["report", "merge"])
-def test_report_and_merge_of_a_run_too_large_to_hold_are_one_message(sandbox, big_run, tmp_path, command):
+def test_report_and_merge_stream_a_run_too_large_to_hold_whole(sandbox, fat_run, tmp_path, command):
+    """Exit 0 under a limit the whole parse does not fit (the old readers refused this file with
+    exit 2 before parsing it); the merged file holds every case line as the run has it."""
+    from ep_testbed.harness.core.results import PARSED_BYTES_PER_BYTE
+
+    assert (fat_run / "results.jsonl").stat().st_size * PARSED_BYTES_PER_BYTE > 200 * MiB  # the whole parse
     run = tmp_path / "run"
-    shutil.copytree(big_run, run)
+    shutil.copytree(fat_run, run)
+    argv = ["report", run] if command == "report" else ["merge", run, "--out", tmp_path / "m"]
+    out = sandbox.call(argv, kind="memory", mem=160 * MiB)
+    out.check((0, 1), reads=[run], writes=[run, tmp_path / "m"], temp=sandbox.temp)
+    made = run if command == "report" else tmp_path / "m"
+    summary = json.loads((made / "summary.json").read_text())
+    assert summary["total"] == 2000 and summary["bad"] == 667, out.describe()
+    assert (made / "junit.xml").read_text().count("<testcase ") == 2000
+    assert (made / "report.html").read_text().count('<article class="case') == 500  # --max-details' default
+    if command == "merge":
+        cases = lambda folder: sorted(line for line in (folder / "results.jsonl").read_text().splitlines()
+                                      if '"type": "case"' in line[:20])  # noqa: E731
+        assert cases(made) == cases(run)
+
+
+@pytest.mark.parametrize("command", ["report", "merge"])
+def test_report_and_merge_of_a_run_whose_small_view_does_not_fit_are_one_message(sandbox, many_run, tmp_path,
+                                                                                   command):
+    run = tmp_path / "run"
+    shutil.copytree(many_run, run)
     argv = ["report", run] if command == "report" else ["merge", run, "--out", tmp_path / "m"]
     out = sandbox.call(argv, kind="memory", mem=160 * MiB)
     out.check((2,), reads=[run], writes=[run, tmp_path / "m"], temp=sandbox.temp)
-    assert "results.jsonl: reading its lines needs about" in _message(out), out.describe()
+    assert "results.jsonl: reading its lines" in _message(out) and "needs more memory" in _message(out), \
+        out.describe()
+    assert not (tmp_path / "m" / "results.jsonl").exists() and not (run / "report.html").exists()
 
 
 # --- run ------------------------------------------------------------------------------------

@@ -1,0 +1,67 @@
+"""The ``ep-testbed`` console script: Ctrl-C or SIGTERM while the tool is still starting is one line.
+
+``ep_testbed.harness.cli`` imports every subcommand, and with them numpy, onnx and onnxruntime: a
+second or more before ``cli.main`` exists to catch an interrupt, and Python's default would print
+a ``KeyboardInterrupt`` traceback there (and SIGTERM would kill the process without a word). This
+module imports only the standard library, makes SIGINT and SIGTERM raise, then imports the
+command line and runs ``cli.main``, which takes over with its own guard
+(``core.exit_codes``). An interrupt before that is exit 130 (SIGINT) or 143 (SIGTERM) with one line
+on stderr, as ``core.exit_codes`` documents for every command.
+
+``ep_testbed.harness.cli:main`` and ``python -m ep_testbed.harness.cli`` stay what they were; this
+is ``python -m ep_testbed.harness.launch`` too.
+
+``EP_TESTBED_LAUNCH_WAIT=PATH`` (a test seam, never needed to run the tool): after the handlers
+are installed and before the command line is imported, read one byte from ``PATH`` (a named
+pipe the test opens for writing), so a test can interrupt the start at a known point.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+PROG = "ep-testbed"
+INTERRUPTED, TERMINATED = 130, 143  # core.exit_codes' values; that module is not imported this early
+WAIT_ENV = "EP_TESTBED_LAUNCH_WAIT"
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM while starting, raised where Ctrl-C's ``KeyboardInterrupt`` would be."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM handler until ``cli.main`` installs its own."""
+    raise _Terminated
+
+
+def _wait_for_test() -> None:
+    """The ``WAIT_ENV`` seam of the module docstring (nothing when the variable is unset)."""
+    path = os.environ.get(WAIT_ENV)
+    if path:
+        with open(path, "rb") as pipe:
+            pipe.read(1)
+
+
+def main() -> int:
+    """Install the interrupt handling, import the command line, run it; its exit code, or 130 /
+    143 with one line on stderr when interrupted before the command line took over."""
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _wait_for_test()
+        from ep_testbed.harness.cli import main as cli_main
+
+        return cli_main()
+    except KeyboardInterrupt as exc:
+        # only an interrupt that reached here before cli.main's own guard (which returns a code)
+        terminated = isinstance(exc, _Terminated)
+        print(f"{PROG}: interrupted by {'SIGTERM' if terminated else 'Ctrl-C (SIGINT)'} while starting; "
+              "nothing was run", file=sys.stderr)
+        return TERMINATED if terminated else INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

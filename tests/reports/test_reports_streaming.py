@@ -1,0 +1,178 @@
+"""The reports read results.jsonl in two passes (``reports.results.SummaryView``, ``Run.whole``):
+report.html, junit.xml and summary.json must be exactly what the same renderers write from the
+run read whole (every line parsed and held, as they read it before), on real CPU runs, a fuzz
+run with shrinks and the synthetic runs; and a results file that changes between the passes is
+refused, not mixed. Memory under an address-space limit: ``tests/hostile/test_hostile_memory.py``."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+import synthetic_run
+
+from ep_testbed.harness.cli import main
+from ep_testbed.reports import render_junit, render_run, render_summary_json
+from ep_testbed.reports.html_report import wants_detail
+from ep_testbed.reports.results import ResultsError, SummaryView, load_run, load_run_summary
+
+
+def _comparable(html: str) -> str:
+    """``html`` without what differs between two renderings of one run: the minute it was
+    generated and the time stamps inside each inline repro bundle (a zip): each bundle becomes
+    the list of its members' names, CRCs and sizes."""
+    html = re.sub(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "Generated", html)
+
+    def members(match: re.Match) -> str:
+        with zipfile.ZipFile(io.BytesIO(base64.b64decode(match.group(1)))) as bundle:
+            return "zip:" + repr([(i.filename, i.CRC, i.file_size) for i in bundle.infolist()])
+    return re.sub(r"data:application/zip;base64,([A-Za-z0-9+/=]*)", members, html)
+
+
+def _render_both_ways(run_dir: Path, tmp_path: Path, **options) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The three files rendered from the run read whole, and from its summary views (the default)."""
+    outputs = []
+    for way, run in (("whole", load_run(run_dir)), ("views", None)):
+        folder = tmp_path / way
+        folder.mkdir()
+        outputs.append({
+            "report.html": _comparable(render_run(run_dir, out=folder / "report.html", run=run,
+                                                  **options).read_text(encoding="utf-8")).encode(),
+            "junit.xml": render_junit(run_dir, out=folder / "junit.xml", run=run).read_bytes(),
+            "summary.json": render_summary_json(run_dir, out=folder / "summary.json", run=run).read_bytes()})
+    return outputs[0], outputs[1]
+
+
+def _assert_same(run_dir: Path, tmp_path: Path, **options) -> None:
+    whole, views = _render_both_ways(run_dir, tmp_path, **options)
+    for name in whole:
+        assert views[name] == whole[name], f"{name} differs between the whole run and its summary views"
+
+
+@pytest.fixture(scope="module")
+def cpu_runs(tmp_path_factory):
+    """Real runs on the CPU EP: a catalog slice judged without expectations (failures with case
+    folders), the smoke tier with them (known cases), and a short fuzz run that shrank a failure."""
+    root = tmp_path_factory.mktemp("cpu")
+    commands = {
+        "failing": ["run", "--ep", "cpu", "--no-expectations", "--ops", "max_pooling2,roi_pooling", "--jobs", "0"],
+        "smoke": ["run", "--ep", "cpu", "--tier", "smoke", "--jobs", "0"],
+        "fuzz": ["fuzz", "--ep", "cpu", "--no-expectations", "--ops", "max_pooling2", "--max-cases", "60", "--budget", "120",
+                 "--max-shrinks", "1", "--shrink-time", "4", "--seed", "3", "--jobs", "1"],
+    }
+    runs = {}
+    for name, argv in commands.items():
+        runs[name] = root / name
+        assert main([*argv, "--out", str(runs[name]), "--no-progress"]) in (0, 1)
+    assert (runs["fuzz"] / "shrinks.jsonl").is_file()  # the fuzz section is part of what is compared
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["failing", "smoke", "fuzz"])
+def test_a_real_cpu_run_renders_the_same_from_its_summary_views(cpu_runs, tmp_path, name):
+    _assert_same(cpu_runs[name], tmp_path)
+
+
+def _fewer_sections(run_dir: Path, tmp_path: Path) -> None:
+    """--max-details below the cases that want a section: the bounded heap picks what sorting
+    them all picked."""
+    candidates = sum(map(wants_detail, load_run_summary(run_dir).cases))
+    assert candidates >= 4
+    _assert_same(run_dir, tmp_path, max_details=candidates // 2, max_pictures=1)
+
+
+@pytest.mark.slow
+def test_fewer_sections_than_candidates_pick_the_same_most_severe_cases(cpu_runs, tmp_path):
+    _fewer_sections(cpu_runs["fuzz"], tmp_path)
+
+
+def test_fewer_sections_of_a_synthetic_run_pick_the_same_cases(tmp_path):
+    run_dir = _rechecked_run(synthetic_run.write_run(tmp_path / "run", 120))
+    (tmp_path / "out").mkdir()
+    _fewer_sections(run_dir, tmp_path / "out")
+
+
+def _rechecked_run(run_dir: Path) -> Path:
+    """A synthetic run whose failures were re-checked on a second EP and attributed, and whose
+    lines flag a DML field with a few values (what the views keep of scope, attribution, flags)."""
+    path = run_dir / "results.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for n, line in enumerate(lines):
+        if line["type"] != "case":
+            continue
+        line["flags"] = [*(line.get("flags") or []), {"field": "Strides", "value": [1 + n % 3, 1], "kind": "exact",
+                                                      "reason": "x"}]
+        if line["outcome"] in ("fail", "crash", "known"):
+            line["scope"] = ("only on CPUExecutionProvider", "shared with CUDAExecutionProvider")[n % 2]
+            line["attribution"] = {"cause": ("operator", "helper", None)[n % 3], "reason": "why", "nodes": []}
+            line["also_on"] = {"ep": "CUDAExecutionProvider", "reported": "fail", "same_failure": bool(n % 2)}
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return run_dir
+
+
+def test_synthetic_runs_render_the_same_from_their_summary_views(tmp_path):
+    """Every outcome, re-check scopes, attributions, expectations, and hostile text."""
+    for name, run_dir in (("ordinary", synthetic_run.write_run(tmp_path / "run", 120)),
+                          ("rechecked", _rechecked_run(synthetic_run.write_run(tmp_path / "rechecked", 120))),
+                          ("evil", synthetic_run.write_evil_run(tmp_path / "evil"))):
+        (tmp_path / f"{name}-out").mkdir()
+        _assert_same(run_dir, tmp_path / f"{name}-out")
+
+
+def test_a_repeated_id_and_a_torn_line_render_as_when_read_whole(tmp_path):
+    """The last line of an id wins at the place of its first (``RunRecords.cases``), a torn last
+    line is skipped: the second pass reads each case's own line, in that order."""
+    run_dir = synthetic_run.write_run(tmp_path / "run", 24)
+    path = run_dir / "results.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    first_case = json.loads(lines[1])
+    again = {**first_case, "outcome": "crash", "message": "the same id, written again"}
+    path.write_text("".join(lines[:-1]) + json.dumps(again) + "\n" + lines[-1] + '{"type": "case", "id": "torn')
+    run = load_run_summary(run_dir)
+    assert run.cases[0].id == first_case["id"] and run.cases[0].outcome == "crash" and run.unreadable_lines
+    (tmp_path / "out").mkdir()
+    _assert_same(run_dir, tmp_path / "out")
+
+
+def test_a_view_holds_a_few_keys_and_shares_what_lines_repeat(tmp_path):
+    run_dir = synthetic_run.write_run(tmp_path / "run", 120)
+    views = load_run_summary(run_dir)
+    whole = load_run(run_dir)
+    assert views.projected and not whole.projected
+    assert all("message" not in c.raw and "worst" not in c.raw for c in views.cases)
+    same_op = [c.raw["op"] for c in views.cases if c.op == views.cases[0].op]
+    assert len(same_op) > 1 and all(op is same_op[0] for op in same_op)  # one string held for all
+    for view, line in zip(views.cases, whole.cases):
+        assert (view.outcome, view.errors, view.scope, view.attribution and view.attribution["cause"]) == \
+            (line.outcome, line.errors, line.scope, line.attribution and line.attribution["cause"])
+        assert next(views.whole([view])).raw == line.raw
+
+
+def test_a_results_file_changed_between_the_passes_is_refused(tmp_path, monkeypatch, capsys):
+    run_dir = synthetic_run.write_run(tmp_path / "run", 24)
+    run = load_run_summary(run_dir)
+    path = run_dir / "results.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(lines[0] + lines[2] + lines[1] + "".join(lines[3:]))  # two case lines swapped
+    with pytest.raises(ResultsError, match=r"line 2 changed while it was being read .*no longer holds case"):
+        list(run.whole(run.cases))
+    original = SummaryView.__call__
+
+    def then_rewritten(self, line):  # the report's first pass ends, then a --resume rewrites the file
+        view = original(self, line)
+        if line["id"] == json.loads(lines[-2])["id"]:
+            path.write_text(lines[0] + "".join(lines[3:]))
+        return view
+
+    path.write_text("".join(lines))
+    monkeypatch.setattr(SummaryView, "__call__", then_rewritten)
+    assert main(["report", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "changed while it was being read" in err and "Traceback" not in err
+    assert "Note: read the folder again once nothing writes into it" in err
