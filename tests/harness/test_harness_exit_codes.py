@@ -341,9 +341,13 @@ def test_a_signal_before_the_command_line_is_imported_is_one_line_and_its_code(t
 
     pipe = tmp_path / "start"
     os.mkfifo(pipe)
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "--help"], env={**os.environ, WAIT_ENV: str(pipe)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+    # Ctrl-C raises in the child as from a terminal, whatever this test process passes on (a test
+    # runner may ignore SIGINT, or hold signals blocked, and a child inherits both); set in the
+    # child's own code, not in a preexec_fn, which is unsafe in a process with threads.
+    interactive = ("import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM}); "
+                   "signal.signal(signal.SIGINT, signal.default_int_handler); " + LAUNCH)
+    proc = subprocess.Popen([sys.executable, "-c", interactive, "--help"], env={**os.environ, WAIT_ENV: str(pipe)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     held: list[int] = []
 
     def reading() -> bool:  # a writer opens a pipe without blocking only once its reader has it open
@@ -356,7 +360,12 @@ def test_a_signal_before_the_command_line_is_imported_is_one_line_and_its_code(t
     run_watch.wait_until(reading, "the launcher waiting on its pipe", proc)
     try:
         proc.send_signal(signum)
-        out, err = proc.communicate(timeout=run_watch.GUARD_S)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"the launcher did not end within 60 s of {signum!r}; stderr: {err[-2000:]}")
     finally:
         os.close(held[0])
     assert proc.returncode == code, err
