@@ -131,6 +131,11 @@ class Sandbox:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests" / "harness"), env.get("PYTHONPATH", "")])
         env.pop("EP_TESTBED_FAULT", None)
+        # One malloc arena: glibc's malloc with several arenas (threads made them: OpenBLAS's,
+        # ONNX Runtime's) can spin at 100% CPU, deaf to SIGTERM, retrying arena after arena once
+        # RLIMIT_AS refuses memory, where with one arena it fails and Python raises MemoryError.
+        # The children fork from this server and inherit its arenas.
+        env["MALLOC_ARENA_MAX"] = "1"
         self.proc = subprocess.Popen([sys.executable, str(HERE / "sandbox_server.py")], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
         ready = json.loads(self.proc.stdout.readline())

@@ -144,10 +144,10 @@ def fat_run(big_run, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def many_run(big_run, tmp_path_factory):
-    """About 60 MB of 600,000 small case lines, each with its own id and tag: even a few keys
-    of each line held for every case outgrow a 160 MiB address space."""
+    """About 35 MB of 300,000 small case lines, each with its own id and tag: even a few keys
+    of each line held for every case outgrow a 64 MiB address space."""
     def many(cases):
-        for n in range(600_000):
+        for n in range(300_000):
             yield {"type": "case", "id": f"many-{n}", "op": cases[0]["op"], "outcome": "pass", "tags": {"n": str(n)}}
     return _rewritten(big_run, tmp_path_factory.mktemp("many") / "run", many)
 
@@ -181,7 +181,7 @@ def test_report_and_merge_of_a_run_whose_small_view_does_not_fit_are_one_message
     run = tmp_path / "run"
     shutil.copytree(many_run, run)
     argv = ["report", run] if command == "report" else ["merge", run, "--out", tmp_path / "m"]
-    out = sandbox.call(argv, kind="memory", mem=160 * MiB)
+    out = sandbox.call(argv, kind="memory", mem=64 * MiB)
     out.check((2,), reads=[run], writes=[run, tmp_path / "m"], temp=sandbox.temp)
     assert "results.jsonl: reading its lines" in _message(out) and "needs more memory" in _message(out), \
         out.describe()
