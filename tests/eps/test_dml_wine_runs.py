@@ -160,7 +160,7 @@ def test_fuzz_on_directml_with_a_fixed_seed(tmp_path, capsys):
     crashed, hung or unexplained (these first draws are known to hold none)."""
     needs_host()
     out = tmp_path / "fuzz"
-    code = main(["fuzz", "--ep", "dml-wine", "--budget", "6", "--seed", "7", "--shrink", "none",
+    code = main(["fuzz", "--ep", "dml-wine", "--max-cases", "100", "--budget", "60", "--seed", "7", "--shrink", "none",
                  "--out", str(out), "--no-progress"])
     header, cases = read_run(str(out))[0], _cases(out)
     assert code == 0, capsys.readouterr().err[-2000:]

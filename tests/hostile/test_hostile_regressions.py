@@ -432,7 +432,7 @@ def test_defect_11_killed_workers_leave_no_profiling_folder(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
     ids = _ids(4)
-    run = _cli("run", "--ops", "max_pooling2", "-k", ",".join(ids), "--jobs", "2", "--timeout", "5",
+    run = _cli("run", "--ops", "max_pooling2", "-k", ",".join(ids), "--jobs", "2", "--timeout", "2",
                "--out", tmp_path / "r", "--no-progress",
                env={"TMPDIR": str(temp), FAULT_ENV: f"segfault={ids[0]};abort={ids[1]};hang={ids[2]}"})
     _, err = run.communicate(timeout=300)
