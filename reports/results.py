@@ -298,10 +298,6 @@ class SummaryView:
         return view
 
 
-def summary_view(line: dict[str, Any]) -> dict[str, Any]:
-    """One case line's ``SummaryView`` (without sharing values with other lines)."""
-    return SummaryView()(line)
-
 
 def load_run_summary(run_dir: str | Path) -> Run:
     """``load_run`` keeping each case line's ``SummaryView`` only (memory: the cases times a

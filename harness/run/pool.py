@@ -96,7 +96,6 @@ class _Worker:
     log_path: str
     started: float
     ready: bool = False
-    ready_at: float = 0.0  # when it said ready (``time.monotonic``): its EP started, warm-up done
     batch: list[Any] = field(default_factory=list)  # cases sent and not yet answered
     deadline: float = 0.0
     log_offset: int = 0
@@ -123,7 +122,7 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._count = 0
         self.device_losses = 0  # losses in a row (``MAX_DEVICE_LOSSES``)
-        self.ready_stamps: list[float] = []  # when each worker said ready, in order (replacements too)
+        self._first_ready: float | None = None  # when the first worker said ready (``time.monotonic``)
         sweep_stale(tempfile.gettempdir(), POOL_PREFIX)
         self._logs = tempfile.TemporaryDirectory(prefix=f"{POOL_PREFIX}{os.getpid()}-")
         self._env[SCRATCH_ENV] = self._logs.name
@@ -256,7 +255,7 @@ class WorkerPool:
     def first_ready_at(self) -> float | None:
         """When the first worker said ready (``time.monotonic``): before it, no case could run
         (every worker was still starting its EP). None while none has."""
-        return self.ready_stamps[0] if self.ready_stamps else None
+        return self._first_ready
 
     def run_one(self, case: Any, policy: ArtifactPolicy = ArtifactPolicy()) -> dict[str, Any]:
         """Run one case on a worker that stays alive for the next call (pytest uses this)."""
@@ -291,8 +290,9 @@ class WorkerPool:
                         yield line
                     continue
                 if message[0] == "ready":
-                    worker.ready, worker.ready_at = True, time.monotonic()
-                    self.ready_stamps.append(worker.ready_at)
+                    worker.ready = True
+                    if self._first_ready is None:
+                        self._first_ready = time.monotonic()
                     startup_failures = 0
                 else:
                     yield from self._answer(worker, message, queue_)
