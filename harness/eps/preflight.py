@@ -218,8 +218,9 @@ def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> b
             run = run_on_ep(mapping.model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
     except SessionError as exc:
         _said(result, said)
+        hint = vulkan_hint(said)
         return result.add("fatal", f"a {what} session failed on {ep.provider}: "
-                                   f"{explain(first_line(exc.cause))}. Fix: {session_fix(ep)}")
+                                   f"{explain(first_line(exc.cause))}. Fix: {hint or session_fix(ep)}")
     _said(result, said)
     off = placement_mod.off_ep(run.placement, mapping.op_nodes, ep.provider)
     if off:
@@ -227,6 +228,26 @@ def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> b
                                    + ", ".join(f"{n} -> {run.placement.get(n, 'unproven')}" for n in off))
     return result.add("ok", f"a {what} session built and ran on {ep.provider} "
                             f"(placement: {run.placement_source})")
+
+
+#: The Vulkan loader's words when a driver's ICD library loads but gives no vkCreateInstance, and
+#: the library NVIDIA's ICD file names for X11 (the loader's ``loader_scanned_icd_add``).
+_ICD_WITHOUT_INSTANCE = "Could not get 'vkCreateInstance' via 'vk_icdGetInstanceProcAddr' for ICD"
+_NVIDIA_GLX_ICD = "libGLX_nvidia.so.0"
+
+
+def vulkan_hint(said: list[str]) -> str | None:
+    """What to do when the Vulkan loader said it could not start NVIDIA's ICD through
+    libGLX_nvidia.so.0 (a WebGPU EP's Dawn, on Linux, then finds no adapter): that library wants
+    an X display; NVIDIA's EGL library is the same driver without one. Seen on a headless H100
+    container (driver 580): with an ICD file naming libEGL_nvidia.so.0 the WebGPU EP found the GPU
+    and ran. None when the loader said nothing of the kind."""
+    if not any(_ICD_WITHOUT_INSTANCE in line and _NVIDIA_GLX_ICD in line for line in said):
+        return None
+    return ("the Vulkan loader could not start NVIDIA's ICD through libGLX_nvidia.so.0, which needs an X display. "
+            "On a headless machine write an ICD file naming NVIDIA's EGL library, e.g. "
+            "'{\"file_format_version\": \"1.0.0\", \"ICD\": {\"library_path\": \"libEGL_nvidia.so.0\", "
+            "\"api_version\": \"1.3.0\"}}', and point VK_DRIVER_FILES at it")
 
 
 def _said(result: Preflight, said: list[str]) -> None:

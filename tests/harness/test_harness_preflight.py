@@ -90,6 +90,30 @@ def test_session_errors_are_explained_by_their_hresult():
     assert preflight.explain("other") == "other"
 
 
+#: What the Vulkan loader printed under the WebGPU EP on a headless NVIDIA H100 container (driver
+#: 580.159.04, onnxruntime-webgpu 1.27.0), before Dawn found no adapter.
+LOADER_SAID = ("Warning: loader_scanned_icd_add: Could not get 'vkCreateInstance' via 'vk_icdGetInstanceProcAddr' "
+               "for ICD libGLX_nvidia.so.0\nWarning: vkCreateInstance: Found no drivers!\n")
+
+
+def test_a_vulkan_icd_that_needs_a_display_is_named_with_the_headless_fix(monkeypatch):
+    import os
+
+    def no_adapter(*args, **kwargs):
+        os.write(2, LOADER_SAID.encode())  # native code's stderr, which the check reads back
+        raise preflight.SessionError("build", "WebGpuExecutionProvider",
+                                     RuntimeError("Failed to get a WebGPU adapter: No supported adapters."))
+
+    monkeypatch.setattr(preflight, "run_on_ep", no_adapter)
+    result = preflight.Preflight()
+    assert preflight.check_session(result, preflight.resolve("cpu"), preflight.SessionSettings()) is False
+    fatal = result.fatal.text
+    assert "No supported adapters" in fatal and "libEGL_nvidia.so.0" in fatal
+    assert "VK_DRIVER_FILES" in fatal and "doctor" not in fatal
+    assert any("vkCreateInstance" in f.text for f in result.findings if f.level == "note")
+    assert preflight.vulkan_hint(["Warning: vkCreateInstance failed with VK_ERROR_INCOMPATIBLE_DRIVER"]) is None
+
+
 def test_the_real_session_check_runs_one_node_on_the_ep():
     result = preflight.check("cpu", {})
     assert result.fatal is None
