@@ -173,3 +173,37 @@ def test_a_fuzzed_max_pool_whose_window_starts_with_nan_is_the_known_cpu_cause(t
     else:
         assert line["outcome"] == "known", line.get("message")
         assert "NaN comes first in a window" in line["expected_outcome"]["reason"]
+
+
+def test_roi_pooling_all_minus_inf_bin_is_lowest_float():
+    """harness/expectations/cpu.json (roi_pooling/*, inputs holding -inf, -inf expected where a
+    number came back): MaxRoiPool starts each non-empty bin from the lowest finite float and folds
+    it with std::max (onnxruntime/core/providers/cpu/nn/roi_pool.cc, RoiPool<float>::Compute), so
+    a bin of only -inf is -FLT_MAX on ORT's CPU EP; the reference's maximum is -inf. A bin that
+    also holds a finite number agrees. Measured by this test on the installed ORT."""
+    desc = roi_pooling_desc(pooled=(1, 2), rois=1, batch=1, channels=1, height=1, width=2)
+    x = np.array([-np.inf, 3], np.float32).reshape(1, 1, 1, 2)
+    tensors = {"InputTensor": x, "ROITensor": np.array([[0, 0, 0, 1, 0]], np.float32).reshape(1, 1, 1, 5)}
+    _, expected, actual = _measure(desc, tensors)
+    np.testing.assert_array_equal(expected["OutputTensor"].ravel(), [-np.inf, 3])
+    np.testing.assert_array_equal(actual["OutputTensor"].ravel(), [np.finfo(np.float32).min, 3])
+
+
+def _replayed(tmp_path, case_id: str) -> dict:
+    """The result line of the fuzzed ``case_id``, redrawn from its id and run on the CPU EP."""
+    from ep_testbed.harness.cli import main
+    from ep_testbed.harness.core.results import read_run
+
+    assert main(["fuzz", "--ep", "cpu", "--replay", case_id, "--shrink", "none", "--jobs", "1",
+                 "--out", str(tmp_path / "r"), "--no-progress"]) in (0, 1)
+    return {line["id"]: line for line in read_run(str(tmp_path / "r"))[1]}[case_id]
+
+
+def test_a_fuzzed_roi_pooling_bin_of_minus_inf_is_the_known_cpu_cause(tmp_path):
+    """A fuzzed MaxRoiPool whose bins hold only -inf (roi_pooling/fuzz-s0-b0-019: -FLT_MAX came
+    back where the reference gives -inf, see test_roi_pooling_all_minus_inf_bin_is_lowest_float),
+    replayed from its id on the installed onnxruntime, is judged by that cpu.json entry."""
+    pytest.importorskip("hypothesis")
+    line = _replayed(tmp_path, "roi_pooling/fuzz-s0-b0-019")
+    assert line["outcome"] == "known", line.get("message")
+    assert "a bin of only -inf returns -FLT_MAX" in line["expected_outcome"]["reason"]
