@@ -41,13 +41,18 @@ from .providers import EpSpec, SessionSettings
 #: name), from ``python benchmarks/bench_throughput.py`` and ``run --jobs J --batch K`` sweeps
 #: (numbers in DESIGN.md, "Throughput"). Every EP not named here gets 1: never measured, so never
 #: assumed. CUDA (H100, onnxruntime-gpu 1.31.1): 32 cases a session ran the catalog 1.3x to 2x
-#: faster than 1 at every worker count, with the same outcomes.
-DEFAULT_BATCH: dict[str, int] = {"CUDAExecutionProvider": 32}
+#: faster than 1 at every worker count, with the same outcomes. WebGPU (Dawn on Vulkan, the
+#: onnxruntime-webgpu 1.27.0 wheel; the onnxruntime-ep-webgpu plugin is the same provider): 32
+#: cases a session ran the catalog 1.4x to 2.2x faster than 1 with 2 and 4 workers, same outcomes.
+DEFAULT_BATCH: dict[str, int] = {"CUDAExecutionProvider": 32, "WebGpuExecutionProvider": 32}
 #: Worker processes by default, per EP as ``DEFAULT_BATCH`` (at most the cores). A GPU EP's
 #: workers share one device and each pays its start (CUDA: a context and cuDNN, about a second):
 #: on the H100 machine (16 cores) the catalog ran at 110 cases/s with 2 workers, 93 with 4,
-#: 65 with 8 and 37 with 16 (32 cases a session). Every EP not named here: one worker a core.
-DEFAULT_JOBS: dict[str, int] = {"CUDAExecutionProvider": 2}
+#: 65 with 8 and 37 with 16 (32 cases a session). WebGPU (each worker starts Dawn, 0.6-1.6 s), on
+#: the H200 machine: 88.5 cases/s with 2 workers, 87.9 with 4, 61.9 with 8 (on the H100 machine 16,
+#: one a core, gave 31.8); 4 runs the catalog's steady part fastest (135 cases/s after the warm-up).
+#: Every EP not named here: one worker a core.
+DEFAULT_JOBS: dict[str, int] = {"CUDAExecutionProvider": 2, "WebGpuExecutionProvider": 4}
 #: Elements (inputs fed and outputs expected, all members together) one packed session may hold:
 #: a larger case runs alone, so packing never multiplies a large case's memory or time.
 PACK_ELEMENTS = 2**20

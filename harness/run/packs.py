@@ -14,7 +14,9 @@ the pack apart:
   one case's pass into another case's failure;
 - ONNX Runtime refused it a CPU fallback: one session of the same pack with fallback allowed
   (``packing.diagnose_packed``) says where every case's nodes went. The cases whose nodes all
-  ran on the EP are settled again together; the others are refused as they would be alone: their
+  ran on the EP are settled again together, a case with a node the diagnosis did not read back
+  at all (and none proven elsewhere) is settled again alone: a missing placement proves no
+  refusal; the cases with a node proven elsewhere are refused as they would be alone: their
   carrier models next (``case_steps.carrier_of``: for an EP that declines an operator node only
   as the one node of a model, or, as the OpenVINO EP does, as a one-node part of a model it takes
   only partly), packed together and settled the same way, and a case whose carrier model is
@@ -271,9 +273,11 @@ def _after_failure(items: list[Item], config: CaseConfig, memory: Memory, carrie
 
 
 def _sort_refused(items: list[Item], config: CaseConfig, memory: Memory, carried: bool, exc: SessionError) -> bool:
-    """After a packed session was refused a CPU fallback: one diagnostic session of the pack; the
-    cases whose nodes all ran on the EP are settled again together, the others are refused
-    (``_refused``). False (nothing done) when the diagnosis failed or sorted nothing out."""
+    """After a packed session was refused a CPU fallback: one diagnostic session of the pack sorts
+    its cases (``_sorted``): those whose nodes all ran on the EP are settled again together, those
+    with a node proven elsewhere are refused (``_refused``), and those the diagnosis could not place
+    either way are settled again one by one (never called refused without proof). False (nothing
+    done) when the diagnosis failed or proved no case refused."""
     start = time.perf_counter()
     diagnoses = packing.diagnose_packed([item.model(carried) for item in items],
                                         [item.prepared.feeds for item in items],  # type: ignore[union-attr]
@@ -281,17 +285,36 @@ def _sort_refused(items: list[Item], config: CaseConfig, memory: Memory, carried
     _share(items, time.perf_counter() - start, None)
     if diagnoses is None:
         return False
-    on = [item for item, d in zip(items, diagnoses) if not placement_mod.off_ep(
-        d.placement, [n.name for n in item.model(carried).graph.node], config.ep.provider)]
-    if len(on) == len(items):  # every node on the EP, yet the strict pack was refused: halve instead
+    on, unproven, refused = _sorted(items, diagnoses, config.ep.provider, carried)
+    if not refused:  # nothing proven elsewhere, yet the strict pack was refused: halve instead
         return False
-    refused = [(item, d) for item, d in zip(items, diagnoses) if item not in on]
     if on:
         settle(on, config, memory, carried)
+    for item in unproven:
+        settle([item], config, memory, carried)
     waiting = [item for item, d in refused if _refused(item, config, carried, exc.cause, d)]
     if waiting:
         settle(waiting, config, memory, carried=True)
     return True
+
+
+def _sorted(items: list[Item], diagnoses: list[Diagnosis], provider: str, carried: bool
+            ) -> tuple[list[Item], list[Item], list[tuple[Item, Diagnosis]]]:
+    """``items`` by their part of a packed diagnosis: every node on ``provider``; no node proven
+    elsewhere but some not read back at all (a profile or assignment that misses a node proves
+    nothing); some node proven on another provider (with its diagnosis)."""
+    on: list[Item] = []
+    unproven: list[Item] = []
+    refused: list[tuple[Item, Diagnosis]] = []
+    for item, diagnosis in zip(items, diagnoses):
+        off = placement_mod.off_ep(diagnosis.placement, [n.name for n in item.model(carried).graph.node], provider)
+        if not off:
+            on.append(item)
+        elif all(name not in diagnosis.placement for name in off):
+            unproven.append(item)
+        else:
+            refused.append((item, diagnosis))
+    return on, unproven, refused
 
 
 def _refused(item: Item, config: CaseConfig, carried: bool, refusal: BaseException, diagnosis: Diagnosis | None
