@@ -464,7 +464,7 @@ def _out_of_bounds(g: GraphBuilder, plan: _Plan, y: str, r: str, bidx: str, attr
     return g.node("Add", [y, outside], role="helper", name="Add_OutOfBoundsValue")[0]
 
 
-# --- what ONNX's mode="max" means ----------------------------------------------------------
+# --- what the model means, as ORT's CPU kernel computes it ---------------------------------
 
 #: The ``diverges`` fields whose meaning the plans built on ``mode="avg"`` compute, each with the
 #: ``PageRule`` that leaves that field's divergence alone: the adaptive count without the page's
