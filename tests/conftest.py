@@ -8,6 +8,11 @@
   (``tests/hostile``), derandomized by default so that CI runs the same inputs every time, draws
   from fresh seeds. ``hostile-long`` is the older name of the same profile.
 
+It gives Ctrl-C back its usual meaning when the suite itself was started with SIGINT ignored
+(a shell's background job, ``cmd &`` without job control, is started that way, and every
+process it starts inherits it, as POSIX says): the tests that press Ctrl-C on a run would
+otherwise see the run ignore it and finish, which is right for the run and wrong for the test.
+
 It also orders the work: the longest test modules first (tests/durations.json, measured; see
 tools/test_durations.py), so that under ``--dist loadscope`` the long modules overlap on the
 test processes instead of one of them ending the run alone.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 from hypothesis import settings
@@ -39,10 +45,12 @@ def _module_seconds() -> dict[str, float]:
 
 
 def pytest_configure(config):
-    """Queue test modules in collection order (``pytest_collection_modifyitems`` puts the longest
+    """Ctrl-C as in a terminal for the runs the tests start (module docstring); queue test modules in collection order (``pytest_collection_modifyitems`` puts the longest
     first) instead of pytest-xdist's default for ``--dist loadscope``, most tests first: that
     one sent the few-test modules that run a whole suite in a venv last, to run alone while
     the other process idled."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 

@@ -1,6 +1,9 @@
 """``--ep dml-wine`` through every front end, on the real DirectML EP in its Wine host: the
 catalog with no unexplained outcome, the run header's identity, a host that dies or hangs
-mid-case, merge against a hardware DirectML run, fuzz, model run, doctor and the pytest plugin.
+mid-case, merge against a hardware DirectML run, fuzz, model run, doctor and the pytest plugin;
+and the catalog sixteen cases a session: the same outcome for every case, fewer sessions, and a
+worker that starts its DirectML host before its first case is timed (one catalog run serves
+both: the default runs one case a session).
 
 Needs `bash tools/dml-wine.sh` (Linux); without it these tests FAIL naming it (dml_wine_kit).
 """
@@ -8,6 +11,7 @@ Needs `bash tools/dml-wine.sh` (Linux); without it these tests FAIL naming it (d
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -19,8 +23,10 @@ from dml_wine_kit import needs_host
 from ep_testbed.harness.cli import main
 from ep_testbed.harness.core.results import NOT_TESTED, PASSING, read_run
 from ep_testbed.harness.eps import gpu
+from ep_testbed.harness.eps.adapters import resolve
 from ep_testbed.harness.eps.dml_wine import host as dml_host
 from ep_testbed.harness.eps.dml_wine.adapter import FAULT_ENV
+from ep_testbed.harness.eps.packing import default_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))  # the simulated DXGI of fake_windows
 from fake_windows import FakeAdapter, FakeDxgi  # noqa: E402
@@ -50,6 +56,54 @@ def catalog(tmp_path_factory):
     started = time.monotonic()
     code = main(["run", "--ep", "dml-wine", "--out", str(out), "--no-progress"])
     return code, out, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def shared(catalog, tmp_path_factory):
+    """The same catalog sixteen cases a session: its case lines by id (the default runs one a
+    session, so ``catalog`` is the unbatched run)."""
+    out = tmp_path_factory.mktemp("catalog-shared") / "run"
+    assert main(["run", "--ep", "dml-wine", "--batch", "16", "--out", str(out), "--no-progress"]) == 0
+    return {line["id"]: line for line in _cases(out)}
+
+
+#: DirectML's and vkd3d's messages name the thread and count exceptions: not part of a verdict.
+RUNNING_NUMBERS = re.compile(r"Exception\(\d+\) tid\([0-9a-f]+\)|vkd3d:[0-9a-f]+:")
+
+
+def test_the_catalog_has_the_same_outcomes_and_lines_batched(catalog, shared):
+    alone = {line["id"]: line for line in _cases(catalog[1])}
+    assert default_batch(resolve("dml-wine")) == 1 and sorted(alone) == sorted(shared)
+    assert {i: l["outcome"] for i, l in shared.items()} == {i: l["outcome"] for i, l in alone.items()}
+    assert max(line["timings"]["shared_by"] for line in shared.values()) > 1
+
+    def steady(line):
+        # Which passing cases keep a case folder (the worst N) depends on the order cases finish in.
+        dropped = ("duration_s", "timings") + (("artifacts",) if line["outcome"] in PASSING else ())
+        return RUNNING_NUMBERS.sub("#", repr({k: v for k, v in line.items() if k not in dropped}))
+
+    assert [i for i in alone if steady(alone[i]) != steady(shared[i])] == []
+
+
+def test_batching_takes_fewer_sessions(catalog, shared):
+    # Each line says how many cases shared its session: alone, one each; sixteen a session, the
+    # passing cases' sessions (the sum of 1/shared_by) are far fewer than the cases (a case that
+    # fails or is refused in a pack is run again alone, so only passes are counted). Counted, not
+    # timed: what fewer sessions buy is measured by benchmarks/bench_throughput.py --ep dml-wine.
+    alone = _cases(catalog[1])
+
+    def sessions(lines):
+        return sum(1 / line["timings"]["shared_by"] for line in lines if line["outcome"] == "pass")
+
+    assert {line["timings"].get("shared_by", 1) for line in alone} == {1}
+    assert sessions(shared.values()) <= sessions(alone) / 2
+
+
+def test_no_case_pays_for_starting_the_directml_host(catalog, host):
+    """Starting a host (Xvfb, Wine, Direct3D 12, DirectML) takes over a second here; every worker
+    does it in its warm-up session, before its first case is sent. A case that paid for it would
+    take at least as long as starting one (``host``, started on this machine under the same load)."""
+    assert max(line["duration_s"] for line in _cases(catalog[1])) < host.start_seconds
 
 
 def test_the_catalog_on_directml_has_no_unexplained_outcome(catalog):

@@ -29,7 +29,10 @@ LOCAL = {"catalog": "local_cases:build_catalog", "mapper": "local_cases:to_onnx"
 
 def run_local(capsys, *argv, **seams):
     """``ep-testbed run <argv>`` in this process on the local cases; (exit code, stdout, stderr)
-    (argparse's refusals exit 2, as from a shell)."""
+    (argparse's refusals exit 2, as from a shell). One worker unless ``argv`` says ``--jobs``: a
+    handful of cases gains nothing from a second, and each costs the suite a process start."""
+    if not any(arg == "--jobs" or arg.startswith("--jobs=") for arg in argv):
+        argv = (*argv, "--jobs", "1")
     try:
         code = run_command(parse_args(["run", *argv]), **{**LOCAL, **seams})
     except SystemExit as exc:
