@@ -90,13 +90,17 @@ class Mapping:
         return list(self.input_flagger(self.desc, tensors, self.opset)) if self.input_flagger else []
 
     def meanings(self, tensors: MappingT[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
-        """``{field: DML outputs}``: for each ``diverges`` field whose ONNX meaning the mapper can
-        compute (ONNX RoiAlign's ``mode="max"``), what the model means for these DML inputs; a
-        case whose expected outputs equal that meaning (within tolerance) cannot show the
-        divergence. ``{}`` when there is none, or it would be too large to compute."""
+        """``{field: DML outputs}``: for each ``diverges`` field of the case (the desc's flags and
+        ``input_flags``) whose ONNX meaning the mapper can compute (ONNX RoiAlign as ORT's CPU
+        kernel computes it), what the model means for these DML inputs; a case whose expected
+        outputs equal that meaning (within tolerance) cannot show the divergence. ``{}`` when
+        there is none, or it would be too large to compute."""
         if self.meaning is None or self.model is None:
             return {}
-        return dict(self.meaning(self.feeds(tensors)) or {})
+        fields = {f.field for f in [*self.flags, *self.input_flags(tensors)] if f.kind == "diverges"}
+        if not fields:
+            return {}
+        return {k: v for k, v in (self.meaning(self.feeds(tensors)) or {}).items() if k in fields}
 
     def with_carrier(self) -> Optional["Mapping"]:
         """A copy in which every graph output an operator node writes directly passes through an

@@ -373,8 +373,20 @@ def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, 
     ys, xs = y.coords(row, n_y), x.coords(row, n_x)
     if value is None:
         value = region_value(p, row, ys.v, xs.v, n_y, n_x).astype(p.dtype)
-    slopes = np.float32 if p.dtype == np.float32 else np.float64
-    return _reduce(p.desc, _samples(p.plane(row), ys, xs, p.desc, ar, n_y * n_x, slopes), n_y, n_x, value)
+    plane = p.plane(row)
+    return _reduce(p.desc, _samples(plane, ys, xs, p.desc, ar, n_y * n_x, _slope_type(p.dtype, plane)), n_y, n_x,
+                   value)
+
+
+def _slope_type(dtype: np.dtype, plane: np.ndarray) -> type:
+    """The type the tap differences (slopes) are taken in: float32 for FLOAT32 taps whose
+    differences cannot overflow it (every finite magnitude under 2**127); float64 for FLOAT16
+    taps, whose differences float32 may round, and for FLOAT32 taps near FLT_MAX, whose
+    difference overflows float32 to an infinite slope that no comparison can use (FP-2)."""
+    if dtype != np.float32:
+        return np.float64
+    finite = np.abs(plane[np.isfinite(plane)])
+    return np.float32 if finite.size == 0 or float(finite.max()) < 2.0**127 else np.float64
 
 
 def _merge(region: _Region, other: _Region) -> None:

@@ -385,7 +385,7 @@ def _build(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.d
     return Mapping(desc=desc, model=g.model(opset), flags=flags, op_nodes=g.op_nodes, helper_nodes=g.helper_nodes,
                    inputs=inputs, output_ports=[Port("OutputTensor", "OutputTensor",
                                                      from_onnx=lambda a: a.astype(x_dtype, copy=False))],
-                   opset=opset, input_flagger=input_flags, meaning=_meaning(plan, attrs, x_dtype, opset))
+                   opset=opset, input_flagger=input_flags, meaning=_meaning(plan, attrs, x_dtype, opset, _cap(d, plan)))
 
 
 def _graph_inputs(g: GraphBuilder, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.dtype
@@ -464,23 +464,75 @@ def _out_of_bounds(g: GraphBuilder, plan: _Plan, y: str, r: str, bidx: str, attr
     return g.node("Add", [y, outside], role="helper", name="Add_OutOfBoundsValue")[0]
 
 
-# --- what ONNX's mode="max" means ----------------------------------------------------------
+# --- what the model means, as ORT's CPU kernel computes it ---------------------------------
 
-def _meaning(plan: _Plan, attrs: dict, x_dtype: np.dtype, opset: int
+#: The ``diverges`` fields whose meaning the plans built on ``mode="avg"`` compute, each with the
+#: ``PageRule`` that leaves that field's divergence alone: the adaptive count without the page's
+#: cap; what ORT does with a degenerate region (no sample for an empty or inverted one, RoiAlign-10's
+#: 1x1 clamp, its float32 ceil); a non-finite ``X[b, c, 0, 0]`` that an outside sample reads.
+DATA_MEANINGS = {
+    "MinimumSamplesPerOutput": dict(one_sample=True, no_clamp=True, outside_zero=True),
+    "MaximumSamplesPerOutput": dict(one_sample=True, no_clamp=True, outside_zero=True),
+    "ROITensor": dict(outside_zero=True, capped=True),
+    "InputTensor[:, :, 0, 0]": dict(one_sample=True, no_clamp=True, capped=True),
+}
+
+
+def _meaning(plan: _Plan, attrs: dict, x_dtype: np.dtype, opset: int, cap: Optional[int]
              ) -> Optional[Callable[[MappingT[str, np.ndarray]], dict]]:
-    """For the ``onnx-max`` plan (the one ``diverges`` flag of a desc whose ONNX meaning can be
-    computed): the function from the model's feeds to ``{"ReductionFunction": {"OutputTensor":
-    ...}}``, the outputs ONNX's node means (``onnx_max_mode``); None for every other plan."""
-    if plan.max_kind != "onnx-max":
-        return None
+    """The function from the model's feeds to ``{field: {"OutputTensor": ...}}``: for the
+    ``onnx-max`` plan, under "ReductionFunction", what the model means as ORT's CPU kernel
+    computes it (``onnx_roi_align``); for every plan built on ``mode="avg"`` (AVERAGE, one-sample
+    MAX, the MaxPool of samples), under each field of ``DATA_MEANINGS``, the model with that
+    field's divergence alone (the page's reading of the others, in float64; ``_composed``).
+    ``cap``: the desc's MaximumSamplesPerOutput when it bounds an adaptive count."""
+    half_pixel = base_input_offset(opset) == 0.5
+
+    def node(x: np.ndarray, feeds: MappingT[str, np.ndarray], rule: Optional[PageRule]) -> Optional[np.ndarray]:
+        return onnx_roi_align(x, feeds["ROITensor"], feeds["BatchIndicesTensor"], attrs, half_pixel, rule=rule)
 
     def meaning(feeds: MappingT[str, np.ndarray]) -> Optional[dict]:
-        """What ONNX's mode="max" gives for these feeds, in the desc's type (None: too large)."""
-        out = onnx_max_mode(feeds["InputTensor"], feeds["ROITensor"], feeds["BatchIndicesTensor"], attrs,
-                            half_pixel=base_input_offset(opset) == 0.5)
-        return None if out is None else {"ReductionFunction": {"OutputTensor": out.astype(x_dtype)}}
+        """What the model gives for these feeds, in the desc's type (None: too large)."""
+        if plan.max_kind == "onnx-max":
+            out = node(feeds["InputTensor"], feeds, None)
+            return None if out is None else {"ReductionFunction": {"OutputTensor": out.astype(x_dtype)}}
+        found = {}
+        for field, options in DATA_MEANINGS.items():
+            options = dict(options)
+            rule = PageRule(cap=cap if options.pop("capped", False) else None, wide=True, **options)
+            out = node(feeds["InputTensor"], feeds, rule)
+            if out is not None:
+                out = _composed(plan, out, lambda: node(feeds["OnesTensor"], feeds, rule))
+            if out is not None:
+                found[field] = {"OutputTensor": out.astype(x_dtype)}
+        return found
 
     return meaning
+
+
+def _cap(d: RoiAlign1Desc, plan: _Plan) -> Optional[int]:
+    """The page's MaximumSamplesPerOutput where it bounds the adaptive count the node takes."""
+    return d.maximum_samples_per_output if plan.n is None and d.maximum_samples_per_output != UINT32_MAX else None
+
+
+def _composed(plan: _Plan, y: np.ndarray, coverage: Callable[[], Optional[np.ndarray]]) -> Optional[np.ndarray]:
+    """The nodes after the RoiAlign node, in ``y``'s type: ``y + (coverage * -v + v)`` for an
+    OutOfBoundsInputValue ``v`` (``_out_of_bounds``), then the n x n max of MAX as the page reads a
+    max (NaN ignored unless every sample is NaN, reference/DECISIONS.md NAN-1: ORT's MaxPool orders
+    NaN its own way, a divergence of its own)."""
+    oob = y.dtype.type(np.float32(plan.oob))
+    with np.errstate(all="ignore"):
+        if plan.oob != 0.0:
+            ones = coverage()
+            if ones is None:
+                return None
+            y = y + (ones * -oob + oob)
+        if plan.max_kind == "pool":
+            r, c, h, w = y.shape
+            n = int(plan.n or 1)
+            blocks = y.reshape(r, c, h // n, n, w // n, n).transpose(0, 1, 2, 4, 3, 5).reshape(r, c, h // n, w // n, -1)
+            y = np.fmax.reduce(blocks, axis=-1)
+    return y
 
 
 def _std_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -508,62 +560,123 @@ def _axis_samples(start: np.float32, size: np.float32, bins: int, grid: int, lim
 
 def onnx_max_mode(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, attrs: dict, half_pixel: bool,
                   limit: Optional[int] = None) -> Optional[np.ndarray]:
-    """ONNX RoiAlign with ``mode="max"`` as ORT's kernels and the ONNX reference compute it
+    """ONNX RoiAlign with ``mode="max"`` as ORT's kernels and the ONNX reference compute it: for
+    each output element, the running ``std::max`` over its samples of ``max(w1*v1, w2*v2, w3*v3,
+    w4*v4)``, the largest *weighted corner term*, where the DML page takes the max of the
+    interpolated samples (``onnx_roi_align`` with ``attrs["mode"]`` taken as "max")."""
+    return onnx_roi_align(x, rois, batch_indices, {**attrs, "mode": "max"}, half_pixel, limit)
+
+
+def onnx_roi_align(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, attrs: dict, half_pixel: bool,
+                   limit: Optional[int] = None, rule: Optional["PageRule"] = None) -> Optional[np.ndarray]:
+    """ONNX RoiAlign as ORT's CPU kernel computes it
     (``onnxruntime/core/providers/cpu/object_detection/roialign.cc``, RoiAlignForward and
-    PreCalcForBilinearInterpolate): for each output element, the running ``std::max`` over its
-    samples of ``max(w1*v1, w2*v2, w3*v3, w4*v4)``, the largest *weighted corner term*, where
-    the DML page takes the max of the interpolated samples. ``attrs``: the node's
-    ``output_height``, ``output_width``, ``sampling_ratio``, ``spatial_scale``; ``half_pixel``:
-    its coordinate transformation (False: output_half_pixel, RoiAlign-10's only one, which raises
-    a region to at least 1x1). In float32 (float16 input is widened, as ORT's CPU EP does); a
-    sample outside ``[-1, size]`` has weights 0 at pixel 0; an empty grid (ceil of a size <= 0)
-    gives 0. None when the samples would exceed ``limit`` elements (default: the reference's
-    element cap)."""
+    PreCalcForBilinearInterpolate). ``attrs``: the node's ``mode`` ("avg" or "max"),
+    ``output_height``, ``output_width``, ``sampling_ratio``, ``spatial_scale``; ``half_pixel``: its
+    coordinate transformation (False: output_half_pixel, RoiAlign-10's only one, which raises a
+    region to at least 1x1). ``sampling_ratio=0`` takes ceil(size / output) samples per axis with no
+    upper bound, computed in float32, and no sample at all (output 0) when that is <= 0. A sample
+    is ``w1*v1 + w2*v2 + w3*v3 + w4*v4``; one outside ``[-1, size]`` has weights 0 at pixel 0, so
+    it adds ``0 * X[b, c, 0, 0]`` (NaN when that pixel is NaN or infinite). "avg" sums the samples
+    in the kernel's order and divides by their count; "max" keeps, per sample, the largest weighted
+    corner term and the running ``std::max`` of those. All in float32 (float16 input is widened,
+    as ORT's CPU EP does). ``rule`` puts back the page's reading of some of these (``PageRule``).
+    None when the samples would exceed ``limit`` elements (default: the reference's element cap)."""
     f32 = np.float32
-    x32 = np.asarray(x).astype(np.float32)
-    _, channels, height, width = x32.shape
+    rule = rule or PageRule()
+    xs_all = np.asarray(x).astype(np.float64 if rule.wide else np.float32)
+    _, channels, height, width = xs_all.shape
     out_h, out_w = int(attrs["output_height"]), int(attrs["output_width"])
     ratio, scale = int(attrs.get("sampling_ratio", 0)), f32(attrs.get("spatial_scale", 1.0))
-    half = half_pixel
+    average = str(attrs.get("mode", "avg")) == "avg"
     table = np.asarray(rois).astype(np.float32).reshape(-1, 4)
-    out = np.zeros((len(table), channels, out_h, out_w), np.float32)
+    out = np.zeros((len(table), channels, out_h, out_w), xs_all.dtype)
     with np.errstate(all="ignore"):
         for r, row in enumerate(table):
-            x1, y1, x2, y2 = (f32(v * scale - f32(0.5 if half else 0.0)) for v in row)
+            x1, y1, x2, y2 = (f32(v * scale - f32(0.5 if half_pixel else 0.0)) for v in row)
             size_h, size_w = f32(y2 - y1), f32(x2 - x1)
-            if not half:
+            if not half_pixel and not rule.no_clamp:
                 size_h, size_w = max(size_h, f32(1)), max(size_w, f32(1))
-            grid_h = ratio if ratio > 0 else int(np.ceil(f32(size_h / f32(out_h))))
-            grid_w = ratio if ratio > 0 else int(np.ceil(f32(size_w / f32(out_w))))
+            grid_h, grid_w = (rule.count(ratio, int(np.ceil(f32(size / f32(o))))) for size, o in
+                              ((size_h, out_h), (size_w, out_w)))
             if grid_h <= 0 or grid_w <= 0:
                 continue
             if channels * out_h * out_w * grid_h * grid_w > (limit or max_elements()) // 8:
                 return None
-            plane = x32[int(batch_indices.reshape(-1)[r])]
-            out[r] = _corner_max(plane, _axis_samples(y1, size_h, out_h, grid_h, height),
-                                 _axis_samples(x1, size_w, out_w, grid_w, width))
+            plane = xs_all[int(batch_indices.reshape(-1)[r])]
+            ys = _axis_samples(y1, size_h, out_h, grid_h, height)
+            xs = _axis_samples(x1, size_w, out_w, grid_w, width)
+            if average:
+                out[r] = _corner_sum(plane, ys, xs, rule.outside_zero) / f32(grid_h * grid_w)
+            else:
+                out[r] = _corner_max(plane, ys, xs)
     return out
+
+
+@dataclass(frozen=True)
+class PageRule:
+    """Which of ORT's RoiAlign readings ``onnx_roi_align`` replaces by the page's, so that a
+    meaning shows one divergence alone (the default replaces none: ORT's kernel as it is).
+    ``cap``: the page's MaximumSamplesPerOutput bounds an adaptive count; ``one_sample``: an
+    empty or inverted region takes one sample (the page's minimum) instead of none; ``no_clamp``:
+    RoiAlign-10's 1x1 clamp is left out; ``outside_zero``: a sample outside the input adds 0 (the
+    mapper's OutOfBoundsInputValue composition then gives the page's value) instead of
+    ``0 * X[b, c, 0, 0]``; ``wide``: values and sums in float64, so that no float32 overflow or
+    rounding is taken for a divergence."""
+
+    cap: Optional[int] = None
+    one_sample: bool = False
+    no_clamp: bool = False
+    outside_zero: bool = False
+    wide: bool = False
+
+    def count(self, ratio: int, adaptive: int) -> int:
+        """Samples per axis: ``ratio`` when fixed, else ``adaptive`` (ONNX's ceil) under the rule."""
+        if ratio > 0:
+            return ratio
+        count = min(adaptive, self.cap) if self.cap is not None else adaptive
+        return max(count, 1) if self.one_sample else count
+
+
+def _corner_terms(plane: np.ndarray, ys: tuple, xs: tuple, iy: int, ix: int,
+                  outside_zero: bool = False) -> list[np.ndarray]:
+    """Sample ``(iy, ix)`` of every bin of one region: its four weighted corner terms
+    ``w1*v1 .. w4*v4``, each ``(C, out_h, out_w)``; a sample outside the input has every weight 0
+    and every position pixel 0, as ORT's PreCalcForBilinearInterpolate sets them (or, with
+    ``outside_zero``, adds 0)."""
+    in_y, y_lo, y_hi, hy, ly = ys
+    in_x, x_lo, x_hi, hx, lx = xs
+    inside = (in_y[:, iy][:, None] & in_x[:, ix][None, :])[None]
+    yl, yh, xl, xh = y_lo[:, iy][:, None], y_hi[:, iy][:, None], x_lo[:, ix][None, :], x_hi[:, ix][None, :]
+    terms = [((hy[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yl, xl]),
+             ((hy[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yl, xh]),
+             ((ly[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yh, xl]),
+             ((ly[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yh, xh])]
+    corner = np.zeros_like(plane[:, :1, :1]) if outside_zero else np.float32(0) * plane[:, :1, :1]
+    return [np.where(inside, t, corner) for t in terms]
 
 
 def _corner_max(plane: np.ndarray, ys: tuple, xs: tuple) -> np.ndarray:
     """One region: ``(C, out_h, out_w)``, the running max over samples (rows of the grid first,
     as ORT loops) of each sample's largest weighted corner term."""
-    in_y, y_lo, y_hi, hy, ly = ys
-    in_x, x_lo, x_hi, hx, lx = xs
     result = None
-    for iy in range(in_y.shape[1]):
-        for ix in range(in_x.shape[1]):
-            inside = (in_y[:, iy][:, None] & in_x[:, ix][None, :])[None]
-            yl, yh, xl, xh = y_lo[:, iy][:, None], y_hi[:, iy][:, None], x_lo[:, ix][None, :], x_hi[:, ix][None, :]
-            terms = [((hy[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yl, xl]),
-                     ((hy[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yl, xh]),
-                     ((ly[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yh, xl]),
-                     ((ly[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yh, xh])]
-            # a sample outside the input: every weight 0, every position pixel 0
-            corner = np.float32(0) * plane[:, :1, :1]
-            terms = [np.where(inside, t, corner) for t in terms]
-            value = _std_max(_std_max(_std_max(terms[0], terms[1]), terms[2]), terms[3])
+    for iy in range(ys[0].shape[1]):
+        for ix in range(xs[0].shape[1]):
+            t = _corner_terms(plane, ys, xs, iy, ix)
+            value = _std_max(_std_max(_std_max(t[0], t[1]), t[2]), t[3])
             result = value if result is None else _std_max(result, value)
+    return result
+
+
+def _corner_sum(plane: np.ndarray, ys: tuple, xs: tuple, outside_zero: bool = False) -> np.ndarray:
+    """One region: ``(C, out_h, out_w)``, the running sum over samples (rows of the grid first, as
+    ORT loops) of ``((w1*v1 + w2*v2) + w3*v3) + w4*v4``, in the plane's type."""
+    result = None
+    for iy in range(ys[0].shape[1]):
+        for ix in range(xs[0].shape[1]):
+            t = _corner_terms(plane, ys, xs, iy, ix, outside_zero)
+            value = ((t[0] + t[1]) + t[2]) + t[3]
+            result = value if result is None else result + value
     return result
 
 
@@ -583,18 +696,20 @@ def input_flags(desc: AnyRoiAlign, tensors: MappingT[str, np.ndarray], opset: Op
 
 
 def _non_finite_flags(d: RoiAlign1Desc, x: np.ndarray) -> list[Flag]:
-    if d.reduction_function == "AVERAGE":
-        if np.isfinite(x[:, :, 0, 0]).all():
-            return []
-        return [Flag("InputTensor[:, :, 0, 0]", "NaN/Inf", "diverges",
-                     "ORT's out-of-range samples add 0 * X[b, c, 0, 0] (roialign.cc), which is NaN when that element "
-                     "is NaN or Inf; the page reads OutOfBoundsInputValue")]
-    if np.isfinite(x).all():
-        return []
+    """A non-finite ``X[b, c, 0, 0]`` under any reduction (every ORT RoiAlign node the mapper
+    builds, "avg" or "max", gives a sample outside the input weights 0 at pixel 0); for MAX, any
+    non-finite input (the max kernels order NaN their own way)."""
+    flags = []
+    if not np.isfinite(x[:, :, 0, 0]).all():
+        flags.append(Flag("InputTensor[:, :, 0, 0]", "NaN/Inf", "diverges",
+                          "ORT's out-of-range samples add 0 * X[b, c, 0, 0] (roialign.cc), which is NaN when that "
+                          "element is NaN or Inf; the page reads OutOfBoundsInputValue"))
+    if d.reduction_function == "AVERAGE" or np.isfinite(x).all():
+        return flags
     # Infinities order like numbers in every max; in ROI align's interpolation 0 * Inf is NaN
-    return [Flag("InputTensor", "NaN" if not np.isinf(x).any() else "NaN/Inf", "diverges",
-                 "the input holds NaN: the reference ignores NaN in every max; ORT's max kernels let a NaN win or "
-                 "lose depending on where it is scanned, so outputs may differ")]
+    return flags + [Flag("InputTensor", "NaN" if not np.isinf(x).any() else "NaN/Inf", "diverges",
+                         "the input holds NaN: the reference ignores NaN in every max; ORT's max kernels let a NaN "
+                         "win or lose depending on where it is scanned, so outputs may differ")]
 
 
 def _adaptive_flags(d: RoiAlign1Desc, rois: np.ndarray) -> list[Flag]:

@@ -173,3 +173,151 @@ def test_a_fuzzed_max_pool_whose_window_starts_with_nan_is_the_known_cpu_cause(t
     else:
         assert line["outcome"] == "known", line.get("message")
         assert "NaN comes first in a window" in line["expected_outcome"]["reason"]
+
+
+def test_roi_pooling_all_minus_inf_bin_is_lowest_float():
+    """harness/expectations/cpu.json (roi_pooling/*, inputs holding -inf, -inf expected where a
+    number came back): MaxRoiPool starts each non-empty bin from the lowest finite float and folds
+    it with std::max (onnxruntime/core/providers/cpu/nn/roi_pool.cc, RoiPool<float>::Compute), so
+    a bin of only -inf is -FLT_MAX on ORT's CPU EP; the reference's maximum is -inf. A bin that
+    also holds a finite number agrees. Measured by this test on the installed ORT."""
+    desc = roi_pooling_desc(pooled=(1, 2), rois=1, batch=1, channels=1, height=1, width=2)
+    x = np.array([-np.inf, 3], np.float32).reshape(1, 1, 1, 2)
+    tensors = {"InputTensor": x, "ROITensor": np.array([[0, 0, 0, 1, 0]], np.float32).reshape(1, 1, 1, 5)}
+    _, expected, actual = _measure(desc, tensors)
+    np.testing.assert_array_equal(expected["OutputTensor"].ravel(), [-np.inf, 3])
+    np.testing.assert_array_equal(actual["OutputTensor"].ravel(), [np.finfo(np.float32).min, 3])
+
+
+def _replayed(tmp_path, case_id: str) -> dict:
+    """The result line of the fuzzed ``case_id``, redrawn from its id and run on the CPU EP."""
+    from ep_testbed.harness.cli import main
+    from ep_testbed.harness.core.results import read_run
+
+    assert main(["fuzz", "--ep", "cpu", "--replay", case_id, "--shrink", "none", "--jobs", "1",
+                 "--out", str(tmp_path / "r"), "--no-progress"]) in (0, 1)
+    return {line["id"]: line for line in read_run(str(tmp_path / "r"))[1]}[case_id]
+
+
+def test_a_fuzzed_roi_pooling_bin_of_minus_inf_is_the_known_cpu_cause(tmp_path):
+    """A fuzzed MaxRoiPool whose bins hold only -inf (roi_pooling/fuzz-s0-b0-019: -FLT_MAX came
+    back where the reference gives -inf, see test_roi_pooling_all_minus_inf_bin_is_lowest_float),
+    replayed from its id on the installed onnxruntime, is judged by that cpu.json entry."""
+    pytest.importorskip("hypothesis")
+    line = _replayed(tmp_path, "roi_pooling/fuzz-s0-b0-019")
+    assert line["outcome"] == "known", line.get("message")
+    assert "a bin of only -inf returns -FLT_MAX" in line["expected_outcome"]["reason"]
+
+
+def test_roi_align_float32_sum_overflows_in_ort():
+    """harness/expectations/cpu.json (roi_align*, inputs of magnitude 2**120 or more): ORT's CPU
+    RoiAlign sums its samples in float32 (RoiAlignForward,
+    onnxruntime/core/providers/cpu/object_detection/roialign.cc), so two samples of FLT_MAX / 2 and
+    two of 0.75 * FLT_MAX overflow the running sum where their mean, 0.625 * FLT_MAX, is finite:
+    the reference gives that mean, ORT's CPU EP +inf. Measured by this test on the installed ORT."""
+    big = np.float32(2.0**127)
+    desc = roi_align_desc(True, samples=(2, 2), sx=1.0, sy=1.0, batch=1, channels=1, height=1, width=4, rois=1,
+                          out=(1, 1))
+    x = np.array([big, big, big * np.float32(1.5), big * np.float32(1.5)], np.float32).reshape(1, 1, 1, 4)
+    tensors = {"InputTensor": x, "ROITensor": np.array([[0, 0, 4, 1]], np.float32),
+               "BatchIndicesTensor": np.zeros(1, np.uint32)}
+    _, expected, actual = _measure(desc, tensors)
+    assert expected["OutputTensor"].item() == np.float32(2.0**127 * 1.25)
+    assert actual["OutputTensor"].item() == np.inf
+
+
+def test_max_pool_of_nan_and_minus_inf_samples_in_ort():
+    """harness/expectations/cpu.json (roi_align*, MAX as a MaxPool of samples, inputs holding NaN
+    or an infinity): ORT's CPU MaxPool without Indices (onnxruntime/core/providers/cpu/nn/pool.cc)
+    gives -FLT_MAX for a float32 3x3 window of only NaN and for one of only -inf, where the
+    reference's max (reference/DECISIONS.md NAN-1, MP-8) gives NaN and -inf; a 2x2 window keeps
+    NaN and -inf. Measured by this test on the installed ORT, through the mapper's MAX composition
+    of ROI_ALIGN1 (n x n samples, then an n x n MaxPool)."""
+    for n, lowest in ((3, True), (2, False)):
+        desc = roi_align_desc(True, reduction="MAX", samples=(n, n), sx=1.0, sy=1.0, batch=1, channels=2, height=2,
+                              width=2, rois=1, out=(1, 1))
+        x = np.stack([np.full((2, 2), np.nan, np.float32), np.full((2, 2), -np.inf, np.float32)]).reshape(1, 2, 2, 2)
+        tensors = {"InputTensor": x, "ROITensor": np.array([[0.5, 0.5, 1.5, 1.5]], np.float32),
+                   "BatchIndicesTensor": np.zeros(1, np.uint32)}
+        mapping, expected, actual = _measure(desc, tensors)
+        assert [node.op_type for node in mapping.model.graph.node] == ["RoiAlign", "MaxPool"]
+        want = expected["OutputTensor"].ravel()
+        assert np.isnan(want[0]) and want[1] == -np.inf
+        got = actual["OutputTensor"].ravel()
+        if lowest:
+            assert got.tolist() == [np.finfo(np.float32).min] * 2, got
+        else:
+            assert np.isnan(got[0]) and got[1] == -np.inf, got
+
+
+@pytest.mark.parametrize("case_id, cause, since", [
+    ("roi_align/fuzz-s0-b0-067", "A capped adaptive sample count", None),
+    ("roi_align/fuzz-s0-b0-074", "computes a degenerate region its own way", None),
+    ("roi_align1/fuzz-s1-b0-056", "gives a sample outside [-1, size] weights 0 at pixel 0", None),
+    ("roi_align1/fuzz-s0-b0-023", "maps to a RoiAlign of every sample and a MaxPool", ">=1.29"),
+    ("roi_align1/fuzz-s3-b0-018", "maps to a RoiAlign of every sample and a MaxPool", ">=1.29"),
+    ("roi_align1/fuzz-s1-b0-017", "computes in float32", None),
+])
+def test_a_fuzzed_roi_align_case_is_its_known_cpu_cause(tmp_path, case_id, cause, since):
+    """Each fuzzed ROI align failure the CPU EP's expectations explain (harness/expectations/
+    cpu.json, roi_align*), replayed from its id on the installed onnxruntime, is judged by the
+    entry of its cause, not failed and not by another entry: the sample cap, a degenerate
+    region, 0 * X[b, c, 0, 0], ORT's MaxPool of NaN samples, float32 overflow."""
+    pytest.importorskip("hypothesis")
+    import onnxruntime
+
+    from ep_testbed.harness.core.expectations import in_range
+
+    if since and not in_range(onnxruntime.__version__, since):
+        pytest.skip(f"the entry holds for onnxruntime {since}")
+    line = _replayed(tmp_path, case_id)
+    assert line["outcome"] == "known", line.get("message")
+    assert cause in line["expected_outcome"]["reason"]
+
+
+def test_a_fuzzed_case_near_flt_max_passes_within_the_fp32_bound(tmp_path):
+    """roi_align1/fuzz-s0-b0-004: ORT's CPU EP reads 3.8e31 from taps near FLT_MAX where the page
+    samples exactly on a cell edge (reference/DECISIONS.md FP-2; tests/reference/test_bounds.py::
+    test_slopes_near_flt_max_keep_a_finite_bound); the fp32 bound takes it, so the case passes."""
+    pytest.importorskip("hypothesis")
+    line = _replayed(tmp_path, "roi_align1/fuzz-s0-b0-004")
+    assert line["outcome"] == "pass", line.get("message")
+
+
+def test_each_meaning_shows_its_own_divergence_alone():
+    """``Mapping.meanings`` gives each data ``diverges`` flag the model with that divergence alone
+    (graphs/ops/roi_align.py, DATA_MEANINGS): on large regions under a capped adaptive count the
+    cap's meaning is what ORT's CPU EP returns and differs from the reference; on an empty region
+    (with no cap to reach) the region's meaning is ORT's 0 and the cap's is the reference's."""
+    desc = roi_align_desc(True, samples=(1, 4), sx=1.0, sy=1.0, height=24, width=24, out=(2, 2))
+    tensors = Case(id="div/cap", op=desc.TYPE, desc=desc, seed=0, recipe="whole-image").inputs()
+    mapping, expected, actual = _measure(desc, tensors)
+    meant = mapping.meanings(tensors)
+    assert set(meant) == {"MinimumSamplesPerOutput", "MaximumSamplesPerOutput"}
+    capped = meant["MaximumSamplesPerOutput"]["OutputTensor"]
+    assert max_abs_error(capped, actual["OutputTensor"]) < 1e-4 < max_abs_error(capped, expected["OutputTensor"])
+
+    desc = roi_align_desc(True, samples=(1, 4), sx=1.0, sy=1.0, batch=1, channels=1, height=5, width=5, rois=1,
+                          out=(2, 2), bi_type="UINT64")
+    tensors = {"InputTensor": (np.arange(25, dtype=np.float32) + 1).reshape(1, 1, 5, 5),
+               "ROITensor": np.array([[2, 2, 2, 2]], np.float32), "BatchIndicesTensor": np.zeros(1, np.uint64)}
+    mapping, expected, actual = _measure(desc, tensors)
+    meant = mapping.meanings(tensors)
+    np.testing.assert_array_equal(meant["ROITensor"]["OutputTensor"], actual["OutputTensor"])
+    np.testing.assert_array_equal(actual["OutputTensor"], 0.0)
+    np.testing.assert_array_equal(meant["MaximumSamplesPerOutput"]["OutputTensor"], expected["OutputTensor"])
+
+
+def test_a_non_finite_first_pixel_is_flagged_under_max_too():
+    """Every RoiAlign node the mapper builds gives a sample outside the input 0 * X[b, c, 0, 0]
+    (roialign.cc), whatever the reduction: MAX, reached through mode="avg" samples, is flagged
+    as AVERAGE is, and ORT's CPU EP returns NaN where the page reads OutOfBoundsInputValue."""
+    desc = roi_align_desc(True, reduction="MAX", samples=(1, 1), sx=1.0, sy=1.0, batch=1, channels=1, height=3,
+                          width=3, rois=1, out=(1, 1))
+    x = np.zeros((1, 1, 3, 3), np.float32)
+    x[0, 0, 0, 0] = np.inf
+    tensors = {"InputTensor": x, "ROITensor": np.array([[10, 10, 11, 11]], np.float32),
+               "BatchIndicesTensor": np.zeros(1, np.uint32)}
+    mapping, expected, actual = _measure(desc, tensors)
+    assert "InputTensor[:, :, 0, 0]" in [f.field for f in mapping.input_flags(tensors) if f.kind == "diverges"]
+    assert expected["OutputTensor"].item() == 0 and np.isnan(actual["OutputTensor"].item())

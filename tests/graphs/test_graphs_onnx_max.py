@@ -1,7 +1,8 @@
-"""``graphs.ops.roi_align.onnx_max_mode`` computes what ONNX RoiAlign's ``mode="max"`` means, as
-ORT's CPU kernel computes it: checked against that kernel, run live, bit for bit (NaN equal to
-NaN), on random inputs with both coordinate transformations, every sampling ratio, regions
-inside, outside, inverted and under one pixel, and NaN/inf at the pixel an outside sample reads."""
+"""``graphs.ops.roi_align.onnx_max_mode`` and ``onnx_roi_align`` compute what ONNX RoiAlign's
+``mode="max"`` and ``mode="avg"`` mean, as ORT's CPU kernel computes them: checked against that
+kernel, run live, bit for bit (NaN equal to NaN), on random inputs with both coordinate
+transformations, every sampling ratio, regions inside, outside, inverted, empty and under one
+pixel, and NaN/inf at the pixel an outside sample reads."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from ep_testbed.graphs.ops.roi_align import onnx_max_mode
+from ep_testbed.graphs.ops.roi_align import onnx_max_mode, onnx_roi_align
 
 
 def _ort(x, rois, batch_indices, attrs, opset):
@@ -38,6 +39,8 @@ def _draw(rng):
     rois = rng.uniform(-4, 12, size=(r, 4)).astype(np.float32)
     if rng.random() < 0.8:  # mostly regions of positive size, some inverted
         rois[:, 2:] = rois[:, :2] + rng.uniform(0, 6, size=(r, 2)).astype(np.float32)
+    if rng.random() < 0.2:  # an empty region: no sample under an adaptive count in half_pixel mode
+        rois[0, 2:] = rois[0, :2]
     attrs = dict(mode="max", output_height=int(rng.integers(1, 4)), output_width=int(rng.integers(1, 4)),
                  sampling_ratio=int(rng.choice([0, 0, 1, 2, 3])), spatial_scale=float(rng.choice([1, 0.5, 0.25, 1.7])))
     return x, rois, rng.integers(0, n, size=r).astype(np.int64), attrs
@@ -74,3 +77,24 @@ def test_onnx_max_mode_refuses_what_the_caps_forbid():
     attrs = dict(output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0)
     assert onnx_max_mode(x, np.array([[0, 0, 1e6, 1e6]], np.float32), np.zeros(1, np.int64), attrs, True,
                          limit=10**6) is None
+
+
+@pytest.mark.parametrize("half_pixel", [True, False])
+def test_onnx_roi_align_avg_is_what_orts_cpu_kernel_computes(half_pixel):
+    """mode="avg": the adaptive count without a cap, no sample (0) for an empty region in
+    half_pixel mode, the 1x1 clamp of output_half_pixel, 0 * X[b, c, 0, 0] for a sample outside."""
+    rng = np.random.default_rng(17 if half_pixel else 18)
+    compared = empty = 0
+    for _ in range(150):
+        x, rois, batch_indices, attrs = _draw(rng)
+        attrs["mode"] = "avg"
+        if half_pixel:
+            attrs["coordinate_transformation_mode"] = "half_pixel"
+        try:
+            got = _ort(x, rois, batch_indices, attrs, 16 if half_pixel else 10)
+        except Exception:  # ORT >= 1.3x refuses a negative sample grid (an inverted half_pixel region)
+            continue
+        assert np.array_equal(onnx_roi_align(x, rois, batch_indices, attrs, half_pixel), got, equal_nan=True), attrs
+        compared += 1
+        empty += bool(half_pixel and attrs["sampling_ratio"] == 0 and (rois[:, 2:] == rois[:, :2]).any())
+    assert compared >= 120 and (empty >= 3 or not half_pixel), (compared, empty)

@@ -444,3 +444,24 @@ def test_float16_nearest_index_two_pixels_over_is_in_the_range():
     assert low.item() == kernel.item() and high.item() == np.float16((42 + 456) / 4)
     assert not outside(expected, kernel).any()
     assert any("nearest index of sample X" in k.decision for k in expected.knife_edges)
+
+
+def test_slopes_near_flt_max_keep_a_finite_bound():
+    """Taps 2**127 and -FLT_MAX side by side differ by more than FLT_MAX: taken in float32 the
+    slope is infinite and the element is left without a bound. A sample the page puts exactly on
+    the row below them (y = 4, within float32 rounding of that cell edge) is 0; ORT's CPU EP,
+    which computes the coordinate in another float32 order, lands just above it and reads a
+    sliver of those taps (a fuzzed case, shrunk). Taken in float64 the slope stays finite and
+    ORT's result lies within the fp32 bound."""
+    x = np.zeros((1, 1, 6, 16), np.float32)
+    x[0, 0, 3, 4], x[0, 0, 3, 5] = 2.0**127, np.finfo(np.float32).min
+    rois = np.array([[0, 2.75, 8.875, 6.25]], np.float32)
+    desc = roi_align1(x.shape, rois.shape, (3, 1), samples=(1, 1))
+    expected = execute_with_bounds(desc, tensors(x, rois))
+    bound = expected.bounds["OutputTensor"].ravel()
+    assert expected.outputs["OutputTensor"].ravel()[1] == 0
+    assert np.isfinite(bound).all() and bound[1] > 0
+    ort = ort_oracle.roi_align(x, rois - np.float32(0.5), np.zeros(1), output_height=3, output_width=1,
+                               sampling_ratio=1, spatial_scale=1.0, opset=10)
+    assert ort.ravel()[1] != 0
+    assert not outside(expected, ort).any()
