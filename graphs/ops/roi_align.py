@@ -670,14 +670,34 @@ def _corner_max(plane: np.ndarray, ys: tuple, xs: tuple) -> np.ndarray:
 
 def _corner_sum(plane: np.ndarray, ys: tuple, xs: tuple, outside_zero: bool = False) -> np.ndarray:
     """One region: ``(C, out_h, out_w)``, the running sum over samples (rows of the grid first, as
-    ORT loops) of ``((w1*v1 + w2*v2) + w3*v3) + w4*v4``, in the plane's type."""
+    ORT loops) of ``((w1*v1 + w2*v2) + w3*v3) + w4*v4``, in the plane's type. One row of samples
+    at a time: ``np.add.accumulate`` adds along its axis strictly in order (never pairwise), so
+    the sum is the kernel's sample by sample, bit for bit."""
     result = None
     for iy in range(ys[0].shape[1]):
-        for ix in range(xs[0].shape[1]):
-            t = _corner_terms(plane, ys, xs, iy, ix, outside_zero)
-            value = ((t[0] + t[1]) + t[2]) + t[3]
-            result = value if result is None else result + value
+        t = _row_terms(plane, ys, xs, iy, outside_zero)
+        row = ((t[0] + t[1]) + t[2]) + t[3]  # (C, out_h, out_w, grid_w)
+        if result is not None:
+            row = np.concatenate([result[..., None], row], axis=-1)
+        result = np.add.accumulate(row, axis=-1)[..., -1]
     return result
+
+
+def _row_terms(plane: np.ndarray, ys: tuple, xs: tuple, iy: int, outside_zero: bool = False) -> list[np.ndarray]:
+    """``_corner_terms`` of samples ``(iy, 0..grid_w-1)`` at once: each ``(C, out_h, out_w, grid_w)``."""
+    in_y, y_lo, y_hi, hy, ly = ys
+    in_x, x_lo, x_hi, hx, lx = xs
+    inside = (in_y[:, iy][:, None, None] & in_x[None, :, :])[None]
+    yl, yh = y_lo[:, iy][:, None, None], y_hi[:, iy][:, None, None]
+    xl, xh = x_lo[None, :, :], x_hi[None, :, :]
+    wy_h, wy_l = hy[:, iy][:, None, None], ly[:, iy][:, None, None]
+    terms = [((wy_h * hx[None, :, :])[None] * plane[:, yl, xl]),
+             ((wy_h * lx[None, :, :])[None] * plane[:, yl, xh]),
+             ((wy_l * hx[None, :, :])[None] * plane[:, yh, xl]),
+             ((wy_l * lx[None, :, :])[None] * plane[:, yh, xh])]
+    pixel = plane[:, :1, :1][..., None]
+    corner = np.zeros_like(pixel) if outside_zero else np.float32(0) * pixel
+    return [np.where(inside, t, corner) for t in terms]
 
 
 # --- per-case input flags ------------------------------------------------------------------
