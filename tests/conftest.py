@@ -8,6 +8,14 @@
   (``tests/hostile``), derandomized by default so that CI runs the same inputs every time, draws
   from fresh seeds. ``hostile-long`` is the older name of the same profile.
 
+It lets Python keep bytecode caches even where ``PYTHONDONTWRITEBYTECODE`` is set (as on the
+machines this suite was first run on): the suite starts some 500 Python processes (test
+processes, run workers, command lines, nested pytest runs), and without caches each compiles the
+project, and pytest rewrites Hypothesis' 74 modules, again. Measured on a 2-core machine: a
+worker's start 0.43 -> 0.36 s of CPU, ``import ep_testbed.harness.cli`` 0.55 -> 0.38 s, a nested
+pytest collection 1.44 -> 0.92 s. The caches go where Python and pytest always put them
+(``__pycache__``, ignored by git).
+
 It gives Ctrl-C back its usual meaning when the suite itself was started with SIGINT ignored
 (a shell's background job, ``cmd &`` without job control, is started that way, and every
 process it starts inherits it, as POSIX says): the tests that press Ctrl-C on a run would
@@ -23,10 +31,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 from hypothesis import settings
 from hypothesis_profiles import LONG_FACTOR, PROFILE_ENV
+
+# Before any test process or subprocess starts: they inherit the environment (module docstring).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 settings.register_profile("default", deadline=None, print_blob=True)
 settings.register_profile("long", deadline=None, print_blob=True, max_examples=100 * LONG_FACTOR)
