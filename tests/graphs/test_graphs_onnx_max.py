@@ -46,20 +46,31 @@ def _draw(rng):
     return x, rois, rng.integers(0, n, size=r).astype(np.int64), attrs
 
 
-@pytest.mark.parametrize("half_pixel", [True, False])
-def test_onnx_max_mode_is_what_orts_cpu_kernel_computes(half_pixel):
-    rng = np.random.default_rng(7 if half_pixel else 8)
-    compared = 0
+def _against_the_kernel(seed: int, mode: str, half_pixel: bool) -> tuple[int, int]:
+    """150 random draws computed by ``onnx_roi_align`` and by ORT's CPU kernel, each asserted
+    equal bit for bit (NaN equal to NaN); (draws compared, draws with an empty region under an
+    adaptive count in half_pixel mode)."""
+    rng = np.random.default_rng(seed)
+    compared = empty = 0
     for _ in range(150):
         x, rois, batch_indices, attrs = _draw(rng)
+        attrs["mode"] = mode
         if half_pixel:
             attrs["coordinate_transformation_mode"] = "half_pixel"
         try:
             got = _ort(x, rois, batch_indices, attrs, 16 if half_pixel else 10)
         except Exception:  # ORT >= 1.3x refuses a negative sample grid (an inverted half_pixel region)
             continue
-        assert np.array_equal(onnx_max_mode(x, rois, batch_indices, attrs, half_pixel), got, equal_nan=True), attrs
+        ours = (onnx_max_mode if mode == "max" else onnx_roi_align)(x, rois, batch_indices, attrs, half_pixel)
+        assert np.array_equal(ours, got, equal_nan=True), attrs
         compared += 1
+        empty += bool(half_pixel and attrs["sampling_ratio"] == 0 and (rois[:, 2:] == rois[:, :2]).any())
+    return compared, empty
+
+
+@pytest.mark.parametrize("half_pixel", [True, False])
+def test_onnx_max_mode_is_what_orts_cpu_kernel_computes(half_pixel):
+    compared, _ = _against_the_kernel(7 if half_pixel else 8, "max", half_pixel)
     assert compared >= 120
 
 
@@ -83,18 +94,5 @@ def test_onnx_max_mode_refuses_what_the_caps_forbid():
 def test_onnx_roi_align_avg_is_what_orts_cpu_kernel_computes(half_pixel):
     """mode="avg": the adaptive count without a cap, no sample (0) for an empty region in
     half_pixel mode, the 1x1 clamp of output_half_pixel, 0 * X[b, c, 0, 0] for a sample outside."""
-    rng = np.random.default_rng(17 if half_pixel else 18)
-    compared = empty = 0
-    for _ in range(150):
-        x, rois, batch_indices, attrs = _draw(rng)
-        attrs["mode"] = "avg"
-        if half_pixel:
-            attrs["coordinate_transformation_mode"] = "half_pixel"
-        try:
-            got = _ort(x, rois, batch_indices, attrs, 16 if half_pixel else 10)
-        except Exception:  # ORT >= 1.3x refuses a negative sample grid (an inverted half_pixel region)
-            continue
-        assert np.array_equal(onnx_roi_align(x, rois, batch_indices, attrs, half_pixel), got, equal_nan=True), attrs
-        compared += 1
-        empty += bool(half_pixel and attrs["sampling_ratio"] == 0 and (rois[:, 2:] == rois[:, :2]).any())
+    compared, empty = _against_the_kernel(17 if half_pixel else 18, "avg", half_pixel)
     assert compared >= 120 and (empty >= 3 or not half_pixel), (compared, empty)
