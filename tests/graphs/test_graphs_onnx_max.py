@@ -46,14 +46,17 @@ def _draw(rng):
     return x, rois, rng.integers(0, n, size=r).astype(np.int64), attrs
 
 
-def _against_the_kernel(seed: int, mode: str, half_pixel: bool) -> tuple[int, int]:
+def _against_the_kernel(seed: int, mode: str, half_pixel: bool, rounded: bool = False) -> tuple[int, int]:
     """150 random draws computed by ``onnx_roi_align`` and by ORT's CPU kernel, each asserted
     equal bit for bit (NaN equal to NaN); (draws compared, draws with an empty region under an
-    adaptive count in half_pixel mode)."""
+    adaptive count in half_pixel mode). ``rounded``: values whose sums round in float32, so the
+    order of the additions shows in the last bit."""
     rng = np.random.default_rng(seed)
     compared = empty = 0
     for _ in range(150):
         x, rois, batch_indices, attrs = _draw(rng)
+        if rounded:
+            x = np.where(np.isfinite(x), rng.standard_normal(x.shape) * 3, x).astype(np.float32)
         attrs["mode"] = mode
         if half_pixel:
             attrs["coordinate_transformation_mode"] = "half_pixel"
@@ -96,3 +99,9 @@ def test_onnx_roi_align_avg_is_what_orts_cpu_kernel_computes(half_pixel):
     half_pixel mode, the 1x1 clamp of output_half_pixel, 0 * X[b, c, 0, 0] for a sample outside."""
     compared, empty = _against_the_kernel(17 if half_pixel else 18, "avg", half_pixel)
     assert compared >= 120 and (empty >= 3 or not half_pixel), (compared, empty)
+
+
+@pytest.mark.parametrize("half_pixel", [True, False])
+def test_onnx_roi_align_avg_adds_its_samples_in_the_kernels_order(half_pixel):
+    compared, _ = _against_the_kernel(27 if half_pixel else 28, "avg", half_pixel, rounded=True)
+    assert compared >= 120
