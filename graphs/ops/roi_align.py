@@ -78,6 +78,7 @@ from ep_testbed.graphs.flags import Flag
 from ep_testbed.graphs.mapping import Mapping, Port
 from ep_testbed.reference.checks import max_elements
 from ep_testbed.reference.descs import TensorDesc
+from ep_testbed.reference.nan_rules import nan_ignoring_max
 from ep_testbed.reference.roi_align import (
     AnyRoiAlign,
     RoiAlign1Desc,
@@ -531,7 +532,7 @@ def _composed(plan: _Plan, y: np.ndarray, coverage: Callable[[], Optional[np.nda
             r, c, h, w = y.shape
             n = int(plan.n or 1)
             blocks = y.reshape(r, c, h // n, n, w // n, n).transpose(0, 1, 2, 4, 3, 5).reshape(r, c, h // n, w // n, -1)
-            y = np.fmax.reduce(blocks, axis=-1)
+            y = nan_ignoring_max(blocks, axis=-1)
     return y
 
 
@@ -638,33 +639,15 @@ class PageRule:
         return max(count, 1) if self.one_sample else count
 
 
-def _corner_terms(plane: np.ndarray, ys: tuple, xs: tuple, iy: int, ix: int,
-                  outside_zero: bool = False) -> list[np.ndarray]:
-    """Sample ``(iy, ix)`` of every bin of one region: its four weighted corner terms
-    ``w1*v1 .. w4*v4``, each ``(C, out_h, out_w)``; a sample outside the input has every weight 0
-    and every position pixel 0, as ORT's PreCalcForBilinearInterpolate sets them (or, with
-    ``outside_zero``, adds 0)."""
-    in_y, y_lo, y_hi, hy, ly = ys
-    in_x, x_lo, x_hi, hx, lx = xs
-    inside = (in_y[:, iy][:, None] & in_x[:, ix][None, :])[None]
-    yl, yh, xl, xh = y_lo[:, iy][:, None], y_hi[:, iy][:, None], x_lo[:, ix][None, :], x_hi[:, ix][None, :]
-    terms = [((hy[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yl, xl]),
-             ((hy[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yl, xh]),
-             ((ly[:, iy][:, None] * hx[:, ix][None, :])[None] * plane[:, yh, xl]),
-             ((ly[:, iy][:, None] * lx[:, ix][None, :])[None] * plane[:, yh, xh])]
-    corner = np.zeros_like(plane[:, :1, :1]) if outside_zero else np.float32(0) * plane[:, :1, :1]
-    return [np.where(inside, t, corner) for t in terms]
-
-
 def _corner_max(plane: np.ndarray, ys: tuple, xs: tuple) -> np.ndarray:
     """One region: ``(C, out_h, out_w)``, the running max over samples (rows of the grid first,
     as ORT loops) of each sample's largest weighted corner term."""
     result = None
     for iy in range(ys[0].shape[1]):
-        for ix in range(xs[0].shape[1]):
-            t = _corner_terms(plane, ys, xs, iy, ix)
-            value = _std_max(_std_max(_std_max(t[0], t[1]), t[2]), t[3])
-            result = value if result is None else _std_max(result, value)
+        t = _row_terms(plane, ys, xs, iy)
+        row = _std_max(_std_max(_std_max(t[0], t[1]), t[2]), t[3])  # (C, out_h, out_w, grid_w)
+        for ix in range(row.shape[-1]):
+            result = row[..., ix] if result is None else _std_max(result, row[..., ix])
     return result
 
 
@@ -684,7 +667,10 @@ def _corner_sum(plane: np.ndarray, ys: tuple, xs: tuple, outside_zero: bool = Fa
 
 
 def _row_terms(plane: np.ndarray, ys: tuple, xs: tuple, iy: int, outside_zero: bool = False) -> list[np.ndarray]:
-    """``_corner_terms`` of samples ``(iy, 0..grid_w-1)`` at once: each ``(C, out_h, out_w, grid_w)``."""
+    """Samples ``(iy, 0..grid_w-1)`` of every bin of one region: their four weighted corner terms
+    ``w1*v1 .. w4*v4``, each ``(C, out_h, out_w, grid_w)``; a sample outside the input has every
+    weight 0 and every position pixel 0, as ORT's PreCalcForBilinearInterpolate sets them (or,
+    with ``outside_zero``, adds 0)."""
     in_y, y_lo, y_hi, hy, ly = ys
     in_x, x_lo, x_hi, hx, lx = xs
     inside = (in_y[:, iy][:, None, None] & in_x[None, :, :])[None]
