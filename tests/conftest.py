@@ -57,14 +57,6 @@ def _module_seconds() -> dict[str, float]:
     return {k: float(v) for k, v in seconds.items() if isinstance(v, (int, float))} if isinstance(seconds, dict) else {}
 
 
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: one test process more than the cores. Many tests wait on something that is
-    not a core (a hang until its timeout, a fuzz budget, Wine starting, a nested run's workers),
-    so with one process a core a core idles through each wait; one more keeps the cores busy.
-    Measured on a 2-core machine: the README's test command 255.5 s with 2, 248.7 s with 3."""
-    return (os.cpu_count() or 1) + 1
-
-
 def pytest_configure(config):
     """Ctrl-C as in a terminal for the runs the tests start (module docstring); queue test modules in collection order (``pytest_collection_modifyitems`` puts the longest
     first) instead of pytest-xdist's default for ``--dist loadscope``, most tests first: that
