@@ -36,7 +36,7 @@ from ep_testbed.harness.eps import preflight
 from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
 from ep_testbed.harness.run.pool import DeviceLostError, WorkerStartError
-from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases
+from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases, start_workers
 from ep_testbed.harness.run.selection import parse_shard, select, shard
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 from ep_testbed.reference.precision import precision_model
@@ -188,6 +188,17 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
     if not cases:
         print("ep-testbed: no selected case fits this machine's memory", file=sys.stderr)
         return exit_codes.NO_CASES
+    options.pool = start_workers(config, options, len(cases))  # they start their EP during the preflight
+    try:
+        return _preflight_and_run(args, settings, cases, config, options)
+    finally:  # the run stops them itself; a run refused before it starts must stop them too
+        if options.pool is not None:
+            options.pool.close()
+
+
+def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: list[Any], config: CaseConfig,
+                       options: RunOptions) -> int:
+    """``_run_command`` from the preflight on: its notes, the run, the report; the exit code."""
     ready = preflight.check(args.ep, settings.ep.options, config.session, library=getattr(args, "ep_library", None),
                             device=getattr(args, "ep_device", None))
     for finding in ready.findings:  # what ONNX Runtime said of the EP's options, one clean line each
@@ -195,6 +206,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
             print(f"ep-testbed: note: {safe_message(finding.text)}", file=sys.stderr)
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
+    jobs = options.jobs
     options.announce = lambda todo, selected: print(
         f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
         + f" on {settings.ep.provider} ({jobs} workers"

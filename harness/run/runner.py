@@ -77,6 +77,9 @@ class RunOptions:
     #: None: no re-check.
     also_on: EpSpec | None = None
     also_on_expectations: Expectations | None = None
+    #: Workers already starting for this run (``start_workers``); ``run_cases`` runs on them and
+    #: stops them whatever happens. None: ``run_cases`` starts its own.
+    pool: WorkerPool | None = None
 
 
 @dataclass
@@ -114,29 +117,49 @@ def run_cases(cases: Iterable[Any], config: CaseConfig, options: RunOptions,
     Raises ``RunError`` when another run holds the folder, when it already holds results and
     neither ``resume`` nor ``overwrite`` is set, or when the run to resume differs in an option
     of ``RESUME_MUST_MATCH`` or has no single readable header. Ctrl-C ends the run with an
-    ``end`` line that says ``"interrupted": true`` (``RunResult.interrupted``).
+    ``end`` line that says ``"interrupted": true`` (``RunResult.interrupted``). The workers of
+    ``options.pool`` are stopped on return, as are those it starts itself.
     """
     try:
-        folder = claim(options.out_dir, options.command)
-    except FolderBusy as exc:
-        raise RunError(str(exc)) from None
-    with folder:
-        result = _run_claimed(list(cases), config, options, expectations or Expectations())
+        try:
+            folder = claim(options.out_dir, options.command)
+        except FolderBusy as exc:
+            raise RunError(str(exc)) from None
+        with folder:
+            result = _run_claimed(list(cases), config, options, expectations or Expectations())
+    finally:
+        if options.pool is not None:
+            options.pool.close()
     if folder.note:
         result.notes.insert(0, folder.note)
     return result
 
 
+def start_workers(config: CaseConfig, options: RunOptions, case_count: int) -> WorkerPool | None:
+    """The workers of a run of ``case_count`` cases, started now and not waited for: each starts
+    its EP (the warm-up session) while the caller does what must come first (a preflight, the
+    catalog's references). Give the pool to ``run_cases`` as ``options.pool``, or ``close()`` it.
+    None when the run is in this process (``jobs=0``) or has no case."""
+    if not options.jobs or not case_count:
+        return None
+    pool = WorkerPool(_in_folder(config, options), min(options.jobs, case_count), options.timeout,
+                      env=options.env, extra_paths=options.extra_paths, batch=options.batch)
+    pool.start()
+    return pool
+
+
+def _in_folder(config: CaseConfig, options: RunOptions) -> CaseConfig:
+    """``config`` with the run folder its workers write case folders into."""
+    return replace(config, run_dir=os.path.abspath(options.out_dir))
+
+
 def _run_claimed(cases: list[Any], config: CaseConfig, options: RunOptions,
                  expectations: Expectations) -> RunResult:
-    """``run_cases``' work once the folder is this process's. The workers start first, so that
-    they start their EP while the run header is read (the installed wheels, the device)."""
-    config = replace(config, run_dir=os.path.abspath(options.out_dir))
-    pool = None
-    if options.jobs and cases:
-        pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
-                          extra_paths=options.extra_paths, batch=options.batch)
-        pool.start()
+    """``run_cases``' work once the folder is this process's. The workers start first (unless
+    already started: ``options.pool``), so that they start their EP while the run header is read
+    (the installed wheels, the device)."""
+    config = _in_folder(config, options)
+    pool = options.pool or start_workers(config, options, len(cases))
     try:
         return _run_started(cases, config, options, expectations, pool)
     finally:

@@ -134,15 +134,30 @@ def test_doctor_without_the_ep_exits_2_with_one_line_naming_the_fix():
 
 
 def test_run_stops_before_any_case_when_the_preflight_fails(tmp_path, capsys, monkeypatch):
+    """The workers start their EP while the preflight runs (a CUDA or Dawn device start is most of
+    a short run's time); a refused preflight stops them: no case runs and no worker is left."""
+    from ep_testbed.harness.cli import run as run_cli
+
+    pools, procs = [], []
+
+    def starting(*args, **kwargs):
+        pools.append(start_workers(*args, **kwargs))
+        return pools[-1]
+
     def fatal(name, options, settings, **plugin):
+        procs.extend(worker.proc for worker in pools[0]._workers)
+        assert procs, "no worker was starting during the preflight"
         result = preflight.Preflight()
         result.add("fatal", "device_id=7 is out of range (simulated). Fix: pass --ep-option device_id=N")
         return result
 
+    start_workers = run_cli.start_workers
+    monkeypatch.setattr(run_cli, "start_workers", starting)
     monkeypatch.setattr(preflight, "check", fatal)
     out = tmp_path / "run"
-    code = run_command(parse_args(["run", "--out", str(out), "--no-progress"]), catalog="local_cases:build_catalog",
-                       mapper="local_cases:to_onnx", worker_paths=(HERE,))
+    code = run_command(parse_args(["run", "--out", str(out), "--no-progress", "--jobs", "2"]),
+                       catalog="local_cases:build_catalog", mapper="local_cases:to_onnx", worker_paths=(HERE,))
     err = capsys.readouterr().err
     assert code == 2 and "preflight: device_id=7 is out of range (simulated)" in err
     assert not (out / "results.jsonl").exists()
+    assert len(procs) == 2 and all(proc.poll() is not None for proc in procs), "a worker outlived the refusal"
