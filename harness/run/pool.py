@@ -225,12 +225,20 @@ class WorkerPool:
         """Stop every worker. The pool can be used again (new workers start on demand).
 
         Idle workers are asked to leave (their stdin closes, so they exit and clean up after
-        themselves); one that has not left within a couple of seconds is killed."""
+        themselves), all at once: an EP's teardown (a device, a DirectML host) takes each the same
+        time, so they wait for it together; one that has not left within a couple of seconds of
+        the first ask is killed."""
+        leaving = [w for w in self._workers if w.proc.poll() is None and not w.dead]
+        for worker in leaving:
+            try:
+                worker.proc.stdin.close()
+            except Exception:  # already gone: killed below
+                pass
+        deadline = time.monotonic() + 2
         for worker in list(self._workers):
-            if worker.proc.poll() is None and not worker.dead:
+            if worker in leaving:
                 try:
-                    worker.proc.stdin.close()
-                    worker.proc.wait(timeout=2)
+                    worker.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
                 except Exception:  # busy, hung or already gone: killed below
                     pass
             self._kill(worker)

@@ -88,7 +88,7 @@ class RunResult:
     lines: list[dict[str, Any]]
     counts: dict[str, int]
     interrupted: bool
-    elapsed_s: float
+    elapsed_s: float  # from the run's start to its last line; the workers' teardown after it is not in it
     ran: int          # cases run now (not resumed)
     notes: list[str] = field(default_factory=list)  # what the run repaired or removed (printed)
 
@@ -213,6 +213,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
         except DeviceLostError as exc:  # the run stops; its file ends, and --resume continues it
             lost = exc
         finally:
+            elapsed = time.monotonic() - start  # the cases' time: the workers' teardown below is none of it
             results.close()  # the workers stop here, whatever ended the loop (not when the generator is collected)
             if recheck is not None:
                 recheck.close()
@@ -221,11 +222,11 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
             if header_on_disk:
                 stopped = {} if lost is None else {"device_lost": {"losses": lost.losses, "last": lost.last}}
                 writer.write(end_record(counts, interrupted or len(lines) < len(cases),
-                                        ran=len(lines) - len(done), elapsed_s=round(time.monotonic() - start, 3),
+                                        ran=len(lines) - len(done), elapsed_s=round(elapsed, 3),
                                         **stopped, **_warm_up(pool, start)))
     if lost is not None:
         raise lost
-    return RunResult(header, lines, counts, interrupted, time.monotonic() - start, len(lines) - len(done), notes)
+    return RunResult(header, lines, counts, interrupted, elapsed, len(lines) - len(done), notes)
 
 
 @contextlib.contextmanager
