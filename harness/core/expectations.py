@@ -90,7 +90,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .installed import ort_version as installed_ort_version
 from .results import OUTCOMES, PASSING
@@ -208,16 +208,23 @@ class Expectation:
                 predicted: list[Mapping[str, Any]] | None = None) -> bool:
         """Whether the entry applies: id glob, tags, and (when it names any) flags and predictions;
         an entry that names flags or predictions never matches without them."""
+        return self.has_flags_of(flags) and self.matches_case(case_id, tags, predicted)
+
+    def matches_case(self, case_id: str, tags: Mapping[str, str] | None = None,
+                     predicted: list[Mapping[str, Any]] | None = None) -> bool:
+        """``matches`` but for the flags, which are known only once the case is mapped."""
         if not fnmatch.fnmatchcase(case_id, self.id):
             return False
         tags = tags or {}
         if not all(str(tags.get(k)) == v for k, v in self.tags):
             return False
-        if self.flags and (flags is None or not _all_found(self.flags, flags)):
-            return False
         if self.predicted and (predicted is None or not _all_found(self.predicted, predicted)):
             return False
         return True
+
+    def has_flags_of(self, flags: list[Mapping[str, Any]] | None) -> bool:
+        """Whether a case mapped with ``flags`` (a result line's) holds every flag the entry names."""
+        return not self.flags or (flags is not None and _all_found(self.flags, flags))
 
     def to_json(self) -> dict[str, Any]:
         """What a result line records as its ``expected_outcome``."""
@@ -281,16 +288,9 @@ class Expectations:
         applies; when entries match but none can show, the case is judged like any other and the
         message says which known divergence these inputs cannot trigger."""
         flags = list(line.get("flags") or [])
-        predicted = self.predictions(case)
-        quiet = []
-        chosen = None
-        for entry in self.entries:
-            if entry.matches(case.id, getattr(case, "tags", None), flags, predicted):
-                if entry.shows(line):
-                    chosen = entry
-                    break
-                if entry.came_near(line):
-                    quiet.append(entry)
+        matched = [entry for entry in self.candidates(case) if entry.has_flags_of(flags)]
+        chosen = settling(matched, line)
+        quiet = [entry for entry in matched[:matched.index(chosen) if chosen else None] if entry.came_near(line)]
         line["expected_outcome"] = chosen.to_json() if chosen else None
         line["outcome"] = apply(line["outcome"], chosen)
         if line["outcome"] == "emulation-gap" and chosen is not None and chosen.emulated_device:
@@ -304,6 +304,13 @@ class Expectations:
                                f"these inputs ({first.shows_text()} does not hold), so the case is judged like any "
                                f"other: {first.reason[:160]}")
 
+    def candidates(self, case: Any) -> tuple[Expectation, ...]:
+        """The entries that may apply to ``case`` once it is mapped and run, in file order: those
+        whose id, tags and predictions match it (``Expectation.matches_case``). A worker given
+        them knows from a raw line alone whether ``settle`` will explain it (``settling``)."""
+        tags, predicted = getattr(case, "tags", None), self.predictions(case)
+        return tuple(entry for entry in self.entries if entry.matches_case(case.id, tags, predicted))
+
     def predictions(self, case: Any) -> list | None:
         """The predictor's answer for ``case`` (None without a predictor or predicted entries)."""
         if self.predictor is None or not any(e.predicted for e in self.entries):
@@ -316,6 +323,14 @@ class Expectations:
     def __len__(self) -> int:
         """The number of active entries."""
         return len(self.entries)
+
+
+def settling(candidates: Sequence[Expectation], line: Mapping[str, Any]) -> Expectation | None:
+    """The entry ``Expectations.settle`` applies to the raw ``line`` of a case whose candidates
+    (``Expectations.candidates``) these are: the first that the line's flags match and whose cause
+    can show on it; None when none does."""
+    flags = list(line.get("flags") or [])
+    return next((entry for entry in candidates if entry.has_flags_of(flags) and entry.shows(line)), None)
 
 
 def apply(outcome: str, expectation: Expectation | None) -> str:

@@ -265,8 +265,8 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     chunk_size = max(CHUNK, 2 * options.batch * jobs)
 
     def policy_for(case: Any) -> ArtifactPolicy:
-        """A case folder for every case an expectation names, as ``run`` keeps them."""
-        return ArtifactPolicy(force=expectations.match_case(case) is not None)
+        """A case folder for every case an expectation explains, as ``run`` keeps them."""
+        return ArtifactPolicy(expected=expectations.candidates(case))
 
     status = _Status(options.progress, options.budget_s)
     batches = _batches(options)

@@ -185,7 +185,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
     def policy_for(case: Any) -> ArtifactPolicy:
         """Keep the folder of a case with an expectation, a failure, or a pass among the worst N."""
         threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
-        return ArtifactPolicy(force=expectations.match_case(case) is not None, threshold=threshold)
+        return ArtifactPolicy(threshold=threshold, expected=expectations.candidates(case))
 
     by_id = {case.id: case for case in todo}
     recheck = None if options.also_on is None else Recheck(

@@ -56,6 +56,16 @@ def test_the_catalog_gives_the_same_lines_batched_and_unbatched_on_the_cpu_ep(ca
     assert differing == [], differing[:5]
 
 
+def test_only_failures_and_what_an_expectation_explains_get_a_case_folder(catalog):
+    """With no passing case kept (``keep_worst=0``), a folder is written for a failure or a case an
+    expectation settles, never for a pass that a broad entry (say ``roi_align*``) merely names."""
+    for lines in catalog:
+        foldered = {case_id for case_id, line in lines.items() if line["artifacts"]}
+        wanted = {case_id for case_id, line in lines.items()
+                  if line["outcome"] in ("fail", "error", "known", "fixed", "emulation-gap")}
+        assert wanted and foldered == wanted, sorted(foldered ^ wanted)[:5]
+
+
 def test_batched_cases_really_shared_sessions(catalog):
     alone, shared = catalog
     assert {line["timings"]["shared_by"] for line in alone.values()} == {1}

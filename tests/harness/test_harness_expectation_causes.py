@@ -217,3 +217,31 @@ def test_a_cause_the_case_came_nowhere_near_adds_no_note():
     near["input_extremes"] = ["-inf"]
     entries.settle(_Case(), near)
     assert near["outcome"] == "fail" and "cannot show on these inputs" in near["message"]
+
+
+def test_a_worker_writes_a_case_folder_for_what_an_expectation_will_explain_and_not_for_what_it_only_names():
+    """The main process settles expectations; the worker writes the folder, with the EP's outputs,
+    only where the settled outcome will be known, fixed or an emulation gap. An entry that names a
+    case (its id and tags) but whose cause cannot show on the line explains nothing, and a broad
+    entry would otherwise give every case it names a folder."""
+    from ep_testbed.harness.run.case_steps import ArtifactPolicy, wants_artifacts
+
+    refused = exp.Expectation(id="roi_align*", outcome=("not-on-ep",), reason="no kernel", link="x", strict=False)
+    flagged = exp.Expectation(id="roi_align*", outcome=("fail",), reason="a field", link="x",
+                              shows_flags=((("field", "output_width"),),), strict=False)
+    strict = exp.Expectation(id="max_pooling2/*", outcome=("fail",), reason="ties", link="x", strict=True)
+    loose = exp.Expectation(id="max_pooling2/*", outcome=("fail",), reason="ties", link="x", strict=False)
+
+    def line(outcome, flags=()):
+        return {"id": "roi_align/x", "outcome": outcome, "flags": list(flags), "input_extremes": []}
+
+    def writes(entries, raw):
+        return wants_artifacts(raw, ArtifactPolicy(expected=tuple(entries)))
+
+    assert writes([refused], line("not-on-ep"))  # known: its folder goes into the bug report
+    assert not writes([refused], line("pass"))  # named, not explained: no folder
+    assert not writes([flagged], line("crash"))  # the flag its cause needs is not on the line
+    assert writes([flagged, refused], line("not-on-ep"))  # the first entry that can show decides
+    assert writes([strict], line("pass"))  # fixed: the folder goes into the fix
+    assert not writes([loose], line("pass"))
+    assert not writes([], line("not-on-ep")) and writes([], line("fail"))  # failures always
