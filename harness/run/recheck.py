@@ -19,8 +19,10 @@ file and the shared causes that apply to it). The label never changes an outcome
 
 from __future__ import annotations
 
+import queue
+import threading
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.signature import signature
@@ -47,7 +49,10 @@ def only_label(provider: str) -> str:
 
 class Recheck:
     """Re-checks failing cases on ``other`` with the run's settings (no case folders, the
-    expectations of ``other``); one worker, started at the first failure, kept to the end."""
+    expectations of ``other``): one worker, started at the first failure and kept to the end,
+    driven by a thread of its own, so that the run's workers get their next cases meanwhile.
+    ``submit`` a line, take it back labelled from ``finished``; ``close`` hands back the lines
+    whose re-check never finished, unlabelled."""
 
     def __init__(self, config: CaseConfig, other: EpSpec, timeout: float, expectations: Expectations,
                  env: dict[str, str] | None = None, extra_paths: Iterable[str] = ()):
@@ -57,11 +62,69 @@ class Recheck:
         self.timeout, self.expectations = timeout, expectations
         self.env, self.extra_paths = env, tuple(extra_paths)
         self._pool: WorkerPool | None = None
+        self._todo: queue.Queue = queue.Queue()
+        self._done: queue.Queue = queue.Queue()
+        self._waiting: dict[str, dict[str, Any]] = {}  # submitted and not yet in _done, by case id
+        self._lock = threading.Lock()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def wants(line: dict[str, Any]) -> bool:
+        """Whether ``line``'s raw outcome is one re-checked (``RECHECKED``)."""
+        return line.get("outcome") in RECHECKED
+
+    def submit(self, case: Any, line: dict[str, Any]) -> None:
+        """Re-check ``case``, whose raw ``line`` failed, in the background."""
+        with self._lock:
+            self._waiting[line["id"]] = line
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="recheck", daemon=True)
+            self._thread.start()
+        self._todo.put((case, line))
+
+    def finished(self, wait: bool = False) -> Iterator[dict[str, Any]]:
+        """The submitted lines whose re-check is done, labelled: those done now, or with ``wait``
+        every one submitted (waiting for each)."""
+        while True:
+            with self._lock:
+                if not self._waiting and self._done.empty():
+                    return
+            try:
+                yield self._done.get(block=wait, timeout=1.0 if wait else None)
+            except queue.Empty:
+                if not wait:
+                    return
+
+    def _serve(self) -> None:
+        """The thread: label each submitted line in turn, until ``close``."""
+        while True:
+            item = self._todo.get()
+            if item is None:
+                return
+            case, line = item
+            if self._closing:
+                return
+            try:
+                labelled = self._labelled(case, line)
+            except Exception as exc:  # the run goes on: the line stays as it was, saying why
+                labelled = dict(line, message=f"{line.get('message') or ''}; Note: re-checking on "
+                                              f"{self.config.ep.provider} failed: {type(exc).__name__}: {exc}")
+            with self._lock:
+                if self._closing or self._waiting.pop(line["id"], None) is None:
+                    return  # closed meanwhile: the line went back unlabelled
+                self._done.put(labelled)
+
+    def _labelled(self, case: Any, line: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``line`` labelled (``label``)."""
+        labelled = dict(line)
+        self.label(case, labelled)
+        return labelled
 
     def label(self, case: Any, line: dict[str, Any]) -> None:
         """Set ``line``'s ``scope`` and ``also_on`` (module docstring) when its raw outcome is
-        one re-checked; leave them None otherwise."""
-        if line.get("outcome") not in RECHECKED:
+        one re-checked, running the case on ``other`` in this thread; leave them None otherwise."""
+        if not self.wants(line):
             return
         if self._pool is None:
             self._pool = WorkerPool(self.config, 1, self.timeout, env=self.env, extra_paths=self.extra_paths)
@@ -78,11 +141,23 @@ class Recheck:
             "expected_outcome": other.get("expected_outcome"),
             "message": str(raw.get("message") or "")[:MESSAGE_CHARS]}
 
-    def close(self) -> None:
-        """Stop the worker (idempotent)."""
+    def close(self) -> list[dict[str, Any]]:
+        """Stop the thread and the worker (idempotent); the lines labelled and not yet taken, then
+        those whose re-check did not finish, as they were submitted (unlabelled: ``scope`` None)."""
+        with self._lock:
+            self._closing = True
+            unlabelled = list(self._waiting.values())
+            self._waiting.clear()
+        self._todo.put(None)
         if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+            self._pool.close()  # a case the thread waits on ends now (its answer is dropped)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._pool, self._thread = None, None
+        labelled = []
+        while not self._done.empty():
+            labelled.append(self._done.get())
+        return labelled + unlabelled
 
 
 def _same_cause(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:

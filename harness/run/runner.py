@@ -195,17 +195,30 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
     header_on_disk = not fresh
     lost: DeviceLostError | None = None
     with ResultsWriter(options.out_dir) as writer:
+
+        def record(line: dict[str, Any]) -> None:
+            """Settle a line (its expectation, its case folder), write it, count it."""
+            _settle(line, by_id[line["id"]], config, expectations)
+            _keep_worst(worst, line, options.keep_worst)
+            writer.write(line)
+            lines.append(line)
+            progress.update(line)
+
         try:  # a Ctrl-C once the header is on disk ends the file with an end line
             if fresh:
                 with interrupts_held():  # the header is written whole before a Ctrl-C lands
                     writer.write(header)
                     header_on_disk = True
             for line in results:
-                _settle(line, by_id[line["id"]], config, expectations, recheck)
-                _keep_worst(worst, line, options.keep_worst)
-                writer.write(line)
-                lines.append(line)
-                progress.update(line)
+                if recheck is not None and recheck.wants(line):
+                    _died_artifacts(line, by_id[line["id"]], config)  # also the mapper's flags, which a label reads
+                    recheck.submit(by_id[line["id"]], line)
+                else:
+                    record(line)
+                for labelled in recheck.finished() if recheck is not None else ():
+                    record(labelled)
+            for labelled in recheck.finished(wait=True) if recheck is not None else ():
+                record(labelled)
         except KeyboardInterrupt:
             if not header_on_disk:  # nothing written: nothing to end
                 raise
@@ -215,8 +228,8 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
         finally:
             elapsed = time.monotonic() - start  # the cases' time: the workers' teardown below is none of it
             results.close()  # the workers stop here, whatever ended the loop (not when the generator is collected)
-            if recheck is not None:
-                recheck.close()
+            if recheck is not None:  # a line whose re-check never finished is kept, unlabelled
+                _record_all(recheck.close(), record, header_on_disk)
             progress.close()
             counts = count_outcomes(lines)
             if header_on_disk:
@@ -346,18 +359,32 @@ _WORKER_DIED = ("crash", "timeout")
 _FROM_EXPECTATION = ("known", "fixed")
 
 
-def _settle(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations,
-            recheck: Recheck | None = None) -> None:
-    """Label a raw failure shared or only on this EP (``recheck``), apply the case's expectation
-    to its raw ``line`` (``expected_outcome``, ``known``/``fixed``) and write the case folder the
-    worker could not (it died) or was not asked to write."""
-    if line["outcome"] in _WORKER_DIED:
-        _offline_artifacts(case, config, line)  # also fills in the mapper's flags
-    if recheck is not None:
-        recheck.label(case, line)
+def _settle(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations) -> None:
+    """Apply the case's expectation to its raw ``line`` (``expected_outcome``, ``known``/``fixed``)
+    and write the case folder the worker could not (it died) or was not asked to write."""
+    _died_artifacts(line, case, config)
     expectations.settle(case, line)
     if line["artifacts"] is None and line["outcome"] in _FROM_EXPECTATION:
         _offline_artifacts(case, config, line)
+
+
+def _died_artifacts(line: dict[str, Any], case: Any, config: CaseConfig) -> None:
+    """The case folder of a case whose worker died (crash, timeout), built here once; it also
+    fills in the mapper's flags."""
+    if line["outcome"] in _WORKER_DIED and line["artifacts"] is None:
+        _offline_artifacts(case, config, line)
+
+
+def _record_all(lines: list[dict[str, Any]], record: Callable[[dict[str, Any]], None], header_on_disk: bool) -> None:
+    """``record`` each of ``lines`` once the run has ended some way; a disk that refuses them
+    leaves them to ``--resume`` (they are not written, so they run again)."""
+    if not header_on_disk:
+        return
+    try:
+        for line in lines:
+            record(line)
+    except OSError:
+        pass
 
 
 def _keep_worst(worst: list[float], line: dict[str, Any], keep: int) -> None:

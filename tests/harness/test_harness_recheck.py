@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import replace
 
 import pytest
@@ -55,6 +56,28 @@ def test_a_passing_case_is_not_rechecked():
     recheck = Recheck(PLANTED, CPU, 60, Expectations(), extra_paths=[HERE])
     recheck.label(PLAIN, line)
     assert recheck._pool is None and line["scope"] is None and line["also_on"] is None
+
+
+def test_a_recheck_runs_beside_the_run_and_one_that_never_ends_gives_its_line_back_unlabelled():
+    """The run goes on while a failure is re-checked: ``submit`` returns at once and ``finished``
+    does not wait. Closed before its re-check ends (here the second EP hangs on the case), the line
+    comes back as it was submitted, so the run writes it rather than lose it, and no worker stays."""
+    from ep_testbed.harness.run.worker import FAULT_ENV
+
+    line = run_case(BROKEN, PLANTED, mapper=tf32_rois)
+    hanging = dict(os.environ, **{FAULT_ENV: f"hang={BROKEN.id}"})
+    recheck = Recheck(PLANTED, CPU, 600, Expectations(), env=hanging, extra_paths=[HERE])
+    recheck.submit(BROKEN, line)
+    assert list(recheck.finished()) == []  # nothing waited for: the case hangs there until the close
+    assert recheck._thread is not None and recheck._thread.is_alive()
+    deadline = time.monotonic() + 120
+    while not (recheck._pool and recheck._pool._workers) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the second EP's worker exists (it then hangs on the case)
+    procs = [worker.proc for worker in recheck._pool._workers]
+    back = recheck.close()
+    assert back == [line] and back[0]["scope"] is None and back[0]["also_on"] is None
+    assert procs and all(proc.poll() is not None for proc in procs)
+    assert list(recheck.finished(wait=True)) == []  # nothing left to wait for
 
 
 def test_a_run_records_the_labels_and_every_report_carries_them(tmp_path):
