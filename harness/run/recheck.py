@@ -35,6 +35,8 @@ from .pool import WorkerPool
 RECHECKED = ("fail", "crash", "timeout")
 #: Characters of the second EP's message kept in ``also_on``.
 MESSAGE_CHARS = 300
+#: Failures re-checked together at most: those waiting when the worker is free go as one batch.
+BATCH = 16
 
 
 def shared_label(provider: str) -> str:
@@ -49,8 +51,9 @@ def only_label(provider: str) -> str:
 
 class Recheck:
     """Re-checks failing cases on ``other`` with the run's settings (no case folders, the
-    expectations of ``other``): one worker, started at the first failure and kept to the end,
-    driven by a thread of its own, so that the run's workers get their next cases meanwhile.
+    expectations of ``other``): one worker, started with the run (``start``) or at the first
+    failure, kept to the end and driven by a thread of its own, so that the run's workers get
+    their next cases meanwhile; the failures waiting when it is free go to it as one batch.
     ``submit`` a line, take it back labelled from ``finished``; ``close`` hands back the lines
     whose re-check never finished, unlabelled."""
 
@@ -96,39 +99,57 @@ class Recheck:
                 if not wait:
                     return
 
-    def _serve(self) -> None:
-        """The thread: label each submitted line in turn, until ``close``."""
-        while True:
-            item = self._todo.get()
-            if item is None:
-                return
-            case, line = item
-            if self._closing:
-                return
-            try:
-                labelled = self._labelled(case, line)
-            except Exception as exc:  # the run goes on: the line stays as it was, saying why
-                labelled = dict(line, message=f"{line.get('message') or ''}; Note: re-checking on "
-                                              f"{self.config.ep.provider} failed: {type(exc).__name__}: {exc}")
-            with self._lock:
-                if self._closing or self._waiting.pop(line["id"], None) is None:
-                    return  # closed meanwhile: the line went back unlabelled
-                self._done.put(labelled)
+    def start(self) -> None:
+        """Start the second EP's worker now, without waiting for it: it starts its EP while the
+        run's first cases run, so no failure waits for that."""
+        self._worker_pool().start()
 
-    def _labelled(self, case: Any, line: dict[str, Any]) -> dict[str, Any]:
-        """A copy of ``line`` labelled (``label``)."""
-        labelled = dict(line)
-        self.label(case, labelled)
+    def _worker_pool(self) -> WorkerPool:
+        """The pool of the second EP's worker (made once)."""
+        if self._pool is None:
+            self._pool = WorkerPool(self.config, 1, self.timeout, env=self.env, extra_paths=self.extra_paths,
+                                    batch=BATCH)
+        return self._pool
+
+    def _serve(self) -> None:
+        """The thread: label the submitted lines, those waiting together, until ``close``."""
+        while True:
+            items = [self._todo.get()]
+            while len(items) < BATCH and not self._todo.empty():
+                items.append(self._todo.get_nowait())
+            if self._closing or any(item is None for item in items):
+                return  # the lines not labelled go back unlabelled from close()
+            try:
+                labelled = self._labelled(items)
+            except Exception as exc:  # the run goes on: the lines stay as they were, saying why
+                labelled = [dict(line, message=f"{line.get('message') or ''}; Note: re-checking on "
+                                               f"{self.config.ep.provider} failed: {type(exc).__name__}: {exc}")
+                            for _, line in items]
+            with self._lock:
+                if self._closing:
+                    return  # closed meanwhile: the lines went back unlabelled
+                for line in labelled:
+                    if self._waiting.pop(line["id"], None) is not None:
+                        self._done.put(line)
+
+    def _labelled(self, items: list[tuple[Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Copies of the ``(case, line)`` items' lines, labelled from one batch on the second EP."""
+        submitted = {case.id: (case, line) for case, line in items}
+        labelled = []
+        for other in self._worker_pool().run([case for case, _ in items], keep_workers=True):
+            case, line = submitted[other["id"]]
+            labelled.append(dict(line))
+            self._apply(case, labelled[-1], other)
         return labelled
 
     def label(self, case: Any, line: dict[str, Any]) -> None:
         """Set ``line``'s ``scope`` and ``also_on`` (module docstring) when its raw outcome is
-        one re-checked, running the case on ``other`` in this thread; leave them None otherwise."""
-        if not self.wants(line):
-            return
-        if self._pool is None:
-            self._pool = WorkerPool(self.config, 1, self.timeout, env=self.env, extra_paths=self.extra_paths)
-        other = self._pool.run_one(case)
+        one re-checked, running the case on ``other`` here and now; leave them None otherwise."""
+        if self.wants(line):
+            self._apply(case, line, self._worker_pool().run_one(case))
+
+    def _apply(self, case: Any, line: dict[str, Any], other: dict[str, Any]) -> None:
+        """Label ``line`` from ``other``, the raw line of the same case on the second EP."""
         raw = dict(other)
         self.expectations.settle(case, other)
         mine, theirs = signature(line), signature(raw)

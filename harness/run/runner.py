@@ -191,6 +191,8 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
     recheck = None if options.also_on is None else Recheck(
         config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
         env=options.env, extra_paths=options.extra_paths)
+    if recheck is not None and todo:
+        recheck.start()  # its worker starts its EP beside the run's, before any failure needs it
     results = _execute(todo, config, options, policy_for, pool)
     header_on_disk = not fresh
     lost: DeviceLostError | None = None
