@@ -159,6 +159,16 @@ ADAPTERS: dict[str, type] = {cls.holder: cls for cls in (BuiltInAdapter, PluginA
 _INSTANCES: dict[str, EpAdapter] = {}
 
 
+def early_providers(spec: EpSpec) -> list[tuple[str, dict[str, str]]] | None:
+    """The ``providers=`` argument that starts ``spec``'s EP in a process that has loaded nothing
+    of this project yet (a worker, while it imports the rest: ``harness.run.worker``): a built-in
+    EP named with its options. None where there is nothing to start (the CPU EP) or starting it
+    needs this project (a plugin's registration, a device selector, an EP held in another process)."""
+    if spec.holder != BuiltInAdapter.holder or spec.is_cpu or spec.device:
+        return None
+    return [(spec.provider, dict(spec.options))]
+
+
 def adapter_for(spec: EpSpec) -> EpAdapter:
     """This process's adapter for ``spec`` (one per spec: registrations and device choices are kept)."""
     key = json.dumps(spec.to_json(), sort_keys=True)

@@ -53,6 +53,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from ep_testbed.harness.eps.adapters import early_providers
 from ep_testbed.harness.eps.device_loss import REASON as DEVICE_LOST_REASON
 from ep_testbed.harness.eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
 
@@ -156,6 +157,7 @@ class WorkerPool:
         worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True)
         worker.reader.start()
         try:
+            write_frame(proc.stdin, ("early-start", early_providers(self.config.ep), warm_up_model()[0]))
             write_frame(proc.stdin, self.config)
             write_frame(proc.stdin, ("warm-up", *warm_up_model()))
         except (BrokenPipeError, OSError):

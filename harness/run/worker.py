@@ -1,12 +1,15 @@
 """A worker process: runs batches of cases one after another for ``harness.run.pool``, until its stdin closes.
 
 Started as ``python -m ep_testbed.harness.run.worker`` with stdin and stdout as pipes and stderr as a log
-file. It reads length-prefixed pickled frames on stdin -- first a ``CaseConfig``, then
-``("warm-up", model bytes, feeds)``, then one list of ``(case, ArtifactPolicy)`` pairs per
-batch -- and writes ``("ready", pid)``, then one ``("result", line)`` per case, as soon as that
-case is decided (``case_run.run_batch``: the cases of a batch that can share a session run in
-one). Before saying ready it starts the EP with an untimed session of the warm-up model
-(``case_run.warm_up``), so no case pays for the EP's start. The
+file. It reads length-prefixed pickled frames on stdin -- first ``("early-start", providers, model
+bytes)`` (plain data), then a ``CaseConfig``, then ``("warm-up", model bytes, feeds)``, then one
+list of ``(case, ArtifactPolicy)`` pairs per batch -- and writes ``("ready", pid)``, then one
+``("result", line)`` per case, as soon as that case is decided (``case_run.run_batch``: the
+cases of a batch that can share a session run in one). Before saying ready it starts the EP with
+an untimed session of the warm-up model (``case_run.warm_up``), so no case pays for the EP's
+start. A built-in GPU EP (``providers`` not None: ``adapters.early_providers``) begins that
+start at once, in a thread, while the worker imports the rest (ONNX Runtime releases the GIL
+while it builds a session: a CUDA context or a Dawn device comes up beside the imports). The
 frames go to a private duplicate of the original stdout;
 file descriptor 1 itself is pointed at the log, so nothing ONNX Runtime or an EP prints
 (from Python or native code) can corrupt a frame. The parent reads the log back when the
@@ -50,6 +53,7 @@ import pickle
 import signal
 import struct
 import sys
+import threading
 import time
 from typing import Any, BinaryIO, Callable
 
@@ -217,6 +221,32 @@ def _die_with_parent() -> None:
             pass
 
 
+#: The early-start session, kept until the warm-up has run (its EP stays up meanwhile).
+_EARLY: list[Any] = []
+
+
+def _early_start(request: Any) -> threading.Thread | None:
+    """Start a thread building a session of the pool's ``("early-start", providers, model)``
+    request, when it names providers; its failure is the warm-up's to meet and report."""
+    if not (isinstance(request, tuple) and len(request) == 3 and request[0] == "early-start" and request[1]):
+        return None
+
+    def build() -> None:
+        try:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.log_severity_level = 3  # errors only: the warm-up reports what goes wrong
+            # enable_fallback=0: an EP that fails to start is not replaced by the CPU EP here either
+            _EARLY.append(ort.InferenceSession(request[2], options, providers=request[1], enable_fallback=0))
+        except BaseException:
+            pass
+
+    thread = threading.Thread(target=build, name="early-start", daemon=True)
+    thread.start()
+    return thread
+
+
 def main() -> int:
     """The worker loop (module docstring); 0 when stdin closes."""
     results = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol channel: the original stdout pipe
@@ -226,6 +256,8 @@ def main() -> int:
     _die_with_parent()
     quiet_crash_reports()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+
+    early = _early_start(read_frame(requests))  # plain data: nothing of the project imported yet
 
     from .case_run import (  # after the fd juggling: its imports may print
         Memory,
@@ -242,7 +274,10 @@ def main() -> int:
     warm = read_frame(requests)
     if not (isinstance(warm, tuple) and len(warm) == 3 and warm[0] == "warm-up"):
         return 0  # the pool always sends one; anything else is not a pool to serve
+    if early is not None:
+        early.join()  # the EP's start ends before the warm-up that proves it
     print(warm_up(config, warm[1], warm[2]), file=sys.stderr, flush=True)  # before "ready": no case's clock yet
+    _EARLY.clear()
     memory = Memory()  # what packing learns on this EP, kept from one batch to the next
     write_frame(results, ("ready", os.getpid()))
     while True:

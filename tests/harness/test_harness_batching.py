@@ -18,7 +18,7 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.core import expectations
 from ep_testbed.harness.core.results import dumps, read_run
 from ep_testbed.harness.eps.providers import EpSpec, resolve_ep
-from ep_testbed.harness.run.case_run import CaseConfig, warm_up
+from ep_testbed.harness.run.case_run import CaseConfig, warm_up, warm_up_model
 from ep_testbed.harness.run.pool import WorkerPool, _Queue
 from ep_testbed.harness.run.runner import RunOptions, run_cases
 from ep_testbed.harness.run.worker import FAULT_ENV
@@ -122,6 +122,33 @@ def test_a_worker_starts_the_ep_before_its_first_case(tmp_path):
         assert log.index("warm-up session") < log.index("--- case")  # before the first case was sent
     finally:
         pool.close()
+
+
+def test_a_built_in_gpu_ep_starts_in_a_thread_while_the_worker_imports_the_rest():
+    """Only a built-in EP named by ONNX Runtime itself starts before the project is imported: the
+    CPU EP has nothing to start, a plugin needs its registration, a device selector the project's
+    device choice, and the DirectML host the project's adapter."""
+    from ep_testbed.harness.eps.adapters import early_providers
+    from ep_testbed.harness.run import worker
+
+    assert early_providers(EpSpec("CUDAExecutionProvider", "cuda", {"device_id": "1"})) == [
+        ("CUDAExecutionProvider", {"device_id": "1"})]
+    assert early_providers(resolve_ep("cpu")) is None
+    assert early_providers(EpSpec("WebGpuExecutionProvider", "webgpu", device="type=GPU")) is None
+    assert early_providers(EpSpec("WebGpuExecutionProvider", "webgpu", holder="plugin", library="x.so")) is None
+    assert early_providers(EpSpec("DmlExecutionProvider", "dml-wine", holder="dml-wine")) is None
+    model = warm_up_model()[0]
+    assert worker._early_start(("early-start", None, model)) is None  # nothing to start: no thread
+    try:  # a real session in the thread (the CPU EP stands in: it is the EP this machine has)
+        thread = worker._early_start(("early-start", [("CPUExecutionProvider", {})], model))
+        thread.join(60)
+        assert not thread.is_alive() and len(worker._EARLY) == 1
+        worker._EARLY.clear()
+        failing = worker._early_start(("early-start", [("NoSuchExecutionProvider", {})], model))
+        failing.join(60)  # its failure is left to the warm-up to report: the thread just ends
+        assert not failing.is_alive() and worker._EARLY == []
+    finally:
+        worker._EARLY.clear()
 
 
 def test_a_warm_up_that_fails_says_so_and_leaves_the_cases_to_report_it():
