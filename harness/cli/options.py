@@ -312,7 +312,7 @@ def add_jobs(add: AddOption, *, in_process: bool) -> Any:
     this process (``run``), else at least one worker is required (``run_config`` checks it)."""
     zero = "; 0 = in this process, no crash isolation" if in_process else ""
     return add("--jobs", type=count, default=None,
-               help=f"worker processes (default: the EP's measured default where there is one, e.g. 2 for CUDA, "
+               help=f"worker processes (default: the EP's measured default where there is one, e.g. 4 for CUDA, "
                     f"whose workers share one GPU; else the number of cores{zero})")
 
 

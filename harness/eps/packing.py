@@ -46,13 +46,16 @@ from .providers import EpSpec, SessionSettings
 #: cases a session ran the catalog 1.4x to 2.2x faster than 1 with 2 and 4 workers, same outcomes.
 DEFAULT_BATCH: dict[str, int] = {"CUDAExecutionProvider": 32, "WebGpuExecutionProvider": 32}
 #: Worker processes by default, per EP as ``DEFAULT_BATCH`` (at most the cores). A GPU EP's
-#: workers share one device and each pays its start (CUDA: a context and cuDNN, about a second):
-#: on the H100 machine (16 cores) the catalog ran at 110 cases/s with 2 workers, 93 with 4,
-#: 65 with 8 and 37 with 16 (32 cases a session). WebGPU (each worker starts Dawn, 0.6-1.6 s), on
-#: the H200 machine: 88.5 cases/s with 2 workers, 87.9 with 4, 61.9 with 8 (on the H100 machine 16,
+#: workers share one device and each pays its start (CUDA: a context and cuDNN; WebGPU: Dawn,
+#: 0.6-1.6 s). Since a worker's start overlaps the run's own (the preflight, its imports), more
+#: workers cost less: on the H100 machine (16 cores), in one benchmark call each time
+#: (``bench_throughput --batches 32``), CUDA ran ``run`` at 206.0 / 204.1 cases/s with 4 workers
+#: against 191.4 / 192.3 with 2, and ``fuzz`` at 312.6 / 218.5 against 166.9 / 149.2; before that
+#: change 2 workers ran it fastest (110 cases/s, 93 with 4, 65 with 8, 37 with 16). WebGPU on the
+#: H200 machine: 88.5 cases/s with 2 workers, 87.9 with 4, 61.9 with 8 (on the H100 machine 16,
 #: one a core, gave 31.8); 4 runs the catalog's steady part fastest (135 cases/s after the warm-up).
 #: Every EP not named here: one worker a core.
-DEFAULT_JOBS: dict[str, int] = {"CUDAExecutionProvider": 2, "WebGpuExecutionProvider": 4}
+DEFAULT_JOBS: dict[str, int] = {"CUDAExecutionProvider": 4, "WebGpuExecutionProvider": 4}
 #: Elements (inputs fed and outputs expected, all members together) one packed session may hold:
 #: a larger case runs alone, so packing never multiplies a large case's memory or time.
 PACK_ELEMENTS = 2**20
