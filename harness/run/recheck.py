@@ -96,8 +96,8 @@ class Recheck:
             try:
                 yield self._done.get(block=wait, timeout=1.0 if wait else None)
             except queue.Empty:
-                if not wait:
-                    return
+                if not wait or self._thread is None or not self._thread.is_alive():
+                    return  # a thread that is gone labels nothing more: close() hands the rest back
 
     def start(self) -> None:
         """Start the second EP's worker now, without waiting for it: it starts its EP while the
