@@ -211,16 +211,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
                 with interrupts_held():  # the header is written whole before a Ctrl-C lands
                     writer.write(header)
                     header_on_disk = True
-            for line in results:
-                if recheck is not None and recheck.wants(line):
-                    _died_artifacts(line, by_id[line["id"]], config)  # also the mapper's flags, which a label reads
-                    recheck.submit(by_id[line["id"]], line)
-                else:
-                    record(line)
-                for labelled in recheck.finished() if recheck is not None else ():
-                    record(labelled)
-            for labelled in recheck.finished(wait=True) if recheck is not None else ():
-                record(labelled)
+            _record_as_they_come(results, record, recheck, by_id, config)
         except KeyboardInterrupt:
             if not header_on_disk:  # nothing written: nothing to end
                 raise
@@ -375,6 +366,23 @@ def _died_artifacts(line: dict[str, Any], case: Any, config: CaseConfig) -> None
     fills in the mapper's flags."""
     if line["outcome"] in _WORKER_DIED and line["artifacts"] is None:
         _offline_artifacts(case, config, line)
+
+
+def _record_as_they_come(results: Iterator[dict[str, Any]], record: Callable[[dict[str, Any]], None],
+                         recheck: Recheck | None, by_id: dict[str, Any], config: CaseConfig) -> None:
+    """``record`` each raw line of ``results`` as it comes, but a failure ``recheck`` wants: that
+    one goes to the re-check and is recorded once labelled (as labels come in, the rest at the end)."""
+    for line in results:
+        if recheck is not None and recheck.wants(line):
+            case = by_id[line["id"]]
+            _died_artifacts(line, case, config)  # also the mapper's flags, which a label reads
+            recheck.submit(case, line)
+        else:
+            record(line)
+        for labelled in recheck.finished() if recheck is not None else ():
+            record(labelled)
+    for labelled in recheck.finished(wait=True) if recheck is not None else ():
+        record(labelled)
 
 
 def _record_all(lines: list[dict[str, Any]], record: Callable[[dict[str, Any]], None], header_on_disk: bool) -> None:
