@@ -139,13 +139,20 @@ def start_workers(config: CaseConfig, options: RunOptions, case_count: int) -> W
     """The workers of a run of ``case_count`` cases, started now and not waited for: each starts
     its EP (the warm-up session) while the caller does what must come first (a preflight, the
     catalog's references). Give the pool to ``run_cases`` as ``options.pool``, or ``close()`` it.
-    None when the run is in this process (``jobs=0``) or has no case."""
-    if not options.jobs or not case_count:
+    None when the run is in this process (``jobs=0``), has no case, or will be refused before any
+    (``_refused_at_once``)."""
+    if not options.jobs or not case_count or _refused_at_once(options):
         return None
     pool = WorkerPool(_in_folder(config, options), min(options.jobs, case_count), options.timeout,
                       env=options.env, extra_paths=options.extra_paths, batch=options.batch)
     pool.start()
     return pool
+
+
+def _refused_at_once(options: RunOptions) -> bool:
+    """Whether ``run_cases`` will refuse the run before its first case, as ``_open_run`` does: its
+    folder holds results and neither ``resume`` nor ``overwrite`` is set (no worker need start)."""
+    return os.path.lexists(os.path.join(options.out_dir, RESULTS_FILE)) and not (options.resume or options.overwrite)
 
 
 def _in_folder(config: CaseConfig, options: RunOptions) -> CaseConfig:

@@ -183,3 +183,24 @@ def test_a_damaged_case_line_is_named_and_its_case_runs_again(tmp_path, capsys):
     assert "line 3 was damaged" in err and "1 cases run" in stdout
     ids = [line["id"] for line in case_lines(out)]
     assert damaged_id in ids and len(ids) == len(set(ids))
+
+
+def test_a_run_its_folder_refuses_starts_no_worker(tmp_path):
+    """Workers start before the run opens its folder (their EP's start overlaps the preflight), but
+    not for a run the folder refuses at once: results there and neither --resume nor --overwrite."""
+    from ep_testbed.harness.eps.providers import resolve_ep
+    from ep_testbed.harness.run.case_run import CaseConfig
+    from ep_testbed.harness.run.runner import RunOptions, start_workers
+
+    config = CaseConfig(ep=resolve_ep("cpu"))
+    (tmp_path / "results.jsonl").write_text("")
+    assert start_workers(config, RunOptions(out_dir=str(tmp_path), jobs=2), 5) is None
+    for resumed in (RunOptions(out_dir=str(tmp_path), jobs=2, resume=True),
+                    RunOptions(out_dir=str(tmp_path), jobs=2, overwrite=True),
+                    RunOptions(out_dir=str(tmp_path / "new"), jobs=2)):
+        pool = start_workers(config, resumed, 5)
+        try:
+            assert pool is not None and len(pool._workers) == 2
+        finally:
+            if pool is not None:
+                pool.close()
