@@ -30,8 +30,9 @@ against the bare EP at the same batch size (the testbed's share of the ceiling);
 ``warm-up``: seconds of its elapsed time before the first worker had started its EP, when no
 case could run (the end line's ``warm_up_s``; the bare processes start theirs before the clock),
 and ``warm/bare``: the cases/s of the rest of the run (every case over the elapsed time less the
-warm-up) against the bare EP. A benchmark, not a test: nothing here
-asserts.
+warm-up) against the bare EP; ``wall``: seconds from launching the command to its exit (its
+imports, the catalog, the preflight and the report too: what a user waits for). A benchmark, not
+a test: nothing here asserts.
 """
 
 from __future__ import annotations
@@ -74,8 +75,10 @@ def testbed_run(ep: str, batch: int, jobs: int, also_on: str, root: str) -> dict
     from ep_testbed.harness.core.results import read_run
 
     out = os.path.join(root, f"run-{batch}-{time.monotonic_ns()}")
+    launched = time.monotonic()
     done = _cli("run", "--ep", ep, "--batch", str(batch), "--jobs", str(jobs), "--also-on", also_on,
                 "--out", out, "--no-progress")
+    wall = time.monotonic() - launched
     if done.returncode not in (0, 1):
         raise RuntimeError(f"ep-testbed run failed ({done.returncode}): {done.stderr[-2000:]}")
     _, lines, end = read_run(out)
@@ -83,7 +86,7 @@ def testbed_run(ep: str, batch: int, jobs: int, also_on: str, root: str) -> dict
     warm = end.get("warm_up_s")  # how far into the run the first worker had started its EP
     after = len(lines) / (seconds - warm) if warm is not None and seconds > warm else None
     return {"cases": len(lines), "rate": len(lines) / seconds, "split": _split(lines, seconds, jobs),
-            "outcomes": end["counts"], "warm_up_s": warm, "rate_warm": after}
+            "outcomes": end["counts"], "warm_up_s": warm, "rate_warm": after, "wall_s": wall}
 
 
 def testbed_fuzz(ep: str, batch: int, jobs: int, budget: float, root: str) -> dict[str, Any]:
@@ -226,8 +229,8 @@ def measure(args: argparse.Namespace, batches: list[int], root: str) -> dict[tup
 def table(rows: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> list[str]:
     """The printed table (module docstring)."""
     out = [f"{'what':6} {'batch':>5} {'cases':>6} {'cases/s':>8} {'prepare':>8} {'build':>7} {'run':>7} "
-           f"{'judge':>7} {'other':>7} {'shared':>7} {'vs K=1':>7} {'vs bare':>8} {'warm-up':>7} {'warm/bare':>9}  "
-           f"repeats (cases/s)"]
+           f"{'judge':>7} {'other':>7} {'shared':>7} {'vs K=1':>7} {'vs bare':>8} {'warm-up':>7} {'warm/bare':>9} "
+           f"{'wall':>6}  repeats (cases/s)"]
     for what in ("run", "fuzz", "bare"):
         for k in batches:
             row = rows.get((what, k))
@@ -244,8 +247,9 @@ def table(rows: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> li
             warm = f"{row['warm_up_s']:7.2f}" if row.get("warm_up_s") is not None else f"{'':>7}"
             warm_bare = (f"{row['rate_warm'] / ceiling['rate']:9.2f}" if row.get("rate_warm") and ceiling
                          else f"{'':>9}")
+            wall = f"{row['wall_s']:6.2f}" if row.get("wall_s") is not None else f"{'':>6}"
             out.append(f"{what:6} {k:5d} {row['cases']:6d} {row['rate']:8.1f} {' '.join(cells)} {vs_one} {vs_bare} "
-                       f"{warm} {warm_bare}  {row['rates']}")
+                       f"{warm} {warm_bare} {wall}  {row['rates']}")
     return out
 
 
