@@ -142,12 +142,6 @@ class Recheck:
             self._apply(case, labelled[-1], other)
         return labelled
 
-    def label(self, case: Any, line: dict[str, Any]) -> None:
-        """Set ``line``'s ``scope`` and ``also_on`` (module docstring) when its raw outcome is
-        one re-checked, running the case on ``other`` here and now; leave them None otherwise."""
-        if self.wants(line):
-            self._apply(case, line, self._worker_pool().run_one(case))
-
     def _apply(self, case: Any, line: dict[str, Any], other: dict[str, Any]) -> None:
         """Label ``line`` from ``other``, the raw line of the same case on the second EP."""
         raw = dict(other)

@@ -41,9 +41,12 @@ def test_a_failure_is_labelled_by_what_the_second_ep_does(second_mapper, label):
     assert line["outcome"] == "fail" and line["scope"] is None
     recheck = Recheck(replace(PLANTED, mapper=second_mapper), CPU, 60, Expectations(), extra_paths=[HERE])
     try:
-        recheck.label(BROKEN, line)
+        recheck.submit(BROKEN, line)
+        labelled = list(recheck.finished(wait=True))
     finally:
         recheck.close()
+    assert len(labelled) == 1 and line["scope"] is None  # the submitted line stays as it was
+    line = labelled[0]
     assert line["scope"] == label
     other = line["also_on"]
     assert other["ep"] == "CPUExecutionProvider" and other["same_failure"] is label.startswith("shared")
@@ -53,9 +56,8 @@ def test_a_failure_is_labelled_by_what_the_second_ep_does(second_mapper, label):
 
 def test_a_passing_case_is_not_rechecked():
     line = run_case(PLAIN, PLANTED, mapper=tf32_rois)
-    recheck = Recheck(PLANTED, CPU, 60, Expectations(), extra_paths=[HERE])
-    recheck.label(PLAIN, line)
-    assert recheck._pool is None and line["scope"] is None and line["also_on"] is None
+    assert line["outcome"] == "pass" and not Recheck.wants(line)
+    assert all(Recheck.wants({"outcome": outcome}) for outcome in ("fail", "crash", "timeout"))
 
 
 def test_a_recheck_runs_beside_the_run_and_one_that_never_ends_gives_its_line_back_unlabelled():
