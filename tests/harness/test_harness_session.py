@@ -8,6 +8,7 @@ import pytest
 from local_cases import max_pool_case, to_onnx
 
 from ep_testbed.harness.core import expectations as exp
+from ep_testbed.harness.core import installed
 from ep_testbed.harness.core.installed import ort_flavour
 from ep_testbed.harness.eps.placement import is_fallback_refusal, off_ep, placement_from_profile, read_placement
 from ep_testbed.harness.eps.providers import (
@@ -67,6 +68,33 @@ def test_flavour_is_the_installed_distribution():
     from importlib.metadata import packages_distributions
 
     assert ort_flavour() in packages_distributions()["onnxruntime"]
+
+
+def _same(found: dict) -> dict:
+    return {module: sorted(set(names)) for module, names in found.items()}
+
+
+def test_what_provides_a_module_is_read_as_importlib_metadata_reads_it(tmp_path, monkeypatch):
+    """The module map (read from top_level.txt or RECORD, no stat per file) is
+    packages_distributions' own, here and with a distribution that declares no top level: its
+    packages and top-level modules count, its metadata, ``..`` paths and ``.libs`` folders do not."""
+    from importlib.metadata import packages_distributions
+
+    installed._module_distributions.cache_clear()
+    assert _same(installed._module_distributions()) == _same(packages_distributions())
+    info = tmp_path / "toy_wheel-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-wheel\nVersion: 1.0\n")
+    (info / "RECORD").write_text("toy_pkg/__init__.py,,\ntoy_one.py,,\n\"toy_pkg/a,b.py\",,\n"
+                                 "toy_wheel.libs/x.so,,\n../../bin/toy,,\ntoy_wheel-1.0.dist-info/RECORD,,\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    installed._module_distributions.cache_clear()
+    try:
+        assert installed.distributions_of("toy_pkg") == installed.distributions_of("toy_one") == ["toy-wheel"]
+        ours = {m for m, names in installed._module_distributions().items() if "toy-wheel" in names}
+        assert ours == {"toy_pkg", "toy_one"}
+    finally:
+        installed._module_distributions.cache_clear()
 
 
 def test_placement_is_read_back_from_a_real_profile(tmp_path):
