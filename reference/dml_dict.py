@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import typing
 from typing import Any, Mapping
 
@@ -54,8 +55,9 @@ def desc_from_dml(d: Mapping[str, Any]) -> Desc:
         raise DescError(unknown[0], d[unknown[0]], f"not a member of {op_type}; its members are "
                         f"{', '.join(dml for _, dml, _ in fields)}", op_type)
     kwargs: dict[str, Any] = {}
+    hints = _type_hints(desc_type)
     for name, dml, f in fields:
-        hint = typing.get_type_hints(desc_type)[name]
+        hint = hints[name]
         optional = _strip_optional(hint) is not hint
         if dml not in d:
             if optional:
@@ -64,6 +66,14 @@ def desc_from_dml(d: Mapping[str, Any]) -> Desc:
             raise DescError(dml, "<missing>", "required member", op_type)
         kwargs[name] = _parse(dml, d[dml], hint, op_type, optional)
     return desc_type(**kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _type_hints(desc_type: type) -> dict[str, Any]:
+    """The field annotations of a desc dataclass, resolved once per type: resolving the string
+    annotations (``from __future__ import annotations``) compiles each one anew, which made this
+    most of the time of reading a desc."""
+    return typing.get_type_hints(desc_type)
 
 
 def desc_to_dml(desc: Desc) -> dict[str, Any]:
