@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import functools
 import typing
 from typing import Any, Mapping
 
@@ -68,12 +67,17 @@ def desc_from_dml(d: Mapping[str, Any]) -> Desc:
     return desc_type(**kwargs)
 
 
-@functools.lru_cache(maxsize=None)
+#: Desc dataclass -> its resolved field annotations (``_type_hints``).
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _type_hints(desc_type: type) -> dict[str, Any]:
     """The field annotations of a desc dataclass, resolved once per type: resolving the string
     annotations (``from __future__ import annotations``) compiles each one anew, which made this
     most of the time of reading a desc."""
-    return typing.get_type_hints(desc_type)
+    if desc_type not in _HINTS:
+        _HINTS[desc_type] = typing.get_type_hints(desc_type)
+    return _HINTS[desc_type]
 
 
 def desc_to_dml(desc: Desc) -> dict[str, Any]:
