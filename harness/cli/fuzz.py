@@ -31,6 +31,7 @@ from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
     RunConfig,
+    add_also_on,
     add_case_workers,
     add_ep_options,
     add_expectation_options,
@@ -39,6 +40,7 @@ from .options import (
     add_tolerance_options,
     count,
     parse_batch,
+    parse_recheck,
     positive_count,
     run_config,
     seconds,
@@ -60,7 +62,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         epilog="exit codes: 0 no failure, 1 failures (fail/crash/timeout/error/fixed), 2 usage, 70 internal error, "
                "130/143 interrupted by SIGINT/SIGTERM")
     outcome: list[argparse.Action] = []  # the options a report's rerun line repeats (harness.core.rerun)
-    add_ep_options(_recording(p.add_argument_group("execution provider").add_argument, outcome))
+    ep = p.add_argument_group("execution provider")
+    add_ep_options(_recording(ep.add_argument, outcome))
+    add_also_on(ep.add_argument)
     what = p.add_argument_group("what to fuzz")
     what.add_argument("--budget", type=seconds, default=60.0, metavar="SECONDS",
                       help="seconds the whole command may take, drawing and running cases and then shrinking what "
@@ -127,13 +131,19 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
         return usage_error(f"--replay: {exc}")
     run_seed = parse_id(replay[0]).seed if replay else settings.seed
     ops = settings.operators
+    try:
+        also_on, also_on_expectations = parse_recheck(args, settings)
+    except OptionError as exc:
+        return usage_error(str(exc))
     options = FuzzOptions(out_dir=out, ops=ops, budget_s=args.budget, seed=run_seed, size=args.size,
                           jobs=settings.jobs, timeout=settings.timeout or 30.0, shrink=args.shrink,
                           shrink_known=args.shrink_known, shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks,
                           corpus_out=args.corpus_out, overwrite=settings.overwrite, progress=args.progress,
                           command=args.command_line, replay=replay, max_cases=args.max_cases,
                           batch=parse_batch(args.batch, settings.ep),
-                          header_extra={"rerun_args": outcome_argv(getattr(args, "outcome_actions", ()), args,
+                          also_on=also_on, also_on_expectations=also_on_expectations,
+                          header_extra={"also_on": also_on.provider if also_on else None,
+                                        "rerun_args": outcome_argv(getattr(args, "outcome_actions", ()), args,
                                                                    settings.tolerances),
                                         "tolerances_file": file_identity(getattr(args, "tolerances", None))})
     what = f"replaying {len(replay)} case(s)" if replay else f"fuzzing {', '.join(ops)} for {args.budget:g} s"

@@ -108,6 +108,42 @@ def add_tolerance_options(add: AddOption) -> None:
              f"{STRICT_MODEL})")
 
 
+def add_also_on(add: AddOption) -> None:
+    """Register ``--also-on EP|none`` (``run`` and ``fuzz``); ``parse_recheck`` reads it."""
+    add("--also-on", metavar="EP|none",
+        help="re-check each failing case on this second EP and label it 'shared with <EP>' (it fails there the "
+             "same way) or 'only on <the EP under test>' (default: cpu whenever the CPU EP is available and --ep "
+             "is another; none: no re-check)")
+
+
+def parse_also_on(value: str | None, ep: EpSpec) -> EpSpec | None:
+    """The EP failures are re-checked on (``--also-on``, ``harness.run.recheck``): none for
+    ``none``; by default the CPU EP when it is available and ``ep`` is another; ``OptionError``
+    for an EP that is not installed or for the EP under test itself."""
+    if value is not None and value.strip().lower() == "none":
+        return None
+    if value is None:
+        if ep.is_cpu:
+            return None
+        try:
+            return parse_ep("cpu")
+        except OptionError:  # an ONNX Runtime build without the CPU EP: nothing to compare with
+            return None
+    other = parse_ep(value)
+    if other.provider == ep.provider:
+        raise OptionError(f"--also-on {value}: that is the EP under test; name another EP, or none")
+    return other
+
+
+def parse_recheck(args: Any, settings: RunConfig) -> tuple[EpSpec | None, Expectations | None]:
+    """``--also-on``'s second EP and that EP's expectations (with the corpus entries for it), or
+    ``(None, None)`` when failures are not re-checked."""
+    other = parse_also_on(getattr(args, "also_on", None), settings.ep)
+    if other is None:
+        return None, None
+    return other, corpus_expectations(None, getattr(args, "no_expectations", False), other, settings.corpus)
+
+
 def add_expectation_options(add: AddOption) -> None:
     """Register ``--expectations`` and ``--no-expectations``; ``parse_expectations`` reads them."""
     add("--expectations", default=None, metavar="JSON",

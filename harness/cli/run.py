@@ -33,7 +33,6 @@ from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_arg
 from ep_testbed.harness.core.terminal import safe_message
 from ep_testbed.harness.core.untrusted_files import limits, using_limits
 from ep_testbed.harness.eps import preflight
-from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
 from ep_testbed.harness.run.pool import DeviceLostError, WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases, start_workers
@@ -45,6 +44,7 @@ from .common import UsageError, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
     RunConfig,
+    add_also_on,
     add_case_workers,
     add_ep_options,
     add_expectation_options,
@@ -52,10 +52,9 @@ from .options import (
     add_resume,
     add_seed,
     add_tolerance_options,
-    corpus_expectations,
     count,
     parse_batch,
-    parse_ep,
+    parse_recheck,
     run_config,
 )
 
@@ -77,10 +76,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     ep_group("--dml-graph-fusion", action="store_true",
              help="DirectML: keep ORT's DML graph fusion on (default off, so the profiling trace names every node; "
                   "with fusion, placement rests on the graph assignment info)")
-    ep_args.add_argument("--also-on", metavar="EP|none",
-                         help="re-check each failing case on this second EP and label it 'shared with <EP>' (it fails "
-                              "there the same way) or 'only on <the EP under test>' (default: cpu whenever the CPU EP "
-                              "is available and --ep is another; none: no re-check)")
+    add_also_on(ep_args.add_argument)
     outcome += _add_selection(p.add_argument_group("what to run"))
     outcome.append(_add_execution(p.add_argument_group("how to run")))
     add_tolerance_options(_recording(p.add_argument_group("tolerances").add_argument, outcome))
@@ -172,10 +168,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         cases, skipped = _fitting(cases, jobs)
         config = _case_config(settings, mapper, jobs)
         options = _run_options(args, settings, jobs, catalog, worker_paths)
-        options.also_on = parse_also_on(getattr(args, "also_on", None), settings.ep)
-        if options.also_on is not None:
-            options.also_on_expectations = corpus_expectations(None, args.no_expectations, options.also_on,
-                                                               settings.corpus)
+        options.also_on, options.also_on_expectations = parse_recheck(args, settings)
         options.header_extra["also_on"] = options.also_on.provider if options.also_on else None
         options.batch = parse_batch(args.batch, settings.ep)
         options.header_extra.update(batch=options.batch)
@@ -225,25 +218,6 @@ def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: lis
                            f"before is kept in its results.jsonl.\nNote: make room, then continue with --resume "
                            f"--out {options.out_dir}")
     return _finish(args, result, len(cases), options.out_dir)
-
-
-def parse_also_on(value: str | None, ep: EpSpec) -> EpSpec | None:
-    """The EP failures are re-checked on (``--also-on``, ``harness.run.recheck``): none for
-    ``none``; by default the CPU EP when it is available and ``ep`` is another; ``OptionError``
-    for an EP that is not installed, ``UsageError`` for the EP under test itself."""
-    if value is not None and value.strip().lower() == "none":
-        return None
-    if value is None:
-        if ep.is_cpu:
-            return None
-        try:
-            return parse_ep("cpu")
-        except OptionError:  # an ONNX Runtime build without the CPU EP: nothing to compare with
-            return None
-    other = parse_ep(value)
-    if other.provider == ep.provider:
-        raise UsageError(f"--also-on {value}: that is the EP under test; name another EP, or none")
-    return other
 
 
 def _selected_cases(args: argparse.Namespace, settings: RunConfig, catalog: str) -> list[Any]:

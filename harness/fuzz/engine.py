@@ -10,7 +10,9 @@
    through the pipeline of ``ep-testbed run`` (mapper, reference, a session on the EP in a
    worker, placement proof, tolerances; up to ``batch`` cases packed into one session, as
    ``run --batch`` packs them), then the EP's expectations; every line is streamed to
-   results.jsonl as it finishes (artifacts for failures, as ``run`` writes them);
+   results.jsonl as it finishes (artifacts for failures, as ``run`` writes them); with
+   ``also_on``, a failure is re-checked on that second EP beside the run and written once
+   labelled (``harness.run.recheck``, as ``run --also-on`` does);
 3. then shrinks (``harness.fuzz.shrink``) the first failure of every new ``Signature`` (all of
    them with ``shrink="all"``; ``known`` ones too with ``shrink_known``), those no mapper flag
    explains first, at most ``max_shrinks``, each within ``shrink_time_s`` and what is left of the
@@ -47,10 +49,12 @@ from ep_testbed.harness.core.rerun import FUZZ_MINIMAL_FAMILY
 from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
 from ep_testbed.harness.core.signature import Signature, same_failure, signature
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
+from ep_testbed.harness.eps.providers import EpSpec
 from ep_testbed.harness.run.case_run import ArtifactPolicy, CaseConfig
 from ep_testbed.harness.run.pool import DeviceLostError, WorkerPool
+from ep_testbed.harness.run.recheck import Recheck
 from ep_testbed.harness.run.run_folder import FolderBusy, claim
-from ep_testbed.harness.run.runner import RunError, RunOptions, _settle, run_header
+from ep_testbed.harness.run.runner import RunError, RunOptions, _died_artifacts, _settle, run_header
 from ep_testbed.reference import desc_to_dml
 from ep_testbed.reference.registry import BUILT_IN, names, register, spec_named
 
@@ -95,6 +99,8 @@ class FuzzOptions:
     replay: Sequence[str] = ()    # fuzzed case ids to rerun (and shrink) instead of drawing
     batch: int = 1                # cases packed into one session at most (``run --batch``)
     max_cases: int | None = None  # stop drawing after this many cases (None: the budget decides)
+    also_on: EpSpec | None = None  # re-check failures on this second EP (``harness.run.recheck``)
+    also_on_expectations: Expectations | None = None  # the second EP's own (they name the cause there)
     header_extra: dict[str, Any] = field(default_factory=dict)  # more header keys (the CLI's rerun_args)
 
 
@@ -270,6 +276,22 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
 
     status = _Status(options.progress, options.budget_s)
     batches = _batches(options)
+    recheck = _start_recheck(config, options)
+    waiting: dict[str, Any] = {}  # the cases of lines out for re-checking, by id
+
+    def emit(line: dict[str, Any], case: Any) -> None:
+        """Settle, keep and write one line (labelled, when it was re-checked)."""
+        _record(line, case, config, expectations, options, result, start or time.monotonic())
+        writer.write(line)
+        counts[line["outcome"]] += 1
+        status.update(result, counts)
+
+    def labelled(wait: bool = False) -> None:
+        """Write the re-checked lines that are back (``wait``: every one still out)."""
+        for line in recheck.finished(wait=wait) if recheck is not None else ():
+            emit(line, waiting.pop(line["id"]))
+
+    finished = False
     try:
         start = None
         for batch in batches:
@@ -278,25 +300,59 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
                 result.generation_s = time.monotonic() - start
                 if not options.replay and result.ran and budget.drawing_over(
                         len(_to_shrink(result.findings, options)), options.shrink_time_s):
+                    finished = True
                     return
                 if options.max_cases is not None and not options.replay:
                     chunk = chunk[:options.max_cases - result.ran]
                 by_id = {case.id: case for case in chunk}
                 for line in pool.run(chunk, policy_for, keep_workers=True):
-                    _record(line, by_id[line["id"]], config, expectations, options, result, start)
-                    writer.write(line)
-                    counts[line["outcome"]] += 1
                     result.ran += 1
-                    status.update(result, counts)
+                    case = by_id[line["id"]]
+                    if recheck is not None and recheck.wants(line):
+                        _died_artifacts(line, case, config)  # also the mapper's flags, which the label reads
+                        waiting[line["id"]] = case
+                        recheck.submit(case, line)
+                    else:
+                        emit(line, case)
+                    labelled()
                 writer.sync()
                 if options.max_cases is not None and not options.replay and result.ran >= options.max_cases:
                     result.generation_s = time.monotonic() - start
+                    finished = True
                     return
         result.generation_s = time.monotonic() - (start or time.monotonic())
+        finished = True
     finally:
         batches.close()
-        status.close()
         pool.close()
+        if recheck is not None:
+            _end_recheck(recheck, finished, labelled, emit, waiting)
+        status.close()
+
+
+def _start_recheck(config: CaseConfig, options: FuzzOptions) -> Recheck | None:
+    """The re-check of failures on ``options.also_on`` (``run --also-on``), its worker starting
+    beside the run's; None when there is no second EP."""
+    if options.also_on is None:
+        return None
+    recheck = Recheck(config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
+                      env=options.env, extra_paths=options.extra_paths)
+    recheck.start()
+    return recheck
+
+
+def _end_recheck(recheck: Recheck, finished: bool, labelled: Any, emit: Any, waiting: dict[str, Any]) -> None:
+    """Write the re-checked lines still out: once drawing ``finished``, each once labelled
+    (waiting for them); after a Ctrl-C or a lost device, those back and the rest unlabelled, at
+    once, so none is lost."""
+    if finished:
+        labelled(wait=True)
+    try:
+        for line in recheck.close():
+            emit(line, waiting.pop(line["id"]))
+    except OSError:  # the disk that ended the run refuses these too: --replay reruns them
+        if finished:
+            raise
 
 
 def _batches(options: FuzzOptions) -> Iterator[list[Any]]:
