@@ -2,7 +2,9 @@
 
 ``WorkerPool(config, jobs, timeout, batch=K).run(cases, policy_for)`` yields one result line per
 case as cases finish (completion order). Each worker is a ``python -m ep_testbed.harness.run.worker``
-subprocess in its own session / process group (Ctrl-C reaches only the parent), fed batches of
+process (on POSIX forked from a process that has already imported NumPy and ONNX,
+``harness.run.forker``; a subprocess where no forker can start it) in its own session / process
+group (Ctrl-C reaches only the parent), fed batches of
 up to ``batch`` pickled cases on stdin (run in shared sessions where they can be:
 ``harness.run.case_run``) and answering one line per case on its stdout pipe; everything it
 prints goes to a log file. When a worker
@@ -57,6 +59,7 @@ from ep_testbed.harness.eps.adapters import early_providers
 from ep_testbed.harness.eps.device_loss import REASON as DEVICE_LOST_REASON
 from ep_testbed.harness.eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
 
+from . import forker
 from .case_run import ArtifactPolicy, CaseConfig, new_line, warm_up_model
 from .winjob import new_job
 from .worker import read_frame, write_frame
@@ -92,7 +95,7 @@ class DeviceLostError(RuntimeError):
 @dataclass
 class _Worker:
     number: int
-    proc: subprocess.Popen
+    proc: Any  # a subprocess.Popen, or a forker.ForkedWorker (the same calls)
     results: Any
     log_path: str
     started: float
@@ -150,9 +153,11 @@ class WorkerPool:
         else:
             isolation = {"start_new_session": True}
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.run.worker"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=log, env=self._env, close_fds=True,
-                                    bufsize=0, **isolation)
+            proc: Any = forker.spawn(self._env, log.fileno())  # POSIX: forked, imports done (harness.run.forker)
+            if proc is None:
+                proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.run.worker"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=log, env=self._env, close_fds=True,
+                                        bufsize=0, **isolation)
         worker = _Worker(self._count, proc, proc.stdout, log_path, time.monotonic(), job=self._job_for(proc))
         worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True)
         worker.reader.start()

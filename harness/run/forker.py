@@ -1,0 +1,297 @@
+"""POSIX: workers forked from a process that has already imported what each of them imports first.
+
+A worker started as ``python -m ep_testbed.harness.run.worker`` spends most of its start in
+Python's own start and in importing NumPy and ONNX (measured on a 2-core machine: 0.3 s of CPU of
+the 0.37 s it takes to say ready on the CPU EP), and a run starts one a job, one more for each
+crash or hang, and one for the re-check. ``spawn`` asks a forker instead: a process started once
+(per interpreter and ``PYTHONPATH``, for the life of the process that asked) that has imported
+them and forks a worker on request. The child makes itself a session of its own, takes the pipes
+and the log it was sent as its stdin, stdout and stderr, takes the pool's environment and working
+folder, and runs ``worker.main``: from there it is the worker a subprocess would have been.
+
+What the forker imports starts no EP and no thread of ONNX Runtime's (importing ``onnxruntime``
+starts one, and a fork copies only the thread that forks), so ONNX Runtime and every EP start in
+the child, as in a fresh process. The forker reaps its children and sends their exit statuses
+back (``ForkedWorker.wait``, as ``subprocess.Popen.wait`` gives them: a negative number for a
+signal). It exits when the process that started it closes its end of the socket, or dies; its
+workers then get SIGKILL (``worker._die_with_parent``). Anything that fails on the way returns
+None from ``spawn``, and the pool starts that worker as a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from typing import Any
+
+#: What the forker imports before it forks: the imports every worker starts with that start no
+#: thread of their own that a fork would lose (not ``onnxruntime``: see the module docstring).
+PRELOAD = ("numpy", "onnx", "ep_testbed.harness.run.worker")
+#: Seconds ``spawn`` waits for the forker to say which process it started.
+SPAWN_TIMEOUT = 60.0
+
+_HEADER = struct.Struct("<I")
+
+
+def spawn(env: dict[str, str], log_fd: int) -> "ForkedWorker | None":
+    """A worker process forked with ``env`` (its ``PYTHONPATH`` chooses the forker), this
+    process's working folder, a fresh stdin and stdout pipe and ``log_fd`` as its stderr; None on
+    Windows or when no forker can start it (the caller starts a subprocess instead)."""
+    if os.name != "posix":
+        return None
+    try:
+        return _forker(env).spawn(env, log_fd)
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+_FORKERS: dict[tuple[str, str | None], "Forker"] = {}
+_LOCK = threading.Lock()
+
+
+def _forker(env: dict[str, str]) -> "Forker":
+    """The live forker for this interpreter and ``env``'s ``PYTHONPATH`` (started if none is)."""
+    key = (sys.executable, env.get("PYTHONPATH"))
+    with _LOCK:
+        forker = _FORKERS.get(key)
+        if forker is None or forker.gone:
+            forker = _FORKERS[key] = Forker(env)
+        return forker
+
+
+class ForkedWorker:
+    """A forked worker, with what the pool uses of ``subprocess.Popen``: ``pid``, ``stdin``,
+    ``stdout``, ``returncode``, ``poll``, ``wait`` and ``kill``."""
+
+    def __init__(self, forker: "Forker", pid: int, stdin: Any, stdout: Any):
+        self.forker, self.pid, self.stdin, self.stdout = forker, pid, stdin, stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit status once the forker has reported it, else None."""
+        if self.returncode is None:
+            self.returncode = self.forker.status(self.pid, 0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status, waiting up to ``timeout`` seconds (``subprocess.TimeoutExpired``)."""
+        if self.returncode is None:
+            self.returncode = self.forker.status(self.pid, timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL to the worker (nothing if it is gone)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class Forker:
+    """The client end of one forker process: ``spawn`` a worker, read exit statuses."""
+
+    def __init__(self, env: dict[str, str]):
+        ours, theirs = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "ep_testbed.harness.run.forker", str(theirs.fileno())], env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),), start_new_session=True)
+        finally:
+            theirs.close()
+        self._sock = ours
+        self._lock = threading.Lock()  # one spawn at a time: its answer is the next "started"
+        self._started: list[int] = []
+        self._statuses: dict[int, int] = {}
+        self._changed = threading.Condition()
+        self.gone = False
+        threading.Thread(target=self._read, name="forker", daemon=True).start()
+
+    def spawn(self, env: dict[str, str], log_fd: int) -> ForkedWorker:
+        """Fork a worker (``spawn``); RuntimeError when the forker does not answer."""
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        body = json.dumps({"env": env, "cwd": os.getcwd()}).encode("utf-8")
+        try:
+            with self._lock:
+                message = _HEADER.pack(len(body)) + body
+                sent = socket.send_fds(self._sock, [message], [stdin_r, stdout_w, log_fd])
+                self._sock.sendall(message[sent:])
+                pid = self._next_started()
+        finally:
+            os.close(stdin_r)
+            os.close(stdout_w)
+        return ForkedWorker(self, pid, os.fdopen(stdin_w, "wb", buffering=0), os.fdopen(stdout_r, "rb", buffering=0))
+
+    def _next_started(self) -> int:
+        """The pid of the next child the forker says it started (RuntimeError if none comes)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._started or self.gone, SPAWN_TIMEOUT) or not self._started:
+                raise RuntimeError("the worker forker did not start a worker")
+            return self._started.pop(0)
+
+    def status(self, pid: int, timeout: float | None) -> int | None:
+        """The exit status of child ``pid``, waiting up to ``timeout`` seconds for it; a child of
+        a forker that is gone was killed with it (``worker._die_with_parent``): -SIGKILL."""
+        with self._changed:
+            self._changed.wait_for(lambda: pid in self._statuses or self.gone, timeout)
+            if pid in self._statuses:
+                return self._statuses[pid]
+            return -signal.SIGKILL if self.gone else None
+
+    def _read(self) -> None:
+        """The thread: file the forker's messages until its socket closes."""
+        stream = self._sock.makefile("rb")
+        try:
+            while (message := _read_message(stream)) is not None:
+                with self._changed:
+                    if message[0] == "started":
+                        self._started.append(int(message[1]))
+                    elif message[0] == "exit":
+                        self._statuses[int(message[1])] = int(message[2])
+                    self._changed.notify_all()
+        except (OSError, ValueError):
+            pass
+        with self._changed:
+            self.gone = True
+            self._changed.notify_all()
+        self._proc.wait()
+
+
+def _read_message(stream: Any) -> list[Any] | None:
+    """One length-prefixed JSON message from ``stream``; None at its end."""
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    body = stream.read(_HEADER.unpack(head)[0])
+    return json.loads(body.decode("utf-8"))
+
+
+def _send(sock: socket.socket, message: list[Any]) -> None:
+    body = json.dumps(message).encode("utf-8")
+    sock.sendall(_HEADER.pack(len(body)) + body)
+
+
+# -- the forker process -------------------------------------------------------------------
+
+
+def serve(sock: socket.socket) -> None:
+    """The forker: preload, then fork one worker per request and report every child's exit,
+    until the socket closes."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the child imports what it needs itself, and reports what fails
+            pass
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(wake_w)
+    while True:
+        readable, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+        _reap(sock)
+        if sock in readable:
+            request = _receive(sock)
+            if request is None:
+                return
+            env, cwd, fds = request
+            pid = os.fork()
+            if pid == 0:
+                _child(env, cwd, fds, (sock.fileno(), wake_r, wake_w))
+            for fd in fds:
+                os.close(fd)
+            _send(sock, ["started", pid])
+
+
+def _receive(sock: socket.socket) -> tuple[dict[str, str], str, list[int]] | None:
+    """The next request: (env, cwd, [stdin, stdout, stderr fds]); None when the socket closed."""
+    head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, 3)
+    if not head:
+        return None
+    while len(head) < _HEADER.size:
+        more = sock.recv(_HEADER.size - len(head))
+        if not more:
+            return None
+        head += more
+    size = _HEADER.unpack(head)[0]
+    body = b""
+    while len(body) < size:
+        more = sock.recv(size - len(body))
+        if not more:
+            return None
+        body += more
+    request = json.loads(body.decode("utf-8"))
+    return request["env"], request["cwd"], list(fds)
+
+
+def _reap(sock: socket.socket) -> None:
+    """Report each child that has exited."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(sock, ["exit", pid, os.waitstatus_to_exitcode(status)])
+
+
+def _child(env: dict[str, str], cwd: str, fds: list[int], forker_fds: tuple[int, ...]) -> None:
+    """In the forked child: become the worker ``python -m ep_testbed.harness.run.worker`` would
+    be, with the sent pipes and log as fds 0, 1 and 2; never returns."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in forker_fds:
+            os.close(fd)
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, _max_fd())
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        from ep_testbed.harness.run import worker
+
+        sys.argv = [worker.__file__]
+        code = worker.main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()  # what a worker's own exit runs (its scratch folder goes)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _max_fd() -> int:
+    try:
+        return os.sysconf("SC_OPEN_MAX")
+    except (ValueError, OSError):
+        return 1024
+
+
+if __name__ == "__main__":
+    serve(socket.socket(fileno=int(sys.argv[1])))

@@ -1,0 +1,131 @@
+"""Workers forked from a process that has already imported NumPy and ONNX (harness/run/forker.py):
+each is the worker a subprocess would have been (its own session, the pool's environment and
+working folder, its log, its exit status as Popen reports it); one forker serves every pool of
+a process with the same PYTHONPATH; it and its workers end with the process that started them;
+and when no forker can start a worker, the pool starts a subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from local_cases import max_pool_case
+
+from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.run import forker
+from ep_testbed.harness.run.case_run import CaseConfig
+from ep_testbed.harness.run.pool import WorkerPool
+from ep_testbed.harness.run.worker import FAULT_ENV
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="workers are forked on POSIX only")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = CaseConfig(ep=resolve_ep("cpu"))
+CASE = max_pool_case("local/forked")
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _gone(pid: int, seconds: float = 30.0) -> bool:
+    """Whether process ``pid`` has ended (or is a zombie) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_pools_with_one_pythonpath_share_a_forker_and_each_worker_gets_its_pools_environment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plain = WorkerPool(CONFIG, 1, 60, extra_paths=[HERE])
+    faulty = WorkerPool(CONFIG, 1, 60, env=dict(os.environ, **{FAULT_ENV: f"perturb={CASE.id}"}), extra_paths=[HERE])
+    try:
+        assert plain.run_one(CASE)["outcome"] == "pass"
+        assert faulty.run_one(CASE)["outcome"] == "fail"  # the fault is in the second pool's environment only
+        workers = [pool._workers[0].proc for pool in (plain, faulty)]
+        assert all(isinstance(proc, forker.ForkedWorker) for proc in workers)
+        parents = {_parent(proc.pid) for proc in workers}
+        assert len(parents) == 1 and parents != {os.getpid()}  # both forked by one forker
+        assert os.getsid(workers[0].pid) == workers[0].pid  # a session of its own, as start_new_session gives
+        assert "warm-up session" in open(plain._workers[0].log_path, encoding="utf-8").read()  # its stderr
+    finally:
+        plain.close()
+        faulty.close()
+    assert all(proc.poll() is not None for proc in workers)
+
+
+def test_a_forked_worker_reports_its_exit_as_popen_does(tmp_path):
+    pool = WorkerPool(CONFIG, 1, 60, extra_paths=[HERE])
+    try:
+        pool.run_one(CASE)
+        proc = pool._workers[0].proc
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.05)  # alive: waiting times out, as Popen.wait does
+        assert proc.poll() is None
+        proc.kill()
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        pool.close()
+
+
+def test_a_crash_in_a_forked_worker_is_that_case_crash_naming_the_signal(tmp_path):
+    env = dict(os.environ, **{FAULT_ENV: f"segfault={CASE.id}"})
+    pool = WorkerPool(CONFIG, 1, 60, env=env, extra_paths=[HERE])
+    try:
+        line = pool.run_one(CASE)
+    finally:
+        pool.close()
+    assert line["outcome"] == "crash" and "SIGSEGV" in line["message"], line["message"]
+
+
+def test_the_forker_and_its_workers_end_with_the_process_that_started_them(tmp_path):
+    script = (f"import sys; sys.path.insert(0, {HERE!r})\n"
+              "from test_harness_forker import CONFIG, CASE, HERE\n"
+              "from ep_testbed.harness.run.pool import WorkerPool\n"
+              "pool = WorkerPool(CONFIG, 1, 60, extra_paths=[HERE])\n"
+              "assert pool.run_one(CASE)['outcome'] == 'pass'\n"
+              "proc = pool._workers[0].proc\n"
+              "print(proc.pid, proc.forker._proc.pid, flush=True)\n"
+              "import os; os._exit(0)  # no close: the workers are left to the forker\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    worker_pid, forker_pid = map(int, out.stdout.split())
+    assert _gone(forker_pid) and _gone(worker_pid)
+
+
+def test_a_forker_that_is_gone_is_replaced_and_its_workers_read_as_killed(tmp_path):
+    pool = WorkerPool(CONFIG, 1, 60, extra_paths=[HERE])
+    try:
+        pool.run_one(CASE)
+        proc = pool._workers[0].proc
+        os.kill(proc.forker._proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL  # its worker went with it (PR_SET_PDEATHSIG)
+        assert proc.forker.gone
+        pool.close()
+        assert pool.run_one(CASE)["outcome"] == "pass"  # a fresh forker
+        assert pool._workers[0].proc.forker is not proc.forker
+    finally:
+        pool.close()
+
+
+def test_a_pool_starts_a_subprocess_when_no_forker_can(monkeypatch):
+    monkeypatch.setattr(forker, "spawn", lambda env, log_fd: None)
+    pool = WorkerPool(CONFIG, 1, 60, extra_paths=[HERE])
+    try:
+        assert pool.run_one(CASE)["outcome"] == "pass"
+        assert isinstance(pool._workers[0].proc, subprocess.Popen)
+    finally:
+        pool.close()
