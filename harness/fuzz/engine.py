@@ -344,15 +344,21 @@ def _start_recheck(config: CaseConfig, options: FuzzOptions) -> Recheck | None:
 def _end_recheck(recheck: Recheck, finished: bool, labelled: Any, emit: Any, waiting: dict[str, Any]) -> None:
     """Write the re-checked lines still out: once drawing ``finished``, each once labelled
     (waiting for them); after a Ctrl-C or a lost device, those back and the rest unlabelled, at
-    once, so none is lost."""
+    once, so none is lost (a Ctrl-C while waiting too, which then goes on up)."""
+    interrupted: KeyboardInterrupt | None = None
     if finished:
-        labelled(wait=True)
+        try:
+            labelled(wait=True)
+        except KeyboardInterrupt as exc:
+            interrupted = exc
     try:
         for line in recheck.close():
             emit(line, waiting.pop(line["id"]))
     except OSError:  # the disk that ended the run refuses these too: --replay reruns them
-        if finished:
+        if finished and interrupted is None:
             raise
+    if interrupted is not None:
+        raise interrupted
 
 
 def _batches(options: FuzzOptions) -> Iterator[list[Any]]:
