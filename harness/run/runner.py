@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
+import shutil
 import signal
 import threading
 import time
@@ -28,6 +29,7 @@ from ep_testbed.harness.core.results import (
     PASSING,
     RESULTS_FILE,
     ResultsWriter,
+    case_dir,
     count_outcomes,
     end_record,
     load_records,
@@ -208,6 +210,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
         def record(line: dict[str, Any]) -> None:
             """Settle a line (its expectation, its case folder), write it, count it."""
             _settle(line, by_id[line["id"]], config, expectations)
+            _prune_passing_folder(line, worst, options.keep_worst, options.out_dir)
             _keep_worst(worst, line, options.keep_worst)
             writer.write(line)
             lines.append(line)
@@ -402,6 +405,18 @@ def _record_all(lines: list[dict[str, Any]], record: Callable[[dict[str, Any]], 
             record(line)
     except OSError:
         pass
+
+
+def _prune_passing_folder(line: dict[str, Any], worst: list[float], keep: int, run_dir: str) -> None:
+    """Remove the case folder a worker wrote for a passing ``line`` that is not among the ``keep``
+    worst passing cases recorded so far (``worst``), and say so in the line: a worker decides on
+    the bar of when its batch was sent, before the lines of the cases sent beside it raised it."""
+    if line["outcome"] not in PASSING or not line.get("artifacts"):
+        return
+    if keep and (len(worst) < keep or severity(line) >= worst[0]):
+        return
+    shutil.rmtree(os.path.join(run_dir, case_dir(line["id"])), ignore_errors=True)
+    line["artifacts"] = None
 
 
 def _keep_worst(worst: list[float], line: dict[str, Any], keep: int) -> None:

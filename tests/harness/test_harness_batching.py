@@ -172,3 +172,31 @@ def test_the_pool_and_the_end_line_say_when_the_first_worker_had_started_its_ep(
     run_cases(cases, CaseConfig(ep=resolve_ep("cpu")), options, expectations.for_ep("cpu"))
     _, _, end = read_run(str(tmp_path / "r"))
     assert 0 <= end["warm_up_s"] <= end["elapsed_s"]
+
+
+def test_keep_worst_keeps_only_the_passing_cases_among_the_worst_when_their_line_came_in(tmp_path):
+    """``--keep-worst N`` with cases sent 32 at a time: a worker writes a passing case's folder on
+    the bar of when its batch was sent, so the run removes each one that is not among the N worst
+    passing cases recorded before it (lines in the order written), and every line's
+    ``artifacts`` says whether its folder is there."""
+    import heapq
+
+    from ep_testbed.harness.run.case_run import severity
+
+    out = tmp_path / "r"
+    cases = build_catalog(["roi_align", "max_pooling2"])
+    options = RunOptions(out_dir=str(out), jobs=1, timeout=120, progress=False, keep_worst=3, batch=32)
+    run_cases(cases, CaseConfig(ep=resolve_ep("cpu")), options)
+    worst: list[float] = []
+    kept = []
+    for line in (line for line in read_run(str(out))[1] if line.get("type") == "case"):
+        folder = out / "cases" / os.path.basename(line["artifacts"] or "-")
+        assert folder.is_dir() == bool(line["artifacts"]), line["id"]
+        if line["outcome"] in ("pass", "tie-only") and severity(line) > 0:
+            if line["artifacts"]:
+                assert len(worst) < 3 or severity(line) >= worst[0], (line["id"], severity(line), worst)
+                kept.append(line["id"])
+            heapq.heappush(worst, severity(line))
+            if len(worst) > 3:
+                heapq.heappop(worst)
+    assert 3 <= len(kept) < 20, kept
