@@ -14,7 +14,9 @@ starts one, and a fork copies only the thread that forks), so ONNX Runtime and e
 the child, as in a fresh process. The forker reaps its children and sends their exit statuses
 back (``ForkedWorker.wait``, as ``subprocess.Popen.wait`` gives them: a negative number for a
 signal). It exits when the process that started it closes its end of the socket, or dies; its
-workers then get SIGKILL (``worker._die_with_parent``). Anything that fails on the way returns
+workers then get SIGKILL (``worker._die_with_parent``). A forked copy of the process that started
+it (multiprocessing's default start on Linux) starts a forker of its own rather than talk over
+its parent's socket. Anything that fails on the way returns
 None from ``spawn``, and the pool starts that worker as a subprocess.
 """
 
@@ -61,8 +63,8 @@ def _forker(env: dict[str, str]) -> "Forker":
     key = (sys.executable, env.get("PYTHONPATH"))
     with _LOCK:
         forker = _FORKERS.get(key)
-        if forker is None or forker.gone:
-            forker = _FORKERS[key] = Forker(env)
+        if forker is None or forker.gone or forker.owner != os.getpid():  # a forked copy of this process
+            forker = _FORKERS[key] = Forker(env)  # must not talk over its parent's socket
         return forker
 
 
@@ -109,6 +111,7 @@ class Forker:
         finally:
             theirs.close()
         self._sock = ours
+        self.owner = os.getpid()
         self._lock = threading.Lock()  # one spawn at a time: its answer is the next "started"
         self._started: list[int] = []
         self._statuses: dict[int, int] = {}

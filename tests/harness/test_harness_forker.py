@@ -129,3 +129,29 @@ def test_a_pool_starts_a_subprocess_when_no_forker_can(monkeypatch):
         assert isinstance(pool._workers[0].proc, subprocess.Popen)
     finally:
         pool.close()
+
+
+def test_a_forked_copy_of_the_process_gets_a_forker_of_its_own(tmp_path):
+    """A process that forks after its pools started workers (multiprocessing's default start on
+    Linux) holds a copy of its forker's socket: the copy's pools start a forker of their own."""
+    script = (f"import os, sys; sys.path.insert(0, {HERE!r})\n"
+              "from test_harness_forker import CONFIG, CASE, HERE\n"
+              "from ep_testbed.harness.run.pool import WorkerPool\n"
+              "def used():\n"
+              "    pool = WorkerPool(CONFIG, 1, 60, extra_paths=[HERE])\n"
+              "    try:\n"
+              "        assert pool.run_one(CASE)['outcome'] == 'pass'\n"
+              "        return pool._workers[0].proc.forker\n"
+              "    finally:\n"
+              "        pool.close()\n"
+              "first = used()\n"
+              "child = os.fork()\n"
+              "if child == 0:\n"
+              "    mine = used()\n"
+              "    os._exit(0 if mine is not first and mine.owner == os.getpid() else 3)\n"
+              "_, status = os.waitpid(child, 0)\n"
+              "assert os.waitstatus_to_exitcode(status) == 0, status\n"
+              "assert used() is first  # the parent's own forker serves it still\n"
+              "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
