@@ -22,16 +22,16 @@ None from ``spawn``, and the pool starts that worker as a subprocess.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 from typing import Any
+
+from .worker import read_frame, write_frame
 
 #: What the forker imports before it forks: the imports every worker starts with that start no
 #: thread of their own that a fork would lose (not ``onnxruntime``: see the module docstring).
@@ -39,7 +39,8 @@ PRELOAD = ("numpy", "onnx", "ep_testbed.harness.run.worker")
 #: Seconds ``spawn`` waits for the forker to say which process it started.
 SPAWN_TIMEOUT = 60.0
 
-_HEADER = struct.Struct("<I")
+#: The byte that carries a request's fds; the request itself follows as a frame (``worker.write_frame``).
+_FDS = b"F"
 
 
 def spawn(env: dict[str, str], log_fd: int) -> "ForkedWorker | None":
@@ -111,6 +112,7 @@ class Forker:
         finally:
             theirs.close()
         self._sock = ours
+        self._requests = ours.makefile("wb")
         self.owner = os.getpid()
         self._lock = threading.Lock()  # one spawn at a time: its answer is the next "started"
         self._started: list[int] = []
@@ -123,12 +125,10 @@ class Forker:
         """Fork a worker (``spawn``); RuntimeError when the forker does not answer."""
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
-        body = json.dumps({"env": env, "cwd": os.getcwd()}).encode("utf-8")
         try:
             with self._lock:
-                message = _HEADER.pack(len(body)) + body
-                sent = socket.send_fds(self._sock, [message], [stdin_r, stdout_w, log_fd])
-                self._sock.sendall(message[sent:])
+                socket.send_fds(self._sock, [_FDS], [stdin_r, stdout_w, log_fd])
+                write_frame(self._requests, {"env": env, "cwd": os.getcwd()})
                 pid = self._next_started()
         finally:
             os.close(stdin_r)
@@ -155,7 +155,7 @@ class Forker:
         """The thread: file the forker's messages until its socket closes."""
         stream = self._sock.makefile("rb")
         try:
-            while (message := _read_message(stream)) is not None:
+            while (message := read_frame(stream)) is not None:
                 with self._changed:
                     if message[0] == "started":
                         self._started.append(int(message[1]))
@@ -168,20 +168,6 @@ class Forker:
             self.gone = True
             self._changed.notify_all()
         self._proc.wait()
-
-
-def _read_message(stream: Any) -> list[Any] | None:
-    """One length-prefixed JSON message from ``stream``; None at its end."""
-    head = stream.read(_HEADER.size)
-    if len(head) < _HEADER.size:
-        return None
-    body = stream.read(_HEADER.unpack(head)[0])
-    return json.loads(body.decode("utf-8"))
-
-
-def _send(sock: socket.socket, message: list[Any]) -> None:
-    body = json.dumps(message).encode("utf-8")
-    sock.sendall(_HEADER.pack(len(body)) + body)
 
 
 # -- the forker process -------------------------------------------------------------------
@@ -201,13 +187,14 @@ def serve(sock: socket.socket) -> None:
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     signal.set_wakeup_fd(wake_w)
+    requests, answers = sock.makefile("rb", buffering=0), sock.makefile("wb")
     while True:
         readable, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in readable:
             os.read(wake_r, 4096)
-        _reap(sock)
+        _reap(answers)
         if sock in readable:
-            request = _receive(sock)
+            request = _receive(sock, requests)
             if request is None:
                 return
             env, cwd, fds = request
@@ -216,31 +203,22 @@ def serve(sock: socket.socket) -> None:
                 _child(env, cwd, fds, (sock.fileno(), wake_r, wake_w))
             for fd in fds:
                 os.close(fd)
-            _send(sock, ["started", pid])
+            write_frame(answers, ("started", pid))
 
 
-def _receive(sock: socket.socket) -> tuple[dict[str, str], str, list[int]] | None:
-    """The next request: (env, cwd, [stdin, stdout, stderr fds]); None when the socket closed."""
-    head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, 3)
-    if not head:
+def _receive(sock: socket.socket, requests: Any) -> tuple[dict[str, str], str, list[int]] | None:
+    """The next request: (env, cwd, [stdin, stdout, stderr fds]); None when the socket closed.
+    ``requests`` reads the socket unbuffered, so no read runs ahead into the next request's fds."""
+    marker, fds, _, _ = socket.recv_fds(sock, len(_FDS), 3)
+    request = read_frame(requests) if marker == _FDS else None
+    if request is None:
+        for fd in fds:
+            os.close(fd)
         return None
-    while len(head) < _HEADER.size:
-        more = sock.recv(_HEADER.size - len(head))
-        if not more:
-            return None
-        head += more
-    size = _HEADER.unpack(head)[0]
-    body = b""
-    while len(body) < size:
-        more = sock.recv(size - len(body))
-        if not more:
-            return None
-        body += more
-    request = json.loads(body.decode("utf-8"))
     return request["env"], request["cwd"], list(fds)
 
 
-def _reap(sock: socket.socket) -> None:
+def _reap(answers: Any) -> None:
     """Report each child that has exited."""
     while True:
         try:
@@ -249,7 +227,7 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        _send(sock, ["exit", pid, os.waitstatus_to_exitcode(status)])
+        write_frame(answers, ("exit", pid, os.waitstatus_to_exitcode(status)))
 
 
 def _child(env: dict[str, str], cwd: str, fds: list[int], forker_fds: tuple[int, ...]) -> None:
