@@ -26,9 +26,8 @@ def test_the_canary_is_exact_on_the_set_up_host(host):
 
 def test_the_canary_refuses_wine_s_stock_vkd3d_naming_it_and_the_fix():
     """Wine 8's own Direct3D 12 (vkd3d 1.6 inside wined3d.dll): DirectML runs, ONNX Runtime says
-    OK, and the outputs are wrong: zeros as a rule, now and then what the reused buffer held
-    before (seen once in a loaded suite run). The canary must call either a broken host, not a
-    DirectML result, and say which it saw."""
+    OK, and the outputs are wrong: zeros as a rule, non-zero once in a loaded suite run. The
+    canary must call either a broken host, not a DirectML result, and say which it saw."""
     needs_host()
     with DmlWineHost(dll_overrides="winedbg.exe=d") as stock:
         result = canary.check(stock, "1.6 (Wine's built-in)")
