@@ -10,6 +10,7 @@ from .descs import Desc, member_value
 from .dtypes import numpy_dtype
 from .errors import DescError
 from .precision import DEFAULT_MODEL, Expected, precision_model
+from .readings import Reading, combine, named
 from .registry import OpSpec, spec_for
 from .validation import NEWEST_FEATURE_LEVEL, validate
 
@@ -50,6 +51,28 @@ def execute_with_bounds(desc: Desc, tensors: Mapping[str, np.ndarray], model: st
     if spec.bounded is None:
         return Expected(outputs=spec.execute(desc, arrays), model=chosen)
     return spec.bounded(desc, arrays, chosen)
+
+
+def execute_reading(desc: Desc, tensors: Mapping[str, np.ndarray], readings: "list[str] | tuple[str, ...]",
+                    model: str = DEFAULT_MODEL, feature_level: str = NEWEST_FEATURE_LEVEL) -> Expected:
+    """``execute_with_bounds`` under the readings named ``readings`` combined (``readings.combine``)
+    instead of the primary reading: the same preparation, the same kernel with the readings' rules,
+    the same precision model and bounds. An empty list is the primary reading. Raises what
+    ``execute_with_bounds`` raises, and ``ReadingError`` for a name the operator does not have or
+    readings that cannot be combined."""
+    chosen = precision_model(model)
+    spec, arrays = prepare(desc, tensors, feature_level)
+    rules = combine(spec.rules, [named(spec.readings, n, spec.name) for n in readings]) if readings else spec.rules
+    if rules is None:
+        return execute_with_bounds(desc, tensors, model, feature_level)
+    if spec.bounded is None:
+        return Expected(outputs=spec.execute(desc, arrays, rules), model=chosen)  # type: ignore[call-arg]
+    return spec.bounded(desc, arrays, chosen, rules)  # type: ignore[call-arg]
+
+
+def readings_of(desc: Desc) -> tuple[Reading, ...]:
+    """The readings the operator of ``desc`` has (``OpSpec.readings``)."""
+    return spec_for(desc).readings
 
 
 def prepare(desc: Desc, tensors: Mapping[str, np.ndarray],

@@ -25,6 +25,10 @@ Windows whose maximum is that lowest value itself (all -inf, all INT_MIN) or tha
 are settled by a second, exact pass over just those windows. The simple form (every window
 gathered, then reduced) is kept in ``tests/reference/simple_max_pooling2.py`` as the oracle
 this one must equal bit for bit.
+
+``Rules`` holds the choices other kernels make otherwise (defaults: the primary reading) and
+``READINGS`` names each departure (``reference/readings.py``); a reading other than the primary is
+computed by an exact scan of every window (``scan_windows``), the primary's second pass made general.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .checks import TypeTable, check_tensor, expect_sizes, max_loop, max_work, s
 from .descs import Desc, TensorDesc, dml_field, member_value
 from .dtypes import NUMPY_DTYPES, numpy_dtype, random_values
 from .errors import DescError
+from .readings import check_rules, reading
 
 PAGE = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_max_pooling2_operator_desc"
 
@@ -78,6 +83,50 @@ TENSOR_SUPPORT: tuple[tuple[str, TypeTable], ...] = (
 #: Index output -> (the value output it locates, the input it indexes, flat over the whole tensor).
 INDEX_OUTPUTS = {"OutputIndicesTensor": ("OutputTensor", "InputTensor")}
 _WINDOW_FIELDS = ("Strides", "WindowSize", "StartPadding", "EndPadding", "Dilations")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How the kernel reads "the maximum value across the elements within the sliding window"
+    where kernels differ (defaults: the primary reading, MP-4, MP-8, NAN-1).
+
+    ``start``: the max is the largest element, the first one winning ties ("first"), or starts from
+    the lowest finite value of the type and takes an element only when strictly greater ("lowest":
+    a window of only -inf, or of the type's lowest value, keeps that start). ``unmatched_index``: with
+    ``start="lowest"``, the index of a window no element beat: its first element ("first") or -1
+    ("minus-one", cast to the index type). ``nan``: a NaN loses to any number unless the whole
+    window is NaN ("ignore"), wins when it is the window's first element ("first-wins"), or wins
+    wherever it is ("propagate", at the first NaN)."""
+
+    start: str = "first"
+    unmatched_index: str = "first"
+    nan: str = "ignore"
+
+
+PRIMARY = Rules()
+RULE_VALUES = {"start": ("first", "lowest"), "unmatched_index": ("first", "minus-one"),
+               "nan": ("ignore", "first-wins", "propagate")}
+_ORT = "https://github.com/microsoft/onnxruntime/blob/v1.28.0/onnxruntime/core/providers/cpu/nn/pool_functors.h"
+_ORT_MAIN = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/nn/pool_functors.h"
+#: The departures from the primary reading that kernels are known to compute (DECISIONS.md MP-*, NAN-1).
+READINGS = (
+    reading("lowest-start", "every window starts from the lowest finite value of the type and takes an element only "
+            "when it is greater, so a window of only -inf (or NaN and -inf) gives -FLT_MAX (float16: -65504) at its "
+            "first element", ("DirectML.dll 1.15.4 (observed under Wine)", "oneDNN's max pooling (the OpenVINO EP)",
+                              "ONNX Runtime's WebGPU MaxPool shader", "ONNX Runtime's MaxPool without Indices, some shapes"),
+            "tests/eps/test_dml_wine_observed.py; https://github.com/uxlfoundation/oneDNN/blob/"
+            "7fb96fc1bb8129e29bbfb730067e6034b5d991cf/src/cpu/nhwc_pooling.cpp#L133-L146", start="lowest"),
+    reading("lowest-start-index-minus-one", "every window starts from the lowest value of the type with index -1 and "
+            "takes an element only when it is greater: a window of only -inf gives -FLT_MAX, and a window whose elements "
+            "all equal the lowest value (int8 -128, -FLT_MAX, -inf) keeps index -1",
+            ("ONNX Runtime's MaxPool before 1.29 (MaxPool1DTask/2D/3D)",), _ORT, start="lowest",
+            unmatched_index="minus-one"),
+    reading("nan-first-wins", "a NaN that is the first element of its window is the window's max, with its index; a "
+            "NaN later in the window is ignored", ("ONNX Runtime's MaxPool with Indices, from 1.29",), _ORT_MAIN,
+            nan="first-wins"),
+    reading("nan-propagates", "a window that holds a NaN has the max NaN, at its first NaN",
+            ("ONNX Runtime's MaxPool without Indices (MLAS), on some windows",), _ORT_MAIN, nan="propagate"),
+)
 
 
 def output_sizes(input_sizes: tuple[int, ...], window_size, strides, start_padding, end_padding,
@@ -287,8 +336,13 @@ def offset_block(layout: np.ndarray, desc: MaxPooling2Desc, offset: tuple[int, .
     return layout[index]
 
 
-def execute_desc(desc: MaxPooling2Desc, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The registry's ``execute``: ``max_pooling2`` on arrays keyed by DML member name."""
+def execute_desc(desc: MaxPooling2Desc, tensors: dict[str, np.ndarray],
+                 rules: Rules = PRIMARY) -> dict[str, np.ndarray]:
+    """The registry's ``execute``: ``max_pooling2`` on arrays keyed by DML member name (under
+    ``rules``: a reading, ``reference/readings.py``)."""
+    check_rules(rules, RULE_VALUES, desc.TYPE)
+    if rules != PRIMARY:
+        return scan_windows(desc, tensors["InputTensor"], rules)
     return max_pooling2(desc, tensors["InputTensor"])
 
 
@@ -398,3 +452,63 @@ def _flat_indices(desc: MaxPooling2Desc, spatial: list[int], offsets: list[tuple
     index += origin
     index += planes
     return index
+
+
+def scan_windows(desc: MaxPooling2Desc, input_tensor: np.ndarray, rules: Rules) -> dict[str, np.ndarray]:
+    """The outputs under a reading's ``rules``: every window scanned exactly, offset by offset in
+    row-major order (MP-4), all outputs at once; slower than ``max_pooling2``'s running maximum,
+    and only asked for when a case is being explained."""
+    batch, channels, *spatial = input_tensor.shape
+    offsets = list(itertools.product(*(range(k) for k in desc.window_size)))
+    work = input_tensor.astype(np.float32) if input_tensor.dtype == np.float16 else input_tensor
+    floating = np.issubdtype(work.dtype, np.floating)
+    lowest = np.array((np.finfo(input_tensor.dtype) if floating else np.iinfo(input_tensor.dtype)).min, dtype=work.dtype)
+    layout = phase_layout(work, desc, np.array(-np.inf if floating else lowest, dtype=work.dtype))
+    shape = tuple(desc.output_tensor.sizes)
+    out_spatial = shape[2:]
+    value = np.full(shape, lowest if rules.start == "lowest" else 0, dtype=work.dtype)
+    index = np.full(shape, -1, dtype=np.int64)   # the winning offset (-1: none yet)
+    first = np.full(shape, -1, dtype=np.int64)   # the window's first input element
+    nan_at = np.full(shape, -1, dtype=np.int64)  # its first NaN
+    with np.errstate(invalid="ignore"):
+        for k, offset in enumerate(offsets):
+            values = offset_block(layout, desc, offset)
+            inside = np.broadcast_to(_inside(desc, spatial, out_spatial, offset), shape)
+            is_nan = inside & np.isnan(values) if floating else np.zeros(shape, dtype=bool)
+            first_here = inside & (first < 0)
+            first = np.where(first_here, k, first)
+            nan_at = np.where(is_nan & (nan_at < 0), k, nan_at)
+            number = inside & ~is_nan
+            if rules.start == "lowest":
+                take = number & (values > value)
+            else:
+                take = number & ((index < 0) | (values > value))
+            value = np.where(take, values, value)
+            index = np.where(take, k, index)
+    _settle_nan(rules, value, index, first, nan_at, floating)
+    result = {"OutputTensor": value.astype(input_tensor.dtype)}
+    if desc.output_indices_tensor is not None:
+        none = index < 0
+        best_offset = np.where(none, np.maximum(first, 0), index)
+        flat = _flat_indices(desc, spatial, offsets, best_offset, batch, channels)
+        if rules.unmatched_index == "minus-one":
+            flat = np.where(none, -1, flat)
+        result["OutputIndicesTensor"] = flat.astype(numpy_dtype(desc.output_indices_tensor.data_type))
+    return result
+
+
+def _settle_nan(rules: Rules, value: np.ndarray, index: np.ndarray, first: np.ndarray, nan_at: np.ndarray,
+                floating: bool) -> None:
+    """In place: NaN where the NaN rule makes a window's max NaN (at that NaN), and, for windows
+    no number reached, NaN at the first element under the primary start (NAN-1: all NaN)."""
+    if not floating:
+        return
+    wins = np.zeros(value.shape, dtype=bool)
+    if rules.nan == "propagate":
+        wins = nan_at >= 0
+    elif rules.nan == "first-wins":
+        wins = (nan_at >= 0) & (nan_at == first)
+    if rules.start == "first":
+        wins |= (index < 0) & (nan_at >= 0)  # every element NaN
+    value[wins] = np.nan
+    index[wins] = nan_at[wins]

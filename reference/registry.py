@@ -36,6 +36,7 @@ itself). DESIGN.md ("One operator, one place") lists what else it may want (test
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from .checks import TypeTable
 from .descs import Desc
 from .errors import DescError
 from .precision import Expected, PrecisionModel
+from .readings import Reading, ReadingError, combine
 
 
 class OperatorContractError(ValueError):
@@ -147,7 +149,10 @@ class OpSpec:
     second copy of the arithmetic); None means every output is a selection, exact under every model.
     ``check_values(desc, arrays)``, when given, runs before ``execute`` and ``bounded`` and raises
     DescError for input values whose computation would exceed the reference's limits
-    (``checks.within_cap``).
+    (``checks.within_cap``). ``rules`` is the primary reading's instance of the operator's kernel
+    rules (a frozen dataclass) and ``readings`` the departures other kernels compute
+    (``reference/readings.py``); an operator with readings computes them through the same kernel:
+    ``execute(desc, arrays, rules)`` and ``bounded(desc, arrays, model, rules)``.
     """
 
     name: str
@@ -165,6 +170,8 @@ class OpSpec:
     bounded: Optional[Callable[[Any, dict[str, np.ndarray], PrecisionModel], Expected]] = None
     check_values: Optional[Callable[[Any, dict[str, np.ndarray]], None]] = None
     onnx_input_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    rules: Any = None
+    readings: tuple[Reading, ...] = ()
 
     @property
     def dml_type(self) -> str:
@@ -233,6 +240,32 @@ def check_record(spec: OpSpec) -> None:
     _check_module_names(spec)
     _check_onnx_side(spec)
     _check_index_outputs(spec)
+    _check_readings(spec)
+
+
+def _check_readings(spec: OpSpec) -> None:
+    """Readings need the primary rules, unique names, changes to rules the kernel has, and an
+    ``execute`` (and ``bounded``) that take the rules."""
+    if not spec.readings:
+        return
+    if spec.rules is None or not dataclasses.is_dataclass(spec.rules):
+        raise _contract_error(spec.name, "OpSpec.rules", f"= {spec.rules!r} is not a rules dataclass instance",
+                              "give the primary reading's rules (e.g. roi_pooling.PRIMARY) with the readings")
+    names_seen = [r.name for r in spec.readings]
+    if len(set(names_seen)) != len(names_seen) or not all(isinstance(r, Reading) for r in spec.readings):
+        raise _contract_error(spec.name, "OpSpec.readings", "holds a duplicate name or a non-Reading",
+                              "give reference.readings.Reading records with unique names")
+    for r in spec.readings:
+        try:
+            combine(spec.rules, [r])
+        except ReadingError as exc:
+            raise _contract_error(spec.name, f"OpSpec.readings[{r.name!r}]", str(exc),
+                                  "a reading changes fields of the operator's rules dataclass") from None
+    for attribute, count in (("execute", 3), ("bounded", 4)):
+        function = getattr(spec, attribute)
+        if function is not None and not _takes(function, count):
+            raise _contract_error(spec.name, f"OpSpec.{attribute}", f"does not take the rules as argument {count}",
+                                  "an operator with readings computes them through the same kernel")
 
 
 def _check_module_names(spec: OpSpec) -> None:
@@ -397,26 +430,29 @@ register(OpSpec(
     execute=roi_pooling.execute_desc, random_inputs=roi_pooling.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_pooling", cases="ep_testbed.graphs.cases.roi_pooling:catalog",
     onnx_ops=("MaxRoiPool",), onnx_input_roles={"MaxRoiPool": ("feature", "batch_boxes")},
-    bounded=roi_pooling_bounds.execute_bounded))
+    bounded=roi_pooling_bounds.execute_bounded, rules=roi_pooling.PRIMARY, readings=roi_pooling.READINGS))
 register(OpSpec(
     name="max_pooling2", desc=max_pooling2.MaxPooling2Desc, page=max_pooling2.PAGE,
     tensor_support=max_pooling2.TENSOR_SUPPORT, validate=max_pooling2.validate_desc,
     execute=max_pooling2.execute_desc, random_inputs=max_pooling2.random_inputs,
     graphs="ep_testbed.graphs.ops.max_pooling2", cases="ep_testbed.graphs.cases.max_pooling2:catalog",
-    onnx_ops=("MaxPool",), index_outputs=max_pooling2.INDEX_OUTPUTS, index_rule=max_pooling2.window_contains))
+    onnx_ops=("MaxPool",), index_outputs=max_pooling2.INDEX_OUTPUTS, index_rule=max_pooling2.window_contains,
+    rules=max_pooling2.PRIMARY, readings=max_pooling2.READINGS))
 register(OpSpec(
     name="roi_align", desc=roi_align.RoiAlignDesc, page=roi_align.PAGE_V0,
     tensor_support=roi_align.TENSOR_SUPPORT_V0, validate=roi_align.validate_desc,
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v0",
-    bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values))
+    bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values, rules=roi_align.PRIMARY,
+    readings=roi_align.READINGS))
 register(OpSpec(
     name="roi_align1", desc=roi_align.RoiAlign1Desc, page=roi_align.PAGE_V1,
     tensor_support=roi_align.TENSOR_SUPPORT_V1, validate=roi_align.validate_desc,
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v1",
     onnx_ops=("RoiAlign",), onnx_input_roles={"RoiAlign": ("feature", "boxes", "batch_index")},
-    bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values))
+    bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values, rules=roi_align.PRIMARY,
+    readings=roi_align.READINGS))
 
 #: The operators importing this module registers (every process has them; a spawned process must
 #: be handed the records of any other: ``harness.fuzz.engine.Drawer``).

@@ -13,16 +13,23 @@ The page's logic, in order, per region ``roiIndex``:
         inputValue = interpolate2D(InputTensor, BatchIndicesTensor[roiIndex], channel, X, Y)
         outputValue = average or maximum of the inputValues
 
-Readings (DECISIONS.md): the Y scale uses Y quantities (RA-1, the page's typo); the sample loops
-are exclusive, ``n`` samples per output element per axis (RA-2); a fractional sample count is
-rounded up before the clamp, a negative one clamps to the minimum (RA-3); MAX starts from the
-first sample (RA-4); the bilinear and nearest edge rule (RA-5); AlignRegionsToCorners divides
-by ``outputSampleSize - 1`` (RA-6); arithmetic in float64, one rounding to the output type
-(FP-1); inverted regions sample backwards, which mirrors the output, as the page says.
+The primary reading (DECISIONS.md): the Y scale uses Y quantities (RA-1, the page's typo); the
+sample loops are exclusive, ``n`` samples per output element per axis (RA-2); a fractional sample
+count is rounded up before the clamp, a negative one clamps to the minimum (RA-3); MAX starts from
+the first sample (RA-4); a sample reads the input strictly inside ``(-1, size)`` and interpolates
+``a + t * (b - a)`` along Y, then X, between its two neighbouring pixels, each clamped to the input
+(RA-5: DirectML.dll's own reading); AlignRegionsToCorners divides by ``outputSampleSize - 1``
+(RA-6); arithmetic in float64, one rounding to the output type (FP-1); inverted regions sample
+backwards, which mirrors the output, as the page says.
+
+``Rules`` holds each of those choices that another kernel makes otherwise; its defaults are the
+primary reading, and ``READINGS`` names the departures (``reference/readings.py``): the kernel below
+computes every reading, switch by switch.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Optional, Union
@@ -33,7 +40,7 @@ from .checks import TypeTable, check_tensor, expect_sizes, finite, float32_value
 from .descs import Desc, TensorDesc, dml_field
 from .dtypes import numpy_dtype, random_values
 from .errors import DescError
-from .nan_rules import nan_ignoring_max
+from .readings import check_rules, reading
 
 PAGE_V0 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align_operator_desc"
 PAGE_V1 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align1_operator_desc"
@@ -105,6 +112,103 @@ def as_roi_align1(desc: AnyRoiAlign) -> RoiAlign1Desc:
         out_of_bounds_input_value=desc.out_of_bounds_input_value,
         minimum_samples_per_output=desc.minimum_samples_per_output,
         maximum_samples_per_output=desc.maximum_samples_per_output, align_regions_to_corners=False)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How the kernel reads the page where kernels differ; the defaults are the primary reading
+    (module docstring, DECISIONS.md RA-3 to RA-5) and ``READINGS`` switch them.
+
+    ``edge``: a sample reads the input strictly inside ``(-1, size)`` ("open", DirectML.dll) or on
+    ``[-1, size]`` ("closed": ONNX Runtime, torchvision). ``interpolation``: LINEAR as ``a + t * (b -
+    a)`` along Y then X between the two neighbouring pixels, each clamped to the input ("lerp": a
+    coordinate in ``(-1, 0)`` reads pixel 0 twice), or as the weighted sum ``w0 * a + w1 * b`` with
+    ONNX Runtime's taps ("weighted": a coordinate below 0 takes pixels 0 and 1 with weights 1 and 0).
+    ``outside``: a sample outside reads OutOfBoundsInputValue ("value") or that plus ``0 * X[b, c, 0,
+    0]`` ("value-plus-zero-corner", ONNX Runtime's weights of 0 at pixel 0). ``count``: the page's
+    clamp ("clamp") or ONNX's adaptive count ("onnx": ``ceil(size / output)`` with no clamp when
+    Minimum != Maximum, no sample at all, output 0, when that is <= 0). ``min_size``: regions
+    smaller than this many pixels along an axis are raised to it (RoiAlign-10's 1x1). ``max_of``:
+    MAX over interpolated samples ("samples") or over each sample's largest weighted corner term
+    ("corner-terms", ONNX Runtime's mode="max"). ``max_start``: MAX starts from its first sample
+    ("first"), the output type's lowest finite value ("lowest") or 0 ("zero"). ``max_nan``: a NaN
+    sample loses to a number ("ignore") or wins ("propagate"). ``arithmetic``: float64 rounded once
+    ("exact") or samples and sums in float32, in ONNX Runtime's order ("float32").
+    ``input_offset_shift``: added to InputPixelOffset (the desc the DirectML EP builds for RoiAlign-10)."""
+
+    edge: str = "open"
+    interpolation: str = "lerp"
+    outside: str = "value"
+    count: str = "clamp"
+    min_size: float = 0.0
+    max_of: str = "samples"
+    max_start: str = "first"
+    max_nan: str = "ignore"
+    arithmetic: str = "exact"
+    input_offset_shift: float = 0.0
+
+    def fast(self) -> bool:
+        """Whether the separable AVERAGE (``average_linear``) computes these rules on a finite input."""
+        return self.outside == "value" and self.arithmetic == "exact"
+
+
+PRIMARY = Rules()
+#: What each rule may hold (``readings.check_rules``).
+RULE_VALUES = {"edge": ("open", "closed"), "interpolation": ("lerp", "weighted"),
+               "outside": ("value", "value-plus-zero-corner"), "count": ("clamp", "onnx"),
+               "max_of": ("samples", "corner-terms"), "max_start": ("first", "lowest", "zero"),
+               "max_nan": ("ignore", "propagate"), "arithmetic": ("exact", "float32")}
+
+_ORT_ROIALIGN = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/object_detection/roialign.cc"
+_ORT_POOL = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/nn/pool_functors.h"
+_TV_ROIALIGN = "https://github.com/pytorch/vision/blob/main/torchvision/csrc/ops/cpu/roi_align_kernel.cpp"
+#: The departures from the primary reading that kernels are known to compute (DECISIONS.md RA-*, TV-*).
+READINGS = (
+    reading("closed-edge", "a sample exactly at -1 or exactly at the input's width (height) reads the edge pixel "
+            "instead of OutOfBoundsInputValue", ("ONNX Runtime's RoiAlign kernels", "torchvision's roi_align"),
+            f"{_ORT_ROIALIGN} (PreCalcForBilinearInterpolate: y < -1.0 || y > height); {_TV_ROIALIGN}", edge="closed"),
+    reading("weighted-interpolation", "LINEAR is the weighted sum w1*v1 + w2*v2 + w3*v3 + w4*v4, a coordinate below 0 "
+            "taking pixels 0 and 1 with weights 1 and 0, so an infinite or NaN neighbour of weight 0 makes NaN "
+            "(0 * inf) where the primary reading's clamped taps read the edge pixel, and an infinite tap of weight "
+            "above 0 stays infinite where a + t * (b - a) gives NaN",
+            ("ONNX Runtime's RoiAlign kernels", "torchvision's roi_align", "the page's words: 'weighted average'"),
+            f"{_ORT_ROIALIGN} (RoiAlignForward); {_TV_ROIALIGN} (bilinear_interpolate)", interpolation="weighted"),
+    reading("zero-times-corner", "a sample outside the input adds 0 * X[b, c, 0, 0] to OutOfBoundsInputValue (NaN "
+            "when that pixel is NaN or infinite)", ("ONNX Runtime's RoiAlign kernels",),
+            f"{_ORT_ROIALIGN} (PreCalcForBilinearInterpolate: pos 0 and weights 0 for a sample outside)",
+            outside="value-plus-zero-corner"),
+    reading("onnx-adaptive-count", "an adaptive sample count (Minimum != Maximum) is ceil(size / output) with no "
+            "clamp, and an empty or inverted region takes no sample and outputs 0",
+            ("the ONNX spec's sampling_ratio=0", "ONNX Runtime's RoiAlign kernels", "OpenVINO"),
+            f"https://onnx.ai/onnx/operators/onnx__RoiAlign.html; {_ORT_ROIALIGN} (roi_bin_grid_h)", count="onnx"),
+    reading("onnx-1x1-regions", "a region smaller than one pixel along an axis is raised to one pixel (its start kept)",
+            ("ONNX RoiAlign-10 and output_half_pixel in ONNX Runtime", "OpenVINO", "torchvision aligned=False"),
+            f"{_ORT_ROIALIGN} ('Force malformed ROIs to be 1x1'); https://github.com/onnx/onnx/issues/3428",
+            min_size=1.0),
+    reading("corner-term-max", "MAX is the running max over samples of each sample's largest weighted corner term "
+            "max(w1*v1, w2*v2, w3*v3, w4*v4), not the max of the interpolated samples",
+            ("ONNX Runtime's RoiAlign mode=max", "the ONNX reference implementation"),
+            "https://github.com/microsoft/onnxruntime/issues/6146; https://github.com/onnx/onnx/issues/4764",
+            max_of="corner-terms"),
+    reading("lowest-start", "MAX starts from the lowest finite value of the output type and takes max() with each "
+            "sample, skipping NaN: an output whose samples are all -inf or NaN is -FLT_MAX",
+            ("DirectML.dll 1.15.4 (observed under Wine)", "ONNX Runtime's MaxPool (the MaxPool of samples)"),
+            f"tests/eps/test_dml_wine_observed.py; {_ORT_POOL}", max_start="lowest"),
+    reading("max-from-zero", "MAX starts from 0: an output whose samples are all negative is 0",
+            ("the OpenVINO EP's RoiAlign mode=max (onnxruntime-openvino 1.24.1, observed)",),
+            "harness/expectations/openvino.json", max_start="zero"),
+    reading("nan-propagates", "a NaN sample wins a MAX (the max is NaN when any sample is NaN)",
+            ("ONNX Runtime's MaxPool without Indices (MLAS), on some windows",), _ORT_POOL, max_nan="propagate"),
+    reading("float32-accumulation", "samples and their AVERAGE sum are computed in float32, in the kernel's order, so "
+            "values near FLT_MAX overflow to an infinity (or inf - inf = NaN) where the exact value is finite",
+            ("ONNX Runtime's RoiAlign kernels", "DirectML.dll (observed)"), f"{_ORT_ROIALIGN} (RoiAlignForward)",
+            arithmetic="float32"),
+    reading("directml-ep-roialign10-offset", "the samples sit half a pixel off: the DirectML EP builds "
+            "InputPixelOffset 0.5 for a RoiAlign-10 node, which ONNX defines without an input offset",
+            ("ONNX Runtime's DirectML EP (DmlOperatorRoiAlign.cpp)",),
+            "https://github.com/microsoft/onnxruntime/blob/c4780e65b57e8c7e3f8f184a80c25aabc5530b06/onnxruntime/core/"
+            "providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp#L39", input_offset_shift=0.5),
+)
 
 
 _FLOATS = ("FLOAT32", "FLOAT16")
@@ -203,13 +307,18 @@ def check_values(desc: AnyRoiAlign, tensors: dict[str, np.ndarray]) -> None:
                    max_elements() // 8)
 
 
-def samples_per_output(scaled_size: float, output_size: int, minimum: int, maximum: int) -> int:
-    """``clamp(scaledRegionSize / outputSize, Minimum, Maximum)``, a fraction rounded up (RA-3)."""
-    return samples_for_ratio(scaled_size / output_size, minimum, maximum)
+def samples_per_output(scaled_size: float, output_size: int, minimum: int, maximum: int,
+                       rules: Rules = PRIMARY) -> int:
+    """``clamp(scaledRegionSize / outputSize, Minimum, Maximum)``, a fraction rounded up (RA-3);
+    under ``rules.count == "onnx"`` ONNX's adaptive count instead (``Rules``; 0: no sample)."""
+    return samples_for_ratio(scaled_size / output_size, minimum, maximum, rules)
 
 
-def samples_for_ratio(ratio: float, minimum: int, maximum: int) -> int:
-    """``clamp(ceil(ratio), Minimum, Maximum)``: the sample count of a size / output ratio (RA-3)."""
+def samples_for_ratio(ratio: float, minimum: int, maximum: int, rules: Rules = PRIMARY) -> int:
+    """``clamp(ceil(ratio), Minimum, Maximum)``: the sample count of a size / output ratio (RA-3);
+    ONNX's ``max(ceil(ratio), 0)`` for an adaptive count under ``rules.count == "onnx"``."""
+    if rules.count == "onnx" and minimum != maximum:
+        return max(int(math.ceil(ratio)), 0)
     return int(min(max(math.ceil(ratio), minimum), maximum))
 
 
@@ -225,21 +334,26 @@ def sample_coordinates(scaled_start: float, scaled_size: float, output_size: int
             return np.array([scaled_start + scaled_size / 2 - input_pixel_offset])
         scale = scaled_size / (sample_count - 1)
     else:
-        scale = scaled_size / sample_count
+        scale = scaled_size / sample_count if sample_count else 0.0
     return (sample - output_pixel_offset) * scale + scaled_start - input_pixel_offset
 
 
-def region_samples(d: RoiAlign1Desc, row: int, roi: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+def region_samples(d: RoiAlign1Desc, row: int, roi: np.ndarray,
+                   rules: Rules = PRIMARY) -> tuple[np.ndarray, np.ndarray, int, int]:
     """The page's per-region quantities: the Y and X sample coordinates of region ``row`` (ROI
-    ``[x1, y1, x2, y2]``) and its samples per output element along Y and X."""
+    ``[x1, y1, x2, y2]``) and its samples per output element along Y and X (0 where ``rules``
+    give an axis no sample)."""
     _, _, out_h, out_w = d.output_tensor.sizes
     scale_x, scale_y = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
-    in_offset, out_offset = float(np.float32(d.input_pixel_offset)), float(np.float32(d.output_pixel_offset))
+    in_offset = float(np.float32(d.input_pixel_offset)) + rules.input_offset_shift
+    out_offset = float(np.float32(d.output_pixel_offset))
     x1, y1, x2, y2 = (float(v) for v in roi)
     start_x, start_y = x1 * scale_x, y1 * scale_y
     size_x, size_y = x2 * scale_x - start_x, y2 * scale_y - start_y
-    n_x = samples_per_output(size_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output)
-    n_y = samples_per_output(size_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output)
+    if rules.min_size:
+        size_x, size_y = max(size_x, rules.min_size), max(size_y, rules.min_size)
+    n_x = samples_per_output(size_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
+    n_y = samples_per_output(size_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
     check_sample_points(d, row, roi, n_y, n_x)
     xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
     ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
@@ -257,8 +371,10 @@ def check_sample_points(d: RoiAlign1Desc, row: int, roi: np.ndarray, n_y: int, n
 
 
 def edge_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per coordinate, clamped to the input (RA-5, whether or not it reads the input): the two
-    neighbouring input indices and their LINEAR weights."""
+    """Per coordinate, ONNX Runtime's and torchvision's taps (the ``weighted`` reading, RA-5),
+    whether or not it reads the input: the coordinate clamped to ``[0, size - 1]``, its two
+    neighbouring input indices and their LINEAR weights (a coordinate below 0 takes pixels 0 and 1
+    with weights 1 and 0; one at or past ``size - 1`` the last pixel twice)."""
     c = np.clip(coords, 0.0, size - 1)
     low = np.floor(c).astype(np.int64)
     at_end = low >= size - 1
@@ -268,19 +384,34 @@ def edge_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np
     return low, high, 1.0 - frac, frac
 
 
-def linear_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per coordinate: the two neighbouring input indices, their weights, and whether the
-    coordinate reads the input at all (RA-5: within ``[-1, size]``; [-1, 0) and (size-1, size]
-    clamp to the edge pixel)."""
-    inside = (coords >= -1.0) & (coords <= size)
-    low, high, w_low, w_high = edge_taps(coords, size)
+def lerp_taps(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per coordinate, the primary reading's taps (RA-5, DirectML.dll's): the two neighbouring
+    pixels ``floor(c)`` and ``floor(c) + 1``, each clamped to the input, and ``t = c - floor(c)``;
+    a coordinate in ``(-1, 0)`` or ``(size - 1, size)`` reads its edge pixel twice."""
+    with np.errstate(invalid="ignore"):
+        base = np.floor(coords)
+    low = np.clip(base, 0, size - 1).astype(np.int64)
+    high = np.clip(base + 1, 0, size - 1).astype(np.int64)
+    return low, high, coords - base
+
+
+def linear_taps(coords: np.ndarray, size: int, rules: Rules = PRIMARY
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per coordinate: the two neighbouring input indices, their weights ``(1 - t, t)``, and whether
+    the coordinate reads the input at all (``reads_input``), under ``rules.interpolation``."""
+    inside = reads_input(coords, size, rules)
+    if rules.interpolation == "weighted":
+        low, high, w_low, w_high = edge_taps(coords, size)
+    else:
+        low, high, t = lerp_taps(np.where(inside, coords, 0.0), size)
+        w_low, w_high = 1.0 - t, t
     return np.where(inside, low, 0), np.where(inside, high, 0), w_low, w_high, inside
 
 
-def nearest_tap(coords: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+def nearest_tap(coords: np.ndarray, size: int, rules: Rules = PRIMARY) -> tuple[np.ndarray, np.ndarray]:
     """Per coordinate: the nearest input index (halves round up) and whether it reads the input
-    (the same ``[-1, size]`` range as LINEAR, RA-5)."""
-    inside = (coords >= -1.0) & (coords <= size)
+    (the same range as LINEAR, ``reads_input``)."""
+    inside = reads_input(coords, size, rules)
     index = np.clip(np.floor(coords + 0.5), 0, size - 1).astype(np.int64)
     return np.where(inside, index, 0), inside
 
@@ -294,46 +425,65 @@ def gather(plane: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return taken.reshape(rows.size, cols.size, channels)
 
 
-def reads_input(coords: np.ndarray, size: int) -> np.ndarray:
-    """Whether each coordinate reads the input (RA-5: within ``[-1, size]``)."""
-    return (coords >= -1.0) & (coords <= size)
+def reads_input(coords: np.ndarray, size: int, rules: Rules = PRIMARY) -> np.ndarray:
+    """Whether each coordinate reads the input (RA-5): strictly inside ``(-1, size)``, as DirectML
+    reads it; on ``[-1, size]`` under the ``closed-edge`` reading."""
+    if rules.edge == "closed":
+        return (coords >= -1.0) & (coords <= size)
+    return (coords > -1.0) & (coords < size)
 
 
-def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, out_of_bounds: float) -> np.ndarray:
+def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, out_of_bounds: float,
+                rules: Rules = PRIMARY) -> np.ndarray:
     """``interpolate2D`` of a channels-last ``(H, W, C)`` plane at every (y, x) of the two axes'
-    grids, in float64: ``(len(ys), len(xs), C)``; points outside the input read
-    ``OutOfBoundsInputValue``."""
+    grids, in float64 (float32 under ``rules.arithmetic``): ``(len(ys), len(xs), C)``; points
+    outside the input read ``OutOfBoundsInputValue`` (plus ``0 * X[b, c, 0, 0]`` under ``rules.outside``)."""
     height, width, _ = plane.shape
-    inside = (reads_input(ys, height)[:, None] & reads_input(xs, width)[None, :])[:, :, None]
-    return np.where(inside, clamped_samples(plane, ys, xs, mode), np.float64(np.float32(out_of_bounds)))
+    inside = (reads_input(ys, height, rules)[:, None] & reads_input(xs, width, rules)[None, :])[:, :, None]
+    samples = clamped_samples(plane, ys, xs, mode, rules)
+    return np.where(inside, samples, outside_value(plane, out_of_bounds, rules, samples.dtype.type))
 
 
-def clamped_samples(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str) -> np.ndarray:
-    """``interpolate2D`` of a channels-last ``(H, W, C)`` plane at every (y, x), in float64, with
-    the coordinates clamped to the input (RA-5) whether or not they read it: ``interpolate``
-    replaces the points outside by ``OutOfBoundsInputValue``; the precision models read a
-    point outside where rounding could move it inside (``roi_align_bounds``)."""
+def clamped_samples(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str,
+                    rules: Rules = PRIMARY) -> np.ndarray:
+    """``interpolate2D`` of a channels-last ``(H, W, C)`` plane at every (y, x), in float64 (float32
+    under ``rules.arithmetic``), with the coordinates clamped to the input (RA-5) whether or not
+    they read it: ``interpolate`` replaces the points outside by ``OutOfBoundsInputValue``; the
+    precision models read a point outside where rounding could move it inside (``roi_align_bounds``).
+    LINEAR is ``a + t * (b - a)`` along Y, then X (``lerp_taps``), or the ``weighted`` reading's sum."""
     height, width, _ = plane.shape
+    kind = np.float32 if rules.arithmetic == "float32" else np.float64
 
     def tap(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        return gather(plane, rows, cols).astype(np.float64)
+        return gather(plane, rows, cols).astype(kind)
 
     if mode == "NEAREST_NEIGHBOR":
         def nearest(coords: np.ndarray, size: int) -> np.ndarray:
             return np.clip(np.floor(coords + 0.5), 0, size - 1).astype(np.int64)
 
         return tap(nearest(ys, height), nearest(xs, width))
-    y0, y1, wy0, wy1 = edge_taps(ys, height)
-    x0, x1, wx0, wx1 = edge_taps(xs, width)
-    wx0, wx1 = wx0[None, :, None], wx1[None, :, None]
-    top = tap(y0, x0) * wx0 + tap(y0, x1) * wx1
-    bottom = tap(y1, x0) * wx0 + tap(y1, x1) * wx1
-    return top * wy0[:, None, None] + bottom * wy1[:, None, None]
+    with np.errstate(invalid="ignore", over="ignore"):
+        if rules.interpolation == "weighted":
+            y0, y1, wy0, wy1 = edge_taps(ys, height)
+            x0, x1, wx0, wx1 = edge_taps(xs, width)
+            wx0, wx1 = wx0.astype(kind)[None, :, None], wx1.astype(kind)[None, :, None]
+            wy0, wy1 = wy0.astype(kind)[:, None, None], wy1.astype(kind)[:, None, None]
+            # ((w1*v1 + w2*v2) + w3*v3) + w4*v4, as ONNX Runtime sums them
+            return ((tap(y0, x0) * (wy0 * wx0) + tap(y0, x1) * (wy0 * wx1)) + tap(y1, x0) * (wy1 * wx0)) \
+                + tap(y1, x1) * (wy1 * wx1)
+        y0, y1, ty = lerp_taps(ys, height)
+        x0, x1, tx = lerp_taps(xs, width)
+        ty, tx = ty.astype(kind)[:, None, None], tx.astype(kind)[None, :, None]
+        left, right = tap(y0, x0), tap(y0, x1)
+        left = left + ty * (tap(y1, x0) - left)
+        right = right + ty * (tap(y1, x1) - right)
+        return left + tx * (right - left)
 
 
-def execute_desc(desc: AnyRoiAlign, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The registry's ``execute``: ``roi_align`` on arrays keyed by DML member name."""
-    return roi_align(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"])
+def execute_desc(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], rules: Rules = PRIMARY) -> dict[str, np.ndarray]:
+    """The registry's ``execute``: ``roi_align`` on arrays keyed by DML member name (under
+    ``rules``: a reading, ``reference/readings.py``)."""
+    return roi_align(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"], rules)
 
 
 def random_inputs(desc: AnyRoiAlign, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -353,9 +503,9 @@ def random_inputs(desc: AnyRoiAlign, rng: np.random.Generator) -> dict[str, np.n
 
 
 def roi_align(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.ndarray,
-              batch_indices_tensor: np.ndarray) -> dict[str, np.ndarray]:
+              batch_indices_tensor: np.ndarray, rules: Rules = PRIMARY) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
-    return {"OutputTensor": compute(kernel_input(desc, input_tensor, roi_tensor, batch_indices_tensor))}
+    return {"OutputTensor": compute(kernel_input(desc, input_tensor, roi_tensor, batch_indices_tensor, rules))}
 
 
 @dataclass
@@ -368,6 +518,7 @@ class KernelInput:
     batch_indices: np.ndarray  # (NumROIs,)
     planes: np.ndarray         # (BatchCount, H, W, C): channels last; FLOAT16 widened to float32 (exact)
     dtype: np.dtype            # the input's and the output's
+    rules: Rules = PRIMARY     # the reading computed (``Rules``)
     _finite: dict[int, bool] = field(default_factory=dict)
 
     def plane(self, row: int) -> np.ndarray:
@@ -378,7 +529,7 @@ class KernelInput:
         """Whether region ``row`` is computed by ``average_linear`` (AVERAGE of LINEAR samples
         of a finite image)."""
         d = self.desc
-        if d.reduction_function != "AVERAGE" or d.interpolation_mode != "LINEAR":
+        if d.reduction_function != "AVERAGE" or d.interpolation_mode != "LINEAR" or not self.rules.fast():
             return False
         batch = int(self.batch_indices[row])
         if batch not in self._finite:
@@ -387,14 +538,16 @@ class KernelInput:
 
 
 def kernel_input(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.ndarray,
-                 batch_indices_tensor: np.ndarray) -> KernelInput:
+                 batch_indices_tensor: np.ndarray, rules: Rules = PRIMARY) -> KernelInput:
     """The regions, refused where the page leaves them undefined (ERR-1), and the input laid
-    out channels last, so that each sample point reads its channels as one contiguous row."""
+    out channels last, so that each sample point reads its channels as one contiguous row;
+    ``rules``: the reading to compute (DescError for a rule value the kernel lacks)."""
+    check_rules(rules, RULE_VALUES, desc.TYPE)
     rois, batch_indices = regions(desc, input_tensor, roi_tensor, batch_indices_tensor)
     planes = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
     if planes.dtype == np.float16:  # exact in float32, which converts to float64 several times faster
         planes = planes.astype(np.float32)
-    return KernelInput(as_roi_align1(desc), rois, batch_indices, planes, input_tensor.dtype)
+    return KernelInput(as_roi_align1(desc), rois, batch_indices, planes, input_tensor.dtype, rules)
 
 
 def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None]] = None) -> np.ndarray:
@@ -408,7 +561,7 @@ def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None
     # would be one more array of its size.
     output = np.empty((p.rois.shape[0], p.planes.shape[-1], out_h, out_w), dtype=p.dtype)
     for r, roi in enumerate(p.rois):
-        ys, xs, n_y, n_x = region_samples(p.desc, r, roi)
+        ys, xs, n_y, n_x = region_samples(p.desc, r, roi, p.rules)
         output[r] = region_value(p, r, ys, xs, n_y, n_x).transpose(2, 0, 1)  # channels first
         if alongside is not None:
             values = output[r].transpose(1, 2, 0)
@@ -419,25 +572,91 @@ def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None
 
 def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: int, n_x: int) -> np.ndarray:
     """Region ``row``'s elements ``(OutputHeight, OutputWidth, C)`` in float64, from its sample
-    coordinates ``ys`` / ``xs`` at ``n_y x n_x`` samples per element."""
-    d, plane = p.desc, p.plane(row)
-    if p.separable(row):
-        return average_linear(plane, ys, xs, n_y, n_x, d.out_of_bounds_input_value)
+    coordinates ``ys`` / ``xs`` at ``n_y x n_x`` samples per element (none: 0, the ``onnx``
+    count's empty region), under ``p.rules``."""
+    d, plane, rules = p.desc, p.plane(row), p.rules
     _, _, out_h, out_w = d.output_tensor.sizes
-    samples = interpolate(plane, ys, xs, d.interpolation_mode,
-                          d.out_of_bounds_input_value).reshape(out_h, n_y, out_w, n_x, plane.shape[-1])
+    if n_y == 0 or n_x == 0:
+        return np.zeros((out_h, out_w, plane.shape[-1]))
+    if p.separable(row):
+        return average_linear(plane, ys, xs, n_y, n_x, d.out_of_bounds_input_value, rules)
+    corners = d.reduction_function == "MAX" and rules.max_of == "corner-terms"
+    samples = (corner_terms if corners else functools.partial(interpolate, mode=d.interpolation_mode))(
+        plane, ys, xs, out_of_bounds=d.out_of_bounds_input_value, rules=rules)
+    # (OutputHeight, OutputWidth, C, samples), each element's samples in the kernels' order (Y outer)
+    grid = samples.reshape(out_h, n_y, out_w, n_x, plane.shape[-1]).transpose(0, 2, 4, 1, 3).reshape(
+        out_h, out_w, plane.shape[-1], n_y * n_x)
     if d.reduction_function == "AVERAGE":
-        return samples.mean(axis=(1, 3))
-    return nan_ignoring_max(samples, axis=(1, 3))
+        if rules.arithmetic == "float32":  # a running float32 sum, as ONNX Runtime adds its samples
+            with np.errstate(over="ignore", invalid="ignore"):
+                return np.add.accumulate(grid, axis=-1)[..., -1] / np.float32(n_y * n_x)
+        return grid.mean(axis=-1)
+    if corners:
+        return running_std_max(grid)
+    return sample_max(grid, rules, np.finfo(p.dtype).min)
 
 
-def axis_weights(coords: np.ndarray, size: int, samples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sample_max(grid: np.ndarray, rules: Rules, lowest: float) -> np.ndarray:
+    """The MAX of each element's samples (last axis) under ``rules``: NaN losing to any number
+    (NAN-1) or winning (``max_nan``), starting from the first sample, ``lowest`` or 0 (``max_start``)."""
+    with np.errstate(invalid="ignore"):
+        value = np.fmax.reduce(grid, axis=-1) if rules.max_nan == "ignore" else np.max(grid, axis=-1)
+        start = {"first": None, "lowest": lowest, "zero": 0.0}[rules.max_start]
+        if start is None:
+            return value
+        fold = np.fmax if rules.max_nan == "ignore" else np.maximum
+        return fold(value, value.dtype.type(start))
+
+
+def _std_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C++'s ``std::max(a, b)``: ``b`` where ``a < b``, else ``a`` (a NaN ``a`` wins, a NaN ``b`` loses)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(a < b, b, a)
+
+
+def corner_terms(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, out_of_bounds: float, rules: Rules) -> np.ndarray:
+    """Per sample point ``(len(ys), len(xs), C)``, the ``corner-term-max`` reading's value: the
+    sample's largest weighted corner term ``std::max(std::max(std::max(w1*v1, w2*v2), w3*v3),
+    w4*v4)`` with ONNX Runtime's taps (``edge_taps``); a sample outside the input reads
+    ``outside_value``."""
+    height, width, _ = plane.shape
+    kind = np.float32 if rules.arithmetic == "float32" else np.float64
+    y0, y1, wy0, wy1 = edge_taps(ys, height)
+    x0, x1, wx0, wx1 = edge_taps(xs, width)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = [gather(plane, r, c).astype(kind) * (wy[:, None, None] * wx[None, :, None]).astype(kind)
+                 for r, wy in ((y0, wy0), (y1, wy1)) for c, wx in ((x0, wx0), (x1, wx1))]
+        term = _std_max(_std_max(_std_max(terms[0], terms[1]), terms[2]), terms[3])
+    inside = (reads_input(ys, height, rules)[:, None] & reads_input(xs, width, rules)[None, :])[:, :, None]
+    return np.where(inside, term, outside_value(plane, out_of_bounds, rules, kind))
+
+
+def running_std_max(grid: np.ndarray) -> np.ndarray:
+    """``std::max`` folded over the last axis from its first element, in order (ONNX Runtime's MAX)."""
+    value = grid[..., 0]
+    for k in range(1, grid.shape[-1]):
+        value = _std_max(value, grid[..., k])
+    return value
+
+
+def outside_value(plane: np.ndarray, out_of_bounds: float, rules: Rules, kind: type) -> np.ndarray:
+    """What a sample outside the input reads, per channel: OutOfBoundsInputValue, plus ``0 * X[b, c,
+    0, 0]`` under the ``zero-times-corner`` reading."""
+    value: np.ndarray = np.full(plane.shape[-1], np.float32(out_of_bounds), dtype=kind)
+    if rules.outside == "value-plus-zero-corner":
+        with np.errstate(invalid="ignore"):
+            value = value + kind(0) * plane[0, 0].astype(kind)
+    return value
+
+
+def axis_weights(coords: np.ndarray, size: int, samples: int,
+                 rules: Rules = PRIMARY) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One axis of the separable AVERAGE of LINEAR samples: ``(weights, taps, inside)`` where
     ``weights[o, k]`` sums the LINEAR weights that output element ``o``'s samples put on input
     index ``taps[k]`` (samples outside the input put none), and ``inside[o]`` counts its samples
-    that read the input (RA-5)."""
+    that read the input (RA-5). On a finite input both interpolation rules give the same weights."""
     low, high, w_low, w_high = edge_taps(coords, size)
-    inside = reads_input(coords, size)
+    inside = reads_input(coords, size, rules)
     outputs = coords.size // samples
     owner = np.arange(coords.size) // samples
     if not inside.all():
@@ -452,7 +671,7 @@ def axis_weights(coords: np.ndarray, size: int, samples: int) -> tuple[np.ndarra
 
 
 def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, n_x: int,
-                   out_of_bounds: float) -> np.ndarray:
+                   out_of_bounds: float, rules: Rules = PRIMARY) -> np.ndarray:
     """The AVERAGE of LINEAR samples of one region over a finite ``(H, W, C)`` plane, computed as
     ``Ay . P . Ax^T`` over the input rows and columns the samples touch: bilinear weights are a
     product of a Y and an X weight, and a sample reads the input only when both its coordinates
@@ -461,8 +680,8 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     per sample, which is where large regions spent their time. (A NaN or infinity times a zero
     weight would not vanish, so ``roi_align`` uses it only on finite planes.)"""
     height, width, _ = plane.shape
-    wy, rows, in_y = axis_weights(ys, height, n_y)
-    wx, cols, in_x = axis_weights(xs, width, n_x)
+    wy, rows, in_y = axis_weights(ys, height, n_y, rules)
+    wx, cols, in_x = axis_weights(xs, width, n_x, rules)
     total = np.zeros((wy.shape[0], wx.shape[0], plane.shape[2]))  # (out_h, out_w, C)
     if rows.size and cols.size:  # some sample reads the input
         block = gather(plane, rows, cols).astype(np.float64)  # (rows, cols, C)

@@ -36,14 +36,17 @@ from .nan_rules import nan_ignoring_max
 from .precision import Approx, Arithmetic, Expected, KnifeEdge, PrecisionModel, output_rounding
 from .roi_align import (
     MAX_SAMPLE_POINTS_PER_REGION,
+    PRIMARY,
     AnyRoiAlign,
     KernelInput,
     RoiAlign1Desc,
+    Rules,
     clamped_samples,
     compute,
     edge_taps,
     gather,
     kernel_input,
+    reads_input,
     region_value,
 )
 
@@ -72,12 +75,13 @@ class _Along(Approx):
     any_near: Any = False
 
 
-def _along(c: Approx, size: int) -> _Along:
+def _along(c: Approx, size: int, rules: Rules = PRIMARY) -> _Along:
     """The facts of coordinates ``c`` (any shape: the last axis is a region's samples) along an
-    axis of ``size`` input pixels; the ``any_*``/``all_*`` summaries are per region (last axis)."""
+    axis of ``size`` input pixels; the ``any_*``/``all_*`` summaries are per region (last axis).
+    The taps are ``edge_taps``', which hold the lerp taps' (the slopes they give cover both)."""
     low, high, _, _ = edge_taps(c.v, size)
-    inside = (c.v >= -1.0) & (c.v <= size)
-    flips = _edge_flips(c, size)
+    inside = reads_input(c.v, size, rules)
+    flips = _edge_flips(c, size, rules)
     far = c.e >= 0.5
     near = _near_cell_edge(c) & ~far
     return _Along(c.v, c.e, np.stack([low, high], axis=-1).reshape(*low.shape[:-1], -1), inside, flips, far, near,
@@ -101,6 +105,7 @@ class _Axis:
     out_offset: Approx
     corners: bool
     counts: list[tuple[int, ...]]  # per region: the exact sample count, then those rounding can give
+    rules: Rules
     _coords: dict[int, tuple[dict[int, int], _Along]] = field(default_factory=dict)
 
     def coords(self, region: int, n: int) -> _Along:
@@ -108,7 +113,7 @@ class _Axis:
         and their facts (``_along``, worked out once for every region of count ``n``)."""
         if n not in self._coords:
             rows = [r for r, counts in enumerate(self.counts) if n in counts]
-            grid = _along(self._grid(np.array(rows, dtype=np.int64), n), self.size)
+            grid = _along(self._grid(np.array(rows, dtype=np.int64), n), self.size, self.rules)
             self._coords[n] = ({r: i for i, r in enumerate(rows)}, grid)
         where, g = self._coords[n]
         i = where[region]
@@ -129,34 +134,36 @@ class _Axis:
 
 
 def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: np.ndarray, scale: float,
-          out: int, size: int) -> _Axis:
-    """The axis quantities of every region (``roi_align.region_samples``, with error bounds):
-    ``first``/``last`` are the regions' x1/x2 (or y1/y2) in float64, ``size`` the input's
-    pixels along the axis."""
+          out: int, size: int, rules: Rules = PRIMARY) -> _Axis:
+    """The axis quantities of every region (``roi_align.region_samples``, with error bounds, under
+    the reading ``rules``): ``first``/``last`` are the regions' x1/x2 (or y1/y2) in float64,
+    ``size`` the input's pixels along the axis."""
     s = ar.const(float(np.float32(scale)))
     start, end = ar.mul(ar.const(first), s), ar.mul(ar.const(last), s)
     extent = ar.sub(end, start)
+    if rules.min_size:  # a region raised to min_size is that exact size
+        raised = extent.v < rules.min_size
+        extent = Approx(np.where(raised, rules.min_size, extent.v), np.where(raised, 0.0, extent.e))
     ratio = ar.div(extent, ar.const(float(out)))
     lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
 
-    def count(r):
+    def count(r):  # roi_align.samples_for_ratio over arrays
+        if rules.count == "onnx" and lo != hi:
+            return np.clip(np.ceil(r), 0, 2.0**62).astype(np.int64)
         return np.minimum(np.maximum(np.ceil(r), lo), hi).astype(np.int64)
 
     error = np.where(np.isfinite(ratio.e), ratio.e, 0.0)
     exact, below, above = count(ratio.v), count(ratio.v - error), count(ratio.v + error)
     counts = [tuple(dict.fromkeys((int(e), int(b), int(a)))) for e, b, a in zip(exact, below, above)]
     return _Axis(ar, name, "OutputHeight" if name == "Y" else "OutputWidth", start, extent, ratio, out, size,
-                 ar.const(float(np.float32(d.input_pixel_offset))), ar.const(float(np.float32(d.output_pixel_offset))),
-                 d.align_regions_to_corners, counts)
+                 ar.const(float(np.float32(d.input_pixel_offset)) + rules.input_offset_shift),
+                 ar.const(float(np.float32(d.output_pixel_offset))), d.align_regions_to_corners, counts, rules)
 
 
-def _edge_flips(c: Approx, size: int) -> np.ndarray:
-    """Whether rounding can move each coordinate across the input's edge ``[-1, size]``."""
-    def inside(v):
-        return (v >= -1.0) & (v <= size)
-
-    now = inside(c.v)
-    return (inside(c.v - c.e) != now) | (inside(c.v + c.e) != now)
+def _edge_flips(c: Approx, size: int, rules: Rules = PRIMARY) -> np.ndarray:
+    """Whether rounding can move each coordinate across the input's edge (``roi_align.reads_input``)."""
+    now = reads_input(c.v, size, rules)
+    return (reads_input(c.v - c.e, size, rules) != now) | (reads_input(c.v + c.e, size, rules) != now)
 
 
 def _near_cell_edge(c: Approx) -> np.ndarray:
@@ -287,7 +294,7 @@ def _reach_extremes(plane: np.ndarray, rows: tuple[np.ndarray, np.ndarray], cols
 
 
 def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Arithmetic, m: int,
-             slopes: type) -> _Samples:
+             slopes: type, rules: Rules = PRIMARY) -> _Samples:
     """Bounds and knife-edge ranges of every sample point of a region (module docstring); ``m``
     samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample). The sample
     values are read (``roi_align.clamped_samples``) only where a decision can flip."""
@@ -310,7 +317,7 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
     if not (ys.any_flips or xs.any_flips or ranged):
         return samples
     if raw_low is None:
-        raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR")
+        raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR", rules)
     can_in = ((in_y | flip_y)[:, None] & (in_x | flip_x)[None, :])[:, :, None]
     can_out = ((~in_y | flip_y)[:, None] | (~in_x | flip_x)[None, :])[:, :, None]
     samples.low = np.fmin(np.where(can_in, raw_low, np.inf), np.where(can_out, oob, np.inf))
@@ -370,12 +377,16 @@ def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, 
     kernel's output at the exact counts) or, at an alternative count, the kernel's region
     computed at that count (``roi_align.region_value``), rounded once to the output type like
     the output."""
+    if n_y == 0 or n_x == 0:  # no sample (the onnx count of an empty region): the output is 0, exactly
+        _, _, out_h, out_w = p.desc.output_tensor.sizes
+        zeros = np.zeros((out_h, out_w, p.planes.shape[-1]), dtype=p.dtype)
+        return _Region(zeros if value is None else value, zeros.astype(np.float32), None, None, _Samples(zeros))
     ys, xs = y.coords(row, n_y), x.coords(row, n_x)
     if value is None:
         value = region_value(p, row, ys.v, xs.v, n_y, n_x).astype(p.dtype)
     plane = p.plane(row)
-    return _reduce(p.desc, _samples(plane, ys, xs, p.desc, ar, n_y * n_x, _slope_type(p.dtype, plane)), n_y, n_x,
-                   value)
+    return _reduce(p.desc, _samples(plane, ys, xs, p.desc, ar, n_y * n_x, _slope_type(p.dtype, plane), p.rules),
+                   n_y, n_x, value)
 
 
 def _slope_type(dtype: np.dtype, plane: np.ndarray) -> type:
@@ -432,9 +443,10 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
     for flips, name in zip(s.edge_flips or (), "YX"):
         for i in np.flatnonzero(flips)[:1]:
             c, size = float(coords[name][i]), sizes[name]
-            inside = -1.0 <= c <= size
+            inside = bool(reads_input(np.array([c]), size, y.rules)[0])
+            edge = f"[-1, {size}]" if y.rules.edge == "closed" else f"(-1, {size})"
             expected.note(KnifeEdge(
-                "OutputTensor", f"region {row}: sample {name} = {c:.9g} against the input's edge [-1, {size}]",
+                "OutputTensor", f"region {row}: sample {name} = {c:.9g} against the input's edge {edge}",
                 "inside" if inside else "outside", "outside (OutOfBoundsInputValue)" if inside else
                 "inside (the edge pixel)", elements))
     for flips, name in zip(s.nearest_flips or (), "YX"):
@@ -444,12 +456,13 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
                 "floor(c + 0.5)", "another index within the coordinate's rounding error", elements))
 
 
-def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel) -> Expected:
+def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel,
+                    rules: Rules = PRIMARY) -> Expected:
     """The registry's ``bounded``: ``roi_align``'s output under ``model`` with its bound and
-    knife-edge alternatives (an ``Expected``). The output is the kernel's (``roi_align.compute``,
-    what ``execute_desc`` returns): only the bounds and ranges are computed here, region by region
-    alongside it."""
-    p = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"])
+    knife-edge alternatives (an ``Expected``), for the reading ``rules`` (the primary one by
+    default). The output is the kernel's (``roi_align.compute``, what ``execute_desc`` returns):
+    only the bounds and ranges are computed here, region by region alongside it."""
+    p = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"], rules)
     d = p.desc
     ar = model.arithmetic(d.input_tensor.data_type)
     expected = Expected(outputs={}, model=model)
@@ -459,8 +472,8 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
     _, _, out_h, out_w = d.output_tensor.sizes
     bound = np.empty((p.rois.shape[0], p.planes.shape[-1], out_h, out_w), dtype=np.float32)
     height, width = p.planes.shape[1:3]
-    y = _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h, height)
-    x_axis = _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w, width)
+    y = _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h, height, rules)
+    x_axis = _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w, width, rules)
     ranges = {}
 
     def beside(r: int, values: np.ndarray) -> None:

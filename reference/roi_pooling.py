@@ -9,12 +9,16 @@ The page, in order:
     (likewise X)  "If the computed coordinates are out of bounds, then they are clamped to the
     input boundaries."
 
-Readings (each one an entry of DECISIONS.md): ``round`` is half away from zero and the product
-``Roi * SpatialScale`` is a float32 product (RP-1); the divisions are integer divisions, which
+The primary reading (each choice an entry of DECISIONS.md): ``round`` is HLSL's, halves to the
+even neighbour, as DirectML.dll computes it, and the product ``Roi * SpatialScale`` is a float32
+product (RP-1); the divisions are integer divisions, which
 are exact floor/ceil because RegionHeight >= 1 (RP-2); EndY/EndX are exclusive (RP-3); clamping
 is to ``[0, Height]`` / ``[0, Width]`` and a bin left empty by it yields 0 (RP-4); the batch id
 is a whole number in ``[0, BatchCount)`` and ``x2 >= x1, y2 >= y1`` holds, else DescError (RP-5);
 a NaN in a bin is ignored unless the whole bin is NaN (the NaN rule, NAN-1).
+
+``Rules`` holds those choices other kernels make otherwise (defaults: the primary reading), and
+``READINGS`` names each departure (``reference/readings.py``); the kernel computes them all.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from .checks import TypeTable, check_tensor, expect_sizes, finite, same_type
 from .descs import Desc, Size2D, TensorDesc, dml_field
 from .dtypes import random_values
 from .errors import DescError
+from .readings import check_rules, reading
 
 PAGE = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_pooling_operator_desc"
 
@@ -77,33 +82,88 @@ def validate_desc(d: RoiPoolingDesc, types: TypeTable) -> None:
                  "{NumROIs, InputChannelCount, PooledSize.Height, PooledSize.Width}")
 
 
+@dataclass(frozen=True)
+class Rules:
+    """How the kernel reads the page where kernels differ (defaults: the primary reading).
+
+    ``rounding``: ``round(Roi * SpatialScale)`` halves to even ("half-even", HLSL's round, DirectML)
+    or away from zero ("half-away", C's roundf: ONNX Runtime, torchvision). ``bins``: the page's
+    integer divisions ("integer") or ``floor(k * float32(RegionSize / PooledSize))`` and ``ceil((k +
+    1) * ...)`` in float32 ("float32": ONNX Runtime, torchvision, Caffe). ``fold``: a bin's max
+    ignores NaN unless the whole bin is NaN ("page", NAN-1), starts from the lowest finite value and
+    skips NaN ("lowest": DirectML), or is ``Y = lowest; Y = std::max(x, Y)`` over the bin in row-major
+    order ("std-max": ONNX Runtime, where a NaN survives only as the last element scanned)."""
+
+    rounding: str = "half-even"
+    bins: str = "integer"
+    fold: str = "page"
+
+
+PRIMARY = Rules()
+RULE_VALUES = {"rounding": ("half-even", "half-away"), "bins": ("integer", "float32"),
+               "fold": ("page", "lowest", "std-max")}
+_ORT = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/nn/roi_pool.cc"
+_TV = "https://github.com/pytorch/vision/blob/main/torchvision/csrc/ops/cpu/roi_pool_kernel.cpp"
+#: The departures from the primary reading that kernels are known to compute (DECISIONS.md RP-*, TV-4).
+READINGS = (
+    reading("half-away-rounding", "a halfway product Roi * SpatialScale rounds away from zero (C's roundf), not to "
+            "the even neighbour", ("ONNX Runtime's MaxRoiPool (std::round)", "torchvision's roi_pool"),
+            f"{_ORT} (RoiPool<float>::Compute); {_TV}", rounding="half-away"),
+    reading("float32-bins", "bin starts and ends are floor(k * float32(RegionSize / PooledSize)) and ceil((k + 1) * "
+            "...) in float32, one row or column past the page's integer division for some sizes (29 rows into 11 bins)",
+            ("ONNX Runtime's MaxRoiPool", "torchvision's roi_pool", "Caffe's ROI pooling"),
+            f"{_ORT} (RoiPool<float>::Compute); {_TV}", bins="float32"),
+    reading("std-max-fold", "a bin's max is Y = lowest float; Y = std::max(x, Y) over the bin in row-major order: a NaN "
+            "replaces Y and the next element replaces a NaN Y, so a NaN survives only as the last element scanned, and "
+            "a bin of only -inf gives -FLT_MAX", ("ONNX Runtime's MaxRoiPool",), f"{_ORT} (RoiPool<float>::Compute)",
+            fold="std-max"),
+    reading("lowest-start", "a bin's max starts from the lowest finite value and skips NaN: a bin of only -inf or NaN "
+            "gives -FLT_MAX", ("DirectML.dll 1.15.4 (observed under Wine)",), "tests/eps/test_dml_wine_observed.py",
+            fold="lowest"),
+)
+
+
 def round_half_away_from_zero(x: np.ndarray) -> np.ndarray:
     """C's ``roundf``: 0.5 -> 1, 1.5 -> 2, -0.5 -> -1."""
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
-def scaled_region(roi: np.ndarray, spatial_scale: float) -> tuple[int, int, int, int]:
-    """``(x1, y1, x2, y2)``: the ROI's corners times SpatialScale (float32), rounded."""
+def round_corner(x: np.ndarray, rules: Rules = PRIMARY) -> np.ndarray:
+    """``round(x)`` as ``rules.rounding`` reads it: halves to even (``np.rint``) or away from zero."""
+    return round_half_away_from_zero(x) if rules.rounding == "half-away" else np.rint(x)
+
+
+def scaled_region(roi: np.ndarray, spatial_scale: float, rules: Rules = PRIMARY) -> tuple[int, int, int, int]:
+    """``(x1, y1, x2, y2)``: the ROI's corners times SpatialScale (float32), rounded (RP-1)."""
     scaled = roi.astype(np.float32) * np.float32(spatial_scale)
-    x1, y1, x2, y2 = (int(v) for v in round_half_away_from_zero(scaled.astype(np.float64)))
+    x1, y1, x2, y2 = (int(v) for v in round_corner(scaled.astype(np.float64), rules))
     return x1, y1, x2, y2
 
 
-def bin_bounds(index: int, region_size: int, pooled: int, origin: int, limit: int) -> tuple[int, int]:
-    """``[start, end)`` of bin ``index`` along one axis, clamped to ``[0, limit]``."""
-    start = (index * region_size) // pooled + origin
-    end = ((index + 1) * region_size + pooled - 1) // pooled + origin
+def bin_bounds(index: int, region_size: int, pooled: int, origin: int, limit: int,
+               rules: Rules = PRIMARY) -> tuple[int, int]:
+    """``[start, end)`` of bin ``index`` along one axis, clamped to ``[0, limit]`` (RP-2, RP-3;
+    under ``rules.bins == "float32"`` the float32 floor and ceil)."""
+    if rules.bins == "float32":
+        size = np.float32(np.float32(region_size) / np.float32(pooled))
+        start = int(np.floor(np.float32(index) * size)) + origin
+        end = int(np.ceil(np.float32(index + 1) * size)) + origin
+    else:
+        start = (index * region_size) // pooled + origin
+        end = ((index + 1) * region_size + pooled - 1) // pooled + origin
     return min(max(start, 0), limit), min(max(end, 0), limit)
 
 
-def execute_desc(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The registry's ``execute``: ``roi_pooling`` on arrays keyed by DML member name."""
-    return roi_pooling(desc, tensors["InputTensor"], tensors["ROITensor"])
+def execute_desc(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], rules: Rules = PRIMARY) -> dict[str, np.ndarray]:
+    """The registry's ``execute``: ``roi_pooling`` on arrays keyed by DML member name (under
+    ``rules``: a reading, ``reference/readings.py``)."""
+    return roi_pooling(desc, tensors["InputTensor"], tensors["ROITensor"], rules)
 
 
-def roi_pooling(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray) -> dict[str, np.ndarray]:
+def roi_pooling(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray,
+                rules: Rules = PRIMARY) -> dict[str, np.ndarray]:
     """``{"OutputTensor": ...}`` for a validated desc and matching arrays."""
-    return {"OutputTensor": compute(kernel_input(desc, input_tensor, roi_tensor))}
+    return {"OutputTensor": compute(kernel_input(desc, input_tensor, roi_tensor, rules))}
 
 
 @dataclass(frozen=True)
@@ -115,31 +175,36 @@ class KernelInput:
     rois: np.ndarray    # (NumROIs, 5): rows [BatchID, x1, y1, x2, y2] in the input's type
     planes: np.ndarray  # (BatchCount, H, W, C): channels last
     maximum: np.ufunc   # the max of a bin (``bin_maximum``)
+    rules: Rules = PRIMARY
 
 
-def kernel_input(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray) -> KernelInput:
+def kernel_input(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.ndarray,
+                 rules: Rules = PRIMARY) -> KernelInput:
     """The ROI rows, refused where the page leaves them undefined (ERR-1, RP-5), and the input
-    laid out channels last."""
+    laid out channels last; ``rules``: the reading to compute."""
+    check_rules(rules, RULE_VALUES, desc.TYPE)
     rois = roi_tensor.reshape(-1, 5)
     _check_rois(desc, rois, input_tensor.shape[0])
     planes = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
-    return KernelInput(desc, rois, planes, bin_maximum(input_tensor))
+    maximum = np.fmax if rules.fold == "lowest" else bin_maximum(input_tensor)
+    return KernelInput(desc, rois, planes, maximum, rules)
 
 
 def compute(k: KernelInput) -> np.ndarray:
     """The kernel: the ``(NumROIs, C, PooledHeight, PooledWidth)`` output. ``execute`` and every
     precision model take their outputs from here."""
-    return pool_all(k.desc, k.planes, k.rois, k.maximum)
+    return pool_all(k.desc, k.planes, k.rois, k.maximum, k.rules)
 
 
-def pool_all(desc: RoiPoolingDesc, channels_last: np.ndarray, rois: np.ndarray, maximum: np.ufunc) -> np.ndarray:
+def pool_all(desc: RoiPoolingDesc, channels_last: np.ndarray, rois: np.ndarray, maximum: np.ufunc,
+             rules: Rules = PRIMARY) -> np.ndarray:
     """The ``(NumROIs, C, PooledHeight, PooledWidth)`` output for checked ROI rows of a
     channels-last input ``(N, H, W, C)``."""
     pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
     output = np.zeros((rois.shape[0], pooled_h, pooled_w, channels_last.shape[-1]), dtype=channels_last.dtype)
     for r, roi in enumerate(rois):
-        pool_region(channels_last[int(roi[0])], scaled_region(roi[1:], desc.spatial_scale), pooled_h, pooled_w,
-                    maximum, output[r])
+        pool_region(channels_last[int(roi[0])], scaled_region(roi[1:], desc.spatial_scale, rules), pooled_h, pooled_w,
+                    maximum, output[r], rules)
     return np.ascontiguousarray(np.moveaxis(output, -1, 1))
 
 
@@ -150,17 +215,20 @@ def bin_maximum(input_tensor: np.ndarray) -> np.ufunc:
 
 
 def pool_region(plane: np.ndarray, corners: tuple[int, int, int, int], pooled_h: int, pooled_w: int,
-                maximum: np.ufunc, out: np.ndarray) -> None:
+                maximum: np.ufunc, out: np.ndarray, rules: Rules = PRIMARY) -> None:
     """Write the ``(PooledHeight, PooledWidth, C)`` bin maxima of the region with rounded
     ``corners`` ``(x1, y1, x2, y2)`` of a channels-last ``(H, W, C)`` plane into ``out``, which
-    holds zeros (RP-4: an empty bin stays 0)."""
+    holds zeros (RP-4: an empty bin stays 0), under ``rules`` (``Rules.bins``, ``Rules.fold``)."""
+    height, width, _ = plane.shape
+    x1, y1, x2, y2 = corners
+    rows = [bin_bounds(py, y2 - y1 + 1, pooled_h, y1, height, rules) for py in range(pooled_h)]
+    cols = [bin_bounds(px, x2 - x1 + 1, pooled_w, x1, width, rules) for px in range(pooled_w)]
+    if rules.fold == "std-max":
+        _std_max_bins(plane, rows, cols, out)
+        return
     # A max is separable: the max over a bin is the max over its columns of the max over its
     # rows, so a region takes PooledSize.Height + PooledSize.Width reductions, each over whole
     # rows of channels (the input is laid out channels-last once so those are contiguous).
-    height, width, _ = plane.shape
-    x1, y1, x2, y2 = corners
-    rows = [bin_bounds(py, y2 - y1 + 1, pooled_h, y1, height) for py in range(pooled_h)]
-    cols = [bin_bounds(px, x2 - x1 + 1, pooled_w, x1, width) for px in range(pooled_w)]
     left, right = min(c[0] for c in cols), max(c[1] for c in cols)
     if right <= left:
         return  # every bin is empty: zeros (RP-4)
@@ -171,7 +239,25 @@ def pool_region(plane: np.ndarray, corners: tuple[int, int, int, int], pooled_h:
     row_max = np.stack([maximum.reduce(region[rows[py][0]:rows[py][1]], axis=0) for py in filled_rows])
     for px, (start, end) in enumerate(cols):
         if end > start:
-            out[filled_rows, px] = maximum.reduce(row_max[:, start - left:end - left], axis=1)
+            value = maximum.reduce(row_max[:, start - left:end - left], axis=1)
+            if rules.fold == "lowest":
+                value = np.fmax(value, np.finfo(plane.dtype).min)
+            out[filled_rows, px] = value
+
+
+def _std_max_bins(plane: np.ndarray, rows: list[tuple[int, int]], cols: list[tuple[int, int]], out: np.ndarray) -> None:
+    """The ``std-max-fold`` reading: each non-empty bin ``Y = lowest; Y = std::max(x, Y)`` (``x``
+    unless ``x < Y``) over its elements in row-major order, all channels at once."""
+    lowest = np.finfo(plane.dtype).min
+    for py, (top, bottom) in enumerate(rows):
+        for px, (start, end) in enumerate(cols):
+            if bottom <= top or end <= start:
+                continue
+            value = np.full(plane.shape[-1], lowest, dtype=plane.dtype)
+            with np.errstate(invalid="ignore"):
+                for x in plane[top:bottom, start:end].reshape(-1, plane.shape[-1]):
+                    value = np.where(x < value, value, x)
+            out[py, px] = value
 
 
 def _check_rois(desc: RoiPoolingDesc, rois: np.ndarray, batch_count: int) -> None:

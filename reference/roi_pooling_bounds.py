@@ -4,13 +4,11 @@ FP-3). A max selects an input value, so no element has a rounding bound: only de
 * ``round(Roi * SpatialScale)`` for x1, y1, x2, y2 (RP-1): the exact product ``p`` against the
   product in the model's type, ``p`` within its rounding error ``e``; every value ``round``
   takes on ``[p - e, p + e]`` is a candidate corner (the reference's own, of the float32
-  product, first), under either reading of a halfway case: away from zero (the reference's, C's
-  ``round``) or to the even neighbour (HLSL's ``round``, and DirectML's own kernels).
-* Bin bounds. The page's integer divisions are exact (RP-2), but kernels compute them in
-  floating point, ``floor(k * (RegionHeight / PooledHeight))`` and ``ceil((k + 1) * (...))``
-  (ORT's ``RoiPool<float>::Compute``, Caffe's ROI pooling): where ``k * RegionHeight /
-  PooledHeight`` is a whole number and ``RegionHeight / PooledHeight`` is not representable,
-  the rounded product can land on either side of it, one row more or less.
+  product, first), rounded as the reading rounds. An exact product (``e = 0``) has no
+  alternative, a halfway one included: which neighbour a tie takes is a reading
+  (``half-away-rounding``), not rounding error.
+* Bin bounds are the reading's own (RP-2): kernels that compute the page's integer divisions in
+  float32 are the ``float32-bins`` reading, not a rounding of the page's formula.
 
 Each alternative bin's maximum joins the element's ``[low, high]``; a bin that an alternative
 can leave empty adds 0 (RP-4) and its smallest element to the low side.
@@ -24,50 +22,46 @@ import numpy as np
 
 from .precision import MAX_NOTES, Arithmetic, Expected, KnifeEdge, PrecisionModel
 from .roi_pooling import (
+    PRIMARY,
     RoiPoolingDesc,
+    Rules,
+    bin_bounds,
     compute,
     kernel_input,
     pool_region,
-    round_half_away_from_zero,
+    round_corner,
     scaled_region,
 )
 
 _CORNERS = ("x1", "y1", "x2", "y2")
 
 
-def corner_candidates(ar: Arithmetic, rois: np.ndarray, spatial_scale: float) -> np.ndarray:
+def corner_candidates(ar: Arithmetic, rois: np.ndarray, spatial_scale: float, rules: Rules = PRIMARY) -> np.ndarray:
     """``(regions, 4, 3)`` for ROI rows ``[BatchID, x1, y1, x2, y2]``: per corner the reference's
     rounded value (of the float32 product, RP-1), then the lowest and highest value ``round()``
-    takes over the exact product's rounding error in the model's type, halves rounded either way
-    (RP-1: the page leaves a halfway case open)."""
+    (as ``rules`` round) takes over the exact product's rounding error in the model's type."""
     values = rois[:, 1:].astype(np.float64)
-    reference = np.array([scaled_region(roi, spatial_scale) for roi in rois[:, 1:]], dtype=np.int64).reshape(-1, 4)
+    reference = np.array([scaled_region(roi, spatial_scale, rules) for roi in rois[:, 1:]],
+                         dtype=np.int64).reshape(-1, 4)
     product = ar.mul(ar.const(values), ar.const(float(np.float32(spatial_scale))))
     error = np.where(np.isfinite(product.e), product.e, 0.0)
-    ends = (product.v - error, product.v + error)
-    low = np.minimum(*(f(ends[0]) for f in (round_half_away_from_zero, np.rint))).astype(np.int64)
-    high = np.maximum(*(f(ends[1]) for f in (round_half_away_from_zero, np.rint))).astype(np.int64)
+    moves = error > 0  # an exact product has one rounding: the reading's own
+    low = np.where(moves, round_corner(product.v - error, rules), reference).astype(np.int64)
+    high = np.where(moves, round_corner(product.v + error, rules), reference).astype(np.int64)
     return np.stack([reference, np.minimum(low, reference), np.maximum(high, reference)], axis=-1)
 
 
 def bin_candidates(ar: Arithmetic, start: np.ndarray, region: np.ndarray, pooled: int,
-                   limit: int) -> tuple[np.ndarray, np.ndarray]:
+                   limit: int, rules: Rules = PRIMARY) -> tuple[np.ndarray, np.ndarray]:
     """For regions starting at ``start`` of ``region`` rows (arrays over the regions): the bin
     bounds along one axis, ``starts`` and ``ends`` of shape ``(regions, pooled, 3)`` clamped to
-    ``[0, limit]``: the page's exact bound first, then the lowest and highest a floating-point
-    ``floor(k * (region / pooled))`` / ``ceil((k + 1) * (region / pooled))`` can give."""
-    start = np.asarray(start, dtype=np.int64)[:, None]
-    region = np.asarray(region, dtype=np.int64)[:, None]
-    k = np.arange(pooled + 1, dtype=np.float64)[None, :]
-    edges = ar.mul(ar.const(k), ar.div(ar.const(region.astype(np.float64)), ar.const(float(pooled))))
-    error = np.where(np.isfinite(edges.e), edges.e, 0.0)
-    bins = np.arange(pooled)[None, :]
-    starts = np.stack([(bins * region) // pooled, np.floor(edges.v[:, :-1] - error[:, :-1]),
-                       np.floor(edges.v[:, :-1] + error[:, :-1])], axis=-1)
-    ends = np.stack([((bins + 1) * region + pooled - 1) // pooled, np.ceil(edges.v[:, 1:] - error[:, 1:]),
-                     np.ceil(edges.v[:, 1:] + error[:, 1:])], axis=-1)
-    return (np.clip(starts.astype(np.int64) + start[..., None], 0, limit),
-            np.clip(ends.astype(np.int64) + start[..., None], 0, limit))
+    ``[0, limit]``: the reading's bound (``roi_pooling.bin_bounds``) in every slot, since a bin's
+    bounds are a formula of whole numbers that the reading computes, not a rounding (module
+    docstring). ``ar`` is kept for the shape of the other candidates."""
+    bounds = np.array([[bin_bounds(k, int(r), pooled, int(s), limit, rules) for k in range(pooled)]
+                       for s, r in zip(np.ravel(start), np.ravel(region))], dtype=np.int64).reshape(-1, pooled, 2)
+    starts, ends = bounds[..., 0], bounds[..., 1]
+    return np.repeat(starts[..., None], 3, axis=-1), np.repeat(ends[..., None], 3, axis=-1)
 
 
 def _bin_range(plane: np.ndarray, wide: tuple[int, int, int, int], narrow: tuple[int, int, int, int]
@@ -113,23 +107,24 @@ def region_range(plane: np.ndarray, value: np.ndarray, rows: tuple[np.ndarray, n
     return low, high
 
 
-def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model: PrecisionModel) -> Expected:
+def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model: PrecisionModel,
+                    rules: Rules = PRIMARY) -> Expected:
     """The registry's ``bounded``: ``roi_pooling``'s output with its knife-edge alternatives under
     ``model`` (no bound: every element is an input value). The output is the kernel's
     (``roi_pooling.compute``, what ``execute_desc`` returns); only the alternatives are computed here."""
-    k = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"])
+    k = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"], rules)
     output = compute(k)
     expected = Expected(outputs={"OutputTensor": output}, model=model)
     ar = model.arithmetic(desc.input_tensor.data_type)
     if ar.exact:
         return expected
     rois, channels_last, maximum = k.rois, k.planes, k.maximum
-    corners = corner_candidates(ar, rois, desc.spatial_scale)
+    corners = corner_candidates(ar, rois, desc.spatial_scale, rules)
     exact = corners[..., 0]
     _, height, width, _ = channels_last.shape
     pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
-    rows = bin_candidates(ar, exact[:, 1], exact[:, 3] - exact[:, 1] + 1, pooled_h, height)
-    cols = bin_candidates(ar, exact[:, 0], exact[:, 2] - exact[:, 0] + 1, pooled_w, width)
+    rows = bin_candidates(ar, exact[:, 1], exact[:, 3] - exact[:, 1] + 1, pooled_h, height, rules)
+    cols = bin_candidates(ar, exact[:, 0], exact[:, 2] - exact[:, 0] + 1, pooled_w, width, rules)
     moving = ((rows[0] != rows[0][..., :1]).any(axis=(1, 2)) | (rows[1] != rows[1][..., :1]).any(axis=(1, 2))
               | (cols[0] != cols[0][..., :1]).any(axis=(1, 2)) | (cols[1] != cols[1][..., :1]).any(axis=(1, 2))
               | (corners != corners[..., :1]).any(axis=(1, 2)))
@@ -139,7 +134,7 @@ def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model:
         candidates = [tuple(dict.fromkeys(c.tolist())) for c in corners[r]]
         value = np.moveaxis(output[r], 0, -1)
         lo, hi = _region_alternatives(desc, plane, int(r), value, candidates, ar, expected,
-                                      (rows[0][r], rows[1][r]), (cols[0][r], cols[1][r]), maximum)
+                                      (rows[0][r], rows[1][r]), (cols[0][r], cols[1][r]), maximum, rules)
         if lo is None or hi is None:
             continue
         if (lo != value).any():  # most alternatives only widen a bin: its maximum can only grow
@@ -155,7 +150,7 @@ def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model:
 def _region_alternatives(desc: RoiPoolingDesc, plane: np.ndarray, row: int, value: np.ndarray,
                          candidates: list[tuple[int, ...]], ar: Arithmetic, expected: Expected,
                          rows: tuple[np.ndarray, np.ndarray], cols: tuple[np.ndarray, np.ndarray],
-                         maximum: np.ufunc) -> tuple[np.ndarray | None, np.ndarray | None]:
+                         maximum: np.ufunc, rules: Rules = PRIMARY) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``(low, high)`` of region ``row`` (exact maxima ``value``, channels last) over every corner
     and bin alternative, or ``(None, None)`` when none changes an element; notes the decisions."""
     pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
@@ -166,9 +161,11 @@ def _region_alternatives(desc: RoiPoolingDesc, plane: np.ndarray, row: int, valu
             continue
         other = np.zeros((pooled_h, pooled_w, channels), dtype=plane.dtype)
         x1, y1, x2, y2 = corners
-        pool_region(plane, (x1, y1, x2, y2), pooled_h, pooled_w, maximum, other)
-        rows_c = tuple(a[0] for a in bin_candidates(ar, np.array([y1]), np.array([y2 - y1 + 1]), pooled_h, height))
-        cols_c = tuple(a[0] for a in bin_candidates(ar, np.array([x1]), np.array([x2 - x1 + 1]), pooled_w, width))
+        pool_region(plane, (x1, y1, x2, y2), pooled_h, pooled_w, maximum, other, rules)
+        rows_c = tuple(a[0] for a in bin_candidates(ar, np.array([y1]), np.array([y2 - y1 + 1]), pooled_h, height,
+                                                    rules))
+        cols_c = tuple(a[0] for a in bin_candidates(ar, np.array([x1]), np.array([x2 - x1 + 1]), pooled_w, width,
+                                                    rules))
         lo, hi = region_range(plane, other, rows_c, cols_c)
         low, high = np.fmin(low, lo), np.fmax(high, hi)
     changed = int(np.count_nonzero(low != high))
@@ -185,8 +182,8 @@ def _note(expected: Expected, row: int, candidates: list[tuple[int, ...]], rows:
     if len(expected.knife_edges) >= MAX_NOTES:
         expected.knife_edge_count += 1
         return
-    found = [(f"round(Roi{name.upper()} * SpatialScale) (the reference rounds the float32 product, halves away "
-              "from zero, RP-1)", c[0], c[1:])
+    found = [(f"round(Roi{name.upper()} * SpatialScale) (the reference rounds the float32 product, RP-1; "
+              "the exact product lies within its rounding error of a half)", c[0], c[1:])
              for name, c in zip(_CORNERS, candidates) if len(c) > 1]
     for axis, (starts, ends) in (("Y", rows), ("X", cols)):
         for kind, bounds in (("start", starts), ("end", ends)):

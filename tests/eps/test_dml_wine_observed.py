@@ -17,12 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from dml_wine_kit import run_windows_program
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
+from dml_observed_values import DML_SINGLE_SAMPLES  # noqa: E402  (the same probes, held once)
 from onnx import TensorProto, helper
 
 from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.graphs.from_onnx import import_node
-from ep_testbed.reference import desc_from_dml, execute
+from ep_testbed.reference import desc_from_dml, execute, execute_reading
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the DirectML host runs under Wine on Linux")
 
@@ -73,6 +76,11 @@ def desc_routes(host, desc, arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return execute(desc, arrays)["OutputTensor"].ravel(), out["DML"], out["CPU"]
 
 
+def reading(desc, arrays, names) -> np.ndarray:
+    """The reference's output under the named readings, flat (``reference.execute_reading``)."""
+    return execute_reading(desc, arrays, names).outputs["OutputTensor"].ravel()
+
+
 def points(pairs) -> np.ndarray:
     """Empty regions at (y, x) pairs, as ROI rows [x1, y1, x2, y2]."""
     return np.array([[x, y, x, y] for y, x in pairs], dtype=np.float32)
@@ -97,44 +105,63 @@ def test_directml_starts_max_windows_at_minus_flt_max(host):
 
 
 def test_directml_reads_the_input_on_the_open_range(host):
-    """RA-5 revisited: a sample exactly at -1 or exactly at the input's size reads
-    OutOfBoundsInputValue on DirectML; the reference and ORT's CPU EP read the edge pixel; a
-    1/1024 inside, all three agree."""
+    """RA-5: a sample exactly at -1 or exactly at the input's size reads OutOfBoundsInputValue on
+    DirectML, as the reference's primary reading does; ORT's CPU EP (the same model under Wine)
+    reads the edge pixel, as the ``closed-edge`` reading does; 1/1024 inside, all agree."""
     e = 2.0 ** -10
     x = (np.arange(16, dtype=np.float32) + 1).reshape(1, 1, 4, 4)
     for rois, edge in ((points([(-1.0, 1.0), (4.0, 1.0), (-1.0 + e, 1.0), (4.0 - e, 1.0)]), [2.0, 14.0]),
                        (points([(1.0, -1.0), (1.0, 4.0), (1.0, -1.0 + e), (1.0, 4.0 - e)]), [5.0, 8.0])):
         arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(4, np.uint32)}
-        reference, dml, cpu = desc_routes(host, roi_align1(rois), arrays)
-        np.testing.assert_array_equal(reference[:2], edge)
-        np.testing.assert_array_equal(cpu, reference)
+        desc = roi_align1(rois)
+        reference, dml, cpu = desc_routes(host, desc, arrays)
         np.testing.assert_array_equal(dml[:2], [0.0, 0.0])
-        np.testing.assert_allclose(dml[2:], reference[2:], rtol=1e-6)
+        np.testing.assert_allclose(dml, reference, rtol=1e-6)
+        np.testing.assert_array_equal(cpu[:2], edge)
+        np.testing.assert_array_equal(cpu, reading(desc, arrays, ["closed-edge"]))
 
 
 def test_directml_interpolates_a_lerp_per_axis_and_pixel_zero_alone_below_zero(host):
-    """RA-5 revisited: an infinite tap makes DirectML's sample NaN where the weighted average gives
-    the infinity; a sample clamped up from below 0 on both axes reads pixel 0 alone (no 0 * NaN)."""
+    """RA-5: an infinite tap makes DirectML's sample NaN where the weighted average gives the
+    infinity; a sample clamped up from below 0 on both axes reads pixel 0 alone (no 0 * NaN). The
+    reference's primary reading is DirectML's; ORT's CPU EP is the ``weighted-interpolation``
+    reading."""
     x = np.array([[-INF, 1, INF, 2], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]], np.float32).reshape(1, 1, 4, 4)
     rois = points([(0.0, 0.5), (0.0, 1.5), (0.0, 0.0)])
     arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(3, np.uint32)}
     with np.errstate(invalid="ignore"):
         reference, dml, cpu = desc_routes(host, roi_align1(rois), arrays)
-    np.testing.assert_array_equal(reference, [-INF, INF, -INF])
-    np.testing.assert_array_equal(cpu, reference)
-    assert np.isnan(dml).all()
+        weighted = reading(roi_align1(rois), arrays, ["weighted-interpolation"])
+    assert np.isnan(dml).all() and np.isnan(reference).all()
+    np.testing.assert_array_equal(cpu, [-INF, INF, -INF])
+    np.testing.assert_array_equal(cpu, weighted)
     x = np.array([[3.375, NAN, 1, 2], [INF, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]], np.float32).reshape(1, 1, 4, 4)
     rois = points([(-0.5, -0.5), (0.0, -0.5)])
     arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(2, np.uint32)}
     with np.errstate(invalid="ignore"):
         reference, dml, cpu = desc_routes(host, roi_align1(rois), arrays)
-    assert np.isnan(reference).all() and np.isnan(cpu).all()
+    assert np.isnan(cpu).all()
     assert dml[0] == np.float32(3.375) and np.isnan(dml[1])  # only when both axes are clamped from below
+    np.testing.assert_array_equal(reference, dml)
+
+
+@pytest.mark.parametrize("image, probe, directml", DML_SINGLE_SAMPLES)
+def test_directml_lerps_between_taps_clamped_to_the_input(host, image, probe, directml):
+    """RA-5's evidence: single samples around an infinite (or NaN) pixel, on it, on pixel centres,
+    clamped from below and from above on one axis and both. DirectML's values are the reference's
+    primary reading at every probe (and the values tests/reference/test_roi_align.py holds)."""
+    rois = points(probe)
+    x = np.array(image, dtype=np.float32).reshape(1, 1, 4, 4)
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(len(probe), np.uint32)}
+    with np.errstate(invalid="ignore"):
+        reference, dml, _ = desc_routes(host, roi_align1(rois), arrays)
+    np.testing.assert_array_equal(dml, np.array(directml, dtype=np.float32))
+    np.testing.assert_array_equal(reference, dml)
 
 
 def test_directml_rounds_roi_pooling_halves_to_even(host):
-    """RP-1 revisited: ROIs [0, x, 0, x, 0] pool column round(x): away from zero on the reference
-    and ORT's CPU EP, to even on DirectML (HLSL's round)."""
+    """RP-1: ROIs [0, x, 0, x, 0] pool column round(x): to even on DirectML (HLSL's round), the
+    reference's primary reading; away from zero on ORT's CPU EP, the ``half-away-rounding`` reading."""
     halves = np.array([0.5, 1.5, 2.5, 3.5, 4.5, 5.5])
     rois = np.stack([np.zeros(6), halves, np.zeros(6), halves, np.zeros(6)], axis=1).astype(np.float32)
     desc = desc_from_dml({"Type": "DML_OPERATOR_ROI_POOLING", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, 8]},
@@ -143,9 +170,10 @@ def test_directml_rounds_roi_pooling_halves_to_even(host):
                           "PooledSize": {"Height": 1, "Width": 1}})
     arrays = {"InputTensor": np.arange(8, dtype=np.float32).reshape(1, 1, 1, 8), "ROITensor": rois.reshape(1, 1, 6, 5)}
     reference, dml, cpu = desc_routes(host, desc, arrays)
-    np.testing.assert_array_equal(reference, [1, 2, 3, 4, 5, 6])
-    np.testing.assert_array_equal(cpu, reference)
     np.testing.assert_array_equal(dml, [0, 2, 2, 4, 4, 6])
+    np.testing.assert_array_equal(reference, dml)
+    np.testing.assert_array_equal(cpu, [1, 2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(cpu, reading(desc, arrays, ["half-away-rounding"]))
 
 
 def test_directml_refuses_a_negative_spatial_scale(host):

@@ -6,9 +6,10 @@ oracles of the precision-model property tests (test_bounds.py).
 ROI_ALIGN1 coordinates in two evaluation orders: ``"page"`` (the pseudo-code of the DML page)
 and ``"onnx"`` (ORT's and torchvision's roi_align: region start and bin size first, then the
 sample within the bin; the same coordinates in exact arithmetic when OutputPixelOffset is -0.5
-and AlignRegionsToCorners is FALSE). ROI_POOLING bins in ORT's float form
-(``floor(ph * (RegionHeight / PooledHeight))``, ``ceil((ph + 1) * ...)``), which the page's
-integer formula equals in exact arithmetic.
+and AlignRegionsToCorners is FALSE). They read the page as the reference's primary reading does
+(DECISIONS.md RA-5, RP-1): a ROI_ALIGN1 sample reads the input strictly inside ``(-1, size)`` and
+interpolates ``a + t * (b - a)`` along Y, then X, between taps clamped to the input; ROI_POOLING
+rounds a halfway product to even and takes the page's integer bins.
 """
 
 from __future__ import annotations
@@ -41,25 +42,26 @@ def axis_coordinates(ct, first, last, scale, out, minimum, maximum, in_offset, o
 
 
 def _linear(plane, ys, xs, ct):
-    """Bilinear values ``(C, len(ys), len(xs))`` in ``ct``, the input clamped to its edge."""
-    f = np.dtype(ct).type
+    """Bilinear values ``(C, len(ys), len(xs))`` in ``ct``: ``a + t * (b - a)`` along Y, then X,
+    between the pixels ``floor(c)`` and ``floor(c) + 1``, each clamped to the input."""
     _, height, width = plane.shape
 
     def taps(c, size):
-        c = np.clip(c, f(0), f(size - 1))
-        low = np.floor(c).astype(np.int64)
-        end = low >= size - 1
-        low = np.where(end, size - 1, low)
-        frac = np.where(end, f(0), (c - low.astype(ct)).astype(ct)).astype(ct)
-        return low, np.where(end, size - 1, low + 1), (f(1) - frac).astype(ct), frac
+        base = np.floor(c)
+        low = np.clip(base.astype(np.float64), 0, size - 1).astype(np.int64)
+        high = np.clip(base.astype(np.float64) + 1, 0, size - 1).astype(np.int64)
+        return low, high, (c - base).astype(ct)
 
-    y0, y1, hy, ly = taps(ys, height)
-    x0, x1, hx, lx = taps(xs, width)
-    w = [(hy[:, None] * hx[None, :]), (hy[:, None] * lx[None, :]), (ly[:, None] * hx[None, :]),
-         (ly[:, None] * lx[None, :])]
-    v = [plane[:, y0[:, None], x0[None, :]], plane[:, y0[:, None], x1[None, :]],
-         plane[:, y1[:, None], x0[None, :]], plane[:, y1[:, None], x1[None, :]]]
-    return ((w[0] * v[0] + w[1] * v[1]) + w[2] * v[2]) + w[3] * v[3]
+    y0, y1, ty = taps(ys, height)
+    x0, x1, tx = taps(xs, width)
+    ty, tx = ty[:, None], tx[None, :]
+
+    def v(rows, cols):
+        return plane[:, rows[:, None], cols[None, :]]
+
+    left = (v(y0, x0) + ty * (v(y1, x0) - v(y0, x0))).astype(ct)
+    right = (v(y0, x1) + ty * (v(y1, x1) - v(y0, x1))).astype(ct)
+    return (left + tx * (right - left)).astype(ct)
 
 
 def roi_align(desc, x, rois, batch, ct=np.float32, order="page"):
@@ -86,7 +88,7 @@ def roi_align(desc, x, rois, batch, ct=np.float32, order="page"):
             iy = np.clip(np.floor(ys + f(0.5)).astype(np.float64), 0, height - 1).astype(np.int64)
             ix = np.clip(np.floor(xs + f(0.5)).astype(np.float64), 0, width - 1).astype(np.int64)
             values = plane[:, iy[:, None], ix[None, :]]
-        inside = (((ys >= -1) & (ys <= height))[:, None] & ((xs >= -1) & (xs <= width))[None, :])
+        inside = (((ys > -1) & (ys < height))[:, None] & ((xs > -1) & (xs < width))[None, :])
         values = np.where(inside, values, f(d.out_of_bounds_input_value)).astype(ct)
         out[r] = _reduce(values.reshape(channels, out_h, n_y, out_w, n_x), d.reduction_function, ct)
     return out.astype(x.dtype)
@@ -105,7 +107,8 @@ def _reduce(grid, reduction, ct):
 
 
 def roi_pooling(desc, x, rois, ct=np.float32):
-    """ROI_POOLING with ``round()`` of the product in ``ct`` and ORT's float bins."""
+    """ROI_POOLING with ``round()`` of the product in ``ct`` (halves to even) and the page's
+    integer bins."""
     f = np.dtype(ct).type
     _, channels, height, width = x.shape
     ph_count, pw_count = desc.pooled_size.height, desc.pooled_size.width
@@ -114,15 +117,14 @@ def roi_pooling(desc, x, rois, ct=np.float32):
     scale = f(np.float32(desc.spatial_scale))
     for r, row in enumerate(rows):
         products = [float(f(f(v) * scale)) for v in row[1:]]
-        x1, y1, x2, y2 = (int(math.copysign(math.floor(abs(p) + 0.5), p)) for p in products)
-        bin_h = f(f(max(y2 - y1 + 1, 1)) / f(ph_count))
-        bin_w = f(f(max(x2 - x1 + 1, 1)) / f(pw_count))
+        x1, y1, x2, y2 = (int(round(p)) for p in products)  # Python's round: halves to even
+        rh, rw = max(y2 - y1 + 1, 1), max(x2 - x1 + 1, 1)
         for ph in range(ph_count):
-            top = min(max(math.floor(float(f(f(ph) * bin_h))) + y1, 0), height)
-            bottom = min(max(math.ceil(float(f(f(ph + 1) * bin_h))) + y1, 0), height)
+            top = min(max(ph * rh // ph_count + y1, 0), height)
+            bottom = min(max(-(-(ph + 1) * rh // ph_count) + y1, 0), height)
             for pw in range(pw_count):
-                left = min(max(math.floor(float(f(f(pw) * bin_w))) + x1, 0), width)
-                right = min(max(math.ceil(float(f(f(pw + 1) * bin_w))) + x1, 0), width)
+                left = min(max(pw * rw // pw_count + x1, 0), width)
+                right = min(max(-(-(pw + 1) * rw // pw_count) + x1, 0), width)
                 if bottom > top and right > left:
                     out[r, :, ph, pw] = x[int(row[0]), :, top:bottom, left:right].max(axis=(1, 2))
     return out

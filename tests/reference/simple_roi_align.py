@@ -27,15 +27,16 @@ def interpolate(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, mode: str, ou
         iy, in_y = nearest_tap(ys, height)
         ix, in_x = nearest_tap(xs, width)
         values = plane[:, iy[:, None], ix[None, :]].astype(np.float64)
-    else:
-        y0, y1, wy0, wy1, in_y = linear_taps(ys, height)
-        x0, x1, wx0, wx1, in_x = linear_taps(xs, width)
+    else:  # RA-5: a + t * (b - a) along Y, then X (the taps' second weight is t)
+        y0, y1, _, ty, in_y = linear_taps(ys, height)
+        x0, x1, _, tx, in_x = linear_taps(xs, width)
         def tap(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
             return plane[:, rows[:, None], cols[None, :]].astype(np.float64)
 
-        top = tap(y0, x0) * wx0 + tap(y0, x1) * wx1
-        bottom = tap(y1, x0) * wx0 + tap(y1, x1) * wx1
-        values = top * wy0[:, None] + bottom * wy1[:, None]
+        with np.errstate(invalid="ignore"):
+            left = tap(y0, x0) + ty[:, None] * (tap(y1, x0) - tap(y0, x0))
+            right = tap(y0, x1) + ty[:, None] * (tap(y1, x1) - tap(y0, x1))
+            values = left + tx[None, :] * (right - left)
     return np.where(in_y[:, None] & in_x[None, :], values, np.float64(np.float32(out_of_bounds)))
 
 

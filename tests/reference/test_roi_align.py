@@ -8,13 +8,14 @@ import numpy as np
 import ort_oracle
 import pytest
 from descs_for_tests import roi_align1
+from dml_observed_values import DML_SINGLE_SAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from hypothesis_profiles import examples
 
 from ep_testbed.graphs.backend_cases import raw_cases as onnx_backend_cases
-from ep_testbed.reference import execute
+from ep_testbed.reference import execute, execute_reading
 from ep_testbed.reference.roi_align import samples_per_output
 
 RNG = np.random.default_rng(1234)
@@ -144,11 +145,11 @@ def test_out_of_bounds_value():
 def test_a_non_finite_out_of_bounds_value_reaches_only_elements_with_a_sample_outside(oob, interpolation,
                                                                                         reduction):
     """RA-5: OutOfBoundsInputValue is what a sample outside the input reads, as a whole sample.
-    Along X the samples of the three output elements lie at 0, 1 | 2, 3 | 4, 5 on a 4-wide
-    input: the first two elements never read the value, even an infinite or NaN one, and equal
-    the same desc with a finite value bit for bit; the third has one sample outside (x = 5)."""
+    Along X the samples of the three output elements lie at -0.5, 0.5 | 1.5, 2.5 | 3.5, 4.5 on a
+    4-wide input: the first two elements never read the value, even an infinite or NaN one, and
+    equal the same desc with a finite value bit for bit; the third has one sample outside (x = 4.5)."""
     x = (np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4) - 5) / 8
-    rois = np.array([[0, 0, 6, 4]], dtype=np.float32)
+    rois = np.array([[-0.5, 0, 5.5, 4]], dtype=np.float32)
     y = run(roi_align1((1, 1, 4, 4), (1, 4), (2, 3), oob=oob, interpolation=interpolation, reduction=reduction),
             x, rois)
     finite = run(roi_align1((1, 1, 4, 4), (1, 4), (2, 3), oob=0.0, interpolation=interpolation, reduction=reduction),
@@ -379,3 +380,43 @@ def test_scale_invariance(x, rois, k):
     a = roi_align1((1, 1, 6, 6), (2, 4), (2, 3), scale=(1.0, 1.0), samples=(1, 3))
     b = roi_align1((1, 1, 6, 6), (2, 4), (2, 3), scale=(1 / k, 1 / k), samples=(1, 3))
     np.testing.assert_array_equal(run(a, x, rois), run(b, x, (rois * k).astype(np.float32)))
+
+
+def single_samples(points, height=4, width=4):
+    """ROI_ALIGN1 with one sample per region, at each (y, x) of ``points`` (empty regions, no
+    pixel offsets): the desc and its ROI rows."""
+    rois = np.array([[x, y, x, y] for y, x in points], dtype=np.float32)
+    desc = roi_align1((1, 1, height, width), (len(points), 4), (1, 1), offsets=(0.0, -0.5), samples=(1, 1))
+    return desc, rois
+
+
+@pytest.mark.parametrize("image, points, directml", DML_SINGLE_SAMPLES)
+def test_open_range_and_lerp_between_clamped_taps(image, points, directml):
+    """RA-5: each sample is ``a + t * (b - a)`` along Y, then X, between taps clamped to the input,
+    so an infinite tap makes NaN (``inf - inf``, ``0 * inf``) unless both taps of an axis are one
+    finite pixel; the primary reading equals DirectML.dll's values at every probe, and the
+    ``weighted-interpolation`` reading (ONNX Runtime's) differs from them at some."""
+    desc, rois = single_samples(points)
+    x = np.array(image, dtype=np.float32).reshape(1, 1, 4, 4)
+    with np.errstate(invalid="ignore"):
+        got = run(desc, x, rois).ravel()
+        weighted = execute_reading(desc, {"InputTensor": x, "ROITensor": rois,
+                                          "BatchIndicesTensor": np.zeros(len(points), np.uint32)},
+                                   ["weighted-interpolation"]).outputs["OutputTensor"].ravel()
+    np.testing.assert_array_equal(got, np.array(directml, dtype=np.float32))
+    if np.isinf(x).any():
+        assert not np.array_equal(weighted, got, equal_nan=True)
+
+
+def test_samples_on_minus_one_and_on_the_size_read_out_of_bounds():
+    """RA-5: a sample exactly at -1 or exactly at the input's width (height) reads
+    OutOfBoundsInputValue; 1/1024 inside, the edge pixel (DirectML.dll 1.15.4, observed:
+    tests/eps/test_dml_wine_observed.py::test_directml_reads_the_input_on_the_open_range); the
+    ``closed-edge`` reading reads the edge pixel at -1 and at the size."""
+    e = 2.0 ** -10
+    x = (np.arange(16, dtype=np.float32) + 1).reshape(1, 1, 4, 4)
+    desc, rois = single_samples([(-1.0, 1.0), (4.0, 1.0), (-1.0 + e, 1.0), (4.0 - e, 1.0)])
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(4, np.uint32)}
+    np.testing.assert_array_equal(run(desc, x, rois).ravel(), [0.0, 0.0, 2.0, 14.0])
+    closed = execute_reading(desc, arrays, ["closed-edge"]).outputs["OutputTensor"].ravel()
+    np.testing.assert_array_equal(closed, [2.0, 14.0, 2.0, 14.0])

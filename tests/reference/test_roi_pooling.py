@@ -7,7 +7,7 @@ import ort_oracle
 import pytest
 from descs_for_tests import roi_pooling
 
-from ep_testbed.reference import execute
+from ep_testbed.reference import execute, execute_reading
 from ep_testbed.reference.roi_pooling import bin_bounds, round_half_away_from_zero, scaled_region
 
 RNG = np.random.default_rng(2024)
@@ -36,14 +36,26 @@ def test_bins_hand_worked():
     np.testing.assert_array_equal(y.ravel(), [2, 4])
 
 
-def test_round_half_away_from_zero():
-    """RP-1."""
+def test_round_halves_to_even():
+    """RP-1: halves go to the even neighbour (HLSL's round, DirectML's own kernel: the observation
+    is tests/eps/test_dml_wine_observed.py::test_directml_rounds_roi_pooling_halves_to_even)."""
+    x = np.arange(72, dtype=np.float32).reshape(2, 1, 6, 6)
+    # x1 = round(0.5) = 0, x2 = round(2.5) = 2: columns 0..2 of row 0, whose max is 2
+    assert run(roi_pooling(x.shape, 1, (1, 1)), x, np.array([[0, 0.5, 0, 2.5, 0]], np.float32)).item() == 2.0
+    assert scaled_region(np.array([0.5, 1.5, 2.5, 3.5], np.float32), 1.0) == (0, 2, 2, 4)
+
+
+def test_the_half_away_reading_is_c_roundf():
+    """The ``half-away-rounding`` reading (RP-1): C's roundf, what ONNX Runtime's CPU EP computes
+    (std::round in RoiPool<float>::Compute, onnxruntime/core/providers/cpu/nn/roi_pool.cc)."""
     np.testing.assert_array_equal(round_half_away_from_zero(np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.49])),
                                   [1, 2, 3, -1, -2, 0])
     x = np.arange(72, dtype=np.float32).reshape(2, 1, 6, 6)
-    # ORT CPU gives the same (std::round in RoiPool<float>::Compute, onnxruntime/core/providers/cpu/nn/roi_pool.cc,
-    # rounds halves away from zero): x1 = round(0.5) = 1, x2 = round(2.5) = 3 -> 3.
-    assert run(roi_pooling(x.shape, 1, (1, 1)), x, np.array([[0, 0.5, 0, 2.5, 0]], np.float32)).item() == 3.0
+    desc, rois = roi_pooling(x.shape, 1, (1, 1)), np.array([[0, 0.5, 0, 2.5, 0]], np.float32)
+    arrays = {"InputTensor": x, "ROITensor": rois.reshape(1, 1, 1, 5)}
+    assert execute_reading(desc, arrays, ["half-away-rounding"]).outputs["OutputTensor"].item() == 3.0
+    ort = ort_oracle.max_roi_pool(x, rois, pooled_shape=(1, 1), spatial_scale=1.0)
+    assert ort.item() == 3.0
 
 
 def test_scale_product_is_float32():
