@@ -13,14 +13,14 @@ tests then read their results. Under pytest-xdist a worker is handed consecutive
 so a batch can reach a few tests of another worker at the end of a run: those run twice, in
 both processes, and each test reads its own process's result.
 
-Outcomes map to pytest as follows: ``pass``/``tie-only`` pass; ``fail``, ``crash``,
-``timeout`` and ``error`` fail with the harness's message; ``inexpressible`` and ``not-on-ep``
-are skipped with the reason (never passes); a case matched by the EP's expectations file
-is ``xfail(strict=True)``: it xfails when it fails as expected and fails when it passes
-(``fixed``). An expectation that can be decided only once the case has run (it matches on mapper
-flags, names the failure shape it explains in ``shows_when``, or is scoped to an emulated device)
-is applied to the result line as ``ep-testbed run`` applies it (``Expectations.settle``): a case
-it explains xfails (``known``) or skips (``emulation-gap``), any other failure fails.
+Outcomes map to pytest as follows, each the outcome ``ep-testbed run`` reports for the case
+(``Expectations.settle`` on its result line, after it ran): ``pass``/``tie-only`` pass; ``known``
+(every failing element reproduced by a reading an expectation names) xfails; ``fixed`` (a strict
+expectation's case passed) fails; ``fail``, ``crash``, ``timeout`` and ``error`` fail with the
+harness's message; ``inexpressible``, ``not-on-ep`` (a refusal included) and ``emulation-gap`` are
+skipped with the reason (never passes). So the plugin counts a run as ``ep-testbed run`` does:
+known = xfailed, the not-tested outcomes = skipped. No expectation is decided at collection: a
+``known`` needs the case's own outputs.
 
 Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
 ``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--tol DTYPE:atol=X,rtol=Y,ulp=N``
@@ -53,11 +53,10 @@ from ep_testbed.harness.cli.options import (
     run_config,
 )
 from ep_testbed.harness.core.results import NOT_TESTED
+from ep_testbed.harness.run.case_steps import ArtifactPolicy
 from ep_testbed.harness.run.pool import WorkerPool
 from ep_testbed.reference.dtypes import NUMPY_DTYPES
 from ep_testbed.reference.registry import spec_of_type, specs
-
-from .core import expectations as expectations_mod
 
 DTYPE_MARKERS = tuple(sorted(str(dtype) for dtype in NUMPY_DTYPES.values()))
 
@@ -174,7 +173,10 @@ class Conformance:
             self._pool = WorkerPool(self.case_config, jobs=1, timeout=self.timeout, batch=self.batch)
         batch = [case] + self._ahead(case)
         self._ran.update(c.id for c in batch)
-        lines = {line["id"]: line for line in self._pool.run(batch, keep_workers=True)}
+        def policy(case: Any) -> ArtifactPolicy:  # the readings an expectation may need are tried in the worker
+            return ArtifactPolicy(expected=self.expectations.candidates(case))
+
+        lines = {line["id"]: line for line in self._pool.run(batch, policy, keep_workers=True)}
         mine = lines.pop(case.id)
         self._lines.update(lines)
         return mine
@@ -232,37 +234,19 @@ def catalog_params(config: pytest.Config) -> list[Any]:
         dtype = str(case.tags.get("dtype", ""))
         if dtype in DTYPE_MARKERS:
             marks.append(getattr(pytest.mark, dtype))
-        expectation = state.expectations.match_case(case)  # entries without flags
-        if expectation is not None and decided_before_run(expectation):
-            raises = tuple(EXCEPTIONS[o] for o in expectation.outcome if o in EXCEPTIONS) or None
-            marks.append(pytest.mark.xfail(reason=f"{expectation.reason} ({expectation.link})", strict=expectation.strict,
-                                           raises=raises))
         params.append(pytest.param(case, id=case.id, marks=marks))
     return params
-
-
-def decided_before_run(expectation: expectations_mod.Expectation) -> bool:
-    """Whether the entry holds for every run of the cases it matches, so that collection can mark
-    them ``xfail``: not when only the run tells (``shows_when``: the failure's shape or the
-    inputs; ``emulated_device``: the case is an emulation gap, not an expected failure)."""
-    return not (expectation.shows_signature or expectation.shows_flags or expectation.shows_inputs
-                or expectation.emulated_device)
 
 
 def check_case(config: pytest.Config, case: Any) -> None:
     """Run ``case`` on the EP and turn its outcome into pass / fail / skip / xfail."""
     state = conformance_state(config)
     line = state.run(case)
-    marked = state.expectations.match_case(case)
-    if marked is not None and decided_before_run(marked):
-        marked_at_collection = True  # the xfail mark decides (strict or not)
-    else:
-        marked_at_collection = False
-        state.expectations.settle(case, line)  # as ep-testbed run decides: known, emulation-gap, fixed
+    state.expectations.settle(case, line)  # as ep-testbed run decides: known, a refusal, emulation-gap, fixed
     outcome, message = line["outcome"], (line.get("message") or "").strip()
     if outcome in NOT_TESTED:
         pytest.skip(f"{outcome}: {message}")
-    settled = None if marked_at_collection else line.get("expected_outcome")
+    settled = line.get("expected_outcome")
     if outcome == "known" and settled:
         pytest.xfail(f"known: {settled['reason']} ({settled['link']}); {message}")
     if outcome == "fixed" and settled:

@@ -27,8 +27,9 @@ gathered, then reduced) is kept in ``tests/reference/simple_max_pooling2.py`` as
 this one must equal bit for bit.
 
 ``Rules`` holds the choices other kernels make otherwise (defaults: the primary reading) and
-``READINGS`` names each departure (``reference/readings.py``); a reading other than the primary is
-computed by an exact scan of every window (``scan_windows``), the primary's second pass made general.
+``READINGS`` names each departure (``reference/readings.py``); a reading changes only the exact
+second pass (``_resolve_exactly``) and which windows go to it: every other window's maximum is
+the running maximum's, the same code as the primary reading's.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from .checks import TypeTable, check_tensor, expect_sizes, max_loop, max_work, s
 from .descs import Desc, TensorDesc, dml_field, member_value
 from .dtypes import NUMPY_DTYPES, numpy_dtype, random_values
 from .errors import DescError
-from .readings import check_rules, reading
+from .readings import check_rules, holds, reading
 
 PAGE = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_max_pooling2_operator_desc"
 
@@ -92,9 +93,12 @@ class Rules:
 
     ``start``: the max is the largest element, the first one winning ties ("first"), or starts from
     the lowest finite value of the type and takes an element only when strictly greater ("lowest":
-    a window of only -inf, or of the type's lowest value, keeps that start). ``unmatched_index``: with
-    ``start="lowest"``, the index of a window no element beat: its first element ("first") or -1
-    ("minus-one", cast to the index type). ``nan``: a NaN loses to any number unless the whole
+    a window of only -inf, or of the type's lowest value, keeps that start), or starts from -inf
+    likewise ("minus-inf": a window of only NaN gives -inf). ``unmatched_index``: with
+    ``start="lowest"``, the index of a window no element beat: its first element ("first"), the
+    position of coordinate -1 on every spatial axis of its (batch, channel) plane ("minus-one":
+    ``plane * plane_size - sum of the row strides``, -Width - 1 in 2-D, cast to the index type, as
+    a kernel whose per-axis indices start at -1 computes it) or 0, the tensor's first element ("zero"). ``nan``: a NaN loses to any number unless the whole
     window is NaN ("ignore"), wins when it is the window's first element ("first-wins"), or wins
     wherever it is ("propagate", at the first NaN)."""
 
@@ -104,8 +108,25 @@ class Rules:
 
 
 PRIMARY = Rules()
-RULE_VALUES = {"start": ("first", "lowest"), "unmatched_index": ("first", "minus-one"),
+RULE_VALUES = {"start": ("first", "lowest", "minus-inf"), "unmatched_index": ("first", "minus-one", "zero"),
                "nan": ("ignore", "first-wins", "propagate")}
+def _minus_inf_or_nan(desc: "MaxPooling2Desc", arrays: Any) -> bool:
+    """The input holds -inf or NaN: a window of only those starts and ends otherwise."""
+    return holds(arrays, "-inf", "nan")
+
+
+def _lowest_value(desc: "MaxPooling2Desc", arrays: Any) -> bool:
+    """The input holds its type's lowest value (or -inf, or NaN): where an index of -1 can show."""
+    x = np.asarray(arrays["InputTensor"])
+    low = (np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)).min
+    return bool((x == low).any()) or _minus_inf_or_nan(desc, arrays)
+
+
+def _nan(desc: "MaxPooling2Desc", arrays: Any) -> bool:
+    """The input holds a NaN."""
+    return holds(arrays, "nan")
+
+
 _ORT = "https://github.com/microsoft/onnxruntime/blob/v1.28.0/onnxruntime/core/providers/cpu/nn/pool_functors.h"
 _ORT_MAIN = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/nn/pool_functors.h"
 #: The departures from the primary reading that kernels are known to compute (DECISIONS.md MP-*, NAN-1).
@@ -115,17 +136,29 @@ READINGS = (
             "first element", ("DirectML.dll 1.15.4 (observed under Wine)", "oneDNN's max pooling (the OpenVINO EP)",
                               "ONNX Runtime's WebGPU MaxPool shader", "ONNX Runtime's MaxPool without Indices, some shapes"),
             "tests/eps/test_dml_wine_observed.py; https://github.com/uxlfoundation/oneDNN/blob/"
-            "7fb96fc1bb8129e29bbfb730067e6034b5d991cf/src/cpu/nhwc_pooling.cpp#L133-L146", start="lowest"),
+            "7fb96fc1bb8129e29bbfb730067e6034b5d991cf/src/cpu/nhwc_pooling.cpp#L133-L146", shows=_minus_inf_or_nan,
+            start="lowest"),
     reading("lowest-start-index-minus-one", "every window starts from the lowest value of the type with index -1 and "
             "takes an element only when it is greater: a window of only -inf gives -FLT_MAX, and a window whose elements "
-            "all equal the lowest value (int8 -128, -FLT_MAX, -inf) keeps index -1",
-            ("ONNX Runtime's MaxPool before 1.29 (MaxPool1DTask/2D/3D)",), _ORT, start="lowest",
+            "all equal the lowest value (int8 -128, -FLT_MAX, -inf) keeps its per-axis indices at -1: the flat index "
+            "of its plane's row -1, column -1 (-Width - 1 in the first plane)",
+            ("ONNX Runtime's MaxPool before 1.29 (MaxPool1DTask/2D/3D)",), _ORT, shows=_lowest_value, start="lowest",
             unmatched_index="minus-one"),
+    reading("lowest-start-index-zero", "every window starts from the lowest value of the type and takes an element "
+            "only when it is greater; a window no element beat (its maximum is the lowest value: -FLT_MAX, uint8 0, "
+            "-inf) gets index 0, the tensor's first element, while its value is right",
+            ("the OpenVINO EP's MaxPool Indices (onnxruntime-openvino 1.24.1, observed)",),
+            "tests/corpus/max_pooling2_corpus-openvino-*", shows=_lowest_value, start="lowest", unmatched_index="zero"),
+    reading("minus-inf-start", "every window starts from -inf and takes an element only when it is greater: a window "
+            "of only NaN gives -inf at its first element", ("ONNX Runtime's float16 MaxPool (MLAS)",),
+            "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/mlas/lib/pooling_fp16.cpp",
+            shows=_nan, start="minus-inf"),
     reading("nan-first-wins", "a NaN that is the first element of its window is the window's max, with its index; a "
             "NaN later in the window is ignored", ("ONNX Runtime's MaxPool with Indices, from 1.29",), _ORT_MAIN,
-            nan="first-wins"),
+            shows=_nan, nan="first-wins"),
     reading("nan-propagates", "a window that holds a NaN has the max NaN, at its first NaN",
-            ("ONNX Runtime's MaxPool without Indices (MLAS), on some windows",), _ORT_MAIN, nan="propagate"),
+            ("ONNX Runtime's MaxPool without Indices (MLAS), on some windows",), _ORT_MAIN, shows=_nan,
+            nan="propagate"),
 )
 
 
@@ -341,9 +374,7 @@ def execute_desc(desc: MaxPooling2Desc, tensors: dict[str, np.ndarray],
     """The registry's ``execute``: ``max_pooling2`` on arrays keyed by DML member name (under
     ``rules``: a reading, ``reference/readings.py``)."""
     check_rules(rules, RULE_VALUES, desc.TYPE)
-    if rules != PRIMARY:
-        return scan_windows(desc, tensors["InputTensor"], rules)
-    return max_pooling2(desc, tensors["InputTensor"])
+    return max_pooling2(desc, tensors["InputTensor"], rules)
 
 
 def random_inputs(desc: MaxPooling2Desc, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -351,8 +382,9 @@ def random_inputs(desc: MaxPooling2Desc, rng: np.random.Generator) -> dict[str, 
     return {"InputTensor": random_values(desc.input_tensor.sizes, desc.input_tensor.data_type, rng)}
 
 
-def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray) -> dict[str, np.ndarray]:
-    """``{"OutputTensor", ["OutputIndicesTensor"]}`` for a validated desc and matching array."""
+def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray, rules: Rules = PRIMARY) -> dict[str, np.ndarray]:
+    """``{"OutputTensor", ["OutputIndicesTensor"]}`` for a validated desc and matching array, under
+    ``rules`` (a reading changes only how the windows the running maximum cannot settle are settled)."""
     batch, channels, *spatial = input_tensor.shape
     offsets = list(itertools.product(*(range(k) for k in desc.window_size)))  # row-major scan order
     # fp16 is compared as float32 (exact both ways; NumPy's fp16 arithmetic is slow).
@@ -378,18 +410,30 @@ def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray) -> dict[str, n
         np.add(best_offset, step, out=best_offset)
 
     # Not settled by the strict '>' scan: windows whose maximum is the padding value itself
-    # (the first offset may be padding), and windows holding a NaN (np.maximum propagates it).
+    # (the first offset may be padding), and windows holding a NaN (np.maximum propagates it);
+    # under a reading that starts from the type's lowest value, windows that reach no further.
     unresolved = best == lowest
+    if rules.start != "first":
+        unresolved |= best <= _finite_lowest(input_tensor.dtype)
     if np.issubdtype(best.dtype, np.floating) and np.isnan(input_tensor).any():
         unresolved |= _has_nan_in_window(view, offsets, best.shape)
+    unmatched = None
     if unresolved.any():
-        _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset)
+        unmatched = _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset, rules,
+                                     _finite_lowest(input_tensor.dtype))
 
     result = {"OutputTensor": best.astype(input_tensor.dtype, copy=False)}
     if desc.output_indices_tensor is not None:
-        result["OutputIndicesTensor"] = _flat_indices(desc, spatial, offsets, best_offset, batch, channels).astype(
-            numpy_dtype(desc.output_indices_tensor.data_type), copy=False)
+        flat = _flat_indices(desc, spatial, offsets, best_offset, batch, channels)
+        if unmatched is not None and rules.unmatched_index != "first":
+            flat = np.where(unmatched, _unmatched(rules, spatial, batch, channels, len(spatial)), flat)
+        result["OutputIndicesTensor"] = flat.astype(numpy_dtype(desc.output_indices_tensor.data_type), copy=False)
     return result
+
+
+def _finite_lowest(dtype: np.dtype) -> Any:
+    """The lowest finite value of ``dtype`` (a reading's window start)."""
+    return (np.finfo(dtype) if np.issubdtype(dtype, np.floating) else np.iinfo(dtype)).min
 
 
 def _has_nan_in_window(view, offsets, shape) -> np.ndarray:
@@ -411,26 +455,44 @@ def _inside(desc: MaxPooling2Desc, spatial, out_spatial, offset) -> np.ndarray:
     return inside
 
 
-def _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset) -> None:
-    """Windows whose maximum is the padding value itself, or that hold NaN: the first non-NaN
-    maximum among input elements, else (all NaN) NaN at the first input element (NAN-1)."""
+def _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset, rules: Rules = PRIMARY,
+                     finite_lowest: Any = None) -> np.ndarray:
+    """Settle the windows ``unresolved`` in place, element by element in scan order (MP-4): the first
+    non-NaN maximum among input elements, else (all NaN) NaN at the first input element (NAN-1);
+    under ``rules``, starting from the type's lowest value or -inf (``start``: an element is taken
+    only when greater) and letting a NaN win (``nan``). Returns which windows no element beat
+    (their index is the reading's ``unmatched_index``)."""
     out_spatial = best.shape[2:]
     where = np.nonzero(unresolved)
     cur = np.full(where[0].shape, -1, dtype=np.int32)
-    cur_value = np.zeros(where[0].shape, dtype=best.dtype)
+    start = {"lowest": finite_lowest, "minus-inf": -np.inf}.get(rules.start)
+    cur_value = np.full(where[0].shape, 0 if start is None else start, dtype=best.dtype)
     first_inside = np.full(where[0].shape, -1, dtype=np.int32)
+    nan_at = np.full(where[0].shape, -1, dtype=np.int32)
     is_float = np.issubdtype(best.dtype, np.floating)
     for k, offset in enumerate(offsets):
         values = view(offset)[where]
         inside = np.broadcast_to(_inside(desc, spatial, out_spatial, offset), best.shape)[where]
         first_inside = np.where((first_inside < 0) & inside, k, first_inside)
-        candidate = inside & ~np.isnan(values) if is_float else inside
-        take = candidate & ((cur < 0) | (values > cur_value))
+        is_nan = inside & np.isnan(values) if is_float else np.zeros(values.shape, dtype=bool)
+        nan_at = np.where(is_nan & (nan_at < 0), k, nan_at)
+        candidate = inside & ~is_nan
+        take = candidate & (((cur < 0) & (start is None)) | (values > cur_value))
         cur = np.where(take, k, cur)
         cur_value = np.where(take, values, cur_value)
-    all_nan = cur < 0
-    best[where] = np.where(all_nan, np.array(np.nan if is_float else 0, dtype=best.dtype), cur_value)
-    best_offset[where] = np.where(all_nan, first_inside, cur)
+    wins = np.zeros(cur.shape, dtype=bool)
+    if rules.nan == "propagate":
+        wins = nan_at >= 0
+    elif rules.nan == "first-wins":
+        wins = (nan_at >= 0) & (nan_at == first_inside)
+    if start is None:
+        wins |= (cur < 0) & (nan_at >= 0)  # every element NaN
+    unmatched = (cur < 0) & ~wins
+    best[where] = np.where(wins, np.array(np.nan if is_float else 0, dtype=best.dtype), cur_value)
+    best_offset[where] = np.where(wins, nan_at, np.where(cur < 0, first_inside, cur))
+    full = np.zeros(best.shape, dtype=bool)
+    full[where] = unmatched
+    return full
 
 
 def _flat_indices(desc: MaxPooling2Desc, spatial: list[int], offsets: list[tuple[int, ...]],
@@ -454,61 +516,11 @@ def _flat_indices(desc: MaxPooling2Desc, spatial: list[int], offsets: list[tuple
     return index
 
 
-def scan_windows(desc: MaxPooling2Desc, input_tensor: np.ndarray, rules: Rules) -> dict[str, np.ndarray]:
-    """The outputs under a reading's ``rules``: every window scanned exactly, offset by offset in
-    row-major order (MP-4), all outputs at once; slower than ``max_pooling2``'s running maximum,
-    and only asked for when a case is being explained."""
-    batch, channels, *spatial = input_tensor.shape
-    offsets = list(itertools.product(*(range(k) for k in desc.window_size)))
-    work = input_tensor.astype(np.float32) if input_tensor.dtype == np.float16 else input_tensor
-    floating = np.issubdtype(work.dtype, np.floating)
-    lowest = np.array((np.finfo(input_tensor.dtype) if floating else np.iinfo(input_tensor.dtype)).min, dtype=work.dtype)
-    layout = phase_layout(work, desc, np.array(-np.inf if floating else lowest, dtype=work.dtype))
-    shape = tuple(desc.output_tensor.sizes)
-    out_spatial = shape[2:]
-    value = np.full(shape, lowest if rules.start == "lowest" else 0, dtype=work.dtype)
-    index = np.full(shape, -1, dtype=np.int64)   # the winning offset (-1: none yet)
-    first = np.full(shape, -1, dtype=np.int64)   # the window's first input element
-    nan_at = np.full(shape, -1, dtype=np.int64)  # its first NaN
-    with np.errstate(invalid="ignore"):
-        for k, offset in enumerate(offsets):
-            values = offset_block(layout, desc, offset)
-            inside = np.broadcast_to(_inside(desc, spatial, out_spatial, offset), shape)
-            is_nan = inside & np.isnan(values) if floating else np.zeros(shape, dtype=bool)
-            first_here = inside & (first < 0)
-            first = np.where(first_here, k, first)
-            nan_at = np.where(is_nan & (nan_at < 0), k, nan_at)
-            number = inside & ~is_nan
-            if rules.start == "lowest":
-                take = number & (values > value)
-            else:
-                take = number & ((index < 0) | (values > value))
-            value = np.where(take, values, value)
-            index = np.where(take, k, index)
-    _settle_nan(rules, value, index, first, nan_at, floating)
-    result = {"OutputTensor": value.astype(input_tensor.dtype)}
-    if desc.output_indices_tensor is not None:
-        none = index < 0
-        best_offset = np.where(none, np.maximum(first, 0), index)
-        flat = _flat_indices(desc, spatial, offsets, best_offset, batch, channels)
-        if rules.unmatched_index == "minus-one":
-            flat = np.where(none, -1, flat)
-        result["OutputIndicesTensor"] = flat.astype(numpy_dtype(desc.output_indices_tensor.data_type))
-    return result
-
-
-def _settle_nan(rules: Rules, value: np.ndarray, index: np.ndarray, first: np.ndarray, nan_at: np.ndarray,
-                floating: bool) -> None:
-    """In place: NaN where the NaN rule makes a window's max NaN (at that NaN), and, for windows
-    no number reached, NaN at the first element under the primary start (NAN-1: all NaN)."""
-    if not floating:
-        return
-    wins = np.zeros(value.shape, dtype=bool)
-    if rules.nan == "propagate":
-        wins = nan_at >= 0
-    elif rules.nan == "first-wins":
-        wins = (nan_at >= 0) & (nan_at == first)
-    if rules.start == "first":
-        wins |= (index < 0) & (nan_at >= 0)  # every element NaN
-    value[wins] = np.nan
-    index[wins] = nan_at[wins]
+def _unmatched(rules: Rules, spatial: list[int], batch: int, channels: int, dims: int) -> np.ndarray:
+    """The index a window no element beat gets under ``rules.unmatched_index`` ("zero" or
+    "minus-one"), broadcastable to the output: per (batch, channel) plane for "minus-one"."""
+    if rules.unmatched_index == "zero":
+        return np.zeros((1,) * (2 + dims), dtype=np.int64)
+    row_strides = [int(np.prod(spatial[i + 1:])) for i in range(len(spatial))]
+    planes = np.arange(batch * channels, dtype=np.int64).reshape(batch, channels, *([1] * dims)) * int(np.prod(spatial))
+    return planes - sum(row_strides)

@@ -16,6 +16,12 @@ elements by the one departure it names, never by being an independent implementa
 to agree with the EP. Readings combine (``combine``): two readings that switch different rules
 make one kernel; two that set one rule differently cannot be combined.
 
+Each reading also says where its departure can show at all (``shows``: a predicate over the desc
+and the inputs, e.g. "some sample lies exactly on the input's edge", "the input holds a NaN"). A
+reading is tried only on a case where it can show: on any other case the two readings compute the
+same thing, and a reading "explaining" a difference there would be explaining a fault of the
+primary reading's own code.
+
 An expectation (``harness/expectations/*.json``) names the readings that explain a known
 divergence; a case is ``known`` only when every element outside the primary reading's tolerance
 lies within the tolerance of one of those readings, or of a combination of them.
@@ -24,8 +30,10 @@ lies within the tolerance of one of those readings, or of a combination of them.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
 
 from .errors import DescError
 
@@ -45,6 +53,14 @@ class Reading:
     summary: str
     held_by: tuple[str, ...]
     source: str
+    #: ``shows(desc, arrays)``: whether the departure can change any output of these inputs (None:
+    #: always); a cheap, conservative test (it may say yes where nothing differs, never no where
+    #: something can).
+    shows: Optional[Callable[[Any, Mapping[str, np.ndarray]], bool]] = field(default=None, compare=False)
+
+    def can_show(self, desc: Any, arrays: Mapping[str, np.ndarray]) -> bool:
+        """Whether this reading's departure can show on ``desc`` with ``arrays`` (``shows``)."""
+        return True if self.shows is None else bool(self.shows(desc, arrays))
 
     def to_json(self) -> dict[str, Any]:
         """The reading as a result line or a report shows it."""
@@ -52,9 +68,23 @@ class Reading:
                 "held_by": list(self.held_by), "source": self.source}
 
 
-def reading(name: str, summary: str, held_by: Sequence[str], source: str, **changes: Any) -> Reading:
+def reading(name: str, summary: str, held_by: Sequence[str], source: str,
+            shows: Optional[Callable[[Any, Mapping[str, np.ndarray]], bool]] = None, **changes: Any) -> Reading:
     """A ``Reading`` whose ``changes`` are the keyword arguments."""
-    return Reading(name, tuple(sorted(changes.items())), summary, tuple(held_by), source)
+    return Reading(name, tuple(sorted(changes.items())), summary, tuple(held_by), source, shows)
+
+
+def holds(arrays: Mapping[str, np.ndarray], *classes: str, member: str = "InputTensor") -> bool:
+    """Whether the float array ``member`` holds a value of one of ``classes``: ``nan``, ``inf``,
+    ``-inf``, ``huge`` (a finite magnitude of 2**120 or more: float32 sums of such values overflow)."""
+    values = np.asarray(arrays[member])
+    if values.dtype.kind != "f" or values.size == 0:
+        return False
+    wide = values.astype(np.float64, copy=False)
+    tests: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+        "nan": np.isnan, "inf": np.isposinf, "-inf": np.isneginf,
+        "huge": lambda v: np.isfinite(v) & (np.abs(v) >= 2.0**120)}
+    return any(bool(tests[c](wide).any()) for c in classes)
 
 
 class ReadingError(ValueError):
@@ -97,4 +127,4 @@ def check_rules(rules: Any, allowed: Mapping[str, Sequence[Any]], op: str) -> No
             raise DescError(f"<rules>.{key}", value, f"one of {', '.join(map(repr, values))}", op)
 
 
-__all__ = ["Reading", "ReadingError", "check_rules", "combine", "named", "reading"]
+__all__ = ["Reading", "ReadingError", "check_rules", "combine", "holds", "named", "reading"]

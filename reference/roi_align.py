@@ -33,6 +33,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Optional, Union
+from typing import Mapping as MappingT
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from .checks import TypeTable, check_tensor, expect_sizes, finite, float32_value
 from .descs import Desc, TensorDesc, dml_field
 from .dtypes import numpy_dtype, random_values
 from .errors import DescError
-from .readings import check_rules, reading
+from .readings import check_rules, holds, reading
 
 PAGE_V0 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align_operator_desc"
 PAGE_V1 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align1_operator_desc"
@@ -131,7 +132,8 @@ class Rules:
     smaller than this many pixels along an axis are raised to it (RoiAlign-10's 1x1). ``max_of``:
     MAX over interpolated samples ("samples") or over each sample's largest weighted corner term
     ("corner-terms", ONNX Runtime's mode="max"). ``max_start``: MAX starts from its first sample
-    ("first"), the output type's lowest finite value ("lowest") or 0 ("zero"). ``max_nan``: a NaN
+    ("first"), the output type's lowest finite value ("lowest"), -inf ("minus-inf": NaN samples skipped) or 0
+    ("zero"). ``max_nan``: a NaN
     sample loses to a number ("ignore") or wins ("propagate"). ``arithmetic``: float64 rounded once
     ("exact") or samples and sums in float32, in ONNX Runtime's order ("float32").
     ``input_offset_shift``: added to InputPixelOffset (the desc the DirectML EP builds for RoiAlign-10)."""
@@ -156,8 +158,92 @@ PRIMARY = Rules()
 #: What each rule may hold (``readings.check_rules``).
 RULE_VALUES = {"edge": ("open", "closed"), "interpolation": ("lerp", "weighted"),
                "outside": ("value", "value-plus-zero-corner"), "count": ("clamp", "onnx"),
-               "max_of": ("samples", "corner-terms"), "max_start": ("first", "lowest", "zero"),
+               "max_of": ("samples", "corner-terms"), "max_start": ("first", "lowest", "minus-inf", "zero"),
                "max_nan": ("ignore", "propagate"), "arithmetic": ("exact", "float32")}
+
+def _regions(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> np.ndarray:
+    """The ROI rows ``(NumROIs, 4)`` in float64."""
+    return np.asarray(arrays["ROITensor"]).reshape(-1, 4).astype(np.float64)
+
+
+def _sample_on_edge(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """Some sample lies exactly at -1 or exactly at the input's size on an axis, under the primary
+    reading or any reading that moves samples (counts, 1x1 regions, the DML EP's offset)."""
+    d = as_roi_align1(desc)
+    height, width = d.input_tensor.sizes[2:]
+    variants = (PRIMARY, Rules(count="onnx"), Rules(min_size=1.0), Rules(input_offset_shift=0.5),
+                Rules(count="onnx", min_size=1.0))
+    for row, roi in enumerate(_regions(desc, arrays)):
+        if not np.isfinite(roi).all():
+            continue
+        for rules in variants:
+            try:
+                ys, xs, _, _ = region_samples(d, row, roi, rules)
+            except DescError:
+                return True  # too many samples to look at: say it can show
+            if np.isin(ys, (-1.0, float(height))).any() or np.isin(xs, (-1.0, float(width))).any():
+                return True
+    return False
+
+
+def _non_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """The input holds NaN or an infinity (where the two LINEAR formulas part)."""
+    return holds(arrays, "nan", "inf", "-inf")
+
+
+def _non_finite_or_huge(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """The input holds NaN, an infinity, or values whose float32 differences overflow (where the two
+    LINEAR formulas part, exactly or in float32)."""
+    return holds(arrays, "nan", "inf", "-inf", "huge")
+
+
+def _corner_not_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """Some ``X[b, c, 0, 0]`` is NaN or infinite (``0 * X[b, c, 0, 0]`` is then NaN)."""
+    return not np.isfinite(np.asarray(arrays["InputTensor"])[:, :, 0, 0]).all()
+
+
+def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """An adaptive count (Minimum != Maximum) that the page's clamp changes for some region, or a
+    region of size <= 0 (ONNX takes no sample)."""
+    d = as_roi_align1(desc)
+    lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
+    if lo == hi:
+        return False
+    rois = _regions(desc, arrays)
+    out_h, out_w = d.output_tensor.sizes[2:]
+    with np.errstate(invalid="ignore", over="ignore"):
+        for first, last, scale, out in ((0, 2, d.spatial_scale_x, out_w), (1, 3, d.spatial_scale_y, out_h)):
+            s = float(np.float32(scale))
+            ratio = np.ceil((rois[:, last] * s - rois[:, first] * s) / out)
+            if ((ratio < max(lo, 1)) | (ratio > hi)).any():
+                return True
+    return False
+
+
+def _small_region(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """Some scaled region is smaller than one pixel along an axis."""
+    d = as_roi_align1(desc)
+    rois = _regions(desc, arrays)
+    sx, sy = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
+    with np.errstate(invalid="ignore", over="ignore"):
+        return bool(((rois[:, 2] * sx - rois[:, 0] * sx) < 1).any() or ((rois[:, 3] * sy - rois[:, 1] * sy) < 1).any())
+
+
+def _max(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """The reduction is MAX."""
+    return desc.reduction_function == "MAX"
+
+
+def _max_of_non_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """MAX, and samples that can be NaN or -inf (the input or OutOfBoundsInputValue not finite)."""
+    return _max(desc, arrays) and (_non_finite(desc, arrays) or not np.isfinite(desc.out_of_bounds_input_value))
+
+
+def _huge(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """Values whose float32 sums can overflow (2**120 or more) in the input or OutOfBoundsInputValue."""
+    oob = abs(float(desc.out_of_bounds_input_value))
+    return holds(arrays, "huge") or (np.isfinite(oob) and oob >= 2.0**120)
+
 
 _ORT_ROIALIGN = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/object_detection/roialign.cc"
 _ORT_POOL = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/nn/pool_functors.h"
@@ -166,43 +252,48 @@ _TV_ROIALIGN = "https://github.com/pytorch/vision/blob/main/torchvision/csrc/ops
 READINGS = (
     reading("closed-edge", "a sample exactly at -1 or exactly at the input's width (height) reads the edge pixel "
             "instead of OutOfBoundsInputValue", ("ONNX Runtime's RoiAlign kernels", "torchvision's roi_align"),
-            f"{_ORT_ROIALIGN} (PreCalcForBilinearInterpolate: y < -1.0 || y > height); {_TV_ROIALIGN}", edge="closed"),
+            f"{_ORT_ROIALIGN} (PreCalcForBilinearInterpolate: y < -1.0 || y > height); {_TV_ROIALIGN}", shows=_sample_on_edge, edge="closed"),
     reading("weighted-interpolation", "LINEAR is the weighted sum w1*v1 + w2*v2 + w3*v3 + w4*v4, a coordinate below 0 "
             "taking pixels 0 and 1 with weights 1 and 0, so an infinite or NaN neighbour of weight 0 makes NaN "
             "(0 * inf) where the primary reading's clamped taps read the edge pixel, and an infinite tap of weight "
             "above 0 stays infinite where a + t * (b - a) gives NaN",
             ("ONNX Runtime's RoiAlign kernels", "torchvision's roi_align", "the page's words: 'weighted average'"),
-            f"{_ORT_ROIALIGN} (RoiAlignForward); {_TV_ROIALIGN} (bilinear_interpolate)", interpolation="weighted"),
+            f"{_ORT_ROIALIGN} (RoiAlignForward); {_TV_ROIALIGN} (bilinear_interpolate)", shows=_non_finite_or_huge,
+            interpolation="weighted"),
     reading("zero-times-corner", "a sample outside the input adds 0 * X[b, c, 0, 0] to OutOfBoundsInputValue (NaN "
             "when that pixel is NaN or infinite)", ("ONNX Runtime's RoiAlign kernels",),
             f"{_ORT_ROIALIGN} (PreCalcForBilinearInterpolate: pos 0 and weights 0 for a sample outside)",
-            outside="value-plus-zero-corner"),
+            shows=_corner_not_finite, outside="value-plus-zero-corner"),
     reading("onnx-adaptive-count", "an adaptive sample count (Minimum != Maximum) is ceil(size / output) with no "
             "clamp, and an empty or inverted region takes no sample and outputs 0",
             ("the ONNX spec's sampling_ratio=0", "ONNX Runtime's RoiAlign kernels", "OpenVINO"),
-            f"https://onnx.ai/onnx/operators/onnx__RoiAlign.html; {_ORT_ROIALIGN} (roi_bin_grid_h)", count="onnx"),
+            f"https://onnx.ai/onnx/operators/onnx__RoiAlign.html; {_ORT_ROIALIGN} (roi_bin_grid_h)", shows=_count_differs, count="onnx"),
     reading("onnx-1x1-regions", "a region smaller than one pixel along an axis is raised to one pixel (its start kept)",
             ("ONNX RoiAlign-10 and output_half_pixel in ONNX Runtime", "OpenVINO", "torchvision aligned=False"),
             f"{_ORT_ROIALIGN} ('Force malformed ROIs to be 1x1'); https://github.com/onnx/onnx/issues/3428",
-            min_size=1.0),
+            shows=_small_region, min_size=1.0),
     reading("corner-term-max", "MAX is the running max over samples of each sample's largest weighted corner term "
             "max(w1*v1, w2*v2, w3*v3, w4*v4), not the max of the interpolated samples",
             ("ONNX Runtime's RoiAlign mode=max", "the ONNX reference implementation"),
             "https://github.com/microsoft/onnxruntime/issues/6146; https://github.com/onnx/onnx/issues/4764",
-            max_of="corner-terms"),
+            shows=_max, max_of="corner-terms"),
     reading("lowest-start", "MAX starts from the lowest finite value of the output type and takes max() with each "
             "sample, skipping NaN: an output whose samples are all -inf or NaN is -FLT_MAX",
             ("DirectML.dll 1.15.4 (observed under Wine)", "ONNX Runtime's MaxPool (the MaxPool of samples)"),
-            f"tests/eps/test_dml_wine_observed.py; {_ORT_POOL}", max_start="lowest"),
+            f"tests/eps/test_dml_wine_observed.py; {_ORT_POOL}", shows=_max_of_non_finite, max_start="lowest"),
+    reading("minus-inf-start", "MAX starts from -inf and skips NaN samples: an output whose samples are all NaN is "
+            "-inf", ("ONNX Runtime's float16 MaxPool (MLAS), the MaxPool of samples of a float16 MAX",),
+            f"{_ORT_POOL}; https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/mlas/lib/pooling_fp16.cpp",
+            shows=_max_of_non_finite, max_start="minus-inf"),
     reading("max-from-zero", "MAX starts from 0: an output whose samples are all negative is 0",
             ("the OpenVINO EP's RoiAlign mode=max (onnxruntime-openvino 1.24.1, observed)",),
-            "harness/expectations/openvino.json", max_start="zero"),
+            "harness/expectations/openvino.json", shows=_max, max_start="zero"),
     reading("nan-propagates", "a NaN sample wins a MAX (the max is NaN when any sample is NaN)",
-            ("ONNX Runtime's MaxPool without Indices (MLAS), on some windows",), _ORT_POOL, max_nan="propagate"),
+            ("ONNX Runtime's MaxPool without Indices (MLAS), on some windows",), _ORT_POOL, shows=_max_of_non_finite, max_nan="propagate"),
     reading("float32-accumulation", "samples and their AVERAGE sum are computed in float32, in the kernel's order, so "
             "values near FLT_MAX overflow to an infinity (or inf - inf = NaN) where the exact value is finite",
             ("ONNX Runtime's RoiAlign kernels", "DirectML.dll (observed)"), f"{_ORT_ROIALIGN} (RoiAlignForward)",
-            arithmetic="float32"),
+            shows=_huge, arithmetic="float32"),
     reading("directml-ep-roialign10-offset", "the samples sit half a pixel off: the DirectML EP builds "
             "InputPixelOffset 0.5 for a RoiAlign-10 node, which ONNX defines without an input offset",
             ("ONNX Runtime's DirectML EP (DmlOperatorRoiAlign.cpp)",),
@@ -601,7 +692,7 @@ def sample_max(grid: np.ndarray, rules: Rules, lowest: float) -> np.ndarray:
     (NAN-1) or winning (``max_nan``), starting from the first sample, ``lowest`` or 0 (``max_start``)."""
     with np.errstate(invalid="ignore"):
         value = np.fmax.reduce(grid, axis=-1) if rules.max_nan == "ignore" else np.max(grid, axis=-1)
-        start = {"first": None, "lowest": lowest, "zero": 0.0}[rules.max_start]
+        start = {"first": None, "lowest": lowest, "minus-inf": -np.inf, "zero": 0.0}[rules.max_start]
         if start is None:
             return value
         fold = np.fmax if rules.max_nan == "ignore" else np.maximum

@@ -24,7 +24,7 @@ a NaN in a bin is ignored unless the whole bin is NaN (the NaN rule, NAN-1).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from .checks import TypeTable, check_tensor, expect_sizes, finite, same_type
 from .descs import Desc, Size2D, TensorDesc, dml_field
 from .dtypes import random_values
 from .errors import DescError
-from .readings import check_rules, reading
+from .readings import check_rules, holds, reading
 
 PAGE = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_pooling_operator_desc"
 
@@ -102,24 +102,48 @@ class Rules:
 PRIMARY = Rules()
 RULE_VALUES = {"rounding": ("half-even", "half-away"), "bins": ("integer", "float32"),
                "fold": ("page", "lowest", "std-max")}
+def _halfway_product(desc: "RoiPoolingDesc", arrays: Mapping[str, np.ndarray]) -> bool:
+    """Some float32 product ``Roi * SpatialScale`` lies exactly halfway between two whole numbers."""
+    products = (arrays["ROITensor"].reshape(-1, 5)[:, 1:].astype(np.float32)
+                * np.float32(desc.spatial_scale)).astype(np.float64)
+    return bool((np.abs(products - np.floor(products)) == 0.5).any())
+
+
+def _float_bins_differ(desc: "RoiPoolingDesc", arrays: Mapping[str, np.ndarray]) -> bool:
+    """Some region's bins (its corners rounded either way) end or start elsewhere in float32."""
+    sizes = set()
+    for roi in arrays["ROITensor"].reshape(-1, 5)[:, 1:]:
+        for rounding in ("half-even", "half-away"):
+            x1, y1, x2, y2 = scaled_region(roi, desc.spatial_scale, Rules(rounding=rounding))
+            sizes.update({(y2 - y1 + 1, desc.pooled_size.height), (x2 - x1 + 1, desc.pooled_size.width)})
+    limit = 2**62
+    return any(bin_bounds(k, size, pooled, 0, limit) != bin_bounds(k, size, pooled, 0, limit, Rules(bins="float32"))
+               for size, pooled in sizes for k in range(pooled))
+
+
+def _nan_or_minus_inf(desc: "RoiPoolingDesc", arrays: Mapping[str, np.ndarray]) -> bool:
+    """The input holds a NaN or -inf (where a bin's max can start, fold or end otherwise)."""
+    return holds(arrays, "nan", "-inf")
+
+
 _ORT = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/nn/roi_pool.cc"
 _TV = "https://github.com/pytorch/vision/blob/main/torchvision/csrc/ops/cpu/roi_pool_kernel.cpp"
 #: The departures from the primary reading that kernels are known to compute (DECISIONS.md RP-*, TV-4).
 READINGS = (
     reading("half-away-rounding", "a halfway product Roi * SpatialScale rounds away from zero (C's roundf), not to "
             "the even neighbour", ("ONNX Runtime's MaxRoiPool (std::round)", "torchvision's roi_pool"),
-            f"{_ORT} (RoiPool<float>::Compute); {_TV}", rounding="half-away"),
+            f"{_ORT} (RoiPool<float>::Compute); {_TV}", shows=_halfway_product, rounding="half-away"),
     reading("float32-bins", "bin starts and ends are floor(k * float32(RegionSize / PooledSize)) and ceil((k + 1) * "
             "...) in float32, one row or column past the page's integer division for some sizes (29 rows into 11 bins)",
             ("ONNX Runtime's MaxRoiPool", "torchvision's roi_pool", "Caffe's ROI pooling"),
-            f"{_ORT} (RoiPool<float>::Compute); {_TV}", bins="float32"),
+            f"{_ORT} (RoiPool<float>::Compute); {_TV}", shows=_float_bins_differ, bins="float32"),
     reading("std-max-fold", "a bin's max is Y = lowest float; Y = std::max(x, Y) over the bin in row-major order: a NaN "
             "replaces Y and the next element replaces a NaN Y, so a NaN survives only as the last element scanned, and "
             "a bin of only -inf gives -FLT_MAX", ("ONNX Runtime's MaxRoiPool",), f"{_ORT} (RoiPool<float>::Compute)",
-            fold="std-max"),
+            shows=_nan_or_minus_inf, fold="std-max"),
     reading("lowest-start", "a bin's max starts from the lowest finite value and skips NaN: a bin of only -inf or NaN "
             "gives -FLT_MAX", ("DirectML.dll 1.15.4 (observed under Wine)",), "tests/eps/test_dml_wine_observed.py",
-            fold="lowest"),
+            shows=_nan_or_minus_inf, fold="lowest"),
 )
 
 
@@ -186,8 +210,7 @@ def kernel_input(desc: RoiPoolingDesc, input_tensor: np.ndarray, roi_tensor: np.
     rois = roi_tensor.reshape(-1, 5)
     _check_rois(desc, rois, input_tensor.shape[0])
     planes = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
-    maximum = np.fmax if rules.fold == "lowest" else bin_maximum(input_tensor)
-    return KernelInput(desc, rois, planes, maximum, rules)
+    return KernelInput(desc, rois, planes, bin_maximum(input_tensor), rules)
 
 
 def compute(k: KernelInput) -> np.ndarray:

@@ -31,14 +31,15 @@ def test_cpu_catalog_has_no_unexpected_outcome_on_onnxruntime_1_24(tmp_path):
         pytest.skip(message)
     out = tmp_path / "cpu"
     p = subprocess.run([VENV_PYTHON, "-m", "ep_testbed.harness.cli", "run", "--ep", "cpu", "--out", str(out),
-                        "--jobs", "2", "--no-progress", "--fail-on-not-on-ep"],
+                        "--jobs", "2", "--no-progress"],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     lines = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
     header, cases = lines[0], [line for line in lines if line["type"] == "case"]
     assert header["ort_version"] == VERSION, header["ort_version"]
     assert len(cases) == header["case_count"] > 200
-    unexpected = [c["id"] for c in cases if c["outcome"] not in ("pass", "tie-only", "known", "inexpressible")]
+    unexpected = [c["id"] for c in cases if c["outcome"] not in ("pass", "tie-only", "known", "inexpressible")
+                  and not (c["outcome"] == "not-on-ep" and c["expected_outcome"])]  # a refusal an entry names
     assert unexpected == []
     # the ranges are what makes it hold: some entry is known here only because it is tied to < 1.29
     assert any(c["outcome"] == "known" and (c["expected_outcome"] or {}).get("onnxruntime") == "<1.29"

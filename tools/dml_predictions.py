@@ -5,9 +5,10 @@
 For every catalog case the DirectML EP's predictor (``harness/eps/dml_ep.py``) reads the case's ONNX
 model against the EP's registrations and operator files; a declined node implies ``not-on-ep``,
 a diverging field ``fail``. The bundled ``harness/expectations/dml.json`` (evaluated for the
-onnxruntime-directml version given, default 1.24.4) should turn every one of them into
-``known``. Prints one line per predicted case with ``-v``, then the counts; exits 1 when some
-predicted case would be reported as anything else (an unexpected outcome on the first run).
+onnxruntime-directml version given, default 1.24.4) should cover every one of them: a refusal
+(``not-on-ep``, with its reason) or a divergence its readings must then reproduce (``known``, once
+the run proves it). Prints one line per predicted case with ``-v``, then the counts; exits 1 when
+some predicted case has no entry (an unexpected outcome on the first run).
 Nothing here runs DirectML: it is a reading of the source, as every prediction says.
 """
 
@@ -23,7 +24,7 @@ from ep_testbed.harness.eps import dml_ep
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the outlook of the selected catalog; 1 if a predicted case is not ``known``."""
+    """Print the outlook of the selected catalog; 1 if a predicted case has no entry."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ops", help="comma-separated operators (default: all)")
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         what = sorted({f"{p['kind']} {p['op_type']}.{p['field']}" for p in row["predictions"]})
         print(f"{row['reported']:10} {row['id']}  ({'; '.join(what)})")
     counts = collections.Counter((row["predicted"], row["reported"]) for row in rows)
-    unexpected = [row for row in rows if row["reported"] != "known"]
+    unexpected = [row for row in rows if row["entry"] is None]
     print(f"{len(cases)} catalog cases, {len(rows)} with a predicted outcome:")
     for (predicted, reported), n in sorted(counts.items()):
         print(f"  predicted {predicted:9} -> reported {reported:9} {n}")

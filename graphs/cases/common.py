@@ -100,13 +100,16 @@ def float_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
 def roi_op_inputs(desc: Any, recipe: str, rng: np.random.Generator,
                   regions: Callable[[Any, str, np.random.Generator], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Inputs of an ROI operator: the feature map for ``recipe`` (``ties``: integers in [0, 3];
-    ``nan-inf``: a twentieth NaN/+inf/-inf, X[:, :, 0, 0] kept finite), then regions drawn by
-    ``regions`` until none raises an input flag (50 tries; ``nan-inf`` and ``float32-bins``
-    exist to raise one)."""
+    ``nan-inf``: a twentieth NaN/+inf/-inf, X[:, :, 0, 0] kept finite; ``near-flt-max``: values from
+    2**126 to 2**127), then regions drawn by
+    ``regions`` until none raises an input flag (50 tries; ``nan-inf``, ``float32-bins`` and
+    ``count-knife-edge`` exist to raise one)."""
     x_dtype = numpy_dtype(desc.input_tensor.data_type)
     x = float_values(rng, desc.input_tensor.sizes, x_dtype)
     if recipe == "ties":
         x = filled(desc.input_tensor.sizes, x_dtype, lambda n: rng.integers(0, 4, size=n))
+    if recipe == "near-flt-max":  # 2**126 to 2**127: a float32 sum of a few overflows, their exact mean does not
+        x = ((np.abs(x.astype(np.float64)) + 4) * 2.0**124).astype(x_dtype)
     if recipe == "nan-inf":
         flat = x.reshape(-1)
         picks = rng.choice(flat.size, size=max(3, flat.size // 20), replace=False)
@@ -115,7 +118,7 @@ def roi_op_inputs(desc: Any, recipe: str, rng: np.random.Generator,
     tensors = {"InputTensor": x}
     for _ in range(50):
         tensors.update(regions(desc, recipe, rng))
-        if recipe in ("nan-inf", "float32-bins") or not input_flags(desc, tensors):
+        if recipe in ("nan-inf", "float32-bins", "count-knife-edge") or not input_flags(desc, tensors):
             break
     return tensors
 

@@ -208,7 +208,11 @@ _EDGES = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outs
           ("large-roi-count", {"rois": 300, "out": (2, 2), "channels": 2}, "random"),
           ("large-batch", {"batch": 16, "rois": 32, "height": 8, "width": 8}, "random"),
           ("adaptive-large-regions", {"samples": (1, UINT32_MAX), "height": 24, "width": 24}, "random"),
-          ("nan-inf", {}, "nan-inf"), ("fp16-outside-partly", {"dtype": "FLOAT16"}, "outside-partly")]
+          ("nan-inf", {}, "nan-inf"), ("fp16-outside-partly", {"dtype": "FLOAT16"}, "outside-partly"),
+          ("adaptive-count-knife-edge", {"samples": (1, UINT32_MAX), "sx": 0.1, "sy": 0.1, "height": 120, "width": 8,
+                                         "out": (1, 2), "rois": 1}, "count-knife-edge"),
+          ("empty-region-adaptive", {"samples": (1, UINT32_MAX)}, "empty"),
+          ("near-flt-max", {"samples": (2, 2)}, "near-flt-max")]
 _EDGES_V1 = [("inverted-region-offset0-corners", {"ipo": 0.0, "corners": True}, "inverted"),
              ("one-pixel-offset0", {"ipo": 0.0, "opo": 0.0}, "one-pixel")]
 
@@ -321,6 +325,14 @@ def _roi_align_rois(desc, recipe: str, rng) -> dict[str, np.ndarray]:
     elif recipe == "inverted":
         x2, y2 = grid(0, width / 2, n), grid(0, height / 2, n)
         x1, y1 = x2 + grid(1, width / 2, n), y2 + grid(1, height / 2, n)
+    elif recipe == "count-knife-edge":
+        # Scaled by 0.1 (float32 0.100000001490116), rows 1000 to 1050 span exactly 5.0000000745
+        # rows: 6 samples per output; float32 scales both corners to 100 and 105, 5 samples.
+        x1, y1, x2, y2 = np.zeros(n), np.full(n, 1000.0), np.full(n, min(30.0, width / sx)), np.full(n, 1050.0)
+        rois = np.stack([x1, y1, x2, y2], axis=1).astype(dtype)
+        bi = np.zeros(n).astype(numpy_dtype(desc.batch_indices_tensor.data_type))
+        return {"ROITensor": rois.reshape(desc.roi_tensor.sizes),
+                "BatchIndicesTensor": bi.reshape(desc.batch_indices_tensor.sizes)}
     else:
         x1, y1 = grid(-1, width - 1, n), grid(-1, height - 1, n)
         x2, y2 = x1 + grid(0.5, width, n), y1 + grid(0.5, height, n)

@@ -7,9 +7,10 @@ differ only by a tie, the worst elements with their positions, and any structura
 (missing output, wrong shape or dtype), which fails the case by itself.
 
 Ties: an index output says *which* input element holds the maximum of its window. When the
-EP's index differs from the reference's but points at an input element of the same window
+EP's index differs from the reference's but both point at input elements of the same window
 equal to the reference's maximum for that output position (NaN counts as equal to NaN), both
-are valid answers to "where is the max" and the element counts as a tie, not a mismatch. The
+are valid answers to "where is the max" and the element counts as a tie, not a mismatch (a
+reference index that points at no maximum is no tie: it is the reference's own fault). The
 harness does not know window geometry (that is a DML formula): the caller passes the
 operator's ``index_rule`` (registry) as ``in_window``; without it a tie is judged on the value
 alone. Which outputs are indices, and of what, comes from the operator's record too
@@ -123,6 +124,9 @@ class Comparison:
     alternatives_offered: bool = False
     #: The largest |a - e| the bound accepted, and the bound at that element.
     largest_bound_accepted: tuple[float, float] | None = None
+    #: Per compared output, flat: which elements are outside the rule and every allowance (the
+    #: elements ``mismatches`` counts), so that readings can be tried on exactly those.
+    failing: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -334,6 +338,7 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
                                                                         judged.allowed, judged.knife_used))
     result.mismatches += int(bad.sum())
     result.nonfinite_mismatches += int(nonfinite_bad.sum())
+    result.failing[name] = bad
     _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, np.where(both_finite, ulp, -1), worst_count,
                    bound=None if allowance is None else allowance.bound)
 
@@ -430,6 +435,7 @@ def _compare_integers(result: Comparison, candidates: list, name: str, exp: np.n
     absdiff = np.abs(a.astype(np.float64) - e.astype(np.float64))
     absdiff[a == e] = 0.0  # exact even beyond 2**53
     bad = absdiff > tol.atol
+    result.failing[name] = bad
     if e.size:
         worst = float(absdiff.max())
         result.max_abs = _max(result.max_abs, worst)
@@ -448,8 +454,12 @@ def _compare_indices(result: Comparison, candidates: list, name: str, exp: np.nd
     differ = e != a
     tie = np.zeros(e.shape, dtype=bool)
     if differ.any() and expected_values is not None and source is not None:
-        tie[np.flatnonzero(differ)] = _ties(np.flatnonzero(differ), a, expected_values, source, in_window)
+        where = np.flatnonzero(differ)
+        # both indices must point at a maximum of the window: then both answer "where is the max"
+        tie[where] = _ties(where, a, expected_values, source, in_window) & _ties(where, e, expected_values, source,
+                                                                                   in_window)
     bad = differ & ~tie
+    result.failing[name] = bad
     result.ties += int(tie.sum())
     result.mismatches += int(bad.sum())
     result.index_mismatches += int(bad.sum())

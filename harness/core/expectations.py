@@ -19,7 +19,12 @@ A file holds a list of expectations, each::
                                        # optional: the package providing the EP (a plugin package,
                                        # else the onnxruntime wheel) and its versions; or a list
                                        # of such, any of which will do
-     "outcome": "fail",                # or a list, e.g. ["fail", "crash"]
+     "outcome": "fail",                # "fail" (with readings) or "not-on-ep" (a refusal)
+     "readings": ["std-max-fold"],     # "fail": the reference's readings that compute what the EP
+                                       # computes (reference/readings.py); every failing element
+                                       # must lie within one of them (or a combination) for known
+     "error": "80070057",              # "not-on-ep": a regular expression the EP's build or run
+                                       # error must match (a refusal of a session it could not build)
      "strict": true,                   # optional, default true (see below)
      "reason": "one sentence: what differs and why",
      "link": "https://github.com/... (the public issue, or the source line when there is none)",
@@ -32,11 +37,28 @@ A file holds a list of expectations, each::
      "evidence": "what the EP returned against the reference, and the smallest case that shows it",
      "emulated_device": true}          # optional: the cause is the emulated device, not the EP (below)
 
-The first expectation that matches a case applies. A case whose outcome is one it expects
-becomes ``known``; one that passes (``pass``/``tie-only``) becomes ``fixed`` -- counted as a
-failure, like a strict xfail, so a fix is noticed and the entry removed -- unless the entry
-says ``"strict": false`` (a divergence that only some inputs reveal), where a pass stays a
-pass. Any other outcome stays as it is (a crash where a numeric failure was expected is news).
+An entry is one of three kinds, and each decides only what it can prove:
+
+* **A known divergence of numbers** (``"outcome": "fail"``, ``"readings": [...]``): the reference's
+  readings (``reference/readings.py``, DECISIONS.md READ-1) that compute what the EP computes. A
+  case that fails is ``known`` only when *every* element outside the primary reading's tolerance
+  lies within the same rule of one of the readings the matching entries name, or of a combination
+  of them: the worker tries them on the case's own outputs (``harness.run.readings``) and records
+  the evidence on the line (``readings``: what was tried, how many elements each reading or
+  combination explains, how many none does). One element no reading explains and the case is
+  ``fail``, its message naming the readings tried and the first such element. The entries whose
+  readings explained elements are the case's causes, by evidence (``expected_outcome`` names the
+  one that explained most, with the count per reading), never the first entry that matched.
+* **A refusal** (``"outcome": "not-on-ep"``): the EP declines a node (the raw outcome is already
+  ``not-on-ep``), or it cannot build or run the case's session and its error matches the entry's
+  ``"error"`` (a regular expression over the failure message, e.g. ``"80070057"``). The case is
+  ``not-on-ep`` with the entry's reason: it did not test the operator, it is no judged difference.
+* **An emulated device's gap** (``"emulated_device": true``, below): ``emulation-gap``.
+
+A case that passes (``pass``/``tie-only``) where a matching entry is ``strict`` (the default)
+becomes ``fixed`` -- counted as a failure, like a strict xfail, so a fix is noticed and the entry
+removed -- unless the entry says ``"strict": false`` (a divergence that only some inputs reveal),
+where a pass stays a pass. Any other outcome stays as it is (a crash is never expected).
 
 ``onnxruntime`` is a comma-separated list of ``>=``, ``>``, ``<=``, ``<``, ``==``, ``!=``
 clauses over release numbers (``">=1.24,<1.29"``); an entry whose range excludes the ONNX
@@ -60,12 +82,14 @@ explains is reported ``emulation-gap`` (not tested: the emulation, not the EP, d
 ``known``. ``observed_on`` and ``evidence`` are recorded on the case line with the rest of the entry.
 
 ``shows_when`` says when the cause can show, so that a case whose inputs cannot trigger it is
-judged like any other case (no ``known``, no ``fixed``; the message says why): ``{"flags":
+judged like any other case (no ``known``, no ``fixed``; the message says why; for an entry with
+readings a precondition only, the readings decide the elements): ``{"flags":
 [...]}`` patterns over the line's flags, where the case runner gives a ``diverges`` flag whose ONNX
 meaning it can compute ``"shows": true/false`` (``graphs.Mapping.meanings``: does that meaning
 differ from the reference on these inputs?); or ``{"signature": {...}}``, keys of the raw failure's
 signature (``harness.core.signature``: ``outcome``, ``kind``, ``outputs``, ``values``,
-``diverging``) that must equal, so that only a failure of that shape is this cause (a pass has
+``diverging``) that must equal, so that only a failure of that shape is this cause (refusal
+entries only: an entry with readings proves its elements instead; a pass has
 no signature: a strict entry makes it ``fixed``, a ``"strict": false`` one leaves it alone, as
 does any entry a case not tested, such as ``not-on-ep`` or ``emulation-gap``); a list of such
 objects is any of them (``[{"values": "inf -> nan"}, {"values": "-inf -> nan"}]``); and/or
@@ -147,6 +171,25 @@ class Expectation:
     observed_on: tuple[tuple[str, Any], ...] = ()
     evidence: str = ""
     emulated_device: bool = False
+    readings: tuple[str, ...] = ()
+    error: str = ""
+
+    @property
+    def refusal(self) -> bool:
+        """Whether the entry explains a refusal (``not-on-ep``), not numbers or an emulated device."""
+        return not self.emulated_device and "not-on-ep" in self.outcome
+
+    def refuses(self, line: Mapping[str, Any]) -> bool:
+        """Whether a refusal entry explains the raw ``line``: a declined node (raw ``not-on-ep``)
+        when the entry names no ``error`` or the message matches it; a session the EP could not
+        build or run (raw ``fail`` of kind build or run) when its message matches ``error``."""
+        message = str(line.get("message") or "")
+        if line.get("outcome") == "not-on-ep":
+            return not self.error or re.search(self.error, message) is not None
+        if line.get("outcome") != "fail" or not self.error:
+            return False
+        found = failure_signature(dict(line))
+        return found is not None and found.kind in ("build", "run") and re.search(self.error, message) is not None
 
     def applies(self, provider: str, alias: str) -> bool:
         """Whether the entry's cause applies to the EP ``provider`` (``--ep`` alias ``alias``):
@@ -245,6 +288,10 @@ class Expectation:
             data["evidence"] = self.evidence
         if self.emulated_device:
             data["emulated_device"] = True
+        if self.readings:
+            data["readings"] = list(self.readings)
+        if self.error:
+            data["error"] = self.error
         return data
 
 
@@ -282,27 +329,27 @@ class Expectations:
         return self.match(case.id, tags, flags, self.predictions(case))
 
     def settle(self, case: Any, line: dict[str, Any]) -> None:
-        """Apply the case's expectation to its raw result ``line`` in place: ``expected_outcome``
-        and the reported outcome (``apply``). The first entry that matches the case (id, tags,
-        the line's flags, predictions) and whose cause can show on it (``Expectation.shows``)
-        applies; when entries match but none can show, the case is judged like any other and the
-        message says which known divergence these inputs cannot trigger."""
+        """Apply the case's expectations to its raw result ``line`` in place: the reported outcome
+        and ``expected_outcome`` (``verdict``: from the entries that match the case and whose
+        cause can show on it, and for numbers from the line's ``readings`` evidence); the message
+        says what decided it. When entries match but none can show, the case is judged like any
+        other and the message says which known divergence these inputs cannot trigger."""
         flags = list(line.get("flags") or [])
-        matched = [entry for entry in self.candidates(case) if entry.has_flags_of(flags)]
-        chosen = settling(matched, line)
-        quiet = [entry for entry in matched[:matched.index(chosen) if chosen else None] if entry.came_near(line)]
-        line["expected_outcome"] = chosen.to_json() if chosen else None
-        line["outcome"] = apply(line["outcome"], chosen)
-        if line["outcome"] == "emulation-gap" and chosen is not None and chosen.emulated_device:
-            line["message"] = (f"{line.get('message') or ''}; Note: not a result of the EP: the emulated device "
-                               f"causes this ({chosen.reason[:200]})")
+        candidates = self.candidates(case)
+        decided = verdict(candidates, line)
+        matched = [entry for entry in candidates if entry.has_flags_of(flags)]
+        line["expected_outcome"] = decided.record()
+        raw, line["outcome"] = line["outcome"], decided.outcome
+        line["message"] = (line.get("message") or "") + decided.note(raw)
         # inputs a flag says cannot show the cause, or a numeric failure of another shape, are worth
         # a note; a pass, a crash or an untested case that a failure-shaped cause missed is not
-        if chosen is None and quiet and (line["outcome"] == "fail" or any(e.shows_flags for e in quiet)):
+        quiet = [entry for entry in matched if entry not in decided.shown and entry.came_near(line)]
+        if not decided.entries and quiet and (line["outcome"] == "fail" or any(e.shows_flags for e in quiet)) \
+                and not decided.tried:
             first = quiet[0]
-            line["message"] = (f"{line.get('message') or ''}; Note: the known divergence {first.id!r} cannot show on "
-                               f"these inputs ({first.shows_text()} does not hold), so the case is judged like any "
-                               f"other: {first.reason[:160]}")
+            line["message"] += (f"; Note: the known divergence {first.id!r} cannot show on these inputs "
+                                f"({first.shows_text()} does not hold), so the case is judged like any other: "
+                                f"{first.reason[:160]}")
 
     def candidates(self, case: Any) -> tuple[Expectation, ...]:
         """The entries that may apply to ``case`` once it is mapped and run, in file order: those
@@ -310,6 +357,17 @@ class Expectations:
         them knows from a raw line alone whether ``settle`` will explain it (``settling``)."""
         tags, predicted = getattr(case, "tags", None), self.predictions(case)
         return tuple(entry for entry in self.entries if entry.matches_case(case.id, tags, predicted))
+
+    def readings_for(self, op: str) -> tuple[str, ...]:
+        """The readings the entries of numbers name for any case of operator ``op`` (an entry whose
+        id matches ``"<op>/model"``), once each in file order: what a node of ``op`` in a whole
+        model may be explained by (``harness.models.judge``), where no case id, flag or prediction
+        narrows them (the readings still have to reproduce each element)."""
+        names: dict[str, None] = {}
+        for entry in self.entries:
+            if entry.readings and fnmatch.fnmatchcase(f"{op}/model", entry.id):
+                names.update(dict.fromkeys(entry.readings))
+        return tuple(names)
 
     def predictions(self, case: Any) -> list | None:
         """The predictor's answer for ``case`` (None without a predictor or predicted entries)."""
@@ -325,23 +383,144 @@ class Expectations:
         return len(self.entries)
 
 
-def settling(candidates: Sequence[Expectation], line: Mapping[str, Any]) -> Expectation | None:
-    """The entry ``Expectations.settle`` applies to the raw ``line`` of a case whose candidates
-    (``Expectations.candidates``) these are: the first that the line's flags match and whose cause
-    can show on it; None when none does."""
+def shown(candidates: Sequence[Expectation], line: Mapping[str, Any]) -> list[Expectation]:
+    """The candidates (``Expectations.candidates``) that hold for the raw ``line``: its flags
+    match and the cause can show on it (``Expectation.shows``), in file order."""
     flags = list(line.get("flags") or [])
-    return next((entry for entry in candidates if entry.has_flags_of(flags) and entry.shows(line)), None)
+    return [entry for entry in candidates if entry.has_flags_of(flags) and entry.shows(line)]
+
+
+def readings_to_try(candidates: Sequence[Expectation], line: Mapping[str, Any]) -> tuple[str, ...]:
+    """The readings that may explain the raw ``line``'s failing elements: those the entries that
+    hold for it name (``shown``), in file order, once each; the worker tries exactly these."""
+    names: dict[str, None] = {}
+    for entry in shown(candidates, line):
+        if not entry.emulated_device and "fail" in entry.outcome:
+            names.update(dict.fromkeys(entry.readings))
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the expectations make of a raw line: the reported ``outcome``, the ``entries`` that
+    decided it (the first explains most), the entries that held (``shown``), and for a numeric
+    failure the readings ``tried`` and what they ``explained`` (reading or combination -> elements)."""
+
+    outcome: str
+    entries: tuple[Expectation, ...] = ()
+    shown: tuple[Expectation, ...] = ()
+    tried: tuple[str, ...] = ()
+    explained: tuple[tuple[str, int], ...] = ()
+    unexplained: int = 0
+    first_unexplained: Mapping[str, Any] | None = None
+
+    def record(self) -> dict[str, Any] | None:
+        """The line's ``expected_outcome``: the deciding entry, the count per reading and the other
+        entries that explained elements (None when no entry decided the outcome)."""
+        if not self.entries:
+            return None
+        data = self.entries[0].to_json()
+        if self.explained:
+            data["explained_by"] = dict(self.explained)
+        if len(self.entries) > 1:
+            data["also"] = [{"pattern": e.id, "reason": e.reason, "link": e.link} for e in self.entries[1:]]
+        return data
+
+    def note(self, raw: str) -> str:
+        """What the message adds: what made the outcome (a refusal's reason, the readings and their
+        counts), or why readings left the case failing."""
+        if self.outcome == "known":
+            parts = ", ".join(f"{name} ({count})" for name, count in self.explained)
+            return f"; known: every element outside tolerance is reproduced by a reading of the reference: {parts}"
+        if self.outcome == "not-on-ep" and self.entries:
+            how = "declined" if raw == "not-on-ep" else "refused to build or run the session"
+            return f"; Note: a known refusal ({how}), not a judged difference: {self.entries[0].reason[:240]}"
+        if self.outcome == "emulation-gap" and self.entries and self.entries[0].emulated_device:
+            return f"; Note: not a result of the EP: the emulated device causes this ({self.entries[0].reason[:200]})"
+        if self.outcome == "fail" and self.entries == () and self.shown and not self.tried and self.unexplained:
+            names = sorted({r for e in self.shown for r in e.readings})
+            return (f"; Note: none of the readings the known divergences that apply name ({', '.join(names)}) can "
+                    "show on these inputs, so no reading explains the failure and the case fails")
+        if self.outcome == "fail" and self.tried:
+            where = _element_text(self.first_unexplained)
+            return (f"; Note: {self.unexplained} element(s) outside tolerance match none of the readings the known "
+                    f"divergences that apply name (tried: {', '.join(self.tried)}){where}, so the case fails: a "
+                    "known divergence explains a case only element by element")
+        return ""
+
+
+def _element_text(element: Mapping[str, Any] | None) -> str:
+    """``"; e.g. OutputTensor[0, 1]: expected 1, got 3 (closed-edge gives 2)"`` for an element record."""
+    if not element:
+        return ""
+    others = ", ".join(f"{name} gives {value}" for name, value in (element.get("readings") or {}).items())
+    return (f"; e.g. {element.get('output')}{element.get('index')}: expected {element.get('expected')}, got "
+            f"{element.get('actual')}" + (f" ({others})" if others else ""))
+
+
+def verdict(candidates: Sequence[Expectation], line: Mapping[str, Any]) -> Verdict:
+    """The reported outcome of the raw ``line`` of a case whose candidate entries these are
+    (module docstring): an emulated device's gap, a refusal, a numeric failure that the line's
+    ``readings`` evidence proves element by element (``known``), ``fixed`` for a pass under a
+    strict entry; else the raw outcome."""
+    held = shown(candidates, line)
+    raw = str(line.get("outcome"))
+    emulated = next((e for e in held if e.emulated_device and raw in e.outcome), None)
+    if emulated is not None:
+        return Verdict("emulation-gap", (emulated,), tuple(held))
+    if raw in PASSING:
+        strict = next((e for e in held if e.strict), None)
+        return Verdict("fixed" if strict else raw, (strict,) if strict else (), tuple(held))
+    refusal = next((e for e in held if e.refusal and e.refuses(line)), None)
+    if refusal is not None:
+        return Verdict("not-on-ep", (refusal,), tuple(held))
+    if raw != "fail" or not any(e.readings for e in held) or not line.get("mismatches"):
+        return Verdict(raw, (), tuple(held))  # readings explain elements: a failure without any is not theirs
+    return _proven(held, line)
+
+
+def _proven(held: list[Expectation], line: Mapping[str, Any]) -> Verdict:
+    """``known`` when the line's ``readings`` evidence has no element left unexplained, using only
+    readings the held entries name; else ``fail`` saying what was tried."""
+    evidence = line.get("readings") or {}
+    allowed = set(readings_to_try(held, line))
+    explained = {str(k): int(v) for k, v in (evidence.get("explained") or {}).items()}
+    usable = {k: v for k, v in explained.items() if set(k.split("+")) <= allowed}
+    tried = tuple(str(t) for t in evidence.get("tried") or ())
+    left = int(evidence.get("unexplained", 0)) + sum(v for k, v in explained.items() if k not in usable)
+    if not evidence or left or not usable:
+        left = left if evidence else int(line.get("mismatches") or 0)
+        if not tried and evidence:  # nothing could be tried: every reading named cannot show here
+            return Verdict("fail", (), tuple(held), (), (), left)
+        return Verdict("fail", (), tuple(held), tried or tuple(sorted(allowed)), tuple(usable.items()), left,
+                       evidence.get("first_unexplained"))
+    per_entry = {e: sum(v for k, v in usable.items() if set(k.split("+")) & set(e.readings)) for e in held}
+    causes = tuple(sorted((e for e in held if per_entry[e]), key=lambda e: -per_entry[e]))
+    ranked = tuple(sorted(usable.items(), key=lambda kv: -kv[1]))
+    return Verdict("known", causes, tuple(held), tried, ranked)
+
+
+def settling(candidates: Sequence[Expectation], line: Mapping[str, Any]) -> Expectation | None:
+    """The entry that decides the raw ``line``'s reported outcome (``verdict``), or None."""
+    decided = verdict(candidates, line)
+    return decided.entries[0] if decided.entries else None
 
 
 def apply(outcome: str, expectation: Expectation | None) -> str:
-    """The reported outcome of a case whose raw outcome is ``outcome``: ``known`` when the entry
-    expects it (``emulation-gap`` when the entry's cause is the emulated device)."""
+    """What ``expectation`` would make of a raw ``outcome`` on its own, without evidence (the DML
+    EP's first-run outlook): ``emulation-gap`` for an emulated device's entry, ``not-on-ep`` for a
+    refusal, ``known`` for a numeric failure its readings would have to prove, ``fixed`` for a pass
+    under a strict entry."""
     if expectation is None:
         return outcome
-    if outcome in expectation.outcome:
-        return "emulation-gap" if expectation.emulated_device else "known"
+    if expectation.emulated_device and outcome in expectation.outcome:
+        return "emulation-gap"
     if outcome in PASSING:
         return "fixed" if expectation.strict else outcome
+    if expectation.refusal and outcome in ("not-on-ep", "fail"):
+        return "not-on-ep"
+    if outcome == "fail" and expectation.readings:
+        return "known"
     return outcome
 
 
@@ -430,7 +609,10 @@ def _package_specs(value: Any, where: str) -> tuple[str, ...]:
 
 #: Every key an entry may have (the module docstring says what each means).
 ENTRY_KEYS = ("id", "tags", "flags", "predicted", "onnxruntime", "ep_package", "applies_to", "shows_when", "outcome",
-              "strict", "reason", "link", "predicted_from", "observed_on", "evidence", "emulated_device")
+              "readings", "error", "strict", "reason", "link", "predicted_from", "observed_on", "evidence",
+              "emulated_device")
+#: The longest ``error`` pattern an entry may hold (a regular expression searched in a message).
+MAX_ERROR_PATTERN = 500
 #: What an entry's ``observed_on`` must say: on which device the cause was seen, and whether that
 #: device is emulated (a result of an emulated device is never taken for a hardware one).
 OBSERVED_ON_REQUIRED = ("device", "emulated")
@@ -459,9 +641,13 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
             raise ValueError(f"{where}: {key} must be a string" + (' like ">=1.24,<1.29"' if key == "onnxruntime" else ""))
     outcome = item["outcome"]
     outcomes = tuple(outcome) if isinstance(outcome, list) else (outcome,)
-    bad = [o for o in outcomes if not isinstance(o, str) or o not in EXPECTABLE]
+    allowed = EXPECTABLE if item.get("emulated_device") else EXPLAINABLE
+    bad = [o for o in outcomes if not isinstance(o, str) or o not in allowed]
     if bad or not outcomes:
-        raise ValueError(f"{where}: outcome {bad[0] if bad else outcome!r} is not one of {', '.join(EXPECTABLE)}")
+        raise ValueError(f"{where}: outcome {bad[0] if bad else outcome!r} is not one of {', '.join(allowed)} (an entry "
+                         "explains numbers, \"fail\" with readings, or a refusal, \"not-on-ep\"; a crash, a timeout or "
+                         "an error is never expected)")
+    _check_kind(item, outcomes, where)
     tags = item.get("tags") or {}
     if not isinstance(tags, dict) or not all(isinstance(v, (str, int, float, bool)) for v in tags.values()):
         raise ValueError(f"{where}: tags must be an object of tag -> value, e.g. {{\"dtype\": \"float32\"}}")
@@ -478,6 +664,40 @@ def _check_fields(item: Any, where: str) -> tuple[str, ...]:
     if "ep_package" in item:
         _package_specs(item["ep_package"], where)
     return outcomes
+
+
+def _check_kind(item: dict[str, Any], outcomes: tuple[str, ...], where: str) -> None:
+    """An entry explaining numbers names readings (and no failure shape), a refusal's ``error`` is a
+    regular expression; ValueError naming the field and what to do."""
+    readings = item.get("readings")
+    if readings is not None and (not isinstance(readings, list) or not readings
+                                 or not all(isinstance(r, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", r)
+                                            for r in readings)):
+        raise ValueError(f"{where}: readings must be a non-empty list of reading names (reference/readings.py), "
+                         "e.g. [\"std-max-fold\"]")
+    error = item.get("error")
+    if error is not None:
+        if not isinstance(error, str) or not error or len(error) > MAX_ERROR_PATTERN:
+            raise ValueError(f"{where}: error must be a regular expression of 1 to {MAX_ERROR_PATTERN} characters")
+        try:
+            re.compile(error)
+        except re.error as exc:
+            raise ValueError(f"{where}: error {error!r} is not a regular expression ({exc})") from None
+    if item.get("emulated_device"):
+        return
+    if "fail" in outcomes and not readings:
+        raise ValueError(f"{where}: an entry expecting \"fail\" must name the readings that compute what the EP "
+                         "computes (\"readings\": [...], reference/readings.py): a known divergence is proven element "
+                         "by element, never by the shape of a failure; a session the EP refuses is \"outcome\": "
+                         "\"not-on-ep\" with \"error\"")
+    if readings and "fail" not in outcomes:
+        raise ValueError(f"{where}: readings explain numbers: give them with \"outcome\": \"fail\"")
+    if error is not None and "not-on-ep" not in outcomes:
+        raise ValueError(f"{where}: error matches a refusal: give it with \"outcome\": \"not-on-ep\"")
+    shows = item.get("shows_when")
+    if readings and isinstance(shows, dict) and shows.get("signature"):
+        raise ValueError(f"{where}: shows_when.signature is a failure's shape; an entry with readings proves its "
+                         "elements instead: drop the signature (keep flags or inputs as a precondition)")
 
 
 def _applies_to(item: dict[str, Any], where: str) -> tuple[str, ...]:
@@ -548,7 +768,8 @@ def _entry(item: Any, where: str) -> Expectation:
         shows_signature=shows_signature, shows_inputs=shows_inputs,
         ep_package=_package_specs(item["ep_package"], where) if "ep_package" in item else (),
         observed_on=_observed_on(item["observed_on"], where) if "observed_on" in item else (),
-        evidence=item.get("evidence") or "", emulated_device=item.get("emulated_device", False))
+        evidence=item.get("evidence") or "", emulated_device=item.get("emulated_device", False),
+        readings=tuple(item.get("readings") or ()), error=item.get("error") or "")
 
 
 def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None,
@@ -653,6 +874,8 @@ def _file_ep(path: str) -> str | None:
     return ep if isinstance(ep, str) and ep else None
 
 
-#: Outcomes an expectation may name: raw outcomes other than a plain pass (``known`` and ``fixed``
-#: are what applying one produces, not inputs; ``inexpressible`` is decided before any EP runs).
+#: Outcomes an emulated device's entry may name: raw outcomes other than a plain pass (``known``
+#: and ``fixed`` are what applying one produces; ``inexpressible`` is decided before any EP runs).
 EXPECTABLE = tuple(o for o in OUTCOMES if o not in ("pass", "inexpressible", "known", "fixed"))
+#: Outcomes any other entry may name: numbers it proves with readings, or a refusal.
+EXPLAINABLE = ("fail", "not-on-ep")

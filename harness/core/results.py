@@ -86,6 +86,10 @@ CASE_SCHEMA: dict[str, tuple[str, ...]] = {
     # ``reason`` ``device-lost`` on a ``crash`` whose device was removed or lost
     # (``harness.eps.device_loss``), ``detail`` what the EP said.
     "reason": (STR, NULL), "detail": (STR, NULL),
+    # Which readings of the reference reproduce a failed case's differing elements
+    # (``harness.run.readings``): ``tried``, ``mismatches``, ``explained`` (reading or "a+b"
+    # combination -> elements), ``unexplained`` and ``first_unexplained``; what a ``known`` rests on.
+    "readings": (OBJECT, NULL),
 }
 CASE_KEYS = tuple(CASE_SCHEMA)
 #: The kinds the keys of a run header may hold (a header may carry more keys: the EP's

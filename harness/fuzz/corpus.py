@@ -248,7 +248,8 @@ def _expectations(data: Any, case_id: str, where: str) -> dict[str, Expectation]
             parsed = expectations_mod.parse([{**entry, "id": case_id}], f"{where}: expectations.{alias}")
         except ValueError as exc:
             raise CorpusError(str(exc)) from None
-        out[str(alias)] = parsed.entries[0]
+        if parsed.entries:  # an entry outside its onnxruntime range holds for no case here
+            out[str(alias)] = parsed.entries[0]
     return out
 
 
@@ -311,12 +312,17 @@ def _op_name(op_type: str) -> str:
 
 
 def _found_expectation(line: Mapping[str, Any], alias: str, signature: Any) -> dict[str, Any]:
-    """The expectation that made the case ``known`` (its raw outcome, reason and link), if any."""
+    """The expectation that made the case ``known`` (its raw outcome, reason, link and the readings
+    that reproduced its elements), if any."""
     expected = line.get("expected_outcome")
     if not isinstance(expected, dict) or line.get("outcome") != "known":
         return {}
-    return {alias: {"outcome": signature.outcome, "reason": expected.get("reason"), "link": expected.get("link"),
-                    "strict": bool(expected.get("strict", True))}}
+    readings = sorted({name for key in expected.get("explained_by") or {} for name in str(key).split("+")})
+    entry = {"outcome": signature.outcome, "reason": expected.get("reason"), "link": expected.get("link"),
+             "strict": bool(expected.get("strict", True))}
+    if readings:  # the readings that reproduced this case's elements: what proves it known again
+        entry["readings"] = readings
+    return {alias: entry}
 
 
 def _write_bundle(folder: str, corpus_id: str, header: Mapping[str, Any], run_dir: str,

@@ -17,7 +17,7 @@ counts (``attribution_counts``).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
@@ -25,8 +25,10 @@ from onnx import helper
 
 from ep_testbed.graphs import attributed_op_types
 from ep_testbed.harness.core.compare import compare_outputs
+from ep_testbed.harness.core.expectations import for_ep
 from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
 from ep_testbed.harness.core.tolerances import Tolerances
+from ep_testbed.harness.eps.providers import alias_of
 from ep_testbed.reference import DEFAULT_MODEL
 
 from .inputs import skeleton
@@ -91,6 +93,19 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
     constants = model_constants(model, getattr(config, "initializers", None))
     opset = model_opset(model)
     rows = []
+    known: dict[str, Any] = {}
+
+    def readings_on(provider: str) -> Callable[[str], tuple[str, ...]]:
+        """The readings the bundled expectations of the EP a node ran on name for an operator."""
+        def names(op: str) -> tuple[str, ...]:
+            if provider not in known:
+                try:
+                    known[provider] = for_ep(alias_of(provider), provider=provider)
+                except Exception:  # no usable expectations for that EP: nothing to explain with
+                    known[provider] = None
+            return known[provider].readings_for(op) if known[provider] is not None else ()
+        return names
+
     for position, node in attributed_nodes(model):
         row = _new_row(node, position, placement)
         rows.append(row)
@@ -103,8 +118,9 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
         if missing_in or any(n not in ep_values for n in node.output if n):
             row.update(status="error", message="an input or output of the node was not captured from the EP")
             continue
+        provider = placement.get(node.name) or getattr(getattr(config, "ep", None), "provider", "")
         pair = judge_node(row, node, arrays, ep_values, config.reading, config.tolerances, opset,
-                          getattr(config, "precision_model", DEFAULT_MODEL))
+                          getattr(config, "precision_model", DEFAULT_MODEL), readings_on(str(provider)))
         if arrays_out is not None and pair is not None:
             arrays_out[row["node"]] = pair
         if ref_values is not None and row["status"] not in NOT_JUDGED:
@@ -153,7 +169,7 @@ def _new_row(node: onnx.NodeProto, position: int, placement: Mapping[str, str]) 
         "attributes": {a.name: _attr_text(helper.get_attribute_value(a)) for a in node.attribute},
         "inputs": [], "outputs": [], "desc_type": None, "flags": [], "status": None, "errors": no_errors(),
         "mismatches": None, "ties": 0, "worst": [], "message": "", "vs_reference_ep": None,
-        "reason": "", "empty": None, "explained": None, "unexplained": None, "inside": None,
+        "reason": "", "empty": None, "explained": None, "unexplained": None, "inside": None, "readings": None,
     }
 
 

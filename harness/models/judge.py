@@ -15,8 +15,12 @@ DirectML reference run on the node's own EP inputs, and the row fields that verd
    reference but matches what the node means is explained. Such a row is judged against what
    the alternative computes within the alternative's own rounding bounds and knife edges (the
    raised region's, not the original region's: their sample positions differ). Everything explained: ``explained``.
-   Left over, where the node carries a ``diverges`` flag the alternatives do not cover (e.g.
-   ONNX's ``mode="max"``): ``flagged`` (predicted, not verified); else ``diverges``.
+   Left over, the readings of the reference that the expectations of the EP the node ran on name
+   for its operator (``reference.execute_reading``, DECISIONS.md READ-1) are tried element by
+   element, as a case's are (``harness.run.readings``): every element left reproduced by one of
+   them (or their combination) is ``explained`` too, the readings named. Left over after that,
+   where the node carries a ``diverges`` flag the alternatives do not cover (e.g. ONNX's
+   ``mode="max"``): ``flagged`` (predicted, not verified); else ``diverges``.
 
 ``errors`` / ``mismatches`` / ``worst`` / ``message`` always describe the comparison with the
 DirectML reference; ``unexplained`` the same once explained rows are taken out; ``reason`` says
@@ -35,7 +39,7 @@ import onnx
 from ep_testbed.graphs import import_node
 from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
 from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.reference import DEFAULT_MODEL, execute_with_bounds, spec_for
+from ep_testbed.reference import DEFAULT_MODEL, execute_reading, execute_with_bounds, spec_for
 from ep_testbed.reference.descs import member_value
 from ep_testbed.reference.dtypes import numpy_dtype
 
@@ -49,11 +53,13 @@ Side = tuple[Mapping[str, np.ndarray], "Allowance | None"]
 
 def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarray],
                ep_values: Mapping[str, np.ndarray], reading: str, tolerances: Tolerances,
-               opset: int | None, precision: str = DEFAULT_MODEL) -> dict[str, np.ndarray] | None:
+               opset: int | None, precision: str = DEFAULT_MODEL,
+               readings: Callable[[str], Sequence[str]] | None = None) -> dict[str, np.ndarray] | None:
     """Judge ``node`` (module docstring) on its EP input ``arrays`` against the EP's outputs in
     ``ep_values``, filling ``row``; the reference's rounding bounds and knife-edge alternatives
-    under the ``precision`` model widen the comparison. Returns the value outputs of a node that
-    does not match (``{"expected", "actual"}``, for pictures), else None."""
+    under the ``precision`` model widen the comparison; ``readings(op)`` names the readings that may
+    explain what is left (step 4). Returns the value outputs of a node that does not match
+    (``{"expected", "actual"}``, for pictures), else None."""
     try:
         imported = import_node(node, [a.shape for a in arrays], [a.dtype for a in arrays], reading, opset)
     except ValueError as exc:
@@ -84,8 +90,9 @@ def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarra
     if cmp.passed:
         row.update(status="tie-only" if cmp.ties else "match", reason="")
         return None
+    names = tuple(readings(spec_for(imported.desc).name)) if readings is not None else ()
     _explain(row, imported, node, arrays, (expected, Allowance.of(reference) if reference is not None else None),
-             actual, cmp, compare, tolerances, rename, precision)
+             actual, cmp, compare, tolerances, rename, precision, names)
     value = _value_output(imported.desc, expected)
     return None if value is None else {"expected": expected[value], "actual": actual[value]}
 
@@ -134,7 +141,7 @@ def _fill(row: dict[str, Any], cmp: Comparison, rename: Mapping[str, str]) -> No
 def _explain(row: dict[str, Any], imported: Any, node: onnx.NodeProto, arrays: Sequence[np.ndarray],
              expected: Side, actual: Mapping[str, np.ndarray], cmp: Comparison,
              compare: Callable[..., Comparison], tolerances: Tolerances,
-             rename: Mapping[str, str], precision: str = DEFAULT_MODEL) -> None:
+             rename: Mapping[str, str], precision: str = DEFAULT_MODEL, names: Sequence[str] = ()) -> None:
     """Take the rows the node's alternatives explain out of a failed comparison and set the
     status, ``explained``, ``unexplained`` and ``reason`` (module docstring, step 4).
     ``expected``: the reference's outputs and their allowance (bounds, knife edges; None under
@@ -165,11 +172,63 @@ def _explain(row: dict[str, Any], imported: Any, node: onnx.NodeProto, arrays: S
                           "message": _rename(after.summary(), rename)}
     covered = set(imported.data_flags)
     predicted = [f for f in imported.flags if f.kind == "diverges" and f.field not in covered]
-    if after.passed:
+    by_readings = _by_readings(imported, node, arrays, actual, compare, after, names, precision) \
+        if not after.passed and after.mismatches and not after.problems else None
+    row["readings"] = by_readings
+    if after.passed or (by_readings is not None and not by_readings["unexplained"]):
         row["status"] = "explained"
     else:
         row["status"] = "flagged" if predicted else "diverges"
-    row["reason"] = _reason(row["status"], cmp, after, explained, predicted, imported.flags, covered)
+    if by_readings is not None and by_readings["explained"]:
+        counts = ", ".join(f"{k} ({v})" for k, v in by_readings["explained"].items())
+        found = sum(by_readings["explained"].values())
+        text = (f"readings of the reference that the expectations of {row.get('provider')} name reproduce {found} of "
+                f"the {after.mismatches} out-of-tolerance elements{' left' if explained else ''}: {counts}")
+        if explained:
+            text = _reason("explained", cmp, cmp, explained, [], imported.flags, covered) + "; " + text
+        row["reason"] = text if not by_readings["unexplained"] else (
+            _reason(row["status"], cmp, after, explained, predicted, imported.flags, covered) + "; " + text)
+    else:
+        row["reason"] = _reason(row["status"], cmp, after, explained, predicted, imported.flags, covered)
+
+
+def _by_readings(imported: Any, node: onnx.NodeProto, arrays: Sequence[np.ndarray], actual: Mapping[str, np.ndarray],
+                 compare: Callable[..., Comparison], after: Comparison, names: Sequence[str],
+                 precision: str) -> dict[str, Any] | None:
+    """Which of the readings ``names`` reproduce the elements ``after`` still fails (module
+    docstring, step 4): ``{"tried", "explained": {reading or "a+b": elements}, "unexplained"}``;
+    None when no reading of the node's operator can show on its inputs."""
+    own = {r.name: r for r in spec_for(imported.desc).readings}
+    inputs = imported.inputs(arrays)
+    usable = [n for n in dict.fromkeys(names) if n in own and own[n].can_show(imported.desc, inputs)]
+    if not usable:
+        return None
+    left = {m: mask.copy() for m, mask in after.failing.items() if mask.any()}
+    record: dict[str, Any] = {"tried": [], "explained": {}, "unexplained": 0}
+    sets = [(n,) for n in usable] + ([tuple(usable)] if len(usable) > 1 else [])
+    for combo in sets:
+        if not any(mask.any() for mask in left.values()):
+            break
+        key = "+".join(combo)
+        record["tried"].append(key)
+        try:
+            reference = execute_reading(imported.desc, inputs, list(combo), precision)
+        except Exception:  # a reading that cannot run here explains nothing
+            continue
+        listed = imported.outputs(reference.outputs)
+        meant = {imported.desc.OUTPUTS[i]: np.asarray(v) for i, v in enumerate(listed) if imported.desc.OUTPUTS[i] in left}
+        other = compare(meant, allowance=Allowance.of(reference))
+        found = 0
+        for member, mask in left.items():
+            failing = other.failing.get(member)
+            if failing is not None and failing.shape == mask.shape:
+                hit = mask & ~failing
+                found += int(hit.sum())
+                mask &= ~hit
+        if found:
+            record["explained"][key] = found
+    record["unexplained"] = int(sum(int(mask.sum()) for mask in left.values()))
+    return record
 
 
 def _rows_meant(rows: np.ndarray, expected: Side, meant: Side, actual: Mapping[str, np.ndarray],

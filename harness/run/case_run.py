@@ -28,7 +28,9 @@ import onnx
 
 from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.cases.common import probe_case
+from ep_testbed.harness.core.expectations import readings_to_try
 from ep_testbed.harness.eps import session as session_mod
+from ep_testbed.harness.eps.ep_run import first_line
 from ep_testbed.reference.checks import element_cap, max_elements
 
 from .artifacts import write_artifacts
@@ -44,6 +46,7 @@ from .case_steps import (
     wants_artifacts,
 )
 from .packs import TIMING_KEYS, Item, Memory, Packer, guarded, settle, timed
+from .readings import explain
 
 #: What ``run_batch`` takes per case: the case, when its folder is written, and its mapper.
 Request = tuple[Any, ArtifactPolicy, Callable[..., Any]]
@@ -106,6 +109,10 @@ def _finish(item: Item, config: CaseConfig) -> dict[str, Any]:
     line = item.line
     if line["outcome"] is None:  # never expected: every path decides; say so rather than lose the case
         line.update(outcome="error", message="the harness left the case undecided")
+    names = readings_to_try(item.policy.expected, line) if line["outcome"] == "fail" else ()
+    if names and item.prepared is not None and item.state.get("actual") is not None:
+        with timed(item, "judge_s"):
+            line["readings"] = _evidence(item, config, names)
     line["timings"] = {**{k: round(v, 6) for k, v in item.timings.items()}, "shared_by": item.shared_by}
     line["duration_s"] = round(sum(item.timings.values()), 6)
     if config.run_dir and wants_artifacts(line, item.policy):
@@ -117,6 +124,17 @@ def _finish(item: Item, config: CaseConfig) -> dict[str, Any]:
         except Exception as exc:
             line["message"] += f" (writing artifacts failed: {exc})"
     return line
+
+
+def _evidence(item: Item, config: CaseConfig, names: tuple[str, ...]) -> dict[str, Any] | None:
+    """The ``readings`` record of a failed case (``harness.run.readings.explain``); a record saying
+    why when explaining raised (the case then stays failed: nothing proved it known)."""
+    try:
+        return explain(item.case, item.prepared, item.state["actual"], config, names)
+    except Exception as exc:  # noqa: BLE001 - the verdict stands without evidence
+        return {"tried": list(names), "mismatches": item.line.get("mismatches"), "explained": {},
+                "unexplained": item.line.get("mismatches") or 0,
+                "error": f"explaining raised {type(exc).__name__}: {first_line(exc)}"[:300]}
 
 
 @functools.lru_cache(maxsize=1)

@@ -38,7 +38,7 @@ import numpy as np
 
 from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
 from ep_testbed.harness.core.error_stats import error_statistics
-from ep_testbed.harness.core.expectations import Expectation, apply, settling
+from ep_testbed.harness.core.expectations import Expectation, verdict
 from ep_testbed.harness.core.results import ERROR_KEYS, case_record
 from ep_testbed.harness.core.signature import input_extremes
 from ep_testbed.harness.core.tolerances import Tolerances
@@ -71,7 +71,8 @@ class ArtifactPolicy:
     """When the worker writes a case folder: always (``force``), for failures, for a case one of
     the EP's expectations will explain (``expected``: the case's ``Expectations.candidates``; its
     folder goes into the bug report or the fix), or for a passing case at least as bad as the
-    current N-th worst (``threshold``, None: never)."""
+    current N-th worst (``threshold``, None: never). ``expected`` also names the readings the worker
+    tries on a failure (``harness.run.readings``): the evidence a ``known`` needs."""
 
     force: bool = False
     threshold: float | None = None
@@ -105,8 +106,8 @@ def wants_artifacts(line: dict[str, Any], policy: ArtifactPolicy) -> bool:
     """Whether this case's folder is written under ``policy`` (failures always)."""
     if policy.force or line["outcome"] in ("fail", "error"):
         return True
-    if policy.expected and apply(line["outcome"], settling(policy.expected, line)) != line["outcome"]:
-        return True  # known, fixed or an emulation gap: settled by an expectation in the main process
+    if policy.expected and verdict(policy.expected, line).outcome != line["outcome"]:
+        return True  # known, fixed, a refusal or an emulation gap: settled the same way in the main process
     if line["outcome"] in ("pass", "tie-only") and policy.threshold is not None:
         value = severity(line)
         return value > 0 and value >= policy.threshold

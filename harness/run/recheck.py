@@ -28,7 +28,7 @@ from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.signature import signature
 from ep_testbed.harness.eps.providers import EpSpec
 
-from .case_run import CaseConfig
+from .case_run import ArtifactPolicy, CaseConfig
 from .pool import WorkerPool
 
 #: Raw outcomes a run re-checks on the second EP.
@@ -136,7 +136,10 @@ class Recheck:
         """Copies of the ``(case, line)`` items' lines, labelled from one batch on the second EP."""
         submitted = {case.id: (case, line) for case, line in items}
         labelled = []
-        for other in self._worker_pool().run([case for case, _ in items], keep_workers=True):
+        def policy(case: Any) -> ArtifactPolicy:  # the second EP's readings are tried as its own run would
+            return ArtifactPolicy(expected=self.expectations.candidates(case))
+
+        for other in self._worker_pool().run([case for case, _ in items], policy, keep_workers=True):
             case, line = submitted[other["id"]]
             labelled.append(dict(line))
             self._apply(case, labelled[-1], other)

@@ -35,7 +35,8 @@ def good(tmp_path):
     case = LiteralCase(id="roi_align1/corpus-test-1", op=source.op, desc=source.desc, seed=0, tags=dict(source.tags),
                        arrays=source.inputs())
     root = tmp_path / "corpus"
-    return root, _write(root, case, {"cpu": {"outcome": "fail", "reason": "a test", "link": "https://example.org"}}), case
+    return root, _write(root, case, {"cpu": {"outcome": "fail", "readings": ["closed-edge"], "reason": "a test",
+                                             "link": "https://example.org"}}), case
 
 
 def test_a_case_folder_round_trips_exactly(good):

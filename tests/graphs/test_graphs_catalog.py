@@ -17,7 +17,7 @@ from ep_testbed.reference.registry import names
 OPS = names()
 from graphs_testkit import agrees, is_selection, max_abs_error, run_cpu
 
-from ep_testbed.reference import execute, validate
+from ep_testbed.reference import execute, execute_reading, validate
 
 CATALOG = build_catalog()
 
@@ -105,11 +105,19 @@ def test_edge_families_present():
 
 
 SWEEP = collections.defaultdict(list)
+#: The readings that make the reference ONNX Runtime's CPU kernels where the primary reading
+#: (DirectML's, where the page is silent) differs from them (tests/reference/test_readings.py).
+ORT_READINGS = {"roi_pooling": ["half-away-rounding", "float32-bins", "std-max-fold"],
+                "roi_align": ["closed-edge", "weighted-interpolation", "zero-times-corner", "float32-accumulation"],
+                "roi_align1": ["closed-edge", "weighted-interpolation", "zero-times-corner", "float32-accumulation"],
+                "max_pooling2": []}
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_catalog_agrees_with_ort_cpu_on_exact_and_composed_cases(op):
-    """Exact/composed cases agree within tolerance; cases tagged expect=diverges do differ."""
+    """Exact/composed cases agree within tolerance with the reference under ONNX Runtime's own
+    readings (the mapping is exact: what differs is only where ORT reads the page otherwise); cases
+    tagged expect=diverges do differ."""
     agreed, inexpressible, diverged = 0, 0, []
     errors = collections.defaultdict(float)
     for case in (c for c in CATALOG if c.id.startswith(op + "/")):
@@ -123,14 +131,15 @@ def test_catalog_agrees_with_ort_cpu_on_exact_and_composed_cases(op):
             inexpressible += 1
             continue
         with np.errstate(invalid="ignore"):
-            expected = execute(case.desc, tensors)
+            primary = execute(case.desc, tensors)
+            expected = execute_reading(case.desc, tensors, ORT_READINGS[op]).outputs
         if case.tags.get("expect") == "diverges" and not mapping.input_flags(tensors) == []:
             try:
                 actual = run_cpu(mapping, tensors)
             except Exception as e:  # noqa: BLE001 - ORT refusing the model is the divergence
                 diverged.append((case.id, f"refused: {str(e)[:60]}"))
                 continue
-            err = max(max_abs_error(expected[k], actual[k]) for k in expected)
+            err = max(max_abs_error(primary[k], actual[k]) for k in primary)
             assert err > 0, case.id
             diverged.append((case.id, err))
             continue

@@ -1,6 +1,8 @@
-"""Every composition proven numerically: ORT's CPU EP running ``to_onnx``'s model agrees with
-``reference.execute`` within the tolerances of graphs_testkit (stated and justified there).
-Where a composition replaces a tempting single node, the single node is shown to differ."""
+"""Every composition proven numerically: ORT's CPU EP running ``to_onnx``'s model agrees with the
+reference under ONNX Runtime's own readings (``reference.execute_reading``: where ORT's kernels read
+the page otherwise than the primary reading, tests/reference/test_readings.py) within the
+tolerances of graphs_testkit (stated and justified there). Where a composition replaces a
+tempting single node, the single node is shown to differ."""
 
 from __future__ import annotations
 
@@ -14,7 +16,19 @@ from ep_testbed.graphs.cases.common import UINT32_MAX, Case
 from ep_testbed.graphs.cases.max_pooling2 import max_pooling2_desc
 from ep_testbed.graphs.cases.roi_align import roi_align_desc
 from ep_testbed.graphs.cases.roi_pooling import roi_pooling_desc
-from ep_testbed.reference import execute
+from ep_testbed.reference import execute_reading
+from ep_testbed.reference.registry import spec_for
+
+#: ONNX Runtime's kernels' readings of the page (the mapper's compositions are exact under them).
+ORT_READINGS = {"roi_pooling": ["half-away-rounding", "float32-bins", "std-max-fold"],
+                "roi_align": ["closed-edge", "weighted-interpolation", "zero-times-corner", "float32-accumulation"],
+                "roi_align1": ["closed-edge", "weighted-interpolation", "zero-times-corner", "float32-accumulation"],
+                "max_pooling2": []}
+
+
+def execute(desc, tensors):
+    """The reference's outputs under ONNX Runtime's readings."""
+    return execute_reading(desc, tensors, ORT_READINGS[spec_for(desc).name]).outputs
 
 
 def _check(desc, recipe="random", seed=0, opset=None, expect_kind="composed"):
@@ -165,8 +179,9 @@ def test_output_half_pixel_is_not_input_pixel_offset_0():
 
 
 def test_roi_align_average_nan_and_inf_reach_only_the_outputs_that_sample_them():
-    """ORT and the page both interpolate per sample: a NaN/Inf taints an output element only if
-    one of its samples reads it (X[b, c, 0, 0] is kept finite: see input_flags)."""
+    """ORT and the page (under ORT's weighted-interpolation reading) both interpolate per sample: a
+    NaN/Inf taints an output element only if one of its samples reads it (X[b, c, 0, 0] is kept
+    finite: see input_flags)."""
     for v1 in (True, False):
         desc = roi_align_desc(v1)
         case = Case(id="nan-inf/avg", op=desc.TYPE, desc=desc, seed=0, recipe="nan-inf")

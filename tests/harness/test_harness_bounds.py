@@ -181,15 +181,16 @@ def test_a_case_run_passes_within_the_bound_and_fails_under_strict_tolerance():
 
 
 def test_a_catalog_knife_edge_is_a_pass_with_its_alternative_named():
-    """The CPU EP's float32 MaxRoiPool bin end (RP-2, FP-3): pass with a note naming the decision,
-    its exact value and the alternative; the rule alone fails it."""
+    """The CPU EP's float32 adaptive sample count (RA-3, FP-3): a region of exactly 5.0000000745
+    rows is 6 samples per output, 5 in float32; pass with a note naming the decision, its exact
+    value and the alternative; the rule alone fails it."""
     from ep_testbed.graphs.catalog import build_catalog
 
-    case = next(c for c in build_catalog(["roi_pooling"]) if c.id == "roi_pooling/edge-float32-bins")
+    case = next(c for c in build_catalog(["roi_align1"]) if c.id == "roi_align1/edge-adaptive-count-knife-edge")
     line = run_case(case, CaseConfig(ep=resolve_ep("cpu")))
     assert line["outcome"] == "pass" and line["bound"]["knife_edge_accepted"] > 0
     assert line["knife_edges"] and {"decision", "exact", "alternative", "elements"} <= set(line["knife_edges"][0])
-    assert "knife-edge" in line["message"] and "the reference takes 29, rounding can give 30" in line["message"]
+    assert "knife-edge" in line["message"] and "the reference takes 6, rounding can give 5" in line["message"]
     assert run_case(case, CaseConfig(ep=resolve_ep("cpu"), precision_model="exact"))["outcome"] == "fail"
 
 

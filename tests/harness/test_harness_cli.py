@@ -159,25 +159,41 @@ def test_inexpressible_is_counted_apart_unless_asked_to_fail(tmp_path, capsys):
     assert run_local(capsys, "--out", str(tmp_path / "b"), "--fail-on-inexpressible", mapper=mapper)[0] == 1
 
 
-def _expectations(tmp_path, outcome):
-    path = tmp_path / f"exp-{outcome}.json"
-    path.write_text(json.dumps({"expectations": [
-        {"id": "max_pooling2/local-w2-*", "outcome": outcome, "reason": "test", "link": "https://example.org/1"}]}))
+def _expectations(tmp_path, **entry):
+    path = tmp_path / "expectations.json"
+    path.write_text(json.dumps({"expectations": [{"reason": "test", "link": "https://example.org/1", **entry}]}))
     return str(path)
 
 
-def test_an_expected_failure_is_known_and_keeps_ci_green(tmp_path, capsys):
-    code, stdout, _ = run_local(capsys, "-k", "w2", "--expectations", _expectations(tmp_path, "fail"),
-                                "--out", str(tmp_path / "r"), mapper="local_cases:to_onnx_wrong_indices")
-    assert code == 0, stdout
+def test_an_expected_failure_is_known_and_keeps_ci_green(tmp_path):
+    """A real divergence of the CPU EP (float32 bin ends) under an entry naming the reading that
+    computes it: every failing element is reproduced, so the case is known and CI stays green."""
+    exp = _expectations(tmp_path, id="roi_pooling/edge-float32-bins", outcome="fail", readings=["float32-bins"])
+    done = cli("run", "--ops", "roi_pooling", "-k", "edge-float32-bins", "--expectations", exp, "--out",
+               str(tmp_path / "r"))
+    assert done.returncode == 0, done.stdout + done.stderr
     lines = case_lines(tmp_path / "r")
     assert lines and all(l["outcome"] == "known" for l in lines)
     assert lines[0]["expected_outcome"]["link"] == "https://example.org/1"
+    assert lines[0]["expected_outcome"]["explained_by"] == {"float32-bins": lines[0]["mismatches"]}
+
+
+def test_an_expectation_whose_readings_do_not_reproduce_a_failure_leaves_it_failed(tmp_path, capsys):
+    """A failure of the right case but another cause (a mapper that shifts every index) is not
+    known: no reading the entry names reproduces its elements, so the case fails and says so."""
+    exp = _expectations(tmp_path, id="max_pooling2/local-w2-*", outcome="fail",
+                        readings=["lowest-start", "nan-first-wins", "nan-propagates", "lowest-start-index-minus-one"])
+    code, stdout, _ = run_local(capsys, "-k", "w2", "--expectations", exp, "--out", str(tmp_path / "r"),
+                                mapper="local_cases:to_onnx_wrong_indices")
+    assert code == 1, stdout
+    lines = case_lines(tmp_path / "r")
+    assert lines and all(l["outcome"] == "fail" and l["expected_outcome"] is None for l in lines)
+    assert all("no reading" in l["message"] or "match none of the readings" in l["message"] for l in lines)
 
 
 def test_an_expected_failure_that_passes_is_fixed_and_fails_ci(tmp_path, capsys):
-    code, _, _ = run_local(capsys, "-k", "w2", "--expectations", _expectations(tmp_path, "fail"),
-                           "--out", str(tmp_path / "r"))
+    exp = _expectations(tmp_path, id="max_pooling2/local-w2-*", outcome="fail", readings=["nan-propagates"])
+    code, _, _ = run_local(capsys, "-k", "w2", "--expectations", exp, "--out", str(tmp_path / "r"))
     assert code == 1
     lines = case_lines(tmp_path / "r")
     assert lines and all(l["outcome"] == "fixed" for l in lines)
@@ -243,7 +259,7 @@ def test_exit_codes_of_the_real_command(tmp_path):
     assert bad.returncode == 2 and "must be atol=X, rtol=X or ulp=N" in bad.stderr and "Traceback" not in bad.stderr
     none = cli("run", "--ops", "roi_pooling", "-k", "no-such-case", "--out", str(tmp_path / "n"))
     assert none.returncode == 4 and "no case matches" in none.stderr
-    known = "roi_pooling/edge-float32-bins"  # a CPU divergence listed in harness/expectations/cpu.json
+    known = "roi_pooling/edge-float32-bins"  # a CPU divergence listed in harness/expectations/shared.json
     assert known in {c.id for c in build_catalog(["roi_pooling"])}
     ok = cli("run", "--ops", "roi_pooling", "-k", f"{known},grid-fp32", "--strict-tolerance", "--out",
              str(tmp_path / "ok"))
@@ -251,9 +267,9 @@ def test_exit_codes_of_the_real_command(tmp_path):
     failed = cli("run", "--ops", "roi_pooling", "-k", known, "--no-expectations", "--strict-tolerance", "--out",
                  str(tmp_path / "f"))
     assert failed.returncode == 1 and "failures:" in failed.stdout and known in failed.stdout
-    # Under the default precision model its float32 bin end is a knife-edge alternative: a pass with a note.
-    noted = cli("run", "--ops", "roi_pooling", "-k", known, "--no-expectations", "--out", str(tmp_path / "d"))
-    assert noted.returncode == 0, noted.stdout + noted.stderr
+    # Its float32 bin end is a reading of its own, not a rounding the default precision model allows.
+    plain = cli("run", "--ops", "roi_pooling", "-k", known, "--no-expectations", "--out", str(tmp_path / "d"))
+    assert plain.returncode == 1 and "knife-edge" not in plain.stdout, plain.stdout + plain.stderr
 
 
 def _twelve_passing_ids():

@@ -112,7 +112,8 @@ def test_every_predicted_catalog_case_is_known_on_a_hardware_dml_run():
     emulated device stay out of a hardware run."""
     expectations = exp.for_ep("dml", ort_version="1.24.4")
     rows = dml_ep.first_run_outlook(build_catalog(), expectations)
-    assert [r["id"] for r in rows if r["reported"] != "known"] == []
+    assert [r["id"] for r in rows if r["entry"] is None] == []
+    assert {r["reported"] for r in rows} == {"known", "not-on-ep"}  # divergences to prove, refusals
     predicted = [e for e in expectations.entries if e.predicted]
     assert {r["entry"] for r in rows} == {e.id for e in predicted}
     used = {(r["entry"], r["predicted"]) for r in rows}
@@ -132,7 +133,7 @@ def test_the_outlook_tool_exits_zero_and_says_what_it_counts():
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "unexpected on the first DML run (predicted, not covered by dml.json): 0" in p.stdout
-    assert "known      roi_pooling/grid-" in p.stdout and "diverges MaxRoiPool.PooledSize" in p.stdout
+    assert "not-on-ep  roi_pooling/grid-" in p.stdout and "diverges MaxRoiPool.PooledSize" in p.stdout
 
 
 def test_a_run_applies_predicted_entries_through_the_eps_predictor(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """Expectations name a cause once, say where it applies (``applies_to``: providers, aliases, a
 class of EPs) and when it can show (``shows_when``); harness/expectations/shared.json holds the
-causes several EPs share. A case whose inputs cannot show a known cause is judged like any
-other: no ``known``, no ``fixed`` (the fuzzing false alarms this replaced)."""
+causes several EPs share. A failure is ``known`` only when readings of the reference reproduce
+every failing element (the line's evidence), a refusal is ``not-on-ep`` only for its own error,
+and a case whose inputs cannot show a known cause is judged like any other."""
 
 from __future__ import annotations
 
@@ -27,32 +28,52 @@ def _ids(expectations):
 
 
 def test_shared_causes_apply_where_they_say():
+    """ONNX Runtime's kernels' causes are written once, in shared.json, and apply to every EP of
+    the class (CPU, CUDA, WebGPU): the CUDA EP, with no file of its own, gets exactly them; an
+    entry of an EP's own file never repeats a shared one; DirectML gets none of them."""
     shared = json.loads(open(f"{exp.EXPECTATIONS_DIR}/{exp.SHARED_FILE}", encoding="utf-8").read())
     assert all(e.get("applies_to") for e in shared["expectations"])
+    everything = [e["id"] for e in shared["expectations"]]
     cuda = exp.for_ep("cuda", provider="CUDAExecutionProvider")
-    assert _ids(cuda) == SHARED  # no cuda.json: the shared causes are all it has
+    assert sorted(_ids(cuda)) == sorted(everything)  # no cuda.json: the shared causes are all it has
     webgpu = exp.for_ep("webgpu", provider="WebGpuExecutionProvider")
-    shared_ids = [e.id for e in webgpu.entries + webgpu.inactive if e.applies_to]
-    assert shared_ids == ["roi_align*", "roi_align*opset10*", "max_pooling2/*"]  # NaN: CPU and CUDA seen only
+    assert sorted(e.id for e in webgpu.entries + webgpu.inactive if e.applies_to) == sorted(everything)
     assert webgpu.source.endswith("webgpu.json + " + f"{exp.EXPECTATIONS_DIR}/{exp.SHARED_FILE}")
-    assert not set(_ids(exp.for_ep("dml"))) & {"roi_align*opset10*", "max_pooling2/edge-nan-inf*"}
+    assert not {e.id for e in exp.for_ep("dml").entries if e.applies_to}
     openvino = exp.for_ep("openvino")
-    assert _ids(openvino).count("roi_align*opset10*") == 1 and "max_pooling2/edge-nan-inf*" not in _ids(openvino)
+    assert [e.id for e in openvino.entries if e.applies_to] == ["roi_align*opset10*"]
     cpu = exp.for_ep("cpu")
-    assert [e.id for e in cpu.entries if e.applies_to] == SHARED and cpu.source.endswith("shared.json")
-    # the cause is written once: no entry of an EP's own file repeats a shared one
+    assert sorted(e.id for e in cpu.entries + cpu.inactive if e.applies_to) == sorted(everything)
     for alias in ("cpu", "openvino", "dml", "webgpu"):
         own = json.loads(open(f"{exp.EXPECTATIONS_DIR}/{alias}.json", encoding="utf-8").read())["expectations"]
         assert not {e["reason"] for e in own} & {e["reason"] for e in shared["expectations"]}
 
 
+def test_every_bundled_entry_names_readings_the_operators_have():
+    """An entry of numbers names readings that exist for the operators its id can match, so a typo
+    is caught here, not as a case that silently cannot be explained."""
+    import fnmatch
+
+    from ep_testbed.graphs.catalog import build_catalog
+    from ep_testbed.reference import spec_named
+
+    ids = [c.id for c in build_catalog()]
+    for alias in ("cpu", "openvino", "dml", "webgpu", "shared"):
+        data = json.loads(open(f"{exp.EXPECTATIONS_DIR}/{alias}.json", encoding="utf-8").read())
+        for entry in data["expectations"]:
+            ops = {i.split("/")[0] for i in ids if fnmatch.fnmatchcase(i, entry["id"])}
+            assert ops or not entry.get("readings"), (alias, entry["id"])
+            for name in entry.get("readings", []):
+                assert any(name in {r.name for r in spec_named(op).readings} for op in ops), (alias, entry["id"], name)
+
+
 def test_applies_to_names_providers_aliases_and_classes():
-    entry = exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l",
+    entry = exp.parse([{"id": "*", "outcome": "fail", "readings": ["lowest-start"], "reason": "r", "link": "l",
                         "applies_to": ["onnxruntime-kernels", "openvino"]}]).entries[0]
     assert entry.applies("CUDAExecutionProvider", "cuda") and entry.applies("OpenVINOExecutionProvider", "openvino")
     assert not entry.applies("DmlExecutionProvider", "dml")
-    assert exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l"}]).entries[0].applies("X", "x")
-    kept = exp.parse({"expectations": [{"id": "a", "outcome": "fail", "reason": "r", "link": "l",
+    assert exp.parse([{"id": "*", "outcome": "not-on-ep", "reason": "r", "link": "l"}]).entries[0].applies("X", "x")
+    kept = exp.parse({"expectations": [{"id": "a", "outcome": "not-on-ep", "reason": "r", "link": "l",
                                         "applies_to": ["CPUExecutionProvider"]}]}, provider="DmlExecutionProvider")
     assert len(kept) == 0
 
@@ -61,22 +82,30 @@ def test_applies_to_names_providers_aliases_and_classes():
     ({"applies_to": "cuda"}, "non-empty list"),
     ({"applies_to": ["onnxruntime-kernel"]}, "is not a provider name"),
     ({"shows_when": {"when": 1}}, "shows_when must be an object"),
-    ({"shows_when": {"signature": {"colour": "red"}}}, "keys among outcome"),
-    ({"shows_when": {"signature": [{"values": "nan -> number"}, "x"]}}, "or a list of such objects"),
     ({"observed_on": "llvmpipe"}, "observed_on must be an object"),
     ({"observed_on": {"device": "llvmpipe"}}, "observed_on must say device and emulated"),
     ({"observed_on": {"device": "llvmpipe", "emulated": "yes"}}, "emulated: true or false"),
     ({"emulated_device": "yes"}, "emulated_device must be true or false"),
     ({"evidence": ["seen"]}, "evidence must be a string"),
+    ({"readings": None}, "must name the readings"),
+    ({"readings": []}, "non-empty list of reading names"),
+    ({"readings": ["Std Max"]}, "non-empty list of reading names"),
+    ({"shows_when": {"signature": {"values": "nan -> number"}}}, "drop the signature"),
+    ({"outcome": "crash"}, "a crash, a timeout or an error is never expected"),
+    ({"outcome": "not-on-ep"}, "readings explain numbers"),
+    ({"outcome": "not-on-ep", "readings": None, "error": "("}, "is not a regular expression"),
+    ({"error": "80070057"}, "error matches a refusal"),
 ])
 def test_bad_entries_are_named(bad, words):
+    entry = {"id": "*", "outcome": "fail", "readings": ["lowest-start"], "reason": "r", "link": "l", **bad}
     with pytest.raises(ValueError, match=words):
-        exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l", **bad}])
+        exp.parse([{k: v for k, v in entry.items() if v is not None}])
 
 
 def test_a_shared_file_entry_must_say_where_it_applies(tmp_path):
     path = tmp_path / "shared.json"
-    path.write_text(json.dumps({"expectations": [{"id": "*", "outcome": "fail", "reason": "r", "link": "l"}]}))
+    path.write_text(json.dumps({"expectations": [{"id": "*", "outcome": "fail", "readings": ["lowest-start"],
+                                                   "reason": "r", "link": "l"}]}))
     with pytest.raises(FileRefused, match="must say where it applies"):
         exp.load(str(path), shared=True)
 
@@ -85,36 +114,111 @@ class _Case:
     id, tags = "roi_align1/x", {}
 
 
-def _line(outcome, flags=(), worst=()):
-    return {"outcome": outcome, "flags": list(flags), "worst": list(worst), "message": "m", "op": "X"}
+def _line(outcome, flags=(), worst=(), readings=None, message="m", mismatches=0):
+    return {"outcome": outcome, "flags": list(flags), "worst": list(worst), "message": message, "op": "X",
+            "readings": readings, "mismatches": mismatches}
 
 
-def test_shows_when_flags_decides_known_fixed_or_like_any_other():
-    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "corner terms", "link": "l",
-                          "flags": [{"field": "ReductionFunction", "kind": "diverges"}],
+def _evidence(explained, unexplained=0, tried=None):
+    return {"tried": tried or sorted(explained), "mismatches": sum(explained.values()) + unexplained,
+            "explained": explained, "unexplained": unexplained,
+            **({"first_unexplained": {"output": "OutputTensor", "index": [0, 1], "expected": 1.0, "actual": 3.0,
+                                      "readings": {"std-max-fold": 2.0}}} if unexplained else {})}
+
+
+NUMBERS = [{"id": "*", "outcome": "fail", "readings": ["std-max-fold"], "reason": "ORT's fold", "link": "l1",
+            "strict": False},
+           {"id": "*", "outcome": "fail", "readings": ["half-away-rounding"], "reason": "ORT's round", "link": "l2",
+            "strict": False}]
+
+
+def test_known_needs_every_failing_element_reproduced_by_a_reading():
+    """The core rule: a failure is known only when the line's evidence leaves no element
+    unexplained, with readings that entries holding for the case name; the causes are the entries
+    whose readings explained elements, the one explaining most first, never the first that matched."""
+    entries = exp.parse(NUMBERS)
+    line = _line("fail", readings=_evidence({"half-away-rounding": 5, "std-max-fold": 2}), mismatches=7)
+    entries.settle(_Case(), line)
+    assert line["outcome"] == "known"
+    assert line["expected_outcome"]["link"] == "l2" and line["expected_outcome"]["also"][0]["link"] == "l1"
+    assert line["expected_outcome"]["explained_by"] == {"half-away-rounding": 5, "std-max-fold": 2}
+    assert "half-away-rounding (5), std-max-fold (2)" in line["message"]
+    one_left = _line("fail", readings=_evidence({"half-away-rounding": 5}, unexplained=1), mismatches=6)
+    entries.settle(_Case(), one_left)
+    assert one_left["outcome"] == "fail" and one_left["expected_outcome"] is None
+    assert "1 element(s) outside tolerance match none of the readings" in one_left["message"]
+    assert "OutputTensor[0, 1]: expected 1.0, got 3.0 (std-max-fold gives 2.0)" in one_left["message"]
+    stranger = _line("fail", readings=_evidence({"closed-edge": 3}), mismatches=3)  # no entry names it
+    entries.settle(_Case(), stranger)
+    assert stranger["outcome"] == "fail"
+    nothing = _line("fail", mismatches=4)  # no evidence: nothing proved it
+    entries.settle(_Case(), nothing)
+    assert nothing["outcome"] == "fail"
+    only_one = exp.parse(NUMBERS[:1])  # the combination needs both entries to hold
+    both = _line("fail", readings=_evidence({"half-away-rounding+std-max-fold": 2}), mismatches=2)
+    only_one.settle(_Case(), both)
+    assert both["outcome"] == "fail"
+    both = _line("fail", readings=_evidence({"half-away-rounding+std-max-fold": 2}), mismatches=2)
+    entries.settle(_Case(), both)
+    assert both["outcome"] == "known"
+
+
+def test_readings_to_try_are_those_of_the_entries_that_hold():
+    """The worker tries exactly the readings of the entries whose flags and shows_when hold for the
+    raw line, in file order, once each; refusals and emulated entries name none."""
+    entries = exp.parse([
+        {"id": "*", "outcome": "fail", "readings": ["corner-term-max", "onnx-adaptive-count"], "reason": "r",
+         "link": "l", "flags": [{"field": "ReductionFunction", "kind": "diverges"}]},
+        {"id": "*", "outcome": "fail", "readings": ["onnx-adaptive-count", "closed-edge"], "reason": "r", "link": "l",
+         "shows_when": {"inputs": ["nan"]}},
+        {"id": "*", "outcome": "not-on-ep", "reason": "r", "link": "l"}])
+    flag = {"field": "ReductionFunction", "kind": "diverges"}
+    candidates = tuple(entries.entries)
+    assert exp.readings_to_try(candidates, dict(_line("fail", [flag]), input_extremes=["nan"])) == (
+        "corner-term-max", "onnx-adaptive-count", "closed-edge")
+    assert exp.readings_to_try(candidates, dict(_line("fail"), input_extremes=[])) == ()
+
+
+def test_a_refusal_is_not_on_ep_only_for_its_own_error():
+    """A refusal entry makes a declined node, or a session the EP could not build whose error
+    matches its ``error``, ``not-on-ep`` with the reason (never known); a build failure with
+    another error, and a numeric failure, stay ``fail``."""
+    entries = exp.parse([{"id": "*", "outcome": "not-on-ep", "error": "80070057", "reason": "transposed PooledSize",
+                          "link": "l"}])
+    declines = exp.parse([{"id": "*", "outcome": "not-on-ep", "reason": "no kernel", "link": "l"}])
+    declined = _line("not-on-ep", message="X does not take the op node(s)")
+    declines.settle(_Case(), declined)
+    assert declined["outcome"] == "not-on-ep" and "known refusal (declined)" in declined["message"]
+    assert declined["expected_outcome"]["reason"] == "no kernel"
+    other = _line("not-on-ep", message="X does not take the op node(s)")
+    entries.settle(_Case(), other)  # an entry naming an error explains only that error
+    assert other["outcome"] == "not-on-ep" and other["expected_outcome"] is None
+    for message, outcome in (("DmlExecutionProvider could not build the session: ... 80070057 Invalid parameter",
+                              "not-on-ep"),
+                             ("DmlExecutionProvider could not build the session: 887A0005", "fail"),
+                             ("3 of 9 elements outside tolerance, 80070057", "fail")):
+        line = _line("fail", message=message)
+        entries.settle(_Case(), line)
+        assert line["outcome"] == outcome, message
+    passing = _line("pass")
+    entries.settle(_Case(), passing)
+    assert passing["outcome"] == "fixed"  # the EP builds it now: news
+
+
+def test_shows_when_flags_is_a_precondition_of_an_entry_of_numbers():
+    entries = exp.parse([{"id": "*", "outcome": "fail", "readings": ["corner-term-max"], "reason": "corner terms",
+                          "link": "l", "flags": [{"field": "ReductionFunction", "kind": "diverges"}],
                           "shows_when": {"flags": [{"field": "ReductionFunction", "shows": True}]}}])
     quiet = {"field": "ReductionFunction", "kind": "diverges", "shows": False}
     loud = dict(quiet, shows=True)
+    proof = _evidence({"corner-term-max": 4})
     for outcome, flag, reported in [("pass", quiet, "pass"), ("fail", quiet, "fail"), ("pass", loud, "fixed"),
                                     ("fail", loud, "known")]:
-        line = _line(outcome, [flag])
+        line = _line(outcome, [flag], readings=proof if outcome == "fail" else None, mismatches=4)
         entries.settle(_Case(), line)
         assert line["outcome"] == reported, (outcome, flag)
         assert (line["expected_outcome"] is None) == (flag is quiet)
         assert ("cannot show on these inputs" in line["message"]) == (flag is quiet)
-
-
-def test_shows_when_signature_keeps_only_its_own_failure():
-    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "NaN first", "link": "l",
-                          "shows_when": {"signature": {"values": "nan -> number"}}}])
-    nan = _line("fail", worst=[{"failed": True, "expected": "nan", "actual": 1.0, "output": "OutputTensor"}])
-    other = _line("fail", worst=[{"failed": True, "expected": 2.0, "actual": 1.0, "output": "OutputTensor"}])
-    entries.settle(_Case(), nan)
-    entries.settle(_Case(), other)
-    assert nan["outcome"] == "known" and other["outcome"] == "fail"
-    passing = _line("pass")
-    entries.settle(_Case(), passing)
-    assert passing["outcome"] == "fixed"  # a pass has no signature: strict decides, as without the condition
 
 
 # ONNX's mode="max" (an adaptive count) as ORT's CPU kernel computes it, against the page
@@ -123,17 +227,23 @@ MAX = roi_align_desc(True, reduction="MAX", samples=(1, UINT32_MAX))
 
 @pytest.mark.parametrize("recipe, shows", [("outside-wholly", False), ("random", True)])
 def test_the_corner_term_max_shows_only_where_it_differs(recipe, shows):
+    """On the CPU EP for real: the worker tries the corner-term-max reading, which reproduces every
+    failing element of a random region (known); where every sample reads outside the input, both
+    maxima are 0 and nothing is to explain."""
     case = Case(id=f"roi_align1/max-{recipe}", op=MAX.TYPE, desc=MAX, seed=1, recipe=recipe)
-    line = run_case(case, CaseConfig(ep=resolve_ep("cpu")), mapper=to_onnx)
+    expectations = exp.for_ep("cpu")
+    from ep_testbed.harness.run.case_steps import ArtifactPolicy
+    line = run_case(case, CaseConfig(ep=resolve_ep("cpu")), ArtifactPolicy(expected=expectations.candidates(case)),
+                    mapper=to_onnx)
     flag = next(f for f in line["flags"] if f["field"] == "ReductionFunction")
     assert flag["shows"] is shows
     raw = line["outcome"]
-    exp.for_ep("cpu").settle(case, line)
+    expectations.settle(case, line)
     if shows:
         assert raw == "fail" and line["outcome"] == "known"
-    else:  # every sample reads outside the input: both maxima are 0; before, this pass was "fixed"
+        assert line["readings"]["unexplained"] == 0 and "corner-term-max" in line["expected_outcome"]["explained_by"]
+    else:
         assert raw == "pass" and line["outcome"] == "pass" and line["expected_outcome"] is None
-        assert "cannot show on these inputs" in line["message"]
 
 
 def test_an_emulated_device_cause_is_an_emulation_gap_only_there():
@@ -157,23 +267,7 @@ def test_an_emulated_device_cause_is_an_emulation_gap_only_there():
     plain = exp.parse([dict(entry, emulated_device=False)], emulated=True)
     line = _line("not-on-ep")
     plain.settle(_Case(), line)
-    assert line["outcome"] == "known"
-
-
-def test_a_signature_list_is_any_of_them_and_untested_cases_cannot_show_it():
-    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "lerp", "link": "l", "strict": False,
-                          "shows_when": {"signature": [{"values": "inf -> nan"}, {"values": "-inf -> nan"}]}}])
-    for expected in ("inf", "-inf"):
-        line = _line("fail", worst=[{"failed": True, "expected": expected, "actual": "nan", "output": "OutputTensor"}])
-        entries.settle(_Case(), line)
-        assert line["outcome"] == "known"
-    other = _line("fail", worst=[{"failed": True, "expected": 2.0, "actual": 1.0, "output": "OutputTensor"}])
-    entries.settle(_Case(), other)
-    assert other["outcome"] == "fail" and "cannot show on these inputs" in other["message"]
-    for outcome in ("pass", "not-on-ep", "emulation-gap"):  # not strict: a pass stays; untested cases show nothing
-        line = _line(outcome)
-        entries.settle(_Case(), line)
-        assert line["outcome"] == outcome and line["expected_outcome"] is None and line["message"] == "m"
+    assert line["outcome"] == "not-on-ep" and "known refusal" in line["message"]
 
 
 def test_input_extremes_name_the_extreme_values_a_case_holds():
@@ -185,38 +279,21 @@ def test_input_extremes_name_the_extreme_values_a_case_holds():
     assert input_extremes({"x": np.array([2.0**119], np.float32), "e": np.zeros(0, np.float32)}) == []
 
 
-def test_shows_when_inputs_keeps_a_failure_shape_to_the_inputs_that_can_cause_it():
-    """A cause only extreme inputs trigger (DirectML's float32 lerp overflowing, say) explains a
-    failure of its shape on such inputs only: the same shape on moderate inputs fails, with a note
-    naming the condition; a bad class is refused naming the field and the classes."""
-    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "lerp", "link": "l", "strict": False,
-                          "shows_when": {"signature": {"values": "number -> nan"}, "inputs": ["nan", "huge"]}}])
-    worst = [{"failed": True, "expected": 2.0, "actual": "nan", "output": "OutputTensor"}]
+def test_shows_when_inputs_is_a_precondition_and_a_bad_class_is_named():
+    """An entry of numbers whose cause only extreme inputs trigger holds only for such inputs; a
+    bad class is refused naming the field and the classes."""
+    entries = exp.parse([{"id": "*", "outcome": "fail", "readings": ["float32-accumulation"], "reason": "sums",
+                          "link": "l", "strict": False, "shows_when": {"inputs": ["nan", "huge"]}}])
     for extremes, outcome in ((["huge"], "known"), (["nan", "inf"], "known"), (["inf"], "fail"), ([], "fail"),
                               (None, "fail")):
-        line = _line("fail", worst=worst)
+        line = _line("fail", readings=_evidence({"float32-accumulation": 2}), mismatches=2)
         line["input_extremes"] = extremes
         entries.settle(_Case(), line)
         assert line["outcome"] == outcome, extremes
-        assert ("inputs holding nan or huge" in line["message"]) == (outcome == "fail")
+        assert (line["expected_outcome"] is None) == (outcome == "fail")
     with pytest.raises(ValueError, match=r"shows_when.inputs must be a list of nan, inf, -inf, huge"):
-        exp.parse([{"id": "*", "outcome": "fail", "reason": "r", "link": "l", "shows_when": {"inputs": ["big"]}}])
-
-
-def test_a_cause_the_case_came_nowhere_near_adds_no_note():
-    """An entry whose inputs condition fails AND whose failure shape differs says nothing on the
-    case (a wrong index on moderate inputs is not 'near' an all -inf window); one of the two
-    holding keeps the note (test above)."""
-    entries = exp.parse([{"id": "*", "outcome": "fail", "reason": "-FLT_MAX start", "link": "l", "strict": False,
-                          "shows_when": {"signature": {"values": "-inf -> number"}, "inputs": ["-inf"]}}])
-    index = _line("fail", worst=[{"failed": True, "expected": 7, "actual": 8, "output": "OutputIndicesTensor"}])
-    index["input_extremes"] = []
-    entries.settle(_Case(), index)
-    assert index["outcome"] == "fail" and index["message"] == "m"
-    near = _line("fail", worst=[{"failed": True, "expected": 7, "actual": 8, "output": "OutputIndicesTensor"}])
-    near["input_extremes"] = ["-inf"]
-    entries.settle(_Case(), near)
-    assert near["outcome"] == "fail" and "cannot show on these inputs" in near["message"]
+        exp.parse([{"id": "*", "outcome": "fail", "readings": ["lowest-start"], "reason": "r", "link": "l",
+                    "shows_when": {"inputs": ["big"]}}])
 
 
 def test_a_worker_writes_a_case_folder_for_what_an_expectation_will_explain_and_not_for_what_it_only_names():
@@ -226,22 +303,27 @@ def test_a_worker_writes_a_case_folder_for_what_an_expectation_will_explain_and_
     entry would otherwise give every case it names a folder."""
     from ep_testbed.harness.run.case_steps import ArtifactPolicy, wants_artifacts
 
-    refused = exp.Expectation(id="roi_align*", outcome=("not-on-ep",), reason="no kernel", link="x", strict=False)
+    refused = exp.Expectation(id="roi_align*", outcome=("not-on-ep",), reason="no kernel", link="x", strict=False,
+                              error="80070057")
     flagged = exp.Expectation(id="roi_align*", outcome=("fail",), reason="a field", link="x",
-                              shows_flags=((("field", "output_width"),),), strict=False)
-    strict = exp.Expectation(id="max_pooling2/*", outcome=("fail",), reason="ties", link="x", strict=True)
-    loose = exp.Expectation(id="max_pooling2/*", outcome=("fail",), reason="ties", link="x", strict=False)
+                              shows_flags=((("field", "output_width"),),), strict=False, readings=("closed-edge",))
+    strict = exp.Expectation(id="max_pooling2/*", outcome=("fail",), reason="ties", link="x", strict=True,
+                             readings=("nan-propagates",))
+    loose = exp.Expectation(id="max_pooling2/*", outcome=("fail",), reason="ties", link="x", strict=False,
+                            readings=("nan-propagates",))
+    proof = {"tried": ["nan-propagates"], "explained": {"nan-propagates": 3}, "unexplained": 0, "mismatches": 3}
 
-    def line(outcome, flags=()):
-        return {"id": "roi_align/x", "outcome": outcome, "flags": list(flags), "input_extremes": []}
+    def line(outcome, flags=(), message="m", readings=None):
+        return {"id": "roi_align/x", "outcome": outcome, "flags": list(flags), "input_extremes": [],
+                "message": message, "readings": readings, "mismatches": 3}
 
     def writes(entries, raw):
         return wants_artifacts(raw, ArtifactPolicy(expected=tuple(entries)))
 
-    assert writes([refused], line("not-on-ep"))  # known: its folder goes into the bug report
-    assert not writes([refused], line("pass"))  # named, not explained: no folder
+    assert writes([refused], line("fail", message="could not build the session: 80070057"))  # a refusal
+    assert not writes([refused], line("pass"))  # strict: false, named, not explained: no folder
     assert not writes([flagged], line("crash"))  # the flag its cause needs is not on the line
-    assert writes([flagged, refused], line("not-on-ep"))  # the first entry that can show decides
     assert writes([strict], line("pass"))  # fixed: the folder goes into the fix
     assert not writes([loose], line("pass"))
+    assert writes([loose], line("fail", readings=proof))  # known, with the EP's outputs for the report
     assert not writes([], line("not-on-ep")) and writes([], line("fail"))  # failures always

@@ -2,9 +2,10 @@
 ``onnxruntime-ep-webgpu`` and ``onnxruntime-ep-openvino`` packages from PyPI, registered into the
 installed onnxruntime.
 
-Neither lists a device on these machines (the WebGPU plugin finds no Vulkan adapter, the OpenVINO
-plugin offers only Intel devices and these CPUs are AMD), so what is proven here is what a user
-without the hardware meets: the libraries register for real, the device list is empty, and every
+The WebGPU plugin lists no device here (no Vulkan adapter); the OpenVINO plugin offers only Intel
+devices, so it lists this machine's CPU where the CPU is Intel and nothing where it is AMD (both
+kinds of machine run this suite: each test checks what its machine must show). What is proven for
+a user without the hardware: the libraries register for real, the device list is empty, and every
 refusal on the plugin path (no device, not a plugin package, a package that is not installed, a
 library ONNX Runtime will not load, two libraries named) is exit 2 with one line and no traceback,
 from every command that takes ``--ep``. (An ONNX Runtime too old for plugins, and one older than
@@ -31,6 +32,15 @@ from ep_testbed.harness.eps.providers import EpNotAvailable
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PACKAGES = ("onnxruntime_ep_webgpu", "onnxruntime_ep_openvino")
+
+
+def intel_cpu() -> bool:
+    """Whether this machine's CPU is Intel's (the OpenVINO plugin's CPU device is Intel only)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return "GenuineIntel" in info.read()
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -67,7 +77,8 @@ def test_real_plugin_libraries_register_once_per_process_and_list_no_device_here
         assert name.startswith("ep-testbed-") and plugins.register(package.get_library_path(), "test") == name
     listed = {d.ep_name for d in ort.get_ep_devices()}
     assert "CPUExecutionProvider" in listed
-    assert not listed & {"WebGpuExecutionProvider", "OpenVINOExecutionProvider"}  # this machine: no device
+    assert "WebGpuExecutionProvider" not in listed  # this machine: no Vulkan adapter
+    assert ("OpenVINOExecutionProvider" in listed) == intel_cpu()
 
 
 @pytest.mark.parametrize("package,provider,version", [("onnxruntime-ep-webgpu", "WebGpuExecutionProvider", "0.4"),
@@ -82,6 +93,10 @@ def test_a_plugin_package_is_read_through_the_packaging_convention(package, prov
 @pytest.mark.parametrize("package,hint", [("onnxruntime-ep-webgpu", "libvulkan.so.1"),
                                           ("onnxruntime-ep-openvino", "only Intel devices")])
 def test_a_plugin_with_no_device_here_is_refused_before_any_case(package, hint):
+    if package == "onnxruntime-ep-openvino" and intel_cpu():  # it lists this machine's CPU: it is taken
+        spec = adapters.resolve(f"plugin:{package}")
+        assert spec.provider == "OpenVINOExecutionProvider" and spec.holder == "plugin"
+        return
     with pytest.raises(EpNotAvailable) as info:
         adapters.resolve(f"plugin:{package}")
     text = str(info.value)
@@ -107,10 +122,29 @@ def test_every_command_refuses_a_plugin_with_no_device_in_one_line(argv, tmp_pat
 
 def test_the_pytest_plugin_refuses_a_plugin_with_no_device_as_a_usage_error():
     p = subprocess.run([sys.executable, "-m", "pytest", "tests/conformance", "-p", "no:cacheprovider", "--ep",
-                        "plugin:onnxruntime-ep-openvino", "--co", "-q"], cwd=ROOT, capture_output=True, text=True,
+                        "plugin:onnxruntime-ep-webgpu", "--co", "-q"], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 4 and "Traceback" not in p.stdout + p.stderr
-    assert "lists no device for OpenVINOExecutionProvider" in p.stderr
+    assert "lists no device for WebGpuExecutionProvider" in p.stderr
+
+
+def test_the_openvino_plugin_runs_the_smoke_tier_where_it_lists_a_device(tmp_path):
+    """Where the OpenVINO plugin lists this machine's CPU (an Intel one), the smoke tier runs on it
+    with every node proven on OpenVINOExecutionProvider and no unexplained outcome; elsewhere the
+    run is refused in one line."""
+    code, out, err = cli("run", "--ep", "plugin:onnxruntime-ep-openvino", "--tier", "smoke", "--out",
+                         str(tmp_path / "r"), "--no-progress", timeout=600)
+    if not intel_cpu():
+        assert "lists no device for OpenVINOExecutionProvider" in one_line_refusal(code, err)
+        return
+    import json
+
+    lines = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    cases = [line for line in lines if line["type"] == "case"]
+    assert code == 0 and cases, out + err
+    for case in cases:
+        if case["outcome"] in ("pass", "tie-only", "known"):
+            assert set(case["placement"].values()) <= {"OpenVINOExecutionProvider"}, case["id"]
 
 
 def test_a_library_path_registers_the_real_library_and_is_refused_for_no_device(tmp_path):

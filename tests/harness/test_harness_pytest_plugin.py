@@ -52,9 +52,10 @@ def test_a_known_divergence_that_passes_fails_the_suite(tmp_path):
     case = next(c for c in build_catalog(["roi_pooling"]) if c.id.startswith("roi_pooling/grid-fp32"))
     path = tmp_path / "exp.json"
     path.write_text(json.dumps({"expectations": [
-        {"id": case.id, "outcome": "fail", "reason": "pretend", "link": "https://example.org/x"}]}))
+        {"id": case.id, "outcome": "fail", "readings": ["std-max-fold"], "reason": "pretend",
+         "link": "https://example.org/x"}]}))
     p = pytest_run("--ops", "roi_pooling", "-k", case.id, "--expectations", str(path), "-q")
-    assert p.returncode == 1 and "XPASS(strict)" in p.stdout
+    assert p.returncode == 1 and "fixed: expected fail (pretend" in p.stdout
 
 
 @pytest.mark.parametrize("batch", ["1", "4"])

@@ -40,7 +40,8 @@ def expectations_file(tmp_path, case_id, outcome="fail"):
     """An expectations file that expects ``case_id`` to end in ``outcome``."""
     path = tmp_path / "expectations.json"
     path.write_text(json.dumps({"expectations": [
-        {"id": case_id, "outcome": outcome, "reason": "test", "link": "https://example.org/1"}]}))
+        {"id": case_id, "outcome": outcome, "reason": "test", "link": "https://example.org/1",
+         **({"readings": ["lowest-start"]} if outcome == "fail" else {})}]}))
     return str(path)
 
 
@@ -84,7 +85,8 @@ def test_every_line_a_run_writes_carries_exactly_the_schema_keys(tmp_path):
     cases = build_catalog(count=4)
     config = CaseConfig(ep=resolve_ep("cpu"), mapper="local_cases:to_onnx")
     expectations = parse_expectations({"expectations": [
-        {"id": cases[1].id, "outcome": "fail", "reason": "test", "link": "https://example.org/1"}]})
+        {"id": cases[1].id, "outcome": "fail", "readings": ["lowest-start"], "reason": "test",
+         "link": "https://example.org/1"}]})
     env = dict(os.environ, **{FAULT_ENV: f"abort={cases[2].id}"})
     options = RunOptions(out_dir=str(tmp_path / "r"), jobs=1, timeout=60, progress=False, env=env,
                          extra_paths=(HERE,))

@@ -116,7 +116,8 @@ def test_resume_refuses_every_option_that_changes_outcomes(tmp_path, capsys, arg
 @pytest.mark.slow
 def test_resume_notices_an_edited_expectations_file(tmp_path, capsys):
     path = tmp_path / "e.json"
-    entry = {"id": "max_pooling2/none-*", "outcome": "fail", "reason": "test", "link": "https://example.org/1"}
+    entry = {"id": "max_pooling2/none-*", "outcome": "fail", "readings": ["lowest-start"], "reason": "test",
+             "link": "https://example.org/1"}
     path.write_text(json.dumps({"expectations": [entry]}))
     out = str(tmp_path / "r")
     assert run_local(capsys, "-k", "00", "--expectations", str(path), "--out", out)[0] == 0

@@ -12,7 +12,7 @@ from ep_testbed.harness.core import expectations as E
 from ep_testbed.harness.core.untrusted_files import FileRefused
 from ep_testbed.harness.eps import webgpu_ep
 
-ENTRY = {"id": "*", "outcome": "fail", "reason": "r", "link": "https://example.org/x"}
+ENTRY = {"id": "*", "outcome": "not-on-ep", "reason": "r", "link": "https://example.org/x"}
 
 
 @pytest.mark.parametrize("spec,package,active", [

@@ -42,8 +42,8 @@ def _moved(value: np.ndarray) -> np.ndarray:
 
 
 def _wrong(execute):
-    def execute_wrongly(desc, arrays):
-        out = dict(execute(desc, arrays))
+    def execute_wrongly(desc, arrays, *rules):
+        out = dict(execute(desc, arrays, *rules))
         value = out.get("OutputTensor")
         if perturbed(desc) and value is not None and value.size:
             out["OutputTensor"] = _moved(value)
@@ -54,8 +54,8 @@ def _wrong(execute):
 def _wrong_bounded(bounded):
     """The same for an operator's bounded execution: the output and its knife-edge range move
     together (a range still holding the true value would accept it)."""
-    def bounded_wrongly(desc, arrays, model):
-        expected = bounded(desc, arrays, model)
+    def bounded_wrongly(desc, arrays, model, *rules):
+        expected = bounded(desc, arrays, model, *rules)
         value = expected.outputs.get("OutputTensor")
         if perturbed(desc) and value is not None and value.size:
             moved = _moved(value)

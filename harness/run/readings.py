@@ -1,0 +1,116 @@
+"""Which readings of the reference reproduce a failing case's differing elements: the evidence a
+``known`` rests on (``harness.core.expectations``, DECISIONS.md READ-1).
+
+Only readings whose departure can show on the case's inputs are tried (``Reading.can_show``; the
+others are listed under ``cannot_show``): where a reading computes what the primary reading
+computes, it cannot tell an EP's departure from a fault of the primary reading's own code.
+
+A case fails the primary reading at some elements (``Comparison.failing``). The expectations that
+hold for it name readings (``expectations.readings_to_try``); ``explain`` computes each with the
+same kernel, precision model and bounds (``reference.execute_reading``), compares the EP's outputs
+with it under the same rule (``case_steps.compare``), and gives each failing element to the first
+set of readings, in the order tried, whose outputs it lies within: each reading alone (the
+expectations' order), then all of them combined, then each pair. It stops as soon as every element
+has one. The line's ``readings`` record says what was tried, how many elements each set explains
+(``"a+b"`` for a combination), how many none does, and the first of those with what the readings
+give there. Readings are computed only for a case that failed on element values and has
+expectations naming readings: a passing case costs nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ep_testbed.harness.core.compare import Comparison
+from ep_testbed.harness.core.results import jsonable
+from ep_testbed.harness.eps.ep_run import first_line
+from ep_testbed.reference import Expected, execute_reading, readings_of
+
+from .case_steps import CaseConfig, Prepared, compare
+
+#: At most this many readings are tried in pairs (the pairs of 6: 15 more kernels).
+MAX_PAIRED = 6
+
+
+def explain(case: Any, prepared: Prepared, actual: dict[str, np.ndarray], config: CaseConfig,
+            names: Sequence[str]) -> dict[str, Any] | None:
+    """The ``readings`` record of a case whose ``actual`` outputs failed its comparison (module
+    docstring); None when nothing is to be explained (no element failed, a structural failure, or no
+    reading of this operator named). Never raises for a reading: one that cannot be computed for
+    these inputs is recorded under ``could_not`` and explains nothing."""
+    primary = compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
+    own = {r.name: r for r in readings_of(case.desc)}
+    named = [n for n in dict.fromkeys(names) if n in own]
+    if primary.problems or not primary.mismatches or not named:
+        return None
+    shows = [n for n in named if own[n].can_show(case.desc, prepared.inputs)]
+    left = {name: mask.copy() for name, mask in primary.failing.items() if mask.any()}
+    record: dict[str, Any] = {"tried": [], "mismatches": primary.mismatches, "explained": {}, "unexplained": 0}
+    if len(shows) < len(named):
+        record["cannot_show"] = [n for n in named if n not in shows]
+    names = shows
+    singles: dict[str, Expected] = {}
+    for combo in _sets(names):
+        if not any(mask.any() for mask in left.values()):
+            break
+        key = "+".join(combo)
+        record["tried"].append(key)
+        try:
+            expected = execute_reading(case.desc, prepared.inputs, list(combo), config.precision_model)
+        except Exception as exc:  # noqa: BLE001 - a reading that cannot run explains nothing; the case stands
+            record.setdefault("could_not", {})[key] = f"{type(exc).__name__}: {first_line(exc)}"[:300]
+            continue
+        if len(combo) == 1:
+            singles[key] = expected
+        found = _explained(compare(case, expected.outputs, actual, config, prepared.inputs, expected), left)
+        if found:
+            record["explained"][key] = found
+    record["unexplained"] = int(sum(int(mask.sum()) for mask in left.values()))
+    if record["unexplained"]:
+        record["first_unexplained"] = _first(left, prepared.expected, actual, singles)
+    return record
+
+
+def _sets(names: Sequence[str]) -> Iterator[tuple[str, ...]]:
+    """Each reading alone, then all together, then each pair (up to ``MAX_PAIRED`` readings)."""
+    for name in names:
+        yield (name,)
+    if len(names) > 1:
+        yield tuple(names)
+    if 2 < len(names) <= MAX_PAIRED:
+        yield from itertools.combinations(names, 2)
+
+
+def _explained(comparison: Comparison, left: dict[str, np.ndarray]) -> int:
+    """How many of the elements still ``left`` (masks, updated in place) ``comparison`` accepts."""
+    if comparison.problems:
+        return 0
+    count = 0
+    for name, mask in left.items():
+        failing = comparison.failing.get(name)
+        if failing is None or failing.shape != mask.shape:
+            continue
+        hit = mask & ~failing
+        count += int(hit.sum())
+        mask &= ~hit
+    return count
+
+
+def _first(left: dict[str, np.ndarray], expected: dict[str, np.ndarray], actual: dict[str, np.ndarray],
+           singles: dict[str, Expected]) -> dict[str, Any]:
+    """The first element no reading explains: where, what the primary reading expects, what the EP
+    gave, and what each single reading gives there."""
+    name = next(n for n, mask in left.items() if mask.any())
+    flat = int(np.flatnonzero(left[name])[0])
+    shape = np.shape(expected[name])
+    value = {key: jsonable(np.asarray(e.outputs[name]).ravel()[flat].item()) for key, e in singles.items()
+             if name in e.outputs}
+    return {"output": name, "index": [int(i) for i in np.unravel_index(flat, shape)],
+            "expected": jsonable(np.asarray(expected[name]).ravel()[flat].item()),
+            "actual": jsonable(np.asarray(actual[name]).ravel()[flat].item()), "readings": value}
+
+
+__all__ = ["MAX_PAIRED", "explain"]

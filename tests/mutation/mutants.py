@@ -1,0 +1,277 @@
+"""Faults planted in the reference, one at a time: the oracle's own test (DECISIONS.md READ-1).
+
+A verdict is worth what the reference behind it is worth. Each ``Mutant`` replaces one function of
+the reference (wherever a module holds it: ``plant``) with a plausible wrong reading of one field:
+window bounds, rounding, sample counts and spacing, weights, offsets, scale axes, padding side,
+dilations, NaN and infinity rules, the out-of-bounds value, the index base, the accumulation type.
+A run of the catalog (and a fixed fuzz sample) with expectations on must fail at least one case
+under every mutant that is not equivalent (``tests/mutation/test_mutation.py``,
+``tools/mutation_test.py``): a known divergence is proven by readings of the same kernel, so a
+fault of the kernel cannot hide in ``known``. A mutant that makes an EP's own reading primary (ties
+rounded away from zero, the closed sampling range) is caught on that EP by the strict expectation
+pinning a catalog case where the reading shows: the case passes, and is reported ``fixed``.
+``equivalent_on`` names the EPs on which a mutant cannot show at all, with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ep_testbed.reference import max_pooling2 as mp
+from ep_testbed.reference import registry
+from ep_testbed.reference import roi_align as ra
+from ep_testbed.reference import roi_pooling as rp
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One planted fault: ``op`` the operator it affects, ``kind`` what it gets wrong, ``target``
+    the reference function replaced and ``make(original)`` its replacement."""
+
+    name: str
+    op: str
+    kind: str
+    target: Callable[..., Any]
+    make: Callable[[Callable[..., Any]], Callable[..., Any]]
+    note: str
+    #: ``(source, -k selection)`` of a few cases that catch it (the suite runs only those; the full
+    #: catalog and fuzz sample are tools/mutation_test.py's)
+    witness: tuple[str, str] = ("catalog", "")
+    equivalent_on: dict[str, str] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def planted(mutant: Mutant) -> Iterator[None]:
+    """The reference with ``mutant`` planted in this process: its target replaced in every
+    ``ep_testbed`` module that holds it (a module that imported it by name included) and in every
+    operator record that names it, restored after."""
+    original = mutant.target
+    replacement = mutant.make(original)
+    changed = []
+    for module in list(sys.modules.values()):
+        if module is None or not getattr(module, "__name__", "").startswith("ep_testbed."):
+            continue
+        for name, value in list(vars(module).items()):
+            if value is original:
+                setattr(module, name, replacement)
+                changed.append((module, name))
+    records = [spec for spec in registry.specs() if original in (spec.execute, spec.bounded, spec.validate)]
+    for spec in records:
+        fields = {f: replacement for f in ("execute", "bounded", "validate") if getattr(spec, f) is original}
+        registry.register(dataclasses.replace(spec, **fields))
+    try:
+        yield
+    finally:
+        for module, name in changed:
+            setattr(module, name, original)
+        for spec in records:
+            registry.register(spec)
+
+
+def _wrap_desc(transform: Callable[[Any], Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A replacement calling the original with the desc (first argument) transformed."""
+    def make(original):
+        def mutated(desc, *args, **kwargs):
+            return original(transform(desc), *args, **kwargs)
+        return mutated
+    return make
+
+
+def _swap_padding(d):
+    return dataclasses.replace(d, start_padding=d.end_padding, end_padding=d.start_padding)
+
+
+def _swap_scales(d):
+    return dataclasses.replace(d, spatial_scale_x=d.spatial_scale_y, spatial_scale_y=d.spatial_scale_x)
+
+
+def _no_input_offset(d):
+    return dataclasses.replace(d, input_pixel_offset=0.0) if hasattr(d, "input_pixel_offset") else d
+
+
+def _flipped_output_offset(d):
+    return dataclasses.replace(d, output_pixel_offset=-d.output_pixel_offset) if hasattr(d, "output_pixel_offset") else d
+
+
+def _half_away(original):
+    return lambda x, rules=rp.PRIMARY: rp.round_half_away_from_zero(x)
+
+
+def _region_one_smaller(original):
+    return lambda index, size, pooled, origin, limit, rules=rp.PRIMARY: original(index, max(size - 1, 1), pooled,
+                                                                                   origin, limit, rules)
+
+
+def _bin_end_plus_one(original):
+    def bounds(index, size, pooled, origin, limit, rules=rp.PRIMARY):
+        start, end = original(index, size, pooled, origin, limit, rules)
+        return start, min(end + 1, limit)
+    return bounds
+
+
+def _nan_always_maximum(original):
+    return lambda input_tensor: np.maximum
+
+
+def _no_nan_windows(original):
+    return lambda view, offsets, shape: np.zeros(shape, dtype=bool)
+
+
+def _index_plus_one(original):
+    return lambda *args: original(*args) + 1
+
+
+def _index_without_plane(original):
+    def flat(desc, spatial, offsets, best_offset, batch, channels):
+        planes = np.arange(batch * channels, dtype=np.int64).reshape(batch, channels, *([1] * len(spatial)))
+        return original(desc, spatial, offsets, best_offset, batch, channels) - planes * int(np.prod(spatial))
+    return flat
+
+
+def _lowest_start_windows(original):
+    def pool(desc, input_tensor, rules=mp.PRIMARY):
+        return original(desc, input_tensor, mp.Rules(start="lowest") if rules == mp.PRIMARY else rules)
+    return pool
+
+
+def _lerp_weights_swapped(original):
+    def taps(coords, size):
+        low, high, t = original(coords, size)
+        return low, high, 1.0 - t
+    return taps
+
+
+def _weights_swapped(original):
+    def taps(coords, size):
+        low, high, w_low, w_high = original(coords, size)
+        return low, high, w_high, w_low
+    return taps
+
+
+def _count_floor(original):
+    def count(ratio, minimum, maximum, rules=ra.PRIMARY):
+        return original(float(math.floor(ratio)), minimum, maximum, rules)
+    return count
+
+
+def _count_without_minimum(original):
+    def count(ratio, minimum, maximum, rules=ra.PRIMARY):
+        return original(ratio, 0, maximum, rules) if minimum != maximum else original(ratio, minimum, maximum, rules)
+    return count
+
+
+def _spacing_minus_one(original):
+    def coordinates(start, size, output, samples, ipo, opo, corners):
+        if corners or output * samples < 2:
+            return original(start, size, output, samples, ipo, opo, corners)
+        return original(start, size * output * samples / (output * samples - 1), output, samples, ipo, opo, corners)
+    return coordinates
+
+
+def _oob_zero_in_average(original):
+    return lambda plane, ys, xs, n_y, n_x, out_of_bounds, rules=ra.PRIMARY: original(plane, ys, xs, n_y, n_x, 0.0,
+                                                                                   rules)
+
+
+def _nearest_rounds_down(original):
+    def samples(plane, ys, xs, mode, rules=ra.PRIMARY):
+        if mode == "NEAREST_NEIGHBOR":
+            return original(plane, ys - 0.5, xs - 0.5, mode, rules)
+        return original(plane, ys, xs, mode, rules)
+    return samples
+
+
+def _max_propagates_nan(original):
+    def reduce(grid, rules, lowest):
+        return original(grid, dataclasses.replace(rules, max_nan="propagate"), lowest)
+    return reduce
+
+
+def _closed_edge(original):
+    return lambda coords, size, rules=ra.PRIMARY: original(coords, size, dataclasses.replace(rules, edge="closed"))
+
+
+def _lerp_as_weighted(original):
+    def samples(plane, ys, xs, mode, rules=ra.PRIMARY):
+        if rules.interpolation == "lerp":
+            rules = dataclasses.replace(rules, interpolation="weighted")
+        return original(plane, ys, xs, mode, rules)
+    return samples
+
+
+def _float32_accumulation(original):
+    def kernel_input(desc, x, rois, batch, rules=ra.PRIMARY):
+        return original(desc, x, rois, batch, dataclasses.replace(rules, arithmetic="float32"))
+    return kernel_input
+
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("rp-round-half-away", "roi_pooling", "rounding", rp.round_corner, _half_away,
+           "halfway corners rounded away from zero", ("catalog", "edge-rounding-ties")),
+    Mutant("rp-region-one-smaller", "roi_pooling", "window bounds", rp.bin_bounds, _region_one_smaller,
+           "RegionHeight = y2 - y1 (no + 1)", witness=("catalog", "grid-fp32-scale1-pool1x1")),
+    Mutant("rp-bin-end-plus-one", "roi_pooling", "window bounds", rp.bin_bounds, _bin_end_plus_one,
+           "bin ends inclusive (one row past)", witness=("catalog", "grid-fp32-scale0.5-pool2x2")),
+    Mutant("rp-nan-propagates", "roi_pooling", "NaN rule", rp.bin_maximum, _nan_always_maximum,
+           "a NaN in a bin wins its max", ("catalog", "edge-nan-inf"),
+           {"cpu": "ONNX Runtime's MaxRoiPool folds every bin holding a NaN with std::max (the std-max-fold reading, "
+                   "which reproduces it element for element), so no NaN rule of the primary reading shows on the CPU "
+                   "EP; DirectML, which skips NaN as the page's max does, catches it (roi_pooling/edge-nan-inf)"}),
+    Mutant("mp-padding-sides-swapped", "max_pooling2", "padding side", mp.max_pooling2, _wrap_desc(_swap_padding),
+           "StartPadding and EndPadding swapped", witness=("catalog", "grid-float32-3d-w3-s3-p0_2")),
+    Mutant("mp-nan-propagates", "max_pooling2", "NaN rule", mp._has_nan_in_window, _no_nan_windows,
+           "a NaN in a window wins its max", witness=("catalog", "edge-nan-inf")),
+    Mutant("mp-index-base-one", "max_pooling2", "index base", mp._flat_indices, _index_plus_one,
+           "indices one-based", witness=("catalog", "grid-float32-3d-w2-s2-p1_1")),
+    Mutant("mp-index-without-plane", "max_pooling2", "index base", mp._flat_indices, _index_without_plane,
+           "indices within the (batch, channel) plane, not the whole tensor", witness=("catalog", "grid-float32-3d-w2-s2-p1_1")),
+    Mutant("mp-lowest-start", "max_pooling2", "infinity rule", mp.max_pooling2, _lowest_start_windows,
+           "windows start from the lowest finite value (-FLT_MAX for a window of -inf)",
+           ("catalog", "edge-minus-inf-window")),
+    Mutant("ra-lerp-weights-swapped", "roi_align", "weights", ra.lerp_taps, _lerp_weights_swapped,
+           "LINEAR interpolates with 1 - t where t belongs", witness=("catalog", "edge-whole-image-max")),
+    Mutant("ra-weights-swapped", "roi_align", "weights", ra.edge_taps, _weights_swapped,
+           "the separable AVERAGE's LINEAR weights swapped", witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1")),
+    Mutant("ra-count-floor", "roi_align", "sample counts", ra.samples_for_ratio, _count_floor,
+           "adaptive sample count rounded down", witness=("catalog", "grid-max-linear-fp32-scale1x0.5-oob0-n1-4")),
+    Mutant("ra-count-without-minimum", "roi_align", "sample counts", ra.samples_for_ratio, _count_without_minimum,
+           "an adaptive count not clamped to MinimumSamplesPerOutput (an empty region takes no sample)", witness=("catalog", "edge-empty-region-adaptive")),
+    Mutant("ra-spacing-minus-one", "roi_align", "sample spacing", ra.sample_coordinates, _spacing_minus_one,
+           "samples spread over size / (N - 1) as if aligned to corners", witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1")),
+    Mutant("ra-output-offset-sign", "roi_align", "offsets", ra.region_samples, _wrap_desc(_flipped_output_offset),
+           "OutputPixelOffset added instead of subtracted", witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1")),
+    Mutant("ra-input-offset-ignored", "roi_align", "offsets", ra.region_samples, _wrap_desc(_no_input_offset),
+           "InputPixelOffset ignored", witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1")),
+    Mutant("ra-scale-axes-swapped", "roi_align", "scale axes", ra.region_samples, _wrap_desc(_swap_scales),
+           "SpatialScaleX used for Y and SpatialScaleY for X", witness=("catalog", "grid-max-linear-fp32-scale0.25x1-oob0-n3")),
+    Mutant("ra-oob-ignored-in-average", "roi_align", "out-of-bounds value", ra.average_linear, _oob_zero_in_average,
+           "OutOfBoundsInputValue ignored in the AVERAGE path (a sample outside reads 0)", witness=("catalog", "oob1.5")),
+    Mutant("ra-nearest-rounds-down", "roi_align", "rounding", ra.clamped_samples, _nearest_rounds_down,
+           "NEAREST_NEIGHBOR takes floor(c) instead of floor(c + 0.5)", ("catalog", "nearest"),
+           {ep: "ONNX's RoiAlign has no nearest-neighbour mode: every NEAREST_NEIGHBOR case is inexpressible and no EP "
+                "runs it; the reference's own hand-worked case catches it "
+                "(tests/reference/test_roi_align.py::test_nearest_neighbor_hand_worked)" for ep in ("cpu", "dml-wine")}),
+    Mutant("ra-max-nan-propagates", "roi_align", "NaN rule", ra.sample_max, _max_propagates_nan,
+           "a NaN sample wins a MAX", witness=("fuzz", "roi_align1/fuzz-s0-b0-008")),
+    Mutant("ra-closed-edge", "roi_align", "window bounds", ra.reads_input, _closed_edge,
+           "a sample exactly at -1 or at the size reads the input",
+           ("catalog", "grid-avg-linear-fp32-scale1x0.5-oob0-n1-max")),
+    Mutant("ra-lerp-as-weighted", "roi_align", "infinity rule", ra.clamped_samples, _lerp_as_weighted,
+           "LINEAR as a weighted sum (an infinite tap stays infinite)",
+           ("catalog", "edge-nan-inf")),
+    Mutant("ra-float32-accumulation", "roi_align", "accumulation type", ra.kernel_input, _float32_accumulation,
+           "samples and their sum in float32", witness=("catalog", "edge-near-flt-max")),
+)
+
+
+def named(name: str) -> Mutant:
+    """The mutant called ``name``."""
+    return next(m for m in MUTANTS if m.name == name)

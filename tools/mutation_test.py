@@ -1,0 +1,78 @@
+"""Plant each reference fault of tests/mutation/mutants.py in turn and run the whole catalog and the
+fixed fuzz sample on an EP with its bundled expectations on; print which cases each fails.
+
+    python tools/mutation_test.py [--ep cpu|dml-wine] [--source catalog,fuzz] [NAME ...]
+
+Exit 0 when every mutant that can show on the EP (not ``equivalent_on`` it) fails a case, 1 when
+one survives, 2 when the unmutated reference already fails a case (a kill would mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "mutation"))
+
+from mutants import MUTANTS  # noqa: E402
+from mutation_kit import judge  # noqa: E402
+
+OPS = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
+
+
+def quiet(*args, **kwargs):
+    """``judge`` with the run's own printing (and ONNX Runtime's native log) silenced."""
+    sink = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(1), os.dup(2)
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return judge(*args, **kwargs)
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(sink)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ep", default="cpu")
+    parser.add_argument("--source", default="catalog,fuzz")
+    parser.add_argument("names", nargs="*")
+    args = parser.parse_args(argv)
+    sources = args.source.split(",")
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    for op in sorted({m.op for m in chosen}):
+        for source in sources:
+            clean = quiet(None, args.ep, OPS[op], source)
+            if clean.failing:
+                print(f"unmutated reference fails {op} {source}: {clean.failing[:5]}")
+                return 2
+    survivors = []
+    for mutant in chosen:
+        start = time.monotonic()
+        results = [quiet(mutant, args.ep, OPS[mutant.op], source) for source in sources]
+        killed = [r for r in results if r.killed]
+        equivalent = mutant.equivalent_on.get(args.ep)
+        verdict = "killed" if killed else ("equivalent" if equivalent else "SURVIVED")
+        cases = sum(len(r.failing) for r in results)
+        first = next((r.failing[0] for r in killed), ("", ""))
+        print(f"{mutant.name:28} {mutant.kind:20} {verdict:10} {cases:4} failing, e.g. {first[0]} ({first[1]})"
+              f"  [{time.monotonic() - start:.1f} s]", flush=True)
+        if equivalent and not killed:
+            print(f"{'':28} why: {equivalent}")
+        if not killed and not equivalent:
+            survivors.append(mutant.name)
+    print(f"{len(chosen)} mutants on {args.ep} ({', '.join(sources)}): {len(chosen) - len(survivors)} killed or "
+          f"equivalent, {len(survivors)} survived{': ' + ', '.join(survivors) if survivors else ''}")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
