@@ -124,6 +124,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     from ep_testbed.harness.fuzz.draw import parse_id
     from ep_testbed.harness.fuzz.draw import replay as redraw
     from ep_testbed.harness.fuzz.engine import FuzzOptions, FuzzUsageError, fuzz
+    from ep_testbed.harness.fuzz.shrink import SMALL_ELEMENTS
 
     try:
         replay = [redraw(case_id).id for case_id in args.replay]  # refuses a bad id before anything runs
@@ -164,11 +165,15 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     print_outcomes(lines, failing, header)
     print(f"\n{result.ran} fuzzed cases in {result.generation_s:.1f} s ({result.cases_per_second:.1f} cases/s); "
           f"{len(result.findings)} failing in {len(result.signatures)} kind(s)")
+    per_op = result.cases_by_op(() if replay else ops)  # a replay announces its cases, not operators
+    print("cases per operator: " + (", ".join(f"{op} {n}" for op, n in per_op.items()) or "none"))
     for record in result.shrinks:
         print(f"shrunk {record['original']} ({record['original_elements']} elements) -> {record['minimal']} "
               f"({record['minimal_elements']} elements, {record['reduction']}x smaller) in {record['seconds']:.1f} s"
               + ("" if record["same_failure"] else " [the minimal case's own run did not fail the same way]")
               + (f"; corpus: {record['corpus']}" if record["corpus"] else ""))
+        if record["minimal_elements"] > SMALL_ELEMENTS:  # say why it is not smaller (shrink.SMALL_ELEMENTS)
+            print("  not smaller: " + "; ".join(record["notes"] or ["no reason recorded"]))
     if result.not_shrunk:
         print(f"not shrunk, the --budget of {args.budget:g} s was spent: {', '.join(result.not_shrunk)} "
               "(a larger --budget shrinks them; `ep-testbed fuzz --replay ID` shrinks one)")
