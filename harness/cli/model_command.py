@@ -40,6 +40,7 @@ import numpy as np
 
 from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
 from ep_testbed.harness.core import exit_codes, memory
+from ep_testbed.harness.core.model_statuses import FAILING_VERDICTS
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, output_folder, write_output
@@ -207,7 +208,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except (OSError, FileRefused) as exc:  # a full disk, a read-only folder, a link planted in it
         return _unwritten(out, exc, result)
     print_summary(result, out, report)
-    return exit_codes.OK if result["verdict"] == "pass" else exit_codes.FAILED
+    return exit_codes.FAILED if result["verdict"] in FAILING_VERDICTS else exit_codes.OK
 
 
 def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inputs_path: str | None,

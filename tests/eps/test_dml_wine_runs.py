@@ -291,14 +291,16 @@ def test_model_run_labels_a_shader_the_emulation_refuses_as_an_emulation_gap(tmp
     still judges its MaxPool and RoiAlign nodes alone on DirectML."""
     needs_host()
     out = tmp_path / "model"
-    main(["model", "run", "--ep", "dml-wine", str(REPO / "tests" / "data" / "models" / "faster_rcnn_tiny_fpn.onnx"),
-          "--out", str(out)])
-    capsys.readouterr()
+    code = main(["model", "run", "--ep", "dml-wine", str(REPO / "tests" / "data" / "models" / "faster_rcnn_tiny_fpn.onnx"),
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
     result = json.loads((out / "model_result.json").read_text(encoding="utf-8"))
     failure = result["ep_failure"]
     assert failure["stage"] == "build" and any("Failed to scan shader bytecode" in n for n in failure["emulation"])
     assert "emulation gap, not a result of the EP" in failure["message"]
-    assert any("emulated device" in r and "emulation gap" in r for r in result["verdict_reasons"])
+    # not the EP's result, as in `run`: its own verdict, exit 0
+    assert code == 0 and result["verdict"] == "emulation-gap" and result["verdict_reasons"] == []
+    assert "emulation gap" in result["verdict_statement"] and "verdict: emulation-gap" in printed
     nodes = result["attribution"]["nodes"]
     assert {r["op_type"] for r in nodes} == {"MaxPool", "RoiAlign"} and all(r["alone"] for r in nodes)
     assert all(r["status"] == "match" for r in nodes) and set(result["placement"]["nodes"].values()) == {DML}
