@@ -62,15 +62,19 @@ def outcome_css(extra: dict[str, str] | None = None) -> Markup:
 OUTCOME_HELP = {
     "pass": "ran on the EP and matched the reference within tolerance",
     "tie-only": "passed; some indices (of an index output) differ only where the window holds equal maxima",
-    "known": "failed as an expectation file says it will (a known divergence)",
+    "known": "failed as an expectation file says it will (a known divergence, its cause and link in the case's "
+             "section): reported, does not fail the run",
     "fixed": "an expectation says it fails, but it passed: update the expectation",
     "fail": "ran on the EP and differs from the reference beyond tolerance",
     "crash": "the worker process died while running the case",
     "timeout": "the case exceeded the per-case time limit",
     "error": "the harness or the reference raised; the message says what",
-    "not-on-ep": "the op node did not run on the EP under test (not a pass, not a failure)",
-    "inexpressible": "the DML desc cannot be expressed in ONNX (see the mapper's flags)",
-    "emulation-gap": "an emulated device could not run the EP's kernel (its own log says so): not an EP result",
+    "not-on-ep": "the EP under test declined the op node, so it never ran there: not tested (not a pass, not a "
+                 "failure)",
+    "inexpressible": "ONNX cannot express this DML desc (the mapper's flags say which field), so no EP ran it: not "
+                     "tested (not a pass, not a failure)",
+    "emulation-gap": "the emulated device (DirectML under Wine) could not run the EP's kernel, e.g. no float16 "
+                     "or a shader it refused (its own log says so): not an EP result, not tested",
 }
 
 
