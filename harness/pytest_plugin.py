@@ -13,14 +13,28 @@ tests then read their results. Under pytest-xdist a worker is handed consecutive
 so a batch can reach a few tests of another worker at the end of a run: those run twice, in
 both processes, and each test reads its own process's result.
 
-Outcomes map to pytest as follows: ``pass``/``tie-only`` pass; ``fail``, ``crash``,
-``timeout`` and ``error`` fail with the harness's message; ``inexpressible`` and ``not-on-ep``
-are skipped with the reason (never passes); a case matched by the EP's expectations file
-is ``xfail(strict=True)``: it xfails when it fails as expected and fails when it passes
-(``fixed``). An expectation that can be decided only once the case has run (it matches on mapper
-flags, names the failure shape it explains in ``shows_when``, or is scoped to an emulated device)
-is applied to the result line as ``ep-testbed run`` applies it (``Expectations.settle``): a case
-it explains xfails (``known``) or skips (``emulation-gap``), any other failure fails.
+Every result line is settled by the EP's expectations exactly as ``ep-testbed run`` settles it
+(``Expectations.settle``), and each of ``run``'s outcomes maps to one pytest outcome, so the two
+count the same catalog the same way (``OUTCOME_TO_PYTEST``):
+
+========================================  ===========================================
+``ep-testbed run``                        pytest
+========================================  ===========================================
+``pass``, ``tie-only``                    passed
+``fail``, ``crash``, ``timeout``,         failed, with the harness's message
+``error``, ``fixed``
+``known``                                 xfailed
+``not-on-ep``, ``inexpressible``,         skipped, with the reason (never a pass)
+``emulation-gap``
+========================================  ===========================================
+
+A case a strict expectation matches by id and tags alone is marked ``xfail(strict=True)`` at
+collection, catching only the known divergence's exception (``KnownDivergence``): it xfails when
+the run settles it ``known`` (a predicted not-on-ep included), fails when it passes (``fixed``:
+XPASS(strict)) or fails another way. An expectation that can be decided only once the case has run
+(it matches on mapper flags, names the failure shape it explains in ``shows_when``, or is scoped
+to an emulated device), or that is not strict (a pass of its case is a pass, as in ``run``), is
+applied the same way, without a mark.
 
 Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
 ``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--tol DTYPE:atol=X,rtol=Y,ulp=N``
@@ -52,7 +66,7 @@ from ep_testbed.harness.cli.options import (
     parse_batch,
     run_config,
 )
-from ep_testbed.harness.core.results import NOT_TESTED
+from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING
 from ep_testbed.harness.run.pool import WorkerPool
 from ep_testbed.reference.dtypes import NUMPY_DTYPES
 from ep_testbed.reference.registry import spec_of_type, specs
@@ -78,8 +92,18 @@ class CaseError(AssertionError):
     """The mapper, the reference or the harness raised (outcome ``error``)."""
 
 
+class KnownDivergence(AssertionError):
+    """The case failed as an expectation says (outcome ``known``): what a collection-time
+    ``xfail`` mark catches, and nothing else."""
+
+
 EXCEPTIONS = {"fail": CaseFailed, "crash": CaseCrashed, "timeout": CaseTimedOut, "error": CaseError,
               "tie-only": CaseFailed}
+
+#: What each outcome of ``ep-testbed run`` becomes in pytest (module docstring): the report's
+#: passed / failed / xfailed / skipped counts are ``run``'s outcome counts grouped this way.
+OUTCOME_TO_PYTEST = {**{o: "passed" for o in PASSING}, **{o: "failed" for o in FAILING},
+                     **{o: "xfailed" for o in EXPECTED_FAILURE}, **{o: "skipped" for o in NOT_TESTED}}
 
 
 #: The destinations of the options this plugin shares with ``ep-testbed run`` (``harness.cli.options``).
@@ -234,40 +258,43 @@ def catalog_params(config: pytest.Config) -> list[Any]:
             marks.append(getattr(pytest.mark, dtype))
         expectation = state.expectations.match_case(case)  # entries without flags
         if expectation is not None and decided_before_run(expectation):
-            raises = tuple(EXCEPTIONS[o] for o in expectation.outcome if o in EXCEPTIONS) or None
             marks.append(pytest.mark.xfail(reason=f"{expectation.reason} ({expectation.link})", strict=expectation.strict,
-                                           raises=raises))
+                                           raises=KnownDivergence))
         params.append(pytest.param(case, id=case.id, marks=marks))
     return params
 
 
 def decided_before_run(expectation: expectations_mod.Expectation) -> bool:
     """Whether the entry holds for every run of the cases it matches, so that collection can mark
-    them ``xfail``: not when only the run tells (``shows_when``: the failure's shape or the
-    inputs; ``emulated_device``: the case is an emulation gap, not an expected failure)."""
-    return not (expectation.shows_signature or expectation.shows_flags or expectation.shows_inputs
-                or expectation.emulated_device)
+    them ``xfail(strict=True)``: not when only the run tells (``shows_when``: the failure's shape
+    or the inputs; ``emulated_device``: the case is an emulation gap, not an expected failure),
+    nor for an entry that is not strict (its case passing is a pass, never an XPASS)."""
+    return expectation.strict and not (expectation.shows_signature or expectation.shows_flags
+                                       or expectation.shows_inputs or expectation.emulated_device)
 
 
 def check_case(config: pytest.Config, case: Any) -> None:
-    """Run ``case`` on the EP and turn its outcome into pass / fail / skip / xfail."""
+    """Run ``case`` on the EP, settle its line as ``ep-testbed run`` does and turn its outcome
+    into pytest's (``OUTCOME_TO_PYTEST``)."""
     state = conformance_state(config)
     line = state.run(case)
     marked = state.expectations.match_case(case)
-    if marked is not None and decided_before_run(marked):
-        marked_at_collection = True  # the xfail mark decides (strict or not)
-    else:
-        marked_at_collection = False
-        state.expectations.settle(case, line)  # as ep-testbed run decides: known, emulation-gap, fixed
+    marked_at_collection = marked is not None and decided_before_run(marked)
+    state.expectations.settle(case, line)  # as ep-testbed run decides: known, emulation-gap, fixed
     outcome, message = line["outcome"], (line.get("message") or "").strip()
+    settled = line.get("expected_outcome") or {}
     if outcome in NOT_TESTED:
         pytest.skip(f"{outcome}: {message}")
-    settled = None if marked_at_collection else line.get("expected_outcome")
-    if outcome == "known" and settled:
-        pytest.xfail(f"known: {settled['reason']} ({settled['link']}); {message}")
-    if outcome == "fixed" and settled:
-        pytest.fail(f"fixed: expected {settled['outcome']} ({settled['reason']}, {settled['link']}) but it passed: "
-                    f"{message}", pytrace=False)
+    if outcome in EXPECTED_FAILURE:
+        text = f"known: {settled.get('reason')} ({settled.get('link')}); {message}"
+        if marked_at_collection:
+            raise KnownDivergence(text)  # the only exception the mark catches
+        pytest.xfail(text)
+    if outcome == "fixed":
+        if marked_at_collection:
+            return  # the strict mark reports it: XPASS(strict), a failure
+        pytest.fail(f"fixed: expected {settled.get('outcome')} ({settled.get('reason')}, {settled.get('link')}) but "
+                    f"it passed: {message}", pytrace=False)
     if outcome == "pass":
         return
     if outcome == "tie-only" and line.get("mismatches", 0) == 0:
