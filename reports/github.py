@@ -32,6 +32,7 @@ import html
 import re
 from pathlib import Path
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING, REPORT_ORDER
 from ep_testbed.harness.core.terminal import safe
 
@@ -141,6 +142,8 @@ def job_summary(run_dir: str | Path, *, title: str | None = None, top: int = TOP
     lines = [f"### {_md(title or f'ep-testbed on {ep}', 200)}", "",
              f"EP **{_md(ep, 120)}**, {_md(header.get('ort_flavour') or '?', 60)} "
              f"{_md(header.get('ort_version') or '?', 40)}; device: {_md(device or 'not recorded', 300)}", "",
+             *([f"**Emulated device**: {_md(label, 300)}; {_md(emulation.NOT_HARDWARE, 400)}.", ""]
+               if (label := emulation.label(header)) else []),
              _verdict(run, failing := failing_cases(run)), "", *_counts_table(run), "",
              "*fail* counts every outcome that fails a run (fail, crash, timeout, error, and fixed: an expectation "
              "that no longer holds); *known* failed as an expectation says; *not-on-ep*: an operator node ran "

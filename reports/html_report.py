@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.results import (
     ERROR_KEYS,
@@ -265,6 +266,9 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),
         "scopes": _scope_counts(run) if failing_count(counts) else [],  # no failure: nothing to place
+        "emulated": emulation.record(header),  # DirectML under Wine: the banner and both ONNX Runtimes
+        "ort_versions": emulation.ort_versions(header),
+        "NOT_HARDWARE": emulation.NOT_HARDWARE,
     }
     context["share_bar"], context["share_ticks"] = images.share_legend()
     html = environment().get_template("report.html.j2").render(**context)

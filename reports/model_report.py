@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.model_statuses import FAILING_VERDICTS, NODE_STATUSES
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import FileRefused, inside, read_arrays, read_json, write_output
@@ -150,6 +151,8 @@ def render_model_report(out_dir: str | Path, *, out: str | Path | None = None) -
         r=result, rows=rows, pictures=pictures, providers=providers, first=result["attribution"]["first_divergent"],
         status_colours=STATUS_COLOURS, status_help=STATUS_HELP, share_bar=share_bar, share_ticks=share_ticks,
         value_legend=images.legend_uri(images.VALUE_MAP), verdict=model_verdict(result),
+        emulated=emulation.record(result), ort_versions=emulation.ort_versions(result),
+        NOT_HARDWARE=emulation.NOT_HARDWARE,
         links={row["node"]: inside_link(folder, row.get("arrays")) for row in rows},
         saved=[(name, inside_link(folder, name)) for name in SAVED_FILES])
     path = Path(out) if out else folder / REPORT_FILE

@@ -23,6 +23,7 @@ import sys
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.rerun import file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
+from ep_testbed.harness.eps.adapters import ep_flag, ep_words
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
@@ -115,7 +116,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
         _require_hypothesis()
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
-    out = fresh_out(settings.out) if settings.out else os.path.join("runs", f"fuzz-{settings.ep.alias}-s{settings.seed}")
+    out = fresh_out(settings.out) if settings.out else os.path.join("runs", f"fuzz-{ep_flag(settings.ep)}-s{settings.seed}")
     return _fuzz(args, settings, out)
 
 
@@ -151,7 +152,8 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     if args.max_cases is not None and not replay:
         what += f" or {args.max_cases} case(s), whichever ends first"
     sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
-    print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers{sharing}) -> {out}", file=sys.stderr)
+    print(f"ep-testbed: {what} on {ep_words(settings.ep)} ({settings.jobs} workers{sharing}) -> {out}",
+          file=sys.stderr)
     try:
         result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:

@@ -324,3 +324,53 @@ def test_model_run_labels_a_shader_the_emulation_refuses_as_an_emulation_gap(tmp
     nodes = result["attribution"]["nodes"]
     assert {r["op_type"] for r in nodes} == {"MaxPool", "RoiAlign"} and all(r["alone"] for r in nodes)
     assert all(r["status"] == "match" for r in nodes) and set(result["placement"]["nodes"].values()) == {DML}
+
+
+def test_a_run_on_the_emulated_device_is_labelled_as_one_from_its_folder_to_its_last_line(tmp_path, capsys,
+                                                                                           monkeypatch):
+    """The default folder is runs/dml-wine-<time> (a hardware DirectML run's is runs/dml-<time>), the
+    header records the label and both ONNX Runtimes, each saying what it ran, and the terminal
+    names the emulated device first and last."""
+    import onnxruntime
+
+    from ep_testbed.harness.core import emulation
+
+    needs_host()
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--ep", "dml-wine", "--tier", "smoke", "--ops", "max_pooling2", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert re.fullmatch(r"dml-wine-\d{8}-\d{6}", folder.name), folder.name
+    header = read_run(str(folder))[0]
+    record, label = header["emulated_device"], emulation.label(header)
+    assert header["ep_flag"] == "dml-wine" and record["label"] == label
+    assert label == (f"DirectML.dll {header['gpu']['directml']['version']} on an emulated device (llvmpipe), "
+                     f"ONNX Runtime {header['gpu']['onnxruntime']['version']}")
+    assert record["onnxruntime"]["wine_host"]["version"] == dml_host.read_host_json()["versions"][
+        "onnxruntime_directml_wheel"]
+    assert record["onnxruntime"]["linux_process"]["version"] == onnxruntime.__version__ == header["ort_version"]
+    assert "on an emulated device" in captured.err.splitlines()[0]
+    assert f"device: {label} (emulated: not a hardware result)" in captured.out
+
+
+def test_devices_lists_the_emulated_adapter_the_wine_host_sees(capsys):
+    needs_host()
+    with dml_host.DmlWineHost() as host:
+        adapters = host.info["adapters"]
+    assert main(["devices", "--ep", "dml-wine"]) == 0
+    out = capsys.readouterr().out
+    assert f"lists {len(adapters)} adapter(s)" in out
+    first = next(a for a in adapters if a["index"] == 0)
+    assert f"0: {first['description']}" in out and "an emulated Direct3D 12 device" in out
+    assert "<- device_id chooses this" in out
+    assert main(["devices", "--ep", "dml-wine", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["hosted"]
+    assert [a["description"] for a in listed] == [a["description"] for a in adapters] and all(a["emulated"] for a in listed)
+
+
+def test_directml_asked_for_on_linux_points_to_dml_wine(tmp_path, capsys):
+    """No DirectML wheel on Linux: `run --ep dml` and `doctor --ep dml` refuse, naming --ep dml-wine."""
+    assert main(["run", "--ep", "dml", "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert "--ep dml-wine" in capsys.readouterr().err
+    assert main(["doctor", "--ep", "dml"]) == 2
+    assert "--ep dml-wine" in capsys.readouterr().err
