@@ -34,7 +34,7 @@ from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import write_output
 from ep_testbed.reference.registry import index_output_names
 
-from . import figures, images
+from . import figures, findings, images
 from .artifacts import (
     CaseArtifacts,
     IndexMismatch,
@@ -258,10 +258,13 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "matrix": matrix,
         "details": details,
         "shrinks": shrink_pairs(run, anchors),
+        "findings": findings.group(run).findings,
         **section_counts,
         "max_pictures": max_pictures,
         "max_details": max_details,
         "report_command": f"ep-testbed report {shlex.quote(str(run_dir))}",
+        "report_dir": shlex.quote(str(run_dir)),
+        "anchors": anchors,
         "rows": script_json(_table_rows(run.whole(run.cases), anchors, matrix)),
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),

@@ -8,8 +8,10 @@ JavaScript inserts such text with ``textContent`` only.
 
 from __future__ import annotations
 
+import html
 import json
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import jinja2
 from markupsafe import Markup
 
 from ep_testbed.harness.core.results import REPORT_ORDER, WRONG
+from ep_testbed.harness.core.terminal import safe
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -93,6 +96,38 @@ def format_number(value: Any) -> str:
             return "Inf" if value > 0 else "-Inf"
         return f"{value:.6g}"
     return str(value)
+
+
+#: Characters that start emphasis, code, a link, a table cell or strikethrough anywhere in a line
+#: of Markdown (``<``, ``>`` and ``&`` are HTML-escaped first); ``md_text`` never starts a line.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_text(text: object, limit: int = 200) -> str:
+    """``text`` as one line of inert Markdown (the CI job summary, findings): control characters
+    made visible (``terminal.safe``, at most ``limit`` characters), HTML escaped, every Markdown
+    special character backslash-escaped, so no case id or message can start a link, a table
+    cell or a fence."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(safe(text, limit), quote=False))
+
+
+def md_code(text: object, limit: int = 200) -> str:
+    """``text`` as an inline Markdown code span (CommonMark): control characters made visible,
+    delimited by one backtick more than its longest run of them (padded with spaces when it
+    starts or ends with one), so nothing in it can close the span or be read as Markdown."""
+    shown = safe(text, limit)
+    longest = max((len(m) for m in re.findall(r"`+", shown)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") or longest else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def md_fence(lines: list[str], language: str = "sh") -> list[str]:
+    """``lines`` in a Markdown code fence longer than any run of backticks in them (so none can
+    close it)."""
+    longest = max((len(m) for line in lines for m in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{language}", *lines, fence]
 
 
 def script_json(value: Any) -> Markup:
