@@ -13,14 +13,24 @@ tests then read their results. Under pytest-xdist a worker is handed consecutive
 so a batch can reach a few tests of another worker at the end of a run: those run twice, in
 both processes, and each test reads its own process's result.
 
-Outcomes map to pytest as follows, each the outcome ``ep-testbed run`` reports for the case
-(``Expectations.settle`` on its result line, after it ran): ``pass``/``tie-only`` pass; ``known``
-(every failing element reproduced by a reading an expectation names) xfails; ``fixed`` (a strict
-expectation's case passed) fails; ``fail``, ``crash``, ``timeout`` and ``error`` fail with the
-harness's message; ``inexpressible``, ``not-on-ep`` (a refusal included) and ``emulation-gap`` are
-skipped with the reason (never passes). So the plugin counts a run as ``ep-testbed run`` does:
-known = xfailed, the not-tested outcomes = skipped. No expectation is decided at collection: a
-``known`` needs the case's own outputs.
+Every result line is settled by the EP's expectations exactly as ``ep-testbed run`` settles it
+(``Expectations.settle``), and each of ``run``'s outcomes maps to one pytest outcome, so the two
+count the same catalog the same way (``OUTCOME_TO_PYTEST``):
+
+========================================  ===========================================
+``ep-testbed run``                        pytest
+========================================  ===========================================
+``pass``, ``tie-only``                    passed
+``fail``, ``crash``, ``timeout``,         failed, with the harness's message
+``error``, ``fixed``
+``known``                                 xfailed
+``not-on-ep``, ``inexpressible``,         skipped, with the reason (never a pass)
+``emulation-gap``
+========================================  ===========================================
+
+``known`` needs evidence from the case's own outputs (every failing element reproduced by a
+reading an expectation names), so no expectation is decided at collection: each test settles
+its line after the case ran.
 
 Options (added by this plugin; ``tests/conformance/conftest.py`` loads it):
 ``--ep``, ``--ep-option KEY=VALUE``, ``--graph-opt``, ``--tol DTYPE:atol=X,rtol=Y,ulp=N``
@@ -52,7 +62,7 @@ from ep_testbed.harness.cli.options import (
     parse_batch,
     run_config,
 )
-from ep_testbed.harness.core.results import NOT_TESTED
+from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING
 from ep_testbed.harness.run.case_steps import ArtifactPolicy
 from ep_testbed.harness.run.pool import WorkerPool
 from ep_testbed.reference.dtypes import NUMPY_DTYPES
@@ -79,6 +89,11 @@ class CaseError(AssertionError):
 
 EXCEPTIONS = {"fail": CaseFailed, "crash": CaseCrashed, "timeout": CaseTimedOut, "error": CaseError,
               "tie-only": CaseFailed}
+
+#: What each outcome of ``ep-testbed run`` becomes in pytest (module docstring): the report's
+#: passed / failed / xfailed / skipped counts are ``run``'s outcome counts grouped this way.
+OUTCOME_TO_PYTEST = {**{o: "passed" for o in PASSING}, **{o: "failed" for o in FAILING},
+                     **{o: "xfailed" for o in EXPECTED_FAILURE}, **{o: "skipped" for o in NOT_TESTED}}
 
 
 #: The destinations of the options this plugin shares with ``ep-testbed run`` (``harness.cli.options``).
@@ -223,7 +238,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def catalog_params(config: pytest.Config) -> list[Any]:
-    """``pytest.param`` per catalog case, with id, markers and any id/tag-matched xfail."""
+    """``pytest.param`` per catalog case, with its id and markers."""
     # The catalog (graphs, onnx) loads only when conformance tests are collected, not with the plugin.
     from ep_testbed.graphs.catalog import build_catalog
 
@@ -239,19 +254,20 @@ def catalog_params(config: pytest.Config) -> list[Any]:
 
 
 def check_case(config: pytest.Config, case: Any) -> None:
-    """Run ``case`` on the EP and turn its outcome into pass / fail / skip / xfail."""
+    """Run ``case`` on the EP, settle its line as ``ep-testbed run`` does and turn its outcome
+    into pytest's (``OUTCOME_TO_PYTEST``)."""
     state = conformance_state(config)
     line = state.run(case)
     state.expectations.settle(case, line)  # as ep-testbed run decides: known, a refusal, emulation-gap, fixed
     outcome, message = line["outcome"], (line.get("message") or "").strip()
+    settled = line.get("expected_outcome") or {}
     if outcome in NOT_TESTED:
         pytest.skip(f"{outcome}: {message}")
-    settled = line.get("expected_outcome")
-    if outcome == "known" and settled:
-        pytest.xfail(f"known: {settled['reason']} ({settled['link']}); {message}")
-    if outcome == "fixed" and settled:
-        pytest.fail(f"fixed: expected {settled['outcome']} ({settled['reason']}, {settled['link']}) but it passed: "
-                    f"{message}", pytrace=False)
+    if outcome in EXPECTED_FAILURE:
+        pytest.xfail(f"known: {settled.get('reason')} ({settled.get('link')}); {message}")
+    if outcome == "fixed":
+        pytest.fail(f"fixed: expected {settled.get('outcome')} ({settled.get('reason')}, {settled.get('link')}) but "
+                    f"it passed: {message}", pytrace=False)
     if outcome == "pass":
         return
     if outcome == "tie-only" and line.get("mismatches", 0) == 0:

@@ -13,7 +13,7 @@ An operator is one ``OpSpec`` record (``register(OpSpec(...))``) and three modul
   ``DML_EP`` (and, optionally, ``ONNX_BACKEND_DIFFERENCES`` and ``OLDEST_OPSET``);
 * its cases module (``cases``, ``"module:function"``), providing every hook of ``CASES_HOOKS``:
   the catalog function, ``make_inputs``, ``SMOKE``, ``stress_cases``, ``fuzz_strategy`` (and,
-  optionally, ``PROBE``).
+  optionally, ``PROBE`` and ``shrink_moves``).
 
 The record also says what model runs attribute: ``onnx_ops`` (the ONNX op types whose nodes read
 back as this desc) and ``onnx_input_roles`` (what each input of such a node is, so that a model
@@ -113,6 +113,10 @@ CASES_HOOKS: tuple[Hook, ...] = (
     Hook("PROBE", "PROBE: str",
          "a catalog case id pattern (after '<op>/'): the one-node session `doctor` and `run` check an EP with "
          "(the first registered operator that names one is used)", kinds=(str,), required=False),
+    Hook("shrink_moves", "shrink_moves(desc, arrays: dict[str, numpy.ndarray]) -> iterable of (desc, arrays)",
+         "smaller variants of a case that keep part of its arrays as they are (one region, channel or image, a "
+         "cropped input), the largest cut first: `fuzz` shrinks a failure through them (harness/fuzz/shrink.py)",
+         params=2, required=False),
 )
 
 #: What a model run may generate for an input of an attributed node (``OpSpec.onnx_input_roles``)

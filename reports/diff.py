@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.results import NOT_TESTED, PASSING, WRONG
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import output_folder, write_output
@@ -327,15 +328,35 @@ def diff_view(line: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+class MixedRuns(ValueError):
+    """One run is on an emulated device and the other on hardware (``diff_runs``)."""
+
+
+def check_not_mixed(a: Run, b: Run) -> None:
+    """Refuse to compare a run on an emulated device (DirectML under Wine) with one on hardware:
+    neither is the other's baseline, as ``merge`` never joins them (``MixedRuns`` naming both)."""
+    emulated = {"A": emulation.label(a.header), "B": emulation.label(b.header)}
+    if bool(emulated["A"]) == bool(emulated["B"]):
+        return
+    side, other, hardware = ("A", "B", b) if emulated["A"] else ("B", "A", a)
+    raise MixedRuns(f"RUN_{side} ran on an emulated device ({emulated[side]}) and RUN_{other} on hardware "
+                    f"({gpu_summary(hardware.header)}): a run on an emulated device is no baseline for a "
+                    "hardware run, nor the reverse.\nNote: compare runs of one kind, or pass --allow-mixed to diff "
+                    "them anyway (both devices are named in the diff)")
+
+
 def diff_runs(run_a: str | Path, run_b: str | Path, out_dir: str | Path, growth_factor: float = 2.0,
-              abs_floor: float = 1e-6, *, policy: GatePolicy | None = None) -> DiffResult:
+              abs_floor: float = 1e-6, *, policy: GatePolicy | None = None, allow_mixed: bool = False) -> DiffResult:
     """Compare baseline ``run_a`` with ``run_b``; write ``out_dir/diff.html`` and ``out_dir/diff.txt``.
 
     Returns the ``DiffResult`` (``.regressed`` is the CI gate under ``policy``).  Raises
     ``results.ResultsError`` when either folder has no readable results.jsonl, ``ValueError``
-    for ``growth_factor < 1``.
+    for ``growth_factor < 1``, and ``MixedRuns`` (a ``ValueError``) when one run is on an
+    emulated device and the other on hardware, unless ``allow_mixed``.
     """
     a, b = load_run(run_a, diff_view), load_run(run_b, diff_view)
+    if not allow_mixed:
+        check_not_mixed(a, b)
     res = compare_runs(a, b, growth_factor, abs_floor, policy)
     out = output_folder(out_dir)  # never written through a link planted in the folder
     res.text_path = write_output(out / DIFF_TEXT, diff_text(res, growth_factor))

@@ -28,16 +28,15 @@ every control character visible, so no case id or message can end a command or f
 
 from __future__ import annotations
 
-import html
-import re
 from pathlib import Path
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING, REPORT_ORDER
 from ep_testbed.harness.core.terminal import safe
 
 from . import figures
 from .html_report import rerun_command
-from .rendering import format_number, short_op
+from .rendering import format_number, md_fence, md_text, short_op
 from .results import CaseResult, Run, load_run
 
 #: The summary table's outcome columns, built from the outcome groups (an outcome the schema does
@@ -51,9 +50,6 @@ TOP, ANNOTATIONS = 10, 10
 MAX_TOP = 500
 #: Characters of a message shown in a table cell or an annotation.
 CELL_CHARS, ANNOTATION_CHARS = 200, 1000
-#: Characters that start emphasis, code, a link, a table cell or strikethrough anywhere in a line
-#: (``<``, ``>`` and ``&`` are HTML-escaped first); the text never starts a line.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
 def column_of(outcome: str) -> str:
@@ -62,9 +58,8 @@ def column_of(outcome: str) -> str:
 
 
 def _md(text: object, limit: int = CELL_CHARS) -> str:
-    """``text`` as one line of inert Markdown: control characters made visible, HTML escaped,
-    every Markdown special character backslash-escaped."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(safe(text, limit), quote=False))
+    """``text`` as one line of inert Markdown (``rendering.md_text``)."""
+    return md_text(text, limit)
 
 
 def _severity(case: CaseResult) -> tuple:
@@ -111,10 +106,8 @@ def _verdict(run: Run, failing: list[CaseResult]) -> str:
 
 
 def _fence(lines: list[str]) -> list[str]:
-    """``lines`` in a code fence longer than any run of backticks in them (so none can close it)."""
-    longest = max((len(m) for line in lines for m in re.findall(r"`+", line)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [f"{fence}sh", *lines, fence]
+    """``lines`` in a shell code fence no line can close (``rendering.md_fence``)."""
+    return md_fence(lines)
 
 
 def _failure_rows(run: Run, failing: list[CaseResult], top: int) -> list[str]:
@@ -141,6 +134,8 @@ def job_summary(run_dir: str | Path, *, title: str | None = None, top: int = TOP
     lines = [f"### {_md(title or f'ep-testbed on {ep}', 200)}", "",
              f"EP **{_md(ep, 120)}**, {_md(header.get('ort_flavour') or '?', 60)} "
              f"{_md(header.get('ort_version') or '?', 40)}; device: {_md(device or 'not recorded', 300)}", "",
+             *([f"**Emulated device**: {_md(label, 300)}; {_md(emulation.NOT_HARDWARE, 400)}.", ""]
+               if (label := emulation.label(header)) else []),
              _verdict(run, failing := failing_cases(run)), "", *_counts_table(run), "",
              "*fail* counts every outcome that fails a run (fail, crash, timeout, error, and fixed: an expectation "
              "that no longer holds); *known* failed as an expectation says; *not-on-ep*: an operator node ran "

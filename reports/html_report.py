@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.results import (
     ERROR_KEYS,
@@ -33,7 +34,7 @@ from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import write_output
 from ep_testbed.reference.registry import index_output_names
 
-from . import figures, images
+from . import figures, findings, images
 from .artifacts import (
     CaseArtifacts,
     IndexMismatch,
@@ -177,6 +178,13 @@ def _scope_counts(run: Run) -> list[tuple[str, int, int]]:
                   key=lambda item: (not item[0].startswith("only on "), item[0]))
 
 
+def failing_count(counts: dict[str, int]) -> int:
+    """Cases whose outcome fails the run (``FAILING``): the report places failures by where they
+    occur only when there is one (a known divergence re-checked on a second EP is listed in its
+    case section, not as a failure)."""
+    return sum(counts.get(o, 0) for o in FAILING)
+
+
 def _plain_detail(run: Run, case: CaseResult, anchor: str) -> Detail:
     """A case section from its results line alone (message, rerun line, figure, statistics)."""
     message = case.message
@@ -244,20 +252,26 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "counts": [(o, counts.get(o, 0)) for o in REPORT_ORDER] + sorted(
             (o, n) for o, n in counts.items() if o not in OUTCOMES),
         "total": len(run.cases),
-        "bad": sum(counts.get(o, 0) for o in FAILING),
+        "bad": failing_count(counts),
         "passed": sum(counts.get(o, 0) for o in PASSING),
         "skipped": sum(counts.get(o, 0) for o in NOT_TESTED),
         "matrix": matrix,
         "details": details,
         "shrinks": shrink_pairs(run, anchors),
+        "findings": findings.group(run).findings,
         **section_counts,
         "max_pictures": max_pictures,
         "max_details": max_details,
         "report_command": f"ep-testbed report {shlex.quote(str(run_dir))}",
+        "report_dir": shlex.quote(str(run_dir)),
+        "anchors": anchors,
         "rows": script_json(_table_rows(run.whole(run.cases), anchors, matrix)),
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),
-        "scopes": _scope_counts(run),
+        "scopes": _scope_counts(run) if failing_count(counts) else [],  # no failure: nothing to place
+        "emulated": emulation.record(header),  # DirectML under Wine: the banner and both ONNX Runtimes
+        "ort_versions": emulation.ort_versions(header),
+        "NOT_HARDWARE": emulation.NOT_HARDWARE,
     }
     context["share_bar"], context["share_ticks"] = images.share_legend()
     html = environment().get_template("report.html.j2").render(**context)

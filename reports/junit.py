@@ -16,6 +16,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.results import (
     EXPECTED_FAILURE,
@@ -144,6 +145,11 @@ def _suite(run: Run) -> ET.Element:
     gpu = run.header.get("gpu")
     ET.SubElement(props, "property", name="gpu", value=_clean(str(gpu.get("summary")) if isinstance(gpu, dict)
                                                               else "not recorded"))
+    label = emulation.label(run.header)
+    if label:  # a run on an emulated device says so, and which ONNX Runtime ran what
+        ET.SubElement(props, "property", name="emulated_device", value=_clean(f"{label}: {emulation.NOT_HARDWARE}"))
+        ET.SubElement(props, "property", name="onnxruntime_versions",
+                      value=_clean(str(emulation.ort_versions(run.header))))
     return suite
 
 

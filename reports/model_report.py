@@ -17,7 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.core.model_statuses import NODE_STATUSES
+from ep_testbed.harness.core import emulation
+from ep_testbed.harness.core.model_statuses import FAILING_VERDICTS, NODE_STATUSES
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import FileRefused, inside, read_arrays, read_json, write_output
 
@@ -58,13 +59,16 @@ def model_verdict(result: dict[str, Any]) -> tuple[str, str]:
     drift starts) or a node diverges in a result that did not fail on it; green when nothing
     differs."""
     ep = str(result.get("ep", {}).get("provider", "?")).replace("ExecutionProvider", "")
-    exit_code = 0 if result.get("verdict") == "pass" else 1
+    exit_code = 1 if result.get("verdict") in FAILING_VERDICTS else 0
     outputs_fail = any(o.get("outcome") == "fail" for o in result.get("outputs", []))
     baseline = result.get("baseline") or {}
     diverging = [r for r in result.get("attribution", {}).get("nodes", []) if r.get("status") == "diverges"]
     drift = result.get("drift") or {}
     where = f"; {drift['statement']}" if drift.get("outputs_differ") and drift.get("statement") else ""
     if result.get("ep_failure"):
+        if not exit_code:  # the emulated device failed, or the EP declines nodes: not the EP's result
+            return "amber", f"{result.get('verdict')}: the model did not run whole on {ep}, not a result of the EP " \
+                            f"(exit {exit_code}); its attributed nodes were judged alone"
         return "red", f"the model did not run on {ep} (exit {exit_code})"
     if outputs_fail and exit_code and not (diverging or baseline.get("outcome") == "regression"):
         return "red", f"outputs differ on {ep}{where} (exit {exit_code})"
@@ -147,6 +151,8 @@ def render_model_report(out_dir: str | Path, *, out: str | Path | None = None) -
         r=result, rows=rows, pictures=pictures, providers=providers, first=result["attribution"]["first_divergent"],
         status_colours=STATUS_COLOURS, status_help=STATUS_HELP, share_bar=share_bar, share_ticks=share_ticks,
         value_legend=images.legend_uri(images.VALUE_MAP), verdict=model_verdict(result),
+        emulated=emulation.record(result), ort_versions=emulation.ort_versions(result),
+        NOT_HARDWARE=emulation.NOT_HARDWARE,
         links={row["node"]: inside_link(folder, row.get("arrays")) for row in rows},
         saved=[(name, inside_link(folder, name)) for name in SAVED_FILES])
     path = Path(out) if out else folder / REPORT_FILE

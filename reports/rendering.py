@@ -8,8 +8,10 @@ JavaScript inserts such text with ``textContent`` only.
 
 from __future__ import annotations
 
+import html
 import json
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import jinja2
 from markupsafe import Markup
 
 from ep_testbed.harness.core.results import REPORT_ORDER, WRONG
+from ep_testbed.harness.core.terminal import safe
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -62,15 +65,19 @@ def outcome_css(extra: dict[str, str] | None = None) -> Markup:
 OUTCOME_HELP = {
     "pass": "ran on the EP and matched the reference within tolerance",
     "tie-only": "passed; some indices (of an index output) differ only where the window holds equal maxima",
-    "known": "failed as an expectation file says it will (a known divergence)",
+    "known": "failed as an expectation file says it will (a known divergence, its cause and link in the case's "
+             "section): reported, does not fail the run",
     "fixed": "an expectation says it fails, but it passed: update the expectation",
     "fail": "ran on the EP and differs from the reference beyond tolerance",
     "crash": "the worker process died while running the case",
     "timeout": "the case exceeded the per-case time limit",
     "error": "the harness or the reference raised; the message says what",
-    "not-on-ep": "the op node did not run on the EP under test (not a pass, not a failure)",
-    "inexpressible": "the DML desc cannot be expressed in ONNX (see the mapper's flags)",
-    "emulation-gap": "an emulated device could not run the EP's kernel (its own log says so): not an EP result",
+    "not-on-ep": "the EP under test declined the op node, so it never ran there: not tested (not a pass, not a "
+                 "failure)",
+    "inexpressible": "ONNX cannot express this DML desc (the mapper's flags say which field), so no EP ran it: not "
+                     "tested (not a pass, not a failure)",
+    "emulation-gap": "the emulated device (DirectML under Wine) could not run the EP's kernel, e.g. no float16 "
+                     "or a shader it refused (its own log says so): not an EP result, not tested",
 }
 
 
@@ -89,6 +96,38 @@ def format_number(value: Any) -> str:
             return "Inf" if value > 0 else "-Inf"
         return f"{value:.6g}"
     return str(value)
+
+
+#: Characters that start emphasis, code, a link, a table cell or strikethrough anywhere in a line
+#: of Markdown (``<``, ``>`` and ``&`` are HTML-escaped first); ``md_text`` never starts a line.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_text(text: object, limit: int = 200) -> str:
+    """``text`` as one line of inert Markdown (the CI job summary, findings): control characters
+    made visible (``terminal.safe``, at most ``limit`` characters), HTML escaped, every Markdown
+    special character backslash-escaped, so no case id or message can start a link, a table
+    cell or a fence."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(safe(text, limit), quote=False))
+
+
+def md_code(text: object, limit: int = 200) -> str:
+    """``text`` as an inline Markdown code span (CommonMark): control characters made visible,
+    delimited by one backtick more than its longest run of them (padded with spaces when it
+    starts or ends with one), so nothing in it can close the span or be read as Markdown."""
+    shown = safe(text, limit)
+    longest = max((len(m) for m in re.findall(r"`+", shown)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") or longest else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def md_fence(lines: list[str], language: str = "sh") -> list[str]:
+    """``lines`` in a Markdown code fence longer than any run of backticks in them (so none can
+    close it)."""
+    longest = max((len(m) for line in lines for m in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{language}", *lines, fence]
 
 
 def script_json(value: Any) -> Markup:

@@ -1,6 +1,7 @@
 """``render_summary_json``: ``summary.json``, the machine-readable digest of a run.
 
-Keys: ``run`` (the header line as written), ``end`` (the end line or null), ``interrupted``,
+Keys: ``run`` (the header line as written), ``emulated_device`` (the label of a run on an emulated
+device, ``harness.core.emulation``; null on hardware), ``end`` (the end line or null), ``interrupted``,
 ``total``, ``counts`` (every outcome, zeros included, in ``harness.core.results.REPORT_ORDER``), ``bad``
 (the number of cases whose outcome fails a run: ``harness.core.results.FAILING``, fail, crash,
 timeout, error and fixed, the same set as the exit code and junit.xml), ``by_op_dtype``
@@ -17,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.results import FAILING, REPORT_ORDER
 from ep_testbed.harness.core.untrusted_files import write_output
 
@@ -59,6 +61,7 @@ def render_summary_json(run_dir: str | Path, *, out: str | Path | None = None, r
     bad.sort(key=lambda c: (REPORT_ORDER.index(c.outcome), -(c.max_abs or 0.0), c.id))
     summary = {
         "run": run.header,
+        "emulated_device": emulation.label(run.header),  # None on hardware (harness.core.emulation)
         "end": run.end,
         "interrupted": run.interrupted,
         "total": len(run.cases),

@@ -343,6 +343,58 @@ def fuzz_recipe(recipe: str) -> tuple[str, str]:
     return values, regions
 
 
+# --- shrink moves: smaller variants of a case (the cases modules' ``shrink_moves``) -------------
+
+#: What a cases module's ``shrink_moves(desc, arrays)`` yields: a smaller desc and its input arrays.
+Variant = tuple[Any, dict[str, np.ndarray]]
+
+
+def sized(tensor: Any, sizes: Any) -> Any:
+    """``tensor`` (a ``TensorDesc``) with other sizes, packed (strides change no value: DECISIONS.md)."""
+    return type(tensor)(tensor.data_type, tuple(int(s) for s in sizes))
+
+
+def kept_subsets(count: int) -> list[list[int]]:
+    """Which of ``count`` items (regions, channels, images) a smaller variant keeps, the largest
+    cut first: each one alone, then each half; none for a single item."""
+    if count <= 1:
+        return []
+    halves = [list(range(count // 2)), list(range(count // 2, count))] if count > 2 else []
+    return [[i] for i in range(count)] + halves
+
+
+def kept_spans(size: int, step: int = 1) -> list[tuple[int, int]]:
+    """Spans ``[begin, end)`` of an axis of ``size`` a smaller variant keeps, the largest cut
+    first: each half, then all but the last or the first ``step``; every begin a multiple of
+    ``step`` (a pooling window's stride: the windows kept see what they saw)."""
+    half = -(-size // 2)
+    spans = [(0, half), ((size // 2) // step * step, size), (0, size - step), (step, size)]
+    seen: list[tuple[int, int]] = []
+    for begin, end in spans:
+        if 0 <= begin < end <= size and end - begin < size and (begin, end) not in seen:
+            seen.append((begin, end))
+    return seen
+
+
+def image_moves(batch: int, indices: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(images kept, regions kept)`` of the smaller variants of an ROI case whose regions read
+    the images ``indices`` of a batch of ``batch``: every region with only the images they read
+    (when they leave some unread), then each read image alone with its regions; none when a
+    region reads past the batch (the case is about that)."""
+    if indices.size == 0 or bool(np.any(indices >= batch)) or bool(np.any(indices < 0)):
+        return []
+    read = np.unique(indices)
+    moves = [(read, np.arange(indices.size))] if read.size < batch else []
+    return moves + ([(read[i:i + 1], np.flatnonzero(indices == read[i])) for i in range(read.size)]
+                    if read.size > 1 else [])
+
+
+def shifted(values: np.ndarray, by: float) -> np.ndarray:
+    """``values + by`` computed in float64 and rounded once to ``values``'s type (ROI corners moved
+    with a crop of the feature map)."""
+    return (values.astype(np.float64) + by).astype(values.dtype)
+
+
 # --- tiers ----------------------------------------------------------------------------------
 
 #: What ``build_catalog(tier=...)`` offers: a few cases per operator for a pre-commit check, the

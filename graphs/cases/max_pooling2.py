@@ -8,7 +8,8 @@ narrow to hold distinct values (int8/uint8).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -20,11 +21,15 @@ from .common import (
     FUZZ_RECIPE,
     Case,
     FuzzDraw,
+    Variant,
     fuzz_recipe,
     fuzz_values,
     grid,
     is_valid,
+    kept_spans,
+    kept_subsets,
     make_case,
+    sized,
     stress_case,
 )
 
@@ -77,6 +82,35 @@ def fuzz_strategy(op: str = "max_pooling2", size: str = "default") -> Any:
         return FuzzDraw(desc, fuzzing.recipe(values), draw(fuzzing.value_seed()), opset)
 
     return draw()
+
+
+def shrink_moves(desc: MaxPooling2Desc, arrays: dict[str, np.ndarray]) -> Iterator[Variant]:
+    """Smaller variants of a MAX_POOLING2 case (registry ``CASES_HOOKS``), the largest cut first:
+    one image or channel (then halves), then each spatial axis cropped (halves, one stride less at
+    either end; every begin a multiple of the stride, so the windows kept see what they saw), the
+    output sizes recomputed by the page's formula (a crop the window no longer fits is left out).
+    Each keeps part of the case as it was; the shrinker runs them on the EP and keeps one that
+    fails as the case did."""
+    x = arrays["InputTensor"]
+
+    def variant(x: np.ndarray) -> Variant | None:
+        out = output_sizes(x.shape, desc.window_size, desc.strides, desc.start_padding, desc.end_padding,
+                           desc.dilations)
+        if min(out) < 1:
+            return None
+        indices = desc.output_indices_tensor
+        smaller = replace(desc, input_tensor=sized(desc.input_tensor, x.shape), output_tensor=sized(desc.output_tensor, out),
+                          output_indices_tensor=None if indices is None else sized(indices, out))
+        return smaller, {"InputTensor": x}
+
+    def moves() -> Iterator[np.ndarray]:
+        yield from (x[keep] for keep in kept_subsets(x.shape[0]))
+        yield from (x[:, keep] for keep in kept_subsets(x.shape[1]))
+        for axis in range(2, x.ndim):
+            for begin, end in kept_spans(x.shape[axis], desc.strides[axis - 2]):
+                yield np.take(x, range(begin, end), axis=axis)
+
+    yield from (v for v in map(variant, moves()) if v is not None)
 
 
 def _fuzz_axis(max_spatial: int) -> Any:

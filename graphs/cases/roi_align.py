@@ -7,7 +7,8 @@ float64 ceil), both of which the mapper flags per input.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -21,14 +22,20 @@ from .common import (
     UINT32_MAX,
     Case,
     FuzzDraw,
+    Variant,
     detection_regions,
     fuzz_recipe,
     fuzz_regions,
     fuzz_values,
     grid,
+    image_moves,
+    kept_spans,
+    kept_subsets,
     make_case,
     num,
     roi_op_inputs,
+    shifted,
+    sized,
     stress_case,
 )
 
@@ -141,6 +148,49 @@ def _cap_extent(box: np.ndarray, lo: int, hi: int, limit: float) -> None:
     """Shorten regions along one axis (columns ``lo``/``hi`` of ``box``) to at most ``limit``."""
     extent = box[:, hi] - box[:, lo]
     box[:, hi] = box[:, lo] + np.clip(extent, -limit, limit)
+
+
+def shrink_moves(desc, arrays: dict[str, np.ndarray]) -> Iterator[Variant]:
+    """Smaller variants of a ROI_ALIGN / ROI_ALIGN1 case (registry ``CASES_HOOKS``), the largest
+    cut first: fewer regions (each alone, then halves), channels, images (those no region reads
+    dropped; then one image with its regions), a cropped feature map (the regions moved with it,
+    by the crop over the axis's scale), a smaller output, the lowest ROI and batch-index ranks.
+    Each keeps part of the case as it was; the shrinker runs them on the EP and keeps one that
+    fails as the case did. Output-size moves are left out under adaptive sampling, where a region
+    over fewer output elements takes more samples each (``FUZZ_MAX_ADAPTIVE``)."""
+    x, n = arrays["InputTensor"], roi_count(desc.roi_tensor.sizes)
+    rois, bi = arrays["ROITensor"].reshape(n, 4), arrays["BatchIndicesTensor"].reshape(n)
+    out_hw, ranks = tuple(desc.output_tensor.sizes[2:]), (len(desc.roi_tensor.sizes), len(desc.batch_indices_tensor.sizes))
+
+    def variant(x=x, rois=rois, bi=bi, out_hw=out_hw, ranks=ranks) -> Variant:
+        k = len(bi)
+        roi_sizes, bi_sizes = (1,) * (ranks[0] - 2) + (k, 4), (1,) * (ranks[1] - 1) + (k,)
+        smaller = replace(desc, input_tensor=sized(desc.input_tensor, x.shape),
+                          roi_tensor=sized(desc.roi_tensor, roi_sizes),
+                          batch_indices_tensor=sized(desc.batch_indices_tensor, bi_sizes),
+                          output_tensor=sized(desc.output_tensor, (k, x.shape[1], *out_hw)))
+        return smaller, {"InputTensor": x, "ROITensor": rois.reshape(roi_sizes), "BatchIndicesTensor": bi.reshape(bi_sizes)}
+
+    for keep in kept_subsets(n):
+        yield variant(rois=rois[keep], bi=bi[keep])
+    for keep in kept_subsets(x.shape[1]):
+        yield variant(x=x[:, keep])
+    for images, regions in image_moves(x.shape[0], bi):
+        yield variant(x=x[images], rois=rois[regions], bi=np.searchsorted(images, bi[regions]).astype(bi.dtype))
+    for axis, scale, columns in ((2, desc.spatial_scale_y, [1, 3]), (3, desc.spatial_scale_x, [0, 2])):
+        for begin, end in kept_spans(x.shape[axis]):
+            if begin and not float(np.float32(scale)):
+                continue  # a scale of 0 puts every region at the origin: no crop moves it
+            moved = rois.copy()
+            moved[:, columns] = shifted(rois[:, columns], -begin / float(np.float32(scale) or 1))
+            yield variant(x=np.take(x, range(begin, end), axis=axis), rois=moved)
+    if desc.maximum_samples_per_output <= FUZZ_MAX_ADAPTIVE:
+        for axis in (0, 1):
+            for begin, end in kept_spans(out_hw[axis]):
+                if begin == 0:
+                    yield variant(out_hw=tuple(end if a == axis else s for a, s in enumerate(out_hw)))
+    if ranks != (2, 1):
+        yield variant(ranks=(2, 1))
 
 
 def roi_align_desc(v1: bool, dtype="FLOAT32", reduction="AVERAGE", interp="LINEAR", sx=0.5, sy=0.5, ipo=0.5,

@@ -8,7 +8,8 @@ recipes that exist to hit them.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -22,14 +23,20 @@ from .common import (
     SHORT_DTYPE,
     Case,
     FuzzDraw,
+    Variant,
     detection_regions,
     fuzz_recipe,
     fuzz_regions,
     fuzz_values,
     grid,
+    image_moves,
+    kept_spans,
+    kept_subsets,
     make_case,
     num,
     roi_op_inputs,
+    shifted,
+    sized,
     stress_case,
 )
 
@@ -97,6 +104,47 @@ def _fuzz_inputs(desc: RoiPoolingDesc, recipe: str, rng: np.random.Generator) ->
     rois = np.concatenate([ids[:, None], np.clip(box / scale, -limit, limit)], axis=1).astype(x.dtype)
     rois[:, 3], rois[:, 4] = np.maximum(rois[:, 1], rois[:, 3]), np.maximum(rois[:, 2], rois[:, 4])
     return {"InputTensor": x, "ROITensor": rois.reshape(desc.roi_tensor.sizes)}
+
+
+def shrink_moves(desc: RoiPoolingDesc, arrays: dict[str, np.ndarray]) -> Iterator[Variant]:
+    """Smaller variants of a ROI_POOLING case (registry ``CASES_HOOKS``), the largest cut first:
+    fewer regions (each alone, then halves), channels, images (those no region reads dropped;
+    then one image with its regions, BatchID renumbered), a cropped feature map (the regions
+    moved with it, by the crop over SpatialScale; none for a scale <= 0, which the page's products
+    pin), a smaller PooledSize. Each keeps part of the case as it was; the shrinker runs them on
+    the EP and keeps one that fails as the case did."""
+    x, rois = arrays["InputTensor"], arrays["ROITensor"].reshape(-1, 5)
+    pooled = (desc.pooled_size.height, desc.pooled_size.width)
+
+    def variant(x=x, rois=rois, pooled=pooled) -> Variant:
+        roi_sizes = (1, 1, len(rois), 5)
+        smaller = replace(desc, input_tensor=sized(desc.input_tensor, x.shape), roi_tensor=sized(desc.roi_tensor, roi_sizes),
+                          output_tensor=sized(desc.output_tensor, (len(rois), x.shape[1], *pooled)),
+                          pooled_size=Size2D(width=pooled[1], height=pooled[0]))
+        return smaller, {"InputTensor": x, "ROITensor": rois.reshape(roi_sizes)}
+
+    for keep in kept_subsets(len(rois)):
+        yield variant(rois=rois[keep])
+    for keep in kept_subsets(x.shape[1]):
+        yield variant(x=x[:, keep])
+    ids = rois[:, 0].astype(np.float64)
+    whole = bool(np.all(np.isfinite(ids))) and bool(np.all(ids == np.round(ids)))
+    for images, regions in image_moves(x.shape[0], ids.astype(np.int64)) if whole else ():
+        renumbered = rois[regions].copy()
+        renumbered[:, 0] = np.searchsorted(images, ids[regions].astype(np.int64))
+        yield variant(x=x[images], rois=renumbered)
+    scale = float(np.float32(desc.spatial_scale))
+    for axis, columns in ((2, [2, 4]), (3, [1, 3])):
+        for begin, end in kept_spans(x.shape[axis]):
+            if begin and scale <= 0:
+                continue
+            moved = rois.copy()
+            moved[:, columns] = shifted(rois[:, columns], -begin / (scale or 1))
+            yield variant(x=np.take(x, range(begin, end), axis=axis), rois=moved)
+    for axis in (0, 1):
+        for begin, end in kept_spans(pooled[axis]):
+            if begin == 0:
+                yield variant(pooled=tuple(end if a == axis else s for a, s in enumerate(pooled)))
 
 
 def roi_pooling_desc(dtype="FLOAT32", scale=1.0, pooled=(2, 2), rois=3, batch=2, channels=3, height=9, width=11):

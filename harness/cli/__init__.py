@@ -35,13 +35,13 @@ from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
-from . import ci_summary, devices, diff, doctor, fuzz, gen, merge, model, reference, report, run
+from . import ci_summary, devices, diff, doctor, findings, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, internal_error, usage_error
 from .options import OptionError, add_limit_options, parse_limits
 
 #: Every subcommand module, in help order.
-SUBCOMMANDS = (doctor, devices, run, fuzz, merge, report, ci_summary, diff, map_, gen, reference, model)
+SUBCOMMANDS = (doctor, devices, run, fuzz, merge, report, ci_summary, findings, diff, map_, gen, reference, model)
 
 
 def build_parser() -> argparse.ArgumentParser:

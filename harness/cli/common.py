@@ -8,7 +8,7 @@ import sys
 import traceback
 from typing import Any, Mapping, Sequence
 
-from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core import emulation, exit_codes
 from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.terminal import safe, safe_message
@@ -40,7 +40,11 @@ def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str],
                    header: Mapping[str, Any] | None = None) -> None:
     """The outcome table per operator and dtype, then the failing cases (what CI logs show) and,
     given the run ``header``, the line that reruns the first of them (``rerun.rerun_line``: a
-    fuzzed case's is its ``fuzz --replay``)."""
+    fuzzed case's is its ``fuzz --replay``). A run on an emulated device says so first, with its
+    label (``core.emulation``)."""
+    label = emulation.label(header)
+    if label:
+        print(f"device: {safe(label)} (emulated: not a hardware result)")
     print(table(lines))
     listing = problems(lines, failing)
     if listing:

@@ -16,8 +16,12 @@ ONNX Runtime lists no device for its built-in CUDA-family EPs (onnxruntime-gpu's
 EPs): where one of them is available and unlisted, the GPUs ``nvidia-smi`` lists are shown under it
 (``harness.eps.nvidia``; ``--ep-option device_id=N`` picks one, counted as CUDA counts them).
 
+An EP whose sessions live in another process lists that process's devices too: ``--ep dml-wine``
+shows the adapters its Wine host's DXGI lists (this process's ONNX Runtime cannot see them), each
+marked as the emulated device it is (``hosted``).
+
 ``--json`` prints one JSON document (``onnxruntime``, ``plugins``, ``devices``, ``chosen``, and
-``nvidia_smi`` when read): the form recorded device lists take. Exit codes: 0 listed, 2 bad usage, an EP or plugin refused, a
+``nvidia_smi`` / ``hosted`` when read): the form recorded device lists take. Exit codes: 0 listed, 2 bad usage, an EP or plugin refused, a
 selector that names no device or several (the message lists the candidates), an unreadable file.
 """
 
@@ -36,6 +40,7 @@ from ep_testbed.harness.eps import nvidia, plugins
 from ep_testbed.harness.eps.adapters import PLUGIN_PREFIX, adapter_for
 from ep_testbed.harness.eps.devices import EpDevice, SelectorError
 from ep_testbed.harness.eps.providers import ALIASES, EpNotAvailable
+from ep_testbed.harness.eps.session import SessionError
 
 from .common import usage_error
 from .options import OptionError, add_ep_options, parse_ep_args
@@ -104,12 +109,25 @@ def _recorded(args: argparse.Namespace) -> tuple[list[EpDevice], list[dict[str, 
     return recorded, [], provider, chosen
 
 
+def hosted(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """The devices of an EP whose sessions live in another process, as that process lists them
+    (DirectML under Wine: the Wine host's DXGI adapters, emulated), or None for any other EP
+    (``SessionError`` when that process cannot start)."""
+    if args.from_file or args.ep is None:
+        return None
+    listing = getattr(adapter_for(parse_ep_args(args)), "hosted_devices", None)
+    return None if listing is None else listing()
+
+
 def devices_command(args: argparse.Namespace) -> int:
     """List the devices (module docstring); 0, or 2 with one line."""
     try:
         listed, found, provider, chosen = (_recorded if args.from_file else _live)(args)
+        elsewhere = hosted(args)
     except (OptionError, SelectorError, EpNotAvailable) as exc:
         return usage_error(str(exc))
+    except SessionError as exc:  # the host process holding the EP did not start
+        return usage_error(f"{provider}: {exc}")
     if provider is not None:
         listed = devices_mod.of_ep(listed, provider)
     gpus = None if args.from_file else cuda_gpus(listed, provider)
@@ -118,15 +136,30 @@ def devices_command(args: argparse.Namespace) -> int:
                                                                        "version": ort_version()},
                           "plugins": found, "devices": [d.to_json() for d in listed],
                           "chosen": chosen.to_json() if chosen else None,
-                          **({"nvidia_smi": gpus} if gpus else {})}, indent=1))
+                          **({"nvidia_smi": gpus} if gpus else {}),
+                          **({"hosted": elsewhere} if elsewhere is not None else {})}, indent=1))
         return exit_codes.OK
     _print_listing(listed, found, chosen, args.from_file)
+    if elsewhere is not None:
+        _print_hosted(provider, elsewhere)
     for name, entries in (gpus or {}).items():
         print(f"{name}: ONNX Runtime lists no device; nvidia-smi lists (--ep-option device_id=N picks one):")
         print("\n".join(f"  {safe(g['index'])}: {safe(g['name'])} pci {safe(g['pci.bus_id'])}, driver "
                         f"{safe(g['driver_version'])}" for g in entries) if isinstance(entries, list)
               else f"  {safe(entries)}")
     return exit_codes.OK
+
+
+def _print_hosted(provider: str | None, adapters: list[dict[str, Any]]) -> None:
+    """The devices the EP's own host process lists (``hosted``), each marked emulated."""
+    print(f"{safe(provider)} under Wine (--ep dml-wine): its Wine host's DXGI lists {len(adapters)} adapter(s), which "
+          "this process's ONNX Runtime cannot see (--ep-option device_id=N picks one):")
+    for a in adapters:
+        memory = a.get("dedicated_video_memory")
+        size = f", {int(memory) // 2**20} MiB" if isinstance(memory, int) and memory > 0 else ""
+        print(f"  {safe(a.get('index'))}: {safe(a.get('description'))} [{safe(str(a.get('vendor_id'))[2:])}:"
+              f"{safe(str(a.get('device_id'))[2:])}]{size}, an emulated Direct3D 12 device (vkd3d on Mesa's lavapipe): "
+              "not a hardware result" + ("  <- device_id chooses this" if a.get("chosen") else ""))
 
 
 def cuda_gpus(listed: list[EpDevice], provider: str | None) -> dict[str, Any]:

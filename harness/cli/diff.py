@@ -5,7 +5,8 @@ a case newly failing, a tested case no longer tested (pass -> not-on-ep / inexpr
 of A missing from B, a B that did not finish, or a B with no case (``--allow-not-tested``,
 ``--allow-missing``, ``--allow-interrupted``, ``--allow-empty`` accept each of the last four);
 error growth beyond ``--growth-factor`` within an unchanged outcome is a warning (``--fail-on-growth``
-makes it a regression). 0 otherwise, 2 on unreadable input or a bad factor.
+makes it a regression). 0 otherwise, 2 on unreadable input or a bad factor, or for a run on an
+emulated device (``--ep dml-wine``) compared with one on hardware (``--allow-mixed`` compares them).
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     add_out(p.add_argument, "RUN_B", what="where to write diff.html and diff.txt", type=Path)
     p.add_argument("--growth-factor", type=float, default=2.0,
                    help="error growth worth a warning, as a factor >= 1 (default 2)")
+    p.add_argument("--allow-mixed", action="store_true",
+                   help="compare a run on an emulated device (--ep dml-wine) with one on hardware (refused by "
+                        "default: neither is the other's baseline)")
     gate = p.add_argument_group("the gate (default: strictest)")
     for dest, text in POLICY_FLAGS.items():
         gate.add_argument("--" + dest.replace("_", "-"), dest=dest, action="store_true", help=text)
@@ -55,7 +59,7 @@ def diff_command(args: argparse.Namespace) -> int:
     policy = GatePolicy(**{dest: bool(getattr(args, dest, False)) for dest in POLICY_FLAGS})
     try:
         result = diff_runs(args.run_a, args.run_b, args.out or args.run_b, growth_factor=args.growth_factor,
-                           policy=policy)
+                           policy=policy, allow_mixed=args.allow_mixed)
     except (ResultsError, ValueError) as exc:
         print(f"ep-testbed diff: {exc}", file=sys.stderr)
         return exit_codes.USAGE

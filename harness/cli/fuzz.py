@@ -23,6 +23,7 @@ import sys
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.rerun import file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
+from ep_testbed.harness.eps.adapters import ep_flag, ep_words
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
@@ -115,7 +116,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
         _require_hypothesis()
     except (OptionError, UsageError) as exc:
         return usage_error(str(exc))
-    out = fresh_out(settings.out) if settings.out else os.path.join("runs", f"fuzz-{settings.ep.alias}-s{settings.seed}")
+    out = fresh_out(settings.out) if settings.out else os.path.join("runs", f"fuzz-{ep_flag(settings.ep)}-s{settings.seed}")
     return _fuzz(args, settings, out)
 
 
@@ -124,6 +125,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     from ep_testbed.harness.fuzz.draw import parse_id
     from ep_testbed.harness.fuzz.draw import replay as redraw
     from ep_testbed.harness.fuzz.engine import FuzzOptions, FuzzUsageError, fuzz
+    from ep_testbed.harness.fuzz.shrink import SMALL_ELEMENTS
 
     try:
         replay = [redraw(case_id).id for case_id in args.replay]  # refuses a bad id before anything runs
@@ -150,7 +152,8 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     if args.max_cases is not None and not replay:
         what += f" or {args.max_cases} case(s), whichever ends first"
     sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
-    print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers{sharing}) -> {out}", file=sys.stderr)
+    print(f"ep-testbed: {what} on {ep_words(settings.ep)} ({settings.jobs} workers{sharing}) -> {out}",
+          file=sys.stderr)
     try:
         result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
@@ -164,11 +167,15 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     print_outcomes(lines, failing, header)
     print(f"\n{result.ran} fuzzed cases in {result.generation_s:.1f} s ({result.cases_per_second:.1f} cases/s); "
           f"{len(result.findings)} failing in {len(result.signatures)} kind(s)")
+    per_op = result.cases_by_op(() if replay else ops)  # a replay announces its cases, not operators
+    print("cases per operator: " + (", ".join(f"{op} {n}" for op, n in per_op.items()) or "none"))
     for record in result.shrinks:
         print(f"shrunk {record['original']} ({record['original_elements']} elements) -> {record['minimal']} "
               f"({record['minimal_elements']} elements, {record['reduction']}x smaller) in {record['seconds']:.1f} s"
               + ("" if record["same_failure"] else " [the minimal case's own run did not fail the same way]")
               + (f"; corpus: {record['corpus']}" if record["corpus"] else ""))
+        if record["minimal_elements"] > SMALL_ELEMENTS:  # say why it is not smaller (shrink.SMALL_ELEMENTS)
+            print("  not smaller: " + "; ".join(record["notes"] or ["no reason recorded"]))
     if result.not_shrunk:
         print(f"not shrunk, the --budget of {args.budget:g} s was spent: {', '.join(result.not_shrunk)} "
               "(a larger --budget shrinks them; `ep-testbed fuzz --replay ID` shrinks one)")

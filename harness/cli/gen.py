@@ -1,7 +1,10 @@
 """``ep-testbed gen --op NAME --out DIR [--seed N]``: write one operator's catalog cases as files.
 
-Each case folder holds model.onnx, inputs.npz, desc.json, flags.json and expected.npz
-(``write_cases``); ``DIR/cases.json`` indexes them. A ``DIR`` that already holds files is
+Each case folder holds desc.json, inputs.npz and expected.npz (the desc, its inputs by DML member
+name and the reference's outputs: ``ep-testbed reference --desc desc.json --inputs inputs.npz``
+computes expected.npz again), and model.onnx with feeds.npz (the ONNX model and the arrays it is
+fed, by ONNX input name: ready for ``InferenceSession.run``), plus flags.json (``write_cases``);
+``DIR/cases.json`` indexes them. A ``DIR`` that already holds files is
 refused unless ``--overwrite`` (``run_folder.refuse_overwrite``): exit 2.
 """
 
@@ -26,12 +29,20 @@ from ep_testbed.reference.registry import names
 from .common import usage_error
 from .options import add_out, add_overwrite, add_seed
 
+#: A gen folder's model inputs by ONNX input name (``inputs.npz`` holds the DML inputs).
+FEEDS_FILE = "feeds.npz"
+
 
 def add(subparsers: argparse._SubParsersAction) -> None:
     """Register ``gen --op NAME --out DIR [--seed N]`` (operator choices from the registry)."""
-    p = subparsers.add_parser("gen", help="write catalog cases (model.onnx, inputs.npz, desc.json, expected.npz)",
+    p = subparsers.add_parser("gen", help="write catalog cases (desc.json, inputs.npz, expected.npz, model.onnx, "
+                                           "feeds.npz)",
                               description="Write every catalog case of one operator into its own folder, as files "
-                                          "standard tools open, plus an index (cases.json).",
+                                          "standard tools open, plus an index (cases.json): desc.json, inputs.npz "
+                                          "(by DML member name: what `ep-testbed reference --inputs` reads) and "
+                                          "expected.npz (the reference's outputs); model.onnx and feeds.npz (its "
+                                          "inputs by ONNX input name, as the run feeds it: the host has already "
+                                          "reshaped, widened or rewritten some of them).",
                               epilog="exit codes: 0 written, 2 bad usage or --out holds files (see --overwrite)")
     p.add_argument("--op", required=True, choices=names(), help="operator")
     add_out(p.add_argument, None, what="output folder (one subfolder per case, plus cases.json)")
@@ -55,10 +66,12 @@ def gen_command(args: argparse.Namespace) -> int:
 def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]:
     """Write every catalog case of ``op`` (an operator's registry name) under ``out_dir/<safe id>/``
     (``harness.core.results.safe_id``: the name ``ep-testbed run`` gives the case's folder too):
-    ``desc.json`` (DML spelling), ``flags.json``, ``inputs.npz`` (ONNX input names; DML member
-    names when the desc is inexpressible), ``expected.npz`` (DML output names, from the
-    reference) and ``model.onnx`` (when expressible). Also ``out_dir/cases.json``, the index.
-    Returns the case folders."""
+    ``desc.json`` (DML spelling), ``flags.json``, ``inputs.npz`` (DML member names: what
+    ``ep-testbed reference --inputs`` reads), ``expected.npz`` (DML output names, from the
+    reference on those inputs), and when the desc is expressible ``model.onnx`` and ``feeds.npz``
+    (the model's inputs by ONNX input name: the DML inputs as the host converts them, the ROI
+    rewrite, reshapes and type widening of DESIGN.md's table done). Also ``out_dir/cases.json``,
+    the index. Returns the case folders."""
     out = output_folder(out_dir)  # files go in through untrusted_files: never through a planted link
     folders, index = [], []
     for case in build_catalog([op], seed):
@@ -74,8 +87,10 @@ def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]
         if mapping.model is not None:
             with open_output(folder / "model.onnx") as f:
                 f.write(mapping.model.SerializeToString())
+            with open_output(folder / FEEDS_FILE) as f:
+                np.savez(f, **mapping.feeds(tensors))  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         with open_output(folder / "inputs.npz") as f:
-            np.savez(f, **(mapping.feeds(tensors) if mapping.model is not None else tensors))  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
+            np.savez(f, **tensors)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf edge cases are deliberate
             expected = execute(case.desc, tensors)
         with open_output(folder / "expected.npz") as f:

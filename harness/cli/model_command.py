@@ -39,10 +39,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
-from ep_testbed.harness.core import exit_codes, memory
+from ep_testbed.harness.core import emulation, exit_codes, memory
+from ep_testbed.harness.core.model_statuses import FAILING_VERDICTS
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, output_folder, write_output
+from ep_testbed.harness.eps.adapters import ep_flag
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings
 from ep_testbed.harness.models.baseline import Baseline, BaselineError
 from ep_testbed.harness.models.baseline import save_baseline as write_baseline
@@ -192,7 +194,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         return exit_codes.USAGE
     if result.get("ep_failure"):  # the whole message follows in the summary, and in model_result.json
         print(f"ep-testbed model: {safe(result['ep_failure']['message'].splitlines()[0])}", file=sys.stderr)
-    out = Path(settings.out or _default_out(setup.loaded.path.stem, settings.ep.alias))
+    out = Path(settings.out or _default_out(setup.loaded.path.stem, ep_flag(settings.ep)))
     result["command"] = command or "ep-testbed " + " ".join(shlex.quote(a) for a in _user_argv(sys.argv[1:]))
     result["precision_model"] = precision
     result["inputs"] = {"source": setup.source, "seed": settings.seed if setup.source == "generated" else None,
@@ -207,7 +209,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except (OSError, FileRefused) as exc:  # a full disk, a read-only folder, a link planted in it
         return _unwritten(out, exc, result)
     print_summary(result, out, report)
-    return exit_codes.OK if result["verdict"] == "pass" else exit_codes.FAILED
+    return exit_codes.FAILED if result["verdict"] in FAILING_VERDICTS else exit_codes.OK
 
 
 def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inputs_path: str | None,
@@ -313,6 +315,10 @@ def print_summary(result: dict[str, Any], out: Path, report: Path | None) -> Non
     print(f"{safe(m['name'])}: {m['nodes']} nodes, opset {m['opset']}, on {result['ep']['provider']} vs "
           f"{result['reference_ep']['provider']} ({result['ort_flavour']} {result['ort_version']}), "
           f"{result['duration_s']:.2f} s")
+    label = emulation.label(result)
+    if label:  # DirectML under Wine: not a hardware result, and another ONNX Runtime ran the EP
+        print(f"  device: {safe(label)} (emulated: not a hardware result); ONNX Runtime: "
+              f"{safe(emulation.ort_versions(result) or '?')}")
     mode = ((result.get("drift") or {}).get("policy") or {}).get("mode", "fail")
     for o in result["outputs"]:
         word = o["outcome"] if o["outcome"] != "fail" or mode == "fail" else "differs (drift)"

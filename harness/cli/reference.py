@@ -67,7 +67,10 @@ def reference_command(args: argparse.Namespace) -> int:
     except DescError as exc:
         if not args.inputs:
             raise
-        return usage_error(f"--inputs {args.inputs}: the arrays do not fit the desc: {exc}")
+        return usage_error(f"--inputs {args.inputs}: the arrays do not fit the desc: {exc}\nNote: --inputs takes "
+                           "the DML inputs by member name, as the desc types and sizes them (a gen folder's "
+                           "inputs.npz); a run's case-folder inputs.npz and a gen folder's feeds.npz hold the ONNX "
+                           "model's feeds, which the host has converted (types widened, shapes and ROIs rewritten)")
     for name, array in outputs.items():
         print(f"{name}: shape {list(array.shape)} dtype {array.dtype} min {array.min()} max {array.max()}")
     if args.out:

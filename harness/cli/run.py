@@ -33,6 +33,7 @@ from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_arg
 from ep_testbed.harness.core.terminal import safe_message
 from ep_testbed.harness.core.untrusted_files import limits, using_limits
 from ep_testbed.harness.eps import preflight
+from ep_testbed.harness.eps.adapters import ep_flag, ep_words
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
 from ep_testbed.harness.run.pool import DeviceLostError, WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases, start_workers
@@ -202,7 +203,7 @@ def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: lis
     jobs = options.jobs
     options.announce = lambda todo, selected: print(
         f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
-        + f" on {settings.ep.provider} ({jobs} workers"
+        + f" on {ep_words(settings.ep)} ({jobs} workers"
         + (f", up to {options.batch} cases a session" if options.batch > 1 else "") + f") -> {options.out_dir}",
         file=sys.stderr)
     try:
@@ -333,7 +334,7 @@ def _run_options(args: argparse.Namespace, settings: RunConfig, jobs: int, catal
                  worker_paths: Sequence[str]) -> RunOptions:
     """The runner's options; the selection and limits also go into the results header."""
     # the default is a fresh folder per run, as ``{time}`` makes one (two runs in one second included)
-    out = fresh_out(settings.out or os.path.join("runs", f"{settings.ep.alias}-{TIME_FIELD}"))
+    out = fresh_out(settings.out or os.path.join("runs", f"{ep_flag(settings.ep)}-{TIME_FIELD}"))
     expectations = settings.expectations
     extra: dict[str, Any] = {
         "selection": {"ops": settings.ops, "include": args.include, "exclude": args.exclude, "catalog": catalog,

@@ -1,5 +1,6 @@
 """The statuses of a per-node attribution row (``model_result.json``: ``attribution.nodes[].status``),
-each named once with what it means, and which of them fail a model run's verdict.
+each named once with what it means, and which of them fail a model run's verdict; and the
+verdicts of a whole model run, with which of them fail it.
 
 It imports nothing: the model report reads it for its help texts, and reports never load
 onnxruntime.
@@ -33,4 +34,19 @@ DIVERGING = ("diverges",)
 #: Not judged; the message says why.
 NOT_JUDGED = ("not-attributable", "not-attributed", "error")
 
-__all__ = ["AGREES", "DIVERGING", "NODE_STATUSES", "NOT_JUDGED", "PREDICTED"]
+#: The verdict of a whole model run (``model_result.json``: ``verdict``), each with what it means;
+#: the outcomes of ``ep-testbed run`` whose names they share mean the same there.
+MODEL_VERDICTS = {
+    "pass": "the operators under test agree with the DirectML reference, no baseline regression, drift within "
+            "the --drift-tol policy",
+    "fail": "a node diverges unexplained, a baseline regression, drift beyond --drift-tol fail or a budget, or the "
+            "EP failed, crashed or timed out on the model",
+    "emulation-gap": "the emulated device (DirectML under Wine) could not run one of the EP's kernels for the whole "
+                     "model: not a result of the EP; its attributed nodes were judged alone, and none diverges",
+    "not-on-ep": "the EP declines nodes of the model and --no-cpu-fallback keeps them off the CPU EP: nothing of the "
+                 "whole model was tested on the EP; its attributed nodes were judged alone, and none diverges",
+}
+#: The verdicts that fail a model run (exit code 1); the others exit 0, as ``run``'s NOT_TESTED outcomes do.
+FAILING_VERDICTS = ("fail",)
+
+__all__ = ["AGREES", "DIVERGING", "FAILING_VERDICTS", "MODEL_VERDICTS", "NODE_STATUSES", "NOT_JUDGED", "PREDICTED"]

@@ -277,6 +277,20 @@ def runtime_version(spec: EpSpec) -> str | None:
     return None
 
 
+def ep_flag(spec: EpSpec) -> str:
+    """The ``--ep`` value that selects the EP of ``spec`` again, and names its default run folders:
+    ``dml-wine`` for DirectML under Wine (whose provider and alias are DirectML's, ``dml``), else
+    the alias."""
+    return dml_wine.EP_NAME if spec.holder == dml_wine.EP_NAME else spec.alias
+
+
+def ep_words(spec: EpSpec) -> str:
+    """The EP as a command's first line names it: its provider, and for an EP on an emulated
+    device (DirectML under Wine) that it is one, so no line reads like a hardware run."""
+    return f"{spec.provider} (DirectML under Wine, on an emulated device: not a hardware result)" if emulated(spec) \
+        else spec.provider
+
+
 def ep_package(spec: EpSpec) -> tuple[str, str]:
     """``(distribution, version)`` of what provides the EP: the plugin package, else the ONNX
     Runtime wheel (expectations may be scoped by it)."""
@@ -289,4 +303,4 @@ def ep_package(spec: EpSpec) -> tuple[str, str]:
 
 
 __all__ = ["ADAPTERS", "BuiltInAdapter", "EpAdapter", "PLUGIN_PREFIX", "PluginAdapter", "adapter_for", "emulated",
-           "ep_package", "resolve", "runtime_version"]
+           "ep_flag", "ep_package", "ep_words", "resolve", "runtime_version"]

@@ -48,10 +48,11 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Optional
 
+from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.installed import machine_info, ort_flavour, ort_version
 
 from . import nvidia
-from .adapters import adapter_for
+from .adapters import adapter_for, ep_flag
 from .devices import from_json, of_ep, read_devices
 from .providers import EpNotAvailable, EpSpec
 
@@ -565,8 +566,10 @@ def identity(ep: EpSpec, record: Optional[dict[str, Any]] = None) -> dict[str, A
 
 def runtime_info(ep: EpSpec | None = None) -> dict[str, Any]:
     """The ONNX Runtime flavour, version and available providers, plus ``machine_info()``; with
-    ``ep``, also ``gpu``: the identity of the device it runs on (``identity``), and ``ep_held_by``:
-    how the EP is held (built into the wheel, or a plugin library and its package)."""
+    ``ep``, also ``gpu``: the identity of the device it runs on (``identity``), ``ep_held_by``:
+    how the EP is held (built into the wheel, or a plugin library and its package), ``ep_flag``
+    (the ``--ep`` value that selects it again: ``adapters.ep_flag``) and, on an emulated device,
+    ``emulated_device`` (``core.emulation``: its label and which ONNX Runtime ran what)."""
     import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
 
     info = {
@@ -576,6 +579,10 @@ def runtime_info(ep: EpSpec | None = None) -> dict[str, Any]:
         "machine": machine_info(),
     }
     if ep is not None:
+        info["ep_flag"] = ep_flag(ep)
         info["gpu"] = identity(ep)
         info["ep_held_by"] = adapter_for(ep).describe()
+        emulated = emulation.emulated_device(info["gpu"], info["ort_flavour"], info["ort_version"])
+        if emulated is not None:  # the label every front end shows, and which ONNX Runtime ran what
+            info["emulated_device"] = emulated
     return info

@@ -38,7 +38,7 @@ from .devices import from_json_list
 from .dml_wine import adapter as dml_wine
 from .gpu import identity, ort_view
 from .plugins import KNOWN_PACKAGES
-from .providers import ALIASES, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
+from .providers import ALIASES, DML_WINE_HINT, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
 from .session import SessionError, first_line, native_stderr, run_on_ep
 
 #: The wheel that brings each EP (the fix a missing EP names).
@@ -108,6 +108,8 @@ def _missing_builtin(result: Preflight, name: str) -> None:
     if provider in PLUGIN_PACKAGES:
         fix += f"; or keep this onnxruntime and pip install {PLUGIN_PACKAGES[provider]}, then pass " \
                f"--ep {PLUGIN_PREFIX}{PLUGIN_PACKAGES[provider]}"
+    if provider == "DmlExecutionProvider" and sys.platform != "win32":
+        fix += DML_WINE_HINT
     result.add("fatal", f"{provider} is not in this ONNX Runtime ({ort_flavour()} {ort_version()} on "
                         f"{sys.platform}). Fix: {fix}")
 

@@ -8,6 +8,7 @@ why); ``runtime_info`` describes the installed ONNX Runtime and the machine for 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,12 @@ class EpSpec:
         return data
 
 
+#: What a DirectML request off Windows is told (``resolve_ep``, the preflight of ``run``, ``doctor``).
+DML_WINE_HINT = ("; on Linux, --ep dml-wine runs ONNX Runtime's real DirectML EP (DirectML.dll and onnxruntime.dll "
+                 "of onnxruntime-directml) under Wine on an emulated device: set it up with `bash tools/dml-wine.sh`, "
+                 "then `ep-testbed doctor --ep dml-wine` (DirectML's own algorithms, never a hardware result)")
+
+
 def alias_of(provider: str) -> str:
     """The short alias of a provider name (``DmlExecutionProvider`` -> ``dml``)."""
     for alias, name in ALIASES.items():
@@ -90,7 +97,8 @@ def resolve_ep(name: str, options: dict[str, str] | None = None,
         provider = by_lower.get(provider.lower(), provider)
     if provider not in available:
         hint = {
-            "DmlExecutionProvider": " (install the onnxruntime-directml wheel on Windows, instead of onnxruntime)",
+            "DmlExecutionProvider": " (install the onnxruntime-directml wheel on Windows, instead of onnxruntime)"
+                                    + ("" if sys.platform == "win32" else DML_WINE_HINT),
             "OpenVINOExecutionProvider": " (install onnxruntime-openvino, instead of onnxruntime)",
             "CUDAExecutionProvider": " (install onnxruntime-gpu, instead of onnxruntime)",
         }.get(provider, "")

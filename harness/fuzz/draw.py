@@ -1,7 +1,10 @@
 """Fuzzed cases from Hypothesis strategies: drawn in seeded batches, named so that an id regenerates its case.
 
 A fuzz run draws, per operator, batch after batch of ``BATCH_SIZE`` cases from the operator's
-strategy (its cases module's ``fuzz_strategy(op, size)``). A batch is one Hypothesis run in
+strategy (its cases module's ``fuzz_strategy(op, size)``), and runs them in rounds
+(``draw_round``): round r is batch r of every selected operator, its cases taken in turn (the
+first case of each operator, then the second of each...), so that the first cases of a run, and
+the first N of ``fuzz --max-cases N``, cover every operator it announces. A batch is one Hypothesis run in
 generate-only mode with a fixed seed (``batch_seed``: a hash of operator, size, run seed and
 batch number), whose test function only collects what Hypothesis draws; so the same Hypothesis
 version draws the same batch anywhere (with the literals Hypothesis harvests from imported local
@@ -21,9 +24,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from ep_testbed.graphs.cases.common import FuzzCase, FuzzDraw, cases_module, desc_elements, fuzz_recipe
 from ep_testbed.harness.core.rerun import FUZZ_FAMILY
@@ -155,6 +159,22 @@ def draw_batch(op: str, run_seed: int, batch: int, size: str = "default", count:
     draws: list[FuzzDraw] = []
     run_batch(FuzzId(op, run_seed, batch, 0, size), draws.append, count)
     return [fuzz_case(FuzzId(op, run_seed, batch, i, size), d) for i, d in enumerate(draws)]
+
+
+def draw_round(ops: Sequence[str], run_seed: int, number: int, size: str = "default") -> list[FuzzCase]:
+    """Round ``number`` of a run: batch ``number`` of each of ``ops``, interleaved (``interleave``).
+    Ids stay those of the batches, so ``replay`` redraws any case of a round from its id alone."""
+    return interleave([draw_batch(op, run_seed, number, size) for op in ops])
+
+
+def interleave(batches: Sequence[Sequence[Any]]) -> list[Any]:
+    """The items of ``batches`` taken in turn, one from each batch that has one left
+    (``[[a0, a1, a2], [b0]]`` -> ``[a0, b0, a1, a2]``): the same order wherever it runs."""
+    return [item for row in itertools.zip_longest(*batches, fillvalue=_NONE) for item in row if item is not _NONE]
+
+
+#: A filler ``interleave`` drops (no drawn case is this object).
+_NONE = object()
 
 
 def fuzz_case(fid: FuzzId, draw: FuzzDraw, case_id: str | None = None) -> FuzzCase:

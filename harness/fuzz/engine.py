@@ -4,9 +4,10 @@
 
 1. writes a run header (``harness.run.runner.run_header``, with a ``fuzz`` entry: budget, size,
    operators, batch size, Hypothesis version) to ``OUT/results.jsonl``;
-2. until the drawing deadline (``Budget``) or ``max_cases`` cases, draws batches of cases per
-   operator in turn (or, with ``replay``, redraws just the fuzzed cases those ids name)
-   (``harness.fuzz.draw``) and runs them in chunks through one ``WorkerPool``: each case goes
+2. until the drawing deadline (``Budget``) or ``max_cases`` cases, draws rounds of cases, each
+   one batch per operator with the operators' cases interleaved (``harness.fuzz.draw.draw_round``:
+   whatever the budget or ``max_cases``, the cases run cover every operator from the first ones
+   on), or, with ``replay``, redraws just the fuzzed cases those ids name, and runs them in chunks through one ``WorkerPool``: each case goes
    through the pipeline of ``ep-testbed run`` (mapper, reference, a session on the EP in a
    worker, placement proof, tolerances; up to ``batch`` cases packed into one session, as
    ``run --batch`` packs them), then the EP's expectations; every line is streamed to
@@ -159,11 +160,17 @@ class FuzzResult:
     elapsed_s: float = 0.0
     not_shrunk: list[str] = field(default_factory=list)  # chosen for shrinking, but the budget was spent
     device_lost: DeviceLostError | None = None  # the run stopped: the device stayed lost (harness.run.pool)
+    by_op: Counter = field(default_factory=Counter)  # fuzzed cases run per operator (registry name)
 
     @property
     def cases_per_second(self) -> float:
         """Fuzzed cases run per second of the generation phase (0 when none ran)."""
         return self.ran / self.generation_s if self.generation_s > 0 else 0.0
+
+    def cases_by_op(self, ops: Sequence[str]) -> dict[str, int]:
+        """Fuzzed cases run per operator: every one of ``ops`` (0 when none of its cases ran: the
+        closing output shows what was announced but not covered), then any other that ran."""
+        return {**{op: self.by_op[op] for op in ops}, **{op: n for op, n in self.by_op.items() if op not in ops}}
 
     @property
     def signatures(self) -> dict[Signature, int]:
@@ -212,6 +219,7 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
                                 elapsed_s=round(result.elapsed_s, 3),
                                 fuzz={"generation_s": round(result.generation_s, 3),
                                       "cases_per_second": round(result.cases_per_second, 1),
+                                      "cases_by_op": result.cases_by_op(() if options.replay else options.ops),
                                       "findings": len(result.findings), "shrunk": len(result.shrinks),
                                       "not_shrunk": result.not_shrunk},
                                 **({} if lost is None else {"device_lost": {"losses": lost.losses, "last": lost.last}})))
@@ -308,6 +316,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
                 for line in pool.run(chunk, policy_for, keep_workers=True):
                     result.ran += 1
                     case = by_id[line["id"]]
+                    result.by_op[case.id.split("/", 1)[0]] += 1  # ids start with the operator's name
                     if recheck is not None and recheck.wants(line):
                         _died_artifacts(line, case, config)  # also the mapper's flags, which the label reads
                         waiting[line["id"]] = case
@@ -390,9 +399,10 @@ def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: E
 
 
 class Drawer:
-    """Draws the run's batches in a process of its own, a couple of batches ahead, so that
+    """Draws the run's rounds in a process of its own, a couple of rounds ahead, so that
     drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
-    ones. The order of batches is fixed: batch 0 of every operator in turn, then batch 1...
+    ones. The order is fixed: round 0 (batch 0 of every operator, interleaved:
+    ``draw.draw_round``), then round 1...
     The drawing process is spawned, so it is handed the records of the operators the registry
     module does not register itself (``registry.BUILT_IN``): one registered by the caller's own
     code is registered there too."""
@@ -412,7 +422,7 @@ class Drawer:
         self._process.start()
 
     def next_batch(self) -> list[Any]:
-        """The next batch of cases (RuntimeError with the drawer's traceback if it failed, or saying
+        """The next round of cases (RuntimeError with the drawer's traceback if it failed, or saying
         that it died: a process killed, or one that could not start, reports nothing itself)."""
         import queue
 
@@ -441,7 +451,7 @@ class Drawer:
 
 
 def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: Sequence[Any] = ()) -> None:
-    """The drawing process: every batch, in ``Drawer``'s order, into ``queue`` (blocks when full),
+    """The drawing process: every round, in ``Drawer``'s order, into ``queue`` (blocks when full),
     after registering each of the operator ``records`` this process does not know yet."""
     import traceback
 
@@ -449,9 +459,8 @@ def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: 
         for record in records:
             if record.name not in names():
                 register(record)
-        for batch in itertools.count():
-            for op in ops:
-                queue.put(("batch", draw_mod.draw_batch(op, seed, batch, size)))
+        for number in itertools.count():
+            queue.put(("batch", draw_mod.draw_round(ops, seed, number, size)))
     except Exception:
         queue.put(("error", traceback.format_exc()))
 

@@ -1,6 +1,6 @@
 """Shrink one failure to a minimal case that still fails the same way, every step on the EP.
 
-Two stages share one time budget:
+Three stages share one time budget:
 
 1. **Structure** (fuzzed cases): Hypothesis replays the case's batch with the same seed (the
    test function skips the draws before the failing one without running them), sees the
@@ -10,10 +10,22 @@ Two stages share one time budget:
    result line has the original's ``Signature``.
    Hypothesis orders draws by their choices; of the failing draws, the one with the fewest
    elements (``desc_elements``) is kept.
-2. **Values**: the smallest failing case becomes a ``LiteralCase`` (its arrays), whose input
-   arrays are then simplified: each array set to zeros, then ever smaller blocks of it zeroed
-   (as delta debugging does), then its floats rounded to whole numbers -- each change kept
-   only if the failure stays.
+   A fuzzed case's input values are drawn from its value seed over its whole shape, so a draw
+   with fewer channels or regions holds other values everywhere: the special value that made the
+   case fail (an infinity, a NaN) is rarely where it was, and the shrinker stops at a case of
+   hundreds or thousands of elements. So the stage takes at most ``STRUCTURE_SHARE`` of the
+   budget, and the next one cuts the arrays themselves.
+2. **Shape**: the smallest failing case becomes a ``LiteralCase`` (its arrays), and the
+   operator's cases module offers smaller variants of it that keep part of its arrays as they
+   are (``shrink_moves``: one region, one channel, one image, a cropped feature map, a smaller
+   output); the first that fails the same way is kept and offered smaller variants again, until
+   none fails the same way.
+3. **Values**: the input arrays are then simplified: each array set to zeros, then ever smaller
+   blocks of it zeroed (as delta debugging does), then its floats rounded to whole numbers --
+   each change kept only if the failure stays.
+
+A minimal case of more than ``SMALL_ELEMENTS`` elements gets a note saying why shrinking stopped
+above it (the budget ran out, or no smaller variant failed the same way).
 
 Every candidate runs through ``run`` (a worker of the shrink pool: crash and hang isolation,
 placement proof and the comparison are those of a normal case). Past the deadline, candidates
@@ -24,19 +36,27 @@ minimal draw costs nothing and never looks flaky.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from ep_testbed.graphs.cases.common import FuzzCase, LiteralCase, desc_elements
+from ep_testbed.graphs.cases.common import FuzzCase, LiteralCase, cases_module, desc_elements
 from ep_testbed.harness.core.signature import Signature, same_failure
+from ep_testbed.reference import DescError, validate
 
 from . import draw as draw_mod
 
 #: Runs one case on the EP (in a worker) and returns its raw result line.
 Runner = Callable[[Any], dict[str, Any]]
+#: A minimal case of at most this many elements (inputs and outputs together) reads at a glance;
+#: one larger gets a note saying why shrinking stopped above it.
+SMALL_ELEMENTS = 300
+#: The share of a shrink's budget Hypothesis's structure stage may use: the shape and value
+#: stages, which cut the case down where it failed, get the rest.
+STRUCTURE_SHARE = 0.5
 
 
 class _StillFails(Exception):
@@ -98,18 +118,37 @@ def shrink(original: Any, target: Signature, run: Runner, budget_s: float) -> Sh
     result = ShrinkResult(original, _literal(original, original.id + "-min"), None)
     best: Any = original
     if isinstance(original, FuzzCase):
+        trial.deadline = start + STRUCTURE_SHARE * budget_s
         best, stage = _structure_stage(original, trial)
+        trial.deadline = start + budget_s
         result.stages["structure"] = stage
         result.notes += stage.pop("notes", [])
+    shape_start, before = time.monotonic(), trial.candidates
+    minimal, offered = _shape_stage(_literal(best, original.id + "-min"), trial)
+    result.stages["shape"] = {"seconds": round(time.monotonic() - shape_start, 3),
+                              "candidates": trial.candidates - before, "offered": offered}
     values_start, before = time.monotonic(), trial.candidates
-    result.minimal = _values_stage(_literal(best, original.id + "-min"), trial)
+    result.minimal = _values_stage(minimal, trial)
     result.stages["values"] = {"seconds": round(time.monotonic() - values_start, 3),
                                "candidates": trial.candidates - before}
     result.minimal_line = trial.best_line
     result.seconds, result.candidates, result.accepted = time.monotonic() - start, trial.candidates, trial.accepted
     if trial.expired():
         result.notes.append(f"stopped at the {budget_s:g} s shrink budget")
+    if result.minimal_elements > SMALL_ELEMENTS:
+        result.notes.append(_why_not_smaller(result, offered, trial.expired(), budget_s))
     return result
+
+
+def _why_not_smaller(result: ShrinkResult, offered: int | None, expired: bool, budget_s: float) -> str:
+    """Why the minimal case still has more than ``SMALL_ELEMENTS`` elements (``shrink``)."""
+    size = f"still {result.minimal_elements} elements (more than {SMALL_ELEMENTS})"
+    if expired:
+        return f"{size}: the {budget_s:g} s shrink budget ran out first (a larger --shrink-time shrinks further)"
+    if offered is None:
+        return f"{size}: the operator's cases module offers no smaller variants (no shrink_moves hook)"
+    return (f"{size}: none of the {offered} smaller variants of the last case (fewer regions, channels or images, "
+            "a cropped input, a smaller output) failed the same way, so the failure needs this much of the case")
 
 
 def _structure_stage(original: FuzzCase, trial: _Trial) -> tuple[Any, dict[str, Any]]:
@@ -157,6 +196,47 @@ def _structure_stage(original: FuzzCase, trial: _Trial) -> tuple[Any, dict[str, 
         notes.append("this Hypothesis version did not redraw the case at its position: values stage only")
     return state["best"], {"seconds": round(time.monotonic() - start, 3), "candidates": trial.candidates - before,
                            "replayed": state["reached"] and not state["diverged"], "notes": notes}
+
+
+def _shape_stage(case: LiteralCase, trial: _Trial) -> tuple[LiteralCase, int | None]:
+    """Smaller variants of ``case`` from its operator's ``shrink_moves`` (module docstring, stage
+    2), each valid one smaller than the case run until one fails the same way, then again from
+    that one; returns the smallest case and how many variants the last round offered (None: the
+    cases module has no ``shrink_moves``)."""
+    moves = getattr(cases_module(case.op), "shrink_moves", None)
+    if moves is None:
+        return case, None
+    offered, accepted = 0, True
+    while accepted and not trial.expired():
+        offered, accepted = 0, False
+        for desc, arrays in moves(case.desc, dict(case.arrays)):
+            if trial.expired():
+                break
+            if _size(desc) >= _size(case.desc) or not _valid(desc):
+                continue
+            offered += 1
+            candidate = LiteralCase(id=case.id, op=case.op, desc=desc, seed=case.seed, opset=case.opset,
+                                    tags=case.tags, recipe=case.recipe, arrays=arrays)
+            if trial.fails(candidate):
+                case, accepted = candidate, True
+                break
+    return case, offered
+
+
+def _size(desc: Any) -> tuple[int, int]:
+    """What the shape stage makes smaller: elements, then the tensors' ranks together."""
+    ranks = sum(len(getattr(desc, f.name).sizes) for f in dataclasses.fields(desc)
+                if hasattr(getattr(desc, f.name), "sizes"))
+    return desc_elements(desc), ranks
+
+
+def _valid(desc: Any) -> bool:
+    """Whether ``desc`` obeys its page (a variant that does not is never run)."""
+    try:
+        validate(desc)
+    except DescError:
+        return False
+    return True
 
 
 def _values_stage(case: LiteralCase, trial: _Trial) -> LiteralCase:

@@ -28,7 +28,10 @@ The verdict (``verdict_reasons``) separates the operators under test from output
 (``statuses.DIVERGING``), the baseline (saved on the same EP) regressed, the EP could not run
 the model, or output drift breaks the drift policy (``ModelRunConfig.drift``: ``report``, the
 default, never fails on drift; ``fail`` fails on any output that differs from the reference EP's;
-a drift budget fails on an output beyond it); else ``pass``. ``verdict_statement`` says it in one
+a drift budget fails on an output beyond it); else ``emulation-gap`` when the emulated device
+could not run the whole model, ``not-on-ep`` when the EP declines nodes of it under
+``--no-cpu-fallback`` (``verdict_of``: neither is the EP's result, as in ``ep-testbed run``, so
+neither fails the run), else ``pass``. ``verdict_statement`` says it in one
 line ("operators pass; output drift starts at Conv 'conv1' (72/196608 outside tolerance)"). A
 node whose difference a flag explains (the ONNX node means something else for these inputs, and
 the EP computes that) or predicts, and a node that could not be judged, do not fail a run: the
@@ -49,7 +52,7 @@ import onnx
 from ep_testbed.graphs import attributed_op_types
 from ep_testbed.graphs.from_onnx import MODES
 from ep_testbed.harness.core.error_stats import error_statistics
-from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
+from ep_testbed.harness.core.model_statuses import AGREES, DIVERGING, NOT_JUDGED
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.eps import session as session_mod
 from ep_testbed.harness.eps.gpu import runtime_info
@@ -276,7 +279,7 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
         result = _run_whole(loaded, feeds, config, ep_run, baseline, run_as)
     result["started"] = started_at
     result["verdict_reasons"] = verdict_reasons(result)
-    result["verdict"] = "fail" if result["verdict_reasons"] else "pass"
+    result["verdict"] = verdict_of(result)
     result["verdict_statement"] = verdict_statement(result)
     result["duration_s"] = round(time.perf_counter() - started, 4)
     return result
@@ -415,19 +418,39 @@ def _judge_alone(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config
     return rows, placement
 
 
+def verdict_of(result: Mapping[str, Any]) -> str:
+    """The run's verdict (``model_statuses.MODEL_VERDICTS``): ``fail`` when ``verdict_reasons``
+    names a cause; else ``emulation-gap`` when the emulated device could not run the whole model,
+    ``not-on-ep`` when the EP declines nodes of it under ``--no-cpu-fallback`` (neither is a
+    result of the EP, as in ``ep-testbed run``: exit 0), else ``pass``."""
+    if result.get("verdict_reasons"):
+        return "fail"
+    failure = result.get("ep_failure") or {}
+    if failure.get("emulation"):
+        return "emulation-gap"
+    if failure.get("stage") == "fallback-refused":
+        return "not-on-ep"
+    return "pass"
+
+
+def not_tested_failure(failure: Mapping[str, Any] | None) -> bool:
+    """Whether the EP's failure on the whole model says nothing about the EP: the emulated
+    device failed (``emulation``), or the EP declined nodes with CPU fallback refused."""
+    return bool(failure) and bool(failure.get("emulation") or failure.get("stage") == "fallback-refused")
+
+
 def verdict_reasons(result: Mapping[str, Any]) -> list[str]:
-    """Why a model run fails, one line per cause (empty: it passes): an output differs from the
-    reference EP's, the baseline regressed, or a node diverges from the DirectML reference with
-    no flag explaining it. Nodes explained or predicted by a flag, and nodes not judged, do not
-    fail a run; the summary lists them."""
+    """Why a model run fails, one line per cause (empty: it passes): the EP failed, crashed or
+    raised on the whole model, an output differs from the reference EP's, the baseline regressed,
+    or a node diverges from the DirectML reference with no flag explaining it. Nodes explained or
+    predicted by a flag, nodes not judged, and a whole model the EP did not get to run for a
+    reason that is not the EP's (``not_tested_failure``: the verdict says which) do not fail a
+    run; the summary lists them."""
     reasons = []
     failure = result.get("ep_failure")
-    if failure:
+    if failure and not not_tested_failure(failure):
         stage = {"crash": "crashed on", "run": "failed running on"}.get(failure.get("stage"), "could not be built on")
-        gap = (" the emulated device of" if failure.get("emulation") else "")
-        why = (" (an emulation gap: vkd3d refused one of the EP's shaders, not a result of the EP)"
-               if failure.get("emulation") else "")
-        reasons.append(f"the model {stage}{gap} {result['ep']['provider']}{why}, so no output was compared; its "
+        reasons.append(f"the model {stage} {result['ep']['provider']}, so no output was compared; its "
                        f"{failure.get('nodes_alone', 0)} attributed nodes were judged alone")
     reasons += _drift_reasons(result)
     baseline = result.get("baseline")
@@ -461,8 +484,14 @@ def _drift_reasons(result: Mapping[str, Any]) -> list[str]:
 def verdict_statement(result: Mapping[str, Any]) -> str:
     """The verdict in one line, operators first, then output drift: e.g. ``operators pass; output
     drift starts at Conv 'conv1' (72/196608 outside tolerance)``, or ``operators fail (...)``."""
-    if result.get("ep_failure"):
-        return f"the model did not run whole on {result['ep']['provider']}; its attributed nodes were judged alone"
+    failure = result.get("ep_failure")
+    if failure:
+        why = (" (an emulation gap: the emulated device refused one of the EP's shaders, not a result of the EP)"
+               if failure.get("emulation") else
+               " (the EP declines nodes of it and --no-cpu-fallback is set: not-on-ep, not a failure of the EP)"
+               if failure.get("stage") == "fallback-refused" else "")
+        return (f"the model did not run whole on {result['ep']['provider']}{why}; its attributed nodes were judged "
+                f"alone{_alone_clause(result)}")
     rows = result["attribution"]["nodes"]
     diverging = [r["node"] for r in rows if r["status"] in DIVERGING]
     judged = [r for r in rows if r["status"] not in NOT_JUDGED]
@@ -480,6 +509,16 @@ def verdict_statement(result: Mapping[str, Any]) -> str:
     baseline = result.get("baseline")
     tail = f"; baseline {baseline['outcome']}" if baseline else ""
     return f"{ops}; {clause}{tail}" if clause else f"{ops}{tail}"
+
+
+def _alone_clause(result: Mapping[str, Any]) -> str:
+    """How the nodes judged alone fared, for the verdict line: ``": 4 of 4 match"`` or the diverging ones."""
+    rows = [r for r in result["attribution"]["nodes"] if r.get("alone")]
+    diverging = [r["node"] for r in rows if r["status"] in DIVERGING]
+    if diverging:
+        return f": {len(diverging)} diverge from the DirectML reference ({', '.join(diverging[:3])})"
+    agree = sum(1 for r in rows if r["status"] in AGREES)
+    return f": {agree} of {len(rows)} agree with the DirectML reference" if rows else ""
 
 
 def _placement(nodes: Any, placement: Mapping[str, str], source: str | None,

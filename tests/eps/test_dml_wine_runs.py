@@ -288,20 +288,92 @@ def test_the_pytest_plugin_on_directml_decides_as_ep_testbed_run(catalog):
     assert "emulation-gap: " in report and "1 passed, 1 skipped" in report and "1 xfailed" in report
 
 
+def test_the_pytest_plugin_counts_the_catalog_as_ep_testbed_run_does(catalog):
+    """MAX_POOLING2 on DirectML: 42 cases run settles ``known`` (most of them a predicted
+    not-on-ep) once were 31 xfailed and 41 skipped in pytest; each of run's outcomes now maps to
+    one pytest outcome (``pytest_plugin.OUTCOME_TO_PYTEST``)."""
+    from ep_testbed.harness.pytest_plugin import OUTCOME_TO_PYTEST
+
+    _, out, _ = catalog
+    lines = [c for c in _cases(out) if c["id"].startswith("max_pooling2/")]
+    expected = {kind: 0 for kind in ("passed", "failed", "skipped", "xfailed")}
+    for line in lines:
+        expected[OUTCOME_TO_PYTEST[line["outcome"]]] += 1
+    done = subprocess.run([sys.executable, "-m", "pytest", "tests/conformance", "-p", "no:cacheprovider", "-q",
+                           "--ep", "dml-wine", "--ops", "max_pooling2", "-n", "2"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    last = done.stdout.strip().splitlines()[-1]
+    found = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|xfailed|xpassed)", last)}
+    assert {kind: found.get(kind, 0) for kind in expected} == expected and "xpassed" not in found, done.stdout[-3000:]
+    assert expected["xfailed"] and expected["skipped"]
+
+
 def test_model_run_labels_a_shader_the_emulation_refuses_as_an_emulation_gap(tmp_path, capsys):
     """The shipped Faster R-CNN cannot be built whole on the emulated device (vkd3d refuses one of
     DirectML's shaders): model run says so with vkd3d's line, never as DirectML's result, and
     still judges its MaxPool and RoiAlign nodes alone on DirectML."""
     needs_host()
     out = tmp_path / "model"
-    main(["model", "run", "--ep", "dml-wine", str(REPO / "tests" / "data" / "models" / "faster_rcnn_tiny_fpn.onnx"),
-          "--out", str(out)])
-    capsys.readouterr()
+    code = main(["model", "run", "--ep", "dml-wine", str(REPO / "tests" / "data" / "models" / "faster_rcnn_tiny_fpn.onnx"),
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
     result = json.loads((out / "model_result.json").read_text(encoding="utf-8"))
     failure = result["ep_failure"]
     assert failure["stage"] == "build" and any("Failed to scan shader bytecode" in n for n in failure["emulation"])
     assert "emulation gap, not a result of the EP" in failure["message"]
-    assert any("emulated device" in r and "emulation gap" in r for r in result["verdict_reasons"])
+    # not the EP's result, as in `run`: its own verdict, exit 0
+    assert code == 0 and result["verdict"] == "emulation-gap" and result["verdict_reasons"] == []
+    assert "emulation gap" in result["verdict_statement"] and "verdict: emulation-gap" in printed
     nodes = result["attribution"]["nodes"]
     assert {r["op_type"] for r in nodes} == {"MaxPool", "RoiAlign"} and all(r["alone"] for r in nodes)
     assert all(r["status"] == "match" for r in nodes) and set(result["placement"]["nodes"].values()) == {DML}
+
+
+def test_a_run_on_the_emulated_device_is_labelled_as_one_from_its_folder_to_its_last_line(tmp_path, capsys,
+                                                                                           monkeypatch):
+    """The default folder is runs/dml-wine-<time> (a hardware DirectML run's is runs/dml-<time>), the
+    header records the label and both ONNX Runtimes, each saying what it ran, and the terminal
+    names the emulated device first and last."""
+    import onnxruntime
+
+    from ep_testbed.harness.core import emulation
+
+    needs_host()
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--ep", "dml-wine", "--tier", "smoke", "--ops", "max_pooling2", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert re.fullmatch(r"dml-wine-\d{8}-\d{6}", folder.name), folder.name
+    header = read_run(str(folder))[0]
+    record, label = header["emulated_device"], emulation.label(header)
+    assert header["ep_flag"] == "dml-wine" and record["label"] == label
+    assert label == (f"DirectML.dll {header['gpu']['directml']['version']} on an emulated device (llvmpipe), "
+                     f"ONNX Runtime {header['gpu']['onnxruntime']['version']}")
+    assert record["onnxruntime"]["wine_host"]["version"] == dml_host.read_host_json()["versions"][
+        "onnxruntime_directml_wheel"]
+    assert record["onnxruntime"]["linux_process"]["version"] == onnxruntime.__version__ == header["ort_version"]
+    assert "on an emulated device" in captured.err.splitlines()[0]
+    assert f"device: {label} (emulated: not a hardware result)" in captured.out
+
+
+def test_devices_lists_the_emulated_adapter_the_wine_host_sees(capsys):
+    needs_host()
+    with dml_host.DmlWineHost() as host:
+        adapters = host.info["adapters"]
+    assert main(["devices", "--ep", "dml-wine"]) == 0
+    out = capsys.readouterr().out
+    assert f"lists {len(adapters)} adapter(s)" in out
+    first = next(a for a in adapters if a["index"] == 0)
+    assert f"0: {first['description']}" in out and "an emulated Direct3D 12 device" in out
+    assert "<- device_id chooses this" in out
+    assert main(["devices", "--ep", "dml-wine", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["hosted"]
+    assert [a["description"] for a in listed] == [a["description"] for a in adapters] and all(a["emulated"] for a in listed)
+
+
+def test_directml_asked_for_on_linux_points_to_dml_wine(tmp_path, capsys):
+    """No DirectML wheel on Linux: `run --ep dml` and `doctor --ep dml` refuse, naming --ep dml-wine."""
+    assert main(["run", "--ep", "dml", "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert "--ep dml-wine" in capsys.readouterr().err
+    assert main(["doctor", "--ep", "dml"]) == 2
+    assert "--ep dml-wine" in capsys.readouterr().err

@@ -36,3 +36,43 @@ def test_the_option_takes_a_whole_number_from_one(tmp_path, capsys):
             main(["fuzz", "--ep", "cpu", "--max-cases", bad, "--out", str(tmp_path / "f")])
         assert stop.value.code == 2
         assert "--max-cases" in capsys.readouterr().err
+
+
+def test_the_first_cases_cover_every_operator_announced(tmp_path, capsys):
+    """Cases come in rounds, one batch per operator with their cases interleaved, so the first 200
+    cover all four operators (in batches of 100 per operator in turn, two of them got none)."""
+    from ep_testbed.harness.cli import main
+    from ep_testbed.reference.registry import names
+
+    ops = list(names())
+    code = main(["fuzz", "--ep", "cpu", "--budget", "120", "--max-cases", "200", "--shrink", "none", "--jobs", "2",
+                 "--no-progress", "--out", str(tmp_path / "f")])
+    assert code in (0, 1)
+    out = capsys.readouterr().out
+    _, drawn, end = _drawn(tmp_path / "f")
+    by_op = {op: sum(1 for i in drawn if i.startswith(op + "/")) for op in ops}
+    assert by_op == {op: 200 // len(ops) for op in ops}
+    assert end["fuzz"]["cases_by_op"] == by_op
+    assert "cases per operator: " + ", ".join(f"{op} {n}" for op, n in by_op.items()) in out
+
+
+def test_every_case_of_a_round_replays_from_its_id():
+    from ep_testbed.harness.fuzz import draw
+
+    ops = ["roi_pooling", "max_pooling2"]
+    cases = draw.draw_round(ops, 5, 2)
+    assert [c.id.split("/")[0] for c in cases[:4]] == ops * 2
+    assert sorted(c.id for c in cases) == sorted(c.id for op in ops for c in draw.draw_batch(op, 5, 2))
+    for case in cases[::23]:
+        again = draw.replay(case.id)
+        assert (again.desc, again.recipe, again.value_seed, again.opset) == (case.desc, case.recipe, case.value_seed,
+                                                                            case.opset)
+    with pytest.raises(ValueError, match="largest index is 099"):
+        draw.replay("roi_pooling/fuzz-s5-b2-100")
+
+
+def test_interleave_takes_one_of_each_in_turn():
+    from ep_testbed.harness.fuzz.draw import interleave
+
+    assert interleave([["a0", "a1", "a2"], ["b0"], [], ["c0", "c1"]]) == ["a0", "b0", "c0", "a1", "c1", "a2"]
+    assert interleave([]) == []

@@ -10,7 +10,8 @@ from ep_testbed.graphs.cases.common import LiteralCase, desc_elements  # noqa: E
 from ep_testbed.graphs.catalog import build_catalog  # noqa: E402
 from ep_testbed.harness.core.signature import Signature, same_failure, signature  # noqa: E402
 from ep_testbed.harness.fuzz import draw  # noqa: E402
-from ep_testbed.harness.fuzz.shrink import shrink  # noqa: E402
+from ep_testbed.harness.fuzz.shrink import SMALL_ELEMENTS, shrink  # noqa: E402
+from ep_testbed.reference import DescError, execute, validate  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here runs cases in worker processes: -m "not slow" skips them
 
@@ -68,7 +69,8 @@ def test_the_values_stage_keeps_only_the_elements_the_failure_needs():
     x = case.inputs()["InputTensor"]
     position = tuple(int(i) for i in np.argwhere(x != 0)[-1])
     value = x[position]
-    runner = Runner(lambda c: c.inputs()["InputTensor"][position] == value)
+    # the failure needs the whole feature map (no smaller variant of the shape stage fails)
+    runner = Runner(lambda c: c.inputs()["InputTensor"].shape == x.shape and c.inputs()["InputTensor"][position] == value)
     result = shrink(case, signature(_line(case, True)), runner, budget_s=60)
     kept = result.minimal.arrays["InputTensor"]
     assert kept[position] == value and np.count_nonzero(kept) == 1
@@ -105,3 +107,68 @@ def test_signatures_tell_outcome_output_value_classes_and_diverging_fields_apart
     assert signature({"op": "X", "outcome": "crash", "flags": []}) == Signature("X", "crash")
     other = {**base, "worst": [{"output": "OutputTensor", "failed": True, "expected": 1.0, "actual": 2.0}]}
     assert not same_failure(sig, other)
+
+
+#: What the default CPU fuzz found (``ep-testbed fuzz --ep cpu --budget 60``, seed 0): ONNX
+#: Runtime's CPU RoiAlign gives NaN where the page gives an infinity.
+INF_TO_NAN = "roi_align/fuzz-s0-b3-026"
+
+
+def _cpu_nan_where_the_page_has_inf(case) -> bool:
+    """The case's model on ONNX Runtime's CPU EP (in this process) gives NaN where the reference
+    gives +-inf: the failure itself, read off the EP's outputs without the verdict code."""
+    import onnxruntime as ort
+
+    from ep_testbed.graphs import to_onnx
+
+    mapping = to_onnx(case.desc, case.opset)
+    if mapping.model is None:
+        return False
+    tensors = case.inputs()
+    session = ort.InferenceSession(mapping.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with np.errstate(all="ignore"):
+        got = mapping.outputs(session.run(None, mapping.feeds(tensors)))
+        expected = execute(case.desc, tensors)
+    return any(bool((np.isinf(e) & np.isnan(got[name])).any()) for name, e in expected.items() if name in got)
+
+
+def test_a_fuzzed_failure_that_needs_one_infinity_shrinks_to_a_few_elements():
+    """A fuzzed case's values are drawn over its whole shape, so every smaller draw holds other
+    values: Hypothesis's shrinker alone stopped this failure at 994 elements. The shape stage cuts
+    regions, channels, images and pixels out of the case itself, keeping the values it holds."""
+    case = draw.replay(INF_TO_NAN)
+    assert _cpu_nan_where_the_page_has_inf(case), f"{INF_TO_NAN} no longer gives NaN for inf on the CPU EP"
+    runner = Runner(_cpu_nan_where_the_page_has_inf)
+    result = shrink(case, signature(_line(case, True)), runner, budget_s=120)
+    assert runner.predicate(result.minimal)
+    assert result.minimal_elements <= SMALL_ELEMENTS < result.original_elements, result.stages
+    assert result.stages["shape"]["candidates"] > 0 and not result.notes
+
+
+def test_a_minimal_case_left_large_says_why():
+    case = draw.replay(INF_TO_NAN)
+    runner = Runner(lambda c: desc_elements(c.desc) >= 1000)
+    result = shrink(case, signature(_line(case, True)), runner, budget_s=120)
+    assert SMALL_ELEMENTS < result.minimal_elements
+    assert any("smaller variants" in note and "failed the same way" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("op", ["roi_align", "roi_align1", "roi_pooling", "max_pooling2"])
+def test_every_smaller_variant_the_cases_modules_offer_is_smaller_and_runs(op):
+    from ep_testbed.graphs.cases.common import cases_module
+    from ep_testbed.reference.registry import spec_named
+
+    moves = cases_module(spec_named(op).dml_type).shrink_moves
+    offered = 0
+    for case in draw.draw_batch(op, 2, 0)[:12]:
+        for desc, smaller in moves(case.desc, case.inputs()):
+            assert desc_elements(desc) <= desc_elements(case.desc)
+            try:
+                validate(desc)
+            except DescError:
+                continue  # the shrinker never runs these
+            offered += 1
+            with np.errstate(all="ignore"):
+                outputs = execute(desc, smaller)
+            assert outputs["OutputTensor"].shape == tuple(desc.output_tensor.sizes)
+    assert offered > 12

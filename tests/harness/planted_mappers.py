@@ -6,7 +6,8 @@ that a case fails on the CPU EP for a reason outside the operator:
 - ``tf32_rois``: the ROI table goes through ``Cast`` to float16 and back before RoiAlign,
   rounding every coordinate to 10 mantissa bits: what the CUDA EP's TF32 MatMul did to the
   ROI rewrite on an H100 (float16 keeps 10 mantissa bits, as TF32 does);
-- ``half_output``: the operator's output goes through the same pair after it;
+- ``half_output``: the operator's output goes through the same pair after it
+  (``half_output_float32``: only for a float32 desc that ONNX can express);
 - ``fewer_samples``: the RoiAlign node takes one sample per bin where the desc asks for more,
   with no helper at all (a wrong composition).
 
@@ -67,3 +68,13 @@ def fewer_samples(desc, opset=None):
             if node.op_type == "RoiAlign" and attr.name == "sampling_ratio":
                 attr.i = 1
     return mapping
+
+
+def half_output_float32(desc, opset=None):
+    """``half_output`` for an expressible desc of float32 tensors; ``graphs.to_onnx`` unchanged
+    for any other (an inexpressible desc stays inexpressible, a float16 output has nothing to
+    lose): every float32 case fails the same way, in OutputTensor, number -> number."""
+    mapping = to_onnx(desc, opset)
+    if mapping.model is None or desc.input_tensor.data_type != "FLOAT32":
+        return mapping
+    return half_output(desc, opset)

@@ -14,7 +14,8 @@ from ep_testbed.harness import cli
 from ep_testbed.harness.cli import SUBCOMMANDS, build_parser, main, parse_args
 from ep_testbed.reference import desc_to_dml
 
-NAMES = ["doctor", "devices", "run", "fuzz", "merge", "report", "ci-summary", "diff", "map", "gen", "reference", "model"]
+NAMES = ["doctor", "devices", "run", "fuzz", "merge", "report", "ci-summary", "findings", "diff", "map", "gen", "reference",
+         "model"]
 
 
 def run_main(capsys, *argv):

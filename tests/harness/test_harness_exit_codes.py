@@ -133,6 +133,7 @@ def test_fuzz_and_model_run_reach_0_and_1(capsys, tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv, code", [
     (["report", "{good}"], OK), (["report", "{missing}"], USAGE),
     (["ci-summary", "{bad}"], OK), (["ci-summary", "{missing}"], USAGE),
+    (["findings", "{bad}", "--out", "{tmp}/f"], OK), (["findings", "{missing}"], USAGE),
     (["map", "{desc}"], OK), (["map", "{gen}/cases.json"], USAGE),
     (["reference", "--desc", "{desc}", "--out", "{tmp}/y.npz"], OK), (["reference", "--desc", "{missing}"], USAGE),
     (["gen", "--op", "roi_pooling", "--out", "{gen}"], USAGE),  # holds files, no --overwrite
@@ -157,6 +158,7 @@ INJECT = {
     "merge": ("ep_testbed.harness.cli.merge.merge_runs", ["merge", "{good}", "--out", "{tmp}/m"]),
     "report": ("ep_testbed.harness.cli.report.render_junit", ["report", "{good}"]),
     "ci-summary": ("ep_testbed.harness.cli.ci_summary.job_summary", ["ci-summary", "{good}"]),
+    "findings": ("ep_testbed.harness.cli.findings.write_findings", ["findings", "{bad}", "--out", "{tmp}/f"]),
     "diff": ("ep_testbed.harness.cli.diff.diff_runs", ["diff", "{good}", "{good}", "--out", "{tmp}/d"]),
     "map": ("ep_testbed.harness.cli.map.to_onnx", ["map", "{desc}"]),
     "gen": ("ep_testbed.harness.cli.gen.write_cases", ["gen", "--op", "roi_pooling", "--out", "{tmp}/g"]),

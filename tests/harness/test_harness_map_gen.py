@@ -43,7 +43,7 @@ def test_write_cases_writes_files_standard_tools_open(tmp_path):
         assert desc == case.desc
         model = onnx.load(folder / "model.onnx")
         onnx.checker.check_model(model)
-        feeds = dict(np.load(folder / "inputs.npz"))
+        feeds = dict(np.load(folder / "feeds.npz"))
         expected = dict(np.load(folder / "expected.npz"))
         out = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
         if not case.tags.get("expect"):
@@ -61,3 +61,23 @@ def test_write_cases_handles_inexpressible_cases(tmp_path):
         assert json.loads((folder / "flags.json").read_text())["kind"] == "inexpressible"
         assert "InputTensor" in np.load(folder / "inputs.npz")
 
+
+
+def test_every_gen_folders_inputs_are_what_reference_computes_expected_from(tmp_path, capsys):
+    """``ep-testbed reference --desc desc.json --inputs inputs.npz`` on a gen folder gives its
+    expected.npz (inputs.npz used to hold the model's feeds: int64 batch indices, reshaped and
+    rewritten ROIs, widened MaxPool inputs, which the reference refused, exit 2)."""
+    from ep_testbed.harness.cli import main
+
+    for op in ("roi_align1", "roi_align", "roi_pooling", "max_pooling2"):
+        folders = write_cases(op, tmp_path / op)
+        for folder in folders[::7]:
+            out = tmp_path / "y.npz"
+            code = main(["reference", "--desc", str(folder / "desc.json"), "--inputs", str(folder / "inputs.npz"),
+                         "--out", str(out)])
+            assert code == 0, (folder.name, capsys.readouterr().err)
+            expected, got = np.load(folder / "expected.npz"), np.load(out)
+            assert sorted(expected) == sorted(got)
+            for name in expected:
+                np.testing.assert_array_equal(got[name], expected[name])
+    capsys.readouterr()

@@ -109,3 +109,37 @@ def test_batched_tests_read_the_same_outcomes(tmp_path):
         assert p.returncode in (0, 1), p.stdout[-2000:]
         reports[batch] = {t.attrib["name"]: [c.tag for c in t] for t in ET.parse(junit).getroot().iter("testcase")}
     assert len(reports["1"]) == len(build_catalog(["max_pooling2"])) and reports["1"] == reports["8"]
+
+
+def pytest_counts(stdout: str) -> dict[str, int]:
+    """pytest's closing counts (``3 passed, 2 skipped, 4 xfailed``), every kind, absent ones 0."""
+    import re
+
+    found = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|xfailed|xpassed|error)",
+                                                          stdout.strip().splitlines()[-1]))
+    return {kind: found.get(kind, 0) for kind in ("passed", "failed", "skipped", "xfailed", "xpassed", "error")}
+
+
+def run_counts_as_pytest(lines) -> dict[str, int]:
+    """``ep-testbed run``'s outcomes grouped as the plugin maps them (its module docstring)."""
+    from ep_testbed.harness.pytest_plugin import OUTCOME_TO_PYTEST
+
+    counts = {kind: 0 for kind in ("passed", "failed", "skipped", "xfailed", "xpassed", "error")}
+    for line in lines:
+        counts[OUTCOME_TO_PYTEST[line["outcome"]]] += 1
+    return counts
+
+
+def test_run_and_the_plugin_count_the_same_catalog_the_same_way(tmp_path):
+    """ROI_POOLING on the CPU EP holds passes, known divergences (each settled on
+    its result) and no untested case; the plugin's counts are run's outcomes grouped."""
+    from ep_testbed.harness.cli import main
+    from ep_testbed.harness.core.results import OUTCOMES, read_run
+    from ep_testbed.harness.pytest_plugin import OUTCOME_TO_PYTEST
+
+    assert set(OUTCOME_TO_PYTEST) == set(OUTCOMES)
+    assert main(["run", "--ep", "cpu", "--ops", "roi_pooling", "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    lines = [line for line in read_run(str(tmp_path / "run"))[1] if line.get("type") == "case"]
+    p = pytest_run("--ep", "cpu", "--ops", "roi_pooling", "-q", "-n", "2")
+    assert pytest_counts(p.stdout) == run_counts_as_pytest(lines), p.stdout[-1500:]
+    assert {line["outcome"] for line in lines} >= {"pass", "known"}

@@ -40,6 +40,7 @@ COMMANDS = {
     ("report", "no-such-run"): ["--max-pictures", "--max-details", "--limit"],
     ("ci-summary", "no-such-run"): ["--top", "--max-annotations", "--format", "--title", "--limit"],
     ("diff", "no-such-run-a", "no-such-run-b"): ["--growth-factor", "--limit"],
+    ("findings", "no-such-run"): ["--out", "--limit"],
     ("gen", "--op", "max_pooling2", "--out", "."): ["--seed", "--limit"],
     ("merge", "no-such-run", "--out", "no-such-merged"): ["--limit"],
 }

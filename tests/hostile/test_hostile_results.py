@@ -1,4 +1,4 @@
-"""Hostile ``results.jsonl`` files fed to every command that reads a run: ``report``,
+"""Hostile ``results.jsonl`` files fed to every command that reads a run: ``report``, ``findings``,
 ``ci-summary``, ``diff``, ``merge`` and ``run --resume``. Lines are mutated field by field (wrong types, 400-digit
 numbers, control characters, paths that leave the run folder), deleted, repeated, swapped,
 torn or replaced by garbage; case folders get links to a file outside the run. Besides the
@@ -126,7 +126,7 @@ def _hostile_run(base_run, folder, data):
 
 @hostile(40)
 @given(data=st.data())
-def test_report_diff_and_merge_take_hostile_results(sandbox, base_run, tmp_path_factory, data):
+def test_report_findings_diff_and_merge_take_hostile_results(sandbox, base_run, tmp_path_factory, data):
     folder = tmp_path_factory.mktemp("results")
     run, lines, secret = _hostile_run(base_run, folder, data)
     fenced = dict(temp=sandbox.temp, secrets=[secret])
@@ -137,6 +137,9 @@ def test_report_diff_and_merge_take_hostile_results(sandbox, base_run, tmp_path_
         if form == "annotations" and shown.code == 0:
             assert all(line.startswith(("::error title=", "::warning title=", "::notice title="))
                        for line in shown.stdout.splitlines()), shown.describe()
+    found = folder / "findings"  # the failing cases' folders and lines, bundles of what they hold
+    sandbox.call(["findings", run, "--out", found], kind="findings").check((0, 2), reads=[run], writes=[found],
+                                                                           **fenced)
     diff_out = folder / "diff"
     sandbox.call(["diff", base_run, run, "--out", diff_out], kind="diff").check(
         (0, 1, 2), reads=[base_run, run], writes=[diff_out], **fenced)

@@ -165,3 +165,58 @@ def test_minimal_and_empty_runs_render(tmp_path):
     assert html.count('<article class="case') == 2 and "something-new" in html
     render_junit(minimal)
     assert json.loads(render_summary_json(minimal).read_text())["total"] == 2
+
+
+class Visible(HTMLParser):
+    """The text a reader sees: element text outside <script>, <style> and <title> (attributes,
+    such as hover tooltips, are not text)."""
+
+    def __init__(self):
+        super().__init__()
+        self.text, self._hidden = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        self._hidden += tag in ("script", "style", "title")
+
+    def handle_endtag(self, tag):
+        self._hidden -= tag in ("script", "style", "title")
+
+    def handle_data(self, data):
+        if not self._hidden:
+            self.text.append(data)
+
+
+def visible_text(html: str) -> str:
+    parser = Visible()
+    parser.feed(html)
+    return re.sub(r"\s+", " ", " ".join(parser.text))
+
+
+def test_every_outcome_of_a_run_is_explained_in_visible_text(tmp_path):
+    from ep_testbed.reports.rendering import OUTCOME_HELP
+
+    pattern = ["pass", "known", "inexpressible", "not-on-ep", "emulation-gap", "fail"]
+    html = render_run(synthetic_run.write_run(tmp_path / "r", 24, pattern=pattern)).read_text()
+    text = visible_text(html)
+    for outcome in pattern:
+        assert OUTCOME_HELP[outcome] in text, outcome
+    assert OUTCOME_HELP["crash"] not in text  # only the outcomes the run has: the header stays short
+
+
+def test_a_run_with_no_failures_shows_no_failures_by_where_they_occur(tmp_path):
+    """Known divergences re-checked on a second EP carry a scope label; with nothing failing the
+    run there is no failure to place (a DirectML run with 72 known cases and no failure showed
+    the section anyway)."""
+    def labelled(outcomes):
+        run = synthetic_run.write_run(tmp_path / "-".join(outcomes), 12, pattern=outcomes)
+        path = run / "results.jsonl"
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for line in lines:
+            if line.get("outcome") in ("known", "fail"):
+                line["scope"] = "shared with CPUExecutionProvider"
+        lines[0]["also_on"] = "CPUExecutionProvider"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return visible_text(render_run(run).read_text())
+
+    assert "Failures by where they occur" not in labelled(["pass", "known"])
+    assert "Failures by where they occur" in labelled(["pass", "known", "fail"])

@@ -210,6 +210,19 @@ class WineDmlAdapter:
         self._drop()
 
     # -- identity and the canary ---------------------------------------------------------------
+    def hosted_devices(self) -> list[dict[str, Any]]:
+        """The adapters the Wine host's DXGI lists (``ep-testbed devices --ep dml-wine``: this
+        process's ONNX Runtime cannot see them): index, description, PCI ids, whether DXGI calls
+        it a software adapter, memory, whether ``--ep-option device_id`` chooses it, and that the
+        device is emulated (vkd3d on Mesa's lavapipe)."""
+        hello = self.host().info
+        chosen = int(self.spec.options.get("device_id", 0))
+        return [{"index": a.get("index"), "description": a.get("description"),
+                 "vendor_id": f"0x{int(a.get('vendor_id', 0)):04X}", "device_id": f"0x{int(a.get('device_id', 0)):04X}",
+                 "software": bool(a.get("software")), "dedicated_video_memory": a.get("dedicated_video_memory"),
+                 "chosen": a.get("index") == chosen, "emulated": True}
+                for a in hello.get("adapters") or []]
+
     def identity_record(self) -> dict[str, Any]:
         """The run header's device record: the emulated adapter as the host's DXGI sees it,
         DirectML.dll's and ONNX Runtime's versions, Wine's, vkd3d's and the Direct3D 12 limits;
