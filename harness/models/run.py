@@ -64,7 +64,6 @@ from .attribution import (
     captured_values,
     divergent_summary,
     first_divergent,
-    probe_model,
 )
 from .attribution import node_arrays as node_arrays_of
 from .drift import DriftPolicy, budget_rows, drift_statement, prefix_probe, search_drift
@@ -230,14 +229,17 @@ def placement_counts(nodes: Any, placement: Mapping[str, str]) -> dict[str, dict
 
 def capture(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_run: EpRun, ref_run: EpRun,
             config: ModelRunConfig, name: str, run_as: onnx.ModelProto | None = None) -> Captured:
-    """Run the probe copy (``attribution.probe_model``) on both EPs and collect every tensor an
-    attributed node reads or writes; a probe copy that fails keeps the model's own outputs and
-    placement and says why in ``Captured.error``."""
+    """Run the probe copy on both EPs and collect every tensor an attributed node reads or
+    writes; a probe copy that fails keeps the model's own outputs and placement and says why in
+    ``Captured.error``. The probe copy is the model cut after its last attributed node, with those
+    tensors as its outputs (``drift.prefix_probe``: the model's own outputs are the plain run's,
+    and nothing downstream of the nodes runs again)."""
     captured = captured_values(model, feeds)
     result = Captured(ep_run.named(), ref_run.named(), dict(ep_run.placement))
     if not attributed_nodes(model):
         return result
-    probe = probe_model(model, captured)
+    probe = prefix_probe(model, captured)
+    config = _holding(config, probe)
     try:
         ref_probe = run_session(probe, feeds, config.reference, config, profile=False, name=f"{name} (probe copy)",
                                 reference=True)
@@ -246,15 +248,22 @@ def capture(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_run: EpR
         return result
     result.ref_values.update({k: v for k, v in ref_probe.named().items() if k in captured})
     try:
-        ep_probe = run_session(probe if run_as is None else probe_model(run_as, captured), feeds, config.ep,
+        ep_probe = run_session(probe if run_as is None else prefix_probe(run_as, captured), feeds, config.ep,
                                config, profile=True, name=f"{name} (probe copy)")
     except SessionFailed as exc:  # judge each node alone on the EP, fed the reference EP's tensors
         result.error = f"the probe copy (intermediates exposed as outputs) did not run on the EP: {exc}"
         result.alone = True
         return result
     result.ep_values.update({k: v for k, v in ep_probe.named().items() if k in captured})
-    result.placement = ep_probe.placement
+    result.placement = {**result.placement, **ep_probe.placement}
     return result
+
+
+def _holding(config: ModelRunConfig, probe: onnx.ModelProto) -> ModelRunConfig:
+    """``config`` handing a probe copy's sessions only the injected weights it holds (a copy cut
+    short reads fewer of them: a model over 2 GiB)."""
+    held = {t.name for t in probe.graph.initializer}
+    return replace(config, initializers={k: v for k, v in config.initializers.items() if k in held})
 
 
 def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
@@ -368,9 +377,7 @@ def drift_record(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config
                  if config.settings.graph_opt or (config.reference_settings or config.settings).graph_opt else None)}
     if differ:
         def run_pair(probe: onnx.ModelProto) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-            # a probe holds only the initializers its nodes read: hand its sessions only those
-            held = {t.name for t in probe.graph.initializer}
-            probe_config = replace(config, initializers={k: v for k, v in config.initializers.items() if k in held})
+            probe_config = _holding(config, probe)
             ref = run_session(probe, feeds, config.reference, probe_config, profile=False,
                               name=f"{name} (intermediates marked)", reference=True)
             marked = [o.name for o in probe.graph.output]
@@ -402,7 +409,8 @@ def _run_alone(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mod
     if attributed_nodes(model):
         captured = captured_values(model, feeds)
         try:
-            probe = run_session(probe_model(model, captured), feeds, config.reference, config, profile=False,
+            cut = prefix_probe(model, captured)
+            probe = run_session(cut, feeds, config.reference, _holding(config, cut), profile=False,
                                 name=f"{name} (probe copy)", reference=True)
             values.update({k: v for k, v in probe.named().items() if k in captured})
         except SessionFailed as exc:
