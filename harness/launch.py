@@ -3,7 +3,8 @@
 ``ep_testbed.harness.cli`` imports every subcommand, and with them numpy, onnx and onnxruntime: a
 second or more before ``cli.main`` exists to catch an interrupt, and Python's default would print
 a ``KeyboardInterrupt`` traceback there (and SIGTERM would kill the process without a word). This
-module imports only the standard library, makes SIGINT and SIGTERM raise, then imports the
+module imports only the standard library (and ``core.walltime``, which does too: the command's
+clock, stamped first), makes SIGINT and SIGTERM raise, then imports the
 command line and runs ``cli.main``, which takes over with its own guard
 (``core.exit_codes``). An interrupt before that is exit 130 (SIGINT) or 143 (SIGTERM) with one line
 on stderr, as ``core.exit_codes`` documents for every command.
@@ -48,6 +49,9 @@ def _wait_for_test() -> None:
 def main() -> int:
     """Install the interrupt handling, import the command line, run it; its exit code, or 130 /
     143 with one line on stderr when interrupted before the command line took over."""
+    from ep_testbed.harness.core import walltime  # the standard library only: the command's clock
+
+    walltime.mark_launch()
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:

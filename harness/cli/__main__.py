@@ -2,6 +2,10 @@
 
 import sys
 
-from . import main
+from ep_testbed.harness.core import walltime
+
+walltime.mark_launch()  # this process is the command: its wall time starts with the process
+
+from . import main  # noqa: E402  (after the stamp)
 
 sys.exit(main())

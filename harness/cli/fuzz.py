@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 
-from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core import exit_codes, walltime
 from ep_testbed.harness.core.rerun import file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.run.pool import WorkerStartError
@@ -151,6 +151,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
         what += f" or {args.max_cases} case(s), whichever ends first"
     sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
     print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers{sharing}) -> {out}", file=sys.stderr)
+    walltime.mark("setup")
     try:
         result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
@@ -162,8 +163,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     header, lines, _ = read_run(out)
     failing = failing_outcomes(False, False)
     print_outcomes(lines, failing, header)
-    print(f"\n{result.ran} fuzzed cases in {result.generation_s:.1f} s ({result.cases_per_second:.1f} cases/s); "
-          f"{len(result.findings)} failing in {len(result.signatures)} kind(s)")
+    print(f"\n{len(result.findings)} of {result.ran} fuzzed cases failing, in {len(result.signatures)} kind(s)")
     for record in result.shrinks:
         print(f"shrunk {record['original']} ({record['original_elements']} elements) -> {record['minimal']} "
               f"({record['minimal_elements']} elements, {record['reduction']}x smaller) in {record['seconds']:.1f} s"
@@ -176,6 +176,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     if result.interrupted and result.device_lost is None:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
     artifacts = render_report(out)
+    print(walltime.closing_line(result.ran, "fuzzed cases", rates={"fuzzing": result.ran}))
     if result.device_lost is not None:  # the run could not go on: exit 2, whatever failed before
         return usage_error(f"{result.device_lost}; fuzz again once the device is back (`ep-testbed fuzz --replay ID` "
                            "reruns one case)")

@@ -44,6 +44,7 @@ from typing import Any, Iterator, Sequence
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
 from ep_testbed.harness.core import shrink_records as records
+from ep_testbed.harness.core import walltime
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.rerun import FUZZ_MINIMAL_FAMILY
 from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
@@ -207,6 +208,7 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
                 result.interrupted, result.device_lost = True, exc
         result.counts, result.elapsed_s = count_outcomes([{"outcome": o} for o in counts.elements()]), \
             time.monotonic() - start
+        walltime.mark("shrinking")  # what came after the fuzzing workers stopped (nothing, when nothing failed)
         lost = result.device_lost
         writer.write(end_record(result.counts, result.interrupted, ran=result.ran,
                                 elapsed_s=round(result.elapsed_s, 3),
@@ -295,6 +297,8 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     try:
         start = None
         for batch in batches:
+            if start is None:  # the first batch is drawn: fuzzing starts
+                walltime.mark("workers and drawing start")
             start = status.start = start or time.monotonic()
             for chunk in _chunks(batch, chunk_size):
                 result.generation_s = time.monotonic() - start
@@ -323,11 +327,14 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
         result.generation_s = time.monotonic() - (start or time.monotonic())
         finished = True
     finally:
+        if start is not None:
+            walltime.mark("fuzzing", at=start + result.generation_s)
         batches.close()
         pool.close()
         if recheck is not None:
             _end_recheck(recheck, finished, labelled, emit, waiting)
         status.close()
+        walltime.mark("stopping workers")
 
 
 def _start_recheck(config: CaseConfig, options: FuzzOptions) -> Recheck | None:
@@ -607,7 +614,7 @@ class _Status:
             return
         self.last, elapsed = now, now - self.start
         sys.stderr.write(f"\rfuzz: {result.ran} cases, {len(result.findings)} failing "
-                         f"({len(result.signatures)} kinds), {result.ran / max(elapsed, 1e-9):.0f} cases/s, "
+                         f"({len(result.signatures)} kinds), {result.ran / max(elapsed, 1e-9):.0f} cases/s fuzzing, "
                          f"{max(0.0, self.budget_s - elapsed):.0f} s left\x1b[K")
         sys.stderr.flush()
 
