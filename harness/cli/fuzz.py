@@ -27,7 +27,7 @@ from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
-from .common import UsageError, print_outcomes, render_report, usage_error
+from .common import UsageError, prepare_reports, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
     RunConfig,
@@ -152,6 +152,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
     print(f"ep-testbed: {what} on {settings.ep.provider} ({settings.jobs} workers{sharing}) -> {out}", file=sys.stderr)
     walltime.mark("setup")
+    prepare_reports()
     try:
         result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:

@@ -40,7 +40,7 @@ from ep_testbed.harness.run.selection import parse_shard, select, shard
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 from ep_testbed.reference.precision import precision_model
 
-from .common import UsageError, print_outcomes, render_report, usage_error
+from .common import UsageError, prepare_reports, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
     RunConfig,
@@ -207,6 +207,7 @@ def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: lis
         + f" on {settings.ep.provider} ({jobs} workers"
         + (f", up to {options.batch} cases a session" if options.batch > 1 else "") + f") -> {options.out_dir}",
         file=sys.stderr)
+    prepare_reports()
     try:
         result = _run_until_stopped(cases, config, options, settings.expectations)
     except (RunError, WorkerStartError) as exc:

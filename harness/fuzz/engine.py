@@ -34,13 +34,14 @@ which the end line names (``device_lost``) and ``FuzzResult.device_lost`` holds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
 from ep_testbed.harness.core import shrink_records as records
@@ -190,6 +191,16 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
     """``fuzz``'s work once the folder is this process's."""
     budget = Budget(options.budget_s)
     _check(options)
+    drawing = _batches(options)  # the drawing process starts first: its imports overlap the header and the workers'
+    try:
+        return _fuzz_drawing(config, options, expectations, budget, drawing)
+    finally:
+        drawing.close()
+
+
+def _fuzz_drawing(config: CaseConfig, options: FuzzOptions, expectations: Expectations, budget: Budget,
+                  drawing: "_Batches") -> FuzzResult:
+    """``_fuzz_claimed``'s work once the drawing process is starting."""
     config = dataclasses.replace(config, run_dir=os.path.abspath(options.out_dir))
     header = _header(config, options, expectations)
     start = time.monotonic()
@@ -197,7 +208,7 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
     counts: Counter = Counter()
     with _Lines(options.out_dir) as writer:
         writer.write(header)
-        for step in (_generate, _shrink_findings):
+        for step in (functools.partial(_generate, batches=drawing), _shrink_findings):
             if result.interrupted:
                 break
             try:
@@ -260,12 +271,13 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
 
 
 def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
-              result: FuzzResult, counts: Counter, budget: Budget) -> None:
+              result: FuzzResult, counts: Counter, budget: Budget, batches: "_Batches | None" = None) -> None:
     """Step 2 of the module docstring: batches through the pool until drawing's part of the
     ``budget`` is spent, the first chunk whatever the budget (its start-up, the workers' and the
     drawing process's, may take it all), and a replay's cases whatever the budget. ``generation_s``, and
     so the rate, starts with the first batch drawn (the drawing process's start-up is not
-    fuzzing); the budget started with the run."""
+    fuzzing); the budget started with the run. ``batches``: already drawing (``_batches``; None:
+    started here)."""
     jobs = min(options.jobs, len(options.replay) or draw_mod.BATCH_SIZE)  # never more workers than cases to run
     pool = WorkerPool(config, jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
                       batch=options.batch)
@@ -277,7 +289,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
         return ArtifactPolicy(expected=expectations.candidates(case))
 
     status = _Status(options.progress, options.budget_s)
-    batches = _batches(options)
+    batches = batches if batches is not None else _batches(options)
     recheck = _start_recheck(config, options)
     waiting: dict[str, Any] = {}  # the cases of lines out for re-checking, by id
 
@@ -368,18 +380,36 @@ def _end_recheck(recheck: Recheck, finished: bool, labelled: Any, emit: Any, wai
         raise interrupted
 
 
-def _batches(options: FuzzOptions) -> Iterator[list[Any]]:
-    """The batches to run: the ``replay`` cases redrawn from their ids (one batch), or the
-    drawing process's batches, without end."""
-    if options.replay:
-        yield [draw_mod.replay(case_id) for case_id in options.replay]
-        return
-    drawer = Drawer(options.ops, options.seed, options.size)
-    try:
-        while True:
-            yield drawer.next_batch()
-    finally:
-        drawer.close()
+class _Batches:
+    """The batches to run, as an iterator: the ``replay`` cases redrawn from their ids (one batch),
+    or the batches of a drawing process, without end, started when this is made (``Drawer``);
+    ``close`` stops it, whether or not a batch was taken."""
+
+    def __init__(self, options: FuzzOptions) -> None:
+        self._replay = list(options.replay)
+        self._drawer = None if self._replay else Drawer(options.ops, options.seed, options.size)
+
+    def __iter__(self) -> "_Batches":
+        return self
+
+    def __next__(self) -> list[Any]:
+        if self._drawer is not None:
+            return self._drawer.next_batch()
+        if self._replay:
+            replay, self._replay = self._replay, []
+            return [draw_mod.replay(case_id) for case_id in replay]
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the drawing process (again: nothing)."""
+        drawer, self._drawer, self._replay = self._drawer, None, []
+        if drawer is not None:
+            drawer.close()
+
+
+def _batches(options: FuzzOptions) -> _Batches:
+    """The batches to run (``_Batches``): a drawing process starts now."""
+    return _Batches(options)
 
 
 def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations,

@@ -151,3 +151,16 @@ def test_the_live_progress_rate_says_it_counts_from_the_run():
     progress = Progress(2, enabled=True, stream=io.StringIO())
     progress.update({"outcome": "pass"})
     assert "cases/s in the run" in progress.render()
+
+
+def test_the_report_templates_compile_in_the_background_and_a_broken_one_is_left_to_the_rendering(capfd):
+    """``run`` and ``fuzz`` compile report.html's templates while their cases run
+    (``cli.common.prepare_reports``), so the report after the last case does not wait for them;
+    a template that fails there prints nothing (the rendering says why, where errors are handled)."""
+    from ep_testbed.reports import rendering
+
+    broken = rendering.warm_up("no-such-template.j2")
+    broken.join(60)
+    assert not broken.is_alive() and capfd.readouterr().err == ""
+    rendering.warm_up("report.html.j2").join(60)
+    assert any(key[1] == "report.html.j2" for key in rendering.environment().cache.keys())
