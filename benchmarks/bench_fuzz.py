@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"load average before: {os.getloadavg()}; {os.cpu_count()} cores; --jobs {args.jobs}")
     print("draw cost (CPU ms per case): " + ", ".join(f"{op} {ms:.2f}" for op, ms in draw_costs().items()))
+    print("cases/s over each way's own running time (run and fuzz: their end lines, without the command's "
+          "start-up and reports; bench_throughput.py gives the wall-time rate too)")
     print(f"{'way':58} {'cases':>7} {'cases/s':>8} {'on EP/s':>8}")
     with tempfile.TemporaryDirectory(prefix="bench-fuzz-") as root:
         rows = [("ep-testbed run, default catalog (peer)", peer_run(args.ep, args.jobs, root)),

@@ -9,9 +9,11 @@ row is the median of its repeats, and only rows of one run compare):
 - ``run``: ``ep-testbed run --ep EP --batch K --jobs N`` on the default catalog (``--also-on``
   passed through, default none: re-checking failures on a second EP is per failing case, not
   what batching changes); cases/s over the run's own elapsed time (its end line: starting the
-  workers and their warm-up included);
+  workers and their warm-up included) and, beside it, cases/s over the command's wall time from
+  its process's start (its closing line, ``core.walltime``: the imports, the catalog, the
+  preflight, stopping the workers and the reports too);
 - ``fuzz``: ``ep-testbed fuzz --batch K --shrink none --budget S``; cases/s over its generation
-  time (end line);
+  time (end line), and over its wall time (closing line);
 - ``bare``: the ceiling, ONNX Runtime with nothing of the testbed around it: the same catalog
   models (every expressible case's ``graphs.to_onnx`` model and feeds, made before the clock
   starts) in N processes at once, each already started and warmed up, building one session per
@@ -31,8 +33,10 @@ against the bare EP at the same batch size (the testbed's share of the ceiling);
 case could run (the end line's ``warm_up_s``; the bare processes start theirs before the clock),
 and ``warm/bare``: the cases/s of the rest of the run (every case over the elapsed time less the
 warm-up) against the bare EP; ``wall``: seconds from launching the command to its exit (its
-imports, the catalog, the preflight and the report too: what a user waits for). A benchmark, not
-a test: nothing here asserts.
+imports, the catalog, the preflight and the report too: what a user waits for), measured here
+from launching the process to its exit. A second table says where each command's wall time went,
+as its closing line names the parts (medians of the repeats' seconds). A benchmark, not a test:
+nothing here asserts.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ep_testbed.harness.core.walltime import parse_closing_line  # noqa: E402  (after the path)
 
 SPLIT = ("prepare_s", "build_s", "run_s", "judge_s")
 
@@ -86,7 +92,16 @@ def testbed_run(ep: str, batch: int, jobs: int, also_on: str, root: str) -> dict
     warm = end.get("warm_up_s")  # how far into the run the first worker had started its EP
     after = len(lines) / (seconds - warm) if warm is not None and seconds > warm else None
     return {"cases": len(lines), "rate": len(lines) / seconds, "split": _split(lines, seconds, jobs),
-            "outcomes": end["counts"], "warm_up_s": warm, "rate_warm": after, "wall_s": wall}
+            "outcomes": end["counts"], "warm_up_s": warm, "rate_warm": after, "wall_s": wall,
+            **_closing(done.stdout)}
+
+
+def _closing(stdout: str) -> dict[str, Any]:
+    """The command's closing line: cases/s over its wall time, and the seconds of each part."""
+    closing = parse_closing_line(stdout)
+    if closing is None:
+        raise RuntimeError(f"no closing line in what the command printed: {stdout[-500:]}")
+    return {"wall_rate": closing.rate, "parts": dict(closing.parts)}
 
 
 def testbed_fuzz(ep: str, batch: int, jobs: int, budget: float, root: str) -> dict[str, Any]:
@@ -100,7 +115,8 @@ def testbed_fuzz(ep: str, batch: int, jobs: int, budget: float, root: str) -> di
         raise RuntimeError(f"ep-testbed fuzz failed ({done.returncode}): {done.stderr[-2000:]}")
     _, lines, end = read_run(out)
     seconds = float(end["fuzz"]["generation_s"])
-    return {"cases": len(lines), "rate": len(lines) / seconds, "split": _split(lines, seconds, jobs)}
+    return {"cases": len(lines), "rate": len(lines) / seconds, "split": _split(lines, seconds, jobs),
+            **_closing(done.stdout)}
 
 
 # --- the bare EP -------------------------------------------------------------------------------
@@ -203,9 +219,16 @@ def bare(ep: str, units: list[list[tuple[bytes, dict]]], jobs: int) -> dict[str,
 # --- the table ------------------------------------------------------------------------------
 
 def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The repeat with the median rate (its split comes with it)."""
+    """The repeat with the median rate (its split comes with it), with the median of the wall
+    rates and of each wall part's seconds over the repeats beside it."""
     ordered = sorted(rows, key=lambda r: r["rate"])
-    return dict(ordered[len(ordered) // 2], rates=[round(r["rate"], 1) for r in rows])
+    median = dict(ordered[len(ordered) // 2], rates=[round(r["rate"], 1) for r in rows])
+    if all(r.get("wall_rate") is not None for r in rows):
+        median["wall_rate"] = statistics.median(r["wall_rate"] for r in rows)
+        median["wall_rates"] = [round(r["wall_rate"], 1) for r in rows]
+        names = list(dict.fromkeys(name for r in rows for name in r["parts"]))
+        median["wall_parts"] = {name: statistics.median(r["parts"].get(name, 0.0) for r in rows) for name in names}
+    return median
 
 
 def measure(args: argparse.Namespace, batches: list[int], root: str) -> dict[tuple[str, int], dict[str, Any]]:
@@ -220,17 +243,35 @@ def measure(args: argparse.Namespace, batches: list[int], root: str) -> dict[tup
             if not args.no_fuzz:
                 raw.setdefault(("fuzz", k), []).append(testbed_fuzz(args.ep, k, args.jobs, args.fuzz_budget, root))
             raw.setdefault(("bare", k), []).append(bare(args.ep, units[k], args.jobs))
-            print(f"  repeat {repeat + 1}, batch {k}: " + ", ".join(
-                f"{what} {raw[(what, k)][-1]['rate']:.1f}" for what in ("run", "fuzz", "bare") if (what, k) in raw)
-                + " cases/s", file=sys.stderr, flush=True)
+            print(f"  repeat {repeat + 1}, batch {k} (load {os.getloadavg()[0]:.2f}): " + ", ".join(
+                f"{what} {raw[(what, k)][-1]['rate']:.1f}"
+                + (f" (wall {raw[(what, k)][-1]['wall_rate']:.1f})" if raw[(what, k)][-1].get("wall_rate") else "")
+                for what in ("run", "fuzz", "bare") if (what, k) in raw) + " cases/s", file=sys.stderr, flush=True)
     return {key: _median(rows) for key, rows in raw.items()}
+
+
+def wall_table(rows: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> list[str]:
+    """Where each command's wall time went (medians over the repeats of each part's seconds,
+    from its closing line) and its cases/s over the wall time against the bare EP's."""
+    out = []
+    for what in ("run", "fuzz"):
+        for k in batches:
+            row = rows.get((what, k))
+            if not row or not row.get("wall_parts"):
+                continue
+            ceiling = rows.get(("bare", k))
+            vs_bare = f", {row['wall_rate'] / ceiling['rate']:.2f} of the bare EP" if ceiling else ""
+            parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in row["wall_parts"].items())
+            out.append(f"{what} batch {k}: {row['wall_rate']:.1f} cases/s of wall time{vs_bare} "
+                       f"(repeats {row['wall_rates']}); seconds: {parts}")
+    return out
 
 
 def table(rows: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> list[str]:
     """The printed table (module docstring)."""
-    out = [f"{'what':6} {'batch':>5} {'cases':>6} {'cases/s':>8} {'prepare':>8} {'build':>7} {'run':>7} "
-           f"{'judge':>7} {'other':>7} {'shared':>7} {'vs K=1':>7} {'vs bare':>8} {'warm-up':>7} {'warm/bare':>9} "
-           f"{'wall':>6}  repeats (cases/s)"]
+    out = [f"{'what':6} {'batch':>5} {'cases':>6} {'cases/s':>8} {'wall c/s':>8} {'prepare':>8} {'build':>7} "
+           f"{'run':>7} {'judge':>7} {'other':>7} {'shared':>7} {'vs K=1':>7} {'vs bare':>8} {'warm-up':>7} "
+           f"{'warm/bare':>9} {'wall':>6}  repeats (cases/s)"]
     for what in ("run", "fuzz", "bare"):
         for k in batches:
             row = rows.get((what, k))
@@ -248,8 +289,9 @@ def table(rows: dict[tuple[str, int], dict[str, Any]], batches: list[int]) -> li
             warm_bare = (f"{row['rate_warm'] / ceiling['rate']:9.2f}" if row.get("rate_warm") and ceiling
                          else f"{'':>9}")
             wall = f"{row['wall_s']:6.2f}" if row.get("wall_s") is not None else f"{'':>6}"
-            out.append(f"{what:6} {k:5d} {row['cases']:6d} {row['rate']:8.1f} {' '.join(cells)} {vs_one} {vs_bare} "
-                       f"{warm} {warm_bare} {wall}  {row['rates']}")
+            wall_rate = f"{row['wall_rate']:8.1f}" if row.get("wall_rate") is not None else f"{'':>8}"
+            out.append(f"{what:6} {k:5d} {row['cases']:6d} {row['rate']:8.1f} {wall_rate} {' '.join(cells)} {vs_one} "
+                       f"{vs_bare} {warm} {warm_bare} {wall}  {row['rates']}")
     return out
 
 
@@ -278,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = measure(args, batches, root)
     print(f"load average after {os.getloadavg()}; medians of {args.repeat} repeats; split in ms per case")
     print("\n".join(table(rows, batches)))
+    print("where the wall time went (the closing line's parts, medians in seconds):")
+    print("\n".join(wall_table(rows, batches)))
     if args.json:
         Path(args.json).write_text(json.dumps({f"{w}:{k}": v for (w, k), v in rows.items()}, indent=1))
     return 0

@@ -3,7 +3,9 @@
 ``ep_testbed.harness.cli`` imports every subcommand, and with them numpy, onnx and onnxruntime: a
 second or more before ``cli.main`` exists to catch an interrupt, and Python's default would print
 a ``KeyboardInterrupt`` traceback there (and SIGTERM would kill the process without a word). This
-module imports only the standard library, makes SIGINT and SIGTERM raise, then imports the
+module imports only the standard library (and ``core.walltime``, which does too: the command's
+clock, stamped first; and, for ``--ep dml-wine``, ``eps.dml_wine.early``, which starts the
+DirectML host while the rest imports), makes SIGINT and SIGTERM raise, then imports the
 command line and runs ``cli.main``, which takes over with its own guard
 (``core.exit_codes``). An interrupt before that is exit 130 (SIGINT) or 143 (SIGTERM) with one line
 on stderr, as ``core.exit_codes`` documents for every command.
@@ -45,9 +47,23 @@ def _wait_for_test() -> None:
             pipe.read(1)
 
 
+def start_host_early(argv: list[str]) -> None:
+    """A command that will hold ``--ep dml-wine`` in this process starts its DirectML host now, in
+    the background, so that Wine starts while the project imports (``eps.dml_wine.early``: the
+    standard library only; any other command imports nothing for it)."""
+    if any("dml-wine" in arg for arg in argv):
+        from ep_testbed.harness.eps.dml_wine import early
+
+        early.start_early(argv)
+
+
 def main() -> int:
     """Install the interrupt handling, import the command line, run it; its exit code, or 130 /
     143 with one line on stderr when interrupted before the command line took over."""
+    from ep_testbed.harness.core import walltime  # the standard library only: the command's clock
+
+    walltime.mark_launch()
+    start_host_early(sys.argv[1:])
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:

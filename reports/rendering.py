@@ -12,12 +12,15 @@ import html
 import json
 import math
 import re
+import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 from markupsafe import Markup
+
+if TYPE_CHECKING:  # Jinja2 itself loads with the first environment: a command imports it only to render
+    import jinja2
 
 from ep_testbed.harness.core.results import REPORT_ORDER, WRONG
 from ep_testbed.harness.core.terminal import safe
@@ -159,6 +162,8 @@ def read_static(name: str) -> Markup:
 def environment() -> jinja2.Environment:
     """The one Jinja2 environment (cached): autoescaping, strict undefined, the filters and the
     outcome globals (colours, help, ``REPORT_ORDER``, ``WRONG``) every template uses."""
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,  # every template, whatever its file name
@@ -176,3 +181,22 @@ def environment() -> jinja2.Environment:
     env.globals["static"] = read_static
     env.globals["outcome_css"] = outcome_css
     return env
+
+
+def warm_up(*templates: str) -> threading.Thread:
+    """Load Jinja2 and compile ``templates`` in a background thread (started; join it before
+    rendering, or not: a template it has not compiled yet is compiled when first rendered), so a
+    command pays for them while its cases still run, not after."""
+    def compile_all() -> None:
+        """Compile each template into the environment's cache; one that fails is left to the
+        rendering, which reports it where the command handles errors."""
+        try:
+            for name in templates:
+                environment().get_template(name)
+        except Exception:  # never a traceback from this thread: rendering compiles it again and says why
+            pass
+
+    thread = threading.Thread(target=compile_all, name="report templates", daemon=True)
+    thread.start()
+    return thread
+

@@ -11,6 +11,7 @@ of the project itself):
 Full size, for measurements only (never committed: ~170-240 MB each):
 
     /work/venv-torch/bin/python tools/export_torchvision_models.py --full-size --out /tmp/fullsize
+    /work/venv-torch/bin/python tools/export_torchvision_models.py --full-size --only faster_rcnn_resnet50_fpn --out DIR
 
 writes faster_rcnn_resnet50_fpn.onnx, mask_rcnn_resnet50_fpn.onnx and keypoint_rcnn_resnet50_fpn.onnx:
 torchvision's own fasterrcnn_resnet50_fpn / maskrcnn_resnet50_fpn / keypointrcnn_resnet50_fpn with
@@ -402,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full-size", action="store_true",
                         help="export torchvision's full-size Faster/Mask/Keypoint R-CNN (ResNet-50 FPN, random "
                              "weights, a 480x640 image) instead of the tiny corpus: ~170 MB each, never commit them")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="export only the model NAME (e.g. faster_rcnn_resnet50_fpn); repeatable")
     args = parser.parse_args(argv)
     if args.out is None and args.full_size:
         parser.error("--full-size writes ~500 MB: give --out outside the repository")
@@ -409,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(2 if args.full_size else 1)
     specs = FULL_SPECS if args.full_size else SPECS
+    unknown = sorted(set(args.only) - {name for name, *_ in specs})
+    if unknown:
+        parser.error(f"--only {unknown[0]}: one of {', '.join(name for name, *_ in specs)}")
+    specs = [s for s in specs if not args.only or s[0] in args.only]
     entries = [build_entry(name, builder, shape, outputs, args.out, args.full_size)
                for name, builder, shape, outputs in specs]
     manifest = {

@@ -8,6 +8,7 @@ in float16; sums and bilinear weights of them stay far from float16 rounding tie
 
 from __future__ import annotations
 
+import functools
 import importlib
 import zlib
 from dataclasses import dataclass, field
@@ -59,6 +60,19 @@ def cases_builder(op: str) -> Callable[[int], list[Case]]:
     """The function that lists an operator's catalog cases for a seed."""
     spec = spec_named(op)
     return getattr(cases_module(spec.dml_type), spec.catalog_function)
+
+
+def catalog_cases(op: str, seed: int) -> list[Case]:
+    """An operator's catalog for a seed (``cases_builder``), built once per process: a run's
+    catalog and its preflight's probe case (``probe_case``) share it (building MAX_POOLING2's
+    covering array takes most of a second)."""
+    return list(_built(cases_builder(op), seed))
+
+
+@functools.lru_cache(maxsize=64)
+def _built(builder: Callable[[int], list[Case]], seed: int) -> tuple[Case, ...]:
+    """``builder(seed)``, kept (cases are frozen: sharing them changes nothing)."""
+    return tuple(builder(seed))
 
 
 def num(v: float) -> str:
@@ -411,7 +425,7 @@ def tier_cases(op: str, seed: int, tier: str) -> list[Case]:
         raise ValueError(f"tier = {tier!r}: one of {', '.join(TIERS)}")
     if tier == "stress":
         return cases_module(spec_named(op).dml_type).stress_cases(op, seed)
-    cases = cases_builder(op)(seed)
+    cases = catalog_cases(op, seed)
     if tier == "default":
         return cases
     import fnmatch
@@ -429,7 +443,7 @@ def probe_case(seed: int = 0) -> Case:
     for spec in specs():
         pattern = getattr(cases_module(spec.dml_type), "PROBE", None)
         if pattern:
-            found = (c for c in cases_builder(spec.name)(seed) if fnmatch.fnmatchcase(c.id, f"{spec.name}/{pattern}"))
+            found = (c for c in catalog_cases(spec.name, seed) if fnmatch.fnmatchcase(c.id, f"{spec.name}/{pattern}"))
             case = next(found, None)
             if case is not None:
                 return case

@@ -17,7 +17,9 @@ a command reads goes through that module); a ``DescError`` (a desc the DML page 
 with one message. Bad usage that argparse catches exits 2 with argparse's message. ``main`` is
 also the one top-level guard of ``core.exit_codes``: Ctrl-C or SIGTERM that reaches it is one line
 and exit 130 / 143, and any other exception is an internal error, one line naming it and where to
-report it, exit 70 (the traceback too with ``EP_TESTBED_DEBUG=1``). Python-API seams that are not
+report it, exit 70 (the traceback too with ``EP_TESTBED_DEBUG=1``). ``main`` also starts the
+command's clock (``core.walltime``: from the process's start when the process is the command,
+else from the call), whose parts each command's closing line names. Python-API seams that are not
 flags (another case catalog or mapper for ``run``) are keyword arguments of the handler itself:
 see ``cli.run.run_command``.
 """
@@ -30,7 +32,7 @@ import signal
 import sys
 from typing import Sequence
 
-from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core import exit_codes, walltime
 from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
@@ -94,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ep-testbed <argv>``; return its exit code (``core.exit_codes``; each subcommand's help
     lists its codes). The one top-level guard: an interrupt is 130 (SIGINT) or 143 (SIGTERM), an
     exception nothing below expected is an internal error (70), each one line on stderr."""
+    walltime.begin()  # from the process's start when launched as ep-testbed, else from this call
     _tolerant_console()
     previous = exit_codes.install_sigterm()
     try:
@@ -115,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     """Parse ``argv`` and run its handler under the ``--limit`` caps; refused input is exit 2."""
     args = parse_args(argv)
+    walltime.mark("start-up")  # the interpreter, the imports, the command line
     try:
         caps = parse_limits(args.limit)
     except OptionError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import threading
 import traceback
 from typing import Any, Mapping, Sequence
 
@@ -15,8 +16,12 @@ from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.untrusted_files import FileRefused, OutOfMemory
 from ep_testbed.harness.run.summary import first_problem, problems, table
 from ep_testbed.reports import render_all
+from ep_testbed.reports.rendering import warm_up
 
 PROG = "ep-testbed"
+#: The templates report.html is drawn from (compiled ahead by ``prepare_reports``).
+REPORT_TEMPLATES = ("report.html.j2", "_macros.j2", "_shrinks.html.j2")
+_preparing: list[threading.Thread] = []
 
 
 class UsageError(Exception):
@@ -54,6 +59,14 @@ def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str],
             print(f"rerun the first: {safe(rerun_line(header, first))}")
 
 
+def prepare_reports() -> None:
+    """Compile the report's templates in the background now (``reports.rendering.warm_up``), so
+    that a run's report, rendered once its last case is in, does not wait for them: a command
+    calls this as its cases start, and ``render_report`` waits for it."""
+    if not _preparing:
+        _preparing.append(warm_up(*REPORT_TEMPLATES))
+
+
 def render_report(run_dir: str) -> int:
     """Write report.html, junit.xml and summary.json into the run folder and print their paths;
     return ``exit_codes.OK``, else ``USAGE`` when a file cannot be written (a full disk: each file
@@ -61,6 +74,8 @@ def render_report(run_dir: str) -> int:
     a bug in the reports, each with one message saying that results.jsonl is kept and how to
     finish (``ep-testbed report RUN_DIR``): a run whose report is missing never exits 0 or 1."""
     finish = f"\nNote: results.jsonl is kept whole; finish with: {PROG} report {shlex.quote(str(run_dir))}"
+    for thread in _preparing:  # the templates compiled while the cases ran
+        thread.join()
     refused = None
     try:
         for kind, path in render_all(run_dir).items():

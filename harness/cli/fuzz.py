@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 
-from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core import exit_codes, walltime
 from ep_testbed.harness.core.rerun import file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.eps.adapters import ep_flag, ep_words
@@ -28,7 +28,7 @@ from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
-from .common import UsageError, print_outcomes, render_report, usage_error
+from .common import UsageError, prepare_reports, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
     RunConfig,
@@ -154,6 +154,8 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
     print(f"ep-testbed: {what} on {ep_words(settings.ep)} ({settings.jobs} workers{sharing}) -> {out}",
           file=sys.stderr)
+    walltime.mark("setup")
+    prepare_reports()
     try:
         result = fuzz(settings.case_config(), options, settings.expectations)
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
@@ -165,8 +167,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     header, lines, _ = read_run(out)
     failing = failing_outcomes(False, False)
     print_outcomes(lines, failing, header)
-    print(f"\n{result.ran} fuzzed cases in {result.generation_s:.1f} s ({result.cases_per_second:.1f} cases/s); "
-          f"{len(result.findings)} failing in {len(result.signatures)} kind(s)")
+    print(f"\n{len(result.findings)} of {result.ran} fuzzed cases failing, in {len(result.signatures)} kind(s)")
     per_op = result.cases_by_op(() if replay else ops)  # a replay announces its cases, not operators
     print("cases per operator: " + (", ".join(f"{op} {n}" for op, n in per_op.items()) or "none"))
     for record in result.shrinks:
@@ -183,6 +184,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     if result.interrupted and result.device_lost is None:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
     artifacts = render_report(out)
+    print(walltime.closing_line(result.ran, "fuzzed cases", rates={"fuzzing": result.ran}))
     if result.device_lost is not None:  # the run could not go on: exit 2, whatever failed before
         return usage_error(f"{result.device_lost}; fuzz again once the device is back (`ep-testbed fuzz --replay ID` "
                            "reruns one case)")

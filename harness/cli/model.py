@@ -81,8 +81,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "this says")
     p.add_argument("--drift-max-elements", type=count, default=None, metavar="N",
                    help="elements the intermediates marked as outputs in one run may hold together while searching "
-                        "where drift starts (default: the elements cap, --limit elements); beyond it the nodes "
-                        "are bisected and marked part by part")
+                        "where drift starts (default: the elements cap, --limit elements); the nodes are marked "
+                        "in windows of consecutive nodes, none holding more than this")
     p.add_argument("--reference-graph-opt", action="store_true",
                    help="build the reference EP's session with ONNX Runtime's graph optimizations on (default: as "
                         "--graph-opt says for both), e.g. to compare with the production path")

@@ -31,7 +31,6 @@ import os
 import re
 import shlex
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,7 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
-from ep_testbed.harness.core import emulation, exit_codes, memory
+from ep_testbed.harness.core import emulation, exit_codes, memory, walltime
 from ep_testbed.harness.core.model_statuses import FAILING_VERDICTS
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.tolerances import Tolerances
@@ -77,6 +76,9 @@ from .options import OptionError, RunConfig, parse_ep, run_config
 
 #: Seconds a demo model's child process may run (``model demo --timeout``'s default).
 DEMO_TIMEOUT = 300.0
+#: The closing line's name for each part of ``run_model``'s ``timings``.
+TIMING_PARTS = {"ep_run": "on the EP", "reference_run": "on the reference EP", "capture": "probe copies",
+                "judge": "judging nodes", "compare": "comparing", "drift": "drift search"}
 
 
 @dataclass
@@ -116,13 +118,14 @@ def run_command(args: argparse.Namespace) -> int:
     out = args.out or _default_out(Path(args.model).stem, args.ep)
     argv = child_argv(args.model, args, shapes=args.shape, inputs_path=args.inputs, save_baseline=args.save_baseline,
                       baseline_dir=args.baseline, out=out)
-    end = child_run(argv, args.timeout, label)
+    env = {**os.environ, **walltime.child_environment()}  # the child's closing line counts from this start
+    end = child_run(argv, args.timeout, label, env=env)
     if end.outcome != "crash":
         return end.code
     print(f"ep-testbed model: {label}: judging its attributed nodes alone on {args.ep} in a new process "
           "(the whole model is not run there again)", file=sys.stderr)
     second = child_run(argv + ["--ep-crashed", f"{args.ep} crashed running {label}: {end.detail}"], args.timeout,
-                       label)
+                       label, env=env)
     return exit_codes.FAILED if second.code == exit_codes.OK else second.code
 
 
@@ -139,8 +142,8 @@ def demo_command(args: argparse.Namespace) -> int:
         refuse_overwrite(out, args.overwrite)
     except FolderBusy as exc:
         return _error(str(exc))
-    started = time.perf_counter()
     paths = write_demo_models(out / "models", seed=0, write=write_output)
+    walltime.mark("writing the models")
     codes, outcomes = [], []
     for name, path in paths.items():
         shapes = [f"{k}={v}" for k, v in DEMO_SHAPES.get(name, {}).items()]
@@ -154,8 +157,8 @@ def demo_command(args: argparse.Namespace) -> int:
                                      args.timeout, name)
         codes.append(code)
         outcomes.append(f"{name} {outcome}")
-    print(f"demo: {len(paths)} models ({', '.join(outcomes)}) in {time.perf_counter() - started:.2f} s; "
-          f"reports under {out}")
+    print(f"demo: {len(paths)} models ({', '.join(outcomes)}); reports under {out}")
+    print(walltime.closing_line(len(paths), "models", last="running them"))
     return max(codes) if codes else exit_codes.OK
 
 
@@ -173,6 +176,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except (ModelRefused, ShapeError, InputsError, BaselineError, EpNotAvailable, FolderBusy, FileRefused,
             ValueError, OSError) as exc:
         return _error(str(exc))
+    walltime.mark("model and inputs")
     settings = setup.settings
     precision = settings.precision_model
     reference_settings = SessionSettings(graph_opt=True) if getattr(args, "reference_graph_opt", False) else None
@@ -192,6 +196,7 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
         else:
             print(f"ep-testbed model: {safe_message(exc)}", file=sys.stderr)
         return exit_codes.USAGE
+    _mark_timings(result.get("timings") or {})
     if result.get("ep_failure"):  # the whole message follows in the summary, and in model_result.json
         print(f"ep-testbed model: {safe(result['ep_failure']['message'].splitlines()[0])}", file=sys.stderr)
     out = Path(settings.out or _default_out(setup.loaded.path.stem, ep_flag(settings.ep)))
@@ -209,7 +214,18 @@ def run_model_file(model_path: str, args: argparse.Namespace, *, shapes: Sequenc
     except (OSError, FileRefused) as exc:  # a full disk, a read-only folder, a link planted in it
         return _unwritten(out, exc, result)
     print_summary(result, out, report)
+    print(walltime.closing_line(None, "model run", last="writing and report"))
     return exit_codes.FAILED if result["verdict"] in FAILING_VERDICTS else exit_codes.OK
+
+
+def _mark_timings(timings: dict[str, float]) -> None:
+    """The parts of ``run_model``'s ``timings`` as parts of the command's wall time, in order,
+    each ending where the one before it ended plus its seconds (``TIMING_PARTS`` names them)."""
+    wall = walltime.current()
+    at = wall.start + wall.elapsed()
+    for part, seconds in timings.items():
+        at += float(seconds)
+        wall.mark(TIMING_PARTS.get(part, part), at=at)
 
 
 def _setup(model_path: str, args: argparse.Namespace, shapes: Sequence[str], inputs_path: str | None,

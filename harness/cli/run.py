@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from ep_testbed.graphs.catalog import TIERS
-from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core import exit_codes, walltime
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.memory import address_space_limit, available_memory
 from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
@@ -41,7 +41,7 @@ from ep_testbed.harness.run.selection import parse_shard, select, shard
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 from ep_testbed.reference.precision import precision_model
 
-from .common import UsageError, print_outcomes, render_report, usage_error
+from .common import UsageError, prepare_reports, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
     RunConfig,
@@ -158,6 +158,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
     try:
         settings = run_config(args)
         cases = _selected_cases(args, settings, catalog)
+        walltime.mark("catalog")
         if args.list:
             for case in cases:
                 print(case.id)
@@ -200,12 +201,14 @@ def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: lis
             print(f"ep-testbed: note: {safe_message(finding.text)}", file=sys.stderr)
     if ready.fatal is not None:
         return usage_error(f"preflight: {ready.fatal.text}")
+    walltime.mark("preflight")
     jobs = options.jobs
     options.announce = lambda todo, selected: print(
         f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
         + f" on {ep_words(settings.ep)} ({jobs} workers"
         + (f", up to {options.batch} cases a session" if options.batch > 1 else "") + f") -> {options.out_dir}",
         file=sys.stderr)
+    prepare_reports()
     try:
         result = _run_until_stopped(cases, config, options, settings.expectations)
     except (RunError, WorkerStartError) as exc:
@@ -387,14 +390,17 @@ def _run_until_stopped(cases: list[Any], config: CaseConfig, options: RunOptions
 
 
 def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str) -> int:
-    """Print the outcome table, failures, speed and the resume hint; render the report; the exit code."""
+    """Print the outcome table, failures and the resume hint; render the report; last, the
+    closing line: the cases run now per second of the command's wall time, and where that time
+    went (``core.walltime``); the exit code."""
     for note in result.notes:
         print(f"ep-testbed: note: {safe_message(note)}", file=sys.stderr)
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(result.lines, failing, result.header)
-    print(f"\n{result.ran} cases run in {result.elapsed_s:.1f} s ({result.cases_per_second:.1f} cases/s); "
-          f"results: {os.path.join(out, 'results.jsonl')}")
+    print(f"\nresults: {os.path.join(out, 'results.jsonl')}")
     if result.interrupted:
         print(f"interrupted: {len(result.lines)} of {selected} cases finished; continue with --resume --out {out}",
               file=sys.stderr)
-    return exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), render_report(out))
+    code = exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), render_report(out))
+    print(walltime.closing_line(result.ran, "cases", rates={"cases": result.ran}))
+    return code

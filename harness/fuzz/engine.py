@@ -35,16 +35,18 @@ which the end line names (``device_lost``) and ``FuzzResult.device_lost`` holds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
 from ep_testbed.harness.core import shrink_records as records
+from ep_testbed.harness.core import walltime
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.rerun import FUZZ_MINIMAL_FAMILY
 from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
@@ -196,6 +198,16 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
     """``fuzz``'s work once the folder is this process's."""
     budget = Budget(options.budget_s)
     _check(options)
+    drawing = _batches(options)  # the drawing process starts first: its imports overlap the header and the workers'
+    try:
+        return _fuzz_drawing(config, options, expectations, budget, drawing)
+    finally:
+        drawing.close()
+
+
+def _fuzz_drawing(config: CaseConfig, options: FuzzOptions, expectations: Expectations, budget: Budget,
+                  drawing: "_Batches") -> FuzzResult:
+    """``_fuzz_claimed``'s work once the drawing process is starting."""
     config = dataclasses.replace(config, run_dir=os.path.abspath(options.out_dir))
     header = _header(config, options, expectations)
     start = time.monotonic()
@@ -203,7 +215,7 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
     counts: Counter = Counter()
     with _Lines(options.out_dir) as writer:
         writer.write(header)
-        for step in (_generate, _shrink_findings):
+        for step in (functools.partial(_generate, batches=drawing), _shrink_findings):
             if result.interrupted:
                 break
             try:
@@ -214,6 +226,7 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
                 result.interrupted, result.device_lost = True, exc
         result.counts, result.elapsed_s = count_outcomes([{"outcome": o} for o in counts.elements()]), \
             time.monotonic() - start
+        walltime.mark("shrinking")  # what came after the fuzzing workers stopped (nothing, when nothing failed)
         lost = result.device_lost
         writer.write(end_record(result.counts, result.interrupted, ran=result.ran,
                                 elapsed_s=round(result.elapsed_s, 3),
@@ -266,12 +279,13 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
 
 
 def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
-              result: FuzzResult, counts: Counter, budget: Budget) -> None:
+              result: FuzzResult, counts: Counter, budget: Budget, batches: "_Batches | None" = None) -> None:
     """Step 2 of the module docstring: batches through the pool until drawing's part of the
     ``budget`` is spent, the first chunk whatever the budget (its start-up, the workers' and the
     drawing process's, may take it all), and a replay's cases whatever the budget. ``generation_s``, and
     so the rate, starts with the first batch drawn (the drawing process's start-up is not
-    fuzzing); the budget started with the run."""
+    fuzzing); the budget started with the run. ``batches``: already drawing (``_batches``; None:
+    started here)."""
     jobs = min(options.jobs, len(options.replay) or draw_mod.BATCH_SIZE)  # never more workers than cases to run
     pool = WorkerPool(config, jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
                       batch=options.batch)
@@ -283,7 +297,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
         return ArtifactPolicy(expected=expectations.candidates(case))
 
     status = _Status(options.progress, options.budget_s)
-    batches = _batches(options)
+    batches = batches if batches is not None else _batches(options)
     recheck = _start_recheck(config, options)
     waiting: dict[str, Any] = {}  # the cases of lines out for re-checking, by id
 
@@ -303,6 +317,8 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     try:
         start = None
         for batch in batches:
+            if start is None:  # the first batch is drawn: fuzzing starts
+                walltime.mark("workers and drawing start")
             start = status.start = start or time.monotonic()
             for chunk in _chunks(batch, chunk_size):
                 result.generation_s = time.monotonic() - start
@@ -332,11 +348,14 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
         result.generation_s = time.monotonic() - (start or time.monotonic())
         finished = True
     finally:
+        if start is not None:
+            walltime.mark("fuzzing", at=start + result.generation_s)
         batches.close()
         pool.close()
         if recheck is not None:
             _end_recheck(recheck, finished, labelled, emit, waiting)
         status.close()
+        walltime.mark("stopping workers")
 
 
 def _start_recheck(config: CaseConfig, options: FuzzOptions) -> Recheck | None:
@@ -370,18 +389,36 @@ def _end_recheck(recheck: Recheck, finished: bool, labelled: Any, emit: Any, wai
         raise interrupted
 
 
-def _batches(options: FuzzOptions) -> Iterator[list[Any]]:
-    """The batches to run: the ``replay`` cases redrawn from their ids (one batch), or the
-    drawing process's batches, without end."""
-    if options.replay:
-        yield [draw_mod.replay(case_id) for case_id in options.replay]
-        return
-    drawer = Drawer(options.ops, options.seed, options.size)
-    try:
-        while True:
-            yield drawer.next_batch()
-    finally:
-        drawer.close()
+class _Batches:
+    """The batches to run, as an iterator: the ``replay`` cases redrawn from their ids (one batch),
+    or the batches of a drawing process, without end, started when this is made (``Drawer``);
+    ``close`` stops it, whether or not a batch was taken."""
+
+    def __init__(self, options: FuzzOptions) -> None:
+        self._replay = list(options.replay)
+        self._drawer = None if self._replay else Drawer(options.ops, options.seed, options.size)
+
+    def __iter__(self) -> "_Batches":
+        return self
+
+    def __next__(self) -> list[Any]:
+        if self._drawer is not None:
+            return self._drawer.next_batch()
+        if self._replay:
+            replay, self._replay = self._replay, []
+            return [draw_mod.replay(case_id) for case_id in replay]
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the drawing process (again: nothing)."""
+        drawer, self._drawer, self._replay = self._drawer, None, []
+        if drawer is not None:
+            drawer.close()
+
+
+def _batches(options: FuzzOptions) -> _Batches:
+    """The batches to run (``_Batches``): a drawing process starts now."""
+    return _Batches(options)
 
 
 def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations,
@@ -616,7 +653,7 @@ class _Status:
             return
         self.last, elapsed = now, now - self.start
         sys.stderr.write(f"\rfuzz: {result.ran} cases, {len(result.findings)} failing "
-                         f"({len(result.signatures)} kinds), {result.ran / max(elapsed, 1e-9):.0f} cases/s, "
+                         f"({len(result.signatures)} kinds), {result.ran / max(elapsed, 1e-9):.0f} cases/s fuzzing, "
                          f"{max(0.0, self.budget_s - elapsed):.0f} s left\x1b[K")
         sys.stderr.flush()
 

@@ -12,8 +12,9 @@ One module per job:
   copy, one row per node of an attributed op type (``graphs.attributed_op_types()``), the first
   divergent node;
 - ``judge``: the verdict on one node (empty nodes, differences a flag explains or predicts);
-- ``drift``: where output drift against the reference EP starts (every intermediate compared,
-  bisected under a budget) and the drift policy (``--drift-tol``);
+- ``drift``: where output drift against the reference EP starts (intermediates marked in windows
+  of consecutive nodes, each run cut after its window, compared up to the first divergent node)
+  and the drift policy (``--drift-tol``);
 - ``run``: ``run_model``, the result of one model run (``model_result.json``);
 - ``baseline``: saved outputs and manifest, and the check against them;
 - ``isolation``: child processes with a time limit, and the fault-injection test hook.

@@ -11,18 +11,34 @@ A model run judges two different things (``run.run_model``):
 
 For (b), ``search_drift`` finds the first node, in topological order, one of whose outputs
 leaves the run's tolerance (the harness's one comparison, ``outputs.compare_named``, tie-aware
-for attributed index outputs; never a second rule). Every intermediate tensor is exposed as a
-graph output on both EPs, as Polygraphy's ``--onnx-outputs mark all`` does
+for attributed index outputs; never a second rule). Intermediate tensors are exposed as graph
+outputs on both EPs, as Polygraphy's ``--onnx-outputs`` does
 (https://github.com/NVIDIA/TensorRT/blob/main/tools/Polygraphy/polygraphy/tools/args/model.py),
-and compared node by node. Marked tensors stay alive until the run ends, so when their size,
-estimated by ONNX shape inference, exceeds the budget (``DriftPolicy.max_elements``; default
-the ``elements`` cap), the nodes are split in halves by size and each half is marked alone, in
-order, narrowing down until a part fits, as Polygraphy's ``debug reduce`` bisects a model
-(https://github.com/NVIDIA/TensorRT/blob/main/tools/Polygraphy/polygraphy/tools/debug/subtool/reduce.py).
-The parts are visited in topological order and the search stops in the first part holding a
-divergent node, so the answer is the node mark-all would name: bisection changes the number of
-runs, never the answer. A tensor whose size inference cannot tell (a data-dependent shape)
-counts as the largest one it can.
+and compared node by node, in topological order, up to the first node that leaves the
+tolerance and no further.
+
+They are marked in windows of consecutive nodes, in order: the first ``FIRST_WINDOW`` nodes,
+then each window twice as long as the one before, and none holding more than the budget
+(``DriftPolicy.max_elements``, default the ``elements`` cap; a node whose outputs alone exceed it
+is a window of its own) by ONNX shape inference's estimate (a tensor whose size inference cannot
+tell, a data-dependent shape, counts as the largest one it can). Each run is a copy of the
+model cut after its window (``prefix_probe``: the nodes the marked tensors depend on, nothing
+downstream), so it costs the part of the model before them; the search stops in the window that
+holds the first divergent node. Drift that starts early (a GPU EP's first Conv) is found at the
+cost of running the first nodes, drift that starts late at about twice the cost of running the
+model up to it, and marked tensors never hold more than a window at once. Every node before
+the answer is compared, so the answer is the node marking everything at once would name:
+windows change the number of runs, never the answer (with graph optimizations on, a copy cut
+elsewhere may be fused elsewhere; the record's ``note`` says so). A model whose first window
+holds every node is marked all at once (``mark-all``).
+
+Comparing every marked tensor in full costs more than running the model at the scale of a
+detector (two thousand nodes, tensors of millions of elements), so each tensor is first screened
+(``plainly_within``: every element within the rule's ``atol + rtol*|e|``, computed in float64
+chunk by chunk exactly as the comparison computes it, or equal for integers): a tensor the
+screen passes is one the comparison passes, so only the tensors it cannot pass go through the
+comparison in full (with the statistics of the first divergent node). The answer and its
+figures are those of comparing everything in full.
 
 The policy decides what (b) does to the verdict: ``report`` (the default) names where drift
 starts and does not fail; ``fail`` fails the run when an output differs from the reference EP's;
@@ -36,17 +52,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from ep_testbed.graphs import attributed_op_types
 from ep_testbed.harness.core.error_stats import error_statistics
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import limits
 
-from .attribution import probe_model
 from .inputs import inferred_shapes, skeleton
 from .outputs import compare_named, tie_contexts
 
@@ -56,6 +72,12 @@ DRIFT_MODES = ("report", "fail")
 CONSTANT_OPS = ("Constant",)
 #: Output rows of the first divergent node kept in the result, at most.
 ROWS_KEPT = 8
+#: Nodes in the search's first window; each next window holds twice as many (module docstring).
+FIRST_WINDOW = 8
+#: Elements ``plainly_within`` widens to float64 at a time: a chunk stays in the cache.
+SCREEN_CHUNK = 1 << 16
+#: Element kinds whose equality means the comparison passes them (bool, integers).
+EXACT_KINDS = "biu"
 
 #: ``(ref values, EP values)`` of one run of a probe copy on both EPs: the caller's session layer.
 RunPair = Callable[[onnx.ModelProto], tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]]
@@ -123,16 +145,20 @@ class _Search:
 
     runs: int = 0
     compared: int = 0
+    screened: int = 0
     divergent: int = 0
     largest_run: int = 0
     parts: list[int] = field(default_factory=list)
 
 
-def candidates(model: onnx.ModelProto, feeds: Mapping[str, Any]) -> list[_Candidate]:
+def candidates(model: onnx.ModelProto, feeds: Mapping[str, Any],
+               types: Mapping[str, onnx.TypeProto] | None = None) -> list[_Candidate]:
     """Every node of the main graph, in graph (topological) order, whose outputs can drift: all
-    but constants, with the outputs that are tensors and not graph inputs or initializers."""
+    but constants, with the outputs that are tensors and not graph inputs or initializers
+    (``types``: ``value_types(model)``, computed when not given)."""
     known = set(feeds) | {t.name for t in model.graph.initializer} | {i.name for i in model.graph.input}
-    non_tensor = _non_tensor_values(model)
+    types = value_types(model) if types is None else types
+    non_tensor = {name for name, t in types.items() if t.WhichOneof("value") not in (None, "tensor_type")}
     found = []
     for position, node in enumerate(model.graph.node):
         if node.op_type in CONSTANT_OPS and node.domain in ("", "ai.onnx"):
@@ -143,15 +169,98 @@ def candidates(model: onnx.ModelProto, feeds: Mapping[str, Any]) -> list[_Candid
     return found
 
 
-def _non_tensor_values(model: onnx.ModelProto) -> set[str]:
-    """Values whose declared or inferred type is not a tensor (sequences, optionals, maps): ONNX
-    Runtime cannot return them as the plain outputs the comparison reads."""
+def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """Value name -> its declared or inferred type, from one ONNX type inference of the model
+    without its large weights (``inputs.skeleton``: no copy of a big model). Values whose type
+    is not a tensor (sequences, optionals, maps) are ones ONNX Runtime cannot return as the
+    plain outputs the comparison reads; a tensor's element type names a marked output's type."""
     values = list(model.graph.value_info) + list(model.graph.output)
-    try:  # on the model without its large weights (``inputs.skeleton``): no copy of a big model
+    try:
         values += list(onnx.shape_inference.infer_shapes(skeleton(model), strict_mode=False).graph.value_info)
-    except Exception:  # inference is only a filter here; an output it cannot type is tried as a tensor
+    except Exception:  # inference is only a filter and a nicety here; an output it cannot type is tried as a tensor
         pass
-    return {v.name for v in values if v.type.WhichOneof("value") not in (None, "tensor_type")}
+    return {v.name: v.type for v in values}
+
+
+def prefix_probe(model: onnx.ModelProto, names: Sequence[str],
+                 types: Mapping[str, onnx.TypeProto] | None = None) -> onnx.ModelProto:
+    """A model that computes ``names`` and nothing else: the nodes they depend on (in graph
+    order, with the outer values their subgraphs read), every graph input (so the same feeds
+    fit), the initializers those nodes read, and ``names`` as its only outputs, typed from
+    ``types`` where known. A run of it costs the part of the model before the marked values,
+    and keeps no model output alive."""
+    graph = model.graph
+    producer = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    keep: set[int] = set()
+    pending = [producer[n] for n in names if n in producer]
+    while pending:
+        i = pending.pop()
+        if i not in keep:
+            keep.add(i)
+            pending += [producer[v] for v in _reads(graph.node[i]) if v in producer]
+    nodes = [graph.node[i] for i in sorted(keep)]
+    read = {v for node in nodes for v in _reads(node)}
+    probe = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name,
+                            producer_version=model.producer_version, domain=model.domain,
+                            model_version=model.model_version)
+    probe.opset_import.extend(model.opset_import)
+    probe.functions.extend(model.functions)
+    probe.metadata_props.extend(model.metadata_props)
+    out = probe.graph
+    out.name = graph.name
+    out.input.extend(graph.input)
+    out.initializer.extend(t for t in graph.initializer if t.name in read)
+    out.sparse_initializer.extend(t for t in graph.sparse_initializer if t.values.name in read)
+    out.node.extend(nodes)
+    for name in dict.fromkeys(names):
+        kind = (types or {}).get(name)
+        elem = kind.tensor_type.elem_type if kind is not None and kind.WhichOneof("value") == "tensor_type" else 0
+        out.output.append(helper.make_tensor_value_info(name, elem, None) if elem
+                          else helper.make_empty_tensor_value_info(name))
+    return probe
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """The values ``node`` reads: its inputs and what its subgraphs (If, Loop, Scan bodies) read
+    from the graphs around them."""
+    reads = [v for v in node.input if v]
+    for attribute in node.attribute:
+        for body in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else
+                     list(attribute.graphs) if attribute.type == onnx.AttributeProto.GRAPHS else []):
+            reads += sorted(_outer_reads(body))
+    return reads
+
+
+def _outer_reads(graph: onnx.GraphProto) -> set[str]:
+    """The values ``graph`` (a subgraph) reads that it does not define itself."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer} | \
+        {t.values.name for t in graph.sparse_initializer} | {o for node in graph.node for o in node.output}
+    return {v for node in graph.node for v in _reads(node)} - defined
+
+
+def plainly_within(expected: Any, actual: Any, tolerances: Tolerances) -> bool:
+    """Whether ``actual`` passes ``tolerances`` against ``expected`` on the face of it: the same
+    dtype and shape and, for floats, every pair finite with |a - e| <= atol + rtol*|e| computed
+    in float64 exactly as ``harness.core.compare`` computes the rule's first clause (chunk by
+    chunk, so no whole-tensor float64 copy), for bool and integers every element equal. True
+    means the one comparison passes the pair; False only that it must be compared in full."""
+    e, a = np.asarray(expected), np.asarray(actual)
+    if e.shape != a.shape or e.dtype != a.dtype:
+        return False
+    if e.dtype.kind in EXACT_KINDS:
+        return bool(np.array_equal(e, a))
+    if e.dtype.kind != "f":
+        return False
+    tol = tolerances.for_dtype(e.dtype.name.upper())
+    e, a = e.ravel(), a.ravel()
+    for start in range(0, e.size, SCREEN_CHUNK):
+        e64 = e[start:start + SCREEN_CHUNK].astype(np.float64)
+        a64 = a[start:start + SCREEN_CHUNK].astype(np.float64)
+        if not (np.isfinite(e64).all() and np.isfinite(a64).all()):
+            return False
+        if not (np.abs(a64 - e64) <= tol.atol + tol.rtol * np.abs(e64)).all():
+            return False
+    return True
 
 
 def estimate(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], found: list[_Candidate]) -> int:
@@ -171,71 +280,82 @@ def estimate(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], found: lis
 
 
 def search_drift(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], run_pair: RunPair,
-                 tolerances: Tolerances, budget: int, constants: Mapping[str, np.ndarray] | None = None
-                 ) -> dict[str, Any]:
+                 tolerances: Tolerances, budget: int, constants: Mapping[str, np.ndarray] | None = None,
+                 first_window: int = FIRST_WINDOW) -> dict[str, Any]:
     """The first node (topological order) one of whose outputs leaves ``tolerances`` between the
     reference EP and the EP under test (module docstring), as the ``drift.search`` record:
-    ``strategy`` (``mark-all`` or ``bisect``), ``budget_elements``, ``estimated_elements``,
-    ``unsized_outputs``, ``runs`` (probe runs per EP), ``parts`` (nodes marked in each run),
-    ``candidate_nodes``, ``compared_nodes``, ``divergent_nodes`` (among those compared),
+    ``strategy`` (``mark-all``: one run marked every node; ``windows``: several, in order),
+    ``budget_elements``, ``estimated_elements``, ``unsized_outputs``, ``runs`` (probe runs per
+    EP), ``parts`` (nodes marked in each run), ``candidate_nodes``, ``compared_nodes`` (looked at,
+    in order, up to the first divergent one), ``screened_nodes`` (of those, the ones the screen
+    passed without the full comparison), ``divergent_nodes`` (1 when one was found, else 0),
     ``largest_run_elements`` (marked elements one run returned, measured), ``first`` (None when
-    no node left the tolerance) and ``seconds``. ``run_pair`` runs a probe copy on both EPs."""
+    no node left the tolerance) and ``seconds``. ``run_pair`` runs a probe copy (``prefix_probe``:
+    what the marked values need) on both EPs; ``first_window``: nodes in the first window."""
     started = time.perf_counter()
-    found = candidates(model, feeds)
+    types = value_types(model)
+    found = candidates(model, feeds, types)
     unsized = estimate(model, feeds, found)
-    total = sum(c.elements for c in found)
     state, first = _Search(), None
-    pending = [found] if found else []
-    while pending and first is None:
-        part = pending.pop(0)
-        if len(part) > 1 and sum(c.elements for c in part) > budget:
-            pending[:0] = list(_halves(part))  # narrow down: the earlier half is marked first
-            continue
-        first = _check_part(model, feeds, part, run_pair, tolerances, constants or {}, state)
-    return {"strategy": "mark-all" if state.runs <= 1 and total <= budget else "bisect",
-            "budget_elements": budget, "estimated_elements": total, "unsized_outputs": unsized,
+    for window in windows(found, budget, first_window):
+        first = _check_part(model, feeds, window, run_pair, tolerances, constants or {}, state, types)
+        if first is not None:
+            break
+    return {"strategy": "mark-all" if state.parts == [len(found)] else "windows",
+            "budget_elements": budget, "estimated_elements": sum(c.elements for c in found), "unsized_outputs": unsized,
             "runs": state.runs, "parts": state.parts, "candidate_nodes": len(found),
-            "compared_nodes": state.compared, "divergent_nodes": state.divergent,
+            "compared_nodes": state.compared, "screened_nodes": state.screened, "divergent_nodes": state.divergent,
             "largest_run_elements": state.largest_run, "first": first,
             "seconds": round(time.perf_counter() - started, 3)}
 
 
-def _halves(part: list[_Candidate]) -> tuple[list[_Candidate], list[_Candidate]]:
-    """``part`` split where its estimated elements reach half (each half holds a node at least)."""
-    half, running = sum(c.elements for c in part) / 2, 0
-    for i, c in enumerate(part):
-        running += c.elements
-        if running >= half:
-            cut = min(max(i + 1, 1), len(part) - 1)
-            return part[:cut], part[cut:]
-    return part[:-1], part[-1:]
+def windows(found: list[_Candidate], budget: int, first: int = FIRST_WINDOW) -> Iterator[list[_Candidate]]:
+    """Consecutive windows of ``found``, in order: ``first`` nodes, then each twice as many as the
+    one before, each cut before the node that would take its estimated elements past ``budget``
+    (a node at least: one larger than the budget is a window alone; a cut window's successor
+    does not grow)."""
+    start, size = 0, max(1, first)
+    while start < len(found):
+        window: list[_Candidate] = []
+        held = 0
+        for c in found[start:start + size]:
+            if window and held + c.elements > budget:
+                break
+            window.append(c)
+            held += c.elements
+        yield window
+        start += len(window)
+        size = 2 * size if len(window) == size else size
 
 
 def _check_part(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], part: list[_Candidate],
                 run_pair: RunPair, tolerances: Tolerances, constants: Mapping[str, np.ndarray],
-                state: _Search) -> dict[str, Any] | None:
-    """Mark the outputs of ``part``'s nodes, run both EPs, compare node by node in order; the
-    ``first`` record of the first node that leaves the tolerance, or None. Counts in ``state``."""
-    probe = probe_model(model, [name for c in part for name in c.outputs])
+                state: _Search, types: Mapping[str, onnx.TypeProto]) -> dict[str, Any] | None:
+    """Mark the outputs of ``part``'s nodes (``prefix_probe``: a copy cut after them), run both
+    EPs, go through the nodes in order, each screened (``plainly_within``) and, when the screen cannot pass it,
+    compared in full; the ``first`` record of the first node that leaves the tolerance (the
+    search stops there), or None. Counts in ``state``."""
+    probe = prefix_probe(model, [name for c in part for name in c.outputs], types)
     ref_values, ep_values = run_pair(probe)
     state.runs += 1
     state.parts.append(len(part))
     state.largest_run = max(state.largest_run, sum(int(np.size(ref_values[n])) for c in part for n in c.outputs
                                                    if n in ref_values))
     ties = tie_contexts(probe, {**constants, **feeds, **ref_values})
-    first = None
     for c in part:
         names = [n for n in c.outputs if n in ref_values]
         if not names:
             continue
+        state.compared += 1
+        if all(n in ep_values and plainly_within(ref_values[n], ep_values[n], tolerances) for n in names):
+            state.screened += 1
+            continue
         rows = compare_named({n: ref_values[n] for n in names}, ep_values, tolerances,
                              {n: ties[n] for n in names if n in ties})
-        state.compared += 1
         if any(r["outcome"] == "fail" for r in rows):
             state.divergent += 1
-            if first is None:
-                first = _first_record(c, rows, ref_values, ep_values, tolerances, {n for n in names if n in ties})
-    return first
+            return _first_record(c, rows, ref_values, ep_values, tolerances, {n for n in names if n in ties})
+    return None
 
 
 def _first_record(c: _Candidate, rows: list[dict[str, Any]], ref_values: Mapping[str, np.ndarray],
@@ -294,4 +414,4 @@ def budget_rows(reference_outputs: Mapping[str, np.ndarray], outputs: Mapping[st
 
 
 __all__ = ["DRIFT_MODES", "DriftPolicy", "RunPair", "budget_rows", "candidates", "drift_figure", "drift_statement",
-           "estimate", "parse_drift_policy", "search_drift"]
+           "estimate", "parse_drift_policy", "plainly_within", "prefix_probe", "search_drift", "value_types", "windows"]

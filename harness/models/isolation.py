@@ -89,12 +89,13 @@ class ChildEnd(NamedTuple):
     detail: str = ""
 
 
-def child_run(argv: list[str], timeout: float | None, label: str) -> ChildEnd:
-    """Run ``ep-testbed <argv>`` in a child process (no time limit when ``timeout`` is None), relay
-    what it printed, and report a crash or a timeout on stderr, naming ``label``."""
+def child_run(argv: list[str], timeout: float | None, label: str, env: dict[str, str] | None = None) -> ChildEnd:
+    """Run ``ep-testbed <argv>`` in a child process (no time limit when ``timeout`` is None; its
+    environment ``env``, default this one's), relay what it printed, and report a crash or a
+    timeout on stderr, naming ``label``."""
     command = [sys.executable, "-m", "ep_testbed.harness.cli", *argv]
     try:
-        child = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+        child = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
         relay(exc.stdout, exc.stderr)
         print(f"ep-testbed model: {safe(label)}: timeout - no result after {timeout:g} s; the child process was killed",

@@ -67,10 +67,9 @@ from .attribution import (
     captured_values,
     divergent_summary,
     first_divergent,
-    probe_model,
 )
 from .attribution import node_arrays as node_arrays_of
-from .drift import DriftPolicy, budget_rows, drift_statement, search_drift
+from .drift import DriftPolicy, budget_rows, drift_statement, prefix_probe, search_drift
 from .outputs import compare_named, tie_contexts
 from .untrusted import LoadedModel, ModelRefused, explain_session_error, model_opset
 from .untrusted import constants as model_constants
@@ -128,6 +127,24 @@ class ModelRunConfig:
     drift: DriftPolicy = field(default_factory=DriftPolicy)
     #: The reference EP's session settings (None: ``settings``, as the EP under test's).
     reference_settings: SessionSettings | None = None
+
+
+class Laps:
+    """Seconds per part of a model run (``model_result.json``'s ``timings``): each call
+    ``laps(part)`` adds the time since the previous call (or since the start) to ``part``, so the
+    parts add up to the time the run took."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, float] = {}
+        self._mark = time.perf_counter()
+
+    def __call__(self, part: str) -> None:
+        now = time.perf_counter()
+        self.parts[part] = self.parts.get(part, 0.0) + now - self._mark
+        self._mark = now
+
+    def to_json(self) -> dict[str, float]:
+        return {part: round(seconds, 3) for part, seconds in self.parts.items()}
 
 
 @dataclass
@@ -215,14 +232,17 @@ def placement_counts(nodes: Any, placement: Mapping[str, str]) -> dict[str, dict
 
 def capture(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_run: EpRun, ref_run: EpRun,
             config: ModelRunConfig, name: str, run_as: onnx.ModelProto | None = None) -> Captured:
-    """Run the probe copy (``attribution.probe_model``) on both EPs and collect every tensor an
-    attributed node reads or writes; a probe copy that fails keeps the model's own outputs and
-    placement and says why in ``Captured.error``."""
+    """Run the probe copy on both EPs and collect every tensor an attributed node reads or
+    writes; a probe copy that fails keeps the model's own outputs and placement and says why in
+    ``Captured.error``. The probe copy is the model cut after its last attributed node, with those
+    tensors as its outputs (``drift.prefix_probe``: the model's own outputs are the plain run's,
+    and nothing downstream of the nodes runs again)."""
     captured = captured_values(model, feeds)
     result = Captured(ep_run.named(), ref_run.named(), dict(ep_run.placement))
     if not attributed_nodes(model):
         return result
-    probe = probe_model(model, captured)
+    probe = prefix_probe(model, captured)
+    config = _holding(config, probe)
     try:
         ref_probe = run_session(probe, feeds, config.reference, config, profile=False, name=f"{name} (probe copy)",
                                 reference=True)
@@ -231,15 +251,22 @@ def capture(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_run: EpR
         return result
     result.ref_values.update({k: v for k, v in ref_probe.named().items() if k in captured})
     try:
-        ep_probe = run_session(probe if run_as is None else probe_model(run_as, captured), feeds, config.ep,
+        ep_probe = run_session(probe if run_as is None else prefix_probe(run_as, captured), feeds, config.ep,
                                config, profile=True, name=f"{name} (probe copy)")
     except SessionFailed as exc:  # judge each node alone on the EP, fed the reference EP's tensors
         result.error = f"the probe copy (intermediates exposed as outputs) did not run on the EP: {exc}"
         result.alone = True
         return result
     result.ep_values.update({k: v for k, v in ep_probe.named().items() if k in captured})
-    result.placement = ep_probe.placement
+    result.placement = {**result.placement, **ep_probe.placement}
     return result
+
+
+def _holding(config: ModelRunConfig, probe: onnx.ModelProto) -> ModelRunConfig:
+    """``config`` handing a probe copy's sessions only the injected weights it holds (a copy cut
+    short reads fewer of them: a model over 2 GiB)."""
+    held = {t.name for t in probe.graph.initializer}
+    return replace(config, initializers={k: v for k, v in config.initializers.items() if k in held})
 
 
 def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
@@ -258,10 +285,17 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
     ``run_as`` exists for testing attribution; it is no user option. It is a variant of the
     model, with the same node names, that the EP under test runs instead, while attribution
     reads the nodes of ``loaded.model``: it simulates an EP that computes something other than
-    what a node means (e.g. a perturbed attribute), so a test can plant a divergence."""
+    what a node means (e.g. a perturbed attribute), so a test can plant a divergence.
+
+    ``timings`` says where ``duration_s`` went, in seconds: ``ep_run`` (the model on the EP under
+    test), ``reference_run`` (on the reference EP), ``capture`` (the probe copies of attribution
+    on both EPs), ``judge`` (each attributed node judged: the reference, the comparison, what
+    explains a difference; alone on the EP, its one-node sessions too), ``compare`` (outputs,
+    baseline, verdict) and ``drift`` (where output drift starts: its marked runs and comparisons)."""
     if config.reading not in READINGS:
         raise ValueError(f"reading = {config.reading!r}: one of {', '.join(READINGS)}")
     started = time.perf_counter()
+    laps = Laps()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     config = replace(config, initializers=loaded.initializers)  # weights kept out of a model over 2 GiB
     ep_run = None
@@ -273,27 +307,33 @@ def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mode
             ep_failure = {"stage": exc.stage, "message": str(exc)}
             if exc.emulation:
                 ep_failure = {**ep_failure, "emulation": exc.emulation}
+    laps("ep_run")
     if ep_run is None:
-        result = _run_alone(loaded, feeds, config, dict(ep_failure or {}))
+        result = _run_alone(loaded, feeds, config, dict(ep_failure or {}), laps)
     else:
-        result = _run_whole(loaded, feeds, config, ep_run, baseline, run_as)
+        result = _run_whole(loaded, feeds, config, ep_run, baseline, run_as, laps)
     result["started"] = started_at
     result["verdict_reasons"] = verdict_reasons(result)
     result["verdict"] = verdict_of(result)
     result["verdict_statement"] = verdict_statement(result)
+    laps("compare")
     result["duration_s"] = round(time.perf_counter() - started, 4)
+    result["timings"] = laps.to_json()
     return result
 
 
 def _run_whole(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig, ep_run: EpRun,
-               baseline: Any, run_as: onnx.ModelProto | None) -> dict[str, Any]:
+               baseline: Any, run_as: onnx.ModelProto | None, laps: Laps) -> dict[str, Any]:
     """The result of a model that ran on the EP under test: outputs compared, nodes judged on the
     EP's own intermediates (alone where only the probe copy failed on the EP), the baseline."""
     model, name = loaded.model, loaded.path.name
     ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name, reference=True)
+    laps("reference_run")
     captured = capture(model, feeds, ep_run, ref_run, config, name, run_as)
+    laps("capture")
     ties = tie_contexts(model, {**config.initializers, **feeds, **captured.ref_values})
     outputs = compare_named(ref_run.named(), ep_run.named(), config.tolerances, ties)
+    laps("compare")
     node_arrays: dict[str, dict[str, np.ndarray]] = {}
     if captured.alone:  # the EP ran the model but not its probe copy: judge the nodes one by one
         rows, placement = _judge_alone(model, feeds, config, captured.ref_values, node_arrays)
@@ -301,6 +341,7 @@ def _run_whole(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mod
     else:
         rows = attribute_nodes(model, feeds, captured.ep_values, captured.ref_values, captured.placement, config,
                                node_arrays)
+    laps("judge")
     if captured.error:
         for row in rows:
             if row["status"] == "error" and not row.get("alone"):
@@ -311,8 +352,10 @@ def _run_whole(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: Mod
         result["baseline"] = baseline.compare(ep_run.named(), *(config.baseline_tolerances or (config.tolerances,)))
         gpu = result.get("gpu")
         result["baseline"]["device_note"] = baseline.device_note(gpu.get("summary") if isinstance(gpu, dict) else None)
+    laps("compare")
     result["drift"] = drift_record(model, feeds, config, ref_run.named(), ep_run.named(), outputs, ties, rows, name,
                                    run_as)
+    laps("drift")
     result["_arrays"] = {"outputs": ep_run.named(), "reference_outputs": ref_run.named(), "nodes": node_arrays}
     return result
 
@@ -331,15 +374,18 @@ def drift_record(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config
         "policy": config.drift.to_json(), "outputs_differ": differ, "search": None, "error": None,
         "downstream": error_statistics(reference_outputs, outputs, config.tolerances, set(ties)),
         "budget_outputs": budget_rows(reference_outputs, outputs, config.drift, ties),
-        "note": ("graph optimizations are on: marking intermediates as outputs can keep ONNX Runtime from fusing "
-                 "nodes, so a marked run may compute what the plain run fused differently"
+        "note": ("graph optimizations are on: marking intermediates as outputs, and cutting the model after them, "
+                 "can keep ONNX Runtime from fusing nodes or fuse others, so a marked run may compute what the plain "
+                 "run fused differently"
                  if config.settings.graph_opt or (config.reference_settings or config.settings).graph_opt else None)}
     if differ:
         def run_pair(probe: onnx.ModelProto) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-            ref = run_session(probe, feeds, config.reference, config, profile=False,
+            probe_config = _holding(config, probe)
+            ref = run_session(probe, feeds, config.reference, probe_config, profile=False,
                               name=f"{name} (intermediates marked)", reference=True)
-            ep = run_session(probe if run_as is None else probe_model(run_as, list(_marked(probe, model))), feeds,
-                             config.ep, config, profile=False, name=f"{name} (intermediates marked)")
+            marked = [o.name for o in probe.graph.output]
+            ep = run_session(probe if run_as is None else prefix_probe(run_as, marked), feeds,
+                             config.ep, probe_config, profile=False, name=f"{name} (intermediates marked)")
             return ref.named(), ep.named()
 
         try:
@@ -355,29 +401,27 @@ def drift_record(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], config
     return record
 
 
-def _marked(probe: onnx.ModelProto, model: onnx.ModelProto) -> list[str]:
-    """The outputs a probe copy adds to ``model``'s (the intermediates it marks)."""
-    own = {o.name for o in model.graph.output}
-    return [o.name for o in probe.graph.output if o.name not in own]
-
-
 def _run_alone(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
-               failure: dict[str, str]) -> dict[str, Any]:
+               failure: dict[str, str], laps: Laps) -> dict[str, Any]:
     """The result of a model the EP under test could not take whole: the reference EP runs it and
     its probe copy, and each attributed node is judged alone on the EP (``alone``)."""
     model, name = loaded.model, loaded.path.name
     ref_run = run_session(model, feeds, config.reference, config, profile=False, name=name, reference=True)
+    laps("reference_run")
     values, probe_error = dict(ref_run.named()), None
     if attributed_nodes(model):
         captured = captured_values(model, feeds)
         try:
-            probe = run_session(probe_model(model, captured), feeds, config.reference, config, profile=False,
+            cut = prefix_probe(model, captured)
+            probe = run_session(cut, feeds, config.reference, _holding(config, cut), profile=False,
                                 name=f"{name} (probe copy)", reference=True)
             values.update({k: v for k, v in probe.named().items() if k in captured})
         except SessionFailed as exc:
             probe_error = f"the probe copy (intermediates exposed as outputs) did not run on the reference EP: {exc}"
+    laps("capture")
     node_arrays: dict[str, dict[str, np.ndarray]] = {}
     rows, placement = _judge_alone(model, feeds, config, values, node_arrays)
+    laps("judge")
     alone_nodes = [n for _, n in attributed_nodes(model)]
     result = _result(loaded, config, [], rows, probe_error,
                      _placement(alone_nodes, placement, "one-node sessions", config))

@@ -1,5 +1,8 @@
 """A one-line live progress display on stderr: cases done, failures so far, rate, ETA.
 
+Its rate counts from the run's start and says so ("in the run"); the command's closing line
+(``core.walltime``) gives the rate over the whole wall time.
+
 Silent when stderr is not a terminal (CI logs, pytest), so logs hold only the summary.
 """
 
@@ -49,7 +52,7 @@ class Progress:
         for outcome in EXPECTED_FAILURE + NOT_TESTED:
             if self.counts[outcome]:
                 parts.append(f"{outcome} {self.counts[outcome]}")
-        parts.append(f"{rate:.1f} cases/s")
+        parts.append(f"{rate:.1f} cases/s in the run")  # the command's start-up is in its closing line
         parts.append(f"ETA {_clock(eta)}")
         return " | ".join(parts)
 

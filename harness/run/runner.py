@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
+from ep_testbed.harness.core import walltime
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.results import (
     PASSING,
@@ -190,6 +191,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
     interrupted = False
     progress = Progress(len(todo), options.progress)
     start = time.monotonic()
+    walltime.mark("run header", at=start)  # the folder claimed, the header read (the device's identity)
 
     def policy_for(case: Any) -> ArtifactPolicy:
         """Keep the folder of a case with an expectation, a failure, or a pass among the worst N."""
@@ -230,6 +232,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
             lost = exc
         finally:
             elapsed = time.monotonic() - start  # the cases' time: the workers' teardown below is none of it
+            _mark_cases(pool, start, elapsed)
             results.close()  # the workers stop here, whatever ended the loop (not when the generator is collected)
             if recheck is not None:  # a line whose re-check never finished is kept, unlabelled
                 _record_all(recheck.close(), record, header_on_disk)
@@ -240,6 +243,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
                 writer.write(end_record(counts, interrupted or len(lines) < len(cases),
                                         ran=len(lines) - len(done), elapsed_s=round(elapsed, 3),
                                         **stopped, **_warm_up(pool, start)))
+            walltime.mark("stopping workers")
     if lost is not None:
         raise lost
     return RunResult(header, lines, counts, interrupted, elapsed, len(lines) - len(done), notes)
@@ -425,6 +429,16 @@ def _keep_worst(worst: list[float], line: dict[str, Any], keep: int) -> None:
         heapq.heappush(worst, severity(line))
         if len(worst) > keep:
             heapq.heappop(worst)
+
+
+def _mark_cases(pool: WorkerPool | None, start: float, elapsed: float) -> None:
+    """Cut the run's ``elapsed`` time into the command's wall-time parts (``core.walltime``): until
+    the first worker had started its EP (``EP start``; nothing when it was ready before the run
+    began), then ``cases``."""
+    at = pool.first_ready_at() if pool is not None else None
+    if at is not None:
+        walltime.mark("EP start", at=min(max(at, start), start + elapsed))
+    walltime.mark("cases", at=start + elapsed)
 
 
 def _warm_up(pool: WorkerPool | None, start: float) -> dict[str, float]:

@@ -158,3 +158,17 @@ def test_catalog_agrees_with_ort_cpu_on_exact_and_composed_cases(op):
         agreed += 1
     print(f"\n{op}: agreed {agreed}, inexpressible {inexpressible}, diverged {diverged}, max abs error {dict(errors)}")
     assert agreed > 20
+
+
+def test_the_preflights_probe_case_comes_from_the_catalog_built_before_it():
+    """``run`` builds the catalog, then its preflight picks the probe case: one build, shared
+    (MAX_POOLING2's covering array takes most of a second to build)."""
+    from ep_testbed.graphs.cases import common
+
+    before = common._built.cache_info()
+    probe = common.probe_case()
+    after = common._built.cache_info()
+    assert after.misses == before.misses and after.hits > before.hits  # CATALOG above built it
+    assert any(case is probe for case in build_catalog())
+    common.catalog_cases(probe.id.split("/")[0], 12345)  # another seed: a catalog of its own
+    assert common._built.cache_info().misses == after.misses + 1

@@ -307,7 +307,7 @@ def test_ctrl_c_keeps_every_finished_case_and_resume_completes_the_run(tmp_path)
 
     resumed = cli(*argv, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert "5 cases run" in resumed.stdout  # only the unfinished ones ran
+    assert "\n5 cases in " in resumed.stdout  # only the unfinished ones ran (the closing line counts them)
     text = results.read_text().splitlines()
     assert text[1:8] == before  # the finished lines are kept verbatim
     records = [json.loads(l) for l in text]

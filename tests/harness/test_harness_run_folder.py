@@ -132,7 +132,7 @@ def test_resume_with_the_same_options_adds_nothing_twice(tmp_path, capsys):
     assert run_local(capsys, "-k", "0", "--out", out)[0] == 0
     code, stdout, err = run_local(capsys, "-k", "0", "--out", out, "--resume")
     assert code == 0, err
-    assert "0 cases run" in stdout
+    assert "\n0 cases in " in stdout  # the closing line counts the cases run now
     text = (tmp_path / "r" / "results.jsonl").read_text()
     assert text.count('"type": "run"') == 1 and text.count('"type": "end"') == 1
     ids = [line["id"] for line in case_lines(tmp_path / "r")]
@@ -181,7 +181,7 @@ def test_a_damaged_case_line_is_named_and_its_case_runs_again(tmp_path, capsys):
     (out / "results.jsonl").write_text("\n".join(lines) + "\n")
     code, stdout, err = run_local(capsys, "-k", "0", "--out", str(out), "--resume")
     assert code == 0, err
-    assert "line 3 was damaged" in err and "1 cases run" in stdout
+    assert "line 3 was damaged" in err and "\n1 cases in " in stdout
     ids = [line["id"] for line in case_lines(out)]
     assert damaged_id in ids and len(ids) == len(set(ids))
 

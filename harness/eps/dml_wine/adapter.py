@@ -88,6 +88,9 @@ class WineDmlAdapter:
         self.spec = spec
         self._host: DmlWineHost | None = None
         self._setup: dict[str, Any] | None = None
+        #: The last host's hello: the device, DirectML's and ONNX Runtime's versions, which stay
+        #: the set-up's from one host to the next (a run header needs no host of its own for them).
+        self._hello: dict[str, Any] | None = None
 
     # -- the adapter interface -----------------------------------------------------------------
     def prepare(self) -> None:
@@ -194,6 +197,7 @@ class WineDmlAdapter:
             except HostError as exc:
                 raise SessionError("build", PROVIDER, RuntimeError(
                     f"the DirectML host did not start: {exc} (set up with `{SETUP_COMMAND}`)")) from None
+            self._hello = self._host.info
         return self._host
 
     def _drop(self) -> None:
@@ -226,8 +230,9 @@ class WineDmlAdapter:
     def identity_record(self) -> dict[str, Any]:
         """The run header's device record: the emulated adapter as the host's DXGI sees it,
         DirectML.dll's and ONNX Runtime's versions, Wine's, vkd3d's and the Direct3D 12 limits;
-        ``emulated`` so merge and diff never mix it with a hardware DirectML run."""
-        hello = self.host().info
+        ``emulated`` so merge and diff never mix it with a hardware DirectML run. Read from the
+        last host's hello when this process had one (the preflight's), else from a host started now."""
+        hello = self._hello if self._hello is not None else self.host().info
         versions = (self._setup or {}).get("versions") or {}
         adapters = hello.get("adapters") or []
         chosen = next((a for a in adapters if a.get("index") == int(self.spec.options.get("device_id", 0))), None)
