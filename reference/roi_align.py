@@ -127,8 +127,9 @@ class Rules:
     ONNX Runtime's taps ("weighted": a coordinate below 0 takes pixels 0 and 1 with weights 1 and 0).
     ``outside``: a sample outside reads OutOfBoundsInputValue ("value") or that plus ``0 * X[b, c, 0,
     0]`` ("value-plus-zero-corner", ONNX Runtime's weights of 0 at pixel 0). ``count``: the page's
-    clamp ("clamp") or ONNX's adaptive count ("onnx": ``ceil(size / output)`` with no clamp when
-    Minimum != Maximum, no sample at all, output 0, when that is <= 0). ``min_size``: regions
+    clamp ("clamp"), ONNX's adaptive count ("onnx": ``ceil(size / output)`` with no clamp when
+    Minimum != Maximum, no sample at all, output 0, when that is <= 0) or the DirectML EP's desc for
+    it ("at-least-one": ``clamp(ceil(size / output), 1, UINT32_MAX)`` when Minimum != Maximum). ``min_size``: regions
     smaller than this many pixels along an axis are raised to it (RoiAlign-10's 1x1). ``max_of``:
     MAX over interpolated samples ("samples") or over each sample's largest weighted corner term
     ("corner-terms", ONNX Runtime's mode="max"). ``max_start``: MAX starts from its first sample
@@ -157,7 +158,7 @@ class Rules:
 PRIMARY = Rules()
 #: What each rule may hold (``readings.check_rules``).
 RULE_VALUES = {"edge": ("open", "closed"), "interpolation": ("lerp", "weighted"),
-               "outside": ("value", "value-plus-zero-corner"), "count": ("clamp", "onnx"),
+               "outside": ("value", "value-plus-zero-corner"), "count": ("clamp", "onnx", "at-least-one"),
                "max_of": ("samples", "corner-terms"), "max_start": ("first", "lowest", "minus-inf", "zero"),
                "max_nan": ("ignore", "propagate"), "arithmetic": ("exact", "float32")}
 
@@ -202,9 +203,9 @@ def _corner_not_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -
     return not np.isfinite(np.asarray(arrays["InputTensor"])[:, :, 0, 0]).all()
 
 
-def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
-    """An adaptive count (Minimum != Maximum) that the page's clamp changes for some region, or a
-    region of size <= 0 (ONNX takes no sample)."""
+def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray], floor: int = 0) -> bool:
+    """An adaptive count (Minimum != Maximum) that the page's clamp changes for some region against
+    an unclamped count of at least ``floor`` samples (ONNX: 0, a region of size <= 0 taking none)."""
     d = as_roi_align1(desc)
     lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
     if lo == hi:
@@ -215,9 +216,14 @@ def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bo
         for first, last, scale, out in ((0, 2, d.spatial_scale_x, out_w), (1, 3, d.spatial_scale_y, out_h)):
             s = float(np.float32(scale))
             ratio = np.ceil((rois[:, last] * s - rois[:, first] * s) / out)
-            if ((ratio < max(lo, 1)) | (ratio > hi)).any():
+            if ((np.maximum(ratio, floor) < max(lo, 1)) | (ratio > hi)).any():
                 return True
     return False
+
+
+def _count_differs_from_at_least_one(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """An adaptive count that the page's clamp changes against ``max(ceil(ratio), 1)``."""
+    return _count_differs(desc, arrays, floor=1)
 
 
 def _small_region(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
@@ -268,6 +274,13 @@ READINGS = (
             "clamp, and an empty or inverted region takes no sample and outputs 0",
             ("the ONNX spec's sampling_ratio=0", "ONNX Runtime's RoiAlign kernels", "OpenVINO"),
             f"https://onnx.ai/onnx/operators/onnx__RoiAlign.html; {_ORT_ROIALIGN} (roi_bin_grid_h)", shows=_count_differs, count="onnx"),
+    reading("directml-ep-adaptive-count", "an adaptive sample count (Minimum != Maximum) is ceil(size / output), at "
+            "least 1 and with no upper clamp: the DirectML EP builds RoiAlign sampling_ratio=0 as "
+            "MinimumSamplesPerOutput 1, MaximumSamplesPerOutput UINT32_MAX",
+            ("ONNX Runtime's DirectML EP (DmlOperatorRoiAlign.cpp)",),
+            "https://github.com/microsoft/onnxruntime/blob/129fc79768698d0b02fa36074e46238769e376ec/onnxruntime/core/"
+            "providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp#L47-L48",
+            shows=_count_differs_from_at_least_one, count="at-least-one"),
     reading("onnx-1x1-regions", "a region smaller than one pixel along an axis is raised to one pixel (its start kept)",
             ("ONNX RoiAlign-10 and output_half_pixel in ONNX Runtime", "OpenVINO", "torchvision aligned=False"),
             f"{_ORT_ROIALIGN} ('Force malformed ROIs to be 1x1'); https://github.com/onnx/onnx/issues/3428",
@@ -407,9 +420,10 @@ def samples_per_output(scaled_size: float, output_size: int, minimum: int, maxim
 
 def samples_for_ratio(ratio: float, minimum: int, maximum: int, rules: Rules = PRIMARY) -> int:
     """``clamp(ceil(ratio), Minimum, Maximum)``: the sample count of a size / output ratio (RA-3);
-    ONNX's ``max(ceil(ratio), 0)`` for an adaptive count under ``rules.count == "onnx"``."""
-    if rules.count == "onnx" and minimum != maximum:
-        return max(int(math.ceil(ratio)), 0)
+    ONNX's ``max(ceil(ratio), 0)`` for an adaptive count under ``rules.count == "onnx"``, and
+    ``max(ceil(ratio), 1)`` under ``"at-least-one"``."""
+    if rules.count != "clamp" and minimum != maximum:
+        minimum, maximum = (0, math.inf) if rules.count == "onnx" else (1, math.inf)
     return int(min(max(math.ceil(ratio), minimum), maximum))
 
 

@@ -148,8 +148,8 @@ def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: 
     lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
 
     def count(r):  # roi_align.samples_for_ratio over arrays
-        if rules.count == "onnx" and lo != hi:
-            return np.clip(np.ceil(r), 0, 2.0**62).astype(np.int64)
+        if rules.count != "clamp" and lo != hi:
+            return np.clip(np.ceil(r), 0 if rules.count == "onnx" else 1, 2.0**62).astype(np.int64)
         return np.minimum(np.maximum(np.ceil(r), lo), hi).astype(np.int64)
 
     error = np.where(np.isfinite(ratio.e), ratio.e, 0.0)

@@ -34,10 +34,9 @@ def add(subparsers: argparse._SubParsersAction) -> None:
         epilog="exit codes: 0 the operators under test pass (every attributed node agrees with the DirectML "
                "reference on its own EP inputs, or a flag explains it), no baseline regression, and output drift "
                "against the reference EP within --drift-tol (default report: drift is named, never failed); also "
-               "the verdicts emulation-gap (the emulated device could not run the whole model) and not-on-ep (the EP "
-               "declines nodes under --no-cpu-fallback), neither a result of the EP; "
+               "the verdict emulation-gap (the emulated device could not run the whole model: not a result of the EP); "
                "1 a node diverges, a baseline regression, drift beyond --drift-tol fail or a drift budget, the EP "
-               "failed or crashed; 2 model or baseline refused, or bad usage")
+               "failed or crashed, or not-on-ep (the EP declines nodes under --no-cpu-fallback); 2 model or baseline refused, or bad usage")
     run.add_argument("model", help="the .onnx file (external data must sit in its folder)")
     _common(run)
     run.add_argument("--shape", action="append", default=[], metavar="NAME=AxB...",

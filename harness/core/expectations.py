@@ -413,6 +413,7 @@ class Verdict:
     explained: tuple[tuple[str, int], ...] = ()
     unexplained: int = 0
     first_unexplained: Mapping[str, Any] | None = None
+    could_not: Mapping[str, str] | None = None
 
     def record(self) -> dict[str, Any] | None:
         """The line's ``expected_outcome``: the deciding entry, the count per reading and the other
@@ -443,9 +444,11 @@ class Verdict:
                     "show on these inputs, so no reading explains the failure and the case fails")
         if self.outcome == "fail" and self.tried:
             where = _element_text(self.first_unexplained)
+            broken = "".join(f"; the reading {name} could not be computed here ({error})"
+                             for name, error in (self.could_not or {}).items())
             return (f"; Note: {self.unexplained} element(s) outside tolerance match none of the readings the known "
-                    f"divergences that apply name (tried: {', '.join(self.tried)}){where}, so the case fails: a "
-                    "known divergence explains a case only element by element")
+                    f"divergences that apply name (tried: {', '.join(self.tried)}){where}{broken}, so the case "
+                    "fails: a known divergence explains a case only element by element")
         return ""
 
 
@@ -493,7 +496,7 @@ def _proven(held: list[Expectation], line: Mapping[str, Any]) -> Verdict:
         if not tried and evidence:  # nothing could be tried: every reading named cannot show here
             return Verdict("fail", (), tuple(held), (), (), left)
         return Verdict("fail", (), tuple(held), tried or tuple(sorted(allowed)), tuple(usable.items()), left,
-                       evidence.get("first_unexplained"))
+                       evidence.get("first_unexplained"), evidence.get("could_not"))
     per_entry = {e: sum(v for k, v in usable.items() if set(k.split("+")) & set(e.readings)) for e in held}
     causes = tuple(sorted((e for e in held if per_entry[e]), key=lambda e: -per_entry[e]))
     ranked = tuple(sorted(usable.items(), key=lambda kv: -kv[1]))

@@ -49,7 +49,7 @@ from ep_testbed.harness.core import shrink_records as records
 from ep_testbed.harness.core import walltime
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.rerun import FUZZ_MINIMAL_FAMILY
-from ep_testbed.harness.core.results import RESULTS_FILE, count_outcomes, dumps, end_record
+from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, RESULTS_FILE, count_outcomes, dumps, end_record
 from ep_testbed.harness.core.signature import Signature, same_failure, signature
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
 from ep_testbed.harness.eps.providers import EpSpec
@@ -424,14 +424,16 @@ def _batches(options: FuzzOptions) -> _Batches:
 def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations,
             options: FuzzOptions, result: FuzzResult, start: float) -> None:
     """Settle ``line`` (expectations; offline artifacts when the worker died) and keep it as a
-    ``Finding`` when it is a failure to shrink."""
+    ``Finding`` when its settled outcome is a failure (or a ``known`` one, with ``shrink_known``):
+    never a case the EP did not get to run (``not-on-ep``, ``emulation-gap``)."""
     raw = dict(line)
     if line["outcome"] in ("crash", "timeout"):
         _settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
     else:
         expectations.settle(case, line)
     found = signature(raw)
-    if found is not None and (line["outcome"] != "known" or options.shrink_known):
+    kept = line["outcome"] in FAILING or (line["outcome"] in EXPECTED_FAILURE and options.shrink_known)
+    if found is not None and kept:
         result.findings.append(Finding(case, raw, line, found, time.monotonic() - start))
 
 

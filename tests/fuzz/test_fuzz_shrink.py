@@ -109,14 +109,15 @@ def test_signatures_tell_outcome_output_value_classes_and_diverging_fields_apart
     assert not same_failure(sig, other)
 
 
-#: What the default CPU fuzz found (``ep-testbed fuzz --ep cpu --budget 60``, seed 0): ONNX
-#: Runtime's CPU RoiAlign gives NaN where the page gives an infinity.
-INF_TO_NAN = "roi_align/fuzz-s0-b3-026"
+#: What the default CPU fuzz found (``ep-testbed fuzz --ep cpu --budget 60``, seed 0): an
+#: infinite input where the reference (DirectML's interpolation, a + t*(b - a), with inf - inf
+#: NaN) gives NaN and ONNX Runtime's CPU RoiAlign (a weighted sum of the corners) gives +-inf.
+INF_INPUT = "roi_align/fuzz-s0-b3-026"
 
 
-def _cpu_nan_where_the_page_has_inf(case) -> bool:
-    """The case's model on ONNX Runtime's CPU EP (in this process) gives NaN where the reference
-    gives +-inf: the failure itself, read off the EP's outputs without the verdict code."""
+def _cpu_inf_where_the_reference_has_nan(case) -> bool:
+    """The case's model on ONNX Runtime's CPU EP (in this process) gives +-inf where the reference
+    gives NaN: the failure itself, read off the EP's outputs without the verdict code."""
     import onnxruntime as ort
 
     from ep_testbed.graphs import to_onnx
@@ -129,16 +130,16 @@ def _cpu_nan_where_the_page_has_inf(case) -> bool:
     with np.errstate(all="ignore"):
         got = mapping.outputs(session.run(None, mapping.feeds(tensors)))
         expected = execute(case.desc, tensors)
-    return any(bool((np.isinf(e) & np.isnan(got[name])).any()) for name, e in expected.items() if name in got)
+    return any(bool((np.isnan(e) & np.isinf(got[name])).any()) for name, e in expected.items() if name in got)
 
 
 def test_a_fuzzed_failure_that_needs_one_infinity_shrinks_to_a_few_elements():
     """A fuzzed case's values are drawn over its whole shape, so every smaller draw holds other
     values: Hypothesis's shrinker alone stopped this failure at 994 elements. The shape stage cuts
     regions, channels, images and pixels out of the case itself, keeping the values it holds."""
-    case = draw.replay(INF_TO_NAN)
-    assert _cpu_nan_where_the_page_has_inf(case), f"{INF_TO_NAN} no longer gives NaN for inf on the CPU EP"
-    runner = Runner(_cpu_nan_where_the_page_has_inf)
+    case = draw.replay(INF_INPUT)
+    assert _cpu_inf_where_the_reference_has_nan(case), f"{INF_INPUT} no longer gives inf where the reference has NaN"
+    runner = Runner(_cpu_inf_where_the_reference_has_nan)
     result = shrink(case, signature(_line(case, True)), runner, budget_s=120)
     assert runner.predicate(result.minimal)
     assert result.minimal_elements <= SMALL_ELEMENTS < result.original_elements, result.stages
@@ -146,7 +147,7 @@ def test_a_fuzzed_failure_that_needs_one_infinity_shrinks_to_a_few_elements():
 
 
 def test_a_minimal_case_left_large_says_why():
-    case = draw.replay(INF_TO_NAN)
+    case = draw.replay(INF_INPUT)
     runner = Runner(lambda c: desc_elements(c.desc) >= 1000)
     result = shrink(case, signature(_line(case, True)), runner, budget_s=120)
     assert SMALL_ELEMENTS < result.minimal_elements

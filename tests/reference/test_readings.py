@@ -174,3 +174,37 @@ def test_onnxruntime_roialign_is_its_readings(case):
         low, high = reading.alternatives["OutputTensor"]
         ok |= (a >= low - bound - 1e-5) & (a <= high + bound + 1e-5)
     assert (ok | special).all(), (kind, np.argwhere(~(ok | special))[:3], e[~(ok | special)][:3], a[~(ok | special)][:3])
+
+
+def test_every_reading_runs_on_catalog_cases_with_and_without_bounds():
+    """A reading whose switch the kernel does not take would explain nothing in a run (the harness
+    records it under ``could_not``): each reading of each operator computes, with its bounds, on
+    the first catalog cases of its operator."""
+    from ep_testbed.graphs.catalog import build_catalog
+
+    for spec in specs():
+        cases = build_catalog([spec.name])[:6]
+        for r in spec.readings:
+            for case in cases:
+                with np.errstate(all="ignore"):
+                    bounded = execute_reading(case.desc, case.inputs(), [r.name], "fp32")
+                    plain = execute_reading(case.desc, case.inputs(), [r.name])
+                assert set(bounded.outputs) == set(plain.outputs), (spec.name, r.name, case.id)
+
+
+def test_the_directml_ep_adaptive_count_is_at_least_one_and_never_capped():
+    """RoiAlign sampling_ratio=0 as the DirectML EP builds it (DmlOperatorRoiAlign.cpp L47-L48:
+    MinimumSamplesPerOutput 1, MaximumSamplesPerOutput UINT32_MAX): a region 5 pixels wide over a
+    1-pixel input, one output, takes 5 samples at x = 0, 1, 2, 3, 4 (step 1, OutputPixelOffset
+    -0.5, InputPixelOffset 0.5) of which only x = 0 lies in the open range (-1, 1): -3 / 5. The
+    page's clamp to 4 samples (x = 0.125, 1.375, 2.625, 3.875) gives -3 / 4; ONNX's count, which
+    takes no sample on an empty region, outputs 0 there where this reading takes one."""
+    desc = roi_align1((1, 1, 1, 1), (1, 4), (1, 1), scale=(1.0, 1.0), offsets=(0.5, -0.5), samples=(1, 4))
+    arrays = {"InputTensor": np.full((1, 1, 1, 1), -3.0, np.float32),
+              "ROITensor": np.array([[0, 0, 5, 1]], np.float32), "BatchIndicesTensor": np.zeros(1, np.uint32)}
+    assert execute_reading(desc, arrays, []).outputs["OutputTensor"].item() == np.float32(-0.75)
+    assert execute_reading(desc, arrays, ["directml-ep-adaptive-count"]).outputs["OutputTensor"].item() == \
+        np.float32(-0.6)
+    empty = dict(arrays, ROITensor=np.array([[0, 0, 0, 0]], np.float32))
+    assert execute_reading(desc, empty, ["onnx-adaptive-count"]).outputs["OutputTensor"].item() == 0.0
+    assert execute_reading(desc, empty, ["directml-ep-adaptive-count"]).outputs["OutputTensor"].item() == -3.0
