@@ -12,7 +12,9 @@ What the host's life means for a case: the host dying mid-request is the case's 
 hanging past its limit its ``timeout`` (``SessionError`` stages), as a dying worker would be;
 the next case starts a fresh host. A session that fails while vkd3d refused one of DirectML's
 shaders carries the emulation's own lines (``SessionError.emulation``): the emulated device,
-not DirectML, failed.
+not DirectML, failed. So does a session run with graph fusion kept on (``--dml-graph-fusion``)
+whose fused partition is large enough for the DML EP to reuse a command list
+(``stale_partition``): this device never writes that partition's outputs.
 
 Test hook, read only here and only from the environment, as the worker's ``EP_TESTBED_FAULT``::
 
@@ -59,6 +61,14 @@ FAULT_ENV = "EP_TESTBED_DML_WINE_FAULT"
 FAULT_ACTIONS = ("abort", "hang")
 #: How long a planted hang sleeps: longer than any limit (the host's protocol carries a u32 of ms).
 HANG_MS = 2**32 - 1
+#: With graph fusion kept on, ORT's DML EP records a fused partition of at least this many nodes into
+#: a command list once and re-executes it, binding the inputs and outputs in the descriptor heap
+#: after recording (``DML_EXECUTION_FLAG_DESCRIPTORS_VOLATILE``; ``minNodeCountToReuseCommandList``
+#: in onnxruntime/core/providers/dml/DmlExecutionProvider/src/GraphDescBuilder.h). Legal Direct3D 12;
+#: but vkd3d on lavapipe (no descriptor update-after-bind) copies a descriptor table into Vulkan
+#: when the command list is recorded, so such a partition never sees its inputs and outputs: its
+#: outputs are whatever the buffers held (README, "Graph fusion").
+REUSED_COMMAND_LIST_NODES = 5
 
 
 def planted_fault(case_id: str | None, spec: str | None = None) -> str | None:
@@ -72,6 +82,36 @@ def planted_fault(case_id: str | None, spec: str | None = None) -> str | None:
         if case_id is not None and fnmatch.fnmatchcase(case_id, pattern):
             return action
     return None
+
+
+def stale_partition(model: onnx.ModelProto, assignment: Mapping[str, str] | None) -> int:
+    """The node count of the largest partition ORT's DirectML graph fusion would build from
+    ``model`` if it reaches ``REUSED_COMMAND_LIST_NODES``, else 0: a partition whose outputs this
+    emulated device leaves unwritten (``REUSED_COMMAND_LIST_NODES``). A partition is a group of
+    DirectML nodes joined by producer -> consumer edges (the EP's partitioner merges a node with the
+    nodes that feed it; nodes that only share a graph input stay apart). ``assignment``: node ->
+    provider as ONNX Runtime recorded it (a node it does not name counts as DirectML's); None or
+    empty: every node is on DirectML (a session with CPU fallback disabled). Graph optimizations that remove nodes before fusion are not modelled:
+    the count can only be too high, never too low."""
+    nodes = [n for n in model.graph.node if not assignment or assignment.get(n.name, PROVIDER) == PROVIDER]
+    producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
+    parent = list(range(len(nodes)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, n in enumerate(nodes):
+        for name in n.input:
+            if name in producer:
+                parent[root(producer[name])] = root(i)
+    sizes: dict[int, int] = {}
+    for i in range(len(nodes)):
+        sizes[root(i)] = sizes.get(root(i), 0) + 1
+    largest = max(sizes.values(), default=0)
+    return largest if largest >= REUSED_COMMAND_LIST_NODES else 0
 
 
 class WineDmlAdapter:
@@ -147,6 +187,16 @@ class WineDmlAdapter:
             error = SessionError("run" if run.error_stage == "run" else "build", PROVIDER,
                                  RuntimeError(run.error_message or f"{run.error_stage} failed"))
             error.emulation = run.emulation_notes
+            raise error
+        stale = stale_partition(model, run.assignment) if settings.dml_graph_fusion else 0
+        if stale:
+            error = SessionError("run", PROVIDER, RuntimeError(
+                f"graph fusion is on and a fused DirectML partition has {stale} nodes"))
+            error.emulation = [f"ORT's DML EP re-executes a fused partition of {stale} nodes (>= "
+                               f"{REUSED_COMMAND_LIST_NODES}) from a command list recorded before its inputs and "
+                               "outputs are bound (descriptors volatile); vkd3d on lavapipe (no descriptor "
+                               "update-after-bind) reads descriptor tables when the list is recorded, so the "
+                               "outputs are never written; run without --dml-graph-fusion to test these nodes"]
             raise error
         result = EpRun(list(run.outputs), list(run.output_names))
         if profile:
