@@ -585,7 +585,7 @@ def _finish_minimal(config: CaseConfig, options: FuzzOptions, expectations: Expe
     cases = {case_id: _tagged(s.minimal, finding) for case_id, (finding, s) in minimal.items()}
     pool = WorkerPool(config, min(options.jobs, len(cases)), options.timeout, env=options.env,
                       extra_paths=options.extra_paths, batch=options.batch)
-    for line in pool.run(list(cases.values()), lambda case: ArtifactPolicy(force=True)):
+    for line in pool.run(list(cases.values()), lambda case: ArtifactPolicy(force=True, expected=expectations.candidates(case))):
         finding, shrink_result = minimal[line["id"]]
         raw = dict(line)
         _settle(line, cases[line["id"]], config, expectations)

@@ -10,7 +10,9 @@ hold for it name readings (``expectations.readings_to_try``); ``explain`` comput
 same kernel, precision model and bounds (``reference.execute_reading``), compares the EP's outputs
 with it under the same rule (``case_steps.compare``), and gives each failing element to the first
 set of readings, in the order tried, whose outputs it lies within: each reading alone (the
-expectations' order), then all of them combined, then each pair. It stops as soon as every element
+expectations' order), then all of them combined (leaving out, in order, each that sets a rule an
+earlier one already set otherwise: no kernel computes both), then each pair, then each triple
+that can be combined, up to ``MAX_SETS`` sets in all. It stops as soon as every element
 has one. The line's ``readings`` record says what was tried, how many elements each set explains
 (``"a+b"`` for a combination), how many none does, and the first of those with what the readings
 give there. Readings are computed only for a case that failed on element values and has
@@ -20,19 +22,24 @@ expectations naming readings: a passing case costs nothing.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ep_testbed.harness.core.compare import Comparison
 from ep_testbed.harness.core.results import jsonable
 from ep_testbed.harness.eps.ep_run import first_line
-from ep_testbed.reference import Expected, execute_reading, readings_of
+from ep_testbed.reference import Expected, ReadingError, execute_reading, readings_of
+from ep_testbed.reference.readings import Reading, combine
+from ep_testbed.reference.registry import spec_of_type
 
 from .case_steps import CaseConfig, Prepared, compare
 
-#: At most this many readings are tried in pairs (the pairs of 6: 15 more kernels).
-MAX_PAIRED = 6
+#: At most this many sets of readings are computed for one case (each one run of the kernel with
+#: its bounds): the singles, all together, then pairs and triples while the budget lasts.
+MAX_SETS = 48
+#: Sets larger than this are tried only as "all together".
+MAX_SET_SIZE = 3
 
 
 def explain(case: Any, prepared: Prepared, actual: dict[str, np.ndarray], config: CaseConfig,
@@ -51,9 +58,9 @@ def explain(case: Any, prepared: Prepared, actual: dict[str, np.ndarray], config
     record: dict[str, Any] = {"tried": [], "mismatches": primary.mismatches, "explained": {}, "unexplained": 0}
     if len(shows) < len(named):
         record["cannot_show"] = [n for n in named if n not in shows]
-    names = shows
+    rules = spec_of_type(case.op).rules
     singles: dict[str, Expected] = {}
-    for combo in _sets(names):
+    for combo in _sets(shows, lambda combo: _combinable(rules, [own[n] for n in combo])):
         if not any(mask.any() for mask in left.values()):
             break
         key = "+".join(combo)
@@ -74,14 +81,26 @@ def explain(case: Any, prepared: Prepared, actual: dict[str, np.ndarray], config
     return record
 
 
-def _sets(names: Sequence[str]) -> Iterator[tuple[str, ...]]:
-    """Each reading alone, then all together, then each pair (up to ``MAX_PAIRED`` readings)."""
+def _combinable(rules: Any, readings: Sequence[Reading]) -> bool:
+    """Whether ``readings`` can hold together (no two set one rule to different values)."""
+    try:
+        combine(rules, readings)
+    except ReadingError:
+        return False
+    return True
+
+
+def _sets(names: Sequence[str], combinable: Callable[[tuple[str, ...]], bool]) -> Iterator[tuple[str, ...]]:
+    """Each reading alone, then as many as can be combined, in order, then each combinable pair and
+    triple, at most ``MAX_SETS`` sets in all."""
+    together: tuple[str, ...] = ()
     for name in names:
-        yield (name,)
-    if len(names) > 1:
-        yield tuple(names)
-    if 2 < len(names) <= MAX_PAIRED:
-        yield from itertools.combinations(names, 2)
+        if combinable(together + (name,)):
+            together += (name,)
+    sizes = range(2, min(MAX_SET_SIZE, len(names) - 1) + 1)
+    larger = (s for size in sizes for s in itertools.combinations(names, size) if s != together and combinable(s))
+    ordered = itertools.chain(((n,) for n in names), [together] if len(together) > 1 else [], larger)
+    yield from itertools.islice(ordered, MAX_SETS)
 
 
 def _explained(comparison: Comparison, left: dict[str, np.ndarray]) -> int:
@@ -113,4 +132,4 @@ def _first(left: dict[str, np.ndarray], expected: dict[str, np.ndarray], actual:
             "actual": jsonable(np.asarray(actual[name]).ravel()[flat].item()), "readings": value}
 
 
-__all__ = ["MAX_PAIRED", "explain"]
+__all__ = ["MAX_SETS", "MAX_SET_SIZE", "explain"]
