@@ -1,8 +1,8 @@
 """The real DirectML EP through the Wine host (harness/eps/dml_wine): outputs, placement, refusals,
 crashes and timeouts.
 
-Needs `bash tools/dml-wine.sh` (Linux). Without it these tests FAIL with that command, unless
-EP_TESTBED_NO_DML_WINE=1 says this machine runs without the DirectML host on purpose.
+Needs `bash tools/dml-wine.sh` (Linux). Without it these tests are skipped naming that command,
+and fail under CI (``dml_wine_kit.needs_host``).
 """
 
 from __future__ import annotations
