@@ -10,6 +10,7 @@ import traceback
 from typing import Any, Mapping, Sequence
 
 from ep_testbed.harness.core import emulation, exit_codes
+from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.rerun import rerun_line
 from ep_testbed.harness.core.terminal import safe, safe_message
@@ -86,8 +87,9 @@ def render_report(run_dir: str) -> int:
         pass  # out of the handler first, so what rendering held is freed before the message
     except (OSError, FileRefused) as exc:
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        remedy = write_remedy(exc) if isinstance(exc, OSError) else "fix the cause"
         print(f"{PROG}: writing the report into {safe_message(str(run_dir))} failed ({safe_message(problem)}); "
-              f"no report file is left half-written{finish} (after making room)", file=sys.stderr)
+              f"no report file is left half-written{finish} (after you {remedy})", file=sys.stderr)
         return exit_codes.USAGE
     except Exception as exc:  # a bug in the reports: its own code, never the run's 0 or 1
         code = internal_error(exc, "rendering the report")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.reports import ResultsError, diff_runs
 from ep_testbed.reports.diff import DIFF_TEXT, GatePolicy
 
@@ -65,7 +66,7 @@ def diff_command(args: argparse.Namespace) -> int:
         return exit_codes.USAGE
     except OSError as exc:  # a full disk: diff.html and diff.txt are each whole or absent (core.atomic_files)
         print(f"ep-testbed diff: writing into {args.out or args.run_b} failed ({exc.strerror or exc}); no diff file "
-              "is left half-written and both runs are untouched.\nNote: make room (or choose another --out), then "
+              f"is left half-written and both runs are untouched.\nNote: {write_remedy(exc)} (or choose another --out), then "
               "run the diff again", file=sys.stderr)
         return exit_codes.USAGE
     assert result.text_path is not None  # diff_runs was given an out_dir, so it wrote the text file

@@ -21,6 +21,7 @@ import os
 import sys
 
 from ep_testbed.harness.core import exit_codes, walltime
+from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.rerun import file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.eps.adapters import ep_flag, ep_words
@@ -162,7 +163,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
         return usage_error(str(exc))
     except OSError as exc:  # the disk filled up, or the folder went away, mid-run
         return usage_error(f"writing into {out} failed ({exc.strerror or exc}); every case finished before is kept "
-                           f"in its results.jsonl.\nNote: make room, then render what is there with: ep-testbed "
+                           f"in its results.jsonl.\nNote: {write_remedy(exc)}, then render what is there with: ep-testbed "
                            f"report {out}")
     header, lines, _ = read_run(out)
     failing = failing_outcomes(False, False)

@@ -11,6 +11,7 @@ import argparse
 import os
 
 from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.results import count_outcomes
 from ep_testbed.harness.run.merge import MergeError, merge_runs
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
@@ -45,7 +46,8 @@ def merge_command(args: argparse.Namespace) -> int:
         return usage_error(str(exc))
     except OSError as exc:  # a full disk: results.jsonl is whole or absent (core.atomic_files)
         return usage_error(f"merge: writing into {args.out} failed ({exc.strerror or exc}); the runs given are "
-                           "untouched and no results.jsonl was left half-written.\nNote: make room, then merge again")
+                           f"untouched and no results.jsonl was left half-written.\nNote: {write_remedy(exc)}, then "
+                           "merge again")
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(lines, failing)
     print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.reports import (
@@ -55,8 +56,8 @@ def report_command(args: argparse.Namespace) -> int:
     except MemoryError:
         pass  # out of the handler first, so what rendering held is freed before the message
     except OSError as exc:  # a full disk, a read-only folder: each file is whole or absent (core.atomic_files)
-        print(f"ep-testbed report: writing into {safe_message(str(args.run_dir))} failed ({exc.strerror or exc}); "
-              f"results.jsonl is untouched and no report file is left half-written.\nNote: make room, then run "
+        print(f"ep-testbed report: writing into {safe_message(str(args.run_dir))} failed ({safe(exc.strerror or exc)}); "
+              f"results.jsonl is untouched and no report file is left half-written.\nNote: {write_remedy(exc)}, then run "
               f"ep-testbed report {safe_message(str(args.run_dir))} again", file=sys.stderr)
         return exit_codes.USAGE
     else:

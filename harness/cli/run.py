@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 from ep_testbed.graphs.catalog import TIERS
 from ep_testbed.harness.core import exit_codes, walltime
+from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.memory import address_space_limit, available_memory
 from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
@@ -219,7 +220,7 @@ def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: lis
                            f"--resume --out {options.out_dir}")
     except OSError as exc:  # the disk filled up, or the folder went away, mid-run
         return usage_error(f"writing into {options.out_dir} failed ({exc.strerror or exc}); every case finished "
-                           f"before is kept in its results.jsonl.\nNote: make room, then continue with --resume "
+                           f"before is kept in its results.jsonl.\nNote: {write_remedy(exc)}, then continue with --resume "
                            f"--out {options.out_dir}")
     return _finish(args, result, len(cases), options.out_dir)
 

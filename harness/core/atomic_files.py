@@ -16,6 +16,7 @@ outside the folder. Text is UTF-8, a lone surrogate written as its escape (``enc
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -41,16 +42,30 @@ class AtomicFile:
     def __init__(self, path: str | os.PathLike, mode: str = "wb"):
         if mode not in ("w", "wb"):
             raise ValueError(f"AtomicFile writes whole files (mode 'w' or 'wb'), not {mode!r}")
+        # set before anything can fail: ``__del__`` and ``__getattr__`` of an object whose open
+        # failed (a read-only or full file system) must find them, never look them up again
+        self._done = True
+        self._file: Any = None
         self.path = os.fspath(path)
         self.temp = temp_name(self.path)
         flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
                  | getattr(os, "O_CLOEXEC", 0))
         fd = os.open(self.temp, flags, 0o644)
-        self._file = os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8",
-                                                                       errors="backslashreplace")
+        try:
+            self._file = os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, encoding="utf-8",
+                                                                           errors="backslashreplace")
+        except BaseException:
+            os.close(fd)
+            os.unlink(self.temp)
+            raise
         self._done = False
 
     def __getattr__(self, name: str) -> Any:
+        """The underlying file's attribute; an ``AttributeError`` for this object's own
+        (underscore) names, which are looked up here only when ``__init__`` did not get to set
+        them: delegating those would look ``_file`` up here again, without end."""
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._file, name)
 
     def __enter__(self) -> "AtomicFile":
@@ -113,6 +128,24 @@ def check_target(path: str | os.PathLike) -> str | None:
     return "is not a regular file (a device, FIFO or socket); nothing is written there"
 
 
+#: What to do about a write that failed, by its errno (``write_remedy``).
+_REMEDIES = {errno.EROFS: "make the folder writable (its file system is mounted read-only) or choose another one",
+             errno.EACCES: "give this user write access to the folder or choose another one",
+             errno.EPERM: "give this user write access to the folder or choose another one"}
+
+
+def write_remedy(exc: BaseException) -> str:
+    """What to do, in a few words starting with a verb, about an ``OSError`` that stopped a
+    write: ``make room`` for a full disk (no space or no inodes left, a quota, a file size
+    limit), the read-only or permission fix for those, else ``fix the cause``."""
+    code = getattr(exc, "errno", None)
+    if code in _REMEDIES:
+        return _REMEDIES[code]
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, None):
+        return "make room"
+    return "fix the cause"
+
+
 def encode_text(text: str) -> bytes:
     """``text`` as UTF-8, a lone surrogate (which valid JSON such as ``"\\ud800"`` can put in an
     id or a message, and which UTF-8 cannot hold) written as its escape ``\\ud800``, as the
@@ -127,4 +160,4 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     return Path(path)
 
 
-__all__ = ["AtomicFile", "TEMP_PREFIX", "check_target", "encode_text", "temp_name", "write_atomic"]
+__all__ = ["AtomicFile", "TEMP_PREFIX", "check_target", "encode_text", "temp_name", "write_atomic", "write_remedy"]
