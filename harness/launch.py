@@ -34,9 +34,21 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM while starting, raised where Ctrl-C's ``KeyboardInterrupt`` would be."""
 
 
+_SIGNALS: list[int] = []  # the interrupts this process got while starting
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     """SIGTERM handler until ``cli.main`` installs its own."""
+    _SIGNALS.append(signum)
     raise _Terminated
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    """SIGINT handler: Python's own (``KeyboardInterrupt``), remembering the signal, since an import
+    it cuts short may raise an error of its own without it (numpy's ``PyCapsule_Import could not
+    import module``)."""
+    _SIGNALS.append(signum)
+    raise KeyboardInterrupt
 
 
 def _wait_for_test() -> None:
@@ -57,23 +69,54 @@ def start_host_early(argv: list[str]) -> None:
         early.start_early(argv)
 
 
+def _interrupt_behind(exc: BaseException | None) -> BaseException | None:
+    """``exc`` or the ``KeyboardInterrupt`` in its chain of causes (``exit_codes.interrupt_behind``,
+    which this module cannot import yet)."""
+    for _ in range(64):
+        if exc is None or isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _reopen_closed_std_fds() -> None:
+    """Open the null device on each of fds 0-2 the caller closed (``terminal.reopen_closed_std_fds``,
+    which ``cli.main`` runs too), before any import can open a file that takes such a number."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
 def main() -> int:
     """Install the interrupt handling, import the command line, run it; its exit code, or 130 /
     143 with one line on stderr when interrupted before the command line took over."""
     from ep_testbed.harness.core import walltime  # the standard library only: the command's clock
 
     walltime.mark_launch()
-    start_host_early(sys.argv[1:])
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, _on_sigterm)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the caller ignores it
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
+        _reopen_closed_std_fds()  # first: the early host's pipes must not take a closed fd's number
+        start_host_early(sys.argv[1:])
         _wait_for_test()
         from ep_testbed.harness.cli import main as cli_main
+        from ep_testbed.harness.core.exit_codes import quiet_unraisable
 
+        quiet_unraisable(PROG)  # also what is collected after main returns, as the process exits
         return cli_main()
-    except KeyboardInterrupt as exc:
-        # only an interrupt that reached here before cli.main's own guard (which returns a code)
-        terminated = isinstance(exc, _Terminated)
+    except (KeyboardInterrupt, ImportError) as exc:
+        # only an interrupt that reached here before cli.main's own guard (which returns a code); a
+        # native module interrupted while it loads raises ImportError, from the KeyboardInterrupt or not
+        if _interrupt_behind(exc) is None and not _SIGNALS:
+            raise
+        terminated = isinstance(_interrupt_behind(exc), _Terminated) or _SIGNALS[-1:] == [getattr(signal, "SIGTERM", 15)]
         print(f"{PROG}: interrupted by {'SIGTERM' if terminated else 'Ctrl-C (SIGINT)'} while starting; "
               "nothing was run", file=sys.stderr)
         return TERMINATED if terminated else INTERRUPTED

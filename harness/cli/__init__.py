@@ -33,7 +33,13 @@ import sys
 from typing import Sequence
 
 from ep_testbed.harness.core import exit_codes, walltime
+
+# `python -m ep_testbed.harness.cli`: an interrupt while the imports below load (a second or
+# more) is one line and 130/143, as the console script's launcher makes it.
+exit_codes.guard_module_start(__name__, "ep-testbed")
+
 from ep_testbed.harness.core.memory import shortage_message
+from ep_testbed.harness.core.terminal import guard_streams
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
 from ep_testbed.reference import DescError
 
@@ -95,24 +101,57 @@ def _tolerant_console() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ep-testbed <argv>``; return its exit code (``core.exit_codes``; each subcommand's help
     lists its codes). The one top-level guard: an interrupt is 130 (SIGINT) or 143 (SIGTERM), an
-    exception nothing below expected is an internal error (70), each one line on stderr."""
+    exception nothing below expected is an internal error (70), each one line on stderr. The
+    streams are guarded meanwhile (``terminal.guard_streams``): a closed or full stdout or stderr
+    never changes the code, except that a command whose output is its result (``PRINTS_ITS_RESULT``)
+    and could not deliver it ends with 2."""
     walltime.begin()  # from the process's start when launched as ep-testbed, else from this call
+    restore_streams = guard_streams()
+    previous_hook = exit_codes.quiet_unraisable(PROG)
+    try:
+        code = _guarded_main(argv)
+    finally:
+        lost, _ = restore_streams()
+        sys.unraisablehook = previous_hook  # the console script's process-wide one, where it runs
+    words = [w for w in (sys.argv[1:] if argv is None else argv) if not str(w).startswith("-")]
+    if lost is not None and code in (exit_codes.OK, exit_codes.FAILED) and words[:1] in ([c] for c in PRINTS_ITS_RESULT):
+        return usage_error(f"{words[0]}: its output could not be written to stdout ({lost.strerror or lost}).\n"
+                           "Note: send stdout somewhere with room (a file, a pipe) and run it again")
+    return code
+
+
+#: The commands whose result is what they print (a listing, a summary): output that could not be
+#: written is a result not delivered (exit 2). Every other command's printing is a log of a
+#: result kept in files and its exit code.
+PRINTS_ITS_RESULT = ("ci-summary", "devices", "map", "reference")
+
+
+def _guarded_main(argv: Sequence[str] | None) -> int:
+    """``main`` inside the stream guard: the interrupt and internal-error guard."""
     _tolerant_console()
     previous = exit_codes.install_sigterm()
     try:
         return _main(argv)
     except KeyboardInterrupt as exc:
-        code = exit_codes.interrupted_code(exc)
-        print(f"{PROG}: interrupted by {'SIGTERM' if code == exit_codes.TERMINATED else 'Ctrl-C (SIGINT)'}"
-              "; what had finished is kept", file=sys.stderr)
-        return code
+        return _interrupted(exc)
     except MemoryError:  # past the handler's own guard (parsing the command line): still exit 2
         return usage_error(shortage_message("this command", None))
     except Exception as exc:  # the guard: anything unexpected is ep-testbed's own bug, never exit 0 or 1
+        interrupt = exit_codes.interrupt_behind(exc)
+        if interrupt is not None:  # an error an interrupt caused (a native import cut short): the interrupt
+            return _interrupted(interrupt)
         return internal_error(exc)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """Print the one line of an interrupt; its exit code (130, or 143 for SIGTERM)."""
+    code = exit_codes.interrupted_code(exc)
+    print(f"{PROG}: interrupted by {'SIGTERM' if code == exit_codes.TERMINATED else 'Ctrl-C (SIGINT)'}"
+          "; what had finished is kept", file=sys.stderr)
+    return code
 
 
 def _main(argv: Sequence[str] | None) -> int:

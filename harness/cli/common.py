@@ -80,7 +80,7 @@ def render_report(run_dir: str) -> int:
     refused = None
     try:
         for kind, path in render_all(run_dir).items():
-            print(f"{kind}: {path}")
+            print(f"{kind}: {safe(path)}")
     except OutOfMemory as exc:  # the results file alone would not fit
         refused = str(exc)
     except MemoryError:
@@ -88,7 +88,7 @@ def render_report(run_dir: str) -> int:
     except (OSError, FileRefused) as exc:
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         remedy = write_remedy(exc) if isinstance(exc, OSError) else "fix the cause"
-        print(f"{PROG}: writing the report into {safe_message(str(run_dir))} failed ({safe_message(problem)}); "
+        print(f"{PROG}: writing the report into {safe(run_dir)} failed ({safe_message(problem)}); "
               f"no report file is left half-written{finish} (after you {remedy})", file=sys.stderr)
         return exit_codes.USAGE
     except Exception as exc:  # a bug in the reports: its own code, never the run's 0 or 1
@@ -97,9 +97,9 @@ def render_report(run_dir: str) -> int:
         return code
     else:
         return exit_codes.OK
-    message = refused or shortage_message(f"rendering the report of {run_dir}", None)
+    message = refused or shortage_message(f"rendering the report of {safe(run_dir)}", None)
     problem, _, note = message.partition("\nNote: ")
-    print(f"{PROG}: the report of {run_dir} was not rendered (its results.jsonl is complete and kept): "
+    print(f"{PROG}: the report of {safe(run_dir)} was not rendered (its results.jsonl is complete and kept): "
           f"{safe_message(problem)}\nNote: finish it with `{PROG} report {shlex.quote(run_dir)}` where there is more "
           f"memory; or {safe_message(note.removeprefix('try '))}", file=sys.stderr)
     return exit_codes.USAGE

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.atomic_files import write_remedy
+from ep_testbed.harness.core.terminal import safe
 from ep_testbed.reports import ResultsError, diff_runs
 from ep_testbed.reports.diff import DIFF_TEXT, GatePolicy
 
@@ -65,11 +66,11 @@ def diff_command(args: argparse.Namespace) -> int:
         print(f"ep-testbed diff: {exc}", file=sys.stderr)
         return exit_codes.USAGE
     except OSError as exc:  # a full disk: diff.html and diff.txt are each whole or absent (core.atomic_files)
-        print(f"ep-testbed diff: writing into {args.out or args.run_b} failed ({exc.strerror or exc}); no diff file "
+        print(f"ep-testbed diff: writing into {safe(args.out or args.run_b)} failed ({exc.strerror or exc}); no diff file "
               f"is left half-written and both runs are untouched.\nNote: {write_remedy(exc)} (or choose another --out), then "
               "run the diff again", file=sys.stderr)
         return exit_codes.USAGE
     assert result.text_path is not None  # diff_runs was given an out_dir, so it wrote the text file
     sys.stdout.write(result.text_path.read_text(encoding="utf-8"))
-    print(f"wrote {result.html_path} and {result.text_path.parent / DIFF_TEXT}")
+    print(f"wrote {safe(result.html_path)} and {safe(result.text_path.parent / DIFF_TEXT)}")
     return exit_codes.FAILED if result.regressed else exit_codes.OK

@@ -24,6 +24,7 @@ from ep_testbed.harness.core import exit_codes, walltime
 from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.rerun import file_identity, outcome_argv
 from ep_testbed.harness.core.results import read_run
+from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.eps.adapters import ep_flag, ep_words
 from ep_testbed.harness.run.pool import WorkerStartError
 from ep_testbed.harness.run.runner import RunError
@@ -153,7 +154,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     if args.max_cases is not None and not replay:
         what += f" or {args.max_cases} case(s), whichever ends first"
     sharing = f", up to {options.batch} cases a session" if options.batch > 1 else ""
-    print(f"ep-testbed: {what} on {ep_words(settings.ep)} ({settings.jobs} workers{sharing}) -> {out}",
+    print(f"ep-testbed: {what} on {ep_words(settings.ep)} ({settings.jobs} workers{sharing}) -> {safe(out)}",
           file=sys.stderr)
     walltime.mark("setup")
     prepare_reports()
@@ -162,9 +163,9 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     except (RunError, WorkerStartError, FuzzUsageError) as exc:
         return usage_error(str(exc))
     except OSError as exc:  # the disk filled up, or the folder went away, mid-run
-        return usage_error(f"writing into {out} failed ({exc.strerror or exc}); every case finished before is kept "
+        return usage_error(f"writing into {safe(out)} failed ({exc.strerror or exc}); every case finished before is kept "
                            f"in its results.jsonl.\nNote: {write_remedy(exc)}, then render what is there with: ep-testbed "
-                           f"report {out}")
+                           f"report {safe(out)}")
     header, lines, _ = read_run(out)
     failing = failing_outcomes(False, False)
     print_outcomes(lines, failing, header)
@@ -181,7 +182,7 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     if result.not_shrunk:
         print(f"not shrunk, the --budget of {args.budget:g} s was spent: {', '.join(result.not_shrunk)} "
               "(a larger --budget shrinks them; `ep-testbed fuzz --replay ID` shrinks one)")
-    print(f"results: {os.path.join(out, 'results.jsonl')}")
+    print(f"results: {safe(os.path.join(out, 'results.jsonl'))}")
     if result.interrupted and result.device_lost is None:
         print("interrupted: finished cases are in results.jsonl", file=sys.stderr)
     artifacts = render_report(out)

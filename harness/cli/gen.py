@@ -21,6 +21,7 @@ from ep_testbed.graphs import to_onnx
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.results import safe_id
+from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import open_output, output_folder
 from ep_testbed.harness.run.run_folder import FolderBusy, refuse_overwrite
 from ep_testbed.reference import desc_to_dml, execute
@@ -59,7 +60,7 @@ def gen_command(args: argparse.Namespace) -> int:
     except FolderBusy as exc:
         return usage_error(str(exc))
     folders = write_cases(args.op, args.out, args.seed)
-    print(f"wrote {len(folders)} {args.op} cases under {args.out} (index: {Path(args.out) / 'cases.json'})")
+    print(f"wrote {len(folders)} {args.op} cases under {safe(args.out)} (index: {safe(Path(args.out) / 'cases.json')})")
     return exit_codes.OK
 
 

@@ -13,6 +13,7 @@ import os
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.results import count_outcomes
+from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.run.merge import MergeError, merge_runs
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
@@ -45,12 +46,12 @@ def merge_command(args: argparse.Namespace) -> int:
     except MergeError as exc:
         return usage_error(str(exc))
     except OSError as exc:  # a full disk: results.jsonl is whole or absent (core.atomic_files)
-        return usage_error(f"merge: writing into {args.out} failed ({exc.strerror or exc}); the runs given are "
+        return usage_error(f"merge: writing into {safe(args.out)} failed ({exc.strerror or exc}); the runs given are "
                            f"untouched and no results.jsonl was left half-written.\nNote: {write_remedy(exc)}, then "
                            "merge again")
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(lines, failing)
-    print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {os.path.join(args.out, 'results.jsonl')}")
+    print(f"\nmerged {len(args.runs)} runs, {len(lines)} cases -> {safe(os.path.join(args.out, 'results.jsonl'))}")
     counts = count_outcomes(lines)
     del lines  # the report reads the merged file again: leave it the memory
     return exit_codes.with_artifacts(exit_code(counts, failing), render_report(args.out))

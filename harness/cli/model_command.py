@@ -157,7 +157,7 @@ def demo_command(args: argparse.Namespace) -> int:
                                      args.timeout, name)
         codes.append(code)
         outcomes.append(f"{name} {outcome}")
-    print(f"demo: {len(paths)} models ({', '.join(outcomes)}); reports under {out}")
+    print(f"demo: {len(paths)} models ({', '.join(outcomes)}); reports under {safe(out)}")
     print(walltime.closing_line(len(paths), "models", last="running them"))
     return max(codes) if codes else exit_codes.OK
 
@@ -273,7 +273,7 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
                 np.savez(f, **pair)
             row["arrays"] = relative
     if save_baseline and result.get("ep_failure"):
-        print(f"ep-testbed model: no baseline saved to {save_baseline}: the EP produced no outputs", file=sys.stderr)
+        print(f"ep-testbed model: no baseline saved to {safe(save_baseline)}: the EP produced no outputs", file=sys.stderr)
     elif save_baseline:
         recorded_seed = seed if setup.source == "generated" else None
         result["baseline_saved"] = str(write_baseline(save_baseline, result, setup.feeds, arrays["outputs"],

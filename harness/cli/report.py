@@ -46,7 +46,7 @@ def report_command(args: argparse.Namespace) -> int:
         run = load_run_summary(args.run_dir)  # each case line kept small: the file may outgrow memory
         for bad in run.unreadable:
             what = "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason)}"
-            print(f"ep-testbed report: note: {args.run_dir / 'results.jsonl'} line {bad.number} skipped, {what}",
+            print(f"ep-testbed report: note: {safe(args.run_dir / 'results.jsonl')} line {bad.number} skipped, {what}",
                   file=sys.stderr)
         paths = [render_run(args.run_dir, max_pictures=args.max_pictures, max_details=args.max_details, run=run),
                  render_junit(args.run_dir, run=run), render_summary_json(args.run_dir, run=run)]
@@ -56,14 +56,14 @@ def report_command(args: argparse.Namespace) -> int:
     except MemoryError:
         pass  # out of the handler first, so what rendering held is freed before the message
     except OSError as exc:  # a full disk, a read-only folder: each file is whole or absent (core.atomic_files)
-        print(f"ep-testbed report: writing into {safe_message(str(args.run_dir))} failed ({safe(exc.strerror or exc)}); "
+        print(f"ep-testbed report: writing into {safe(args.run_dir)} failed ({safe(exc.strerror or exc)}); "
               f"results.jsonl is untouched and no report file is left half-written.\nNote: {write_remedy(exc)}, then run "
-              f"ep-testbed report {safe_message(str(args.run_dir))} again", file=sys.stderr)
+              f"ep-testbed report {safe(args.run_dir)} again", file=sys.stderr)
         return exit_codes.USAGE
     else:
         for path in paths:
-            print(f"wrote {path}")
+            print(f"wrote {safe(path)}")
         return exit_codes.OK
-    message = shortage_message(f"rendering the report of {args.run_dir}", None)
+    message = shortage_message(f"rendering the report of {safe(args.run_dir)}", None)
     print(f"ep-testbed report: {safe_message(message)}", file=sys.stderr)
     return exit_codes.USAGE

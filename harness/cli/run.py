@@ -31,7 +31,7 @@ from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.memory import address_space_limit, available_memory
 from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
-from ep_testbed.harness.core.terminal import safe_message
+from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.untrusted_files import limits, using_limits
 from ep_testbed.harness.eps import preflight
 from ep_testbed.harness.eps.adapters import ep_flag, ep_words
@@ -207,7 +207,7 @@ def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: lis
     options.announce = lambda todo, selected: print(
         f"ep-testbed: {todo} cases" + (f" (of {selected}; the rest finished before)" if todo < selected else "")
         + f" on {ep_words(settings.ep)} ({jobs} workers"
-        + (f", up to {options.batch} cases a session" if options.batch > 1 else "") + f") -> {options.out_dir}",
+        + (f", up to {options.batch} cases a session" if options.batch > 1 else "") + f") -> {safe(options.out_dir)}",
         file=sys.stderr)
     prepare_reports()
     try:
@@ -217,11 +217,11 @@ def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: lis
     except DeviceLostError as exc:  # the run cannot finish: exit 2, results kept, the report of what ran
         render_report(options.out_dir)
         return usage_error(f"{exc}; resume with --resume once the device is back: the same command with "
-                           f"--resume --out {options.out_dir}")
+                           f"--resume --out {safe(options.out_dir)}")
     except OSError as exc:  # the disk filled up, or the folder went away, mid-run
-        return usage_error(f"writing into {options.out_dir} failed ({exc.strerror or exc}); every case finished "
+        return usage_error(f"writing into {safe(options.out_dir)} failed ({exc.strerror or exc}); every case finished "
                            f"before is kept in its results.jsonl.\nNote: {write_remedy(exc)}, then continue with --resume "
-                           f"--out {options.out_dir}")
+                           f"--out {safe(options.out_dir)}")
     return _finish(args, result, len(cases), options.out_dir)
 
 
@@ -398,9 +398,9 @@ def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str
         print(f"ep-testbed: note: {safe_message(note)}", file=sys.stderr)
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
     print_outcomes(result.lines, failing, result.header)
-    print(f"\nresults: {os.path.join(out, 'results.jsonl')}")
+    print(f"\nresults: {safe(os.path.join(out, 'results.jsonl'))}")
     if result.interrupted:
-        print(f"interrupted: {len(result.lines)} of {selected} cases finished; continue with --resume --out {out}",
+        print(f"interrupted: {len(result.lines)} of {selected} cases finished; continue with --resume --out {safe(out)}",
               file=sys.stderr)
     code = exit_codes.with_artifacts(exit_code(result.counts, failing, result.interrupted), render_report(out))
     print(walltime.closing_line(result.ran, "cases", rates={"cases": result.ran}))

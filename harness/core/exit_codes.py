@@ -74,6 +74,38 @@ def on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated
 
 
+def on_sigint(signum: int, frame: Any) -> None:
+    """SIGINT handler of a module still loading (``guard_module_start``): remember the signal and
+    raise ``KeyboardInterrupt``, as Python's own handler does."""
+    _last_signal[:] = [signum]
+    raise KeyboardInterrupt
+
+
+def quiet_unraisable(prog: str) -> Any:
+    """Make an exception Python cannot raise (one in a ``__del__`` or a finalizer: a zip file
+    abandoned by an interrupt, a ``ResourceWarning`` that ``-W error`` turned into an error while a
+    temporary file was cleaned up) one note line on stderr instead of a traceback (the traceback
+    with ``EP_TESTBED_DEBUG=1``): it cannot change what the command did. Returns the previous hook."""
+    import sys
+
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if debug_enabled():
+            previous(unraisable)
+            return
+        kind = getattr(unraisable.exc_type, "__name__", "error")
+        text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}"
+                       for ch in " ".join(str(unraisable.exc_value).split())[:200])
+        try:
+            print(f"{prog}: note: ignored an error while cleaning up ({kind}: {text})", file=sys.stderr)
+        except Exception:  # nothing left to say it on
+            pass
+
+    sys.unraisablehook = hook
+    return previous
+
+
 def install_sigterm() -> Any:
     """Make SIGTERM raise ``Terminated`` in this (main) thread; returns the previous handler,
     or None where signals cannot be set (another thread, no SIGTERM)."""
@@ -91,6 +123,54 @@ def interrupted_code(exc: BaseException | None = None) -> int:
     return INTERRUPTED
 
 
+def interrupt_behind(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The interrupt that ``exc`` stands for, if any: ``exc`` itself, or one in its chain of
+    causes (a native module interrupted while it loads, ``import onnxruntime``, raises
+    ``ImportError: initialization failed`` from the ``KeyboardInterrupt``). Such an error is the
+    interrupt's consequence, never a bug."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def guard_module_start(module: str, prog: str) -> None:
+    """When this process is ``python -m <module>`` and the module is still being loaded (Python
+    sets ``sys.argv[0]`` to ``"-m"`` until then; its ``-m`` documentation), make an interrupt
+    before its own guard runs one line and exit 130 (or 143: SIGTERM raises ``Terminated`` from
+    here on), never a traceback; anywhere else nothing changes."""
+    import sys
+
+    orig = list(getattr(sys, "orig_argv", []))
+    if sys.argv[:1] != ["-m"] or module not in orig or orig[orig.index(module) - 1] != "-m":
+        return
+    if threading.current_thread() is threading.main_thread():
+        if hasattr(signal, "SIGTERM"):
+            signal.signal(signal.SIGTERM, on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the caller ignores it
+            signal.signal(signal.SIGINT, on_sigint)
+    previous = sys.excepthook
+
+    def hook(kind: type, value: BaseException, tb: Any) -> None:
+        # an import cut short by the interrupt may raise its own error without it (numpy's
+        # "PyCapsule_Import could not import module"): the signal this process saw decides
+        interrupt = interrupt_behind(value)
+        if interrupt is None and not _last_signal:
+            previous(kind, value, tb)
+            return
+        code = interrupted_code(interrupt)  # None: the signal this process saw
+        try:
+            print(f"{prog}: interrupted by {'SIGTERM' if code == TERMINATED else 'Ctrl-C (SIGINT)'} while starting; "
+                  "nothing was run", file=sys.stderr, flush=True)
+        finally:
+            os._exit(code)
+
+    sys.excepthook = hook
+
+
 def with_artifacts(run_code: int, artifacts_code: int) -> int:
     """The exit code of a command that judged (``run_code``) and then wrote its artifacts
     (``artifacts_code``): an interrupt stays an interrupt; otherwise artifacts that could not be
@@ -106,4 +186,5 @@ def debug_enabled() -> bool:
 
 
 __all__ = ["DEBUG_ENV", "FAILED", "INTERNAL", "INTERRUPTED", "MEANINGS", "NO_CASES", "OK", "TERMINATED",
-           "Terminated", "USAGE", "debug_enabled", "install_sigterm", "interrupted_code", "on_sigterm", "with_artifacts"]
+           "Terminated", "USAGE", "debug_enabled", "guard_module_start", "install_sigterm",
+           "interrupt_behind", "interrupted_code", "on_sigint", "on_sigterm", "quiet_unraisable", "with_artifacts"]

@@ -35,7 +35,8 @@ class Progress:
         now = time.monotonic()
         if self.enabled and (now - self._last >= 0.1 or self.done == self.total):
             self._last = now
-            self.stream.write("\r" + self.render(now) + "\x1b[K")
+            # the carriage return and erase are this line's own: written past the stream's escaping
+            getattr(self.stream, "write_control", self.stream.write)("\r" + self.render(now) + "\x1b[K")
             self.stream.flush()
 
     def render(self, now: float | None = None) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from ep_testbed.harness.core.processes import process_alive, process_start
 from ep_testbed.harness.core.results import now
+from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import FileRefused, read_json
 
 LOCK_FILE = "ep-testbed.lock"
@@ -84,7 +85,7 @@ def claim(folder: str | os.PathLike, command: str = "") -> Claim:
             f.flush()
             os.fsync(f.fileno())
         return Claim(folder, path, token, note)
-    raise FolderBusy(f"{folder} is in use: its lock file {path} came back while a stale one was removed")
+    raise FolderBusy(f"{safe(folder)} is in use: its lock file {safe(path)} came back while a stale one was removed")
 
 
 def _remove_if_stale(folder: str, path: str) -> str:
@@ -93,18 +94,18 @@ def _remove_if_stale(folder: str, path: str) -> str:
     try:
         held = read_json(path, "lock file")
     except FileRefused as exc:
-        raise FolderBusy(f"{folder} holds a lock file that cannot be read ({exc.problem}).\nNote: if no "
-                         f"ep-testbed command is using the folder, delete {path}") from None
+        raise FolderBusy(f"{safe(folder)} holds a lock file that cannot be read ({exc.problem}).\nNote: if no "
+                         f"ep-testbed command is using the folder, delete {safe(path)}") from None
     if not isinstance(held, dict):
         held = {}
     pid, host = held.get("pid"), held.get("host")
     who = (f"pid {pid} on {host}" + (f", started {held.get('started')}" if held.get("started") else "")
            + (f" ({str(held.get('command'))[:200]})" if held.get("command") else ""))
     if host != socket.gethostname():
-        raise FolderBusy(f"{folder} is in use by another ep-testbed run: {who}.\nNote: wait for it to finish or "
-                         f"choose another --out; if that run is dead, delete {path}")
+        raise FolderBusy(f"{safe(folder)} is in use by another ep-testbed run: {who}.\nNote: wait for it to finish or "
+                         f"choose another --out; if that run is dead, delete {safe(path)}")
     if isinstance(pid, int) and not isinstance(pid, bool) and process_alive(pid, held.get("pid_started")):
-        raise FolderBusy(f"{folder} is in use by another ep-testbed run: {who}.\nNote: wait for it to finish, "
+        raise FolderBusy(f"{safe(folder)} is in use by another ep-testbed run: {who}.\nNote: wait for it to finish, "
                          "or choose another --out")
     try:
         os.remove(path)
@@ -120,12 +121,12 @@ def refuse_overwrite(folder: str | os.PathLike, overwrite: bool, flag: str = "--
     folder = os.fspath(folder)
     if overwrite or not os.path.isdir(folder):
         if not overwrite and os.path.exists(folder):
-            raise FolderBusy(f"{flag} {folder} exists and is not a folder.\nNote: choose another {flag}")
+            raise FolderBusy(f"{flag} {safe(folder)} exists and is not a folder.\nNote: choose another {flag}")
         return
     entries = sorted(e for e in os.listdir(folder) if e not in ignore)
     if entries:
         shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
-        raise FolderBusy(f"{flag} {folder} already holds files ({shown}).\nNote: pass --overwrite to replace "
+        raise FolderBusy(f"{flag} {safe(folder)} already holds files ({safe(shown)}).\nNote: pass --overwrite to replace "
                          f"them, or choose another {flag}")
 
 

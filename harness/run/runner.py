@@ -282,7 +282,7 @@ def _open_run(cases: list[Any], config: CaseConfig, options: RunOptions
     header = run_header(config, options, len(cases))
     if os.path.lexists(path) and not options.overwrite:
         if not options.resume:
-            raise RunError(f"{path} already holds results: pass --resume to continue that run, "
+            raise RunError(f"{safe(path)} already holds results: pass --resume to continue that run, "
                            "--overwrite to replace it, or choose another --out")
         return _resume(options.out_dir, path, header, {case.id for case in cases})
     if os.path.lexists(path):
@@ -313,29 +313,29 @@ def _resume(run_dir: str, path: str, new: dict[str, Any], selected: set[str]
         raise RunError(f"--resume: {exc}") from None
     if records.header is None and not records.cases:
         os.remove(path)  # what it held (a torn header) must not run into the new one
-        return new, [], True, [f"{path} held no run header and no finished case: started afresh"]
+        return new, [], True, [f"{safe(path)} held no run header and no finished case: started afresh"]
     if records.header is None:
         first = records.bad_lines[0] if records.bad_lines else None
         why = f" (line {first.number}: {safe(first.reason)})" if first else ""
-        raise RunError(f"--resume: {path} has no readable run header{why}, so the options its {len(records.cases)} "
+        raise RunError(f"--resume: {safe(path)} has no readable run header{why}, so the options its {len(records.cases)} "
                        "finished cases ran with are unknown.\nNote: pass --overwrite to start again, or choose "
                        "another --out")
     if any(h != records.header for h in records.headers[1:]):
-        raise RunError(f"--resume: {path} holds {len(records.headers)} different run headers (two runs wrote into "
+        raise RunError(f"--resume: {safe(path)} holds {len(records.headers)} different run headers (two runs wrote into "
                        "it).\nNote: pass --overwrite to start again, or choose another --out")
     differences = header_differences(records.header, new)
     if differences:
-        raise RunError(f"--resume: {path} was run with other options; resuming would mix cases run two ways:\n  "
+        raise RunError(f"--resume: {safe(path)} was run with other options; resuming would mix cases run two ways:\n  "
                        + "\n  ".join(differences)
                        + "\nNote: resume with the same options, pass --overwrite to start again, or choose another --out")
     foreign = sorted(set(records.cases) - selected)
     if foreign:  # same options, so the same selection: the line was edited or comes from elsewhere
-        raise RunError(f"--resume: {path} holds {len(foreign)} finished case(s) this run does not select, e.g. "
+        raise RunError(f"--resume: {safe(path)} holds {len(foreign)} finished case(s) this run does not select, e.g. "
                        f"{safe(foreign[0], 120)!r}; its lines were edited or written by another run.\nNote: pass "
                        "--overwrite to start again, or choose another --out")
     if records.repeated:  # a resume keeps one line per id: the other result would be dropped unseen
         case_id, numbers = next(iter(records.repeated.items()))
-        raise RunError(f"--resume: {path} holds {len(records.repeated)} case id(s) with more than one result, e.g. "
+        raise RunError(f"--resume: {safe(path)} holds {len(records.repeated)} case id(s) with more than one result, e.g. "
                        f"{safe(case_id, 120)!r} on lines {', '.join(map(str, numbers))}; resuming keeps one result per "
                        "id and would drop the others, so the file is left as it is.\nNote: keep the results "
                        "(ep-testbed report reads them), then pass --overwrite to start again, or choose another --out")
