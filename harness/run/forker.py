@@ -14,7 +14,10 @@ starts one, and a fork copies only the thread that forks), so ONNX Runtime and e
 the child, as in a fresh process. The forker reaps its children and sends their exit statuses
 back (``ForkedWorker.wait``, as ``subprocess.Popen.wait`` gives them: a negative number for a
 signal). It exits when the process that started it closes its end of the socket, or dies; its
-workers then get SIGKILL (``worker._die_with_parent``). A forked copy of the process that started
+workers then get SIGKILL (``worker._die_with_parent``). A worker that ends because its forker
+did (anything killed the forker: an OOM killer, a stray ``kill``) was lost to the testbed, not to
+its case: ``ForkedWorker.lost_with_forker`` says so, and the pool runs its cases again; the next
+``spawn`` starts a new forker. A forked copy of the process that started
 it (multiprocessing's default start on Linux) starts a forker of its own rather than talk over
 its parent's socket. Anything that fails on the way returns
 None from ``spawn``, and the pool starts that worker as a subprocess.
@@ -91,6 +94,12 @@ class ForkedWorker:
             raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
         return self.returncode
 
+    def lost_with_forker(self) -> str | None:
+        """How the forker ended, when this worker ended with it (``worker._die_with_parent``:
+        killed by the testbed's own machinery, whatever case it ran), else None. Call it once
+        the worker's exit status is known (``wait``)."""
+        return self.forker.lost(self.pid)
+
     def kill(self) -> None:
         """SIGKILL to the worker (nothing if it is gone)."""
         try:
@@ -150,6 +159,23 @@ class Forker:
             if pid in self._statuses:
                 return self._statuses[pid]
             return -signal.SIGKILL if self.gone else None
+
+    def lost(self, pid: int) -> str | None:
+        """How this forker ended (``"died of SIGKILL (signal 9)"``) when it is gone without
+        having reported child ``pid``'s exit: the child was killed with it. None otherwise."""
+        with self._changed:
+            if not self.gone or pid in self._statuses:
+                return None
+        try:
+            code = self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - its socket closed, the process lingers
+            return "closed its socket"
+        if code is not None and code < 0:
+            try:
+                return f"died of {signal.Signals(-code).name} (signal {-code})"
+            except ValueError:
+                return f"died of signal {-code}"
+        return f"exited with status {code}"
 
     def _read(self) -> None:
         """The thread: file the forker's messages until its socket closes."""

@@ -13,6 +13,10 @@ prints goes to a log file. When a worker
   the exit status and the tail of what the worker printed for it; with several, they are split
   in two halves that run again (first, each half in a worker of its own), halving down to
   single cases, so a crash costs exactly the case that causes it;
+- is lost to the testbed's own machinery (its worker forker died, taking it along:
+  ``forker.ForkedWorker.lost_with_forker``): its unanswered cases run again in a fresh worker,
+  unjudged; a case lost so ``MAX_LOST_RUNS`` times stops the run (``WorkerLostError``, a
+  ``WorkerStartError``: exit 2 saying so);
 - answers nothing for ``timeout`` seconds (since its batch was sent, or since its last
   answer): it (its process group on POSIX, its Job object on Windows: with whatever it started)
   is killed; one unanswered case becomes ``timeout`` (with the same output tail), several are
@@ -72,6 +76,9 @@ OUTPUT_TAIL = 4000
 MAX_STARTUP_FAILURES = 3
 #: The name of a pool's folder in the temp folder, before the owner's pid.
 POOL_PREFIX = "ep-testbed-workers-"
+#: Times the testbed's own machinery may lose the worker running one case (the case runs again
+#: each time: a lost worker is never the case's verdict) before the run stops (``WorkerLostError``).
+MAX_LOST_RUNS = 3
 #: Device losses in a row (no case run on the device in between) before a run stops
 #: (``DeviceLostError``): one TDR is one case; three in a row is a device that stays lost.
 MAX_DEVICE_LOSSES = 3
@@ -79,6 +86,11 @@ MAX_DEVICE_LOSSES = 3
 
 class WorkerStartError(RuntimeError):
     """Workers cannot start at all (e.g. the harness cannot be imported in a subprocess)."""
+
+
+class WorkerLostError(WorkerStartError):
+    """The testbed itself lost the worker running the same case ``MAX_LOST_RUNS`` times (its
+    worker forker died each time): the run cannot finish that case and says so (exit 2)."""
 
 
 class DeviceLostError(RuntimeError):
@@ -126,6 +138,7 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._count = 0
         self.device_losses = 0  # losses in a row (``MAX_DEVICE_LOSSES``)
+        self._lost_runs: dict[str, int] = {}  # case id -> workers the testbed lost while running it
         self._first_ready: float | None = None  # when the first worker said ready (``time.monotonic``)
         sweep_stale(tempfile.gettempdir(), POOL_PREFIX)
         self._logs = tempfile.TemporaryDirectory(prefix=f"{POOL_PREFIX}{os.getpid()}-")
@@ -367,6 +380,21 @@ class WorkerPool:
         if self.device_losses >= MAX_DEVICE_LOSSES:
             raise DeviceLostError(self.device_losses, detail)
 
+    def _run_again(self, worker: _Worker, how: str, queue_: "_Queue") -> None:
+        """Queue the unanswered cases of a worker the testbed lost (``how`` its forker ended) to
+        run again as they were; ``WorkerLostError`` when one of them was lost ``MAX_LOST_RUNS`` times."""
+        for case in worker.batch:
+            self._lost_runs[case.id] = self._lost_runs.get(case.id, 0) + 1
+        worst = max(worker.batch, key=lambda c: self._lost_runs[c.id], default=None)
+        if worst is not None and self._lost_runs[worst.id] >= MAX_LOST_RUNS:
+            raise WorkerLostError(f"the worker running {worst.id} was lost {self._lost_runs[worst.id]} times, not "
+                                  f"by the case: the process that starts workers (harness/run/forker.py) {how} each "
+                                  "time; finished cases are kept in results.jsonl.\nNote: find what ends it (the "
+                                  "kernel's OOM killer in dmesg, a process limit, a stray kill), then run the same "
+                                  "command with --resume")
+        if worker.batch:
+            queue_.again(worker.batch)
+
     def _dispatch(self, queue_: "_Queue", policy_for: Callable[[Any], ArtifactPolicy]) -> None:
         """Send each idle, ready worker its next batch (``_Queue.take``)."""
         for worker in self._workers:
@@ -428,7 +456,10 @@ class WorkerPool:
         self._close_pipes(worker)
         self._retire(worker)
         line = None
-        if not worker.ready:
+        lost = _lost_to_testbed(worker.proc)
+        if lost is not None:  # not the case's doing: it runs again, unjudged
+            self._run_again(worker, lost, queue_)
+        elif not worker.ready:
             startup_failures += 1
             if startup_failures >= MAX_STARTUP_FAILURES:
                 raise WorkerStartError(f"workers die before they are ready ({describe_exit(code)}):\n"
@@ -444,6 +475,13 @@ class WorkerPool:
         if queue_:
             self._start()
         return line, startup_failures
+
+
+def _lost_to_testbed(proc: Any) -> str | None:
+    """How the testbed's own machinery ended the worker ``proc`` (its forker died:
+    ``forker.ForkedWorker.lost_with_forker``), or None when the worker ended by itself."""
+    lost = getattr(proc, "lost_with_forker", None)
+    return lost() if callable(lost) else None
 
 
 def device_lost_line(case: Any, ep: Any, means: str, source: str, detail: str, seconds: float,
