@@ -38,6 +38,7 @@ from ep_testbed.harness.core import exit_codes, walltime
 # more) is one line and 130/143, as the console script's launcher makes it.
 exit_codes.guard_module_start(__name__, "ep-testbed")
 
+from ep_testbed.harness.core.installed import OrtBroken, guard_onnxruntime
 from ep_testbed.harness.core.memory import shortage_message
 from ep_testbed.harness.core.terminal import guard_streams
 from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
@@ -108,9 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     walltime.begin()  # from the process's start when launched as ep-testbed, else from this call
     restore_streams = guard_streams()
     previous_hook = exit_codes.quiet_unraisable(PROG)
+    unguard = guard_onnxruntime()  # a broken install is one message (OrtBroken), never a crash
     try:
         code = _guarded_main(argv)
     finally:
+        unguard()
         lost, _ = restore_streams()
         sys.unraisablehook = previous_hook  # the console script's process-wide one, where it runs
     words = [w for w in (sys.argv[1:] if argv is None else argv) if not str(w).startswith("-")]
@@ -168,6 +171,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except DescError as exc:
         return usage_error(f"invalid desc: {exc}")
     except FileRefused as exc:
+        return usage_error(str(exc))
+    except OrtBroken as exc:
         return usage_error(str(exc))
     except ModuleNotFoundError as exc:
         if exc.name != "onnxruntime":

@@ -2,18 +2,32 @@
 
 A leaf of the foundation: the EP layer, the device identity and the expectations' version
 ranges all read it, and it imports nothing of the testbed.
+
+A broken ONNX Runtime is an install problem, never a crash or a bug of the testbed:
+``guard_onnxruntime()`` (installed by the command line for the length of a command) stands in
+front of the first ``import onnxruntime`` of the process. Before Python loads the package's
+native modules (``onnxruntime_pybind11_state``, ``libonnxruntime.so*``), a child process loads
+them (``probe_native``: a truncated library dies of SIGBUS there, not here; about 20 ms, once per
+library file and process), and any error while the package initialises (a module missing, a
+library that will not load) becomes ``OrtBroken``: one message naming the wheel and version to
+reinstall (``reinstall_hint``). ``ort_version()`` raises it too for a package without a version.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
+import importlib.abc
 import importlib.metadata
+import importlib.util
 import inspect
 import os
 import platform
+import signal
 import socket
+import subprocess
 import sys
+from typing import Any, Callable
 
 #: Wheels that ship the ``onnxruntime`` module, most specific first (only one may be installed).
 ORT_DISTRIBUTIONS = (
@@ -82,9 +96,162 @@ def ort_flavour() -> str:
 
 
 def ort_version() -> str:
+    """The installed ONNX Runtime's ``__version__``; ``OrtBroken`` when it has none."""
     import onnxruntime  # loaded on first use: the CLI, reports and diffs start without it
 
-    return str(onnxruntime.__version__)
+    version = getattr(onnxruntime, "__version__", None)
+    if not isinstance(version, str) or not version.strip():
+        raise OrtBroken(f"the installed onnxruntime ({_where(onnxruntime)}) has no __version__, so what it is cannot "
+                        f"be told or recorded.\nNote: {reinstall_hint()}")
+    return version
+
+
+class OrtBroken(ImportError):
+    """The installed ONNX Runtime cannot be loaded or used as installed (the message names what to
+    reinstall): an install problem, exit 2, never a bug of the testbed."""
+
+
+def reinstall_hint() -> str:
+    """``reinstall it: pip install --force-reinstall <wheel>==<version>``, from the installed
+    distribution's metadata (the package itself may be what is broken)."""
+    flavour = ort_flavour()
+    try:
+        pinned = f"{flavour}=={importlib.metadata.version(flavour)}"
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        pinned = flavour if flavour != "unknown" else "onnxruntime"
+    return f"this is an install problem, not a bug in ep-testbed: reinstall it: pip install --force-reinstall {pinned}"
+
+
+def _where(module: Any) -> str:
+    """Where a module was loaded from, for a message (escaped: a path holds any text)."""
+    path = getattr(module, "__file__", None) or "?"
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in os.path.dirname(str(path)))
+
+
+#: Seconds a child process may take to load ONNX Runtime's native modules (tens of ms when healthy).
+PROBE_TIMEOUT = 60.0
+#: (path, mtime, size) of each native library a child loaded without harm, in this process.
+_PROBED: set[tuple[str, int, int]] = set()
+#: The child's program: load each library named on its command line, in order.
+_LOAD_LIBRARIES = "import ctypes, sys\nfor path in sys.argv[1:]:\n    ctypes.CDLL(path)\n"
+
+
+def probe_native(paths: list[str], timeout: float = PROBE_TIMEOUT) -> str | None:
+    """Load the shared libraries ``paths`` in a child process (``ctypes``, in order); None when
+    it loaded them all and exited, else what happened (the loader's error, the signal that killed
+    it, or a hang past ``timeout``). Libraries already probed unchanged are not loaded again."""
+    keys = [_file_key(p) for p in paths]
+    todo = [p for p, key in zip(paths, keys) if key not in _PROBED]
+    if not todo:
+        return None
+    try:
+        done = subprocess.run([sys.executable, "-S", "-I", "-c", _LOAD_LIBRARIES, *todo], capture_output=True,
+                              text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return f"loading {', '.join(todo)} did not end within {timeout:g} s"
+    except OSError:  # no process could start (a process limit): the libraries load here, unprobed
+        return None
+    if done.returncode == 0:
+        _PROBED.update(key for key in keys if key[0])
+        return None
+    if done.returncode < 0:
+        try:
+            name = signal.Signals(-done.returncode).name
+        except ValueError:
+            name = f"signal {-done.returncode}"
+        return f"loading it killed the process that tried ({name}, signal {-done.returncode})"
+    last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or [f"status {done.returncode}"]
+    return last[0].removeprefix("OSError: ")[:300]
+
+
+def _file_key(path: str) -> tuple[str, int, int]:
+    """``(real path, mtime in ns, size)``: a changed file is probed again."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("", 0, 0)
+    return (os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+#: The native modules of the ``onnxruntime`` package that importing it loads (other libraries of
+#: its folder, an EP's, load only when that EP is asked for).
+_NATIVE = ("onnxruntime_pybind11_state", "libonnxruntime.so", "libonnxruntime.")
+
+
+class _GuardedLoader(importlib.abc.Loader):
+    """The package's own loader, with every error of its initialisation made an ``OrtBroken``."""
+
+    def __init__(self, loader: Any, origin: str):
+        self._loader, self._origin = loader, origin
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        try:
+            self._loader.exec_module(module)
+        except (OrtBroken, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            text = " ".join(str(exc).split())[:300]
+            raise OrtBroken(f"the installed onnxruntime ({self._origin}) cannot be imported: {type(exc).__name__}: "
+                            f"{text}.\nNote: {reinstall_hint()}") from exc
+
+
+class _OnnxRuntimeGuard(importlib.abc.MetaPathFinder):
+    """The import guard of the module docstring (a finder that stands first on ``sys.meta_path``)."""
+
+    def __init__(self) -> None:
+        self._busy = False
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "onnxruntime" or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec(name)  # the other finders' answer; nothing is executed
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not spec.submodule_search_locations:
+            return spec
+        folder = list(spec.submodule_search_locations)[0]
+        origin = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in folder)
+        native = _native_libraries(folder)
+        problem = probe_native(native) if native else None
+        if problem is not None:
+            raise OrtBroken(f"the installed onnxruntime ({origin}) cannot be loaded: {problem}.\nNote: "
+                            f"{reinstall_hint()}")
+        spec.loader = _GuardedLoader(spec.loader, origin)
+        return spec
+
+
+def _native_libraries(folder: str) -> list[str]:
+    """The native modules under ``folder``'s ``capi`` that importing the package loads, the core
+    library first (the Python module links to it where the wheel ships it apart)."""
+    capi = os.path.join(folder, "capi")
+    try:
+        names = sorted(os.listdir(capi))
+    except OSError:
+        return []
+    core = [n for n in names if n.startswith(_NATIVE[1:]) and (".so" in n or n.endswith((".dll", ".dylib")))]
+    module = [n for n in names if n.startswith(_NATIVE[0]) and n.endswith((".so", ".pyd"))]
+    return [os.path.join(capi, n) for n in core + module if os.path.isfile(os.path.join(capi, n))]
+
+
+def guard_onnxruntime() -> Callable[[], None]:
+    """Stand the import guard in front of ``import onnxruntime`` (module docstring) unless it is
+    imported already; returns the function that removes it."""
+    if "onnxruntime" in sys.modules:
+        return lambda: None
+    guard = _OnnxRuntimeGuard()
+    sys.meta_path.insert(0, guard)
+
+    def remove() -> None:
+        if guard in sys.meta_path:
+            sys.meta_path.remove(guard)
+
+    return remove
 
 
 def machine_info() -> dict[str, str]:
@@ -106,4 +273,5 @@ def machine_info() -> dict[str, str]:
     }
 
 
-__all__ = ["ORT_DISTRIBUTIONS", "distributions_of", "machine_info", "ort_flavour", "ort_version"]
+__all__ = ["ORT_DISTRIBUTIONS", "OrtBroken", "PROBE_TIMEOUT", "distributions_of", "guard_onnxruntime", "machine_info",
+           "ort_flavour", "ort_version", "probe_native", "reinstall_hint"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+from ep_testbed.harness.core.installed import OrtBroken, reinstall_hint
 from ep_testbed.harness.core.terminal import safe
 
 #: Hardware types ORT reports (OrtHardwareDeviceType).
@@ -189,8 +190,14 @@ def read_pairs() -> list[tuple[EpDevice, Any]]:
 
     if not device_api(ort):
         return []
-    entries = list(ort.get_ep_devices())
-    return list(zip(indexed(from_ort(d) for d in entries), entries))
+    try:
+        entries = list(ort.get_ep_devices())
+        return list(zip(indexed(from_ort(d) for d in entries), entries))
+    except Exception as exc:  # ONNX Runtime's own call failing: its install, not the caller's input
+        text = " ".join(str(exc).split())[:300]
+        raise OrtBroken(f"onnxruntime.get_ep_devices() raised {type(exc).__name__}: {text}, so no device can be "
+                        f"listed or chosen.\nNote: if a plugin library was registered, it may be the cause "
+                        f"(run without it); else {reinstall_hint()}") from None
 
 
 def read_devices() -> list[EpDevice]:

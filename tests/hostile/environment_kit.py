@@ -108,3 +108,130 @@ def copy_run(run: Path, to: Path) -> Path:
     """A copy of run folder ``run`` at ``to`` (a lock file left out)."""
     shutil.copytree(run, to, ignore=shutil.ignore_patterns("ep-testbed.lock"))
     return to
+
+
+# --- native libraries and packages -------------------------------------------------------------
+
+#: A plugin EP library in C: ``CreateEpFactories`` with ONNX Runtime's signature (plugin EP ABI,
+#: onnxruntime_ep_c_api.h) that, as the macros say, faults when loaded (a constructor) or when
+#: ONNX Runtime calls it (1 segfault, 2 abort, 3 hang), or returns one factory whose every
+#: function is NULL; with none of them set it offers no factory (a library that loads and lists
+#: no device).
+FAKE_PLUGIN_C = r"""
+#include <stdlib.h>
+#include <signal.h>
+#include <unistd.h>
+#include <stddef.h>
+#include <stdint.h>
+static void fault(int how) {
+  if (how == 1) { volatile int *p = (int *)16; *p = 1; }
+  if (how == 2) abort();
+  if (how == 3) for (;;) pause();
+}
+#if FAULT_AT_LOAD
+__attribute__((constructor)) static void at_load(void) { fault(FAULT_AT_LOAD); }
+#endif
+void *CreateEpFactories(const char *name, const void *api_base, const void *logger, void **factories,
+                        size_t max_factories, size_t *num_factories) {
+  (void)name; (void)api_base; (void)logger; (void)max_factories;
+#if FAULT_IN_CREATE
+  fault(FAULT_IN_CREATE);
+#endif
+#if NULL_FACTORY
+  uint32_t *factory = calloc(1, 4096);
+  factory[0] = 23;  /* ort_version_supported; every function pointer after it is NULL */
+  factories[0] = factory;
+  *num_factories = 1;
+#else
+  *num_factories = 0;
+#endif
+  return NULL;
+}
+void *ReleaseEpFactory(void *factory) { (void)factory; return NULL; }
+"""
+#: Fake plugin libraries by name: the macros each is built with.
+FAKE_PLUGINS = {"segfault-at-load": "-DFAULT_AT_LOAD=1", "abort-at-load": "-DFAULT_AT_LOAD=2",
+                "hang-at-load": "-DFAULT_AT_LOAD=3", "segfault-in-create": "-DFAULT_IN_CREATE=1",
+                "abort-in-create": "-DFAULT_IN_CREATE=2", "hang-in-create": "-DFAULT_IN_CREATE=3",
+                "null-factory": "-DNULL_FACTORY=1", "no-factory": ""}
+
+
+def fake_plugin(folder: Path, name: str) -> Path:
+    """Build the fake plugin library ``name`` (``FAKE_PLUGINS``) in ``folder`` with gcc; the
+    test is skipped where no gcc is installed."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler (gcc) to build the fake plugin libraries")
+    source = folder / "fake_plugin.c"
+    source.write_text(FAKE_PLUGIN_C)
+    library = folder / f"lib{name}.so"
+    done = subprocess.run([compiler, "-shared", "-fPIC", "-O0", *FAKE_PLUGINS[name].split(), "-o", str(library),
+                           str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return library
+
+
+def truncated_copy(library: Path, to: Path, size: int = 64 * 1024) -> Path:
+    """The first ``size`` bytes of ``library`` as a new file ``to`` (a download cut short)."""
+    with open(library, "rb") as f:
+        to.write_bytes(f.read(size))
+    to.chmod(0o755)
+    return to
+
+
+def onnxruntime_folder() -> Path:
+    """The installed ``onnxruntime`` package's folder (found, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("onnxruntime")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+#: Ways to break a copy of the onnxruntime package (``broken_onnxruntime``).
+BROKEN_ORT = ("no-core-library", "no-pybind-state", "truncated-core-library", "truncated-pybind-state", "no-version",
+              "escape-in-version", "device-list-raises", "raises-at-import")
+
+
+def broken_onnxruntime(root: Path, how: str) -> Path:
+    """A copy of the installed onnxruntime package under ``root`` (put ``root`` first on
+    PYTHONPATH), broken as ``how`` says (``BROKEN_ORT``). Files are hard links where the file
+    system allows (each changed file is a new one, never written through the link)."""
+    source, target = onnxruntime_folder(), root / "onnxruntime"
+
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link, ignore=shutil.ignore_patterns("__pycache__"))
+    capi, init = target / "capi", target / "__init__.py"
+
+    def rewrite(path: Path, text: str) -> None:
+        path.unlink()
+        path.write_text(text)
+
+    core, pybind = sorted(capi.glob("libonnxruntime.so*")), sorted(capi.glob("onnxruntime_pybind11_state*"))
+    if how == "no-core-library":
+        for path in core:
+            path.unlink()
+    elif how == "no-pybind-state":
+        for path in pybind:
+            path.unlink()
+    elif how in ("truncated-core-library", "truncated-pybind-state"):
+        for path in core if how == "truncated-core-library" else pybind:
+            data = path.read_bytes()[:64 * 1024]
+            path.unlink()
+            path.write_bytes(data)
+    elif how == "no-version":
+        rewrite(init, init.read_text() + "\ndel __version__\n")
+    elif how == "escape-in-version":
+        rewrite(init, init.read_text() + "\n__version__ = '1.2.3\\x1b[2J\\nverdict: pass'\n")
+    elif how == "device-list-raises":
+        rewrite(init, init.read_text() + "\ndef get_ep_devices():\n    raise RuntimeError('device list broken')\n")
+    elif how == "raises-at-import":
+        rewrite(init, "raise RuntimeError('broken at import')\n" + init.read_text())
+    else:
+        raise ValueError(how)
+    return root
