@@ -13,22 +13,36 @@ This module holds what is specific to that way of holding an EP:
 
 - ``check_runtime()``: the installed ONNX Runtime has the whole plugin API this harness uses
   (``PLUGIN_API``; ``MIN_ORT``), else ``EpNotAvailable`` in one line;
-- ``load_package(spec)``: a plugin package by its distribution or module name, its version
-  checked against the ONNX Runtime its documentation asks for (``KNOWN_PACKAGES``), its library
-  path and EP names read through the packaging convention, each failure one line;
+- ``load_package(spec)``: a plugin package by its distribution or module name, found through
+  the installed distributions' metadata before anything is imported (``find_distribution``: a
+  name no installed distribution provides, such as the standard library's ``this``, is refused
+  unimported), its version checked against the ONNX Runtime its documentation asks for
+  (``KNOWN_PACKAGES``), its library path and EP names read through the packaging convention,
+  each failure one line;
 - ``register(path)``: registers a library once per process (every worker process registers
   for itself: registration lives in ORT's process-wide environment).
+
+What a plugin runs when it is loaded (its package's ``__init__``, the library's constructors,
+``CreateEpFactories``, the factory's functions) runs first in a child process
+(``probe_load``): the package imported, the library registered with ONNX Runtime, the device
+list read, the process ended. A segfault, an abort, a hang or an exception there is one
+``EpNotAvailable`` line naming the package or library; only then does this process load it
+(once per library file, by path, modification time and size).
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
+import importlib.util
+import json
 import os
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ep_testbed.harness.core.installed import distributions_of, ort_flavour, ort_version
+from ep_testbed.harness.core.installed import ort_flavour, ort_version
 from ep_testbed.harness.core.terminal import safe
 
 from .providers import EpNotAvailable
@@ -117,14 +131,45 @@ class PluginPackage:
     ep_names: tuple[str, ...]
 
 
-def _distribution(module: str) -> tuple[str, str] | None:
-    """``(distribution, version)`` of the installed distribution providing ``module``, if any."""
-    for name in distributions_of(module):  # none with broken metadata: the import below says what is missing
+def _normal(name: str) -> str:
+    """A distribution name as packaging compares them (PEP 503: case and runs of ``-_.`` folded)."""
+    out, last = [], ""
+    for ch in name.lower():
+        ch = "-" if ch in "-_." else ch
+        if not (ch == "-" and last == "-"):
+            out.append(ch)
+        last = ch
+    return "".join(out)
+
+
+def find_distribution(spec: str) -> tuple[str, str, str] | None:
+    """``(distribution, version, module)`` of the installed distribution ``spec`` names, by its
+    distribution name (``onnxruntime-ep-webgpu``) or the top-level module it provides
+    (``onnxruntime_ep_webgpu``), read from metadata alone (nothing imported); None when no
+    installed distribution is or provides it."""
+    wanted, as_module = _normal(spec), spec.replace("-", "_")
+    by_module = None
+    for dist in importlib.metadata.distributions():
         try:
-            return name, importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
+            name = str(dist.metadata.get("Name") or "")
+            modules = sorted(_top_level(dist))
+        except Exception:  # broken metadata of some other distribution: not this one
             continue
-    return None
+        if not name:
+            continue
+        if _normal(name) == wanted:
+            module = as_module if as_module in modules else (modules[0] if len(modules) == 1 else as_module)
+            return name, str(dist.version), module
+        if by_module is None and as_module in modules:
+            by_module = (name, str(dist.version), as_module)
+    return by_module
+
+
+def _top_level(dist: importlib.metadata.Distribution) -> set[str]:
+    """The top-level modules ``dist`` provides (``installed._top_level_modules``)."""
+    from ep_testbed.harness.core.installed import _top_level_modules
+
+    return _top_level_modules(dist)
 
 
 def check_package_minimum(distribution: str, version: str, what: str, installed_ort: str | None = None) -> None:
@@ -138,58 +183,220 @@ def check_package_minimum(distribution: str, version: str, what: str, installed_
                              f"{have}")
 
 
-def _call(module: Any, name: str, what: str) -> Any:
-    """``module.name()``; ``EpNotAvailable`` naming the function when it raises."""
+#: Seconds a probe process may take to import a plugin package, load its library into ONNX
+#: Runtime and read the device list (a GPU plugin starting its device takes seconds).
+PROBE_TIMEOUT = float(os.environ.get("EP_TESTBED_PROBE_TIMEOUT", "120"))
+
+#: What the probe process runs (``probe_load``): argv[1] is ``{"module": ..., "library": ...}``;
+#: it prints one JSON object and exits 0 whatever the package or ONNX Runtime said; only a crash
+#: or a hang of what it loaded ends it otherwise. Standard library and onnxruntime only.
+_PROBE = r"""
+import json, os, sys
+if sys.path[:1] == [""]:
+    del sys.path[0]  # never a module of the working folder
+request, said = json.loads(sys.argv[1]), {}
+
+def say(**facts):
+    said.update(facts)
+
+def text(exc):
+    return (type(exc).__name__, " ".join(str(exc).split())[:300])
+
+def call(module, name):
     try:
         return getattr(module, name)()
-    except Exception as exc:  # the package's own error, e.g. its library file is missing
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise EpNotAvailable(f"{what}: {module.__name__}.{name}() raised {type(exc).__name__}: {safe(text, 200)}. "
-                             f"Fix: reinstall the package (pip install --force-reinstall {module.__name__})") from None
+    except Exception as exc:
+        say(error=("call", name) + text(exc))
+        raise SystemExit
+
+def main():
+    library = request.get("library")
+    if request.get("module"):
+        import importlib
+        try:
+            module = importlib.import_module(request["module"])
+        except BaseException as exc:
+            say(error=("import", request["module"]) + text(exc))
+            return
+        say(has_library=callable(getattr(module, "get_library_path", None)), version=str(getattr(module, "__version__", "")))
+        if not said["has_library"]:
+            return
+        value = call(module, "get_library_path")
+        say(library=value if isinstance(value, str) else None, library_repr=repr(value)[:200])
+        names = call(module, "get_ep_names") if callable(getattr(module, "get_ep_names", None)) else (
+            [call(module, "get_ep_name")] if callable(getattr(module, "get_ep_name", None)) else None)
+        say(names=list(names) if isinstance(names, (list, tuple)) else None)
+        library = said["library"]
+    if not library or not os.path.isfile(library):
+        return
+    import onnxruntime as ort
+    if not callable(getattr(ort, "register_execution_provider_library", None)):
+        return
+    try:
+        ort.register_execution_provider_library("ep-testbed-probe", library)
+    except Exception as exc:
+        say(refused=text(exc)[1])
+        return
+    try:
+        devices = list(ort.get_ep_devices())
+        say(devices=[[d.ep_name, d.ep_vendor, str(d.device.type), dict(d.ep_metadata), dict(d.device.metadata)]
+                     for d in devices])
+    except Exception as exc:
+        say(error=("devices", "get_ep_devices") + text(exc))
+    say(registered=True)
+
+try:
+    main()
+except SystemExit:
+    pass
+sys.stdout.write(json.dumps(said))
+sys.stdout.flush()
+"""
+
+#: The environment variable listing the library files (path|mtime|size) a parent process probed,
+#: so that its workers register them without a probe of their own.
+PROBED_ENV = "EP_TESTBED_PROBED_PLUGINS"
+#: What was probed in this process: (module or library path, mtime, size) -> the probe's facts.
+_PROBED: dict[tuple[str, int, int], dict[str, Any]] = {}
 
 
-def _ep_names(module: Any, what: str) -> tuple[str, ...]:
-    """The EP names a plugin package declares (``get_ep_names()``, else ``[get_ep_name()]``)."""
-    if callable(getattr(module, "get_ep_names", None)):
-        names = _call(module, "get_ep_names", what)
-    elif callable(getattr(module, "get_ep_name", None)):
-        names = [_call(module, "get_ep_name", what)]
-    else:
-        names = None
-    if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) and n for n in names):
-        raise EpNotAvailable(f"{what}: {module.__name__} is not an ONNX Runtime plugin EP package: get_ep_names() "
-                             "or get_ep_name() must name its EP(s) (as onnxruntime-ep-webgpu and "
-                             "onnxruntime-ep-openvino do)")
-    return tuple(names)
+def _key(path: str) -> tuple[str, int, int]:
+    """``(real path, mtime in ns, size)`` of a library file: a changed file is probed again."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (os.path.realpath(path), 0, 0)
+    return (os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+def probe_load(what: str, *, module: str | None = None, library: str | None = None,
+               timeout: float | None = None) -> dict[str, Any]:
+    """Import plugin package ``module`` (its library path and EP names read) and/or register
+    ``library`` with ONNX Runtime and read the device list, all in a child process (module
+    docstring); the facts it printed. ``EpNotAvailable`` naming ``what`` when the child died of a
+    signal, hung past ``timeout`` seconds, or could not run; its Python errors are in the facts
+    (``error``, ``refused``) for the caller to word."""
+    key = (f"module:{module}", 0, 0) if module else _key(str(library))
+    if key in _PROBED:
+        return _PROBED[key]
+    if not module and _mark(key) in os.environ.get(PROBED_ENV, "").split(os.pathsep):
+        return {}  # the process that started this one (a worker's run) probed this very file
+    thing = f"the plugin package {module}" if module else f"the plugin library {safe(library, 200)}"
+    limit = PROBE_TIMEOUT if timeout is None else timeout
+    request = json.dumps({"module": module, "library": library})
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _PROBE, request], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        raise EpNotAvailable(f"{what}: cannot start a process to try {thing} in ({safe(exc.strerror or exc)}): "
+                             "ep-testbed loads a plugin into itself only after a probe process did") from None
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise EpNotAvailable(f"{what}: loading {thing} did not end within {limit:g} s in a probe process (a hang in "
+                             "its start, CreateEpFactories or its device list); ep-testbed did not load it. Fix: "
+                             f"{_fix(module)}") from None
+    if proc.returncode != 0:
+        how = _death(proc.returncode)
+        tail = " ".join(err.decode("utf-8", "replace").split())[-200:]
+        raise EpNotAvailable(f"{what}: loading {thing} {how}" + (f" ({safe(tail)})" if tail else "")
+                             + f"; ep-testbed did not load it. Fix: {_fix(module)}")
+    try:
+        facts = json.loads(out.decode("utf-8", "replace") or "{}")
+    except ValueError:
+        facts = {}
+    facts = facts if isinstance(facts, dict) else {}
+    _PROBED[key] = facts
+    loaded = _key(str(facts.get("library") or library)) if facts.get("registered") else None
+    if loaded is not None:
+        _PROBED[loaded] = facts
+        # the processes this one starts (its workers) load the same file without probing it again
+        marks = [m for m in os.environ.get(PROBED_ENV, "").split(os.pathsep) if m]
+        os.environ[PROBED_ENV] = os.pathsep.join(dict.fromkeys([*marks, _mark(loaded)]))
+    return facts
+
+
+def _mark(key: tuple[str, int, int]) -> str:
+    """A probed library as ``PROBED_ENV`` lists it."""
+    return f"{key[0]}|{key[1]}|{key[2]}"
+
+
+def _death(code: int) -> str:
+    """``-11`` -> ``killed it (SIGSEGV, signal 11)``; ``3`` -> ``ended it with status 3``."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "a signal"
+        return f"killed the probe process that tried it ({name}, signal {-code})"
+    return f"ended the probe process that tried it with status {code}"
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL to a probe process and whatever it started (its own session), then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    proc.wait()
+
+
+def _fix(module: str | None) -> str:
+    """What to do about a plugin that breaks the process loading it."""
+    if module:
+        return (f"reinstall or remove it (pip install --force-reinstall {module.replace('_', '-')}), or ask its "
+                "maintainers for a build for this ONNX Runtime")
+    return "pass a plugin library built for this ONNX Runtime (its package's get_library_path() names one)"
 
 
 def load_package(spec: str, what: str) -> PluginPackage:
     """The plugin package ``spec`` names (distribution ``onnxruntime-ep-webgpu`` or module
-    ``onnxruntime_ep_webgpu``): its documented ONNX Runtime minimum checked first, then its
-    library path and EP names read. ``EpNotAvailable`` (one line, naming ``what``) for a package
-    that is not installed, not a plugin package, or made for a newer ONNX Runtime."""
+    ``onnxruntime_ep_webgpu``), found through installed distributions' metadata before anything
+    is imported: its documented ONNX Runtime minimum checked first, then (in a probe process,
+    ``probe_load``) imported, its library path and EP names read, its library loaded.
+    ``EpNotAvailable`` (one line, naming ``what``) for a package that is not installed, raises or
+    crashes when imported, is not a plugin package, or is made for a newer ONNX Runtime."""
     module_name = spec.strip().replace("-", "_")
     if not module_name.isidentifier():
         raise EpNotAvailable(f"{what}: {safe(spec, 80)!r} is not a package name (e.g. plugin:onnxruntime-ep-webgpu)")
-    found = _distribution(module_name)
-    if found is not None:
-        check_package_minimum(*found, what)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise EpNotAvailable(f"{what}: no plugin package {module_name} in this environment ({safe(exc, 120)}). "
-                             f"Fix: pip install {module_name.replace('_', '-')} beside onnxruntime") from None
-    if not callable(getattr(module, "get_library_path", None)):
+    found = find_distribution(spec.strip())
+    if found is None:
+        raise EpNotAvailable(f"{what}: no plugin package {module_name} in this environment (no installed distribution "
+                             f"is or provides it). Fix: pip install {module_name.replace('_', '-')} beside onnxruntime")
+    distribution, version, module_name = found
+    check_package_minimum(distribution, version, what)
+    ort_version()  # ONNX Runtime itself loads (or is refused) before a plugin is tried with it
+    facts = probe_load(what, module=module_name)
+    _refuse_errors(facts, distribution, module_name, what)
+    if not facts.get("has_library"):
         raise EpNotAvailable(f"{what}: {module_name} is not an ONNX Runtime plugin EP package: it has no "
                              "get_library_path() (plugin packages such as onnxruntime-ep-webgpu provide "
                              "get_library_path() and get_ep_name()/get_ep_names())")
-    library = _call(module, "get_library_path", what)
-    names = _ep_names(module, what)
-    if not isinstance(library, (str, os.PathLike)) or not os.path.isfile(library):
-        raise EpNotAvailable(f"{what}: {module_name}.get_library_path() gave {safe(library, 200)!r}, which is not a "
-                             f"file. Fix: pip install --force-reinstall {module_name.replace('_', '-')}")
-    distribution, version = found or (module_name, str(getattr(module, "__version__", "unknown")))
-    return PluginPackage(distribution, version, module_name, os.fspath(library), names)
+    names = facts.get("names")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise EpNotAvailable(f"{what}: {module_name} is not an ONNX Runtime plugin EP package: get_ep_names() "
+                             "or get_ep_name() must name its EP(s) (as onnxruntime-ep-webgpu and "
+                             "onnxruntime-ep-openvino do)")
+    library = facts.get("library")
+    if not isinstance(library, str) or not os.path.isfile(library):
+        raise EpNotAvailable(f"{what}: {module_name}.get_library_path() gave {safe(facts.get('library_repr'), 200)}, "
+                             f"which is not a file. Fix: pip install --force-reinstall {distribution}")
+    return PluginPackage(distribution, version, module_name, library, tuple(names))
+
+
+def _refuse_errors(facts: dict[str, Any], distribution: str, module: str, what: str) -> None:
+    """``EpNotAvailable`` for an error the probe process met importing or asking the package."""
+    error = facts.get("error")
+    if not (isinstance(error, list) and len(error) == 4):
+        return
+    stage, name, kind, text = (str(part) for part in error)
+    if stage == "import":
+        raise EpNotAvailable(f"{what}: importing {module} (from {distribution}) raised {safe(kind)}: {safe(text, 200)}. "
+                             f"Fix: reinstall it (pip install --force-reinstall {distribution}) or remove it")
+    if stage == "call":
+        raise EpNotAvailable(f"{what}: {module}.{safe(name)}() raised {safe(kind)}: {safe(text, 200)}. "
+                             f"Fix: reinstall the package (pip install --force-reinstall {distribution})")
 
 
 def installed_packages() -> list[str]:
@@ -226,6 +433,7 @@ def register(path: str, what: str) -> str:
     if key in _REGISTERED:
         return _REGISTERED[key]
     check_runtime(what)
+    probe_load(what, library=key)  # what loading it runs runs first in a child: a crash there is one line
     name = f"ep-testbed-{len(_REGISTERED) + 1}"
     try:
         ort.register_execution_provider_library(name, key)
@@ -238,5 +446,5 @@ def register(path: str, what: str) -> str:
 
 
 __all__ = ["KNOWN_PACKAGES", "MIN_ORT", "PLUGIN_API", "PackageRule", "PluginPackage", "check_library_file",
-           "check_package_minimum", "check_runtime", "installed_packages", "load_package", "missing_api", "older",
-           "register", "release"]
+           "check_package_minimum", "check_runtime", "find_distribution", "installed_packages", "load_package",
+           "missing_api", "older", "probe_load", "register", "release"]
