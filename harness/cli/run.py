@@ -29,7 +29,7 @@ from ep_testbed.graphs.catalog import TIERS
 from ep_testbed.harness.core import exit_codes, walltime
 from ep_testbed.harness.core.atomic_files import write_remedy
 from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.memory import address_space_limit, available_memory
+from ep_testbed.harness.core.memory import address_space_limit, available_memory, cgroup_memory
 from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.untrusted_files import limits, using_limits
@@ -262,6 +262,9 @@ def refuse_clashes(catalog_cases: list[Any], corpus: Sequence[Any]) -> None:
 #: Runtime and a session: about 300 MiB measured on Linux, plus thread stacks per core): what an
 #: address-space limit (``ulimit -v``) leaves a case is that limit less this.
 WORKER_ADDRESS_SPACE = 512 * 2**20
+#: Memory a worker holds before its case allocates anything (about 85 MiB measured on the CPU EP,
+#: a forked worker; more on a GPU EP): what it takes from the memory a cgroup leaves the run.
+WORKER_RESIDENT = 128 * 2**20
 
 
 def _fitting(cases: list[Any], jobs: int) -> tuple[list[Any], list[dict[str, Any]]]:
@@ -286,12 +289,17 @@ def memory_budget(jobs: int) -> tuple[int | None, str]:
     """MiB one case may use with ``jobs`` workers at once, and how that figure came about: 80%
     of the available memory shared by the workers, and no more than an address-space limit
     (inherited by every worker) leaves one worker (``WORKER_ADDRESS_SPACE``); None when neither is known."""
-    available, ceiling = available_memory(), address_space_limit()
+    available, ceiling, cgroup = available_memory(), address_space_limit(), cgroup_memory()
     budgets: list[tuple[int, str]] = []
     if available is not None:
-        share = int(available * 0.8 / max(1, jobs)) // 2**20
-        budgets.append((share, f"{available // 2**20} MiB available, 80% of it shared by {jobs} worker(s) leaves "
-                               f"{share} MiB" + (" (Note: --jobs 1 gives one case all of it)" if jobs > 1 else "")))
+        # the workers themselves (and their forker) take their share before any case does
+        left = max(0, available - max(1, jobs) * WORKER_RESIDENT - WORKER_RESIDENT // 2)
+        share = int(left * 0.8 / max(1, jobs)) // 2**20
+        where = (f"the memory cgroup's limit of {cgroup[0] // 2**20} MiB ({cgroup[1] // 2**20} MiB in use)"
+                 if cgroup is not None and cgroup[0] - cgroup[1] <= available else "this machine")
+        budgets.append((share, f"{available // 2**20} MiB available under {where}, 80% of what {jobs} worker(s) "
+                               f"leave shared by them leaves {share} MiB"
+                               + (" (Note: --jobs 1 gives one case all of it)" if jobs > 1 else "")))
     if ceiling is not None:
         left = max(0, ceiling - WORKER_ADDRESS_SPACE) // 2**20
         budgets.append((left, f"the address-space limit (ulimit -v) of {ceiling // 2**20} MiB leaves a worker "

@@ -1,9 +1,14 @@
 """How much memory this process may still allocate, and the one message for an input that needs more.
 
-Two ceilings bound an allocation: the memory the machine has free (Linux ``MemAvailable``) and
-the address space this process may still map (``RLIMIT_AS``, what ``ulimit -v``, ``prlimit`` and
-container runtimes set, minus what the process already maps). ``headroom()`` is the smaller of
-the two; every place that can tell the size of what it is about to allocate (an NPZ's declared
+Three ceilings bound an allocation: the memory the machine has free (Linux ``MemAvailable``),
+what the memory cgroup the process runs in leaves (a container's limit: ``docker run --memory``,
+a Kubernetes limit, a systemd unit's ``MemoryMax``; ``cgroup_memory``: cgroup v2's ``memory.max``
+less ``memory.current``, or v1's ``memory.limit_in_bytes`` less ``memory.usage_in_bytes``, at the
+tightest level of the hierarchy, reclaimable file cache not counted as used), and the address
+space this process may still map (``RLIMIT_AS``, what ``ulimit -v``, ``prlimit`` and container
+runtimes set, minus what the process already maps). ``available_memory()`` is the smaller of the
+first two (what new processes, a run's workers, can have) and ``headroom()`` the smallest of all
+three; every place that can tell the size of what it is about to allocate (an NPZ's declared
 bytes, a generated input, a results file) compares with it first and refuses with
 ``shortage_message``: the input named, the memory it needs, what there is, and what to do.
 
@@ -37,15 +42,98 @@ def allocation_failed(message: str) -> bool:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory available to new processes now (Linux ``MemAvailable``, else free
-    physical pages), or None when this platform does not say."""
+    """Bytes of memory available to new processes now: the machine's (Linux ``MemAvailable``,
+    else free physical pages) and no more than the memory cgroup leaves (``cgroup_memory``); None
+    when this platform says neither."""
     found = _proc_kib("/proc/meminfo", "MemAvailable:")
-    if found is not None:
-        return found
+    if found is None:
+        try:
+            found = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            found = None
+    cgroup = cgroup_memory()
+    left = None if cgroup is None else max(0, cgroup[0] - cgroup[1])
+    known = [x for x in (found, left) if x is not None]
+    return min(known) if known else None
+
+
+#: cgroup v1 writes "no limit" as a huge number (the largest page-aligned 63-bit value).
+_UNLIMITED = 2**62
+
+
+def cgroup_memory(proc_cgroup: str = "/proc/self/cgroup", mountinfo: str = "/proc/self/mountinfo"
+                  ) -> tuple[int, int] | None:
+    """``(limit, used)`` in bytes of the memory cgroup level that leaves this process the least
+    (its own cgroup and every ancestor up to the mount's root), ``used`` without the inactive
+    file cache the kernel reclaims before it kills; None where no level sets a limit (or this is
+    not Linux). The paths are parameters for tests of layouts this machine does not have."""
+    found = []
+    for root, path, version in _memory_cgroups(proc_cgroup, mountinfo):
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            level = os.path.join(root, *parts[:depth])
+            limit_used = _level(level, version)
+            if limit_used is not None:
+                found.append(limit_used)
+    return min(found, key=lambda lu: lu[0] - lu[1]) if found else None
+
+
+def _memory_cgroups(proc_cgroup: str, mountinfo: str) -> list[tuple[str, str, int]]:
+    """``(mount point, this process's path under it, version)`` of the v2 hierarchy and of v1's
+    memory controller, as /proc/self/cgroup and /proc/self/mountinfo say."""
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
+        with open(proc_cgroup, encoding="utf-8") as f:
+            memberships = [line.rstrip("\n").split(":", 2) for line in f if line.count(":") >= 2]
+        with open(mountinfo, encoding="utf-8") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return []
+    v2_path = next((path for _, controllers, path in memberships if _ == "0" and controllers == ""), None)
+    v1_path = next((path for _, controllers, path in memberships if "memory" in controllers.split(",")), None)
+    found = []
+    for fields in mounts:
+        if "-" not in fields:
+            continue
+        dash = fields.index("-")
+        fstype, options, mount_root, point = fields[dash + 1], fields[-1], fields[3], fields[4]
+        if fstype == "cgroup2" and v2_path is not None:
+            found.append((point, _under(v2_path, mount_root), 2))
+        elif fstype == "cgroup" and "memory" in options.split(",") and v1_path is not None:
+            found.append((point, _under(v1_path, mount_root), 1))
+    return found
+
+
+def _under(path: str, mount_root: str) -> str:
+    """A cgroup path made relative to what the mount shows (a container sees its own cgroup as ``/``)."""
+    if mount_root not in ("", "/") and (path == mount_root or path.startswith(mount_root.rstrip("/") + "/")):
+        return path[len(mount_root.rstrip("/")):] or "/"
+    return path
+
+
+def _level(folder: str, version: int) -> tuple[int, int] | None:
+    """``(limit, used)`` of one cgroup folder, or None when it sets no limit (or cannot be read)."""
+    names = ("memory.max", "memory.current", "inactive_file") if version == 2 else \
+        ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+    try:
+        with open(os.path.join(folder, names[0]), encoding="ascii") as f:
+            raw = f.read().strip()
+        if raw == "max" or not raw.isdigit() or int(raw) >= _UNLIMITED:
+            return None
+        with open(os.path.join(folder, names[1]), encoding="ascii") as f:
+            used = int(f.read().strip())
+    except (OSError, ValueError):
         return None
+    inactive = 0
+    try:
+        with open(os.path.join(folder, "memory.stat"), encoding="ascii") as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == names[2]:
+                    inactive = int(value)
+                    break
+    except (OSError, ValueError):
+        pass
+    return int(raw), max(0, used - inactive)
 
 
 def address_space_limit() -> int | None:

@@ -235,3 +235,73 @@ def broken_onnxruntime(root: Path, how: str) -> Path:
     else:
         raise ValueError(how)
     return root
+
+
+# --- cgroups -----------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def memory_cgroup(limit: int) -> Iterator[Path]:
+    """A memory cgroup of ``limit`` bytes (swap included where the kernel accounts it), made as a
+    child of this process's own (v2 where its memory controller is enabled, else v1's memory
+    hierarchy), removed after the block; run a command in it with ``preexec_fn=join(folder)``.
+    The test is skipped, saying why, where no cgroup can be made here."""
+    made = None
+    for root, path, version in _own_memory_cgroups():
+        parent = Path(root) / path.lstrip("/")
+        if version == 2 and "memory" not in (parent / "cgroup.controllers").read_text(errors="replace").split():
+            continue
+        folder = parent / f"ep-testbed-test-{os.getpid()}-{limit}"
+        try:
+            folder.mkdir()
+        except OSError:
+            continue
+        files = ["memory.max", "memory.swap.max"] if version == 2 else ["memory.limit_in_bytes",
+                                                                        "memory.memsw.limit_in_bytes"]
+        try:
+            (folder / files[0]).write_text(str(limit))
+            if (folder / files[1]).exists():
+                (folder / files[1]).write_text(str(limit) if version == 1 else "0")
+        except OSError:
+            folder.rmdir()
+            continue
+        made = folder
+        break
+    if made is None:
+        pytest.skip("no memory cgroup can be made here (neither v2 with the memory controller nor v1's memory "
+                    "hierarchy is writable)")
+    try:
+        yield made
+    finally:
+        try:
+            made.rmdir()
+        except OSError:
+            pass
+
+
+def _own_memory_cgroups() -> list[tuple[str, str, int]]:
+    """``(mount point, this process's cgroup under it, version)``: v2 first, then v1's memory
+    hierarchy (read here from /proc, independently of the code under test)."""
+    try:
+        memberships = [line.rstrip("\n").split(":", 2) for line in open("/proc/self/cgroup", encoding="utf-8")]
+        mounts = [line.split() for line in open("/proc/self/mountinfo", encoding="utf-8")]
+    except OSError:
+        return []
+    found = []
+    for fields in mounts:
+        dash = fields.index("-") if "-" in fields else -1
+        if dash < 0:
+            continue
+        fstype, options, point = fields[dash + 1], fields[-1], fields[4]
+        for number, controllers, path in memberships:
+            if fstype == "cgroup2" and number == "0":
+                found.append((point, path, 2))
+            elif fstype == "cgroup" and "memory" in options.split(",") and "memory" in controllers.split(","):
+                found.append((point, path, 1))
+    return sorted(found, key=lambda f: -f[2])
+
+
+def join(cgroup: Path):
+    """A ``preexec_fn`` moving the child into ``cgroup`` before it runs."""
+    def move() -> None:
+        (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+    return move

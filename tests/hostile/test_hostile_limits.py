@@ -1,0 +1,100 @@
+"""The machine's limits as the attack: a memory cgroup far below the machine's memory (a container's
+limit), a pids limit, warnings made errors.
+
+Every case states its memory need; a run checks it against what the cgroup leaves, never the
+machine's RAM alone, so the kernel's OOM killer never ends the run (or a worker, which would read
+as the EP's crash). The cgroup tests make a real cgroup, a child of this process's own: v2 where
+its memory controller is enabled, else v1's memory hierarchy (these machines have v1). The v2
+layout is also read from planted files (``test_a_v2_limit_is_read_from_its_files``), since these
+machines cannot make a v2 memory cgroup.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from environment_kit import CLI, check, clean_env, join, memory_cgroup
+from sandbox import ROOT
+
+from ep_testbed.harness.core import memory
+
+pytestmark = pytest.mark.slow  # runs ep-testbed commands
+
+MiB = 2**20
+FITS = "max_pooling2/stress-classifier-1x64x112x112-3x3-s2-p1-fp32"  # states about 175 MiB
+TOO_BIG = ["max_pooling2/stress-out-64x65534-groups-of-64", "max_pooling2/stress-out-4096x4095-around-2^24-idxuint32"]
+
+
+def _run_in(cgroup, out, ids, jobs=1):
+    done = subprocess.run([*CLI, "run", "--ep", "cpu", "--tier", "stress", "-k", ",".join(ids), "--jobs", str(jobs),
+                           "--out", str(out), "--no-progress"], cwd=ROOT, env=clean_env(), capture_output=True,
+                          text=True, timeout=600, preexec_fn=join(cgroup))
+    return done
+
+
+def test_cases_that_outgrow_the_cgroup_are_skipped_with_the_reason_and_the_rest_run(tmp_path):
+    """Under 600 MiB the 598 MiB and 1814 MiB cases cannot fit beside the run's own processes: the
+    old check (the machine's MemAvailable, tens of GiB) let them run, and the OOM killer ended the
+    run with no case written."""
+    with memory_cgroup(600 * MiB) as cgroup:
+        done = check(_run_in(cgroup, tmp_path / "r", [FITS, *TOO_BIG]), (0,))
+    lines = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    assert [line["id"] for line in lines if line["type"] == "case"] == [FITS]
+    skipped = lines[0]["skipped"]
+    assert sorted(s["id"] for s in skipped) == sorted(TOO_BIG)
+    assert all("memory cgroup's limit of 600 MiB" in s["reason"] for s in skipped), skipped
+    assert all(f"skipped {case}" in done.stderr for case in TOO_BIG)
+
+
+def test_a_cgroup_too_small_for_any_selected_case_is_said_before_anything_runs(tmp_path):
+    with memory_cgroup(300 * MiB) as cgroup:
+        done = check(_run_in(cgroup, tmp_path / "r", [FITS, *TOO_BIG], jobs=2), (4,))
+    assert "no selected case fits this machine's memory" in done.stderr
+    assert "memory cgroup's limit of 300 MiB" in done.stderr
+
+
+def test_headroom_and_available_memory_stay_within_the_cgroup(tmp_path):
+    """In a child process inside a 500 MiB cgroup both ceilings are below 500 MiB."""
+    script = ("from ep_testbed.harness.core import memory as m; import json; "
+              "print(json.dumps([m.available_memory(), m.headroom(), m.cgroup_memory()]))")
+    with memory_cgroup(500 * MiB) as cgroup:
+        done = subprocess.run([CLI[0], "-c", script], cwd=ROOT, env=clean_env(), capture_output=True, text=True,
+                              timeout=120, preexec_fn=join(cgroup))
+    available, headroom, (limit, used) = json.loads(done.stdout)
+    assert limit == 500 * MiB and 0 < used < limit
+    assert available <= limit - used and headroom <= available
+
+
+def _plant_v2(tmp_path, limit="524288000", current="104857600", stat="inactive_file 52428800\n", parent="max"):
+    """A v2 hierarchy in files: this process in /app/job, the job's limit ``limit``, its parent's ``parent``."""
+    root = tmp_path / "cgroup"
+    (root / "app" / "job").mkdir(parents=True)
+    (root / "app" / "job" / "memory.max").write_text(limit + "\n")
+    (root / "app" / "job" / "memory.current").write_text(current + "\n")
+    (root / "app" / "job" / "memory.stat").write_text("anon 1\n" + stat)
+    (root / "app" / "memory.max").write_text(parent + "\n")
+    (root / "app" / "memory.current").write_text(current + "\n")
+    proc = tmp_path / "cgroup.txt"
+    proc.write_text("0::/app/job\n")
+    mountinfo = tmp_path / "mountinfo.txt"
+    mountinfo.write_text(f"30 24 0:26 / {root} rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n")
+    return str(proc), str(mountinfo)
+
+
+def test_a_v2_limit_is_read_from_its_files(tmp_path):
+    """Planted files: this machine's kernel offers no v2 memory controller to make a cgroup with."""
+    proc, mountinfo = _plant_v2(tmp_path)
+    assert memory.cgroup_memory(proc, mountinfo) == (500 * MiB, 50 * MiB)  # reclaimable cache not counted
+
+
+def test_the_tightest_level_of_the_hierarchy_wins(tmp_path):
+    proc, mountinfo = _plant_v2(tmp_path, limit="max", parent=str(300 * MiB))
+    assert memory.cgroup_memory(proc, mountinfo) == (300 * MiB, 100 * MiB)
+
+
+def test_no_limit_anywhere_is_no_cgroup_ceiling(tmp_path):
+    proc, mountinfo = _plant_v2(tmp_path, limit="max")
+    assert memory.cgroup_memory(proc, mountinfo) is None
+    assert memory.cgroup_memory(str(tmp_path / "absent"), mountinfo) is None
