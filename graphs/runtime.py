@@ -36,6 +36,9 @@ def _loads(model: bytes) -> bool:
 
     options = ort.SessionOptions()
     options.log_severity_level = 4
+    # a one-node probe needs no thread pool: without one it starts no thread, so a limit on
+    # threads (a cgroup's pids.max) cannot make a version it accepts look refused
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
     try:
         ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception:  # noqa: BLE001 - any refusal means "not this version"

@@ -55,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -139,9 +140,10 @@ class WorkerPool:
         self._count = 0
         self.device_losses = 0  # losses in a row (``MAX_DEVICE_LOSSES``)
         self._lost_runs: dict[str, int] = {}  # case id -> workers the testbed lost while running it
+        self._start_error: WorkerStartError | None = None  # why the last worker could not start
         self._first_ready: float | None = None  # when the first worker said ready (``time.monotonic``)
         sweep_stale(tempfile.gettempdir(), POOL_PREFIX)
-        self._logs = tempfile.TemporaryDirectory(prefix=f"{POOL_PREFIX}{os.getpid()}-")
+        self._logs = _Scratch(f"{POOL_PREFIX}{os.getpid()}-")
         self._env[SCRATCH_ENV] = self._logs.name
 
     @staticmethod
@@ -165,15 +167,24 @@ class WorkerPool:
             isolation: dict[str, Any] = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
         else:
             isolation = {"start_new_session": True}
-        with open(log_path, "wb") as log:
-            proc: Any = forker.spawn(self._env, log.fileno())  # POSIX: forked, imports done (harness.run.forker)
-            if proc is None:
-                proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.run.worker"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=log, env=self._env, close_fds=True,
-                                        bufsize=0, **isolation)
+        try:
+            with open(log_path, "wb") as log:
+                proc: Any = forker.spawn(self._env, log.fileno())  # POSIX: forked, imports done (harness.run.forker)
+                if proc is None:
+                    proc = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.run.worker"],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=self._env,
+                                            close_fds=True, bufsize=0, **isolation)
+        except OSError as exc:  # no process can be made: a process limit, no memory for one
+            raise WorkerStartError(_cannot_start("a worker process", exc)) from None
         worker = _Worker(self._count, proc, proc.stdout, log_path, time.monotonic(), job=self._job_for(proc))
         worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True)
-        worker.reader.start()
+        try:
+            worker.reader.start()
+        except RuntimeError as exc:  # "can't start new thread": a limit on threads (a cgroup's pids.max)
+            self._workers.append(worker)
+            self._kill(worker)
+            self._retire(worker)
+            raise WorkerStartError(_cannot_start("a thread to read a worker's answers", exc)) from None
         try:
             write_frame(proc.stdin, ("early-start", early_providers(self.config.ep), warm_up_model()[0]))
             write_frame(proc.stdin, self.config)
@@ -278,7 +289,16 @@ class WorkerPool:
         start their EP (the warm-up session) while the caller prepares the run; ``run`` uses them."""
         live = sum(1 for w in self._workers if not w.dead)
         for _ in range(max(0, min(self.jobs, self.jobs if count is None else count) - live)):
+            self._replace()
+
+    def _replace(self) -> None:
+        """Start a worker; when none can start (``WorkerStartError``), remember why: the run goes on
+        with the workers it has and raises it once it has none (``run``)."""
+        try:
             self._start()
+            self._start_error = None
+        except WorkerStartError as exc:
+            self._start_error = exc
 
     def first_ready_at(self) -> float | None:
         """When the first worker said ready (``time.monotonic``): before it, no case could run
@@ -302,8 +322,12 @@ class WorkerPool:
         try:
             live = sum(1 for w in self._workers if not w.dead)
             for _ in range(max(0, min(self.jobs, len(queue_)) - live)):
-                self._start()
+                self._replace()
             while queue_ or any(w.batch for w in self._workers):
+                if not any(not w.dead for w in self._workers):  # every worker gone, none could replace it
+                    if self._start_error is not None:
+                        raise self._start_error
+                    self._start()
                 self._dispatch(queue_, policy_for)
                 try:
                     worker, message = self._events.get(timeout=self._wait_time())
@@ -373,7 +397,7 @@ class WorkerPool:
         if len(lost) > 1:  # which case lost the device is found by halving, in fresh workers
             queue_.split(lost)
         if queue_:
-            self._start()
+            self._replace()
         if len(lost) == 1:
             yield device_lost_line(lost[0], self.config.ep, str(info.get("means") or "the device was lost"),
                                    str(info.get("source") or ""), detail, time.monotonic() - worker.dispatched)
@@ -428,7 +452,7 @@ class WorkerPool:
                 self._kill(worker)
                 self._retire(worker)
                 if queue_ or len(batch) > 1:
-                    self._start()
+                    self._replace()
                 if len(batch) > 1:  # which case hangs is found by halving
                     queue_.split(batch)
                     continue
@@ -473,8 +497,31 @@ class WorkerPool:
                         message=f"worker {describe_exit(code)} while running the case{garbled}. Output:\n"
                                 + _tail(worker.log_path, worker.log_offset))
         if queue_:
-            self._start()
+            self._replace()
         return line, startup_failures
+
+
+class _Scratch:
+    """A pool's folder in the temp folder, removed with the pool or, at the latest, as the
+    process exits, quietly (``tempfile.TemporaryDirectory`` warns when it is left to the exit,
+    and ``-W error`` would turn that warning into a traceback)."""
+
+    def __init__(self, prefix: str):
+        """A fresh folder named ``<prefix>*``."""
+        self.name = tempfile.mkdtemp(prefix=prefix)
+        self._remove = weakref.finalize(self, shutil.rmtree, self.name, ignore_errors=True)
+
+    def cleanup(self) -> None:
+        """Remove the folder (once)."""
+        self._remove()
+
+
+def _cannot_start(what: str, exc: BaseException) -> str:
+    """The message of a worker that could not be started for want of a process or thread."""
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return (f"cannot start {what} ({why}); finished cases are kept in results.jsonl, the rest did not run.\n"
+            "Note: this machine's limit on processes or threads was reached (a cgroup's pids.max, ulimit -u): "
+            "raise it or run with fewer --jobs, then run the same command with --resume")
 
 
 def _lost_to_testbed(proc: Any) -> str | None:

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import unicodedata
 from pathlib import Path
 from typing import Iterator
@@ -246,7 +247,7 @@ def memory_cgroup(limit: int) -> Iterator[Path]:
     hierarchy), removed after the block; run a command in it with ``preexec_fn=join(folder)``.
     The test is skipped, saying why, where no cgroup can be made here."""
     made = None
-    for root, path, version in _own_memory_cgroups():
+    for root, path, version in _own_cgroups("memory"):
         parent = Path(root) / path.lstrip("/")
         if version == 2 and "memory" not in (parent / "cgroup.controllers").read_text(errors="replace").split():
             continue
@@ -278,9 +279,46 @@ def memory_cgroup(limit: int) -> Iterator[Path]:
             pass
 
 
-def _own_memory_cgroups() -> list[tuple[str, str, int]]:
-    """``(mount point, this process's cgroup under it, version)``: v2 first, then v1's memory
-    hierarchy (read here from /proc, independently of the code under test)."""
+def join(cgroup: Path):
+    """A ``preexec_fn`` moving the child into ``cgroup`` before it runs."""
+    def move() -> None:
+        (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+    return move
+
+
+@contextlib.contextmanager
+def pids_cgroup(limit: int) -> Iterator[Path]:
+    """A pids cgroup allowing ``limit`` tasks (processes and threads), a child of this process's
+    own (v2 with the pids controller, else v1's pids hierarchy), removed once every process in it
+    has ended; skipped, saying why, where none can be made."""
+    made = None
+    for root, path, version in _own_cgroups("pids"):
+        parent = Path(root) / path.lstrip("/")
+        if version == 2 and "pids" not in (parent / "cgroup.controllers").read_text(errors="replace").split():
+            continue
+        folder = parent / f"ep-testbed-test-{os.getpid()}-pids-{limit}"
+        try:
+            folder.mkdir()
+            (folder / "pids.max").write_text(str(limit))
+        except OSError:
+            if folder.is_dir():
+                folder.rmdir()
+            continue
+        made = folder
+        break
+    if made is None:
+        pytest.skip("no pids cgroup can be made here (neither v2 with the pids controller nor v1's pids hierarchy)")
+    try:
+        yield made
+    finally:
+        deadline = time.monotonic() + LIMIT_S  # the run's forker leaves just after the run
+        while (made / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        made.rmdir()
+
+
+def _own_cgroups(controller: str) -> list[tuple[str, str, int]]:
+    """``(mount point, this process's cgroup under it, version)`` for ``controller``: v2 first."""
     try:
         memberships = [line.rstrip("\n").split(":", 2) for line in open("/proc/self/cgroup", encoding="utf-8")]
         mounts = [line.split() for line in open("/proc/self/mountinfo", encoding="utf-8")]
@@ -295,13 +333,6 @@ def _own_memory_cgroups() -> list[tuple[str, str, int]]:
         for number, controllers, path in memberships:
             if fstype == "cgroup2" and number == "0":
                 found.append((point, path, 2))
-            elif fstype == "cgroup" and "memory" in options.split(",") and "memory" in controllers.split(","):
+            elif fstype == "cgroup" and controller in options.split(",") and controller in controllers.split(","):
                 found.append((point, path, 1))
     return sorted(found, key=lambda f: -f[2])
-
-
-def join(cgroup: Path):
-    """A ``preexec_fn`` moving the child into ``cgroup`` before it runs."""
-    def move() -> None:
-        (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-    return move

@@ -15,7 +15,7 @@ import json
 import subprocess
 
 import pytest
-from environment_kit import CLI, check, clean_env, join, memory_cgroup
+from environment_kit import CLI, check, clean_env, join, memory_cgroup, pids_cgroup
 from sandbox import ROOT
 
 from ep_testbed.harness.core import memory
@@ -98,3 +98,53 @@ def test_no_limit_anywhere_is_no_cgroup_ceiling(tmp_path):
     proc, mountinfo = _plant_v2(tmp_path, limit="max")
     assert memory.cgroup_memory(proc, mountinfo) is None
     assert memory.cgroup_memory(str(tmp_path / "absent"), mountinfo) is None
+
+
+# --- processes and threads ---------------------------------------------------------------------
+
+SMOKE = ["run", "--ep", "cpu", "--tier", "smoke", "--no-progress"]
+
+
+def _ids(out):
+    path = out / "results.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    ids = [line["id"] for line in lines if line["type"] == "case"]
+    assert len(ids) == len(set(ids)), "a case written twice"
+    return ids
+
+
+@pytest.fixture(scope="module")
+def smoke_ids(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke") / "r"
+    assert subprocess.run([*CLI, *SMOKE, "--out", str(out)], cwd=ROOT, env=clean_env(), capture_output=True,
+                          timeout=600).returncode == 0
+    return sorted(_ids(out))
+
+
+@pytest.mark.parametrize("limit", [4, 6, 8, 12])
+def test_a_run_under_a_pids_limit_ends_with_2_or_finishes_and_resume_completes_it(tmp_path, smoke_ids, limit):
+    """Under a pids limit (the old run: exit 70 "can't start new thread", 26 ids never written)
+    a run either finishes (0) or stops with one message naming the limit (2); no case is written
+    twice or judged wrong for want of a thread, and ``--resume`` without the limit completes it."""
+    out = tmp_path / "r"
+    with pids_cgroup(limit) as cgroup:
+        done = subprocess.run([*CLI, *SMOKE, "--out", str(out)], cwd=ROOT, env=clean_env(), capture_output=True,
+                              text=True, timeout=600, preexec_fn=join(cgroup))
+    check(done, (0, 2))
+    if done.returncode == 2:
+        assert "limit on processes or threads" in done.stderr and "--resume" in done.stderr
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()] \
+        if (out / "results.jsonl").exists() else []
+    assert {line["outcome"] for line in lines if line["type"] == "case"} <= {"pass", "inexpressible"}, done.stderr
+    resumed = check(subprocess.run([*CLI, *SMOKE, "--out", str(out), "--resume"], cwd=ROOT, env=clean_env(),
+                                   capture_output=True, text=True, timeout=600), (0,))
+    assert sorted(_ids(out)) == smoke_ids, resumed.stderr
+
+
+def test_warnings_made_errors_do_not_turn_the_clean_up_into_a_traceback(tmp_path):
+    """``PYTHONWARNINGS=error``: the pool's temp folder, left to the exit, warned (ResourceWarning)
+    and the warning became a traceback."""
+    done = check(subprocess.run([*CLI, *SMOKE, "--out", str(tmp_path / "r")], cwd=ROOT,
+                                env=clean_env(PYTHONWARNINGS="error"), capture_output=True, text=True, timeout=600),
+                 (0,))
+    assert "Warning" not in done.stderr and "Exception ignored" not in done.stderr
