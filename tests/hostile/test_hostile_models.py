@@ -142,3 +142,66 @@ def test_external_data_never_reads_outside_the_models_folder(sandbox, external_m
     out = top / "out"
     result = sandbox.call(["model", "run", folder / "stem.onnx", "--out", out, *SMALL_CAP, *IN_PROCESS], kind="model run (external)")
     result.check((0, 1, 2), reads=[folder], writes=[out], secrets=[secret], temp=sandbox.temp)
+
+
+#: Where a name that is not UTF-8 can sit (the placeholder each is given before its bytes are spoiled).
+BAD_TEXT_PLACES = ["node name", "node output", "graph output", "graph name", "initializer"]
+
+
+def _with_bad_text(place: str) -> bytes:
+    """The stem with one name made invalid UTF-8 (and a terminal escape) in its serialized bytes:
+    protobuf hands such a string over as ``bytes``, which readers of names used to meet as text."""
+    model = resnet_stem()
+    graph, marker = model.graph, "PLACEHOLDER"
+    if place == "node name":
+        graph.node[0].name = marker
+    elif place in ("node output", "graph output"):
+        old = graph.output[0].name if place == "graph output" else graph.node[0].output[0]
+        for node in graph.node:
+            node.input[:] = [marker if name == old else name for name in node.input]
+            node.output[:] = [marker if name == old else name for name in node.output]
+        for value in graph.output:
+            value.name = marker if value.name == old else value.name
+    elif place == "graph name":
+        graph.name = marker
+    elif place == "initializer":
+        old = graph.initializer[0].name
+        graph.initializer[0].name = marker
+        for node in graph.node:
+            node.input[:] = [marker if name == old else name for name in node.input]
+    raw = model.SerializeToString()
+    assert raw.count(marker.encode()) >= 1
+    spoiled = b"PL\xff\xfe\x1b[2J\nvv"
+    assert len(spoiled) == len(marker)  # the same length: every length prefix of the message still holds
+    return raw.replace(marker.encode(), spoiled)
+
+
+@pytest.mark.parametrize("place", BAD_TEXT_PLACES)
+def test_a_name_that_is_not_utf8_is_refused_naming_where(sandbox, tmp_path, place):
+    """Such a name gave exit 70 in ``model run`` (placement read back) before."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    path = folder / "stem.onnx"
+    path.write_bytes(_with_bad_text(place))
+    out = tmp_path / "out"
+    result = sandbox.call(["model", "run", path, "--out", out, *SMALL_CAP, *IN_PROCESS], kind="model run (text)")
+    result.check((2,), reads=[folder], writes=[out], temp=sandbox.temp)
+    assert "is not UTF-8 text" in result.stderr
+
+
+def test_a_name_that_is_not_utf8_is_refused_by_the_directml_host_too(tmp_path):
+    """``--ep dml-wine`` (the Windows host, when it is set up here) refuses it the same way."""
+    import subprocess
+    import sys
+
+    from ep_testbed.harness.eps.dml_wine import host as dml_host
+
+    try:
+        dml_host.read_host_json()
+    except dml_host.HostError as exc:
+        pytest.skip(f"the DirectML host is not set up here (bash tools/dml-wine.sh): {exc}")
+    path = tmp_path / "stem.onnx"
+    path.write_bytes(_with_bad_text("node name"))
+    done = subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "model", "run", str(path), "--ep", "dml-wine",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and "is not UTF-8 text" in done.stderr and "Traceback" not in done.stderr, done.stderr
