@@ -287,7 +287,7 @@ if [ "$CHECK_ONLY" = 1 ]; then
 else
     cat "$STATE"/ort.sha256 "$STATE"/d3d.sha256 "$STATE"/header.sha256 "$STATE"/host.sha256 > "$HOME_DIR/manifest.sha256"
     "$PYTHON" - "$hello" "$STATE/versions.env" "$HOME_DIR" "$WINE64" "$WINESERVER" "$DLL_OVERRIDES" <<'EOF'
-import json, os, sys
+import hashlib, json, os, sys
 hello_path, versions_path, home, wine64, wineserver, overrides = sys.argv[1:]
 hello = json.load(open(hello_path))
 versions = dict(line.rstrip("\n").split("=", 1) for line in open(versions_path) if "=" in line)
@@ -298,6 +298,7 @@ host = {
     "bin_dir": os.path.join(home, "bin"),
     "prefix": os.path.join(home, "prefix"),
     "wine64": wine64,
+    "wine64_sha256": hashlib.sha256(open(wine64, "rb").read()).hexdigest(),  # the client runs only this one
     "wineserver": wineserver,
     "dll_overrides": overrides,
     "manifest": os.path.join(home, "manifest.sha256"),

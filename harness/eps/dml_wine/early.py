@@ -11,6 +11,12 @@ ep_testbed.harness.cli`` call ``start_early(argv)`` first thing, and the process
 its own. An early host nobody takes ends with the process (``atexit``, and ``PR_SET_PDEATHSIG``
 when the process dies without running it); a set-up that is not complete starts nothing early
 (the command then names what is missing, as it always did).
+
+``host.json`` is read as the untrusted file it is (a FIFO, a huge or a deeply nested document is
+refused at once, never waited on or recursed into), the ``wine64`` it names must be the one the
+set-up recorded before anything is executed (``check_wine64``), and the caller's Wine variables
+never reach the host (``WINE_ENV_OVERRIDDEN``), early or not. Besides the standard library this
+module imports only ``core.terminal`` (which needs nothing else either) to print paths safely.
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ import json
 import os
 import select
 import shutil
+import stat
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+from ep_testbed.harness.core.terminal import safe
 
 SETUP_COMMAND = "bash tools/dml-wine.sh"
 HOME_ENV = "EP_TESTBED_DML_WINE_HOME"
@@ -75,32 +84,63 @@ def host_source() -> Path:
 
 def _setup_error(piece: str) -> HostSetupError:
     return HostSetupError(f"DirectML under Wine is not set up: {piece}. Run `{SETUP_COMMAND}` "
-                          f"(from the repository root; home folder {home_dir()}).")
+                          f"(from the repository root; home folder {safe(home_dir())}).")
+
+
+#: The most of ``host.json`` read (the set-up writes a few KiB): a larger file is refused unread.
+HOST_JSON_MAX_BYTES = 1 << 20
+#: Keys of ``host.json`` that must be text where present (paths, the loader, the DLL overrides).
+HOST_JSON_TEXT_KEYS = ("host_exe", "bin_dir", "prefix", "wine64", "wineserver", "dll_overrides")
+
+
+def _read_untrusted_json(path: Path) -> Any:
+    """The JSON document in ``path``, read as an untrusted file with the standard library alone
+    (this module runs before the project's readers are imported): opened without waiting (a FIFO
+    or a device is refused, not read), at most ``HOST_JSON_MAX_BYTES``, UTF-8, nesting only as
+    deep as the parser's recursion allows. ``HostSetupError`` naming what is wrong otherwise."""
+    if not os.path.lexists(path):
+        raise _setup_error(f"no {safe(path)}")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _setup_error(f"{safe(path)} is unreadable ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _setup_error(f"{safe(path)} is unreadable (not a regular file)")
+        data = f.read(HOST_JSON_MAX_BYTES + 1)
+    if len(data) > HOST_JSON_MAX_BYTES:
+        raise _setup_error(f"{safe(path)} is unreadable (larger than {HOST_JSON_MAX_BYTES} bytes)")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise _setup_error(f"{safe(path)} is unreadable (nested deeper than a JSON document can be read)") from None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError both
+        raise _setup_error(f"{safe(path)} is unreadable ({safe(exc, 200)})") from None
 
 
 def read_host_json(home: str | os.PathLike | None = None, *, check_source: bool = True) -> dict[str, Any]:
     """``host.json`` of the home folder, after checking that every piece a host needs is there:
-    host.exe and its DLLs, the Wine prefix, wine64, Xvfb, and (``check_source``) that host.exe
-    was built from this checkout's ``host.c``. Raises ``HostSetupError`` naming the first piece
-    missing."""
+    host.exe and its DLLs, the Wine prefix, wine64 (the one the set-up recorded: ``check_wine64``),
+    Xvfb, and (``check_source``) that host.exe was built from this checkout's ``host.c``. The
+    file itself is read as an untrusted file (``_read_untrusted_json``). Raises
+    ``HostSetupError`` naming the first piece missing."""
     folder = Path(home) if home is not None else home_dir()
     path = folder / "host.json"
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise _setup_error(f"no {path}") from None
-    except (OSError, ValueError) as exc:
-        raise _setup_error(f"{path} is unreadable ({exc})") from None
+    info = _read_untrusted_json(path)
     if not isinstance(info, dict) or info.get("schema") != 1:
-        raise _setup_error(f"{path} is not a schema-1 host.json")
+        raise _setup_error(f"{safe(path)} is not a schema-1 host.json")
+    for key in HOST_JSON_TEXT_KEYS:
+        if info.get(key) is not None and not isinstance(info[key], str):
+            raise _setup_error(f"{safe(path)}: {key} is not text")
     bin_dir = Path(info.get("bin_dir") or folder / "bin")
     for name in ("host.exe",) + HOST_DLLS:
         if not (bin_dir / name).is_file():
-            raise _setup_error(f"{bin_dir / name} is missing")
+            raise _setup_error(f"{safe(bin_dir / name)} is missing")
     if not (Path(info.get("prefix") or folder / "prefix") / "user.reg").is_file():
-        raise _setup_error(f"the Wine prefix {info.get('prefix')} is missing")
+        raise _setup_error(f"the Wine prefix {safe(info.get('prefix'))} is missing")
     if not os.access(str(info.get("wine64") or ""), os.X_OK):
-        raise _setup_error(f"{info.get('wine64') or 'wine64'} is not installed (Debian package wine64)")
+        raise _setup_error(f"{safe(info.get('wine64') or 'wine64')} is not installed (Debian package wine64)")
+    check_wine64(info, path)
     if shutil.which("Xvfb") is None:
         raise _setup_error("Xvfb is not installed (Debian package xvfb)")
     source = host_source()
@@ -109,6 +149,38 @@ def read_host_json(home: str | os.PathLike | None = None, *, check_source: bool 
         if digest != info.get("host_source_sha256"):
             raise _setup_error(f"host.exe was built from another {source.name} than {source}")
     return info
+
+
+#: The Wine loader the set-up installs (Debian's package wine64) and names in host.json.
+SETUP_WINE64 = "/usr/lib/wine/wine64"
+
+
+def check_wine64(info: dict[str, Any], path: Path) -> None:
+    """``HostSetupError`` unless host.json's ``wine64`` is the loader the set-up recorded: a
+    regular file whose sha256 is the recorded ``wine64_sha256`` (set-ups since it was recorded),
+    else (an older set-up, which recorded only the path) the set-up's own ``SETUP_WINE64``. A
+    host.json edited to run another program is refused before anything is executed."""
+    wine64 = str(info.get("wine64") or "")
+    where = f"{safe(path)} names {safe(wine64)} as wine64"
+    if not os.path.isabs(wine64) or not os.path.isfile(wine64):
+        raise _setup_error(f"{where}, which is not a file")
+    recorded = info.get("wine64_sha256")
+    if recorded is not None:
+        digest = hashlib.sha256()
+        with open(wine64, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        if digest.hexdigest() != recorded:
+            raise _setup_error(f"{where}, whose sha256 is not the one the set-up recorded (wine64_sha256): another "
+                               "program, or Wine was updated since")
+    elif os.path.realpath(wine64) != os.path.realpath(SETUP_WINE64):
+        raise _setup_error(f"{where}; the set-up installs and records {SETUP_WINE64}")
+
+
+#: Variables of the caller's environment that would make Wine run another way than the set-up
+#: prepared (``WINEARCH=win32`` makes it refuse the set-up's 64-bit prefix and the host die): the
+#: host runs without them, with the set-up's prefix, loader and overrides.
+WINE_ENV_OVERRIDDEN = ("WINEARCH", "WINELOADER", "WINESERVER", "WINEDLLPATH", "WINELOADERNOEXEC")
 
 
 
@@ -298,6 +370,8 @@ def launch(setup: dict[str, Any], home: Path, *, start_timeout: float = 120.0, w
     env = dict(os.environ, WINEPREFIX=setup["prefix"], DISPLAY=display, WINEDLLOVERRIDES=overrides,
                WINEDEBUG=wine_debug)
     env.pop("WAYLAND_DISPLAY", None)
+    for key in WINE_ENV_OVERRIDDEN:  # the set-up's Wine, never the caller's variant of it
+        env.pop(key, None)
     try:
         proc = subprocess.Popen([setup["wine64"], setup["host_exe"]], cwd=setup["bin_dir"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
@@ -350,7 +424,7 @@ class _Early:
     def _start(self) -> None:
         try:
             self.started = launch(read_host_json(self.home), self.home)
-        except (HostError, OSError, KeyError, ValueError):  # a set-up not complete: the command says what is missing
+        except Exception:  # a set-up not complete or not as recorded: the command's own start says what is wrong
             self.started = None
         finally:
             self.ready.set()
@@ -397,6 +471,7 @@ def _end_untaken() -> None:
         _kill(_early[0].started.xvfb)
 
 
-__all__ = ["DLL_OVERRIDES", "END_MARKER", "HOME_ENV", "HOST_DLLS", "SETUP_COMMAND", "WINE_DEBUG", "HostError",
-           "HostSetupError", "Started", "die_with_parent", "home_dir", "host_source", "launch", "read_host_json",
-           "start_early", "start_xvfb", "take_early", "wants_host"]
+__all__ = ["DLL_OVERRIDES", "END_MARKER", "HOME_ENV", "HOST_DLLS", "HOST_JSON_MAX_BYTES", "SETUP_COMMAND",
+           "SETUP_WINE64", "WINE_DEBUG", "WINE_ENV_OVERRIDDEN", "HostError", "HostSetupError", "Started",
+           "check_wine64", "die_with_parent", "home_dir", "host_source", "launch", "read_host_json", "start_early",
+           "start_xvfb", "take_early", "wants_host"]
