@@ -138,6 +138,7 @@ def read_entry(folder: str) -> CorpusEntry:
         raise CorpusError(f"{os.path.join(folder, DESC_FILE)}: {exc}") from None
     if op != desc.TYPE:
         raise CorpusError(f"{where}: \"op\" is {op!r} but {DESC_FILE} is a {desc.TYPE}")
+    _check_id(case_id, desc.TYPE, where)
     opset = meta.get("opset")
     if opset is not None and (not isinstance(opset, int) or isinstance(opset, bool) or not 1 <= opset <= 100):
         raise CorpusError(f"{where}: \"opset\" must be null or an opset number")
@@ -154,6 +155,20 @@ def read_entry(folder: str) -> CorpusEntry:
     return CorpusEntry(case, _expectations(meta.get("expectations"), case_id, where), folder,
                        meta.get("found") if isinstance(meta.get("found"), dict) else {},
                        meta.get("repro") if isinstance(meta.get("repro"), dict) else {})
+
+
+def _check_id(case_id: str, op_type: str, where: str) -> None:
+    """``CorpusError`` naming both unless ``case_id`` names the operator its desc is (``<op>/...``):
+    an id naming another operator would file the case's result under that operator (selection by
+    ``--ops`` and ``-k``, expectations, the reports' tables). A catalog case's id is refused where
+    the catalog is known (``cli.run.refuse_clashes``)."""
+    name = _op_name(op_type)
+    prefix, slash, _ = case_id.partition("/")
+    if prefix != name or not slash:
+        named = f"operator {prefix!r}" if slash else "no operator"
+        raise CorpusError(f"{where}: \"id\" {case_id!r} names {named}, but {DESC_FILE} is a {op_type} "
+                          f"({name}).\nNote: a corpus id is {name}/corpus-<ep alias>-<hash> (what `ep-testbed fuzz "
+                          "--corpus-out` writes); fix the id or the desc")
 
 
 def _inside(folder: str, name: str) -> str:

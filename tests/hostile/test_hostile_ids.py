@@ -112,3 +112,16 @@ def test_merge_never_drops_one_of_two_results_under_one_id(sandbox, finished_run
     out = sandbox.call(["merge", finished_run, "--out", tmp_path / "merged", "--allow-partial"], kind="ids")
     out.check((2,), reads=[finished_run], writes=[tmp_path / "merged"], temp=sandbox.temp)
     assert "more than one result, e.g. 'max_pooling2/local-w2-00' on lines 2, 3" in out.stderr, out.describe()
+
+
+@pytest.mark.parametrize("forged", ["roi_align1/corpus-cpu-0000000001", "roi_pooling/grid-x", "corpus-cpu-1",
+                                    "MAX_POOLING2/corpus-cpu-1", "/corpus-cpu-1"])
+def test_a_corpus_case_whose_id_names_another_operator_is_refused_naming_both(sandbox, tmp_path, forged):
+    """The folder holds a max pooling desc; its case.json's id says another operator (or none):
+    the run recorded the forged id before."""
+    root = tmp_path / "corpus"
+    _corpus_case(root, forged)
+    out = _run(sandbox, tmp_path / "run", root)
+    out.check((2,), reads=[root], writes=[tmp_path / "run"], temp=sandbox.temp)
+    assert repr(forged) in out.stderr and "DML_OPERATOR_MAX_POOLING2 (max_pooling2)" in out.stderr, out.describe()
+    assert not (tmp_path / "run" / "results.jsonl").exists()
