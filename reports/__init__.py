@@ -30,20 +30,26 @@ from pathlib import Path
 from .diff import DiffResult, diff_runs
 from .html_report import render_run
 from .junit import render_junit
-from .results import ResultsError, load_run, load_run_summary
+from .results import ResultsChanged, ResultsError, load_run, load_run_summary, read_stable
 from .summary_json import render_summary_json
 
 
 def render_all(run_dir: str | Path) -> dict[str, Path]:
     """Write report.html, junit.xml and summary.json into ``run_dir``; return their paths. The
-    results file is read once, keeping each case's summary view (``load_run_summary``)."""
-    run = load_run_summary(run_dir)
-    return {
-        "html": render_run(run_dir, run=run),
-        "junit": render_junit(run_dir, run=run),
-        "summary": render_summary_json(run_dir, run=run),
-    }
+    results file is read once, keeping each case's summary view (``load_run_summary``), and read
+    again where a second pass finds it changed (``read_stable``)."""
+    def read_and_render() -> dict[str, Path]:
+        run = load_run_summary(run_dir)
+        return {
+            "html": render_run(run_dir, run=run),
+            "junit": render_junit(run_dir, run=run),
+            "summary": render_summary_json(run_dir, run=run),
+        }
+
+    # a results.jsonl that changes between the two passes is read again (all three files from
+    # one read of it), or refused: never a report.html that disagrees with summary.json
+    return read_stable(read_and_render)
 
 
-__all__ = ["DiffResult", "ResultsError", "diff_runs", "load_run", "load_run_summary", "render_all", "render_junit", "render_run",
+__all__ = ["DiffResult", "ResultsChanged", "ResultsError", "diff_runs", "load_run", "load_run_summary", "render_all", "render_junit", "render_run",
            "render_summary_json"]

@@ -31,7 +31,7 @@ from ep_testbed.harness.core.results import (
     read_cases_at,
     results_path,
 )
-from ep_testbed.harness.core.untrusted_files import BadLine, FileRefused, OutOfMemory
+from ep_testbed.harness.core.untrusted_files import BadLine, FileChanged, FileRefused, LinesRead, OutOfMemory
 
 
 @dataclass(slots=True)
@@ -169,6 +169,9 @@ class Run:
     #: projection of each line (``load_run(..., project=...)``): ``whole`` then reads lines again.
     where: dict[str, tuple[int, int]] = field(default_factory=dict)
     projected: bool = False
+    #: What the first read saw of the file (``harness.core.results.RunRecords.seen``): ``whole``
+    #: refuses a file that changed since (``ResultsChanged``), so no report mixes two files.
+    seen: LinesRead | None = None
 
     def whole(self, cases: Iterable[CaseResult]) -> Iterator[CaseResult]:
         """``cases`` (of this run) with their whole lines, in the order given: the cases
@@ -180,10 +183,12 @@ class Run:
             return
         places = ((c.id, *self.where[c.id]) for c in cases)
         try:
-            for line in read_cases_at(str(self.path / RESULTS_FILE), places):
+            for line in read_cases_at(str(self.path / RESULTS_FILE), places, self.seen):
                 yield CaseResult(line)
         except OutOfMemory:
             raise
+        except FileChanged as exc:
+            raise ResultsChanged(str(exc)) from None
         except FileRefused as exc:
             raise ResultsError(str(exc)) from None
 
@@ -213,6 +218,28 @@ class ResultsError(ValueError):
     """The run folder has no readable results.jsonl; the message says what to do."""
 
 
+class ResultsChanged(ResultsError):
+    """results.jsonl changed between two reads of it (``Run.whole``): read the run again
+    (``read_stable``), or refuse it."""
+
+
+#: Times a reader reads a run again whose results.jsonl changed under it before it refuses it.
+READS = 3
+
+
+def read_stable(read: Callable[[], Any]) -> Any:
+    """``read()``, again while it raises ``ResultsChanged`` (the file changed between its two
+    passes), at most ``READS`` times; then ``ResultsError`` saying the file keeps changing."""
+    for attempt in range(READS):
+        try:
+            return read()
+        except ResultsChanged as exc:
+            last = exc
+            if attempt == READS - 1:
+                raise ResultsError(f"{last} (read {READS} times, changed each time)") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def load_run(run_dir: str | Path, project: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Run:
     """Read ``run_dir/results.jsonl``; ``project`` keeps only part of each case line
     (``harness.core.results.load_records``: a reader that needs a few keys holds only those).
@@ -237,7 +264,8 @@ def load_run(run_dir: str | Path, project: Callable[[dict[str, Any]], dict[str, 
                            "it was not written by `ep-testbed run`.")
     return Run(path=run_dir, header=records.header, cases=[CaseResult(c) for c in records.cases.values()],
                end=records.end, unreadable_lines=[b.number for b in records.bad_lines],
-               unreadable=list(records.bad_lines), where=records.where, projected=project is not None)
+               unreadable=list(records.bad_lines), where=records.where, projected=project is not None,
+               seen=records.seen)
 
 
 #: The keys of a case line that the summary views of a report read for every case (counts,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.atomic_files import write_remedy
@@ -22,6 +23,7 @@ from ep_testbed.reports import (
     render_run,
     render_summary_json,
 )
+from ep_testbed.reports.results import read_stable
 
 from .options import count
 
@@ -42,14 +44,19 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 def report_command(args: argparse.Namespace) -> int:
     """Write the three report files into ``args.run_dir``; print their paths; 0, or 2 on unreadable
     results or a report that outgrows this machine's memory."""
-    try:
+    def read_and_render() -> list[Any]:
         run = load_run_summary(args.run_dir)  # each case line kept small: the file may outgrow memory
+        paths = [render_run(args.run_dir, max_pictures=args.max_pictures, max_details=args.max_details, run=run),
+                 render_junit(args.run_dir, run=run), render_summary_json(args.run_dir, run=run)]
         for bad in run.unreadable:
             what = "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason)}"
             print(f"ep-testbed report: note: {safe(args.run_dir / 'results.jsonl')} line {bad.number} skipped, {what}",
                   file=sys.stderr)
-        paths = [render_run(args.run_dir, max_pictures=args.max_pictures, max_details=args.max_details, run=run),
-                 render_junit(args.run_dir, run=run), render_summary_json(args.run_dir, run=run)]
+        return paths
+
+    try:
+        # both passes over results.jsonl read one file: one that changed in between is read again
+        paths = read_stable(read_and_render)
     except ResultsError as exc:
         print(f"ep-testbed report: {safe_message(exc)}", file=sys.stderr)
         return exit_codes.USAGE

@@ -36,6 +36,7 @@ from .memory import check_fits, headroom
 from .untrusted_files import (
     BadLine,
     FileRefused,
+    LinesRead,
     inside,
     memory_refused,
     open_output,
@@ -327,6 +328,9 @@ class RunRecords:
     #: Case id -> (line number, byte offset) of the line ``cases`` keeps for it: where
     #: ``read_cases_at`` reads it whole again when ``cases`` holds only a projection of it.
     where: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: What this read saw of the file (its stamp, each line's digest): ``read_cases_at`` holds a
+    #: second pass to it, so a file that changed in between is refused, never half-used.
+    seen: LinesRead = field(default_factory=LinesRead)
 
     @property
     def damaged(self) -> list[BadLine]:
@@ -363,7 +367,7 @@ def load_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] 
 def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] | None) -> RunRecords:
     """``load_records`` without its memory checks."""
     out, first_line = RunRecords(), dict[str, int]()
-    for number, offset, item in read_json_lines_placed(path, "results file"):
+    for number, offset, item in read_json_lines_placed(path, "results file", out.seen):
         problem = item.reason if isinstance(item, BadLine) else check_record(item)
         if problem is not None:
             out.bad_lines.append(item if isinstance(item, BadLine) else BadLine(number, problem, torn=False))
@@ -381,11 +385,14 @@ def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any
     return out
 
 
-def read_cases_at(path: str, places: Iterable[tuple[str, int, int]]) -> Iterator[dict[str, Any]]:
+def read_cases_at(path: str, places: Iterable[tuple[str, int, int]], seen: LinesRead | None = None
+                  ) -> Iterator[dict[str, Any]]:
     """The whole case lines at ``places`` (``(id, line number, byte offset)`` from
     ``RunRecords.where``), in the order given: the second pass of a reader that kept only a
     projection of each line. Each is held to the schema again and must still be that id's case
-    line: ``FileRefused`` naming the line when the file changed between the passes."""
+    line: ``FileRefused`` naming the line when the file changed between the passes; with ``seen``
+    (``RunRecords.seen``) ``FileChanged`` for any change to the file or to a line read (its size,
+    modification time, identity, or the line's bytes: one outcome edited in place)."""
     places = iter(places)
     ids: list[str] = []
 
@@ -394,7 +401,7 @@ def read_cases_at(path: str, places: Iterable[tuple[str, int, int]]) -> Iterator
             ids.append(case_id)
             yield number, offset
 
-    for number, item in read_json_lines_at(path, numbered(), "results file"):
+    for number, item in read_json_lines_at(path, numbered(), "results file", seen):
         case_id = ids.pop()
         problem = item.reason if isinstance(item, BadLine) else check_record(item)
         if problem is None and (item.get("type") != CASE or item.get("id") != case_id):

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import json
 import math
 import ntpath
@@ -57,7 +58,7 @@ import posixpath
 import re
 import stat
 import zipfile
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Iterable, Iterator
 
@@ -83,6 +84,11 @@ class FileRefused(ValueError):
         where = f"{self.path}: " + (f"{field}: " if field else "")
         text = where + problem + (f" (allowed: {allowed})" if allowed else "")
         super().__init__(text + (f"\nNote: {hint}" if hint else ""))
+
+
+class FileChanged(FileRefused):
+    """A file that changed between two reads of it (``LinesRead``): what was read first no longer
+    holds, so a reader redoes its read or refuses it, never mixes the two."""
 
 
 class OutOfMemory(FileRefused):
@@ -300,6 +306,59 @@ class BadLine:
     torn: bool
 
 
+@dataclass
+class LinesRead:
+    """What a first pass over a lines file saw, for a second pass to hold the file to: the file's
+    identity, size and modification time when the pass began and when it ended (``file_stamp``),
+    and a digest of every line it read (by line number). ``read_json_lines_at`` refuses
+    (``FileChanged``) a file whose stamp differs, or a line whose bytes do, so two passes never
+    describe two different files."""
+
+    start: tuple[int, ...] = ()
+    end: tuple[int, ...] = ()
+    digests: dict[int, bytes] = field(default_factory=dict)
+
+    def check(self, f: BinaryIO, path: Any, what: str) -> None:
+        """``FileChanged`` unless the open file ``f`` is the one the first pass read, unchanged."""
+        now = file_stamp(f)
+        if self.start != self.end:
+            raise FileChanged(path, f"the {what} changed while it was being read (it is still being written)",
+                              hint=_CHANGED_HINT)
+        if now != self.end:
+            raise FileChanged(path, f"the {what} changed between two reads of it ({_stamp_change(self.end, now)})",
+                              hint=_CHANGED_HINT)
+
+    def check_line(self, number: int, raw: bytes, path: Any, what: str) -> None:
+        """``FileChanged`` when line ``number`` no longer holds the bytes the first pass read."""
+        if number in self.digests and self.digests[number] != line_digest(raw):
+            raise FileChanged(path, f"line {number} of the {what} changed between two reads of it",
+                              hint=_CHANGED_HINT)
+
+
+_CHANGED_HINT = "read the folder again once nothing writes into it (a run, a --resume or a merge still going)"
+
+
+def file_stamp(f: BinaryIO) -> tuple[int, ...]:
+    """``(device, inode, size, modification time in ns)`` of an open file."""
+    st = os.fstat(f.fileno())
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _stamp_change(before: tuple[int, ...], after: tuple[int, ...]) -> str:
+    """What differs between two ``file_stamp``s, in words."""
+    if before[:2] != after[:2]:
+        return "another file took its name"
+    if before[2] != after[2]:
+        return f"{before[2]} bytes then, {after[2]} now"
+    return "modified since, same size"
+
+
+def line_digest(raw: bytes) -> bytes:
+    """A short digest of one line's bytes (8 bytes of BLAKE2b: a changed line is told from an
+    unchanged one without keeping it)."""
+    return hashlib.blake2b(raw, digest_size=8).digest()
+
+
 def read_json_lines(path: str | os.PathLike, what: str = "results file") -> Iterator[tuple[int, Any]]:
     """``(line number, object)`` per non-blank line; a line that is not a JSON object yields
     ``(number, BadLine)`` instead, so the caller decides what an unreadable line means. The file
@@ -308,13 +367,17 @@ def read_json_lines(path: str | os.PathLike, what: str = "results file") -> Iter
         yield number, item
 
 
-def read_json_lines_placed(path: str | os.PathLike, what: str = "results file") -> Iterator[tuple[int, int, Any]]:
+def read_json_lines_placed(path: str | os.PathLike, what: str = "results file", seen: LinesRead | None = None
+                           ) -> Iterator[tuple[int, int, Any]]:
     """``read_json_lines`` with each line's byte offset: ``(line number, offset, object or
     BadLine)``, so a reader that keeps little of a line can read it whole again later
-    (``read_json_lines_at``) instead of holding it."""
+    (``read_json_lines_at``) instead of holding it; ``seen`` (if given) collects what the second
+    pass holds the file to (``LinesRead``)."""
     caps = limits()
     with open_regular(path, what) as f:
         _check_lines_size(f, path, what, caps)
+        if seen is not None:
+            seen.start = file_stamp(f)
         offset = 0
         for number, raw in enumerate(iter(lambda: f.readline(caps.line_bytes + 1), b""), 1):
             start, offset = offset, offset + len(raw)
@@ -327,20 +390,30 @@ def read_json_lines_placed(path: str | os.PathLike, what: str = "results file") 
                 continue
             if not raw.strip():
                 continue
+            if seen is not None:
+                seen.digests[number] = line_digest(raw)
             yield number, start, _json_line(raw, number, torn, path)
+        if seen is not None:
+            seen.end = file_stamp(f)
 
 
-def read_json_lines_at(path: str | os.PathLike, places: Iterable[tuple[int, int]], what: str = "results file"
-                       ) -> Iterator[tuple[int, Any]]:
+def read_json_lines_at(path: str | os.PathLike, places: Iterable[tuple[int, int]], what: str = "results file",
+                       seen: LinesRead | None = None) -> Iterator[tuple[int, Any]]:
     """``(line number, object or BadLine)`` for each ``(line number, byte offset)`` of ``places``
     (as ``read_json_lines_placed`` gave them), in the order given, through one open handle and
-    the same caps: a second pass over a file that reads only the lines it needs whole."""
+    the same caps: a second pass over a file that reads only the lines it needs whole. With
+    ``seen`` (the first pass's ``LinesRead``), ``FileChanged`` when the file or a line read is
+    not what the first pass read."""
     caps = limits()
     with open_regular(path, what) as f:
         _check_lines_size(f, path, what, caps)
+        if seen is not None:
+            seen.check(f, path, what)
         for number, offset in places:
             f.seek(offset)
             raw = f.readline(caps.line_bytes + 1)
+            if seen is not None:
+                seen.check_line(number, raw, path, what)
             if len(raw) > caps.line_bytes:
                 yield number, BadLine(number, f"longer than {caps.line_bytes} bytes", torn=False)
             else:
@@ -662,5 +735,5 @@ def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
 
 __all__ = ["ARRAY_KINDS", "BadLine", "FileRefused", "LIMIT_NAMES", "Limits", "copy_planned", "decode_text", "inside",
            "json_depth", "limits", "open_output", "open_regular", "output_folder", "parse_json", "parse_size", "read_array", "read_arrays",
-           "plan_copy", "read_bytes", "read_json", "read_json_lines", "read_json_lines_at",
+           "plan_copy", "read_bytes", "read_json", "FileChanged", "LinesRead", "file_stamp", "line_digest", "read_json_lines", "read_json_lines_at",
            "read_json_lines_placed", "using_limits", "write_output"]
