@@ -2,7 +2,8 @@
 
 Exit codes as ``run``'s for the merged results; 2 when the runs cannot be merged (overlapping
 ids, a missing shard without ``--allow-partial``, runs of different GPU identity, driver or ONNX
-Runtime version without ``--allow-mixed``, unreadable results).
+Runtime version without ``--allow-mixed``, unreadable results, an ``--out`` that holds results
+without ``--overwrite``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ep_testbed.harness.run.merge import MergeError, merge_runs
 from ep_testbed.harness.run.summary import exit_code, failing_outcomes
 
 from .common import print_outcomes, render_report, usage_error
-from .options import add_out
+from .options import add_out, add_overwrite
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +31,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                                      "cannot be merged")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders to merge")
     add_out(p.add_argument, None, what="the new run folder")
+    add_overwrite(p.add_argument, "what an earlier merge (or one killed halfway) wrote into --out")
     p.add_argument("--allow-partial", action="store_true", help="merge even if some shard of K/N is missing")
     p.add_argument("--allow-mixed", action="store_true",
                    help="merge runs made on different GPUs, drivers, DirectML or ONNX Runtime versions (refused by "
@@ -42,7 +44,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 def merge_command(args: argparse.Namespace) -> int:
     """Merge ``args.runs`` into ``args.out``, print the table, render the report; the exit code."""
     try:
-        _, lines = merge_runs(args.runs, args.out, args.allow_partial, args.command_line, args.allow_mixed)
+        _, lines = merge_runs(args.runs, args.out, args.allow_partial, args.command_line, args.allow_mixed,
+                              overwrite=args.overwrite)
     except MergeError as exc:
         return usage_error(str(exc))
     except OSError as exc:  # a full disk: results.jsonl is whole or absent (core.atomic_files)

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import heapq
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ep_testbed.harness.core.results import (
+    CASES_DIR,
     PASSING,
     RESULTS_FILE,
     case_dir,
@@ -77,7 +79,8 @@ def merge_view(line: dict[str, Any]) -> dict[str, Any]:
 
 
 def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = False,
-               command: str = "", allow_mixed: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+               command: str = "", allow_mixed: bool = False, overwrite: bool = False
+               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Merge ``run_dirs`` into ``out_dir``; returns (header, each case's ``merge_view``, by id).
 
     Two passes over each run's ``results.jsonl``: the first keeps each case line's
@@ -89,7 +92,8 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
     no header, the runs disagree on a ``MUST_AGREE`` key (or, unless ``allow_mixed``, on an
     ``IDENTITY`` key), a shard of a ``K/N`` split is missing
     (unless ``allow_partial``) or given twice, a case id is in two runs, or ``out_dir`` already
-    holds results.
+    holds results and ``overwrite`` is not set (with it, what a merge writes there, from an
+    earlier merge or one killed halfway, is replaced: a merge is redone from its runs).
     """
     if not run_dirs:
         raise MergeError("merge: give at least one run folder")
@@ -103,7 +107,27 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
     except FolderBusy as exc:
         raise MergeError(f"merge: {exc}") from None
     with folder:
+        if overwrite:
+            _clear_merged(out_dir)
         return _write_merged(runs, lines, source, out_dir, command, mixed)
+
+
+#: What a merge writes into its --out (``--overwrite`` removes these, and nothing else).
+MERGED_FILES = (RESULTS_FILE, "report.html", "junit.xml", "summary.json")
+
+
+def _clear_merged(out_dir: str) -> None:
+    """Remove what a merge writes from ``out_dir`` (``MERGED_FILES`` and the case folders), never
+    following a link: the ``--overwrite`` of a merge."""
+    for name in MERGED_FILES:
+        path = os.path.join(out_dir, name)
+        if os.path.islink(path) or os.path.isfile(path):
+            os.remove(path)
+    cases = os.path.join(out_dir, CASES_DIR)
+    if os.path.islink(cases):
+        os.remove(cases)
+    elif os.path.isdir(cases):
+        shutil.rmtree(cases)
 
 
 def _write_merged(runs: list[RunRecords], lines: list[dict[str, Any]], source: dict[str, str], out_dir: str,
@@ -112,7 +136,8 @@ def _write_merged(runs: list[RunRecords], lines: list[dict[str, Any]], source: d
     ``mixed``: the identity keys the runs differ on (each run's identity is then listed)."""
     target = os.path.join(out_dir, RESULTS_FILE)
     if os.path.lexists(target):
-        raise MergeError(f"merge: {target} exists; choose an empty --out")
+        raise MergeError(f"merge: {safe(target)} exists: --out holds a run or an earlier merge.\nNote: pass --overwrite "
+                         "to replace it (the merge is redone from the runs given), or choose an empty --out")
     copy_planned(_plan_case_folders(lines, source, out_dir))
     header = _merged_header(runs, command)
     if mixed:

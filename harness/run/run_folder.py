@@ -9,6 +9,10 @@ longer running, or running but started at another time: the pid was reused) is s
 removed, and ``Claim.note`` says so. A lock from another host cannot be checked and is refused
 with the file to delete if that run is known to be dead.
 
+Whoever claims a folder sweeps it of the temporary files (``atomic_files.TEMP_PREFIX``) that a
+process killed outright left behind (``sweep_temporaries``): no other process writes there
+while the claim holds, so every such file is a leftover, never a file being written.
+
 ``refuse_overwrite(folder, overwrite, flag)`` is the one policy for folders a command fills:
 a folder that already holds something is refused unless ``--overwrite`` says to replace it
 (``run``'s results, ``model run --out``, ``--save-baseline``, ``gen --out``).
@@ -16,6 +20,7 @@ a folder that already holds something is refused unless ``--overwrite`` says to 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import socket
@@ -23,6 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from ep_testbed.harness.core.atomic_files import TEMP_PREFIX
 from ep_testbed.harness.core.processes import process_alive, process_start
 from ep_testbed.harness.core.results import now
 from ep_testbed.harness.core.terminal import safe
@@ -84,8 +90,41 @@ def claim(folder: str | os.PathLike, command: str = "") -> Claim:
             f.write(json.dumps(record) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        swept = sweep_temporaries(folder)
+        if swept:
+            note = "; ".join(filter(None, [note, f"removed {swept} temporary file(s) a killed run left"]))
         return Claim(folder, path, token, note)
     raise FolderBusy(f"{safe(folder)} is in use: its lock file {safe(path)} came back while a stale one was removed")
+
+
+#: Where in a claimed folder the commands that claim one write whole files: the folder itself
+#: and, under ``cases/``, each case's folder and its repro bundle (``cases/<id>/repro/``).
+SWEPT = ("", "cases", "cases/*", "cases/*/*")
+
+
+def sweep_temporaries(folder: str) -> int:
+    """Remove every temporary file of ``atomic_files`` (``TEMP_PREFIX*``) in the parts of
+    ``folder`` its commands write (``SWEPT``; no other subfolder, which may be another command's
+    output), never following a link (a link of that name is removed itself); call it only while
+    holding the folder (``claim``). Returns how many were removed."""
+    removed = 0
+    for pattern in SWEPT:
+        for sub in glob.glob(os.path.join(glob.escape(folder), pattern)) if pattern else [folder]:
+            if os.path.islink(sub) or not os.path.isdir(sub):
+                continue
+            try:
+                names = os.listdir(sub)
+            except OSError:
+                continue
+            for name in names:
+                path = os.path.join(sub, name)
+                if name.startswith(TEMP_PREFIX) and (os.path.islink(path) or os.path.isfile(path)):
+                    try:
+                        os.remove(path)
+                        removed += 1
+                    except OSError:
+                        pass
+    return removed
 
 
 def _remove_if_stale(folder: str, path: str) -> str:
@@ -130,4 +169,4 @@ def refuse_overwrite(folder: str | os.PathLike, overwrite: bool, flag: str = "--
                          f"them, or choose another {flag}")
 
 
-__all__ = ["Claim", "FolderBusy", "LOCK_FILE", "claim", "refuse_overwrite"]
+__all__ = ["Claim", "FolderBusy", "LOCK_FILE", "claim", "refuse_overwrite", "sweep_temporaries"]
