@@ -155,9 +155,9 @@ def guard_streams() -> Callable[[], tuple[OSError | None, OSError | None]]:
     previous = sys.stdout, sys.stderr
     guarded = [None if isinstance(s, GuardedStream) or s is None else GuardedStream(s) for s in previous]
     if guarded[0] is not None:
-        sys.stdout = guarded[0]  # type: ignore[assignment]
+        sys.stdout = guarded[0]
     if guarded[1] is not None:
-        sys.stderr = guarded[1]  # type: ignore[assignment]
+        sys.stderr = guarded[1]
 
     def restore() -> tuple[OSError | None, OSError | None]:
         for stream in guarded:
