@@ -109,20 +109,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     walltime.begin()  # from the process's start when launched as ep-testbed, else from this call
     restore_streams = guard_streams()
     previous_hook = exit_codes.quiet_unraisable(PROG)
-    unguard = guard_onnxruntime()  # a broken install is one message (OrtBroken), never a crash
+    words = [w for w in (sys.argv[1:] if argv is None else argv) if not str(w).startswith("-")]
+    # a broken install is one message (OrtBroken), never a crash; the commands that will import
+    # onnxruntime have its native modules tried in a child beside their own start
+    command = str(words[0]) if words else ""
+    unguard = guard_onnxruntime(early=command in IMPORTS_ONNXRUNTIME)
     try:
         code = _guarded_main(argv)
     finally:
         unguard()
         lost, _ = restore_streams()
         sys.unraisablehook = previous_hook  # the console script's process-wide one, where it runs
-    words = [w for w in (sys.argv[1:] if argv is None else argv) if not str(w).startswith("-")]
-    if lost is not None and code in (exit_codes.OK, exit_codes.FAILED) and words[:1] in ([c] for c in PRINTS_ITS_RESULT):
-        return usage_error(f"{words[0]}: its output could not be written to stdout ({lost.strerror or lost}).\n"
+    if lost is not None and code in (exit_codes.OK, exit_codes.FAILED) and command in PRINTS_ITS_RESULT:
+        return usage_error(f"{command}: its output could not be written to stdout ({lost.strerror or lost}).\n"
                            "Note: send stdout somewhere with room (a file, a pipe) and run it again")
     return code
 
 
+#: The commands that import onnxruntime (their sessions, the EP checks, the opset probe of ``graphs``).
+IMPORTS_ONNXRUNTIME = ("devices", "doctor", "fuzz", "gen", "map", "model", "run")
 #: The commands whose result is what they print (a listing, a summary): output that could not be
 #: written is a result not delivered (exit 2). Every other command's printing is a log of a
 #: result kept in files and its exit code.

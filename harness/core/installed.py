@@ -140,29 +140,58 @@ def probe_native(paths: list[str], timeout: float = PROBE_TIMEOUT) -> str | None
     """Load the shared libraries ``paths`` in a child process (``ctypes``, in order); None when
     it loaded them all and exited, else what happened (the loader's error, the signal that killed
     it, or a hang past ``timeout``). Libraries already probed unchanged are not loaded again."""
-    keys = [_file_key(p) for p in paths]
-    todo = [p for p, key in zip(paths, keys) if key not in _PROBED]
-    if not todo:
-        return None
-    try:
-        done = subprocess.run([sys.executable, "-S", "-I", "-c", _LOAD_LIBRARIES, *todo], capture_output=True,
-                              text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL,
-                              start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return f"loading {', '.join(todo)} did not end within {timeout:g} s"
-    except OSError:  # no process could start (a process limit): the libraries load here, unprobed
-        return None
-    if done.returncode == 0:
-        _PROBED.update(key for key in keys if key[0])
-        return None
-    if done.returncode < 0:
+    return NativeProbe(paths).result(timeout)
+
+
+class NativeProbe:
+    """``probe_native`` begun now and finished by ``result``: the child loads the libraries while
+    this process does other work (the command line starts it as it starts; ``guard_onnxruntime``)."""
+
+    def __init__(self, paths: list[str]):
+        """Start the child for the libraries of ``paths`` not yet probed unchanged (none: no child)."""
+        self.paths = list(paths)
+        self._keys = [_file_key(p) for p in self.paths]
+        self._todo = [p for p, key in zip(self.paths, self._keys) if key not in _PROBED]
+        self._proc: subprocess.Popen | None = None
+        if self._todo:
+            try:
+                self._proc = subprocess.Popen([sys.executable, "-S", "-I", "-c", _LOAD_LIBRARIES, *self._todo],
+                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.PIPE, start_new_session=True)
+            except OSError:  # no process could start (a process limit): the libraries load here, unprobed
+                self._todo = []
+
+    def discard(self) -> None:
+        """Stop the child, its answer unwanted."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        if self._proc is not None:
+            self._proc.communicate()
+        self._proc = None
+
+    def result(self, timeout: float = PROBE_TIMEOUT) -> str | None:
+        """None when the child loaded every library and exited; else what happened (``probe_native``)."""
+        if self._proc is None:
+            return None
         try:
-            name = signal.Signals(-done.returncode).name
-        except ValueError:
-            name = f"signal {-done.returncode}"
-        return f"loading it killed the process that tried ({name}, signal {-done.returncode})"
-    last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or [f"status {done.returncode}"]
-    return last[0].removeprefix("OSError: ")[:300]
+            _, err = self._proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.communicate()
+            return f"loading {', '.join(self._todo)} did not end within {timeout:g} s"
+        code = self._proc.returncode
+        if code == 0:
+            _PROBED.update(key for key in self._keys if key[0])
+            return None
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"loading it killed the process that tried ({name}, signal {-code})"
+        text = err.decode("utf-8", "replace")
+        last = [line for line in text.strip().splitlines() if line.strip()][-1:] or [f"status {code}"]
+        return last[0].removeprefix("OSError: ")[:300]
 
 
 def _file_key(path: str) -> tuple[str, int, int]:
@@ -202,23 +231,44 @@ class _GuardedLoader(importlib.abc.Loader):
 class _OnnxRuntimeGuard(importlib.abc.MetaPathFinder):
     """The import guard of the module docstring (a finder that stands first on ``sys.meta_path``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, early: bool = False) -> None:
+        """``early``: begin the probe now (``NativeProbe``), for the import to come."""
         self._busy = False
+        self._early: NativeProbe | None = None
+        if early:
+            spec = self._spec()
+            if spec is not None:
+                self._early = NativeProbe(_native_libraries(list(spec.submodule_search_locations)[0]))
+
+    def _spec(self) -> Any:
+        """The other finders' spec of the ``onnxruntime`` package (nothing executed), or None."""
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec("onnxruntime")
+        except (ImportError, ValueError):
+            return None
+        finally:
+            self._busy = False
+        return spec if spec is not None and spec.loader is not None and spec.submodule_search_locations else None
+
+    def discard(self) -> None:
+        """End an early probe nobody waited for (the command never imported onnxruntime)."""
+        early, self._early = self._early, None
+        if early is not None:
+            early.discard()
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "onnxruntime" or self._busy:
             return None
-        self._busy = True
-        try:
-            spec = importlib.util.find_spec(name)  # the other finders' answer; nothing is executed
-        finally:
-            self._busy = False
-        if spec is None or spec.loader is None or not spec.submodule_search_locations:
-            return spec
+        spec = self._spec()
+        if spec is None:
+            return None  # not installed (or not a package): the import's own error says so
         folder = list(spec.submodule_search_locations)[0]
         origin = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in folder)
         native = _native_libraries(folder)
-        problem = probe_native(native) if native else None
+        early, self._early = self._early, None
+        probe = early if early is not None and early.paths == native else NativeProbe(native)
+        problem = probe.result() if native else None
         if problem is not None:
             raise OrtBroken(f"the installed onnxruntime ({origin}) cannot be loaded: {problem}.\nNote: "
                             f"{reinstall_hint()}")
@@ -239,17 +289,19 @@ def _native_libraries(folder: str) -> list[str]:
     return [os.path.join(capi, n) for n in core + module if os.path.isfile(os.path.join(capi, n))]
 
 
-def guard_onnxruntime() -> Callable[[], None]:
+def guard_onnxruntime(early: bool = False) -> Callable[[], None]:
     """Stand the import guard in front of ``import onnxruntime`` (module docstring) unless it is
-    imported already; returns the function that removes it."""
+    imported already; returns the function that removes it. ``early``: begin its probe now, so
+    that it runs beside what the process does before the import (a command that will import it)."""
     if "onnxruntime" in sys.modules:
         return lambda: None
-    guard = _OnnxRuntimeGuard()
+    guard = _OnnxRuntimeGuard(early)
     sys.meta_path.insert(0, guard)
 
     def remove() -> None:
         if guard in sys.meta_path:
             sys.meta_path.remove(guard)
+        guard.discard()
 
     return remove
 
@@ -274,4 +326,4 @@ def machine_info() -> dict[str, str]:
 
 
 __all__ = ["ORT_DISTRIBUTIONS", "OrtBroken", "PROBE_TIMEOUT", "distributions_of", "guard_onnxruntime", "machine_info",
-           "ort_flavour", "ort_version", "probe_native", "reinstall_hint"]
+           "NativeProbe", "ort_flavour", "ort_version", "probe_native", "reinstall_hint"]
