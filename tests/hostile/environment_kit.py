@@ -273,10 +273,7 @@ def memory_cgroup(limit: int) -> Iterator[Path]:
     try:
         yield made
     finally:
-        try:
-            made.rmdir()
-        except OSError:
-            pass
+        _remove_cgroup(made)
 
 
 def join(cgroup: Path):
@@ -311,10 +308,17 @@ def pids_cgroup(limit: int) -> Iterator[Path]:
     try:
         yield made
     finally:
-        deadline = time.monotonic() + LIMIT_S  # the run's forker leaves just after the run
-        while (made / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        made.rmdir()
+        _remove_cgroup(made)
+
+
+def _remove_cgroup(folder: Path) -> None:
+    """Remove a cgroup this kit made, once every process in it has ended (a run's worker forker
+    leaves just after the run); a hang past ``LIMIT_S`` fails the test."""
+    deadline = time.monotonic() + LIMIT_S
+    while (folder / "cgroup.procs").read_text().strip():
+        assert time.monotonic() < deadline, f"processes still in {folder}: {(folder / 'cgroup.procs').read_text()}"
+        time.sleep(0.05)
+    folder.rmdir()
 
 
 def _own_cgroups(controller: str) -> list[tuple[str, str, int]]:
