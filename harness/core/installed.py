@@ -133,7 +133,8 @@ PROBE_TIMEOUT = 60.0
 #: (path, mtime, size) of each native library a child loaded without harm, in this process.
 _PROBED: set[tuple[str, int, int]] = set()
 #: The child's program: load each library named on its command line, in order.
-_LOAD_LIBRARIES = "import ctypes, sys\nfor path in sys.argv[1:]:\n    ctypes.CDLL(path)\n"
+_LOAD_LIBRARIES = ("import ctypes, os, sys\nanswer = os.dup(1)\nos.dup2(2, 1)\n"
+                   "for path in sys.argv[1:]:\n    ctypes.CDLL(path)\nos.write(answer, b'loaded')\n")
 
 
 def probe_native(paths: list[str], timeout: float = PROBE_TIMEOUT) -> str | None:
@@ -156,7 +157,7 @@ class NativeProbe:
         if self._todo:
             try:
                 self._proc = subprocess.Popen([sys.executable, "-S", "-I", "-c", _LOAD_LIBRARIES, *self._todo],
-                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                               stderr=subprocess.PIPE, start_new_session=True)
             except OSError:  # no process could start (a process limit): the libraries load here, unprobed
                 self._todo = []
@@ -174,15 +175,17 @@ class NativeProbe:
         if self._proc is None:
             return None
         try:
-            _, err = self._proc.communicate(timeout=timeout)
+            out, err = self._proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.communicate()
             return f"loading {', '.join(self._todo)} did not end within {timeout:g} s"
         code = self._proc.returncode
-        if code == 0:
+        if code == 0 and out.endswith(b"loaded"):
             _PROBED.update(key for key in self._keys if key[0])
             return None
+        if code == 0:  # a library ended the process quietly while it loaded (exit(0) in a constructor)
+            return "loading it ended the process that tried before it finished (status 0, nothing said)"
         if code < 0:
             try:
                 name = signal.Signals(-code).name

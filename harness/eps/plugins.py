@@ -194,6 +194,8 @@ _PROBE = r"""
 import json, os, sys
 if sys.path[:1] == [""]:
     del sys.path[0]  # never a module of the working folder
+answer = os.fdopen(os.dup(1), "w")  # the facts' own channel: what the plugin prints goes to stderr
+os.dup2(2, 1)
 request, said = json.loads(sys.argv[1]), {}
 
 def say(**facts):
@@ -249,8 +251,9 @@ try:
     main()
 except SystemExit:
     pass
-sys.stdout.write(json.dumps(said))
-sys.stdout.flush()
+said["done"] = True  # what it loaded let it get here (a library may exit(0) the process that loads it)
+answer.write(json.dumps(said))
+answer.flush()
 """
 
 #: The environment variable listing the library files (path|mtime|size) a parent process probed,
@@ -307,6 +310,11 @@ def probe_load(what: str, *, module: str | None = None, library: str | None = No
     except ValueError:
         facts = {}
     facts = facts if isinstance(facts, dict) else {}
+    if not facts.get("done"):  # it ended the process quietly (exit(0) in a constructor, an exit handler)
+        tail = " ".join(err.decode("utf-8", "replace").split())[-200:]
+        raise EpNotAvailable(f"{what}: loading {thing} ended the probe process that tried it before it finished "
+                             f"(status 0, nothing said)" + (f" ({safe(tail)})" if tail else "")
+                             + f"; ep-testbed did not load it. Fix: {_fix(module)}")
     _PROBED[key] = facts
     loaded = _key(str(facts.get("library") or library)) if facts.get("registered") else None
     if loaded is not None:

@@ -115,9 +115,10 @@ def copy_run(run: Path, to: Path) -> Path:
 
 #: A plugin EP library in C: ``CreateEpFactories`` with ONNX Runtime's signature (plugin EP ABI,
 #: onnxruntime_ep_c_api.h) that, as the macros say, faults when loaded (a constructor) or when
-#: ONNX Runtime calls it (1 segfault, 2 abort, 3 hang), or returns one factory whose every
-#: function is NULL; with none of them set it offers no factory (a library that loads and lists
-#: no device).
+#: ONNX Runtime calls it (1 segfault, 2 abort, 3 hang), prints JSON-like noise on stdout when
+#: loaded (and then ends the process with status 0: ``EXIT_AT_LOAD``), or returns one factory
+#: whose every function is NULL; with none of them set it offers no factory (a library that loads
+#: and lists no device).
 FAKE_PLUGIN_C = r"""
 #include <stdlib.h>
 #include <signal.h>
@@ -131,6 +132,14 @@ static void fault(int how) {
 }
 #if FAULT_AT_LOAD
 __attribute__((constructor)) static void at_load(void) { fault(FAULT_AT_LOAD); }
+#endif
+#if EXIT_AT_LOAD || NOISE_AT_LOAD
+#include <stdio.h>
+__attribute__((constructor)) static void at_load(void) {
+  printf("{\"noise\": \"on stdout\"}\n");
+  fflush(stdout);
+  if (EXIT_AT_LOAD) exit(0);
+}
 #endif
 void *CreateEpFactories(const char *name, const void *api_base, const void *logger, void **factories,
                         size_t max_factories, size_t *num_factories) {
@@ -154,7 +163,8 @@ void *ReleaseEpFactory(void *factory) { (void)factory; return NULL; }
 FAKE_PLUGINS = {"segfault-at-load": "-DFAULT_AT_LOAD=1", "abort-at-load": "-DFAULT_AT_LOAD=2",
                 "hang-at-load": "-DFAULT_AT_LOAD=3", "segfault-in-create": "-DFAULT_IN_CREATE=1",
                 "abort-in-create": "-DFAULT_IN_CREATE=2", "hang-in-create": "-DFAULT_IN_CREATE=3",
-                "null-factory": "-DNULL_FACTORY=1", "no-factory": ""}
+                "null-factory": "-DNULL_FACTORY=1", "exit-at-load": "-DEXIT_AT_LOAD=1 -DNOISE_AT_LOAD=1",
+                "noise-at-load": "-DNOISE_AT_LOAD=1 -DEXIT_AT_LOAD=0", "no-factory": ""}
 
 
 def fake_plugin(folder: Path, name: str) -> Path:
@@ -191,7 +201,7 @@ def onnxruntime_folder() -> Path:
 
 #: Ways to break a copy of the onnxruntime package (``broken_onnxruntime``).
 BROKEN_ORT = ("no-core-library", "no-pybind-state", "truncated-core-library", "truncated-pybind-state", "no-version",
-              "escape-in-version", "device-list-raises", "raises-at-import")
+              "escape-in-version", "device-list-raises", "raises-at-import", "pybind-state-exits")
 
 
 def broken_onnxruntime(root: Path, how: str) -> Path:
@@ -233,6 +243,11 @@ def broken_onnxruntime(root: Path, how: str) -> Path:
         rewrite(init, init.read_text() + "\ndef get_ep_devices():\n    raise RuntimeError('device list broken')\n")
     elif how == "raises-at-import":
         rewrite(init, "raise RuntimeError('broken at import')\n" + init.read_text())
+    elif how == "pybind-state-exits":  # a native module whose loading ends the process quietly
+        built = fake_plugin(root, "exit-at-load")
+        for path in pybind:
+            path.unlink()
+            shutil.copy2(built, path)
     else:
         raise ValueError(how)
     return root

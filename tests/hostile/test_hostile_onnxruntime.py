@@ -26,7 +26,7 @@ COMMANDS = {"devices": ["devices", "--ep", "cpu"], "doctor": ["doctor", "--ep", 
 #: rest as ``import onnxruntime`` fares, except that a core library cut short is refused even where
 #: the Python module does not load it (the install is broken: a plugin or a C API user would).
 EXPECTED = {"no-version": (2,), "device-list-raises": (2,), "raises-at-import": (2,), "escape-in-version": (0, 1),
-            "truncated-core-library": (2,)}
+            "truncated-core-library": (2,), "pybind-state-exits": (2,)}
 
 
 @pytest.fixture(scope="module")
