@@ -27,6 +27,7 @@ see ``cli.run.run_command``.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import signal
 import sys
@@ -186,6 +187,9 @@ def _main(argv: Sequence[str] | None) -> int:
                            "pip install \"ep-testbed[cpu]\" (or [directml], [cuda], [openvino], [webgpu]), or install "
                            "ep-testbed into the environment that holds your onnxruntime wheel")
     except (OSError, json.JSONDecodeError) as exc:
+        if getattr(exc, "errno", None) in (errno.EMFILE, errno.ENFILE):  # a limit, not the file named
+            return usage_error(f"{exc}.\nNote: this process's limit on open files was reached: raise it "
+                               "(ulimit -n) and run the command again")
         return usage_error(str(exc))
     except MemoryError:  # an input that outgrew the machine where no estimate caught it first: never 0 or 1
         return usage_error(shortage_message(f"`{args.command_line}`", None))

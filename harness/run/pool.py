@@ -46,6 +46,7 @@ outright goes when the next pool starts (``session.sweep_stale``).
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import shutil
@@ -517,11 +518,19 @@ class _Scratch:
 
 
 def _cannot_start(what: str, exc: BaseException) -> str:
-    """The message of a worker that could not be started for want of a process or thread."""
+    """The message of a worker that could not be started for want of a process, a thread, a
+    file descriptor or memory, naming the limit that was reached."""
     why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    code = getattr(exc, "errno", None)
+    if code in (errno.EMFILE, errno.ENFILE):
+        limit = "limit on open files was reached (ulimit -n)"
+    elif code == errno.ENOMEM:
+        limit = "memory ran out for a new process (a cgroup's memory limit, ulimit -v)"
+    else:
+        limit = "limit on processes or threads was reached (a cgroup's pids.max, ulimit -u)"
     return (f"cannot start {what} ({why}); finished cases are kept in results.jsonl, the rest did not run.\n"
-            "Note: this machine's limit on processes or threads was reached (a cgroup's pids.max, ulimit -u): "
-            "raise it or run with fewer --jobs, then run the same command with --resume")
+            f"Note: this machine's {limit}: raise it or run with fewer --jobs, then run the same command with "
+            "--resume")
 
 
 def _lost_to_testbed(proc: Any) -> str | None:

@@ -148,3 +148,20 @@ def test_warnings_made_errors_do_not_turn_the_clean_up_into_a_traceback(tmp_path
                                 env=clean_env(PYTHONWARNINGS="error"), capture_output=True, text=True, timeout=600),
                  (0,))
     assert "Warning" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+@pytest.mark.parametrize("limit", [10, 16])
+def test_a_run_under_a_limit_on_open_files_ends_with_2_naming_it_or_finishes(tmp_path, smoke_ids, limit):
+    """``ulimit -n``: a worker that cannot get its pipes is the limit named (not processes),
+    and the run resumes to the whole set of ids without it."""
+    import resource
+
+    out = tmp_path / "r"
+    done = check(subprocess.run([*CLI, *SMOKE, "--out", str(out)], cwd=ROOT, env=clean_env(), capture_output=True,
+                                text=True, timeout=600,
+                                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))), (0, 2))
+    if done.returncode == 2:
+        assert "open files" in done.stderr and "ulimit -n" in done.stderr, done.stderr
+    check(subprocess.run([*CLI, *SMOKE, "--out", str(out), "--resume"], cwd=ROOT, env=clean_env(),
+                         capture_output=True, text=True, timeout=600), (0,))
+    assert sorted(_ids(out)) == smoke_ids
