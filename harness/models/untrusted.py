@@ -35,7 +35,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import onnx
@@ -125,37 +125,52 @@ def parse_model(data: bytes, name: str = "model") -> onnx.ModelProto:
     if missing:
         raise ModelRefused(f"{name}: not an ONNX model (truncated or another format): it has no "
                            f"{', '.join(missing)} ({len(data)} bytes)")
+    for index, opset in enumerate(model.opset_import):
+        if isinstance(opset.domain, bytes):
+            _not_text(name, "the model", f"opset_import {index}'s domain", opset.domain)
+    for index, function in enumerate(model.functions):
+        for field_name in ("name", "domain"):
+            if isinstance(getattr(function, field_name), bytes):
+                _not_text(name, "the model", f"local function {index}'s {field_name}", getattr(function, field_name))
+        _check_nodes(function.node, name, f"local function {index}")
     _check_text(model.graph, name, "the graph")
     return model
 
 
-def _check_text(graph: onnx.GraphProto, name: str, where: str) -> None:
-    """``ModelRefused`` for a name in ``graph`` (and its subgraphs) that is not UTF-8 text: ONNX's
-    strings are UTF-8, and protobuf hands an invalid one over as bytes, which every reader of
-    names (placement, attribution, reports) would then meet."""
-    def refuse(what: str, value: bytes) -> None:
-        raise ModelRefused(f"{name}: {where}: {what} is not UTF-8 text ({value[:60]!r}); ONNX names are UTF-8.\n"
-                           "Note: re-save the model with UTF-8 names (onnx.save after renaming them)")
+def _not_text(name: str, where: str, what: str, value: bytes) -> None:
+    """Refuse a name that is not UTF-8 text: ONNX's strings are UTF-8, and protobuf hands an
+    invalid one over as bytes, which every reader of names (placement, attribution, the
+    DirectML host's request, reports) would then meet."""
+    raise ModelRefused(f"{name}: {where}: {what} is not UTF-8 text ({value[:60]!r}); ONNX names are UTF-8.\n"
+                       "Note: re-save the model with UTF-8 names (onnx.save after renaming them)")
 
+
+def _check_text(graph: onnx.GraphProto, name: str, where: str) -> None:
+    """``_not_text`` for every name in ``graph`` (and its subgraphs)."""
     if isinstance(graph.name, bytes):
-        refuse("the graph's name", graph.name)
+        _not_text(name, where, "the graph's name", graph.name)
     for kind, values in (("graph input", graph.input), ("graph output", graph.output),
                          ("value_info", graph.value_info), ("initializer", graph.initializer)):
         for index, value in enumerate(values):
             if isinstance(value.name, bytes):
-                refuse(f"{kind} {index}'s name", value.name)
-    for index, node in enumerate(graph.node):
+                _not_text(name, where, f"{kind} {index}'s name", value.name)
+    _check_nodes(graph.node, name, where)
+
+
+def _check_nodes(nodes: Any, name: str, where: str) -> None:
+    """``_not_text`` for the names of a graph's or a local function's nodes (and their subgraphs)."""
+    for index, node in enumerate(nodes):
         for field_name in ("name", "op_type", "domain"):
             value = getattr(node, field_name)
             if isinstance(value, bytes):
-                refuse(f"node {index}'s {field_name}", value)
+                _not_text(name, where, f"node {index}'s {field_name}", value)
         for field_name in ("input", "output"):
             for position, value in enumerate(getattr(node, field_name)):
                 if isinstance(value, bytes):
-                    refuse(f"node {index}'s {field_name} {position}", value)
+                    _not_text(name, where, f"node {index}'s {field_name} {position}", value)
         for attribute in node.attribute:
             if isinstance(attribute.name, bytes):
-                refuse(f"an attribute name of node {index}", attribute.name)
+                _not_text(name, where, f"an attribute name of node {index}", attribute.name)
             for sub in [attribute.g, *attribute.graphs] if attribute.HasField("g") or attribute.graphs else []:
                 _check_text(sub, name, f"{where}, node {index}'s subgraph")
 
