@@ -145,7 +145,7 @@ def test_external_data_never_reads_outside_the_models_folder(sandbox, external_m
 
 
 #: Where a name that is not UTF-8 can sit (the placeholder each is given before its bytes are spoiled).
-BAD_TEXT_PLACES = ["node name", "node output", "graph output", "graph name", "initializer"]
+BAD_TEXT_PLACES = ["node name", "node output", "graph output", "graph name", "initializer", "opset domain"]
 
 
 def _with_bad_text(place: str) -> bytes:
@@ -164,6 +164,8 @@ def _with_bad_text(place: str) -> bytes:
             value.name = marker if value.name == old else value.name
     elif place == "graph name":
         graph.name = marker
+    elif place == "opset domain":
+        model.opset_import.append(helper.make_opsetid(marker, 1))
     elif place == "initializer":
         old = graph.initializer[0].name
         graph.initializer[0].name = marker
