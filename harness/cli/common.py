@@ -63,9 +63,14 @@ def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str],
 def prepare_reports() -> None:
     """Compile the report's templates in the background now (``reports.rendering.warm_up``), so
     that a run's report, rendered once its last case is in, does not wait for them: a command
-    calls this as its cases start, and ``render_report`` waits for it."""
+    calls this as its cases start, and ``render_report`` waits for it. Where no thread can be
+    started (a limit on processes or threads: a cgroup's ``pids.max``) nothing is prepared: the
+    templates compile as the report renders, and the run goes on."""
     if not _preparing:
-        _preparing.append(warm_up(*REPORT_TEMPLATES))
+        try:
+            _preparing.append(warm_up(*REPORT_TEMPLATES))
+        except RuntimeError:  # "can't start new thread"
+            pass
 
 
 def render_report(run_dir: str) -> int:
