@@ -440,7 +440,10 @@ def start_early(argv: Sequence[str]) -> bool:
     of a process counts."""
     if _early or not wants_host(argv):
         return False
-    _early.append(_Early(home_dir()))
+    try:
+        _early.append(_Early(home_dir()))
+    except RuntimeError:  # "can't start new thread" (a limit on threads): the command starts its host itself
+        return False
     atexit.register(_end_untaken)
     return True
 
