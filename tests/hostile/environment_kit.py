@@ -29,8 +29,9 @@ from ep_testbed.harness.run.worker import FAULT_ENV
 
 #: Seconds one command may take before it counts as a hang (a run of a few cases takes seconds).
 LIMIT_S = float(os.environ.get("EP_TESTBED_HOSTILE_LIMIT_S", "120"))
-#: The line ``run`` and ``fuzz`` print before any case (what runs where), not a message.
-ANNOUNCE = re.compile(r"^ep-testbed: .+ on \S+ \(\d+ workers.*\) -> ")
+#: The line ``run`` and ``fuzz`` print before any case (what runs where, an emulated device said so in
+#: parentheses after the provider), not a message.
+ANNOUNCE = re.compile(r"^ep-testbed: .+ on \S+(?: \([^)]*\))? \(\d+ workers.*\) -> ")
 CLI = [sys.executable, "-m", "ep_testbed.harness.cli"]
 
 
