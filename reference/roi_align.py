@@ -422,8 +422,8 @@ def samples_for_ratio(ratio: float, minimum: int, maximum: int, rules: Rules = P
     """``clamp(ceil(ratio), Minimum, Maximum)``: the sample count of a size / output ratio (RA-3);
     ONNX's ``max(ceil(ratio), 0)`` for an adaptive count under ``rules.count == "onnx"``, and
     ``max(ceil(ratio), 1)`` under ``"at-least-one"``."""
-    if rules.count != "clamp" and minimum != maximum:
-        minimum, maximum = (0, math.inf) if rules.count == "onnx" else (1, math.inf)
+    if rules.count != "clamp" and minimum != maximum:  # no upper clamp; at least 0 (ONNX) or 1 sample
+        return max(int(math.ceil(ratio)), 0 if rules.count == "onnx" else 1)
     return int(min(max(math.ceil(ratio), minimum), maximum))
 
 
