@@ -24,7 +24,6 @@ from sandbox import ROOT
 
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.eps.providers import resolve_ep
-from ep_testbed.harness.run import forker
 from ep_testbed.harness.run import pool as pool_module
 from ep_testbed.harness.run.case_run import CaseConfig
 from ep_testbed.harness.run.pool import WorkerPool, WorkerStartError
@@ -105,8 +104,8 @@ def test_a_case_whose_worker_is_lost_every_time_stops_the_pool_saying_so(tmp_pat
         while not stop.is_set():
             logs = Path(pool._logs.name).glob("worker-*.log")
             hangs = sum(log.read_text(errors="replace").count(f"injecting hang for {case.id}") for log in logs)
-            if hangs > len(killed):
-                for key, held in list(forker._FORKERS.items()):
+            if hangs > len(killed):  # only this pool's forker: others of this process are other tests'
+                for held in {getattr(w.proc, "forker", None) for w in list(pool._workers)} - {None}:
                     if not held.gone and held._proc.pid not in killed:
                         os.kill(held._proc.pid, signal.SIGKILL)
                         killed.append(held._proc.pid)
