@@ -56,9 +56,10 @@ def test_fuzz_exits_0_on_an_emulation_gap_and_on_not_on_ep(tmp_path, capsys):
     capsys.readouterr()
 
 
-def test_model_run_exits_0_when_the_ep_declines_a_node_under_no_cpu_fallback(tmp_path, capsys):
-    """A float64 MaxPool, which the DirectML EP does not take: with --no-cpu-fallback the model
-    cannot run on it, which says nothing wrong about the EP (``run``'s not-on-ep)."""
+def test_model_run_exits_1_when_the_ep_declines_a_node_under_no_cpu_fallback(tmp_path, capsys):
+    """A float64 MaxPool, which the DirectML EP does not take: --no-cpu-fallback asks that the EP
+    take every node (a gate on full placement), so the verdict is not-on-ep and the run fails; it
+    names the declined node and gives no operator a divergence."""
     needs_host()
     node = helper.make_node("MaxPool", ["X"], ["Y"], kernel_shape=[2, 2], name="pool")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.DOUBLE, [1, 1, 4, 4])],
@@ -72,5 +73,5 @@ def test_model_run_exits_0_when_the_ep_declines_a_node_under_no_cpu_fallback(tmp
     printed = capsys.readouterr().out
     result = json.loads((out / "model_result.json").read_text(encoding="utf-8"))
     assert result["ep_failure"]["stage"] == "fallback-refused" and "pool (MaxPool)" in result["ep_failure"]["message"]
-    assert code == 0 and result["verdict"] == "not-on-ep" and result["verdict_reasons"] == []
+    assert code == 1 and result["verdict"] == "not-on-ep" and result["verdict_reasons"] == []
     assert "verdict: not-on-ep" in printed
