@@ -28,8 +28,9 @@ this one must equal bit for bit.
 
 ``Rules`` holds the choices other kernels make otherwise (defaults: the primary reading) and
 ``READINGS`` names each departure (``reference/readings.py``); a reading changes only the exact
-second pass (``_resolve_exactly``) and which windows go to it: every other window's maximum is
-the running maximum's, the same code as the primary reading's.
+second pass (``_resolve_exactly``, or ``_resolve_in_mlas_order`` for MLAS's order of folding) and
+which windows go to it: every other window's maximum is the running maximum's, the same code as
+the primary reading's.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional, cast
+from typing import Any, Callable, ClassVar, Optional, Sequence, cast
 
 import numpy as np
 
@@ -100,16 +101,25 @@ class Rules:
     ``plane * plane_size - sum of the row strides``, -Width - 1 in 2-D, cast to the index type, as
     a kernel whose per-axis indices start at -1 computes it) or 0, the tensor's first element ("zero"). ``nan``: a NaN loses to any number unless the whole
     window is NaN ("ignore"), wins when it is the window's first element ("first-wins"), or wins
-    wherever it is ("propagate", at the first NaN)."""
+    wherever it is ("propagate", at the first NaN). ``start`` and ``nan`` both "mlas-x86": the
+    window folded in the order and with the two max instructions of ONNX Runtime's float32 MLAS
+    pooling on x86-64 (``mlas_x86_fold``), which decides where a max starts and whether a NaN wins
+    together, so a reading that sets either otherwise cannot hold with it; the index is the element
+    that fold selected."""
 
     start: str = "first"
     unmatched_index: str = "first"
     nan: str = "ignore"
 
+    @property
+    def mlas(self) -> bool:
+        """Whether the window folds as MLAS does on x86-64 (``start`` and ``nan`` "mlas-x86")."""
+        return self.start == "mlas-x86"
+
 
 PRIMARY = Rules()
-RULE_VALUES = {"start": ("first", "lowest", "minus-inf"), "unmatched_index": ("first", "minus-one", "zero"),
-               "nan": ("ignore", "first-wins", "propagate")}
+RULE_VALUES = {"start": ("first", "lowest", "minus-inf", "mlas-x86"), "unmatched_index": ("first", "minus-one", "zero"),
+               "nan": ("ignore", "first-wins", "propagate", "mlas-x86")}
 def _minus_inf_or_nan(desc: "MaxPooling2Desc", arrays: Any) -> bool:
     """The input holds -inf or NaN: a window of only those starts and ends otherwise."""
     return holds(arrays, "-inf", "nan")
@@ -127,8 +137,21 @@ def _nan(desc: "MaxPooling2Desc", arrays: Any) -> bool:
     return holds(arrays, "nan")
 
 
+def _mlas_pool(desc: "MaxPooling2Desc", arrays: Any) -> bool:
+    """ONNX Runtime's CPU EP pools this desc with MLAS (a float32 or float16 MaxPool without the
+    Indices output and without dilations: pool.cc, ``MaxPoolV8::ComputeImpl``; float16 runs as
+    float32 between Casts on x86-64), and the input holds NaN or -inf, where its fold differs."""
+    return (desc.output_indices_tensor is None and all(d == 1 for d in desc.dilations)
+            and desc.input_tensor.data_type in ("FLOAT32", "FLOAT16") and holds(arrays, "nan", "-inf"))
+
+
 _ORT = "https://github.com/microsoft/onnxruntime/blob/v1.28.0/onnxruntime/core/providers/cpu/nn/pool_functors.h"
 _ORT_MAIN = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/nn/pool_functors.h"
+_MLAS_POOLING = ("https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/mlas/lib/pooling.cpp "
+                 "(MlasPool, MlasPool2DVectorKernel, MlasPool3DVectorKernel, MlasPoolGlobalKernel, "
+                 "MLAS_MAXIMUM_POOLING); onnxruntime/core/mlas/lib/mlasi.h (MlasMaximumFloat32x4 = _mm_max_ps, "
+                 "MlasReduceMaximumFloat32x4); tests/reference/test_readings.py::"
+                 "test_onnxruntime_maxpool_without_indices_is_its_reading")
 #: The departures from the primary reading that kernels are known to compute (DECISIONS.md MP-*, NAN-1).
 READINGS = (
     reading("lowest-start", "every window starts from the lowest finite value of the type and takes an element only "
@@ -159,6 +182,16 @@ READINGS = (
     reading("nan-propagates", "a window that holds a NaN has the max NaN, at its first NaN",
             ("ONNX Runtime's MaxPool without Indices (MLAS), on some windows",), _ORT_MAIN, shows=_nan,
             nan="propagate"),
+    reading("mlas-x86-fold", "each window folds as ONNX Runtime's float32 MLAS pooling does on x86-64: a 2-D or "
+            "3-D window whose last stride is at most 2 and whose sides are at most 32 is reduced down each column, "
+            "then across the columns with _mm_max_ps, which returns its second operand when either is NaN (columns "
+            "past the input's last whole group of four fold down with std::max, which keeps a NaN it holds and drops "
+            "a new one; padding columns hold -FLT_MAX); a window covering the whole input (strides 1, no padding) "
+            "folds in four lanes from -FLT_MAX; any other starts from -FLT_MAX and skips NaN. So a NaN wins or loses "
+            "by its position, and a window of only NaN or -inf can give -FLT_MAX (float16: -inf)",
+            ("ONNX Runtime's CPU MaxPool without Indices, float32 and float16, on x86-64 (measured on 1.23.2, "
+             "1.24.4, 1.32.0; ARM's vmaxq_f32 propagates NaN: another fold)",), _MLAS_POOLING,
+            shows=_mlas_pool, start="mlas-x86", nan="mlas-x86"),
 )
 
 
@@ -374,6 +407,9 @@ def execute_desc(desc: MaxPooling2Desc, tensors: dict[str, np.ndarray],
     """The registry's ``execute``: ``max_pooling2`` on arrays keyed by DML member name (under
     ``rules``: a reading, ``reference/readings.py``)."""
     check_rules(rules, RULE_VALUES, desc.TYPE)
+    if (rules.start == "mlas-x86") != (rules.nan == "mlas-x86"):
+        raise DescError("<rules>.start/<rules>.nan", (rules.start, rules.nan), "both 'mlas-x86' (MLAS's fold decides "
+                        "where a max starts and whether a NaN wins together) or neither", desc.TYPE)
     return max_pooling2(desc, tensors["InputTensor"], rules)
 
 
@@ -417,12 +453,18 @@ def max_pooling2(desc: MaxPooling2Desc, input_tensor: np.ndarray, rules: Rules =
         unresolved |= best <= _finite_lowest(input_tensor.dtype)
     if np.issubdtype(best.dtype, np.floating) and np.isnan(input_tensor).any():
         unresolved |= _has_nan_in_window(view, offsets, best.shape)
+    if rules.mlas:  # also where its start shows, and zeros, whose sign its order picks
+        unresolved |= (best <= _mlas_start(work_dtype)) | (best == 0)
     unmatched = None
     if unresolved.any():
-        unmatched = _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset, rules,
-                                     _finite_lowest(input_tensor.dtype))
+        if rules.mlas:
+            unmatched = _resolve_in_mlas_order(view, offsets, desc, spatial, unresolved, best, best_offset)
+        else:
+            unmatched = _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset, rules,
+                                         _finite_lowest(input_tensor.dtype))
 
-    result = {"OutputTensor": best.astype(input_tensor.dtype, copy=False)}
+    with np.errstate(over="ignore"):  # a float16 window the MLAS fold leaves at -FLT_MAX is -inf
+        result = {"OutputTensor": best.astype(input_tensor.dtype, copy=False)}
     if desc.output_indices_tensor is not None:
         flat = _flat_indices(desc, spatial, offsets, best_offset, batch, channels)
         if unmatched is not None and rules.unmatched_index != "first":
@@ -492,6 +534,165 @@ def _resolve_exactly(view, offsets, desc, spatial, unresolved, best, best_offset
     best_offset[where] = np.where(wins, nan_at, np.where(cur < 0, first_inside, cur))
     full = np.zeros(best.shape, dtype=bool)
     full[where] = unmatched
+    return full
+
+
+#: MLAS's reduction buffer of the vectorised kernels (pooling.cpp, MLAS_POOL_REDUCTION_BUFFER_STACK),
+#: less the 3 elements it keeps for over-reading one vector (MLAS_POOL_REDUCTION_BUFFER_PADDING).
+MLAS_REDUCTION_ROOM = 2048 - 3
+
+
+def _mlas_start(dtype: np.dtype) -> Any:
+    """Where MLAS starts a max and what its padding columns hold: float32's lowest finite value,
+    for float16 too (run as float32); the lowest value of an integer type (a fold read generically)."""
+    if np.issubdtype(dtype, np.floating):
+        return dtype.type(np.finfo(np.float32).min)
+    return np.iinfo(dtype).min
+
+
+def mlas_kernel(window: Sequence[int], strides: Sequence[int], start_padding: Sequence[int],
+                end_padding: Sequence[int], spatial: Sequence[int]) -> str:
+    """Which float32 pooling kernel MLAS runs for a MaxPool without Indices (pooling.cpp,
+    ``MlasPool``): "global" when the window is the whole input with strides 1 and no padding;
+    "vector" (``MlasPool2DVectorKernel``/``MlasPool3DVectorKernel``) for 2-D and 3-D windows
+    whose last stride is at most 2, every side at most 32, and whose padded input width fits
+    the reduction buffer; "generic" otherwise."""
+    dims = len(window)
+    if all(window[i] == spatial[i] and strides[i] == 1 and start_padding[i] == 0 and end_padding[i] == 0
+           for i in range(dims)):
+        return "global"
+    room = MLAS_REDUCTION_ROOM
+    for pad in (start_padding[-1], end_padding[-1]):
+        room = room - pad if room >= pad else 0
+    if dims >= 2 and strides[-1] <= 2 and max(window) <= 32 and room >= spatial[-1]:
+        return "vector"
+    return "generic"
+
+
+def _keep(a: np.ndarray, b: np.ndarray, instruction: str) -> np.ndarray:
+    """Where the max of ``a`` (what is held) and ``b`` (what comes) keeps ``a``: ``_mm_max_ps(a,
+    b)`` ("maxps") is ``a > b ? a : b``, so a NaN on either side gives ``b``; ``std::max(a, b)``
+    ("std") is ``a < b ? b : a``, so a NaN held stays and a NaN coming is dropped."""
+    with np.errstate(invalid="ignore"):
+        return (a > b) if instruction == "maxps" else ~(a < b)
+
+
+def _fold_step(held: tuple[np.ndarray, np.ndarray], value: np.ndarray, at: Any,
+               keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``held`` (values, the window offset each came from; -1: the start or padding) after taking
+    ``value`` from offset ``at`` wherever ``keep`` is False."""
+    return np.where(keep, held[0], value), np.where(keep, held[1], at)
+
+
+#: ``view(offset)`` / ``inside(offset)`` of ``mlas_x86_fold``: one array over every window per offset.
+PerOffset = Callable[[tuple[int, ...]], np.ndarray]
+
+
+def mlas_x86_fold(view: PerOffset, window: tuple[int, ...], kernel: str, vector_column: Callable[[int], np.ndarray],
+                  inside: PerOffset, start: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each window's maximum as MLAS's float32 pooling computes it on x86-64 (pooling.cpp; SSE's
+    ``_mm_max_ps`` for ``MlasMaximumFloat32x4``), and the row-major window offset of the element
+    it selected (-1: none, the result is ``start``).
+
+    ``view(offset)`` gives, for every window, its element at that offset; ``inside(offset)`` whether
+    that element is input (padding is not); ``vector_column(jx)`` whether the input column a window
+    reads at column offset ``jx`` lies in MLAS's groups of four (the columns before
+    ``4 * (InputWidth // 4)``); ``kernel`` is ``mlas_kernel``'s answer; ``start`` the lowest finite
+    float32 (MLAS_MAXIMUM_POOLING::InitialValue). The folds, kernel by kernel:
+
+    * "vector": each column of the window is reduced down its rows (2-D: from its first input row;
+      3-D: from ``start``, over depth then rows) with ``_mm_max_ps`` in a group of four, with
+      ``std::max`` past them; a padding column is ``start``; then the columns are reduced left to
+      right with ``_mm_max_ps``.
+    * "global": offset ``k`` goes to lane ``k % 4`` (the whole groups of four), each lane folding
+      ``_mm_max_ps`` from ``start``; the lanes combine as ``max(max(l0, l2), max(l1, l3))``
+      (MlasReduceMaximumFloat32x4), then the remaining offsets follow with ``std::max``.
+    * "generic": ``std::max`` from ``start`` over the input elements in row-major order."""
+    offsets = list(itertools.product(*(range(k) for k in window)))
+    shape = np.shape(view(offsets[0]))
+    held = (np.full(shape, start), np.full(shape, -1))
+    if kernel == "generic":
+        for k, offset in enumerate(offsets):
+            value = view(offset)
+            held = _fold_step(held, value, k, _keep(held[0], value, "std") | ~inside(offset))
+        return held
+    if kernel == "global":
+        whole = 4 * (len(offsets) // 4)
+        lanes = [held] * 4
+        for k in range(whole):
+            value = view(offsets[k])
+            lanes[k % 4] = _fold_step(lanes[k % 4], value, k, _keep(lanes[k % 4][0], value, "maxps"))
+        pairs = [_fold_step(lanes[i], lanes[i + 2][0], lanes[i + 2][1], _keep(lanes[i][0], lanes[i + 2][0], "maxps"))
+                 for i in (0, 1)]
+        held = _fold_step(pairs[0], pairs[1][0], pairs[1][1], _keep(pairs[0][0], pairs[1][0], "maxps"))
+        for k in range(whole, len(offsets)):
+            value = view(offsets[k])
+            held = _fold_step(held, value, k, _keep(held[0], value, "std"))
+        return held
+    return _vector_fold(view, window, vector_column, inside, start, shape)
+
+
+def _vector_fold(view: PerOffset, window: tuple[int, ...], vector_column: Callable[[int], np.ndarray],
+                 inside: PerOffset, start: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``mlas_x86_fold``'s "vector" kernel: down each column, then across the columns."""
+    outer = list(itertools.product(*(range(k) for k in window[:-1])))
+    width = window[-1]
+    result: Optional[tuple[np.ndarray, np.ndarray]] = None
+    for jx in range(width):
+        vector = vector_column(jx)
+        column = (np.full(shape, start), np.full(shape, -1))
+        started = np.zeros(shape, dtype=bool) if len(window) == 2 else np.ones(shape, dtype=bool)
+        readable = np.zeros(shape, dtype=bool)
+        for jo in outer:
+            offset = (*jo, jx)
+            value, here = view(offset), inside(offset)
+            keep = np.where(vector, _keep(column[0], value, "maxps"), _keep(column[0], value, "std"))
+            column = _fold_step(column, value, _outer_index(jo, window) * width + jx, (keep & started) | ~here)
+            started = started | here
+            readable = readable | here
+        column = (np.where(readable, column[0], start), np.where(readable, column[1], -1))  # padding columns
+        result = column if result is None else _fold_step(result, column[0], column[1],
+                                                          _keep(result[0], column[0], "maxps"))
+    assert result is not None
+    return result
+
+
+def _outer_index(jo: tuple[int, ...], window: tuple[int, ...]) -> int:
+    """The row-major index of outer offset ``jo`` among the window's outer (all but last) axes."""
+    index = 0
+    for j, size in zip(jo, window[:-1]):
+        index = index * size + j
+    return index
+
+
+def _resolve_in_mlas_order(view, offsets, desc, spatial, unresolved, best, best_offset) -> np.ndarray:
+    """The reading ``mlas-x86-fold``: settle the windows ``unresolved`` in place with
+    ``mlas_x86_fold`` over just those windows, with the kernel MLAS picks for this desc (dilated
+    windows, which ONNX Runtime never gives MLAS, fold generically). Returns which windows no
+    element beat (their maximum is MLAS's start; their index the first input element)."""
+    where = np.nonzero(unresolved)
+    out_spatial = best.shape[2:]
+    width, stride, left = spatial[-1], desc.strides[-1], desc.start_padding[-1]
+    kernel = mlas_kernel(desc.window_size, desc.strides, desc.start_padding, desc.end_padding, spatial)
+    if any(d != 1 for d in desc.dilations):
+        kernel = "generic"
+
+    def inside(offset: tuple[int, ...]) -> np.ndarray:
+        return np.broadcast_to(_inside(desc, spatial, out_spatial, offset), best.shape)[where]
+
+    def vector_column(jx: int) -> np.ndarray:
+        column = where[-1] * stride - left + jx
+        return (column >= 0) & (column < 4 * (width // 4))
+
+    value, chosen = mlas_x86_fold(lambda offset: view(offset)[where], tuple(desc.window_size), kernel, vector_column,
+                                  inside, _mlas_start(best.dtype))
+    first_inside = np.full(chosen.shape, -1)
+    for k in reversed(range(len(offsets))):
+        first_inside = np.where(inside(offsets[k]), k, first_inside)
+    best[where] = value
+    best_offset[where] = np.where(chosen >= 0, chosen, first_inside)
+    full = np.zeros(best.shape, dtype=bool)
+    full[where] = chosen < 0
     return full
 
 

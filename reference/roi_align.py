@@ -41,6 +41,7 @@ from .checks import TypeTable, check_tensor, expect_sizes, finite, float32_value
 from .descs import Desc, TensorDesc, dml_field
 from .dtypes import numpy_dtype, random_values
 from .errors import DescError
+from .max_pooling2 import mlas_kernel, mlas_x86_fold
 from .readings import check_rules, holds, reading
 
 PAGE_V0 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align_operator_desc"
@@ -135,7 +136,10 @@ class Rules:
     ("corner-terms", ONNX Runtime's mode="max"). ``max_start``: MAX starts from its first sample
     ("first"), the output type's lowest finite value ("lowest"), -inf ("minus-inf": NaN samples skipped) or 0
     ("zero"). ``max_nan``: a NaN
-    sample loses to a number ("ignore") or wins ("propagate"). ``arithmetic``: float64 rounded once
+    sample loses to a number ("ignore") or wins ("propagate"); both "mlas-x86": MAX as ONNX Runtime's
+    float32 MaxPool (MLAS, x86-64) folds each element's samples laid out as the composed MaxPool's
+    input (``mlas_sample_max``), which decides where the max starts and whether a NaN wins together.
+    ``arithmetic``: float64 rounded once
     ("exact") or samples and sums in float32, in ONNX Runtime's order ("float32").
     ``input_offset_shift``: added to InputPixelOffset (the desc the DirectML EP builds for RoiAlign-10)."""
 
@@ -159,8 +163,8 @@ PRIMARY = Rules()
 #: What each rule may hold (``readings.check_rules``).
 RULE_VALUES = {"edge": ("open", "closed"), "interpolation": ("lerp", "weighted"),
                "outside": ("value", "value-plus-zero-corner"), "count": ("clamp", "onnx", "at-least-one"),
-               "max_of": ("samples", "corner-terms"), "max_start": ("first", "lowest", "minus-inf", "zero"),
-               "max_nan": ("ignore", "propagate"), "arithmetic": ("exact", "float32")}
+               "max_of": ("samples", "corner-terms"), "max_start": ("first", "lowest", "minus-inf", "zero", "mlas-x86"),
+               "max_nan": ("ignore", "propagate", "mlas-x86"), "arithmetic": ("exact", "float32")}
 
 def _regions(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> np.ndarray:
     """The ROI rows ``(NumROIs, 4)`` in float64."""
@@ -245,6 +249,15 @@ def _max_of_non_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -
     return _max(desc, arrays) and (_non_finite(desc, arrays) or not np.isfinite(desc.out_of_bounds_input_value))
 
 
+def _pooled_max_of_non_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """MAX over a fixed grid of at least 2x2 samples (which the mapper composes as RoiAlign of every
+    sample, then a MaxPool over them), with samples that can be NaN or infinite (the input or
+    OutOfBoundsInputValue not finite, or huge: float32 sums of such values overflow)."""
+    d = as_roi_align1(desc)
+    return (_max(desc, arrays) and d.minimum_samples_per_output == d.maximum_samples_per_output >= 2
+            and (_non_finite_or_huge(desc, arrays) or not np.isfinite(d.out_of_bounds_input_value)))
+
+
 def _huge(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
     """Values whose float32 sums can overflow (2**120 or more) in the input or OutOfBoundsInputValue."""
     oob = abs(float(desc.out_of_bounds_input_value))
@@ -253,6 +266,7 @@ def _huge(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
 
 _ORT_ROIALIGN = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/object_detection/roialign.cc"
 _ORT_POOL = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/providers/cpu/nn/pool_functors.h"
+_MLAS_POOLING = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/mlas/lib/pooling.cpp"
 _TV_ROIALIGN = "https://github.com/pytorch/vision/blob/main/torchvision/csrc/ops/cpu/roi_align_kernel.cpp"
 #: The departures from the primary reading that kernels are known to compute (DECISIONS.md RA-*, TV-*).
 READINGS = (
@@ -303,6 +317,14 @@ READINGS = (
             "harness/expectations/openvino.json", shows=_max, max_start="zero"),
     reading("nan-propagates", "a NaN sample wins a MAX (the max is NaN when any sample is NaN)",
             ("ONNX Runtime's MaxPool without Indices (MLAS), on some windows",), _ORT_POOL, shows=_max_of_non_finite, max_nan="propagate"),
+    reading("mlas-x86-fold", "MAX folds each element's n x n samples as ONNX Runtime's CPU MaxPool(n x n, stride n) "
+            "without Indices folds them on x86-64 (MLAS), over the samples laid out as that MaxPool's input: for n = 2 "
+            "down each pair of sample rows, then across, with _mm_max_ps (a NaN held gives way to the next sample, a "
+            "NaN coming wins), the columns past the last whole group of four with std::max down; for n > 2 from "
+            "-FLT_MAX, skipping NaN (reference/max_pooling2.py, mlas_x86_fold)",
+            ("ONNX Runtime's CPU MaxPool without Indices (MLAS, x86-64), the MaxPool of samples of a MAX",),
+            f"{_MLAS_POOLING}; tests/reference/test_readings.py::test_onnxruntime_composed_max_is_its_reading",
+            shows=_pooled_max_of_non_finite, max_start="mlas-x86", max_nan="mlas-x86"),
     reading("float32-accumulation", "samples and their AVERAGE sum are computed in float32, in the kernel's order, so "
             "values near FLT_MAX overflow to an infinity (or inf - inf = NaN) where the exact value is finite",
             ("ONNX Runtime's RoiAlign kernels", "DirectML.dll (observed)"), f"{_ORT_ROIALIGN} (RoiAlignForward)",
@@ -648,6 +670,9 @@ def kernel_input(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.nda
     out channels last, so that each sample point reads its channels as one contiguous row;
     ``rules``: the reading to compute (DescError for a rule value the kernel lacks)."""
     check_rules(rules, RULE_VALUES, desc.TYPE)
+    if (rules.max_start == "mlas-x86") != (rules.max_nan == "mlas-x86"):
+        raise DescError("<rules>.max_start/<rules>.max_nan", (rules.max_start, rules.max_nan), "both 'mlas-x86' "
+                        "(MLAS's fold decides where a max starts and whether a NaN wins together) or neither", desc.TYPE)
     rois, batch_indices = regions(desc, input_tensor, roi_tensor, batch_indices_tensor)
     planes = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
     if planes.dtype == np.float16:  # exact in float32, which converts to float64 several times faster
@@ -698,7 +723,29 @@ def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: 
         return grid.mean(axis=-1)
     if corners:
         return running_std_max(grid)
+    if rules.max_start == "mlas-x86":
+        return mlas_sample_max(grid, n_y, n_x)
     return sample_max(grid, rules, np.finfo(p.dtype).min)
+
+
+def mlas_sample_max(grid: np.ndarray, n_y: int, n_x: int) -> np.ndarray:
+    """The ``mlas-x86-fold`` reading's MAX of each element's samples (``grid``: ``(OutputHeight,
+    OutputWidth, C, n_y * n_x)``, Y outer): what MaxPool(``n_y x n_x``, stride ``n_y x n_x``) without
+    Indices computes on ONNX Runtime's CPU EP (x86-64) over the samples laid out as its input,
+    ``(OutputHeight * n_y, OutputWidth * n_x)`` (``max_pooling2.mlas_x86_fold``, with the kernel
+    MLAS picks for that shape; its start is float32's lowest finite value, for a FLOAT16 desc too:
+    the MaxPool runs in float32 there). One sample is its own max (the mapper adds no MaxPool)."""
+    if n_y * n_x == 1:
+        return grid[..., 0]
+    out_w = grid.shape[1]
+    width = out_w * n_x
+    kernel = mlas_kernel((n_y, n_x), (n_y, n_x), (0, 0), (0, 0), (grid.shape[0] * n_y, width))
+    columns = (np.arange(out_w) * n_x)[None, :, None]  # each element's first input column, per output column
+    every_sample = np.ones((1, 1, 1), dtype=bool)  # the MaxPool's input has no padding
+    value, _ = mlas_x86_fold(lambda offset: grid[..., offset[0] * n_x + offset[1]], (n_y, n_x), kernel,
+                             lambda jx: columns + jx < 4 * (width // 4), lambda offset: every_sample,
+                             grid.dtype.type(np.finfo(np.float32).min))
+    return value
 
 
 def sample_max(grid: np.ndarray, rules: Rules, lowest: float) -> np.ndarray:

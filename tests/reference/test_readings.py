@@ -7,6 +7,7 @@ element for element only if the reading names exactly what that kernel does diff
 from __future__ import annotations
 
 import dataclasses
+import platform
 
 import numpy as np
 import onnxruntime
@@ -23,6 +24,10 @@ from ep_testbed.reference.readings import combine, named
 
 UINT32_MAX = 2**32 - 1
 ORT = tuple(int(p) for p in onnxruntime.__version__.split(".")[:2])
+#: MLAS folds with SSE's _mm_max_ps on x86-64; ARM's vmaxq_f32 propagates NaN (another fold).
+X86_64 = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                            reason=f"the mlas-x86-fold reading is MLAS's x86-64 fold; this machine is "
+                                   f"{platform.machine()}, whose MLAS folds NaN otherwise")
 
 
 def test_a_reading_is_the_primary_kernel_with_one_switch():
@@ -110,6 +115,155 @@ def test_onnxruntime_maxpool_with_indices_is_its_reading(case):
     reading = execute_reading(desc, {"InputTensor": x}, [name]).outputs
     np.testing.assert_array_equal(reading["OutputTensor"], values)
     np.testing.assert_array_equal(reading["OutputIndicesTensor"].astype(np.int64), indices)
+
+
+def _same_bits(reading: np.ndarray, ort: np.ndarray) -> None:
+    """``reading`` equals ``ort`` bit for bit (signed zeros and infinities included), NaN where ORT
+    has NaN (any payload)."""
+    assert reading.dtype == ort.dtype and reading.shape == ort.shape, (reading.dtype, ort.dtype, reading.shape)
+    nan = np.isnan(ort)
+    np.testing.assert_array_equal(np.isnan(reading), nan)
+    unsigned = np.dtype(f"u{reading.dtype.itemsize}")
+    wrong = np.flatnonzero((reading.view(unsigned) != ort.view(unsigned)) & ~nan)
+    assert wrong.size == 0, (wrong[:5], reading.ravel()[wrong[:5]], ort.ravel()[wrong[:5]])
+
+
+def _ort_max_pool(x: np.ndarray, window, strides, start, end) -> np.ndarray:
+    """ORT's CPU MaxPool without Indices (the MLAS path: no Indices output, no dilations)."""
+    return ort_oracle.run_node("MaxPool", {"X": x}, ["Y"], 12, kernel_shape=list(window), strides=list(strides),
+                               pads=list(start) + list(end))[0]
+
+
+@st.composite
+def max_pool_without_indices_case(draw):
+    """A 2-D or 3-D MaxPool of float32 or float16 over NaN, -inf and +inf at drawn positions:
+    windows over the whole input (MLAS's global kernel), strides of 1 to 3 with padding (its
+    vectorised kernel for a last stride <= 2, with the columns past the last group of four, and
+    its generic one), and windows of only NaN or -inf."""
+    dims = draw(st.sampled_from([2, 2, 3]), label="dims")
+    window = [draw(st.integers(1, 4), label="window") for _ in range(dims)]
+    if draw(st.integers(0, 5), label="whole input") == 0:
+        spatial, strides, start, end = list(window), [1] * dims, [0] * dims, [0] * dims
+    else:
+        strides = [draw(st.integers(1, 3), label="stride") for _ in range(dims)]
+        start = [draw(st.integers(0, k - 1), label="start") for k in window]
+        end = [draw(st.integers(0, k - 1), label="end") for k in window]
+        spatial = [draw(st.integers(max(1, k - a - b), k + 7), label="size") for k, a, b in zip(window, start, end)]
+    channels = draw(st.integers(1, 2), label="channels")
+    depth = spatial[0] if dims == 3 else 1
+    x = feature_map(draw, (1, channels * depth, *spatial[-2:]), np.float32, 20.0).reshape(1, channels, *spatial)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="special positions"))
+    density = draw(st.sampled_from([0.0, 0.1, 0.3, 0.7]), label="density")
+    specials = rng.random(x.shape) < density
+    x[specials] = rng.choice(np.array([np.nan, np.nan, -np.inf, np.inf], np.float32), size=int(specials.sum()))
+    if draw(st.booleans(), label="a window of one kind"):
+        x[(..., *(slice(0, k) for k in window))] = draw(st.sampled_from([np.nan, -np.inf]), label="kind")
+    dtype = draw(st.sampled_from(["FLOAT32", "FLOAT16"]), label="dtype")
+    x = x.astype(np.float16 if dtype == "FLOAT16" else np.float32)
+    desc = max_pooling2(x.shape, window, strides=strides, start=start, end=end, dtype=dtype, indices=None)
+    return desc, x
+
+
+@X86_64
+@settings(max_examples=examples(300), deadline=None)
+@given(case=max_pool_without_indices_case())
+def test_onnxruntime_maxpool_without_indices_is_its_reading(case):
+    """ONNX Runtime's CPU MaxPool without Indices (MLAS; float16 runs as float32) is the reference
+    with ``mlas-x86-fold``, bit for bit: NaN where ORT gives NaN, -FLT_MAX (float16: -inf) where
+    MLAS's start shows, the sign of each zero."""
+    desc, x = case
+    ort = _ort_max_pool(x, desc.window_size, desc.strides, desc.start_padding, desc.end_padding)
+    reading = execute_reading(desc, {"InputTensor": x}, ["mlas-x86-fold"]).outputs["OutputTensor"]
+    _same_bits(reading, ort)
+
+
+@X86_64
+@pytest.mark.parametrize("window, value", [
+    ([[np.nan, 3], [4, 2]], 3.0), ([[5, np.nan], [3, 2]], np.nan), ([[5, 4], [np.nan, 2]], 5.0),
+    ([[5, 4], [3, np.nan]], 5.0)])
+def test_where_a_nan_sits_decides_a_2x2_window(window, value):
+    """A 2x2 window, stride 2 (MLAS's vectorised kernel; both columns past a group of four): each
+    column folds down with std::max, which keeps a NaN it holds and drops one that comes, then the
+    columns fold across with _mm_max_ps, which gives its second operand when either is NaN. The
+    values ONNX Runtime gives, measured here, are the reading's; the primary reading ignores NaN."""
+    x = np.array(window, np.float32).reshape(1, 1, 2, 2)
+    desc = max_pooling2(x.shape, (2, 2), strides=[2, 2], indices=None)
+    ort = _ort_max_pool(x, (2, 2), (2, 2), (0, 0), (0, 0))
+    np.testing.assert_array_equal(ort.ravel(), [value])
+    np.testing.assert_array_equal(execute_reading(desc, {"InputTensor": x}, ["mlas-x86-fold"]).outputs[
+        "OutputTensor"].ravel(), [value])
+    assert execute_reading(desc, {"InputTensor": x}, []).outputs["OutputTensor"].item() == np.nanmax(x)
+
+
+@X86_64
+@pytest.mark.parametrize("window, strides, width", [((2, 33), (1, 1), 40), ((2, 2), (1, 2), 2046), ((2, 2), (1, 3), 9)])
+def test_outside_the_vectorised_kernel_mlas_starts_from_the_lowest_float(window, strides, width):
+    """A side above 32, a width that overflows MLAS's reduction buffer (2048 - 3 elements) or a
+    last stride above 2 takes MLAS's generic kernel: every window starts from -FLT_MAX and skips
+    NaN, so a window of only NaN or -inf gives -FLT_MAX, as the reading computes."""
+    x = np.full((1, 1, 2, width), np.nan, np.float32)
+    x[0, 0, 1, ::2] = -np.inf
+    x[0, 0, 0, 5] = 7.0
+    desc = max_pooling2(x.shape, window, strides=list(strides), indices=None)
+    ort = _ort_max_pool(x, window, strides, (0, 0), (0, 0))
+    assert (ort == np.finfo(np.float32).min).any()
+    _same_bits(execute_reading(desc, {"InputTensor": x}, ["mlas-x86-fold"]).outputs["OutputTensor"], ort)
+
+
+def _ort_composed_max(x, rois, n, out_hw, scale):
+    """The mapper's composition of a MAX over a fixed n x n grid of samples (graphs/ops/roi_align.py):
+    RoiAlign(mode="avg", sampling_ratio=1) at an n times larger output gives every sample, then
+    MaxPool(n x n, stride n) without Indices takes their max, on ORT's CPU EP."""
+    samples = ort_oracle.roi_align(x, rois, np.zeros(len(rois)), output_height=out_hw[0] * n,
+                                   output_width=out_hw[1] * n, sampling_ratio=1, spatial_scale=scale)
+    return _ort_max_pool(samples, (n, n), (n, n), (0, 0), (0, 0))
+
+
+@st.composite
+def composed_max_case(draw):
+    h, w, c = draw(st.integers(1, 7)), draw(st.integers(1, 7)), draw(st.integers(1, 2))
+    oh, ow, r = draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 3))
+    n = draw(st.sampled_from([2, 2, 3]), label="samples per axis")
+    x = feature_map(draw, (1, c, h, w), np.float32, 50.0)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="special positions"))
+    specials = rng.random(x.shape) < draw(st.sampled_from([0.1, 0.3, 0.6]), label="density")
+    x[specials] = rng.choice(np.array([np.nan, np.nan, -np.inf, np.inf], np.float32), size=int(specials.sum()))
+    # Corners on quarter pixels and a sample step of a quarter pixel's multiple: every sample
+    # coordinate is exact in float32 too, so ORT's samples are the reading's (an infinite tap next
+    # to a sample on a pixel would otherwise give 0 * inf or inf by ORT's float32 rounding) and
+    # what differs is how the samples are folded.
+    corner = np.round(np.stack([uniform(draw, -1, w, r, "x1"), uniform(draw, -1, h, r, "y1")], axis=1) * 4) / 4
+    step = np.array(draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0, 1.25]), min_size=2 * r,
+                                  max_size=2 * r), label="sample step")).reshape(r, 2)
+    rois = np.concatenate([corner, corner + step * [ow * n, oh * n]], axis=1)
+    return (h, w, c, oh, ow, r, n), x, rois.astype(np.float32)
+
+
+@X86_64
+@settings(max_examples=examples(200), deadline=None)
+@given(case=composed_max_case())
+def test_onnxruntime_composed_max_is_its_reading(case):
+    """A MAX over n x n samples as the mapper composes it on ORT's CPU EP (every sample by RoiAlign,
+    then MLAS's MaxPool of them) is the reference with ONNX Runtime's RoiAlign readings
+    (``ORT_ROI_ALIGN``) and ``mlas-x86-fold``: NaN and infinities where ORT has them, finite
+    elements within the reading's bounds (ORT computes coordinates in float32)."""
+    (h, w, c, oh, ow, r, n), x, rois = case
+    desc = roi_align1((1, c, h, w), (r, 4), (oh, ow), samples=(n, n), reduction="MAX")
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(r, np.uint32)}
+    with np.errstate(invalid="ignore", over="ignore"):
+        ort = _ort_composed_max(x, rois, n, (oh, ow), 1.0)
+        reading = execute_reading(desc, arrays, ORT_ROI_ALIGN + ["mlas-x86-fold"])
+    e = reading.outputs["OutputTensor"].astype(np.float64)
+    a = ort.astype(np.float64)
+    special = ~np.isfinite(e) | ~np.isfinite(a)
+    np.testing.assert_array_equal(np.where(special, a, 0), np.where(special, e, 0))
+    bound = reading.bounds["OutputTensor"].astype(np.float64)
+    with np.errstate(invalid="ignore"):  # inf - inf where both are the same infinity (special above)
+        ok = np.abs(a - e) <= bound + 1e-5 + 1e-4 * np.abs(e)
+    if "OutputTensor" in reading.alternatives:
+        low, high = reading.alternatives["OutputTensor"]
+        ok |= (a >= low - bound - 1e-5) & (a <= high + bound + 1e-5)
+    assert (ok | special).all(), (np.argwhere(~(ok | special))[:3], e[~(ok | special)][:3], a[~(ok | special)][:3])
 
 
 @st.composite
