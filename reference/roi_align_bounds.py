@@ -241,9 +241,11 @@ def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: t
 def _tap_slopes(taps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(Gx, Gy)`` of each sample's cell from its taps ``(..., Sy, 2, Sx, 2, C)`` (``[..., a, :, b, :]
     = t_ab``): ``max(|t01 - t00|, |t11 - t10|)`` and ``max(|t10 - t00|, |t11 - t01|)``."""
-    across = np.abs(np.subtract(taps[..., 1, :], taps[..., 0, :]))  # |t01 - t00| and |t11 - t10|
+    across = np.subtract(taps[..., 1, :], taps[..., 0, :])  # |t01 - t00| and |t11 - t10|
+    np.abs(across, out=across)
     gx = np.maximum(across[..., 0, :, :], across[..., 1, :, :])
-    down = np.abs(np.subtract(taps[..., 1, :, :, :], taps[..., 0, :, :, :]))  # |t10 - t00| and |t11 - t01|
+    down = np.subtract(taps[..., 1, :, :, :], taps[..., 0, :, :, :])  # |t10 - t00| and |t11 - t01|
+    np.abs(down, out=down)
     gy = np.maximum(down[..., 0, :], down[..., 1, :])
     return gx, gy
 
@@ -573,11 +575,6 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
 #: Bytes of one array of sample-point work (a value per sample point and channel) that the bounds
 #: hold at a time: regions are taken in chunks of about this size, a few such arrays alive per chunk.
 CHUNK_BYTES = 2**21
-#: The slope tables of one input plane (``_Tables``: three values per pixel and channel) are
-#: built when the regions on it read at least as many sample values as it holds, and when they take
-#: at most this many bytes per output element.
-TABLE_BYTES_PER_OUTPUT = 32
-
 
 def _bulk_bounds(b: _Bounding, bound: np.ndarray) -> np.ndarray:
     """Write into ``bound`` (float32, ``(NumROIs, C, OutputHeight, OutputWidth)``) the bound of
@@ -595,8 +592,6 @@ def _bulk_bounds(b: _Bounding, bound: np.ndarray) -> np.ndarray:
     for batch in np.unique(batches[~left]).tolist():
         on_plane = np.flatnonzero(~left & (batches == batch))
         counts = np.stack([y.exact[on_plane], x.exact[on_plane]], axis=1)
-        points = int((counts[:, 0] * out_h * counts[:, 1] * out_w).sum()) * p.planes.shape[-1]
-        tables = None
         for n_y, n_x in np.unique(counts, axis=0).tolist():
             regions = on_plane[(counts[:, 0] == n_y) & (counts[:, 1] == n_x)]
             ys, xs = y.along(regions, n_y), x.along(regions, n_x)
@@ -606,10 +601,8 @@ def _bulk_bounds(b: _Bounding, bound: np.ndarray) -> np.ndarray:
             left[regions[edge]] = True
             if edge.all():
                 continue
-            if linear and tables is None:
-                tables = _tables_if_worth_it(b, batch, points, bound.size)
             keep = np.flatnonzero(~edge)
-            _bulk_regions(b, batch, regions[keep], _rows(ys, keep), _rows(xs, keep), n_y, n_x, tables, bound)
+            _bulk_regions(b, batch, regions[keep], _rows(ys, keep), _rows(xs, keep), n_y, n_x, bound)
     return np.flatnonzero(left)
 
 
@@ -628,72 +621,8 @@ def _nearest_moves(c: _Along, ar: Arithmetic, size: int) -> np.ndarray:
     return (first != last).any(axis=-1)
 
 
-def _tables_if_worth_it(b: _Bounding, batch: int, points: int, outputs: int) -> Optional["_Tables"]:
-    """Plane ``batch``'s slope tables (``_Tables``) when its regions read ``points`` sample
-    values, at least the plane's size, and the tables fit ``TABLE_BYTES_PER_OUTPUT`` bytes per
-    output element of the ``outputs``; None otherwise (each sample's taps are read instead)."""
-    plane = b.p.planes[batch]
-    kind = b.slope_type(batch)
-    size = 3 * plane.size * np.dtype(kind).itemsize
-    if points < plane.size or size > TABLE_BYTES_PER_OUTPUT * outputs:
-        return None
-    return _Tables(plane, kind)
-
-
-class _Tables:
-    """``(H * W, 3, C)`` for the LINEAR cell at each pixel ``(i, j)`` of a plane (its taps ``i`` and
-    ``min(i + 1, H - 1)`` by ``j`` and ``min(j + 1, W - 1)``, as ``roi_align.edge_taps`` pairs
-    them): its slopes ``Gx``, ``Gy`` (``_tap_slopes``) and ``k |t00|`` (``_combine``), in the slope
-    type. Every sample of the cell then reads them instead of its four taps: the same numbers,
-    computed once per pixel."""
-
-    def __init__(self, plane: np.ndarray, kind: type):
-        values: np.ndarray = plane.astype(kind, copy=False)
-        height, width, channels = values.shape
-        self.width, self.values = width, values
-        self.k: Optional[float] = None
-        tables: np.ndarray = np.empty((height, width, 3, channels), dtype=kind)
-        # A few rows at a time, so that the differences stay in the processor's cache.
-        block = max(1, CHUNK_BYTES // max(1, width * channels * tables.itemsize))
-        for top in range(0, height, block):
-            _cell_slopes(values, tables, top, min(height, top + block))
-        self.tables = tables.reshape(height * width, 3, channels)
-
-    def with_k(self, k: float) -> np.ndarray:
-        """The tables with ``k |t00|`` in their third column (``_combine``'s magnitude term)."""
-        if self.k != k:
-            magnitude = self.tables[:, 2].reshape(self.values.shape)
-            np.abs(self.values, out=magnitude)
-            magnitude *= self.tables.dtype.type(k)
-            self.k = k
-        return self.tables
-
-
-def _cell_slopes(values: np.ndarray, tables: np.ndarray, top: int, bottom: int) -> None:
-    """``tables[top:bottom, :, 0]`` and ``[..., 1]``: ``Gx`` and ``Gy`` of the cells at rows ``top``
-    to ``bottom`` of ``values`` (``_Tables``), from the differences of rows ``top`` to ``bottom``
-    (and the row below, clamped to the last); a cell of the last row or column takes its edge
-    twice, a difference of 0, or NaN for an infinite tap, as its taps give."""
-    height = values.shape[0]
-    below = min(bottom + 1, height)
-    rows = values[top:below]
-    if below == bottom:  # the last row's cells take it twice
-        rows = np.concatenate([rows, values[-1:]])
-    across = np.empty(rows.shape, dtype=values.dtype)  # |t01 - t00|: the next column less this one
-    np.subtract(rows[:, 1:], rows[:, :-1], out=across[:, :-1])
-    np.subtract(rows[:, -1:], rows[:, -1:], out=across[:, -1:])
-    np.abs(across, out=across)
-    np.maximum(across[:-1], across[1:], out=tables[top:bottom, :, 0])  # with |t11 - t10|, the row below's
-    down = across[:-1]  # |t10 - t00|: the next row less this one
-    np.subtract(rows[1:], rows[:-1], out=down)
-    np.abs(down, out=down)
-    gy = tables[top:bottom, :, 1]
-    np.maximum(down[:, :-1], down[:, 1:], out=gy[:, :-1])  # with |t11 - t01|, the next column's
-    np.maximum(down[:, -1:], down[:, -1:], out=gy[:, -1:])
-
-
 def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _Along, n_y: int, n_x: int,
-                  tables: Optional[_Tables], bound: np.ndarray) -> None:
+                  bound: np.ndarray) -> None:
     """The bounds of ``regions`` (all on plane ``batch``, all at counts ``(n_y, n_x)``, coordinates
     ``ys``/``xs`` one row per region), in chunks of ``CHUNK_BYTES``: the sample bounds as
     ``_samples`` computes them, then each region's reduction as ``_reduce`` computes it."""
@@ -708,18 +637,15 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
     outside = np.float32(k_sum * abs(float(np.float32(d.out_of_bounds_input_value))))
     linear = d.interpolation_mode == "LINEAR"
     kind = b.slope_type(batch) if linear else np.float32
-    per_region = ys.v.shape[1] * xs.v.shape[1] * channels * np.dtype(kind).itemsize * (1 if tables is not None or
-                                                                                       not linear else 4)
+    per_region = ys.v.shape[1] * xs.v.shape[1] * channels * np.dtype(kind).itemsize * (4 if linear else 1)
     step = max(1, CHUNK_BYTES // per_region)
     for start in range(0, regions.size, step):
         part = slice(start, start + step)
         cy, cx = _rows(ys, np.arange(regions.size)[part]), _rows(xs, np.arange(regions.size)[part])
-        if not linear:
-            samples = _nearest_bounds(plane, cy, cx, ar, k_sum)
-        elif tables is not None:
-            samples = _table_bounds(b, batch, tables, cy, cx, INTERPOLATION_ROUNDINGS * ar.unit + k_sum)
-        else:
+        if linear:
             samples = _tap_bounds(b, batch, cy, cx, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, kind)
+        else:
+            samples = _nearest_bounds(plane, cy, cx, ar, k_sum)
         if not (cy.all_inside.all() and cx.all_inside.all()):
             # A sample outside the input reads OutOfBoundsInputValue: the sum's share of its size alone
             inside = (cy.inside[:, :, None] & cx.inside[:, None, :])[..., None]
@@ -731,28 +657,6 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
         if average:
             np.true_divide(totals, np.intp(m), out=totals, casting="unsafe")
         bound[regions[part]] = totals.transpose(0, 3, 1, 2)
-
-
-def _table_bounds(b: _Bounding, batch: int, tables: _Tables, ys: _Along, xs: _Along, k: float) -> np.ndarray:
-    """The LINEAR sample bounds ``(regions, Sy, Sx, C)`` of ``_combine`` read from the slope tables
-    of the regions' plane ``batch``, one gather per sample instead of four (into ``b``'s work
-    arrays), the slopes widened first where rounding can move a coordinate (``_widen``)."""
-    regions, rows, cols = ys.v.shape[0], ys.v.shape[1], xs.v.shape[1]
-    cells = ys.pairs[:, 0::2, None] * tables.width + xs.pairs[:, None, 0::2]  # each sample's cell: its low taps
-    table = tables.with_k(k)
-    kind = table.dtype.type
-    taken = b.buffer("taken", (cells.size, 3, table.shape[-1]), kind)
-    table.take(cells.ravel(), axis=0, out=taken, mode="clip")  # every cell is in the table: no clipping
-    taken = taken.reshape(regions, rows, cols, 3, -1)
-    if ys.any_far.any() or xs.any_far.any() or ys.any_near.any() or xs.any_near.any():
-        _widen(b.p.planes[batch], ys, xs, taken[..., 0, :], taken[..., 1, :], lambda: b.steepest(batch))
-    bound = b.buffer("bound", (regions, rows, cols, table.shape[-1]), kind)
-    term = b.buffer("term", bound.shape, kind)
-    np.multiply(taken[..., 0, :], (xs.e + 2 * k).astype(kind)[:, None, :, None], out=bound)
-    np.multiply(taken[..., 1, :], (ys.e + 2 * k).astype(kind)[:, :, None, None], out=term)
-    bound += term
-    bound += taken[..., 2, :]
-    return bound
 
 
 def _tap_bounds(b: _Bounding, batch: int, ys: _Along, xs: _Along, k: float, kind: type) -> np.ndarray:
