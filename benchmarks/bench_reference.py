@@ -7,8 +7,8 @@ ratios reference / ORT CPU and onnx.reference / reference, the time of the refer
 error bars (``execute_with_bounds`` under the default precision model: what a case run and a
 model run compute), its ratio to the plain reference and to ORT CPU (the reference, the
 reference with bounds and ORT timed in turn, round after round: each ratio is the median of the
-rounds' own), and the reference's peak memory (tracemalloc, which sees NumPy's allocations) next
-to the size of its inputs plus outputs.
+rounds' own), and the peak memory of the reference and of the reference with its bounds
+(tracemalloc, which sees NumPy's allocations) next to the size of its inputs plus outputs.
 The configurations are ONNX-expressible so that all three compute the same thing (MaxRoiPool
 has no onnx.reference implementation). It is a benchmark, not a test: nothing here asserts.
 """
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     options.log_severity_level = 3
     print(f"onnxruntime {ort.__version__} CPU EP, 2 threads; numpy {np.__version__}; load average {os.getloadavg()}")
     header = (f"{'shape':58} {'reference':>10} {'ORT CPU':>10} {'onnx.ref':>10} {'ref/ORT':>8} {'onnxref/ref':>11} "
-              f"{'+bounds':>10} {'bnd/ref':>7} {'bnd/ORT':>7} {'peak MiB':>9} {'io MiB':>7} {'peak/io':>7}")
+              f"{'+bounds':>10} {'bnd/ref':>7} {'bnd/ORT':>7} {'peak MiB':>9} {'+bnd MiB':>9} {'io MiB':>7} {'peak/io':>7}")
     print(header)
     for shape in shapes:
         if args.only and args.only not in shape.name:
@@ -192,10 +192,12 @@ def main(argv=None) -> int:
         outputs = ref()
         io_bytes = sum(a.nbytes for a in shape.tensors.values()) + sum(a.nbytes for a in outputs.values())
         peak = peak_memory(ref)
+        peak_bounds = peak_memory(lambda: execute_with_bounds(desc, shape.tensors))
         print(f"{shape.name:58} {t_ref * 1e3:8.1f}ms {t_ort * 1e3:8.1f}ms {t_onnx * 1e3:8.0f}ms "
               f"{round_ratio(times, 'ref', 'ort'):8.2f} {t_onnx / t_ref:11.1f} {t_bounds * 1e3:8.1f}ms "
               f"{round_ratio(times, 'bounds', 'ref'):7.2f} {round_ratio(times, 'bounds', 'ort'):7.2f} "
-              f"{peak / 2**20:9.1f} {io_bytes / 2**20:7.1f} {peak / io_bytes:7.2f}", flush=True)
+              f"{peak / 2**20:9.1f} {peak_bounds / 2**20:9.1f} {io_bytes / 2**20:7.1f} {peak / io_bytes:7.2f}",
+              flush=True)
     return 0
 
 
