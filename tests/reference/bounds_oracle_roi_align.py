@@ -1,6 +1,8 @@
 """The slow per-region oracle: a frozen copy of ``reference/roi_align_bounds.py`` as it was before the bounds
 were computed over every region at once. Test-only: ``test_bounds_oracle.py`` checks that the
-vectorized bounds equal this module's, bit for bit. Do not edit it to follow the reference.
+vectorized bounds equal this module's, bit for bit. Do not edit it to follow the reference's
+implementation; a change of what the reference computes (a reading's rule) is made here too, as
+the DirectML EP's adaptive count ("at-least-one") was.
 
 Its original docstring follows.
 
@@ -154,8 +156,8 @@ def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: 
     lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
 
     def count(r):  # roi_align.samples_for_ratio over arrays
-        if rules.count == "onnx" and lo != hi:
-            return np.clip(np.ceil(r), 0, 2.0**62).astype(np.int64)
+        if rules.count != "clamp" and lo != hi:
+            return np.clip(np.ceil(r), 0 if rules.count == "onnx" else 1, 2.0**62).astype(np.int64)
         return np.minimum(np.maximum(np.ceil(r), lo), hi).astype(np.int64)
 
     error = np.where(np.isfinite(ratio.e), ratio.e, 0.0)
