@@ -578,9 +578,11 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
 
 # --- every region at once ---------------------------------------------------------------------
 
-#: Bytes of one array of sample-point work (a value per sample point and channel) that the bounds
-#: hold at a time: regions are taken in chunks of about this size, a few such arrays alive per chunk.
+#: Bytes of sample-point work (per sample point and channel: its four taps for LINEAR, its value
+#: for NEAREST) the bounds take at a time: regions are taken in chunks of about this size, a few
+#: arrays of it alive per chunk.
 CHUNK_BYTES = 2**21
+
 
 def _bulk_bounds(b: _Bounding, bound: np.ndarray) -> np.ndarray:
     """Write into ``bound`` (float32, ``(NumROIs, C, OutputHeight, OutputWidth)``) the bound of
@@ -630,7 +632,7 @@ def _nearest_moves(c: _Along, ar: Arithmetic, size: int) -> np.ndarray:
 def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _Along, n_y: int, n_x: int,
                   bound: np.ndarray) -> None:
     """The bounds of ``regions`` (all on plane ``batch``, all at counts ``(n_y, n_x)``, coordinates
-    ``ys``/``xs`` one row per region), in chunks of ``CHUNK_BYTES``: the sample bounds as
+    ``ys``/``xs`` one row per region), in chunks of about ``CHUNK_BYTES``: the sample bounds as
     ``_samples`` computes them, then each region's reduction as ``_reduce`` computes it."""
     p, ar = b.p, b.ar
     d = p.desc
