@@ -5,7 +5,9 @@
 Prints, per shape, the median wall time of each implementation measured in this run, the
 ratios reference / ORT CPU and onnx.reference / reference, the time of the reference with its
 error bars (``execute_with_bounds`` under the default precision model: what a case run and a
-model run compute) and its ratio to the plain reference, and the reference's peak memory
+model run compute), its ratio to the plain reference and to ORT CPU (the reference, the
+reference with bounds and ORT timed in turn, round after round: each ratio is the median of the
+rounds' own), and the peak memory of the reference and of the reference with its bounds
 (tracemalloc, which sees NumPy's allocations) next to the size of its inputs plus outputs.
 The configurations are ONNX-expressible so that all three compute the same thing (MaxRoiPool
 has no onnx.reference implementation). It is a benchmark, not a test: nothing here asserts.
@@ -14,6 +16,7 @@ has no onnx.reference implementation). It is a benchmark, not a test: nothing he
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -127,6 +130,23 @@ def median_time(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
+def interleaved_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """Wall times of ``repeat`` rounds, each round calling every function once in turn: on a
+    shared machine whose load drifts, each round's ratios compare calls made under the same load."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def round_ratio(times: dict[str, list[float]], top: str, bottom: str) -> float:
+    """The median over the rounds of ``interleaved_times`` of ``top``'s time over ``bottom``'s."""
+    return statistics.median(a / b for a, b in zip(times[top], times[bottom]))
+
+
 def peak_memory(fn: Callable[[], object]) -> int:
     tracemalloc.start()
     try:
@@ -150,20 +170,21 @@ def main(argv=None) -> int:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     options.log_severity_level = 3
-    print(f"onnxruntime {ort.__version__} CPU EP, 2 threads; numpy {np.__version__}")
+    print(f"onnxruntime {ort.__version__} CPU EP, 2 threads; numpy {np.__version__}; load average {os.getloadavg()}")
     header = (f"{'shape':58} {'reference':>10} {'ORT CPU':>10} {'onnx.ref':>10} {'ref/ORT':>8} {'onnxref/ref':>11} "
-              f"{'+bounds':>10} {'bnd/ref':>7} {'peak MiB':>9} {'io MiB':>7} {'peak/io':>7}")
+              f"{'+bounds':>10} {'bnd/ref':>7} {'bnd/ORT':>7} {'peak MiB':>9} {'+bnd MiB':>9} {'io MiB':>7} {'peak/io':>7}")
     print(header)
     for shape in shapes:
         if args.only and args.only not in shape.name:
             continue
         desc = desc_from_dml(shape.desc)
         ref = lambda: execute(desc, shape.tensors)  # noqa: E731
-        t_ref = median_time(ref, max(1, args.repeat // 2))
-        t_bounds = median_time(lambda: execute_with_bounds(desc, shape.tensors), max(1, args.repeat // 2))
         session = ort.InferenceSession(model_bytes(shape), options, providers=["CPUExecutionProvider"])
         session.run(None, shape.onnx_inputs)
-        t_ort = median_time(lambda: session.run(None, shape.onnx_inputs), args.repeat)
+        ref()
+        times = interleaved_times({"ref": ref, "bounds": lambda: execute_with_bounds(desc, shape.tensors),
+                                   "ort": lambda: session.run(None, shape.onnx_inputs)}, args.repeat)
+        t_ref, t_bounds, t_ort = (statistics.median(times[k]) for k in ("ref", "bounds", "ort"))
         t_onnx = float("nan")
         if shape.has_onnx_reference and not args.skip_onnx_reference:
             evaluator = ReferenceEvaluator(model_bytes(shape))
@@ -171,9 +192,12 @@ def main(argv=None) -> int:
         outputs = ref()
         io_bytes = sum(a.nbytes for a in shape.tensors.values()) + sum(a.nbytes for a in outputs.values())
         peak = peak_memory(ref)
-        print(f"{shape.name:58} {t_ref * 1e3:8.1f}ms {t_ort * 1e3:8.1f}ms {t_onnx * 1e3:8.0f}ms {t_ref / t_ort:8.2f} "
-              f"{t_onnx / t_ref:11.1f} {t_bounds * 1e3:8.1f}ms {t_bounds / t_ref:7.2f} {peak / 2**20:9.1f} "
-              f"{io_bytes / 2**20:7.1f} {peak / io_bytes:7.2f}", flush=True)
+        peak_bounds = peak_memory(lambda: execute_with_bounds(desc, shape.tensors))
+        print(f"{shape.name:58} {t_ref * 1e3:8.1f}ms {t_ort * 1e3:8.1f}ms {t_onnx * 1e3:8.0f}ms "
+              f"{round_ratio(times, 'ref', 'ort'):8.2f} {t_onnx / t_ref:11.1f} {t_bounds * 1e3:8.1f}ms "
+              f"{round_ratio(times, 'bounds', 'ref'):7.2f} {round_ratio(times, 'bounds', 'ort'):7.2f} "
+              f"{peak / 2**20:9.1f} {peak_bounds / 2**20:9.1f} {io_bytes / 2**20:7.1f} {peak / io_bytes:7.2f}",
+              flush=True)
     return 0
 
 

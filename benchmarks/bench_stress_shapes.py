@@ -6,9 +6,12 @@ For each shape the stress tier runs (``ep-testbed run --tier stress``; the cases
 ``graphs/cases/<op>.py:STRESS``), with the tier's own inputs, and for RoiAlign and MaxRoiPool
 each region distribution the tier holds (a detector's proposals at spatial scale 1/16, and
 regions spanning up to half the image at scale 1: same sample count, other memory access), it
-prints the median wall time of ``reference.execute`` and of a CPU EP session running the ONNX
-model ``graphs.to_onnx`` builds for the case (the one the harness runs), both measured in this
-run, and their ratio. Also the machine's load average, since the machine may be shared.
+prints the median wall time of ``reference.execute``, of ``reference.execute_with_bounds`` (the
+reference with its error bounds under the default precision model: what a run computes for the
+case) and of a CPU EP session running the ONNX model ``graphs.to_onnx`` builds for the case (the
+one the harness runs, ONNX Runtime's own kernel), all measured in this run, in turn, round after
+round, and their ratios (each the median of the rounds' own). Also the machine's load average,
+since the machine may be shared.
 A benchmark, not a test: nothing here asserts.
 """
 
@@ -16,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_reference import median_time  # noqa: E402  (one timing rule for the benchmarks)
+from bench_reference import interleaved_times, round_ratio  # noqa: E402  (one timing rule for the benchmarks)
 
 #: Stress case ids (after ``<op>/stress-``) of the detection and classifier shapes.
 SHAPES = (
@@ -42,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from ep_testbed.graphs import to_onnx
     from ep_testbed.graphs.catalog import build_catalog
-    from ep_testbed.reference import execute
+    from ep_testbed.reference import execute, execute_with_bounds
+    from ep_testbed.reference.checks import element_cap
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -55,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
     print(f"onnxruntime {ort.__version__} CPU EP, {args.threads} threads; load average {os.getloadavg()}")
-    print(f"{'stress case':78} {'reference':>10} {'ORT CPU':>10} {'ref/ORT':>8}")
+    print(f"{'stress case':78} {'reference':>10} {'+bounds':>10} {'ORT CPU':>10} {'ref/ORT':>8} {'bnd/ORT':>8}")
     for case_id in SHAPES:
         if args.pattern not in case_id:
             continue
@@ -66,9 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         session = ort.InferenceSession(mapping.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         session.run(None, feeds)
         execute(case.desc, inputs)
-        t_ref = median_time(lambda: execute(case.desc, inputs), args.repeat)
-        t_ort = median_time(lambda: session.run(None, feeds), args.repeat)
-        print(f"{case_id:78} {t_ref * 1e3:8.1f}ms {t_ort * 1e3:8.1f}ms {t_ref / t_ort:8.2f}", flush=True)
+        with element_cap(2**33):  # as run --tier stress computes them
+            times = interleaved_times({"ref": lambda: execute(case.desc, inputs),
+                                       "bounds": lambda: execute_with_bounds(case.desc, inputs),
+                                       "ort": lambda: session.run(None, feeds)}, args.repeat)
+        t_ref, t_bounds, t_ort = (statistics.median(times[k]) for k in ("ref", "bounds", "ort"))
+        print(f"{case_id:78} {t_ref * 1e3:8.1f}ms {t_bounds * 1e3:8.1f}ms {t_ort * 1e3:8.1f}ms "
+              f"{round_ratio(times, 'ref', 'ort'):8.2f} {round_ratio(times, 'bounds', 'ort'):8.2f}", flush=True)
     print(f"load average {os.getloadavg()}")
     return 0
 

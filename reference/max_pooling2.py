@@ -366,29 +366,41 @@ def window_contains(desc: MaxPooling2Desc, output_positions: np.ndarray, input_i
 def phase_layout(input_tensor: np.ndarray, desc: MaxPooling2Desc, lowest: np.ndarray) -> np.ndarray:
     """The padded input as ``(s_1..s_D, N, C, L_1..L_D)``: element ``(r, m)`` of spatial axis ``i``
     is padded position ``m * Strides[i] + r``, padding holding ``lowest``. Then the elements read
-    at one window offset by all outputs are one dense slice (see ``offset_block``)."""
+    at one window offset by all outputs are one dense slice (see ``offset_block``). Copied a block
+    of the first spatial axis at a time (``LAYOUT_BLOCK_BYTES`` of input), every phase of a block
+    before the next: each phase reads every ``Strides[i]``-th element, so phase after phase over
+    the whole input read it from memory once per phase."""
     batch, channels, *spatial = input_tensor.shape
     dims = len(spatial)
     out = desc.output_tensor.sizes[2:]
     reach = [(out[i] - 1) * desc.strides[i] + (desc.window_size[i] - 1) * desc.dilations[i] + 1 for i in range(dims)]
     lengths = [-(-reach[i] // desc.strides[i]) for i in range(dims)]
     layout = np.full((*desc.strides, batch, channels, *lengths), lowest, dtype=lowest.dtype)
-    for phase in itertools.product(*(range(s) for s in desc.strides)):
-        target, source = [], []
-        for i in range(dims):
-            stride, start = desc.strides[i], desc.start_padding[i]
-            first = max(0, -(-(start - phase[i]) // stride))                # first m reading the input
-            last = min(lengths[i], -(-(start + spatial[i] - phase[i]) // stride))
-            if last <= first:
-                break
-            column = first * stride + phase[i] - start                      # its input coordinate
-            target.append(slice(first, last))
-            source.append(slice(column, column + (last - first - 1) * stride + 1, stride))
-        else:
-            into: tuple[Any, ...] = (*phase, slice(None), slice(None), *target)  # named: mypy misreads *x in []
-            read: tuple[Any, ...] = (slice(None), slice(None), *source)
-            layout[into] = input_tensor[read]
+    row_bytes = batch * channels * int(np.prod(spatial[1:])) * input_tensor.itemsize * desc.strides[0]
+    block = max(1, LAYOUT_BLOCK_BYTES // max(1, row_bytes))
+    for top in range(0, lengths[0], block):
+        for phase in itertools.product(*(range(s) for s in desc.strides)):
+            target, source = [], []
+            for i in range(dims):
+                stride, start = desc.strides[i], desc.start_padding[i]
+                first = max(0, -(-(start - phase[i]) // stride))                # first m reading the input
+                last = min(lengths[i], -(-(start + spatial[i] - phase[i]) // stride))
+                if i == 0:  # this block's part
+                    first, last = max(first, top), min(last, top + block)
+                if last <= first:
+                    break
+                column = first * stride + phase[i] - start                      # its input coordinate
+                target.append(slice(first, last))
+                source.append(slice(column, column + (last - first - 1) * stride + 1, stride))
+            else:
+                into: tuple[Any, ...] = (*phase, slice(None), slice(None), *target)  # named: mypy misreads *x in []
+                read: tuple[Any, ...] = (slice(None), slice(None), *source)
+                layout[into] = input_tensor[read]
     return layout
+
+
+#: Bytes of input ``phase_layout`` copies at a time, all its phases: within a processor's cache.
+LAYOUT_BLOCK_BYTES = 2**21
 
 
 def offset_block(layout: np.ndarray, desc: MaxPooling2Desc, offset: tuple[int, ...]) -> np.ndarray:

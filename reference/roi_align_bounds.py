@@ -22,13 +22,19 @@ which gives every sample coordinate's exact value and a bound ``e_i`` on a kerne
 * Knife edges: a sample coordinate within ``e`` of the input's edge ``[-1, size]`` (inside or
   out), a NEAREST coordinate within ``e`` of a half, a ratio within ``e`` of a whole number (the
   sample count). Each alternative's output joins the element's ``[low, high]``.
+
+The bounds are computed over every region at once (``_bulk_bounds``: vectorized over regions and
+channels, in chunks of ``CHUNK_BYTES``), and region by region (``region_bounded``) only for the
+regions that hold a knife edge, which are found without a loop too. Both give the same numbers,
+bit for bit, as the region-by-region computation this module once was (``tests/reference/
+test_bounds_oracle.py`` holds that computation and checks it).
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -91,7 +97,8 @@ def _along(c: Approx, size: int, rules: Rules = PRIMARY) -> _Along:
 @dataclass
 class _Axis:
     """One axis of every region: the page's quantities in the model's arithmetic, as arrays over
-    the regions, and each region's sample coordinates (computed once per sample count)."""
+    the regions, and the regions' sample coordinates (computed once per sample count, for every
+    region that count is among the counts of)."""
 
     ar: Arithmetic
     name: str             # "Y" or "X"
@@ -104,21 +111,44 @@ class _Axis:
     in_offset: Approx
     out_offset: Approx
     corners: bool
-    counts: list[tuple[int, ...]]  # per region: the exact sample count, then those rounding can give
+    # per region: the exact sample count, and those rounding the ratio down or up gives
+    exact: np.ndarray
+    below: np.ndarray
+    above: np.ndarray
     rules: Rules
-    _coords: dict[int, tuple[dict[int, int], _Along]] = field(default_factory=dict)
+    _coords: dict[int, tuple[np.ndarray, _Along]] = field(default_factory=dict)
+
+    def counts(self, region: int) -> tuple[int, ...]:
+        """Region ``region``'s sample counts: the exact one, then the others rounding can give."""
+        return tuple(dict.fromkeys((int(self.exact[region]), int(self.below[region]), int(self.above[region]))))
+
+    @property
+    def several(self) -> np.ndarray:
+        """Per region: whether rounding can give it another sample count (a knife edge)."""
+        return (self.below != self.exact) | (self.above != self.exact)
+
+    def grid(self, n: int) -> tuple[np.ndarray, _Along]:
+        """The regions (ascending) that ``n`` is a sample count of, and their ``out * n`` sample
+        coordinates (``roi_align.sample_coordinates``) with their facts (``_along``), row by row."""
+        if n not in self._coords:
+            rows = np.flatnonzero((self.exact == n) | (self.below == n) | (self.above == n))
+            self._coords[n] = (rows, _along(self._grid(rows, n), self.size, self.rules))
+        return self._coords[n]
+
+    def along(self, regions: np.ndarray, n: int) -> _Along:
+        """The coordinates and facts of ``regions`` (each of count ``n``), one row each; the
+        summaries ``all_inside``, ``any_*`` are arrays over them."""
+        rows, g = self.grid(n)
+        i = np.searchsorted(rows, regions)
+        return _Along(g.v[i], g.e[i], g.pairs[i], g.inside[i], g.flips[i], g.far[i], g.near[i], g.all_inside[i],
+                      g.any_flips[i], g.any_far[i], g.any_near[i])
 
     def coords(self, region: int, n: int) -> _Along:
-        """Region ``region``'s ``out * n`` sample coordinates (``roi_align.sample_coordinates``)
-        and their facts (``_along``, worked out once for every region of count ``n``)."""
-        if n not in self._coords:
-            rows = [r for r, counts in enumerate(self.counts) if n in counts]
-            grid = _along(self._grid(np.array(rows, dtype=np.int64), n), self.size, self.rules)
-            self._coords[n] = ({r: i for i, r in enumerate(rows)}, grid)
-        where, g = self._coords[n]
-        i = where[region]
-        return _Along(g.v[i], g.e[i], g.pairs[i], g.inside[i], g.flips[i], g.far[i], g.near[i], bool(g.all_inside[i]),
-                      bool(g.any_flips[i]), bool(g.any_far[i]), bool(g.any_near[i]))
+        """Region ``region``'s ``out * n`` sample coordinates and their facts (``grid``), the
+        summaries as Python bools."""
+        a = self.along(np.array([region]), n)
+        return _Along(a.v[0], a.e[0], a.pairs[0], a.inside[0], a.flips[0], a.far[0], a.near[0], bool(a.all_inside[0]),
+                      bool(a.any_flips[0]), bool(a.any_far[0]), bool(a.any_near[0]))
 
     def _grid(self, rows: np.ndarray, n: int) -> Approx:
         """``(len(rows), out * n)`` coordinates of the regions ``rows``, all at count ``n``."""
@@ -154,10 +184,10 @@ def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: 
 
     error = np.where(np.isfinite(ratio.e), ratio.e, 0.0)
     exact, below, above = count(ratio.v), count(ratio.v - error), count(ratio.v + error)
-    counts = [tuple(dict.fromkeys((int(e), int(b), int(a)))) for e, b, a in zip(exact, below, above)]
     return _Axis(ar, name, "OutputHeight" if name == "Y" else "OutputWidth", start, extent, ratio, out, size,
                  ar.const(float(np.float32(d.input_pixel_offset)) + rules.input_offset_shift),
-                 ar.const(float(np.float32(d.output_pixel_offset))), d.align_regions_to_corners, counts, rules)
+                 ar.const(float(np.float32(d.output_pixel_offset))), d.align_regions_to_corners, exact, below, above,
+                 rules)
 
 
 def _edge_flips(c: Approx, size: int, rules: Rules = PRIMARY) -> np.ndarray:
@@ -172,16 +202,18 @@ def _near_cell_edge(c: Approx) -> np.ndarray:
 
 
 def _neighbourhood_slopes(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Largest |tap difference| along X and along Y over the 4x4 taps around each (y, x)."""
+    """Largest |tap difference| along X and along Y (float64) over the 4x4 taps around each
+    (y, x) of a plane: for ``ys (K, A)`` and ``xs (K, B)``, each row of ``ys`` with the same row
+    of ``xs``, ``(K, A, B, C)`` each."""
     height, width, _ = plane.shape
 
     def around(v, size):
         base = np.floor(np.clip(v, 0, size - 1)).astype(np.int64)
-        return np.clip(base[:, None] + np.arange(-1, 3)[None, :], 0, size - 1)
+        return np.clip(base[..., None] + np.arange(-1, 3), 0, size - 1)
 
-    block = plane[around(ys, height)[:, None, :, None], around(xs, width)[None, :, None, :]].astype(np.float64)
-    gx = np.abs(np.diff(block, axis=3)).max(axis=(2, 3))
-    gy = np.abs(np.diff(block, axis=2)).max(axis=(2, 3))
+    block = plane[around(ys, height)[:, :, None, :, None], around(xs, width)[:, None, :, None, :]].astype(np.float64)
+    gx = np.abs(np.diff(block, axis=4)).max(axis=(3, 4))
+    gy = np.abs(np.diff(block, axis=3)).max(axis=(3, 4))
     return gx, gy
 
 
@@ -198,46 +230,91 @@ class _Samples:
     nearest_flips: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: type) -> np.ndarray:
+def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: type,
+                  steepest: Optional[Callable[[], np.ndarray]] = None) -> np.ndarray:
     """The bounds of the LINEAR values at every (y, x) with the input clamped to its edge (RA-5):
     ``e_x Gx + e_y Gy`` for the coordinates plus ``k (|value| + Gx + Gy)`` for the arithmetic,
     with ``|value| <= |t00| + Gx + Gy``; in ``slopes`` (float32 for FLOAT32 taps, float64 for
-    FLOAT16 ones, whose differences float32 may round)."""
+    FLOAT16 ones, whose differences float32 may round). ``steepest``: the plane's ``_steepest``
+    (worked out here when not given)."""
     # Each sample's four taps at once: (len(ys), 2, len(xs), 2, C), [:, a, :, b] = t_ab.
     taps: np.ndarray = gather(plane, ys.pairs, xs.pairs).reshape(ys.v.size, 2, xs.v.size, 2, -1).astype(slopes, copy=False)
-    across = np.abs(np.subtract(taps[:, :, :, 1], taps[:, :, :, 0]))  # |t01 - t00| and |t11 - t10|
-    gx = np.maximum(across[:, 0], across[:, 1])
-    down = np.abs(np.subtract(taps[:, 1], taps[:, 0]))  # |t10 - t00| and |t11 - t01|
-    gy = np.maximum(down[:, :, 0], down[:, :, 1])
-    _widen_near_cell_edges(plane, ys, xs, gx, gy)
+    gx, gy = _tap_slopes(taps)
+    _widen(plane, _rows_of(ys), _rows_of(xs), gx[None], gy[None], steepest or (lambda: _steepest(plane)))
+    return _combine(gx, gy, taps[..., 0, :, 0, :], ys.e, xs.e, k)
+
+
+def _tap_slopes(taps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(Gx, Gy)`` of each sample's cell from its taps ``(..., Sy, 2, Sx, 2, C)`` (``[..., a, :, b, :]
+    = t_ab``): ``max(|t01 - t00|, |t11 - t10|)`` and ``max(|t10 - t00|, |t11 - t01|)``."""
+    across = np.subtract(taps[..., 1, :], taps[..., 0, :])  # |t01 - t00| and |t11 - t10|
+    np.abs(across, out=across)
+    gx = np.maximum(across[..., 0, :, :], across[..., 1, :, :])
+    down = np.subtract(taps[..., 1, :, :, :], taps[..., 0, :, :, :])  # |t10 - t00| and |t11 - t01|
+    np.abs(down, out=down)
+    gy = np.maximum(down[..., 0, :], down[..., 1, :])
+    return gx, gy
+
+
+def _combine(gx: np.ndarray, gy: np.ndarray, t00: np.ndarray, ey: np.ndarray, ex: np.ndarray, k: float) -> np.ndarray:
+    """The sample bounds ``Gx (e_x + 2k) + Gy (e_y + 2k) + k |t00|`` in the slopes' type, added in
+    that order, from the slopes and first taps ``(..., Sy, Sx, C)`` and the coordinate errors
+    ``ey (..., Sy)``, ``ex (..., Sx)``; ``gx`` and ``gy`` are overwritten (no copies)."""
     kind = gx.dtype.type
-    bound = np.multiply(gx, (xs.e + 2 * k).astype(kind)[None, :, None], out=gx)  # in place: no copies
-    bound += np.multiply(gy, (ys.e + 2 * k).astype(kind)[:, None, None], out=gy)
-    magnitude = np.abs(taps[:, 0, :, 0], out=gy)
+    bound = np.multiply(gx, (ex + 2 * k).astype(kind)[..., None, :, None], out=gx)
+    bound += np.multiply(gy, (ey + 2 * k).astype(kind)[..., :, None, None], out=gy)
+    magnitude = np.abs(t00, out=gy)
     magnitude *= kind(k)
     bound += magnitude
     return bound
 
 
-def _widen_near_cell_edges(plane: np.ndarray, ys: _Along, xs: _Along, gx: np.ndarray, gy: np.ndarray) -> None:
+def _steepest(plane: np.ndarray) -> np.ndarray:
+    """Per channel, the largest difference of neighbouring pixels of the plane along either
+    axis, in float64: the slope of any cell within reach of a coordinate that rounding can move
+    by a pixel or more."""
+    data = plane.astype(np.float64)
+    return np.fmax(np.abs(np.diff(data, axis=0)).max(axis=(0, 1), initial=0.0),
+                   np.abs(np.diff(data, axis=1)).max(axis=(0, 1), initial=0.0))
+
+
+def _rows_of(a: _Along) -> _Along:
+    """One region's coordinates and facts as a one-row group (``_Axis.along``'s shape)."""
+    return _Along(a.v[None], a.e[None], a.pairs[None], a.inside[None], a.flips[None], a.far[None], a.near[None],
+                  np.array([a.all_inside]), np.array([a.any_flips]), np.array([a.any_far]), np.array([a.any_near]))
+
+
+def _widen(plane: np.ndarray, ys: _Along, xs: _Along, gx: np.ndarray, gy: np.ndarray,
+           steepest: Callable[[], np.ndarray]) -> None:
     """Where rounding can move a coordinate into the next cell, take the slopes of every cell
     within reach (the 4x4 taps around the sample) instead of its own cell's; where it can move
-    it a whole pixel or more (float16 coordinates of a large input), the plane's largest."""
-    if ys.any_far or xs.any_far:
-        data = plane.astype(np.float64)
-        steepest = np.fmax(np.abs(np.diff(data, axis=0)).max(axis=(0, 1), initial=0.0),
-                           np.abs(np.diff(data, axis=1)).max(axis=(0, 1), initial=0.0)).astype(gx.dtype)
+    it a whole pixel or more (float16 coordinates of a large input), the plane's largest
+    (``steepest()``). For regions of one plane, one row each (``ys``, ``xs``: ``_Axis.along``),
+    the slopes ``(regions, Sy, Sx, C)`` widened in place: first every far row, then every far
+    column, of ``gx`` then of ``gy``; then the near rows, then the near columns."""
+    if ys.far.any() or xs.far.any():
+        wide = steepest().astype(gx.dtype)
         for slopes in (gx, gy):
-            slopes[ys.far] = np.maximum(slopes[ys.far], steepest)
-            slopes[:, xs.far] = np.maximum(slopes[:, xs.far], steepest)
-    if ys.any_near:
-        rows = np.flatnonzero(ys.near)
-        wide = _neighbourhood_slopes(plane, ys.v[rows], xs.v)
-        gx[rows], gy[rows] = np.maximum(gx[rows], wide[0]), np.maximum(gy[rows], wide[1])
-    if xs.any_near:
-        cols = np.flatnonzero(xs.near)
-        wide = _neighbourhood_slopes(plane, ys.v, xs.v[cols])
-        gx[:, cols], gy[:, cols] = np.maximum(gx[:, cols], wide[0]), np.maximum(gy[:, cols], wide[1])
+            np.maximum(slopes, wide, out=slopes, where=ys.far[:, :, None, None])
+            np.maximum(slopes, wide, out=slopes, where=xs.far[:, None, :, None])
+    for near, along in ((ys.near, 1), (xs.near, 2)):
+        regions, index = np.nonzero(near)
+        if not regions.size:
+            continue
+        # the 4x4 slopes of a near row at every column of its region, of a near column at every row
+        rows = ys.v[regions, index][:, None] if along == 1 else ys.v[regions]
+        cols = xs.v[regions] if along == 1 else xs.v[regions, index][:, None]
+        step = max(1, CHUNK_BYTES // (rows.shape[1] * cols.shape[1] * 16 * gx.shape[-1] * 8))
+        for start in range(0, regions.size, step):
+            part = slice(start, start + step)
+            wide_x, wide_y = _neighbourhood_slopes(plane, rows[part], cols[part])
+            for slopes, wide in ((gx, wide_x), (gy, wide_y)):
+                if along == 1:
+                    at = (regions[part], index[part])
+                    slopes[at] = np.maximum(slopes[at], wide[:, 0])
+                else:
+                    slopes[regions[part], :, index[part]] = np.maximum(slopes[regions[part], :, index[part]],
+                                                                       wide[:, :, 0])
 
 
 def _nearest_samples(plane: np.ndarray, ys: Approx, xs: Approx, ar: Arithmetic,
@@ -294,7 +371,7 @@ def _reach_extremes(plane: np.ndarray, rows: tuple[np.ndarray, np.ndarray], cols
 
 
 def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Arithmetic, m: int,
-             slopes: type, rules: Rules = PRIMARY) -> _Samples:
+             slopes: type, rules: Rules = PRIMARY, steepest: Optional[Callable[[], np.ndarray]] = None) -> _Samples:
     """Bounds and knife-edge ranges of every sample point of a region (module docstring); ``m``
     samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample). The sample
     values are read (``roi_align.clamped_samples``) only where a decision can flip."""
@@ -306,7 +383,7 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
     if d.interpolation_mode == "NEAREST_NEIGHBOR":
         _, bound, raw_low, raw_high, nearest = _nearest_samples(plane, ys, xs, ar, k_sum)
     else:
-        bound = _linear_bound(plane, ys, xs, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, slopes)
+        bound = _linear_bound(plane, ys, xs, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, slopes, steepest)
         raw_low = raw_high = None
     in_y, in_x, flip_y, flip_x = ys.inside, xs.inside, ys.flips, xs.flips
     samples = _Samples(bound, edge_flips=(flip_y, flip_x), nearest_flips=nearest)
@@ -371,22 +448,23 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
     return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s)
 
 
-def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, ar: Arithmetic,
-              value: Optional[np.ndarray] = None) -> _Region:
+def _evaluate(b: "_Bounding", row: int, n_y: int, n_x: int, value: Optional[np.ndarray] = None) -> _Region:
     """Region ``row`` at sample counts ``(n_y, n_x)``, its elements' values being ``value`` (the
     kernel's output at the exact counts) or, at an alternative count, the kernel's region
     computed at that count (``roi_align.region_value``), rounded once to the output type like
     the output."""
+    p = b.p
     if n_y == 0 or n_x == 0:  # no sample (the onnx count of an empty region): the output is 0, exactly
         _, _, out_h, out_w = p.desc.output_tensor.sizes
         zeros = np.zeros((out_h, out_w, p.planes.shape[-1]), dtype=p.dtype)
         return _Region(zeros if value is None else value, zeros.astype(np.float32), None, None, _Samples(zeros))
-    ys, xs = y.coords(row, n_y), x.coords(row, n_x)
+    ys, xs = b.y.coords(row, n_y), b.x.coords(row, n_x)
     if value is None:
         value = region_value(p, row, ys.v, xs.v, n_y, n_x).astype(p.dtype)
-    plane = p.plane(row)
-    return _reduce(p.desc, _samples(plane, ys, xs, p.desc, ar, n_y * n_x, _slope_type(p.dtype, plane), p.rules),
-                   n_y, n_x, value)
+    batch = int(p.batch_indices[row])
+    samples = _samples(p.planes[batch], ys, xs, p.desc, b.ar, n_y * n_x, b.slope_type(batch), p.rules,
+                       lambda: b.steepest(batch))
+    return _reduce(p.desc, samples, n_y, n_x, value)
 
 
 def _slope_type(dtype: np.dtype, plane: np.ndarray) -> type:
@@ -396,6 +474,10 @@ def _slope_type(dtype: np.dtype, plane: np.ndarray) -> type:
     difference overflows float32 to an infinite slope that no comparison can use (FP-2)."""
     if dtype != np.float32:
         return np.float64
+    if plane.size:
+        lowest, highest = float(plane.min()), float(plane.max())  # no copy; NaN if the plane holds one
+        if np.isfinite(lowest) and np.isfinite(highest):
+            return np.float32 if max(-lowest, highest) < 2.0**127 else np.float64
     finite = np.abs(plane[np.isfinite(plane)])
     return np.float32 if finite.size == 0 or float(finite.max()) < 2.0**127 else np.float64
 
@@ -409,20 +491,58 @@ def _merge(region: _Region, other: _Region) -> None:
     region.bound = np.fmax(region.bound, other.bound)
 
 
-def region_bounded(p: KernelInput, row: int, value: np.ndarray, y: _Axis, x: _Axis, expected: Expected) -> _Region:
-    """Region ``row`` (of ``p``), whose elements the kernel computed as ``value`` (channels
-    last): their bounds and knife-edge ranges; notes each knife edge in ``expected``."""
-    d = p.desc
-    counts_y, counts_x = y.counts[row], x.counts[row]
-    region = _evaluate(p, row, y, x, counts_y[0], counts_x[0], y.ar, value)
+@dataclass
+class _Bounding:
+    """What the bounds of one desc's regions read: the kernel's input, both axes of every region,
+    the model's arithmetic, and each input plane's slope type (``_slope_type``, a scan of the
+    plane: taken once per plane)."""
+
+    p: KernelInput
+    y: _Axis
+    x: _Axis
+    ar: Arithmetic
+    _slopes: dict[int, type] = field(default_factory=dict)
+    _steepest: dict[int, np.ndarray] = field(default_factory=dict)
+    _buffers: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def steepest(self, batch: int) -> np.ndarray:
+        """``_steepest`` of input plane ``batch`` (a scan of the plane: taken once per plane)."""
+        if batch not in self._steepest:
+            self._steepest[batch] = _steepest(self.p.planes[batch])
+        return self._steepest[batch]
+
+    def slope_type(self, batch: int) -> type:
+        """The slope type of input plane ``batch``."""
+        if batch not in self._slopes:
+            self._slopes[batch] = _slope_type(self.p.dtype, self.p.planes[batch])
+        return self._slopes[batch]
+
+    def buffer(self, name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+        """A work array of ``shape`` and ``dtype`` (contents undefined), the same memory for every
+        chunk of regions that asks for ``name``: fresh arrays of megabytes per chunk would cost
+        their page faults again each time."""
+        count = int(np.prod(shape))
+        have = self._buffers.get(name)
+        if have is None or have.dtype != np.dtype(dtype) or have.size < count:
+            have = self._buffers[name] = np.empty(count, dtype=dtype)
+        return have[:count].reshape(shape)
+
+
+def region_bounded(b: _Bounding, row: int, value: np.ndarray, expected: Expected) -> _Region:
+    """Region ``row`` (of ``b.p``), whose elements the kernel computed as ``value`` (channels
+    last): their bounds and knife-edge ranges; notes each knife edge in ``expected``. The
+    per-region path, for the regions ``_bulk_bounds`` leaves to it."""
+    d = b.p.desc
+    counts_y, counts_x = b.y.counts(row), b.x.counts(row)
+    region = _evaluate(b, row, counts_y[0], counts_x[0], value)
     first = region.samples
     _, _, out_h, out_w = d.output_tensor.sizes
     for n_y, n_x in itertools.product(counts_y, counts_x):
         # An alternative count past the reference's limit is not evaluated (the exact one was).
         if (n_y, n_x) != (counts_y[0], counts_x[0]) and n_y * out_h * n_x * out_w <= MAX_SAMPLE_POINTS_PER_REGION:
-            _merge(region, _evaluate(p, row, y, x, n_y, n_x, y.ar))
+            _merge(region, _evaluate(b, row, n_y, n_x))
     if region.low is not None:
-        _note_region(expected, d, row, region, first, y, x)
+        _note_region(expected, d, row, region, first, b.y, b.x)
     return region
 
 
@@ -431,9 +551,9 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
     """One note per kind of knife-edge decision this region holds."""
     elements = int(np.count_nonzero(region.low != region.high))
     sizes = {"Y": d.input_tensor.sizes[2], "X": d.input_tensor.sizes[3]}
-    coords = {"Y": y.coords(row, y.counts[row][0]).v, "X": x.coords(row, x.counts[row][0]).v}
+    coords = {"Y": y.coords(row, y.counts(row)[0]).v, "X": x.coords(row, x.counts(row)[0]).v}
     for axis in (y, x):
-        counts = axis.counts[row]
+        counts = axis.counts(row)
         if len(counts) > 1:
             expected.note(KnifeEdge(
                 "OutputTensor", f"region {row}: samples per output along {axis.name} = ceil(scaledRegionSize{axis.name}"
@@ -456,12 +576,140 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
                 "floor(c + 0.5)", "another index within the coordinate's rounding error", elements))
 
 
+# --- every region at once ---------------------------------------------------------------------
+
+#: Bytes of sample-point work (per sample point and channel: its four taps for LINEAR, its value
+#: for NEAREST) the bounds take at a time: regions are taken in chunks of about this size, a few
+#: arrays of it alive per chunk.
+CHUNK_BYTES = 2**21
+
+
+def _bulk_bounds(b: _Bounding, bound: np.ndarray) -> np.ndarray:
+    """Write into ``bound`` (float32, ``(NumROIs, C, OutputHeight, OutputWidth)``) the bound of
+    every region that holds no knife edge, vectorized over regions and channels, plane by plane
+    and sample count by sample count; return the others (ascending), which ``region_bounded``
+    takes one by one. Detecting them is vectorized too: a sample count that rounding can change,
+    a coordinate that rounding can move across the input's edge, a NEAREST coordinate within its
+    error of a half."""
+    p, y, x = b.p, b.y, b.x
+    d = p.desc
+    linear = d.interpolation_mode == "LINEAR"
+    _, _, out_h, out_w = d.output_tensor.sizes
+    left = y.several | x.several | (y.exact == 0) | (x.exact == 0)
+    batches = p.batch_indices.astype(np.int64)
+    for batch in np.unique(batches[~left]).tolist():
+        on_plane = np.flatnonzero(~left & (batches == batch))
+        counts = np.stack([y.exact[on_plane], x.exact[on_plane]], axis=1)
+        for n_y, n_x in np.unique(counts, axis=0).tolist():
+            regions = on_plane[(counts[:, 0] == n_y) & (counts[:, 1] == n_x)]
+            ys, xs = y.along(regions, n_y), x.along(regions, n_x)
+            edge = ys.any_flips | xs.any_flips
+            if not linear:
+                edge |= _nearest_moves(ys, b.ar, y.size) | _nearest_moves(xs, b.ar, x.size)
+            left[regions[edge]] = True
+            if edge.all():
+                continue
+            keep = np.flatnonzero(~edge)
+            _bulk_regions(b, batch, regions[keep], _rows(ys, keep), _rows(xs, keep), n_y, n_x, bound)
+    return np.flatnonzero(left)
+
+
+def _rows(a: _Along, keep: np.ndarray) -> _Along:
+    """The rows ``keep`` of the coordinates of several regions (``_Axis.along``)."""
+    return _Along(a.v[keep], a.e[keep], a.pairs[keep], a.inside[keep], a.flips[keep], a.far[keep], a.near[keep],
+                  a.all_inside[keep], a.any_flips[keep], a.any_far[keep], a.any_near[keep])
+
+
+def _nearest_moves(c: _Along, ar: Arithmetic, size: int) -> np.ndarray:
+    """Per region (row of ``c``): whether rounding can move some NEAREST index ``floor(c + 0.5)``
+    (``_nearest_samples``' candidates differ)."""
+    shifted = ar.add(c, ar.const(0.5))
+    first = np.clip(np.floor(shifted.v - shifted.e), 0, size - 1)
+    last = np.clip(np.floor(shifted.v + shifted.e), 0, size - 1)
+    return (first != last).any(axis=-1)
+
+
+def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _Along, n_y: int, n_x: int,
+                  bound: np.ndarray) -> None:
+    """The bounds of ``regions`` (all on plane ``batch``, all at counts ``(n_y, n_x)``, coordinates
+    ``ys``/``xs`` one row per region), in chunks of about ``CHUNK_BYTES``: the sample bounds as
+    ``_samples`` computes them, then each region's reduction as ``_reduce`` computes it."""
+    p, ar = b.p, b.ar
+    d = p.desc
+    plane = p.planes[batch]
+    channels = plane.shape[-1]
+    _, _, out_h, out_w = d.output_tensor.sizes
+    m = n_y * n_x
+    average = d.reduction_function == "AVERAGE"
+    k_sum = 2 * m * ar.unit if average else 0.0
+    outside = np.float32(k_sum * abs(float(np.float32(d.out_of_bounds_input_value))))
+    linear = d.interpolation_mode == "LINEAR"
+    kind = b.slope_type(batch) if linear else np.float32
+    per_region = ys.v.shape[1] * xs.v.shape[1] * channels * np.dtype(kind).itemsize * (4 if linear else 1)
+    step = max(1, CHUNK_BYTES // per_region)
+    for start in range(0, regions.size, step):
+        part = slice(start, start + step)
+        cy, cx = _rows(ys, np.arange(regions.size)[part]), _rows(xs, np.arange(regions.size)[part])
+        if linear:
+            samples = _tap_bounds(b, batch, cy, cx, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, kind)
+        else:
+            samples = _nearest_bounds(plane, cy, cx, ar, k_sum)
+        if not (cy.all_inside.all() and cx.all_inside.all()):
+            # A sample outside the input reads OutOfBoundsInputValue: the sum's share of its size alone
+            inside = (cy.inside[:, :, None] & cx.inside[:, None, :])[..., None]
+            np.copyto(samples, outside, where=~inside)
+        totals = b.buffer("totals", (samples.shape[0], out_h, out_w, channels), samples.dtype.type)
+        for i in range(samples.shape[0]):  # each region's reduction as _reduce makes it: the same sums
+            grid = samples[i].reshape(out_h, n_y, out_w, n_x, channels)
+            (np.add if average else np.fmax).reduce(grid, axis=(1, 3), out=totals[i])
+        if average:
+            np.true_divide(totals, np.intp(m), out=totals, casting="unsafe")
+        bound[regions[part]] = totals.transpose(0, 3, 1, 2)
+
+
+def _tap_bounds(b: _Bounding, batch: int, ys: _Along, xs: _Along, k: float, kind: type) -> np.ndarray:
+    """The LINEAR sample bounds ``(regions, Sy, Sx, C)`` of ``_combine``, from each sample's four
+    taps: ``_linear_bound`` for several regions of plane ``batch``."""
+    plane = b.p.planes[batch]
+    height, width, channels = plane.shape
+    regions, rows, cols = ys.v.shape[0], ys.v.shape[1], xs.v.shape[1]
+    cells = ys.pairs[:, :, None] * width + xs.pairs[:, None, :]
+    taps = plane.reshape(height * width, channels).take(cells.ravel(), axis=0)
+    taps = taps.reshape(regions, rows, 2, cols, 2, channels).astype(kind, copy=False)
+    gx, gy = _tap_slopes(taps)
+    if ys.any_far.any() or xs.any_far.any() or ys.any_near.any() or xs.any_near.any():
+        _widen(plane, ys, xs, gx, gy, lambda: b.steepest(batch))
+    return _combine(gx, gy, taps[..., 0, :, 0, :], ys.e, xs.e, k)
+
+
+def _nearest_bounds(plane: np.ndarray, ys: _Along, xs: _Along, ar: Arithmetic, k: float) -> np.ndarray:
+    """The NEAREST sample bounds ``(regions, Sy, Sx, C)`` of ``_nearest_samples``: the sum's
+    ``k |value|`` (a selection is exact), for regions whose indices rounding cannot move."""
+    height, width, channels = plane.shape
+    half = ar.const(0.5)
+    iy = np.clip(np.floor(ar.add(ys, half).v), 0, height - 1).astype(np.int64)
+    ix = np.clip(np.floor(ar.add(xs, half).v), 0, width - 1).astype(np.int64)
+    cells = iy[:, :, None] * width + ix[:, None, :]
+    raw = plane.reshape(height * width, channels).take(cells.ravel(), axis=0)
+    bound = np.abs(raw.reshape(*cells.shape, channels), dtype=np.float32)
+    bound *= np.float32(k)
+    return bound
+
+
 def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel,
                     rules: Rules = PRIMARY) -> Expected:
     """The registry's ``bounded``: ``roi_align``'s output under ``model`` with its bound and
     knife-edge alternatives (an ``Expected``), for the reading ``rules`` (the primary one by
-    default). The output is the kernel's (``roi_align.compute``, what ``execute_desc`` returns):
-    only the bounds and ranges are computed here, region by region alongside it."""
+    default). The output is the kernel's (``roi_align.compute``, what ``execute_desc`` returns);
+    the bounds are computed beside it, over every region at once (``_bulk_bounds``), and region
+    by region only where a knife edge asks for it (``region_bounded``).
+
+    Memory, beyond the kernel's own (its output, the input laid out channels last): the bound and
+    the allowance ``output_rounding`` makes of it, 4 bytes per output element each, with a float32
+    temporary; work arrays of a few ``CHUNK_BYTES`` (a region larger than a chunk is taken alone:
+    its four taps per sample value, as the region-by-region computation held them); with knife
+    edges, the range's two copies of the output. Measured (tracemalloc) on the stress tier: 13 to
+    18 bytes per output element with the input, well within each stress case's ``memory_mb``."""
     p = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"], rules)
     d = p.desc
     ar = model.arithmetic(d.input_tensor.data_type)
@@ -472,18 +720,18 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
     _, _, out_h, out_w = d.output_tensor.sizes
     bound = np.empty((p.rois.shape[0], p.planes.shape[-1], out_h, out_w), dtype=np.float32)
     height, width = p.planes.shape[1:3]
-    y = _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h, height, rules)
-    x_axis = _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w, width, rules)
+    b = _Bounding(p, _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h, height, rules),
+                  _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w, width, rules), ar)
+
+    # The kernel first: it refuses a region of too many samples before the bounds allocate for it.
+    output = expected.outputs["OutputTensor"] = compute(p)
     ranges = {}
-
-    def beside(r: int, values: np.ndarray) -> None:
-        with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
-            region = region_bounded(p, r, values, y, x_axis, expected)
-        bound[r] = region.bound.transpose(2, 0, 1)
-        if region.low is not None:
-            ranges[r] = (region.low, region.high)
-
-    output = expected.outputs["OutputTensor"] = compute(p, beside)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
+        for r in _bulk_bounds(b, bound).tolist():
+            region = region_bounded(b, r, output[r].transpose(1, 2, 0), expected)
+            bound[r] = region.bound.transpose(2, 0, 1)
+            if region.low is not None:
+                ranges[r] = (region.low, region.high)
     expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
     if ranges:
         low, high = output.copy(), output.copy()

@@ -178,6 +178,43 @@ def bin_bounds(index: int, region_size: int, pooled: int, origin: int, limit: in
     return min(max(start, 0), limit), min(max(end, 0), limit)
 
 
+def integers(values: np.ndarray) -> np.ndarray:
+    """Whole numbers held as floats (or integers), as exact integers: int64 where every magnitude
+    is under 2**62, else Python ints (an object array), so that no corner, bin bound or product
+    of them overflows on the way (ROI corners reach 2**128 times SpatialScale)."""
+    values = np.asarray(values)
+    if values.dtype != object and (values.size == 0 or float(np.abs(values).max()) < 2.0**62):
+        return values.astype(np.int64)
+    return np.array([int(v) for v in values.ravel()], dtype=object).reshape(values.shape)
+
+
+def scaled_regions(rois: np.ndarray, spatial_scale: float, rules: Rules = PRIMARY) -> np.ndarray:
+    """``scaled_region`` of every ROI row ``[x1, y1, x2, y2]`` at once: ``(regions, 4)`` (``integers``)."""
+    scaled = rois.astype(np.float32) * np.float32(spatial_scale)
+    return integers(round_corner(scaled.astype(np.float64), rules))
+
+
+def bin_bounds_over(index: np.ndarray, region_size: np.ndarray, pooled: int, origin: np.ndarray, limit: int,
+                    rules: Rules = PRIMARY) -> tuple[np.ndarray, np.ndarray]:
+    """``bin_bounds`` over arrays broadcast together (int64 ``[start, end)``, clamped to ``[0, limit]``),
+    each the same number ``bin_bounds`` gives: integers exact however large (``integers``), and
+    float32 conversions of a whole number as NumPy makes them of a Python int (through float64)."""
+    index, region_size, origin = np.asarray(index), np.asarray(region_size), np.asarray(origin)
+    if rules.bins == "float32":
+        size = region_size.astype(np.float64).astype(np.float32) / np.float32(pooled)
+        first = index.astype(np.float64).astype(np.float32) * size
+        after = (index + 1).astype(np.float64).astype(np.float32) * size
+        start, end = integers(np.floor(first)), integers(np.ceil(after))
+    else:
+        wide = max(1, int(np.abs(region_size).max(initial=0))) * (pooled + 1) >= 2**62
+        index, region_size = (integers(a) if not wide else integers(a).astype(object) for a in (index, region_size))
+        start = (index * region_size) // pooled
+        end = ((index + 1) * region_size + pooled - 1) // pooled
+    start, end = start + origin, end + origin
+    return (np.minimum(np.maximum(start, 0), limit).astype(np.int64),
+            np.minimum(np.maximum(end, 0), limit).astype(np.int64))
+
+
 def execute_desc(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], rules: Rules = PRIMARY) -> dict[str, np.ndarray]:
     """The registry's ``execute``: ``roi_pooling`` on arrays keyed by DML member name (under
     ``rules``: a reading, ``reference/readings.py``)."""

@@ -25,12 +25,13 @@ from .roi_pooling import (
     PRIMARY,
     RoiPoolingDesc,
     Rules,
-    bin_bounds,
+    bin_bounds_over,
     compute,
+    integers,
     kernel_input,
     pool_region,
     round_corner,
-    scaled_region,
+    scaled_regions,
 )
 
 _CORNERS = ("x1", "y1", "x2", "y2")
@@ -39,16 +40,16 @@ _CORNERS = ("x1", "y1", "x2", "y2")
 def corner_candidates(ar: Arithmetic, rois: np.ndarray, spatial_scale: float, rules: Rules = PRIMARY) -> np.ndarray:
     """``(regions, 4, 3)`` for ROI rows ``[BatchID, x1, y1, x2, y2]``: per corner the reference's
     rounded value (of the float32 product, RP-1), then the lowest and highest value ``round()``
-    (as ``rules`` round) takes over the exact product's rounding error in the model's type."""
+    (as ``rules`` round) takes over the exact product's rounding error in the model's type.
+    Integers as ``roi_pooling.integers`` holds them (int64 unless a corner is beyond 2**62)."""
     values = rois[:, 1:].astype(np.float64)
-    reference = np.array([scaled_region(roi, spatial_scale, rules) for roi in rois[:, 1:]],
-                         dtype=np.int64).reshape(-1, 4)
+    reference = scaled_regions(rois[:, 1:], spatial_scale, rules).reshape(-1, 4)
     product = ar.mul(ar.const(values), ar.const(float(np.float32(spatial_scale))))
     error = np.where(np.isfinite(product.e), product.e, 0.0)
     moves = error > 0  # an exact product has one rounding: the reading's own
-    low = np.where(moves, round_corner(product.v - error, rules), reference).astype(np.int64)
-    high = np.where(moves, round_corner(product.v + error, rules), reference).astype(np.int64)
-    return np.stack([reference, np.minimum(low, reference), np.maximum(high, reference)], axis=-1)
+    low = np.where(moves, integers(round_corner(product.v - error, rules)), reference)
+    high = np.where(moves, integers(round_corner(product.v + error, rules)), reference)
+    return integers(np.stack([reference, np.minimum(low, reference), np.maximum(high, reference)], axis=-1))
 
 
 def bin_candidates(ar: Arithmetic, start: np.ndarray, region: np.ndarray, pooled: int,
@@ -58,9 +59,8 @@ def bin_candidates(ar: Arithmetic, start: np.ndarray, region: np.ndarray, pooled
     ``[0, limit]``: the reading's bound (``roi_pooling.bin_bounds``) in every slot, since a bin's
     bounds are a formula of whole numbers that the reading computes, not a rounding (module
     docstring). ``ar`` is kept for the shape of the other candidates."""
-    bounds = np.array([[bin_bounds(k, int(r), pooled, int(s), limit, rules) for k in range(pooled)]
-                       for s, r in zip(np.ravel(start), np.ravel(region))], dtype=np.int64).reshape(-1, pooled, 2)
-    starts, ends = bounds[..., 0], bounds[..., 1]
+    start, region = (np.ravel(integers(np.asarray(a)))[:, None] for a in (start, region))
+    starts, ends = bin_bounds_over(np.arange(pooled)[None, :], region, pooled, start, limit, rules)
     return np.repeat(starts[..., None], 3, axis=-1), np.repeat(ends[..., None], 3, axis=-1)
 
 

@@ -409,22 +409,29 @@ def shifted(values: np.ndarray, by: float) -> np.ndarray:
     return (values.astype(np.float64) + by).astype(values.dtype)
 
 
-# --- tiers ----------------------------------------------------------------------------------
+# --- tiers ---------------------------------------------------------------------------------
 
 #: What ``build_catalog(tier=...)`` offers: a few cases per operator for a pre-commit check, the
-#: catalog, and detection-, classifier- and GPU-boundary-sized cases.
-TIERS = ("smoke", "default", "stress")
+#: catalog, detection-, classifier- and GPU-boundary-sized cases, and those of them that a CPU
+#: machine runs in a CI job (``CPU_TIER_SECONDS``, ``CPU_TIER_MB``).
+TIERS = ("smoke", "default", "stress", "stress-cpu")
 #: A worker process with NumPy and ONNX Runtime loaded, before any case.
 PROCESS_BASELINE_BYTES = 150 * 2**20
+#: ``stress-cpu`` holds the stress cases whose stated cost (``seconds``, ``memory_mb``) is at most
+#: these: each runs in a second or two on a 2-core CPU machine, beside the rest of a CI job's tests.
+CPU_TIER_SECONDS = 2.0
+CPU_TIER_MB = 1024
 
 
 def tier_cases(op: str, seed: int, tier: str) -> list[Case]:
     """The cases of ``op`` in ``tier``: its catalog, the catalog cases its cases module's
-    ``SMOKE`` patterns pick (``smoke``), or its ``stress_cases(op, seed)`` (``stress``)."""
+    ``SMOKE`` patterns pick (``smoke``), its ``stress_cases(op, seed)`` (``stress``), or those of
+    them whose stated cost fits a CPU machine's CI job (``stress-cpu``, ``fits_cpu_tier``)."""
     if tier not in TIERS:
         raise ValueError(f"tier = {tier!r}: one of {', '.join(TIERS)}")
-    if tier == "stress":
-        return cases_module(spec_named(op).dml_type).stress_cases(op, seed)
+    if tier.startswith("stress"):
+        cases = cases_module(spec_named(op).dml_type).stress_cases(op, seed)
+        return cases if tier == "stress" else [c for c in cases if fits_cpu_tier(c)]
     cases = catalog_cases(op, seed)
     if tier == "default":
         return cases
@@ -476,13 +483,44 @@ def _tensor(desc: Any, member: str) -> Any:
     return getattr(desc, _attribute(desc, member))
 
 
+#: The stated time of a case (``time_need``), in seconds on a 2-core CPU machine with the CPU EP:
+#: a fixed part (mapping, session, process work), the reference's, per value its kernel touches
+#: (a sample value, a window element: each cases module counts them), and judging, per output
+#: element of a case that passes. A case whose comparison fails takes about four times as long to
+#: judge (compared again against the reading that explains it, its errors summarized, its operator
+#: node re-checked). Fitted to ``ep-testbed run --ep cpu --tier stress`` on such a machine at a
+#: load of 2 to 6, where the estimates held every passing case's measured time;
+#: ``benchmarks/bench_stress_memory.py`` prints every stress case's measured time next to its
+#: stated one, and ``run --tier stress`` both in its table of where each case's time went.
+CASE_SECONDS = 0.3
+SECONDS_PER_REFERENCE_VALUE = 30e-9
+SECONDS_PER_JUDGED_OUTPUT = 0.8e-6
+
+
+def time_need(desc: Any, reference_values: Optional[int] = None) -> float:
+    """Seconds one passing case of ``desc`` takes, estimated (the constants above): the reference
+    touching ``reference_values`` values (default: one per output element) and the judging of
+    every output element."""
+    outputs = sum(_tensor(desc, m).element_count for m in desc.OUTPUTS if _tensor(desc, m) is not None)
+    values = outputs if reference_values is None else reference_values
+    return CASE_SECONDS + SECONDS_PER_REFERENCE_VALUE * values + SECONDS_PER_JUDGED_OUTPUT * outputs
+
+
 def stress_case(op: str, name: str, desc: Any, seed: int, recipe: str, input_copies: float = 3,
-                per_output: int = 96) -> Case:
-    """A stress-tier case ``<op>/stress-<name>`` tagged with its memory need (``memory_mb``,
-    ``memory_need`` with the operator's factors)."""
+                per_output: int = 96, reference_values: Optional[int] = None) -> Case:
+    """A stress-tier case ``<op>/stress-<name>`` that states its cost: its memory need
+    (``memory_mb``, ``memory_need`` with the operator's factors) and its time (``seconds``,
+    ``time_need`` with the values its reference touches)."""
     case = make_case(op, f"stress-{name}", desc, seed, "stress", recipe=recipe)
     case.tags["memory_mb"] = str(-(-memory_need(desc, input_copies, per_output) // 2**20))
+    case.tags["seconds"] = f"{time_need(desc, reference_values):.1f}"
     return case
+
+
+def fits_cpu_tier(case: Case) -> bool:
+    """Whether a stress case's stated cost fits the ``stress-cpu`` tier (``CPU_TIER_SECONDS``,
+    ``CPU_TIER_MB``)."""
+    return float(case.tags["seconds"]) <= CPU_TIER_SECONDS and int(case.tags["memory_mb"]) <= CPU_TIER_MB
 
 
 def detection_regions(count: int, height: int, width: int, scale: float, half: bool, rng: np.random.Generator,

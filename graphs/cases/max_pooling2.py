@@ -292,8 +292,16 @@ STRESS = [
 def stress_cases(op: str, seed: int) -> list[Case]:
     """The MAX_POOLING2 stress tier (``STRESS``), each case tagged with its memory need (the
     reference copies the padded input once; measured up to 44 bytes per output element)."""
-    return [stress_case(op, name, max_pooling2_desc(**row), seed, recipe, input_copies=2, per_output=48)
-            for name, row, recipe in STRESS]
+    return [stress_case(op, name, desc, seed, recipe, input_copies=2, per_output=48,
+                        reference_values=window_values(desc))
+            for name, row, recipe in STRESS for desc in [max_pooling2_desc(**row)]]
+
+
+def window_values(desc: MaxPooling2Desc) -> int:
+    """The window elements the reference reads for ``desc`` (each output's window), counted in
+    4-byte values: its passes over them are memory-bound, an INT8 one a quarter of a FLOAT32 one."""
+    size = numpy_dtype(desc.input_tensor.data_type).itemsize
+    return desc.output_tensor.element_count * int(np.prod(desc.window_size)) * size // 4
 
 
 def _pattern(desc: MaxPooling2Desc) -> np.ndarray:

@@ -328,16 +328,33 @@ STRESS = [
     *[(f"out-8x8-{r}x{c}-groups-of-64", dict(batch=1, channels=c, height=16, width=16, rois=r, out=(8, 8), sx=1.0,
                                              sy=1.0), "random", True) for r, c in ((151, 434), (257, 255), (256, 256))],
     ("whole-image-adaptive-1x16x200x304-r8-1x1", dict(batch=1, channels=16, height=200, width=304, rois=8, out=(1, 1),
-                                                      samples=(1, UINT32_MAX), sx=1.0, sy=1.0), "whole-image", True),
+                                                      samples=(1, UINT32_MAX), sx=1.0, sy=1.0), "whole-image", False),
 ]
 
 
 def stress_cases(op: str, seed: int) -> list[Case]:
     """The ROI_ALIGN / ROI_ALIGN1 stress tier (``STRESS``; ROI_ALIGN takes the fp32 detection
-    shapes only), each case tagged with its memory need."""
+    shapes and the whole-image regions only), each case tagged with its memory need and its time
+    (``common.stress_case``; the reference's work: ``sample_values``)."""
     v1 = op == "roi_align1"
-    return [stress_case(op, name, roi_align_desc(v1, **row), seed, recipe)
-            for name, row, recipe, v1_only in STRESS if v1 or not v1_only]
+    return [stress_case(op, name, desc, seed, recipe, reference_values=sample_values(desc))
+            for name, row, recipe, v1_only in STRESS if v1 or not v1_only
+            for desc in [roi_align_desc(v1, **row)]]
+
+
+def sample_values(desc: Any) -> int:
+    """The sample values (sample points times channels) the reference interpolates for ``desc``,
+    at most: every region at its sample count, an adaptive count taken as a region as large as
+    the scaled input (its output size times the count covers it)."""
+    _, channels, height, width = desc.input_tensor.sizes
+    out_h, out_w = desc.output_tensor.sizes[2:]
+    low, high = desc.minimum_samples_per_output, desc.maximum_samples_per_output
+
+    def count(size: int, scale: float, out: int) -> int:
+        return low if low == high else min(high, max(low, -(-int(np.ceil(size * abs(scale))) // out)))
+
+    per_region = out_h * count(height, desc.spatial_scale_y, out_h) * out_w * count(width, desc.spatial_scale_x, out_w)
+    return roi_count(desc.roi_tensor.sizes) * channels * per_region
 
 
 def _roi_align_rois(desc, recipe: str, rng) -> dict[str, np.ndarray]:

@@ -212,9 +212,16 @@ STRESS = [
 ]
 
 
+#: What the reference spends on one region before its bins' maxima (its corners and bins are worked
+#: out in Python), in values of ``common.time_need``.
+REGION_VALUES = 5000
+
+
 def stress_cases(op: str, seed: int) -> list[Case]:
-    """The ROI_POOLING stress tier (``STRESS``), each case tagged with its memory need."""
-    return [stress_case(op, name, roi_pooling_desc(**row), seed, recipe) for name, row, recipe in STRESS]
+    """The ROI_POOLING stress tier (``STRESS``), each case tagged with its memory need and time."""
+    return [stress_case(op, name, desc, seed, recipe, reference_values=REGION_VALUES * row["rois"]
+                        + desc.output_tensor.element_count)
+            for name, row, recipe in STRESS for desc in [roi_pooling_desc(**row)]]
 
 
 def _away_from_half(rng, lo, hi, n):

@@ -39,7 +39,7 @@ from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_map
 from ep_testbed.harness.run.pool import DeviceLostError, WorkerStartError
 from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases, start_workers
 from ep_testbed.harness.run.selection import parse_shard, select, shard
-from ep_testbed.harness.run.summary import exit_code, failing_outcomes
+from ep_testbed.harness.run.summary import exit_code, failing_outcomes, timings_table
 from ep_testbed.reference.precision import precision_model
 
 from .common import UsageError, prepare_reports, print_outcomes, render_report, usage_error
@@ -108,8 +108,10 @@ def _add_selection(group: argparse._ArgumentGroup) -> list[argparse.Action]:
     seed_action = add_seed(group.add_argument, "catalog seed")
     tier = group.add_argument("--tier", choices=TIERS, default="default",
                               help="smoke: a few cases per operator (seconds); default: the catalog; stress: detection- "
-                                   "and classifier-sized and GPU-boundary cases (each states its memory need; what "
-                                   "does not fit this machine is skipped with the reason)")
+                                   "and classifier-sized and GPU-boundary cases (each states its memory need and time; "
+                                   "what does not fit this machine is skipped with the reason; the run prints where "
+                                   "each case's time went); stress-cpu: the stress cases a CPU machine runs in "
+                                   "seconds each")
     corpus = group.add_argument("--corpus", action="append", default=[], metavar="DIR",
                                 help="also run the case folders in DIR (written by `ep-testbed fuzz --corpus-out`), "
                                      "with their expectations; repeatable")
@@ -148,7 +150,7 @@ def run_command(args: argparse.Namespace, *, catalog: str = DEFAULT_CATALOG, map
     (module docstring). ``catalog``/``mapper`` are ``"module:function"`` names; ``worker_paths``
     are added to the workers' PYTHONPATH so that they can import the mapper."""
     given = [item.partition("=")[0].strip().replace("-", "_") for item in getattr(args, "limit", None) or []]
-    if getattr(args, "tier", "default") == "stress" and "elements" not in given:
+    if getattr(args, "tier", "default").startswith("stress") and "elements" not in given:
         with using_limits(replace(limits(), elements=max(limits().elements, STRESS_ELEMENTS))):
             return _run_command(args, catalog, mapper, worker_paths)
     return _run_command(args, catalog, mapper, worker_paths)
@@ -383,7 +385,7 @@ def _keep_worst(args: argparse.Namespace) -> int:
     """``--keep-worst``, or its default: 5, and 0 for the stress tier (its case folders are large)."""
     if args.keep_worst is not None:
         return args.keep_worst
-    return 0 if args.tier == "stress" else 5
+    return 0 if args.tier.startswith("stress") else 5
 
 
 def _run_until_stopped(cases: list[Any], config: CaseConfig, options: RunOptions,
@@ -399,12 +401,15 @@ def _run_until_stopped(cases: list[Any], config: CaseConfig, options: RunOptions
 
 
 def _finish(args: argparse.Namespace, result: RunResult, selected: int, out: str) -> int:
-    """Print the outcome table, failures and the resume hint; render the report; last, the
+    """Print (for the stress tier, first where each case's time went: ``summary.timings_table``)
+    the outcome table, failures and the resume hint; render the report; last, the
     closing line: the cases run now per second of the command's wall time, and where that time
     went (``core.walltime``); the exit code."""
     for note in result.notes:
         print(f"ep-testbed: note: {safe_message(note)}", file=sys.stderr)
     failing = failing_outcomes(args.fail_on_not_on_ep, args.fail_on_inexpressible)
+    if getattr(args, "tier", "default").startswith("stress"):  # large cases: where each one's time went
+        print(timings_table(result.lines) + "\n")
     print_outcomes(result.lines, failing, result.header)
     print(f"\nresults: {safe(os.path.join(out, 'results.jsonl'))}")
     if result.interrupted:

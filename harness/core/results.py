@@ -76,9 +76,10 @@ CASE_SCHEMA: dict[str, tuple[str, ...]] = {
     # A failure re-checked on a second EP (``harness.run.recheck``, ``run --also-on``): ``scope``
     # is "shared with <EP>" or "only on <EP>", ``also_on`` what the second EP did.
     "scope": (STR, NULL), "also_on": (OBJECT, NULL),
-    # Where the case's time went (``harness.run.case_run``): ``prepare_s``, its share of the
-    # ``build_s`` and ``run_s`` of every session it took part in, ``judge_s``, and ``shared_by``
-    # (how many cases shared the session its outputs came from: 1 unbatched, up to ``--batch``).
+    # Where the case's time went (``harness.run.case_run``): ``prepare_s`` (of it ``reference_s``,
+    # the expected outputs and their bounds), its share of the ``build_s`` and ``run_s`` of every
+    # session it took part in, ``judge_s``, and ``shared_by`` (how many cases shared the session
+    # its outputs came from: 1 unbatched, up to ``--batch``).
     "timings": (OBJECT, NULL),
     # Which extreme values the case's inputs hold (``harness.core.signature.input_extremes``:
     # nan, inf, -inf, huge), for an expectation whose cause only such inputs can show.

@@ -11,11 +11,12 @@ timings. Neither raises for anything a case does; they can only be stopped by th
 (``harness.run.pool``). The steps of one case and the outcomes they decide are
 ``harness.run.case_steps``'; how a packed session that fails is taken apart is ``packs``'.
 
-Each line's ``timings`` says where its time went: ``prepare_s`` (map, inputs, reference),
-``build_s`` and ``run_s`` (its share of every session it took part in: a session's time divided
-by the cases in it; a refused or failed session counts as building), ``judge_s`` (comparison,
-attribution) and ``shared_by`` (how many cases shared the session its outputs came from);
-``duration_s`` is their sum.
+Each line's ``timings`` says where its time went: ``prepare_s`` (map, inputs, reference; of it
+``reference_s``, the expected outputs with their bounds), ``build_s`` and ``run_s`` (its share of
+every session it took part in: a session's time divided by the cases in it; a refused or failed
+session counts as building), ``judge_s`` (comparison, attribution) and ``shared_by`` (how many
+cases shared the session its outputs came from); ``duration_s`` is their sum (``reference_s`` is
+inside ``prepare_s``).
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ def _finish(item: Item, config: CaseConfig) -> dict[str, Any]:
         with timed(item, "judge_s"):
             line["readings"] = _evidence(item, config, names)
     line["timings"] = {**{k: round(v, 6) for k, v in item.timings.items()}, "shared_by": item.shared_by}
+    if "reference_s" in item.state:  # the part of prepare_s the reference took
+        line["timings"]["reference_s"] = round(item.state["reference_s"], 6)
     line["duration_s"] = round(sum(item.timings.values()), 6)
     if config.run_dir and wants_artifacts(line, item.policy):
         state = item.state

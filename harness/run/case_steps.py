@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -171,11 +172,14 @@ def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: 
         line.update(outcome="inexpressible", message="; ".join(reasons) or "the mapper marked the desc inexpressible")
         return None
     state["model"] = mapping.model
+    started = time.perf_counter()
     try:
         reference = execute_with_bounds(case.desc, inputs, model)
     except Exception as exc:
         line.update(outcome="error", message=raised("reference", exc, case))
         return None
+    finally:
+        state["reference_s"] = time.perf_counter() - started  # the line's timings show it (part of prepare_s)
     state["expected"] = reference.outputs
     allowance = Allowance.of(reference)
     state["allowance"] = allowance.to_arrays() if allowance is not None else None

@@ -75,3 +75,30 @@ def problems(lines: Iterable[dict[str, Any]], failing: Iterable[str], limit: int
     if len(bad) > limit:
         out.append(f"  ... and {len(bad) - limit} more (see results.jsonl)")
     return "\n".join(out)
+
+
+#: ``timings_table``'s columns: the line's ``timings`` key and its heading.
+TIMING_COLUMNS = (("prepare_s", "prepare"), ("reference_s", "reference"), ("build_s", "EP build"), ("run_s", "EP run"),
+                  ("judge_s", "judge"))
+
+
+def timings_table(lines: Iterable[dict[str, Any]]) -> str:
+    """Where each case's time went, one row per case in the lines' order: its outcome, the cost
+    it states (``tags``: ``seconds`` and ``memory_mb``, as the stress tier's cases do), its
+    ``duration_s``, and its ``timings`` in seconds: preparing it (mapping, inputs, flags,
+    reference) and, of that, the reference with its bounds; building and running its sessions
+    on the EP (its share of a shared one); judging its outputs. A part a line lacks is ``-``."""
+    def seconds(value: Any) -> str:
+        return f"{value:.2f}" if isinstance(value, (int, float)) else "-"
+
+    header = ["case", "outcome", "stated s", "stated MiB", "total s", *(title for _, title in TIMING_COLUMNS)]
+    rows = []
+    for line in lines:
+        tags, timings = line.get("tags") or {}, line.get("timings") or {}
+        rows.append([safe(str(line.get("id")), 100), safe(str(line.get("outcome")), 20), safe(tags.get("seconds") or "-", 12),
+                     safe(tags.get("memory_mb") or "-", 12), seconds(line.get("duration_s")),
+                     *(seconds(timings.get(key)) for key, _ in TIMING_COLUMNS)])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join(["where each case's time went (seconds; the reference is part of prepare):", fmt(header),
+                      "-" * len(fmt(header)), *(fmt(r) for r in rows)])

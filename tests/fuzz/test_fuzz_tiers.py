@@ -1,7 +1,18 @@
 """Tiers: smoke picks catalog cases, default is the catalog unchanged, stress states each case's
-memory need and a run skips, with the reason, what does not fit the machine."""
+memory need and time, a run skips, with the reason, what does not fit the machine and says where
+each case's time went, and stress-cpu is the part of the stress tier that a CPU machine's CI job runs."""
 
-from ep_testbed.graphs.cases.common import memory_need
+import pytest
+
+from ep_testbed.graphs.cases.common import (
+    CASE_SECONDS,
+    CPU_TIER_MB,
+    CPU_TIER_SECONDS,
+    SECONDS_PER_JUDGED_OUTPUT,
+    SECONDS_PER_REFERENCE_VALUE,
+    memory_need,
+    time_need,
+)
 from ep_testbed.graphs.catalog import TIERS, build_catalog
 from ep_testbed.harness.cli import main
 from ep_testbed.harness.cli import run as run_cli
@@ -20,14 +31,15 @@ def test_the_default_tier_is_the_catalog_and_smoke_is_a_few_of_its_cases_per_ope
     assert all(3 <= n <= 10 for n in per_op.values()), per_op
 
 
-def test_stress_cases_are_valid_large_and_state_their_memory_need():
+def test_stress_cases_are_valid_large_and_state_their_memory_need_and_time():
     stress = build_catalog(tier="stress")
-    assert TIERS == ("smoke", "default", "stress") and len({c.id for c in stress}) == len(stress)
+    assert TIERS == ("smoke", "default", "stress", "stress-cpu") and len({c.id for c in stress}) == len(stress)
     for case in stress:
         with element_cap(2**33):  # run --tier stress raises the cap so (harness.cli.run.STRESS_ELEMENTS)
             validate(case.desc)
         assert case.id.split("/")[1].startswith("stress-") and case.tags["family"] == "stress"
         assert int(case.tags["memory_mb"]) * 2**20 >= memory_need(case.desc, 2, 48)
+        assert float(case.tags["seconds"]) >= time_need(case.desc, 0) - 0.05  # at least judging its outputs
     ids = {c.id for c in stress}
     for wanted in ("roi_align1/stress-detection-1x256x200x304-r1000-7x7-sr2-scale1_16",
                    "roi_pooling/stress-detection-1x512x38x50-r300-7x7-scale1_16",
@@ -39,6 +51,52 @@ def test_stress_cases_are_valid_large_and_state_their_memory_need():
     assert {64 * 65534, 64 * 65535, 64 * 65536} <= set(counts)
     huge = [c for c in stress if "idxuint32" in c.id and c.desc.input_tensor.element_count > 2**31]
     assert huge and max(c.desc.input_tensor.element_count for c in huge) == 2**32 - 1
+
+
+def test_a_stress_case_states_the_time_its_reference_and_its_judging_take():
+    """The detection RoiAlign: 1000 regions x 256 channels x 7x7 outputs x 2x2 samples interpolated,
+    1000 x 256 x 49 outputs judged; the 2**32 - 1 element MaxPool: each of 2**26 windows of 64 INT8
+    elements read (a quarter of a 4-byte value each), values and indices judged."""
+    stress = {c.id: c for c in build_catalog(tier="stress")}
+    detection = stress["roi_align1/stress-detection-1x256x200x304-r1000-7x7-sr2-scale1_16"]
+    outputs = 1000 * 256 * 49
+    expected = CASE_SECONDS + SECONDS_PER_REFERENCE_VALUE * outputs * 4 + SECONDS_PER_JUDGED_OUTPUT * outputs
+    assert detection.tags["seconds"] == f"{expected:.1f}"
+    huge = stress["max_pooling2/stress-int8-idxuint32-2^32-1-elements"]
+    windows = huge.desc.output_tensor.element_count
+    expected = CASE_SECONDS + SECONDS_PER_REFERENCE_VALUE * (windows * 64 // 4) + SECONDS_PER_JUDGED_OUTPUT * 2 * windows
+    assert huge.tags["seconds"] == f"{expected:.1f}"
+
+
+def test_the_cpu_tier_is_the_stress_cases_whose_stated_cost_fits_a_ci_job():
+    """Every stress case of at most ``CPU_TIER_SECONDS`` and ``CPU_TIER_MB``, in the stress tier's
+    order, from every operator; all of them together within a CI job's share for one test module."""
+    stress, cpu = build_catalog(tier="stress"), build_catalog(tier="stress-cpu")
+    fits = [c.id for c in stress if float(c.tags["seconds"]) <= CPU_TIER_SECONDS and int(c.tags["memory_mb"]) <= CPU_TIER_MB]
+    assert [c.id for c in cpu] == fits
+    assert {c.id.split("/")[0] for c in cpu} == set(names())
+    assert sum(float(c.tags["seconds"]) for c in cpu) <= 10
+    assert max(int(c.tags["memory_mb"]) for c in cpu) <= CPU_TIER_MB
+
+
+@pytest.mark.slow
+def test_the_cpu_stress_tier_runs_on_the_cpu_ep_and_says_where_each_case_time_went(tmp_path, capsys):
+    out = tmp_path / "s"
+    code = main(["run", "--ep", "cpu", "--tier", "stress-cpu", "--jobs", "2", "--out", str(out), "--no-progress"])
+    printed = capsys.readouterr().out
+    header, lines, _ = read_run(str(out))
+    cpu = build_catalog(tier="stress-cpu")
+    assert code == 0 and header["selection"]["tier"] == "stress-cpu" and not header["skipped"]
+    assert sorted(l["id"] for l in lines) == sorted(c.id for c in cpu)
+    assert {l["outcome"] for l in lines} == {"pass"}, [(l["id"], l["message"]) for l in lines if l["outcome"] != "pass"]
+    for line in lines:
+        timings = line["timings"]
+        assert 0 < timings["reference_s"] <= timings["prepare_s"], line["id"]
+    table = printed[printed.index("where each case's time went"):].splitlines()
+    assert table[1].split()[-7:] == ["prepare", "reference", "EP", "build", "EP", "run", "judge"]
+    for case in cpu:
+        row = next(r for r in table if r.startswith(case.id + " "))
+        assert row.split()[1:4] == ["pass", case.tags["seconds"], case.tags["memory_mb"]]
 
 
 def test_stress_inputs_hold_regions_on_the_exact_grid():

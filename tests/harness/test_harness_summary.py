@@ -11,7 +11,7 @@ from ep_testbed.harness.core.exit_codes import NO_CASES as EXIT_NO_CASES
 from ep_testbed.harness.core.exit_codes import OK as EXIT_OK
 from ep_testbed.harness.run.progress import Progress
 from ep_testbed.harness.run.selection import parse_shard, select, shard
-from ep_testbed.harness.run.summary import exit_code, failing_outcomes, table
+from ep_testbed.harness.run.summary import exit_code, failing_outcomes, table, timings_table
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,21 @@ def test_table_has_a_row_per_operator_and_a_total():
     assert text[2].split() == ["MAX_POOLING2", "1", "0", "0", "1"]
     assert text[3].split() == ["ROI_ALIGN1", "1", "0", "1", "2"]
     assert text[-1].split() == ["TOTAL", "2", "0", "1", "3"]
+
+
+def test_timings_table_says_where_each_case_time_went_beside_its_stated_cost():
+    lines = [{"id": "roi_align1/stress-a", "outcome": "pass", "tags": {"seconds": "11.8", "memory_mb": "1477"},
+              "duration_s": 3.5, "timings": {"prepare_s": 1.5, "reference_s": 1.25, "build_s": 0.01, "run_s": 0.5,
+                                             "judge_s": 1.49, "shared_by": 1}},
+             {"id": "max_pooling2/old-line\x1b[31m", "outcome": "known", "tags": None, "duration_s": None}]
+    text = timings_table(lines).splitlines()
+    assert "reference is part of prepare" in text[0]
+    assert text[1].split() == ["case", "outcome", "stated", "s", "stated", "MiB", "total", "s", "prepare", "reference",
+                               "EP", "build", "EP", "run", "judge"]
+    assert text[3].split() == ["roi_align1/stress-a", "pass", "11.8", "1477", "3.50", "1.50", "1.25", "0.01", "0.50",
+                               "1.49"]
+    assert text[4].split()[1:] == ["known"] + ["-"] * 8  # a line without timings (an older writer) says so
+    assert "\x1b" not in text[4]
 
 
 def test_progress_line_shows_done_failures_rate_and_eta():

@@ -283,6 +283,30 @@ def test_roi_pooling_halfway_product_rounds_to_even_and_half_away_is_a_reading()
     np.testing.assert_array_equal(reading.outputs["OutputTensor"], away)
 
 
+def test_roi_pooling_corners_past_int64_keep_their_knife_edges():
+    """Corners scaled past 2**63 (ROI values up to FLT_MAX are finite, hence valid): the kernel
+    rounds them to Python integers; the bounds once put them in int64 arrays and raised
+    OverflowError. Region 1's y1 = -3e38 * 0.7 lies within its product's rounding error of other
+    integers (the bins it starts stay clamped at 0: no element changes), and its x2 = 5 * 0.7 is
+    3.5 in float32, rounded to even 4, while the exact product 3.4999999 rounds to 3."""
+    x = np.arange(2 * 6 * 6, dtype=np.float32).reshape(2, 1, 6, 6)
+    rois = np.array([[0, -1e20, 0.5, 3.3, 4.2], [1, 0, -3e38, 5, 2]], np.float32).reshape(1, 1, 2, 5)
+    desc = roi_pooling(x.shape, 2, (2, 2), scale=0.7)
+    arrays = {"InputTensor": x, "ROITensor": rois}
+    expected = execute_with_bounds(desc, arrays)
+    output = expected.outputs["OutputTensor"]
+    np.testing.assert_array_equal(output, execute(desc, arrays)["OutputTensor"])
+    low, high = expected.alternatives["OutputTensor"]
+    narrower = rois.copy()
+    narrower[0, 0, 1, 3] = 4  # x2 = round(4 * 0.7) = 3: region 1 one column narrower
+    alternative = execute(desc, {"InputTensor": x, "ROITensor": narrower})["OutputTensor"]
+    np.testing.assert_array_equal(low, np.minimum(output, alternative))
+    np.testing.assert_array_equal(high, output)
+    assert (low[1] < output[1]).any()
+    decisions = [k.decision for k in expected.knife_edges]
+    assert any("RoiY1" in d for d in decisions) and any("RoiX2" in d for d in decisions)
+
+
 def test_roi_pooling_float32_bin_end_is_the_float32_bins_reading():
     """RP-2's divergence: 29 rows into 11 bins. The page's last bin ends at row 29; ONNX Runtime's
     CPU EP computes ceil(11 * float32(29/11)) = 30. That is a formula of its own, not a rounding of

@@ -198,3 +198,30 @@ def test_window_contains_matches_the_windows_the_simple_form_gathers():
     other_channel = idx + 6 * 7
     assert not window_contains(desc, positions, np.where(other_channel < x.size, other_channel, -1)).any()
     assert not window_contains(desc, positions, np.full(idx.size, x.size)).any()
+
+
+def test_the_layout_copied_in_blocks_equals_one_copy(monkeypatch):
+    """``phase_layout`` copies the input a block of rows at a time (every phase of a block before
+    the next, for the processor's cache): the outputs of every catalog case and every reading are
+    the same, bit for bit, with blocks of one row as with one block for the whole input."""
+    from ep_testbed.graphs.catalog import build_catalog
+    from ep_testbed.reference import DescError, execute_reading, readings_of
+    from ep_testbed.reference import max_pooling2 as kernel
+
+    def outputs(case, names, block):
+        monkeypatch.setattr(kernel, "LAYOUT_BLOCK_BYTES", block)
+        try:
+            return execute_reading(case.desc, case.inputs(), names).outputs
+        except DescError as exc:
+            return str(exc)
+
+    for case in build_catalog(["max_pooling2"]):
+        for names in [[], *[[r.name] for r in readings_of(case.desc)]]:
+            whole, rows = outputs(case, names, 2**62), outputs(case, names, 1)
+            assert type(whole) is type(rows), case.id
+            if isinstance(whole, str):
+                assert whole == rows, case.id
+                continue
+            for member in whole:
+                assert whole[member].dtype == rows[member].dtype, (case.id, names, member)
+                assert whole[member].tobytes() == rows[member].tobytes(), (case.id, names, member)

@@ -1,0 +1,180 @@
+"""The bounds computed over every region at once equal the slow per-region ones bit for bit.
+
+``bounds_oracle_roi_align`` and ``bounds_oracle_roi_pooling`` are frozen copies of the precision
+models as they were computed region by region in Python loops; ``reference/roi_align_bounds.py``
+and ``roi_pooling_bounds.py`` now compute them vectorized over regions and channels. Everything an
+``Expected`` holds must be the same: the outputs, the bounds, the knife-edge ranges (their
+presence too), the notes and their count, bit for bit (NaN payloads and signed zeros included), on
+every catalog case under every reading and precision model, on drawn descs, and on the stress
+shapes that fit this machine.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import bounds_oracle_roi_align
+import bounds_oracle_roi_pooling
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_profiles import examples
+from test_bounds import roi_align_case, roi_pooling_case, tensors
+
+from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.reference import MODELS, DescError, execute_reading, precision_model, readings_of
+from ep_testbed.reference.checks import element_cap
+from ep_testbed.reference.execute import prepare
+from ep_testbed.reference.readings import combine, named
+
+ORACLES = {"roi_align": bounds_oracle_roi_align, "roi_align1": bounds_oracle_roi_align,
+           "roi_pooling": bounds_oracle_roi_pooling}
+OPS = tuple(ORACLES)
+
+
+@pytest.fixture(autouse=True)
+def _oracle_slopes_once_per_plane(monkeypatch):
+    """The oracle scans the whole input plane for its slope type once per region (what made it
+    slow on detection shapes); the answer depends on the plane alone, so it is kept per plane
+    here. The oracle's code is otherwise run as it was."""
+    original = bounds_oracle_roi_align._slope_type
+    seen: dict = {}
+
+    def once(dtype, plane):
+        key = (dtype, plane.__array_interface__["data"][0], plane.shape, plane.strides)
+        if key not in seen:
+            seen[key] = original(dtype, plane)
+        return seen[key]
+
+    monkeypatch.setattr(bounds_oracle_roi_align, "_slope_type", once)
+
+
+def oracle(desc, arrays, reading_names, model):
+    """The oracle's ``Expected`` for what ``execute_reading(desc, arrays, reading_names, model)``
+    computes: the same preparation and rules, the per-region precision model."""
+    spec, checked = prepare(desc, arrays)
+    rules = combine(spec.rules, [named(spec.readings, n, spec.name) for n in reading_names])
+    return ORACLES[spec.name].execute_bounded(desc, checked, precision_model(model), rules)
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return a.dtype.str.encode() + repr(a.shape).encode() + np.ascontiguousarray(a).tobytes()
+
+
+def _same_array(new: np.ndarray, old: np.ndarray, what: str) -> None:
+    if _bits(new) != _bits(old):
+        np.testing.assert_array_equal(new, old, err_msg=what, strict=True)
+        differs = np.flatnonzero(np.ascontiguousarray(new).view(np.uint8) != np.ascontiguousarray(old).view(np.uint8))
+        raise AssertionError(f"{what}: equal as numbers but not bit for bit (signed zeros or NaN payloads); "
+                             f"first differing byte {int(differs[0])} of {new.nbytes}")
+
+
+def assert_same_expected(new, old, where: str) -> None:
+    """Every field of two ``Expected`` equal, arrays bit for bit."""
+    assert new.model == old.model, where
+    assert sorted(new.outputs) == sorted(old.outputs), where
+    for name in old.outputs:
+        _same_array(new.outputs[name], old.outputs[name], f"{where}: outputs[{name}]")
+    assert sorted(new.bounds) == sorted(old.bounds), where
+    for name in old.bounds:
+        _same_array(new.bounds[name], old.bounds[name], f"{where}: bounds[{name}]")
+    assert sorted(new.alternatives) == sorted(old.alternatives), f"{where}: alternatives present"
+    for name, (low, high) in old.alternatives.items():
+        _same_array(new.alternatives[name][0], low, f"{where}: alternatives[{name}] low")
+        _same_array(new.alternatives[name][1], high, f"{where}: alternatives[{name}] high")
+    assert new.knife_edges == old.knife_edges, where
+    assert new.knife_edge_count == old.knife_edge_count, where
+
+
+def check_case(desc, arrays, reading_names, model, where: str) -> None:
+    """The new and the oracle's ``Expected`` agree, or both refuse the inputs alike."""
+    try:
+        old = oracle(desc, arrays, reading_names, model)
+    except DescError as exc:
+        with pytest.raises(DescError) as raised:
+            execute_reading(desc, arrays, reading_names, model)
+        assert str(raised.value) == str(exc), where
+        return
+    assert_same_expected(execute_reading(desc, arrays, reading_names, model), old, where)
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog():
+    return tuple(build_catalog(list(OPS)))
+
+
+@pytest.mark.parametrize("case_id", [c.id for c in build_catalog(list(OPS))])
+def test_catalog_case_bounds_equal_the_per_region_oracle(case_id):
+    """Every catalog case of the ROI operators, under the primary reading and each of its
+    readings, under every precision model."""
+    case = next(c for c in _catalog() if c.id == case_id)
+    arrays = case.inputs()
+    for reading in [None, *readings_of(case.desc)]:
+        names = [] if reading is None else [reading.name]
+        for model in MODELS:
+            check_case(case.desc, arrays, names, model, f"{case_id} {names or 'primary'} {model}")
+
+
+def _drawn_reading(draw, desc):
+    options = [None, *readings_of(desc)]
+    reading = draw(st.sampled_from(options), label="reading")
+    return [] if reading is None else [reading.name]
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(case=roi_align_case(), data=st.data(), model=st.sampled_from(["fp32", "tensor-type"]))
+def test_drawn_roi_align_bounds_equal_the_per_region_oracle(case, data, model):
+    """Drawn ROI_ALIGN1 descs (wide maps, arbitrary and exact regions, both interpolations and
+    reductions, adaptive counts), any reading, both rounding models."""
+    desc, x, rois, batch = case
+    names = _drawn_reading(data.draw, desc)
+    check_case(desc, tensors(x, rois, batch), names, model, f"drawn {names or 'primary'} {model}")
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(case=roi_pooling_case(), data=st.data(), model=st.sampled_from(["fp32", "tensor-type"]))
+def test_drawn_roi_pooling_bounds_equal_the_per_region_oracle(case, data, model):
+    """Drawn ROI_POOLING descs, regions near halves included, any reading, both rounding models."""
+    desc, x, rois = case
+    names = _drawn_reading(data.draw, desc)
+    check_case(desc, {"InputTensor": x, "ROITensor": rois}, names, model, f"drawn {names or 'primary'} {model}")
+
+
+#: Stress cases larger than this are left to a machine with the memory (the oracle's arrays come
+#: on top of the case's own).
+STRESS_MB = 3100
+
+
+def _stress_ids():
+    with element_cap(2**33):
+        return [c.id for c in build_catalog(list(OPS), tier="stress") if int(c.tags["memory_mb"]) <= STRESS_MB]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_id", _stress_ids())
+def test_stress_case_bounds_equal_the_per_region_oracle(case_id):
+    """The stress tier's ROI shapes (detection sizes, 10,000 regions, whole-image adaptive
+    counts) under the primary reading and the default model."""
+    op = case_id.split("/")[0]
+    with element_cap(2**33):
+        case = next(c for c in build_catalog([op], tier="stress") if c.id == case_id)
+        check_case(case.desc, case.inputs(), [], "fp32", case_id)
+
+
+@pytest.mark.slow
+def test_float16_detection_bounds_in_float16_arithmetic_equal_the_per_region_oracle():
+    """The float16 detection shape under the tensor-type model: float16 coordinates move by up to
+    a pixel, so nearly every region's slopes are widened (near a cell edge, or a pixel off); its
+    first 64 regions (the oracle takes seconds per region there)."""
+    from ep_testbed.graphs.cases.roi_align import STRESS, roi_align_desc
+
+    name, row, _, _ = next(entry for entry in STRESS if entry[0].endswith("-fp16"))
+    with element_cap(2**33):
+        case = next(c for c in build_catalog(["roi_align1"], tier="stress") if c.id == f"roi_align1/stress-{name}")
+        arrays = case.inputs()
+    count = 64
+    desc = roi_align_desc(True, **{**row, "rois": count})
+    cut = {"InputTensor": arrays["InputTensor"], "ROITensor": arrays["ROITensor"][..., :count, :],
+           "BatchIndicesTensor": arrays["BatchIndicesTensor"][..., :count]}
+    check_case(desc, cut, [], "tensor-type", f"{case.id} (first {count} regions) tensor-type")
