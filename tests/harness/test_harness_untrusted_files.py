@@ -67,6 +67,20 @@ def test_json_is_strict(text, words):
     assert parse_json('{"a": [1, 2.5, "x", null, true]}') == {"a": [1, 2.5, "x", None, True]}
 
 
+def test_the_nesting_cap_counts_containers_not_brackets_in_strings():
+    """Brackets inside string literals (an escaped quote among them) do not nest; many shallow
+    containers side by side are not deep; 65 levels are refused, with brackets in strings or not."""
+    wide = [[i, {"k": [i]}] for i in range(200)]
+    strings = {"a": "[" * 500 + '\\"{' * 100, "b": [["]]]"]]}
+    assert parse_json(json.dumps(wide)) == wide and parse_json(json.dumps(strings)) == strings
+    deep = {"s": "]" * 200 + "}" * 50}
+    for _ in range(64):
+        deep = [deep]
+    with pytest.raises(FileRefused, match="nested 65 levels deep"):
+        parse_json(json.dumps(deep), "f.json", "desc")
+    assert parse_json(json.dumps(deep[0]))[0] == deep[0][0]
+
+
 def test_files_that_are_not_regular_are_refused_before_opening(tmp_path):
     os.mkfifo(tmp_path / "fifo")  # opening it would block forever
     for path, words in ((tmp_path / "fifo", "not a regular file"), (tmp_path, "a folder"),
