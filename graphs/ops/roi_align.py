@@ -653,17 +653,27 @@ def _corner_max(plane: np.ndarray, ys: tuple, xs: tuple) -> np.ndarray:
 
 def _corner_sum(plane: np.ndarray, ys: tuple, xs: tuple, outside_zero: bool = False) -> np.ndarray:
     """One region: ``(C, out_h, out_w)``, the running sum over samples (rows of the grid first, as
-    ORT loops) of ``((w1*v1 + w2*v2) + w3*v3) + w4*v4``, in the plane's type. One row of samples
-    at a time: ``np.add.accumulate`` adds along its axis strictly in order (never pairwise), so
-    the sum is the kernel's sample by sample, bit for bit."""
-    result = None
-    for iy in range(ys[0].shape[1]):
-        t = _row_terms(plane, ys, xs, iy, outside_zero)
-        row = ((t[0] + t[1]) + t[2]) + t[3]  # (C, out_h, out_w, grid_w)
-        if result is not None:
-            row = np.concatenate([result[..., None], row], axis=-1)
-        result = np.add.accumulate(row, axis=-1)[..., -1]
-    return result
+    ORT loops) of ``((w1*v1 + w2*v2) + w3*v3) + w4*v4``, in the plane's type. Every sample at once,
+    laid out row after row on the last axis: ``np.add.accumulate`` adds along it strictly in order
+    (never pairwise), so the sum is the kernel's sample by sample, bit for bit."""
+    t = _grid_terms(plane, ys, xs, outside_zero)
+    samples = ((t[0] + t[1]) + t[2]) + t[3]  # (C, out_h, grid_h, out_w, grid_w)
+    c, out_h, grid_h, out_w, grid_w = samples.shape
+    ordered = samples.transpose(0, 1, 3, 2, 4).reshape(c, out_h, out_w, grid_h * grid_w)
+    return np.add.accumulate(ordered, axis=-1)[..., -1]
+
+
+def _grid_terms(plane: np.ndarray, ys: tuple, xs: tuple, outside_zero: bool = False) -> list[np.ndarray]:
+    """Every sample of every bin of one region: its four weighted corner terms, each ``(C, out_h,
+    grid_h, out_w, grid_w)``, as ``_row_terms`` gives them row by row."""
+    in_y, y_lo, y_hi, hy, ly = (a[:, :, None, None] for a in ys)
+    in_x, x_lo, x_hi, hx, lx = (a[None, None] for a in xs)
+    inside = (in_y & in_x)[None]
+    terms = [(hy * hx)[None] * plane[:, y_lo, x_lo], (hy * lx)[None] * plane[:, y_lo, x_hi],
+             (ly * hx)[None] * plane[:, y_hi, x_lo], (ly * lx)[None] * plane[:, y_hi, x_hi]]
+    pixel = plane[:, :1, :1][..., None, None]
+    corner = np.zeros_like(pixel) if outside_zero else np.float32(0) * pixel
+    return [np.where(inside, t, corner) for t in terms]
 
 
 def _row_terms(plane: np.ndarray, ys: tuple, xs: tuple, iy: int, outside_zero: bool = False) -> list[np.ndarray]:
