@@ -109,6 +109,11 @@ def group_title(case: CaseResult, run: Run) -> str:
     return "Not re-checked on a second EP" if other else "Cases"
 
 
+#: A case whose arrays hold more than this many bytes gets no inline bundle, unbuilt: even the
+#: best-compressing arrays would not fit ``MAX_INLINE_BUNDLE``.
+RAW_BUNDLE_CAP = 16 * MAX_INLINE_BUNDLE
+
+
 def wants_detail(case: CaseResult) -> bool:
     """A case gets a section when its outcome fails a run or is known, is an outcome the schema
     does not know, or the harness kept its folder."""
@@ -135,6 +140,10 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
         codes = index_categories(art)
         if codes is not None:
             detail.index_pictures = images.index_slices(case.op, codes)
+        raw = sum(a.nbytes for group in (art.inputs, art.expected, art.actual, art.allowance) for a in (group or {}).values())
+        if raw > RAW_BUNDLE_CAP:  # compressing it only to find it too big to inline costs seconds
+            detail.bundle_note = f"its arrays hold {raw // 2**20} MiB, too big to inline"
+            return detail
         built = build_bundle(case, run.header, art, run_tolerances(run))
         if built is not None:
             bundle, names = built

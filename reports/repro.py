@@ -161,7 +161,8 @@ def build_bundle(case: Any, header: dict[str, Any], art: CaseArtifacts,
                       for name, data in files.items()}
     files["check.json"] = json.dumps(check, indent=1, allow_nan=False, default=str).encode("utf-8")
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+    # the fastest deflate: float arrays shrink about as much at level 1 as at 6, in a fifth of the time
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         for name, data in files.items():
             z.writestr(name, data)
         names = z.namelist()

@@ -61,6 +61,23 @@ def test_failing_case_shows_desc_model_flags_errors_pictures_and_rerun(small_run
     assert re.search(r'href="data:application/zip;base64,', first)
 
 
+def test_a_case_whose_arrays_cannot_fit_inline_gets_no_bundle_built(small_run, monkeypatch):
+    """Past ``RAW_BUNDLE_CAP`` bytes of arrays the bundle is not compressed at all (seconds per
+    stress case, for a bundle too big to inline); the section says why and keeps its pictures."""
+    import ep_testbed.reports.html_report as html_report
+
+    def must_not_build(*args, **kwargs):
+        raise AssertionError("the bundle was built")
+
+    monkeypatch.setattr(html_report, "RAW_BUNDLE_CAP", 1)
+    monkeypatch.setattr(html_report, "build_bundle", must_not_build)
+    html = render_run(small_run).read_text()
+    first = html[html.index('<article class="case o-fail"'):]
+    first = first[:first.index("</article>")]
+    assert "data:application/zip" not in first and first.count('class="heat"') >= 3
+    assert re.search(r"Repro bundle: its arrays hold \d+ MiB, too big to inline; the files are in", first)
+
+
 def test_report_is_self_contained(small_run):
     html = render_run(small_run).read_text()
     for tag, attrs in parse(html):
