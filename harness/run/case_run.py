@@ -93,8 +93,8 @@ def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[d
             item = Item(case, policy, mapper, new_line(case, config.ep))
             with guarded([item]), timed(item, "prepare_s"):
                 item.prepared = prepare(case, mapper, item.line, item.state, config.precision_model)
-                if item.prepared is not None:
-                    mark_shows(case, item.prepared, config, item.line)
+                if item.prepared is not None and any(e.shows_flags for e in policy.expected):
+                    mark_shows(case, item.prepared, config, item.line)  # only an entry's shows_when reads it
             if item.decided:
                 done(item)
                 continue

@@ -18,7 +18,8 @@ they are checked:
 A case whose outputs fail the comparison is attributed (``harness.run.attribution``, the line's
 ``attribution``), unless ``CaseConfig.attribute`` is off. Before the EP runs, every ``diverges``
 flag whose ONNX meaning the mapper computes gets ``"shows"`` (``mark_shows``), which
-expectations' ``shows_when`` reads.
+expectations' ``shows_when`` reads: computed only for a case one of whose candidate entries has
+``shows_when.flags`` (a meaning is a run of ORT's kernel in NumPy, a tenth of a fuzz case's time).
 
 The expected outputs come with the reference's allowance under ``CaseConfig.precision_model``
 (``reference.execute_with_bounds``): the comparison accepts an element within the rounding

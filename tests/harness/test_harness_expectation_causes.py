@@ -231,8 +231,16 @@ def test_the_corner_term_max_shows_only_where_it_differs(recipe, shows):
     failing element of a random region (known); where every sample reads outside the input, both
     maxima are 0 and nothing is to explain."""
     case = Case(id=f"roi_align1/max-{recipe}", op=MAX.TYPE, desc=MAX, seed=1, recipe=recipe)
-    expectations = exp.for_ep("cpu")
+    shipped = exp.for_ep("cpu")
     from ep_testbed.harness.run.case_steps import ArtifactPolicy
+    line = run_case(case, CaseConfig(ep=resolve_ep("cpu")), ArtifactPolicy(expected=shipped.candidates(case)),
+                    mapper=to_onnx)
+    flag = next(f for f in line["flags"] if f["field"] == "ReductionFunction")
+    assert "shows" not in flag  # no shipped entry reads it: the meaning is not computed
+    expectations = exp.parse([{"id": "roi_align1/*", "flags": [{"field": "ReductionFunction", "kind": "diverges"}],
+                               "outcome": "fail", "readings": ["corner-term-max"], "reason": "r", "link": "l",
+                               "strict": False,
+                               "shows_when": {"flags": [{"field": "ReductionFunction", "shows": True}]}}])
     line = run_case(case, CaseConfig(ep=resolve_ep("cpu")), ArtifactPolicy(expected=expectations.candidates(case)),
                     mapper=to_onnx)
     flag = next(f for f in line["flags"] if f["field"] == "ReductionFunction")
