@@ -130,8 +130,9 @@ class Rules:
     0]`` ("value-plus-zero-corner", ONNX Runtime's weights of 0 at pixel 0). ``count``: the page's
     clamp ("clamp"), ONNX's adaptive count ("onnx": ``ceil(size / output)`` with no clamp when
     Minimum != Maximum, no sample at all, output 0, when that is <= 0) or the DirectML EP's desc for
-    it ("at-least-one": ``clamp(ceil(size / output), 1, UINT32_MAX)`` when Minimum != Maximum). ``min_size``: regions
-    smaller than this many pixels along an axis are raised to it (RoiAlign-10's 1x1). ``max_of``:
+    it ("at-least-one": ``clamp(ceil(size / output), 1, UINT32_MAX)`` when Minimum != Maximum). ``min_size``: a region whose
+    samples tile a span narrower than this many pixels along an axis is raised to it, the span's start
+    kept, its samples at the centres of its equal cells (RoiAlign-10's 1x1; ``raised_samples``). ``max_of``:
     MAX over interpolated samples ("samples") or over each sample's largest weighted corner term
     ("corner-terms", ONNX Runtime's mode="max"). ``max_start``: MAX starts from its first sample
     ("first"), the output type's lowest finite value ("lowest"), -inf ("minus-inf": NaN samples skipped) or 0
@@ -231,10 +232,15 @@ def _count_differs_from_at_least_one(desc: "AnyRoiAlign", arrays: MappingT[str, 
 
 
 def _small_region(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
-    """Some scaled region is smaller than one pixel along an axis."""
+    """Some region's samples can tile a span narrower than one pixel along an axis (``sample_span``):
+    the scaled region is (AlignRegionsToCorners only widens the span), or one sample per axis is
+    stretched to both corners, which spans nothing."""
     d = as_roi_align1(desc)
     rois = _regions(desc, arrays)
     sx, sy = float(np.float32(d.spatial_scale_x)), float(np.float32(d.spatial_scale_y))
+    out_h, out_w = d.output_tensor.sizes[2:]
+    if d.align_regions_to_corners and d.minimum_samples_per_output == 1 and min(out_h, out_w) == 1 and len(rois):
+        return True
     with np.errstate(invalid="ignore", over="ignore"):
         return bool(((rois[:, 2] * sx - rois[:, 0] * sx) < 1).any() or ((rois[:, 3] * sy - rois[:, 1] * sy) < 1).any())
 
@@ -295,7 +301,15 @@ READINGS = (
             "https://github.com/microsoft/onnxruntime/blob/129fc79768698d0b02fa36074e46238769e376ec/onnxruntime/core/"
             "providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp#L47-L48",
             shows=_count_differs_from_at_least_one, count="at-least-one"),
-    reading("onnx-1x1-regions", "a region smaller than one pixel along an axis is raised to one pixel (its start kept)",
+    reading("onnx-1x1-regions", "along each axis, the span its N samples (OutputSize x samples per output) "
+            "tile (N cells one sample spacing wide, each centred on its sample), when narrower than one pixel (empty or inverted "
+            "included), is raised to one pixel with its start kept, and the samples move to the centres of its N "
+            "equal cells. The span is the region itself for OutputPixelOffset -0.5 without AlignRegionsToCorners;"
+            " another OutputPixelOffset shifts it by -(OutputPixelOffset + 0.5) spacings, AlignRegionsToCorners "
+            "widens it to N/(N-1) times the region, and one sample stretched to both corners spans nothing at the"
+            " region's centre, so it is always raised. RoiAlign-10 raises the ROI it is given, and the ROI a "
+            "graph must give it to place the page's samples is that span (an adaptive count is counted on the "
+            "raised size)",
             ("ONNX RoiAlign-10 and output_half_pixel in ONNX Runtime", "OpenVINO", "torchvision aligned=False"),
             f"{_ORT_ROIALIGN} ('Force malformed ROIs to be 1x1'); https://github.com/onnx/onnx/issues/3428",
             shows=_small_region, min_size=1.0),
@@ -477,14 +491,50 @@ def region_samples(d: RoiAlign1Desc, row: int, roi: np.ndarray,
     x1, y1, x2, y2 = (float(v) for v in roi)
     start_x, start_y = x1 * scale_x, y1 * scale_y
     size_x, size_y = x2 * scale_x - start_x, y2 * scale_y - start_y
-    if rules.min_size:
-        size_x, size_y = max(size_x, rules.min_size), max(size_y, rules.min_size)
-    n_x = samples_per_output(size_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
-    n_y = samples_per_output(size_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
+    # An adaptive count under min_size is counted on the raised size (a fixed one is fixed)
+    count_x, count_y = (max(s, rules.min_size) if rules.min_size else s for s in (size_x, size_y))
+    n_x = samples_per_output(count_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
+    n_y = samples_per_output(count_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
     check_sample_points(d, row, roi, n_y, n_x)
     xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
     ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
+    if rules.min_size:
+        xs = raised_samples(xs, start_x, size_x, out_w * n_x, in_offset, out_offset, d.align_regions_to_corners,
+                            rules.min_size)
+        ys = raised_samples(ys, start_y, size_y, out_h * n_y, in_offset, out_offset, d.align_regions_to_corners,
+                            rules.min_size)
     return ys, xs, n_y, n_x
+
+
+def sample_span(scaled_start: float, scaled_size: float, sample_count: int, output_pixel_offset: float,
+                align_to_corners: bool) -> tuple[float, float]:
+    """The span one axis's ``sample_count`` samples tile, as ``(start, width)`` before the
+    InputPixelOffset: ``sample_count`` cells one sample spacing wide, each centred on its sample
+    (``sample_coordinates``). It is the region itself for OutputPixelOffset -0.5 without
+    AlignRegionsToCorners; another OutputPixelOffset shifts it by ``-(OutputPixelOffset + 0.5)``
+    spacings, corners widen it to ``size * N / (N - 1)``, and one sample stretched to both corners
+    spans nothing at the region's centre (RA-6)."""
+    if align_to_corners and sample_count == 1:
+        return scaled_start + scaled_size / 2, 0.0
+    spacing = scaled_size / (sample_count - 1 if align_to_corners else sample_count)
+    return scaled_start - (output_pixel_offset + 0.5) * spacing, sample_count * spacing
+
+
+def raised_samples(coords: np.ndarray, scaled_start: float, scaled_size: float, sample_count: int,
+                   input_pixel_offset: float, output_pixel_offset: float, align_to_corners: bool,
+                   min_size: float) -> np.ndarray:
+    """The ``onnx-1x1-regions`` reading of one axis's sample ``coords``: when the span the samples
+    tile (``sample_span``) is narrower than ``min_size`` (an empty or inverted one included), it is
+    raised to ``min_size`` with its start kept and the samples move to the centres of its
+    ``sample_count`` equal cells; otherwise ``coords`` as they are. This is what RoiAlign-10 does to
+    the ROI it is given, and the ROI a graph gives it for the page's offsets and corners is that
+    span (``graphs/ops/roi_align.py``, ``roi_affine``)."""
+    if sample_count == 0:
+        return coords
+    start, width = sample_span(scaled_start, scaled_size, sample_count, output_pixel_offset, align_to_corners)
+    if width >= min_size:
+        return coords
+    return start + (np.arange(sample_count, dtype=np.float64) + 0.5) * (min_size / sample_count) - input_pixel_offset
 
 
 def check_sample_points(d: RoiAlign1Desc, row: int, roi: np.ndarray, n_y: int, n_x: int) -> None:

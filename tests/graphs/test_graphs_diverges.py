@@ -258,13 +258,15 @@ def test_max_pool_of_nan_and_minus_inf_samples_in_ort():
     ("roi_align1/fuzz-s0-b0-023", "mlas-x86-fold", ">=1.29"),
     ("roi_align1/fuzz-s3-b0-018", "mlas-x86-fold", ">=1.29"),
     ("roi_align1/fuzz-s1-b0-017", "float32-accumulation", None),
+    ("roi_align1/fuzz-s3-b0-004", "onnx-1x1-regions", None),
 ])
 def test_a_fuzzed_roi_align_case_is_its_known_cpu_cause(tmp_path, case_id, cause, since):
     """Each fuzzed ROI align failure that ONNX Runtime's kernels' expectations explain
     (harness/expectations/shared.json, roi_align*), replayed from its id on the installed
     onnxruntime, is known by the reading of its cause, which reproduces its failing elements (alone
     or with another): the sample cap, a degenerate region, 0 * X[b, c, 0, 0], ORT's MaxPool of NaN
-    samples (MLAS's fold on x86-64), float32 overflow."""
+    samples (MLAS's fold on x86-64), float32 overflow, a RoiAlign-10 graph raising regions under a
+    pixel to 1x1 where OutputPixelOffset is not -0.5 (the ROI rewrite moved them first)."""
     pytest.importorskip("hypothesis")
     import onnxruntime
 

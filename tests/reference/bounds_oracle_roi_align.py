@@ -106,7 +106,7 @@ class _Axis:
     size_name: str        # "OutputHeight" or "OutputWidth"
     start: Approx         # scaledRegionStart, per region
     extent: Approx        # scaledRegionSize, per region
-    ratio: Approx         # scaledRegionSize / outputSize, per region
+    ratio: Approx         # scaledRegionSize / outputSize, per region (the raised size under min_size)
     out: int
     size: int             # the input's height or width
     in_offset: Approx
@@ -135,10 +135,29 @@ class _Axis:
         extent = Approx(self.extent.v[rows, None], self.extent.e[rows, None])
         neg_offset = Approx(-self.in_offset.v, self.in_offset.e)
         if self.corners and total == 1:  # the region's centre (RA-6)
-            return ar.total(start, ar.div(extent, ar.const(2.0)), neg_offset)
+            centre = ar.add(start, ar.div(extent, ar.const(2.0)))
+            coords = ar.total(start, ar.div(extent, ar.const(2.0)), neg_offset)
+            return self._raised(coords, centre, np.zeros_like(centre.v), total)
         step = ar.div(extent, ar.const(float(total - 1 if self.corners else total)))
         t = ar.sub(ar.const(np.arange(total, dtype=np.float64)[None, :]), self.out_offset)
-        return ar.total(ar.mul(t, step), start, neg_offset)
+        coords = ar.total(ar.mul(t, step), start, neg_offset)
+        if not self.rules.min_size:
+            return coords
+        # the span the samples tile: one spacing per sample, each cell centred on its sample
+        span_start = ar.add(start, ar.mul(ar.sub(ar.const(-0.5), self.out_offset), step))
+        return self._raised(coords, span_start, total * step.v, total)
+
+    def _raised(self, coords: Approx, span_start: Approx, width: np.ndarray, total: int) -> Approx:
+        """``coords`` with each row whose span (``roi_align.sample_span``: ``span_start``, ``width``)
+        is narrower than ``rules.min_size`` replaced by the centres of that span raised to it, its
+        start kept (``roi_align.raised_samples``)."""
+        if not self.rules.min_size:
+            return coords
+        size = self.rules.min_size
+        raised = width < size
+        centres = (np.arange(total, dtype=np.float64)[None, :] + 0.5) * (size / total)
+        moved = self.ar.total(span_start, self.ar.const(centres), Approx(-self.in_offset.v, self.in_offset.e))
+        return Approx(np.where(raised, moved.v, coords.v), np.where(raised, moved.e, coords.e))
 
 
 def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: np.ndarray, scale: float,
@@ -149,10 +168,11 @@ def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: 
     s = ar.const(float(np.float32(scale)))
     start, end = ar.mul(ar.const(first), s), ar.mul(ar.const(last), s)
     extent = ar.sub(end, start)
-    if rules.min_size:  # a region raised to min_size is that exact size
+    counted = extent
+    if rules.min_size:  # an adaptive count is counted on the raised size, which is exact (_Axis._raised)
         raised = extent.v < rules.min_size
-        extent = Approx(np.where(raised, rules.min_size, extent.v), np.where(raised, 0.0, extent.e))
-    ratio = ar.div(extent, ar.const(float(out)))
+        counted = Approx(np.where(raised, rules.min_size, extent.v), np.where(raised, 0.0, extent.e))
+    ratio = ar.div(counted, ar.const(float(out)))
     lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
 
     def count(r):  # roi_align.samples_for_ratio over arrays

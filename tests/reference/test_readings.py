@@ -362,3 +362,76 @@ def test_the_directml_ep_adaptive_count_is_at_least_one_and_never_capped():
     empty = dict(arrays, ROITensor=np.array([[0, 0, 0, 0]], np.float32))
     assert execute_reading(desc, empty, ["onnx-adaptive-count"]).outputs["OutputTensor"].item() == 0.0
     assert execute_reading(desc, empty, ["directml-ep-adaptive-count"]).outputs["OutputTensor"].item() == -3.0
+
+
+@st.composite
+def mapped_roi_align10_case(draw):
+    """A ROI_ALIGN1 desc over a fixed n x n grid that the mapper builds as a RoiAlign-10 graph with an
+    ROI rewrite (OutputPixelOffset other than -0.5, AlignRegionsToCorners, scales apart), and regions
+    around a pixel wide, empty and inverted among them: the 1x1 clamp acts on the rewritten ROIs."""
+    h, w, c = draw(st.integers(1, 7)), draw(st.integers(1, 7)), draw(st.integers(1, 2))
+    oh, ow, r = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    n = draw(st.sampled_from([1, 2, 3]), label="samples per axis")
+    scale = (draw(st.sampled_from([1.0, 0.5, 0.25])), draw(st.sampled_from([1.0, 0.5, 0.0625])))
+    offsets = (draw(st.sampled_from([0.0, 0.5, 0.25])), draw(st.sampled_from([-0.5, -0.25, 0.0, 0.3, -1.0])))
+    corners = draw(st.booleans(), label="AlignRegionsToCorners")
+    reduction = draw(st.sampled_from(["AVERAGE", "MAX"]))
+    x = feature_map(draw, (1, c, h, w), np.float32, 50.0)
+    corner = np.stack([uniform(draw, -2, w + 1, r, "x1"), uniform(draw, -2, h + 1, r, "y1")], axis=1)
+    extent = uniform(draw, -1.5, 2.5, 2 * r, "extent").reshape(r, 2)
+    rois = np.concatenate([corner, corner + extent], axis=1) / np.array(scale * 2)
+    desc = roi_align1((1, c, h, w), (r, 4), (oh, ow), scale=scale, offsets=offsets, samples=(n, n),
+                      corners=corners, reduction=reduction)
+    return desc, x, rois.astype(np.float32)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(case=mapped_roi_align10_case())
+def test_onnxruntime_runs_the_mapped_roialign10_graph_as_its_readings(case):
+    """The RoiAlign-10 graph the mapper builds (``to_onnx(desc, 10)``: the page's offsets, corners
+    and scales as a rewrite of the ROIs, MAX as the MaxPool of every sample), run on ONNX Runtime's
+    CPU EP, lies within the bounds of the reference under ORT's RoiAlign readings and
+    ``onnx-1x1-regions``: ORT raises the *rewritten* region under a pixel to 1x1, so the reading's
+    clamp must act on the span the samples tile, not on the page's region."""
+    from ep_testbed.graphs import to_onnx
+
+    desc, x, rois = case
+    r = len(rois)
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(r, np.uint32)}
+    mapping = to_onnx(desc, 10)
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(mapping.model.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    ort = mapping.outputs(session.run(None, mapping.feeds(arrays)))["OutputTensor"].astype(np.float64)
+    reading = execute_reading(desc, arrays, ORT_ROI_ALIGN + ["onnx-1x1-regions"])
+    e = reading.outputs["OutputTensor"].astype(np.float64)
+    bound = reading.bounds["OutputTensor"].astype(np.float64)
+    ok = np.abs(ort - e) <= bound + 1e-5 + 1e-4 * np.abs(e)
+    if "OutputTensor" in reading.alternatives:
+        low, high = reading.alternatives["OutputTensor"]
+        ok |= (ort >= low - bound - 1e-5) & (ort <= high + bound + 1e-5)
+    bad = np.argwhere(~ok)[:3]
+    assert ok.all(), (desc.output_pixel_offset, desc.align_regions_to_corners, rois.tolist(), bad,
+                      e[~ok][:3], ort[~ok][:3])
+
+
+def test_one_sample_stretched_to_both_corners_is_a_region_of_no_width_to_roialign10():
+    """AlignRegionsToCorners with one sample per output and one output: the page's sample is the
+    region's centre (RA-6), which the mapper's ROI rewrite gives RoiAlign-10 as a region of width 0
+    at that centre; ORT raises it to one pixel and samples its middle, half a pixel past the centre,
+    however wide the page's region is. ``onnx-1x1-regions`` computes that (and says it can show),
+    the primary reading does not."""
+    from ep_testbed.graphs import to_onnx
+
+    desc = roi_align1((1, 1, 1, 8), (1, 4), (1, 1), scale=(1.0, 1.0), offsets=(0.0, -0.5), samples=(1, 1),
+                      corners=True)
+    arrays = {"InputTensor": np.arange(8, dtype=np.float32).reshape(1, 1, 1, 8),
+              "ROITensor": np.array([[1.0, 0.0, 4.0, 0.0]], np.float32), "BatchIndicesTensor": np.zeros(1, np.uint32)}
+    mapping = to_onnx(desc, 10)
+    session = onnxruntime.InferenceSession(mapping.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ort = mapping.outputs(session.run(None, mapping.feeds(arrays)))["OutputTensor"].item()
+    assert ort == 3.0  # x = 2.5 + 0.5 (y = 0 + 0.5 reads the one row)
+    assert execute_reading(desc, arrays, []).outputs["OutputTensor"].item() == 2.5
+    assert execute_reading(desc, arrays, ["onnx-1x1-regions"]).outputs["OutputTensor"].item() == 3.0
+    assert named(spec_named("roi_align1").readings, "onnx-1x1-regions", "roi_align1").can_show(desc, arrays)
