@@ -250,7 +250,12 @@ class Expected:
     (float64, >= 0; an output not listed has bound 0: a selection is exact).
     ``alternatives[name]``: ``(low, high)`` per element, the range of outputs that the
     alternative knife-edge decisions give, each rounded once to the output type like the output
-    (``low == high == outputs`` where there is none).
+    (``low == high == outputs`` where there is none). An infinite ``low`` or ``high`` is an
+    alternative output in its own right (a kernel may give exactly it); NaN, which no range holds,
+    is in ``nan_alternatives``.
+    ``nan_alternatives[name]``: per element (bool), whether some knife-edge alternative gives NaN
+    where the reference's output need not be NaN (``0 * inf`` in a LINEAR sample on a cell edge,
+    FP-3); absent where no element has one.
     ``knife_edges``: notes on the decisions (at most ``MAX_NOTES``); ``knife_edge_count`` counts
     the notes made, at least one per region (or element group) that holds a knife edge."""
 
@@ -258,6 +263,7 @@ class Expected:
     model: PrecisionModel
     bounds: dict[str, np.ndarray] = field(default_factory=dict)
     alternatives: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    nan_alternatives: dict[str, np.ndarray] = field(default_factory=dict)
     knife_edges: list[KnifeEdge] = field(default_factory=list)
     knife_edge_count: int = 0
 

@@ -21,7 +21,12 @@ which gives every sample coordinate's exact value and a bound ``e_i`` on a kerne
   MAX the largest of its samples' bounds. Then one unit in the last place of the output type.
 * Knife edges: a sample coordinate within ``e`` of the input's edge ``[-1, size]`` (inside or
   out), a NEAREST coordinate within ``e`` of a half, a ratio within ``e`` of a whole number (the
-  sample count). Each alternative's output joins the element's ``[low, high]``.
+  sample count), and a LINEAR coordinate within ``e`` of a cell edge (an integer) whose sample's
+  slope bound is not finite: bilinear interpolation is continuous across a cell edge only for
+  finite taps; beside an infinity or a NaN, which cell the kernel's rounded coordinate falls in
+  (and whether a weight is exactly 0, ``0 * inf = NaN``) decides between NaN, an infinity or a
+  number (``_cell_alternatives``). Each alternative's output joins the element's ``[low, high]``;
+  an alternative NaN is flagged per element (``Expected.nan_alternatives``).
 
 The bounds are computed over every region at once (``_bulk_bounds``: vectorized over regions and
 channels, in chunks of ``CHUNK_BYTES``), and region by region (``region_bounded``) only for the
@@ -248,6 +253,8 @@ class _Samples:
     moved: Optional[np.ndarray] = None  # (len(ys), len(xs), 1): the samples a decision can change
     edge_flips: tuple[np.ndarray, np.ndarray] | None = None
     nearest_flips: tuple[np.ndarray, np.ndarray] | None = None
+    nan: Optional[np.ndarray] = None  # (len(ys), len(xs), C): the samples an alternative makes NaN
+    cell_flips: tuple[np.ndarray, np.ndarray] | None = None  # the coordinates of cell-edge knife edges
 
 
 def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: type,
@@ -411,19 +418,83 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
         inside = (in_y[:, None] & in_x[None, :])[:, :, None]
         samples.bound = np.where(inside, bound, np.float32(k_sum * abs(oob)))
     ranged = nearest is not None and (nearest[0].any() or nearest[1].any())
-    if not (ys.any_flips or xs.any_flips or ranged):
+    can_in = ((in_y | flip_y)[:, None] & (in_x | flip_x)[None, :])[:, :, None]
+    cell = None
+    if nearest is None and (ys.any_near or xs.any_near):
+        cell = beside_non_finite(bound, ys.near, xs.near, can_in)
+    if not (ys.any_flips or xs.any_flips or ranged or cell is not None):
         return samples
     if raw_low is None:
         raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR", rules)
-    can_in = ((in_y | flip_y)[:, None] & (in_x | flip_x)[None, :])[:, :, None]
     can_out = ((~in_y | flip_y)[:, None] | (~in_x | flip_x)[None, :])[:, :, None]
     samples.low = np.fmin(np.where(can_in, raw_low, np.inf), np.where(can_out, oob, np.inf))
     samples.high = np.fmax(np.where(can_in, raw_high, -np.inf), np.where(can_out, oob, -np.inf))
     samples.moved = can_in & can_out
     if ranged:
         samples.moved = samples.moved | (nearest[0][:, None] | nearest[1][None, :])[:, :, None]
+    if cell is not None:
+        low, high, nan = _cell_alternatives(plane, ys, xs, cell, rules)
+        samples.low = np.where(cell, np.fmin(samples.low, low), samples.low)
+        samples.high = np.where(cell, np.fmax(samples.high, high), samples.high)
+        samples.nan = cell & nan
+        samples.moved = samples.moved | cell
+        samples.cell_flips = (ys.near & cell.any(axis=(1, 2)), xs.near & cell.any(axis=(0, 2)))
     samples.bound = np.where(can_in, bound, np.float32(k_sum * abs(oob)))
     return samples
+
+
+def beside_non_finite(bound: np.ndarray, near_y: np.ndarray, near_x: np.ndarray,
+                      can_in: np.ndarray) -> Optional[np.ndarray]:
+    """The LINEAR samples ``(Sy, Sx, C)`` whose cell-edge decision is a knife edge (None: none is):
+    a coordinate within its error of a cell edge (``near``), the sample able to read the input,
+    and its slope bound (over the 4x4 taps within reach, ``_widen``) not finite, so an
+    infinity or a NaN lies among the taps the cells on either side read. With finite taps the
+    slope bound covers the move into the next cell, and nothing changes."""
+    cell = np.logical_not(np.isfinite(bound))
+    cell &= near_y[:, None, None] | near_x[None, :, None]
+    cell &= can_in
+    return cell if cell.any() else None
+
+
+#: Candidate coordinates per axis of a cell-edge knife edge (``_cell_candidates``).
+CELL_CANDIDATES = 5
+
+
+def _cell_candidates(a: _Along, index: np.ndarray) -> np.ndarray:
+    """``(len(index), CELL_CANDIDATES)`` coordinates that cover every value a kernel's rounded
+    coordinate can give, for the coordinates ``index`` of ``a``: the ends of the reach ``c - e``
+    and ``c + e`` and, where ``c`` lies within ``e`` of an integer ``k``, ``k`` itself (the taps
+    ``k, k + 1`` with weights 1 and 0) and its float64 neighbours on either side that the reach
+    holds (``floor`` one lower, or a weight just above 0). Within one cell a value is linear in the
+    coordinate (finite taps) or keeps its infinity or NaN, so the ends and the edge's sides hold
+    its extremes. A coordinate that rounding moves a pixel or more takes ``c`` alone (its slope
+    bound is the plane's: no allowance there)."""
+    v, e, near = a.v[index], a.e[index], a.near[index]
+    spread = np.where(a.far[index], 0.0, e)
+    k = np.round(v)
+    below = np.where(near & (v - e < k), np.nextafter(k, -np.inf), v)
+    above = np.where(near & (v + e > k), np.nextafter(k, np.inf), v)
+    return np.stack([v - spread, below, np.where(near, k, v), above, v + spread], axis=-1)
+
+
+def _cell_alternatives(plane: np.ndarray, ys: _Along, xs: _Along, cell: np.ndarray,
+                       rules: Rules) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The lowest and highest value (``fmin``/``fmax``) and whether some value is NaN, per sample
+    ``(Sy, Sx, C)``, over the candidate coordinates (``_cell_candidates``) of the rows and
+    columns that hold a sample of ``cell``; elsewhere ``inf``, ``-inf``, False. The values are the
+    reading's (``roi_align.clamped_samples``), so its taps and weights decide, ``0 * inf`` too."""
+    rows, cols = np.flatnonzero(cell.any(axis=(1, 2))), np.flatnonzero(cell.any(axis=(0, 2)))
+    cy, cx = _cell_candidates(ys, rows), _cell_candidates(xs, cols)
+    values = clamped_samples(plane, cy.ravel(), cx.ravel(), "LINEAR", rules)
+    values = values.reshape(rows.size, CELL_CANDIDATES, cols.size, CELL_CANDIDATES, -1)
+    shape = (ys.v.size, xs.v.size, values.shape[-1])
+    low, high = np.full(shape, np.inf, dtype=values.dtype), np.full(shape, -np.inf, dtype=values.dtype)
+    nan = np.zeros(shape, dtype=bool)
+    at = np.ix_(rows, cols)
+    low[at] = np.fmin.reduce(values, axis=(1, 3))
+    high[at] = np.fmax.reduce(values, axis=(1, 3))
+    nan[at] = np.isnan(values).any(axis=(1, 3))
+    return low, high, nan
 
 
 @dataclass
@@ -436,6 +507,7 @@ class _Region:
     low: Optional[np.ndarray]
     high: Optional[np.ndarray]
     samples: _Samples
+    nan: Optional[np.ndarray] = None  # elements an alternative makes NaN (None: none)
 
 
 def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray) -> _Region:
@@ -465,7 +537,10 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
     if s.low is None:
         return _Region(value, bound, None, None, s)
     moved = grid(s.moved).any(axis=(1, 3))
-    return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s)
+    # A NaN sample makes its element's mean NaN; for MAX this is a superset (a NaN sample may lose).
+    nan = None if s.nan is None else grid(s.nan).any(axis=(1, 3))
+    return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s,
+                   nan)
 
 
 def _evaluate(b: "_Bounding", row: int, n_y: int, n_x: int, value: Optional[np.ndarray] = None) -> _Region:
@@ -509,6 +584,8 @@ def _merge(region: _Region, other: _Region) -> None:
     region.low = np.fmin(low, other.value if other.low is None else other.low)
     region.high = np.fmax(high, other.value if other.high is None else other.high)
     region.bound = np.fmax(region.bound, other.bound)
+    if other.nan is not None:
+        region.nan = other.nan if region.nan is None else region.nan | other.nan
 
 
 @dataclass
@@ -594,6 +671,14 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
             expected.note(KnifeEdge(
                 "OutputTensor", f"region {row}: nearest index of sample {name} = {float(coords[name][i]):.9g}",
                 "floor(c + 0.5)", "another index within the coordinate's rounding error", elements))
+    for flips, name in zip(s.cell_flips or (), "YX"):
+        for i in np.flatnonzero(flips)[:1]:
+            c = float(coords[name][i])
+            expected.note(KnifeEdge(
+                "OutputTensor", f"region {row}: LINEAR sample {name} = {c:.9g} on the cell edge {round(c)} beside an "
+                "infinite or NaN input value", "the cell of the exact coordinate",
+                f"the cell on the other side of {round(c)} or a weight of exactly 0 (NaN, an infinity or a number)",
+                elements))
 
 
 # --- every region at once ---------------------------------------------------------------------
@@ -610,7 +695,8 @@ def _bulk_bounds(b: _Bounding, bound: np.ndarray) -> np.ndarray:
     and sample count by sample count; return the others (ascending), which ``region_bounded``
     takes one by one. Detecting them is vectorized too: a sample count that rounding can change,
     a coordinate that rounding can move across the input's edge, a NEAREST coordinate within its
-    error of a half."""
+    error of a half, and (found while the bounds are computed: ``_bulk_regions``) a LINEAR
+    coordinate within its error of a cell edge beside an infinite or NaN tap."""
     p, y, x = b.p, b.y, b.x
     d = p.desc
     linear = d.interpolation_mode == "LINEAR"
@@ -630,7 +716,8 @@ def _bulk_bounds(b: _Bounding, bound: np.ndarray) -> np.ndarray:
             if edge.all():
                 continue
             keep = np.flatnonzero(~edge)
-            _bulk_regions(b, batch, regions[keep], _rows(ys, keep), _rows(xs, keep), n_y, n_x, bound)
+            beside = _bulk_regions(b, batch, regions[keep], _rows(ys, keep), _rows(xs, keep), n_y, n_x, bound)
+            left[regions[keep][beside]] = True
     return np.flatnonzero(left)
 
 
@@ -650,10 +737,12 @@ def _nearest_moves(c: _Along, ar: Arithmetic, size: int) -> np.ndarray:
 
 
 def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _Along, n_y: int, n_x: int,
-                  bound: np.ndarray) -> None:
+                  bound: np.ndarray) -> np.ndarray:
     """The bounds of ``regions`` (all on plane ``batch``, all at counts ``(n_y, n_x)``, coordinates
     ``ys``/``xs`` one row per region), in chunks of about ``CHUNK_BYTES``: the sample bounds as
-    ``_samples`` computes them, then each region's reduction as ``_reduce`` computes it."""
+    ``_samples`` computes them, then each region's reduction as ``_reduce`` computes it. Returns,
+    per region, whether it holds a cell-edge knife edge (``beside_non_finite``: a near coordinate
+    whose sample bound is not finite), which ``region_bounded`` must take instead."""
     p, ar = b.p, b.ar
     d = p.desc
     plane = p.planes[batch]
@@ -667,11 +756,17 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
     kind = b.slope_type(batch) if linear else np.float32
     per_region = ys.v.shape[1] * xs.v.shape[1] * channels * np.dtype(kind).itemsize * (4 if linear else 1)
     step = max(1, CHUNK_BYTES // per_region)
+    beside = np.zeros(regions.size, dtype=bool)
     for start in range(0, regions.size, step):
         part = slice(start, start + step)
         cy, cx = _rows(ys, np.arange(regions.size)[part]), _rows(xs, np.arange(regions.size)[part])
         if linear:
             samples = _tap_bounds(b, batch, cy, cx, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, kind)
+            if cy.any_near.any() or cx.any_near.any():  # no region here has flips: can_in is inside
+                cell = np.logical_not(np.isfinite(samples))
+                cell &= cy.near[:, :, None, None] | cx.near[:, None, :, None]
+                cell &= (cy.inside[:, :, None] & cx.inside[:, None, :])[..., None]
+                beside[part] = cell.any(axis=(1, 2, 3))
         else:
             samples = _nearest_bounds(plane, cy, cx, ar, k_sum)
         if not (cy.all_inside.all() and cx.all_inside.all()):
@@ -685,6 +780,7 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
         if average:
             np.true_divide(totals, np.intp(m), out=totals, casting="unsafe")
         bound[regions[part]] = totals.transpose(0, 3, 1, 2)
+    return beside
 
 
 def _tap_bounds(b: _Bounding, batch: int, ys: _Along, xs: _Along, k: float, kind: type) -> np.ndarray:
@@ -745,13 +841,15 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
 
     # The kernel first: it refuses a region of too many samples before the bounds allocate for it.
     output = expected.outputs["OutputTensor"] = compute(p)
-    ranges = {}
+    ranges, nan = {}, {}
     with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
         for r in _bulk_bounds(b, bound).tolist():
             region = region_bounded(b, r, output[r].transpose(1, 2, 0), expected)
             bound[r] = region.bound.transpose(2, 0, 1)
             if region.low is not None:
                 ranges[r] = (region.low, region.high)
+            if region.nan is not None and region.nan.any():
+                nan[r] = region.nan
     expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
     if ranges:
         low, high = output.copy(), output.copy()
@@ -759,4 +857,9 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
             # Each alternative is an output in its own right: rounded once to the output type.
             low[r], high[r] = np.moveaxis(np.asarray(lo), -1, 0), np.moveaxis(np.asarray(hi), -1, 0)
         expected.alternatives["OutputTensor"] = (low, high)
+    if nan:
+        flags = np.zeros(output.shape, dtype=bool)
+        for r, region_nan in nan.items():
+            flags[r] = np.moveaxis(region_nan, -1, 0)
+        expected.nan_alternatives["OutputTensor"] = flags
     return expected

@@ -24,6 +24,12 @@ bound of its *knife-edge range* ``[low, high]`` (the outputs that a decision rou
 would give). So an element passes within ``max(tolerance rule, bound)``; the comparison counts
 the elements that only the bound or only a knife-edge alternative accepted, and its summary
 names the bound that applied. Without an allowance (``--strict-tolerance``) only the rule applies.
+
+Non-finite alternatives: a range's infinite end is an alternative output itself, so an infinite
+``a`` equal to ``low`` or ``high`` of a range with ``low <= high`` passes (a range with an
+infinite end still accepts no finite ``a``: it would hold every number on one side). NaN is in no
+range: an element where some alternative gives NaN is flagged (``nan_alternatives``, the
+reference's ``Expected.nan_alternatives``), and a NaN ``a`` passes there.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ class Allowance:
     knife_count: int = 0
     knife_model: str = ""
     knife_first: str = ""
+    #: Per value output, the elements where a knife-edge alternative gives NaN (bool, the output's
+    #: shape): a NaN there passes (module docstring).
+    nan_alternatives: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def of(cls, expected: Any) -> "Allowance | None":
@@ -61,7 +70,8 @@ class Allowance:
             return None
         first = expected.knife_edges[0].text() if expected.knife_edge_count else ""
         return cls(dict(expected.bounds), dict(expected.alternatives), expected.model.bound_phrase,
-                   expected.knife_edge_count, expected.model.name, first)
+                   expected.knife_edge_count, expected.model.name, first,
+                   dict(getattr(expected, "nan_alternatives", {})))
 
     def note(self, comparison: "Comparison") -> str:
         """The message's note on knife edges (``knife_edge_note``), from the allowance alone."""
@@ -69,13 +79,15 @@ class Allowance:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The allowance as named arrays (``bound:<output>``, ``low:<output>``, ``high:<output>``,
-        ``rule``), for an ``.npz`` beside a case's expected outputs, so a repro judges as the run did."""
+        ``nan:<output>``, ``rule``), for an ``.npz`` beside a case's expected outputs, so a repro
+        judges as the run did."""
         arrays: dict[str, np.ndarray] = {"rule": np.array(self.rule), "knife_count": np.array(self.knife_count),
                                          "knife_model": np.array(self.knife_model),
                                          "knife_first": np.array(self.knife_first)}
         arrays.update({f"bound:{name}": np.asarray(b) for name, b in self.bounds.items()})
         for name, (low, high) in self.alternatives.items():
             arrays[f"low:{name}"], arrays[f"high:{name}"] = np.asarray(low), np.asarray(high)
+        arrays.update({f"nan:{name}": np.asarray(flags, dtype=bool) for name, flags in self.nan_alternatives.items()})
         return arrays
 
     @classmethod
@@ -88,7 +100,8 @@ class Allowance:
                         if k.startswith("low:") and f"high:{k[4:]}" in arrays}
         text = {k: str(arrays[k]) if k in arrays else "" for k in ("rule", "knife_model", "knife_first")}
         count = int(arrays["knife_count"]) if "knife_count" in arrays else 0
-        return cls(bounds, alternatives, text["rule"], count, text["knife_model"], text["knife_first"])
+        nan = {k[4:]: np.asarray(v, dtype=bool) for k, v in arrays.items() if k.startswith("nan:")}
+        return cls(bounds, alternatives, text["rule"], count, text["knife_model"], text["knife_first"], nan)
 
 
 @dataclass
@@ -284,11 +297,13 @@ def describe(data_type: str, tol: Tolerance) -> str:
 
 @dataclass
 class _ElementAllowance:
-    """One output's allowance, flat: the bound per element (zeros: none) and the knife-edge range."""
+    """One output's allowance, flat: the bound per element (zeros: none), the knife-edge range and
+    where an alternative gives NaN (None: nowhere)."""
 
     bound: np.ndarray
     low: np.ndarray | None = None
     high: np.ndarray | None = None
+    nan: np.ndarray | None = None
 
 
 def _element_allowance(allowance: Allowance | None, name: str, shape: tuple[int, ...]) -> _ElementAllowance | None:
@@ -300,11 +315,13 @@ def _element_allowance(allowance: Allowance | None, name: str, shape: tuple[int,
     bound = (np.asarray(bound, dtype=np.float64).ravel() if bound is not None and np.shape(bound) == shape
              else np.zeros(int(np.prod(shape))))
     bound = np.where(np.isfinite(bound) & (bound > 0), bound, 0.0)
+    flags = allowance.nan_alternatives.get(name)
+    nan = np.asarray(flags, dtype=bool).ravel() if flags is not None and np.shape(flags) == shape else None
     ranged = allowance.alternatives.get(name)
     if ranged is None or np.shape(ranged[0]) != shape or np.shape(ranged[1]) != shape:
-        return _ElementAllowance(bound)
+        return _ElementAllowance(bound, nan=nan)
     return _ElementAllowance(bound, np.asarray(ranged[0], dtype=np.float64).ravel(),
-                             np.asarray(ranged[1], dtype=np.float64).ravel())
+                             np.asarray(ranged[1], dtype=np.float64).ravel(), nan)
 
 
 def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
@@ -330,6 +347,9 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
     judged = _Judged(within, None, None, rule_abs)
     if allowance is not None:
         judged = _apply_allowance(result, allowance, a, absdiff, both_finite, judged)
+        special = _special_alternatives(allowance, a) & ~same_special
+        result.knife_accepted += int(special.sum())
+        same_special = same_special | special
     ok = same_special | (both_finite & judged.accepted)
     bad = ~ok
     nonfinite_bad = bad & ~both_finite
@@ -387,6 +407,19 @@ def _apply_allowance(result: Comparison, allowance: _ElementAllowance, a: np.nda
         if result.largest_bound_accepted is None or absdiff[i] > result.largest_bound_accepted[0]:
             result.largest_bound_accepted = (float(absdiff[i]), float(bound[i]))
     return _Judged(judged.within, by_bound, knife_used, np.maximum(judged.allowed, bound))
+
+
+def _special_alternatives(allowance: _ElementAllowance, a: np.ndarray) -> np.ndarray:
+    """Where a non-finite ``a`` is a knife-edge alternative (module docstring): an infinity equal
+    to an end of its range (``low <= high``: a range of NaN samples has ``low = inf > high``), or
+    NaN where an alternative gives NaN."""
+    special = np.zeros(a.shape, dtype=bool)
+    if allowance.low is not None and allowance.high is not None:
+        low, high = allowance.low, allowance.high
+        special |= np.isinf(a) & (low <= high) & ((a == low) | (a == high))
+    if allowance.nan is not None:
+        special |= np.isnan(a) & allowance.nan
+    return special
 
 
 def _float_statistics(result: Comparison, e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray,

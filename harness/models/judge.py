@@ -250,19 +250,20 @@ def _rows_meant(rows: np.ndarray, expected: Side, meant: Side, actual: Mapping[s
 
 
 def _row_allowance(allowance: Allowance | None, r: int) -> Allowance | None:
-    """``allowance`` cut to row ``r`` (the first axis) of every bound and knife-edge range."""
+    """``allowance`` cut to row ``r`` (the first axis) of every bound, knife-edge range and NaN flag."""
     if allowance is None:
         return None
     return replace(allowance, bounds={k: np.asarray(v)[r:r + 1] for k, v in allowance.bounds.items()},
                    alternatives={k: (np.asarray(lo)[r:r + 1], np.asarray(hi)[r:r + 1])
-                                 for k, (lo, hi) in allowance.alternatives.items()})
+                                 for k, (lo, hi) in allowance.alternatives.items()},
+                   nan_alternatives={k: np.asarray(v)[r:r + 1] for k, v in allowance.nan_alternatives.items()})
 
 
 def _merged_allowance(base: Allowance | None, meant: Allowance | None, rows: np.ndarray,
                       meant_outputs: Mapping[str, np.ndarray]) -> Allowance | None:
-    """``base`` with ``rows`` (first axis) taken from ``meant``: its bounds (0 where it has none)
-    and knife-edge ranges (the meant outputs themselves where it has none). None stays None: the
-    run compares with the rule alone (the ``exact`` precision model)."""
+    """``base`` with ``rows`` (first axis) taken from ``meant``: its bounds (0 where it has none),
+    knife-edge ranges (the meant outputs themselves where it has none) and NaN flags (none where it
+    has none). None stays None: the run compares with the rule alone (the ``exact`` precision model)."""
     if base is None:
         return None
     bounds = {}
@@ -281,7 +282,16 @@ def _merged_allowance(base: Allowance | None, meant: Allowance | None, rows: np.
         if new_low is not None and np.shape(new_low) == low.shape and np.shape(new_high) == high.shape:
             low[rows], high[rows] = np.asarray(new_low)[rows], np.asarray(new_high)[rows]
         alternatives[name] = (low, high)
-    return replace(base, bounds=bounds, alternatives=alternatives)
+    nan = {}
+    for name in set(base.nan_alternatives) | set(meant.nan_alternatives if meant else {}):
+        shape = np.shape(meant_outputs[name]) if name in meant_outputs else None
+        old = base.nan_alternatives.get(name)
+        flags = np.array(old, dtype=bool) if old is not None and np.shape(old) == shape else np.zeros(shape or (0,), bool)
+        new = meant.nan_alternatives.get(name) if meant else None
+        if flags.shape == shape:
+            flags[rows] = np.asarray(new, dtype=bool)[rows] if new is not None and np.shape(new) == shape else False
+        nan[name] = flags
+    return replace(base, bounds=bounds, alternatives=alternatives, nan_alternatives=nan)
 
 
 def _reason(status: str, cmp: Comparison, after: Comparison, explained: list, predicted: list,

@@ -146,6 +146,36 @@ def test_non_finite_values_get_no_allowance():
     assert c.mismatches == 3 and c.nonfinite_mismatches == 3
 
 
+def test_non_finite_knife_edge_alternatives_are_accepted_and_nothing_more():
+    """A range's infinite end is an alternative output: an equal infinity passes, the other one
+    and every number do not; NaN passes only where an alternative gives NaN (FP-3's cell edge:
+    NaN on one side, -inf on the other). An empty range (``low > high``: an element of NaN
+    samples) offers no infinity."""
+    e = np.array([np.nan, -np.inf, 2.0, np.nan], np.float32)
+    low = np.array([-np.inf, -np.inf, 2.0, np.inf])
+    high = np.array([-np.inf, -np.inf, 2.0, -np.inf])
+    nan = np.array([True, True, False, True])
+    allowance = Allowance({"OutputTensor": np.zeros(4, np.float32)}, {"OutputTensor": (low, high)}, "test bound",
+                          nan_alternatives={"OutputTensor": nan})
+
+    def judged(actual):
+        return compare_outputs({"OutputTensor": e}, {"OutputTensor": np.array(actual, np.float32)}, TOL,
+                               allowance=allowance)
+
+    ok = judged([-np.inf, np.nan, 2.0, np.nan])
+    assert ok.passed and ok.knife_accepted == 2, ok.summary()
+    assert judged([np.inf, -np.inf, 2.0, np.nan]).mismatches == 1              # the other infinity
+    assert judged([-3e38, -np.inf, 2.0, np.nan]).mismatches == 1               # no number below high
+    assert judged([np.nan, -np.inf, np.nan, np.nan]).mismatches == 1           # no NaN flag at element 2
+    assert judged([np.nan, -np.inf, 2.0, np.inf]).mismatches == 1              # empty range: no inf
+    assert judged([np.nan, -np.inf, 2.0, -np.inf]).mismatches == 1
+    without = Allowance({"OutputTensor": np.zeros(4, np.float32)}, {"OutputTensor": (low, high)}, "test bound")
+    assert compare_outputs({"OutputTensor": e}, {"OutputTensor": np.array([np.nan, np.nan, 2.0, np.nan], np.float32)},
+                           TOL, allowance=without).mismatches == 1
+    back = Allowance.from_arrays(allowance.to_arrays())
+    assert back is not None and (back.nan_alternatives["OutputTensor"] == nan).all()
+
+
 # --- one case through run_case on the CPU EP --------------------------------------------------
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 were computed over every region at once. Test-only: ``test_bounds_oracle.py`` checks that the
 vectorized bounds equal this module's, bit for bit. Do not edit it to follow the reference's
 implementation; a change of what the reference computes (a reading's rule) is made here too, as
-the DirectML EP's adaptive count ("at-least-one") was.
+the DirectML EP's adaptive count ("at-least-one") was, and the cell-edge knife edge beside an
+infinite or NaN tap (FP-3), written here sample by sample (``_cell_edge_alternatives``).
 
 Its original docstring follows.
 
@@ -224,6 +225,8 @@ class _Samples:
     moved: Optional[np.ndarray] = None  # (len(ys), len(xs), 1): the samples a decision can change
     edge_flips: tuple[np.ndarray, np.ndarray] | None = None
     nearest_flips: tuple[np.ndarray, np.ndarray] | None = None
+    nan: Optional[np.ndarray] = None
+    cell_flips: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: type) -> np.ndarray:
@@ -342,7 +345,13 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
         inside = (in_y[:, None] & in_x[None, :])[:, :, None]
         samples.bound = np.where(inside, bound, np.float32(k_sum * abs(oob)))
     ranged = nearest is not None and (nearest[0].any() or nearest[1].any())
-    if not (ys.any_flips or xs.any_flips or ranged):
+    can_in = ((in_y | flip_y)[:, None] & (in_x | flip_x)[None, :])[:, :, None]
+    cell = None
+    if nearest is None:
+        # a coordinate within its error of a cell edge, whose sample's slope bound is not finite
+        cell = ~np.isfinite(bound) & (ys.near[:, None, None] | xs.near[None, :, None]) & can_in
+        cell = cell if cell.any() else None
+    if not (ys.any_flips or xs.any_flips or ranged or cell is not None):
         return samples
     if raw_low is None:
         raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR", rules)
@@ -353,8 +362,45 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
     samples.moved = can_in & can_out
     if ranged:
         samples.moved = samples.moved | (nearest[0][:, None] | nearest[1][None, :])[:, :, None]
+    if cell is not None:
+        samples.low, samples.high, samples.nan = _cell_edge_alternatives(plane, ys, xs, cell, samples.low,
+                                                                         samples.high, rules)
+        samples.moved = samples.moved | cell
+        samples.cell_flips = (ys.near & cell.any(axis=(1, 2)), xs.near & cell.any(axis=(0, 2)))
     samples.bound = np.where(can_in, bound, np.float32(k_sum * abs(oob)))
     return samples
+
+
+def _reach(c: float, e: float, near: bool, far: bool) -> list[float]:
+    """The coordinates a kernel's rounded ``c`` can stand for: ``c - e``, ``c + e`` and, near an
+    integer ``k``, ``k`` and its float64 neighbours on the sides the reach holds."""
+    spread = 0.0 if far else e
+    out = [c - spread, c + spread]
+    if near:
+        k = float(np.round(c))
+        out.append(k)
+        if c - e < k:
+            out.append(float(np.nextafter(k, -np.inf)))
+        if c + e > k:
+            out.append(float(np.nextafter(k, np.inf)))
+    return out
+
+
+def _cell_edge_alternatives(plane: np.ndarray, ys: _Along, xs: _Along, cell: np.ndarray, low: np.ndarray,
+                            high: np.ndarray, rules: Rules) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``low``/``high`` widened, sample by sample and channel by channel where ``cell`` holds, by the
+    values at every pair of reachable coordinates, and where one of them is NaN."""
+    low, high, nan = low.copy(), high.copy(), np.zeros(cell.shape, dtype=bool)
+    for i, j, ch in zip(*np.nonzero(cell)):
+        cy = _reach(float(ys.v[i]), float(ys.e[i]), bool(ys.near[i]), bool(ys.far[i]))
+        cx = _reach(float(xs.v[j]), float(xs.e[j]), bool(xs.near[j]), bool(xs.far[j]))
+        values = clamped_samples(plane, np.array(cy), np.array(cx), "LINEAR", rules)[:, :, ch].ravel()
+        numbers = values[~np.isnan(values)]
+        if numbers.size:
+            low[i, j, ch] = min(low[i, j, ch], numbers.min()) if not np.isnan(low[i, j, ch]) else numbers.min()
+            high[i, j, ch] = max(high[i, j, ch], numbers.max()) if not np.isnan(high[i, j, ch]) else numbers.max()
+        nan[i, j, ch] = np.isnan(values).any()
+    return low, high, nan
 
 
 @dataclass
@@ -367,6 +413,7 @@ class _Region:
     low: Optional[np.ndarray]
     high: Optional[np.ndarray]
     samples: _Samples
+    nan: Optional[np.ndarray] = None
 
 
 def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray) -> _Region:
@@ -396,7 +443,9 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
     if s.low is None:
         return _Region(value, bound, None, None, s)
     moved = grid(s.moved).any(axis=(1, 3))
-    return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s)
+    nan = None if s.nan is None else grid(s.nan).any(axis=(1, 3))
+    return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s,
+                   nan)
 
 
 def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, ar: Arithmetic,
@@ -435,6 +484,8 @@ def _merge(region: _Region, other: _Region) -> None:
     region.low = np.fmin(low, other.value if other.low is None else other.low)
     region.high = np.fmax(high, other.value if other.high is None else other.high)
     region.bound = np.fmax(region.bound, other.bound)
+    if other.nan is not None:
+        region.nan = other.nan if region.nan is None else region.nan | other.nan
 
 
 def region_bounded(p: KernelInput, row: int, value: np.ndarray, y: _Axis, x: _Axis, expected: Expected) -> _Region:
@@ -482,6 +533,14 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
             expected.note(KnifeEdge(
                 "OutputTensor", f"region {row}: nearest index of sample {name} = {float(coords[name][i]):.9g}",
                 "floor(c + 0.5)", "another index within the coordinate's rounding error", elements))
+    for flips, name in zip(s.cell_flips or (), "YX"):
+        for i in np.flatnonzero(flips)[:1]:
+            c = float(coords[name][i])
+            expected.note(KnifeEdge(
+                "OutputTensor", f"region {row}: LINEAR sample {name} = {c:.9g} on the cell edge {round(c)} beside an "
+                "infinite or NaN input value", "the cell of the exact coordinate",
+                f"the cell on the other side of {round(c)} or a weight of exactly 0 (NaN, an infinity or a number)",
+                elements))
 
 
 def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: PrecisionModel,
@@ -502,7 +561,7 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
     height, width = p.planes.shape[1:3]
     y = _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h, height, rules)
     x_axis = _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w, width, rules)
-    ranges = {}
+    ranges, nan = {}, {}
 
     def beside(r: int, values: np.ndarray) -> None:
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
@@ -510,6 +569,8 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
         bound[r] = region.bound.transpose(2, 0, 1)
         if region.low is not None:
             ranges[r] = (region.low, region.high)
+        if region.nan is not None and region.nan.any():
+            nan[r] = region.nan
 
     output = expected.outputs["OutputTensor"] = compute(p, beside)
     expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
@@ -519,4 +580,9 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
             # Each alternative is an output in its own right: rounded once to the output type.
             low[r], high[r] = np.moveaxis(np.asarray(lo), -1, 0), np.moveaxis(np.asarray(hi), -1, 0)
         expected.alternatives["OutputTensor"] = (low, high)
+    if nan:
+        flags = np.zeros(output.shape, dtype=bool)
+        for r, region_nan in nan.items():
+            flags[r] = np.moveaxis(region_nan, -1, 0)
+        expected.nan_alternatives["OutputTensor"] = flags
     return expected

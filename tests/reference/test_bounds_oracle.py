@@ -27,6 +27,7 @@ from ep_testbed.reference import MODELS, DescError, execute_reading, precision_m
 from ep_testbed.reference.checks import element_cap
 from ep_testbed.reference.execute import prepare
 from ep_testbed.reference.readings import combine, named
+from ep_testbed.reference.roi_align import as_roi_align1
 
 ORACLES = {"roi_align": bounds_oracle_roi_align, "roi_align1": bounds_oracle_roi_align,
            "roi_pooling": bounds_oracle_roi_pooling}
@@ -83,6 +84,9 @@ def assert_same_expected(new, old, where: str) -> None:
     for name, (low, high) in old.alternatives.items():
         _same_array(new.alternatives[name][0], low, f"{where}: alternatives[{name}] low")
         _same_array(new.alternatives[name][1], high, f"{where}: alternatives[{name}] high")
+    assert sorted(new.nan_alternatives) == sorted(old.nan_alternatives), f"{where}: nan_alternatives present"
+    for name, flags in old.nan_alternatives.items():
+        _same_array(new.nan_alternatives[name], flags, f"{where}: nan_alternatives[{name}]")
     assert new.knife_edges == old.knife_edges, where
     assert new.knife_edge_count == old.knife_edge_count, where
 
@@ -130,6 +134,47 @@ def test_drawn_roi_align_bounds_equal_the_per_region_oracle(case, data, model):
     desc, x, rois, batch = case
     names = _drawn_reading(data.draw, desc)
     check_case(desc, tensors(x, rois, batch), names, model, f"drawn {names or 'primary'} {model}")
+
+
+@st.composite
+def non_finite_roi_align_case(draw):
+    """``roi_align_case`` with a fifth of the map NaN, inf or -inf and, half the time, regions on
+    whole pixels, so that sample coordinates land on cell edges beside non-finite taps (the
+    cell-edge knife edge, FP-3)."""
+    desc, x, rois, batch = draw(roi_align_case())
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="seed"))
+    x = x.copy()
+    flat = x.reshape(-1)
+    picks = np.flatnonzero(rng.random(flat.size) < 0.2)
+    flat[picks] = np.array([np.nan, np.inf, -np.inf], dtype=x.dtype)[rng.integers(0, 3, picks.size)]
+    if draw(st.booleans(), label="whole pixels"):
+        d = as_roi_align1(desc)
+        scale = np.array([d.spatial_scale_x, d.spatial_scale_y] * 2, dtype=np.float64)
+        rois = (np.round(rois.astype(np.float64) * scale) / scale).astype(rois.dtype)
+    return desc, x, rois, batch
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(case=non_finite_roi_align_case(), data=st.data(), model=st.sampled_from(["fp32", "tensor-type"]))
+def test_drawn_non_finite_roi_align_bounds_equal_the_per_region_oracle(case, data, model):
+    """Drawn ROI_ALIGN1 descs on maps with infinities and NaNs: the regions with a cell-edge knife
+    edge are found in bulk and taken region by region, with the oracle's alternatives and flags."""
+    desc, x, rois, batch = case
+    names = _drawn_reading(data.draw, desc)
+    check_case(desc, tensors(x, rois, batch), names, model, f"drawn non-finite {names or 'primary'} {model}")
+
+
+def test_cell_edge_beside_minus_inf_equals_the_per_region_oracle():
+    """The cell-edge knife edge of ``test_cell_edge_knife_edge.py`` (x = 4 beside a column of
+    -inf), under every reading and precision model."""
+    from test_cell_edge_knife_edge import ROIS, _case
+
+    desc, x, expected = _case(-np.inf)
+    assert expected.nan_alternatives  # the knife edge is there to compare
+    for reading in [None, *readings_of(desc)]:
+        names = [] if reading is None else [reading.name]
+        for model in MODELS:
+            check_case(desc, tensors(x, ROIS), names, model, f"cell edge {names or 'primary'} {model}")
 
 
 @settings(max_examples=examples(100), deadline=None)
