@@ -817,10 +817,19 @@ def _std_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def corner_terms(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, out_of_bounds: float, rules: Rules) -> np.ndarray:
-    """Per sample point ``(len(ys), len(xs), C)``, the ``corner-term-max`` reading's value: the
-    sample's largest weighted corner term ``std::max(std::max(std::max(w1*v1, w2*v2), w3*v3),
-    w4*v4)`` with ONNX Runtime's taps (``edge_taps``); a sample outside the input reads
-    ``outside_value``."""
+    """Per sample point ``(len(ys), len(xs), C)``, the ``corner-term-max`` reading's value
+    (``clamped_corner_terms``); a sample outside the input reads ``outside_value``."""
+    height, width, _ = plane.shape
+    term = clamped_corner_terms(plane, ys, xs, rules)
+    inside = (reads_input(ys, height, rules)[:, None] & reads_input(xs, width, rules)[None, :])[:, :, None]
+    return np.where(inside, term, outside_value(plane, out_of_bounds, rules, term.dtype.type))
+
+
+def clamped_corner_terms(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, rules: Rules = PRIMARY) -> np.ndarray:
+    """Per sample point ``(len(ys), len(xs), C)``, its largest weighted corner term ``std::max(
+    std::max(std::max(w1*v1, w2*v2), w3*v3), w4*v4)`` with ONNX Runtime's taps (``edge_taps``),
+    whether or not the point reads the input (``clamped_samples``' counterpart for the
+    ``corner-term-max`` reading), in float64 (float32 under ``rules.arithmetic``)."""
     height, width, _ = plane.shape
     kind = np.float32 if rules.arithmetic == "float32" else np.float64
     y0, y1, wy0, wy1 = edge_taps(ys, height)
@@ -828,9 +837,19 @@ def corner_terms(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, out_of_bound
     with np.errstate(invalid="ignore", over="ignore"):
         terms = [gather(plane, r, c).astype(kind) * (wy[:, None, None] * wx[None, :, None]).astype(kind)
                  for r, wy in ((y0, wy0), (y1, wy1)) for c, wx in ((x0, wx0), (x1, wx1))]
-        term = _std_max(_std_max(_std_max(terms[0], terms[1]), terms[2]), terms[3])
-    inside = (reads_input(ys, height, rules)[:, None] & reads_input(xs, width, rules)[None, :])[:, :, None]
-    return np.where(inside, term, outside_value(plane, out_of_bounds, rules, kind))
+        return _std_max(_std_max(_std_max(terms[0], terms[1]), terms[2]), terms[3])
+
+
+def reduced_samples(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, reduction: str, rules: Rules = PRIMARY
+                    ) -> np.ndarray:
+    """What each LINEAR sample point ``(len(ys), len(xs), C)`` gives its element's ``reduction``
+    under ``rules``, whether or not it reads the input: its largest weighted corner term for MAX
+    under the ``corner-term-max`` reading (``clamped_corner_terms``, what ``region_value`` folds),
+    else its interpolated value (``clamped_samples``). The precision models' knife-edge ranges read
+    these, so that an alternative decision is computed under the reading's own rules."""
+    if reduction == "MAX" and rules.max_of == "corner-terms":
+        return clamped_corner_terms(plane, ys, xs, rules)
+    return clamped_samples(plane, ys, xs, "LINEAR", rules)
 
 
 def running_std_max(grid: np.ndarray) -> np.ndarray:

@@ -26,7 +26,9 @@ which gives every sample coordinate's exact value and a bound ``e_i`` on a kerne
   finite taps; beside an infinity or a NaN, which cell the kernel's rounded coordinate falls in
   (and whether a weight is exactly 0, ``0 * inf = NaN``) decides between NaN, an infinity or a
   number (``_cell_alternatives``). Each alternative's output joins the element's ``[low, high]``;
-  an alternative NaN is flagged per element (``Expected.nan_alternatives``).
+  an alternative NaN is flagged per element (``Expected.nan_alternatives``). Every alternative is
+  the reading's: its sample values are what the reading's reduction folds
+  (``roi_align.reduced_samples``), the largest weighted corner terms under ``corner-term-max``.
 
 The bounds are computed over every region at once (``_bulk_bounds``: vectorized over regions and
 channels, in chunks of ``CHUNK_BYTES``), and region by region (``region_bounded``) only for the
@@ -52,12 +54,12 @@ from .roi_align import (
     KernelInput,
     RoiAlign1Desc,
     Rules,
-    clamped_samples,
     compute,
     edge_taps,
     gather,
     kernel_input,
     reads_input,
+    reduced_samples,
     region_value,
 )
 
@@ -401,7 +403,8 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
              slopes: type, rules: Rules = PRIMARY, steepest: Optional[Callable[[], np.ndarray]] = None) -> _Samples:
     """Bounds and knife-edge ranges of every sample point of a region (module docstring); ``m``
     samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample). The sample
-    values are read (``roi_align.clamped_samples``) only where a decision can flip."""
+    values are read only where a decision can flip, as the reading's reduction takes them
+    (``roi_align.reduced_samples``: a MAX of corner terms ranges over corner terms)."""
     oob = float(np.float32(d.out_of_bounds_input_value))
     k_sum = 2 * m * ar.unit if d.reduction_function == "AVERAGE" else 0.0
     nearest: Any = None
@@ -425,7 +428,7 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
     if not (ys.any_flips or xs.any_flips or ranged or cell is not None):
         return samples
     if raw_low is None:
-        raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR", rules)
+        raw_low = raw_high = reduced_samples(plane, ys.v, xs.v, d.reduction_function, rules)
     can_out = ((~in_y | flip_y)[:, None] | (~in_x | flip_x)[None, :])[:, :, None]
     samples.low = np.fmin(np.where(can_in, raw_low, np.inf), np.where(can_out, oob, np.inf))
     samples.high = np.fmax(np.where(can_in, raw_high, -np.inf), np.where(can_out, oob, -np.inf))
@@ -433,7 +436,7 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
     if ranged:
         samples.moved = samples.moved | (nearest[0][:, None] | nearest[1][None, :])[:, :, None]
     if cell is not None:
-        low, high, nan = _cell_alternatives(plane, ys, xs, cell, rules)
+        low, high, nan = _cell_alternatives(plane, ys, xs, cell, d.reduction_function, rules)
         samples.low = np.where(cell, np.fmin(samples.low, low), samples.low)
         samples.high = np.where(cell, np.fmax(samples.high, high), samples.high)
         samples.nan = cell & nan
@@ -477,15 +480,16 @@ def _cell_candidates(a: _Along, index: np.ndarray) -> np.ndarray:
     return np.stack([v - spread, below, np.where(near, k, v), above, v + spread], axis=-1)
 
 
-def _cell_alternatives(plane: np.ndarray, ys: _Along, xs: _Along, cell: np.ndarray,
+def _cell_alternatives(plane: np.ndarray, ys: _Along, xs: _Along, cell: np.ndarray, reduction: str,
                        rules: Rules) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The lowest and highest value (``fmin``/``fmax``) and whether some value is NaN, per sample
     ``(Sy, Sx, C)``, over the candidate coordinates (``_cell_candidates``) of the rows and
     columns that hold a sample of ``cell``; elsewhere ``inf``, ``-inf``, False. The values are the
-    reading's (``roi_align.clamped_samples``), so its taps and weights decide, ``0 * inf`` too."""
+    reading's (``roi_align.reduced_samples``: its interpolation, or its corner terms for a MAX of
+    them), so its taps and weights decide, ``0 * inf`` too."""
     rows, cols = np.flatnonzero(cell.any(axis=(1, 2))), np.flatnonzero(cell.any(axis=(0, 2)))
     cy, cx = _cell_candidates(ys, rows), _cell_candidates(xs, cols)
-    values = clamped_samples(plane, cy.ravel(), cx.ravel(), "LINEAR", rules)
+    values = reduced_samples(plane, cy.ravel(), cx.ravel(), reduction, rules)
     values = values.reshape(rows.size, CELL_CANDIDATES, cols.size, CELL_CANDIDATES, -1)
     shape = (ys.v.size, xs.v.size, values.shape[-1])
     low, high = np.full(shape, np.inf, dtype=values.dtype), np.full(shape, -np.inf, dtype=values.dtype)

@@ -50,12 +50,12 @@ from ep_testbed.reference.roi_align import (
     KernelInput,
     RoiAlign1Desc,
     Rules,
-    clamped_samples,
     compute,
     edge_taps,
     gather,
     kernel_input,
     reads_input,
+    reduced_samples,
     region_value,
 )
 
@@ -328,7 +328,7 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
              slopes: type, rules: Rules = PRIMARY) -> _Samples:
     """Bounds and knife-edge ranges of every sample point of a region (module docstring); ``m``
     samples make one element (AVERAGE sums them: ``2mu |value|`` more per sample). The sample
-    values are read (``roi_align.clamped_samples``) only where a decision can flip."""
+    values are read (the reading's, ``roi_align.reduced_samples``) only where a decision can flip."""
     oob = float(np.float32(d.out_of_bounds_input_value))
     k_sum = 2 * m * ar.unit if d.reduction_function == "AVERAGE" else 0.0
     nearest: Any = None
@@ -353,8 +353,8 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
         cell = cell if cell.any() else None
     if not (ys.any_flips or xs.any_flips or ranged or cell is not None):
         return samples
-    if raw_low is None:
-        raw_low = raw_high = clamped_samples(plane, ys.v, xs.v, "LINEAR", rules)
+    if raw_low is None:  # the values the reading's reduction takes: corner terms for corner-term-max
+        raw_low = raw_high = reduced_samples(plane, ys.v, xs.v, d.reduction_function, rules)
     can_in = ((in_y | flip_y)[:, None] & (in_x | flip_x)[None, :])[:, :, None]
     can_out = ((~in_y | flip_y)[:, None] | (~in_x | flip_x)[None, :])[:, :, None]
     samples.low = np.fmin(np.where(can_in, raw_low, np.inf), np.where(can_out, oob, np.inf))
@@ -364,7 +364,7 @@ def _samples(plane: np.ndarray, ys: _Along, xs: _Along, d: RoiAlign1Desc, ar: Ar
         samples.moved = samples.moved | (nearest[0][:, None] | nearest[1][None, :])[:, :, None]
     if cell is not None:
         samples.low, samples.high, samples.nan = _cell_edge_alternatives(plane, ys, xs, cell, samples.low,
-                                                                         samples.high, rules)
+                                                                         samples.high, d.reduction_function, rules)
         samples.moved = samples.moved | cell
         samples.cell_flips = (ys.near & cell.any(axis=(1, 2)), xs.near & cell.any(axis=(0, 2)))
     samples.bound = np.where(can_in, bound, np.float32(k_sum * abs(oob)))
@@ -387,14 +387,15 @@ def _reach(c: float, e: float, near: bool, far: bool) -> list[float]:
 
 
 def _cell_edge_alternatives(plane: np.ndarray, ys: _Along, xs: _Along, cell: np.ndarray, low: np.ndarray,
-                            high: np.ndarray, rules: Rules) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                            high: np.ndarray, reduction: str, rules: Rules) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``low``/``high`` widened, sample by sample and channel by channel where ``cell`` holds, by the
-    values at every pair of reachable coordinates, and where one of them is NaN."""
+    values (the reading's, as its ``reduction`` takes them) at every pair of reachable coordinates,
+    and where one of them is NaN."""
     low, high, nan = low.copy(), high.copy(), np.zeros(cell.shape, dtype=bool)
     for i, j, ch in zip(*np.nonzero(cell)):
         cy = _reach(float(ys.v[i]), float(ys.e[i]), bool(ys.near[i]), bool(ys.far[i]))
         cx = _reach(float(xs.v[j]), float(xs.e[j]), bool(xs.near[j]), bool(xs.far[j]))
-        values = clamped_samples(plane, np.array(cy), np.array(cx), "LINEAR", rules)[:, :, ch].ravel()
+        values = reduced_samples(plane, np.array(cy), np.array(cx), reduction, rules)[:, :, ch].ravel()
         numbers = values[~np.isnan(values)]
         if numbers.size:
             low[i, j, ch] = min(low[i, j, ch], numbers.min()) if not np.isnan(low[i, j, ch]) else numbers.min()

@@ -177,6 +177,19 @@ def test_cell_edge_beside_minus_inf_equals_the_per_region_oracle():
             check_case(desc, tensors(x, ROIS), names, model, f"cell edge {names or 'primary'} {model}")
 
 
+def test_count_knife_edge_beside_minus_inf_equals_the_per_region_oracle():
+    """The count knife edge of ``test_count_knife_edge_readings.py`` (3 or 2 samples beside a run of
+    -inf, a MAX whose ranges ``corner-term-max`` reads as corner terms), under every reading and
+    precision model."""
+    from test_count_knife_edge_readings import ROIS, _desc
+
+    desc, x = _desc()
+    for reading in [None, *readings_of(desc)]:
+        names = [] if reading is None else [reading.name]
+        for model in MODELS:
+            check_case(desc, tensors(x, ROIS), names, model, f"count edge {names or 'primary'} {model}")
+
+
 @settings(max_examples=examples(100), deadline=None)
 @given(case=roi_pooling_case(), data=st.data(), model=st.sampled_from(["fp32", "tensor-type"]))
 def test_drawn_roi_pooling_bounds_equal_the_per_region_oracle(case, data, model):
