@@ -113,6 +113,9 @@ CASES_HOOKS: tuple[Hook, ...] = (
     Hook("PROBE", "PROBE: str",
          "a catalog case id pattern (after '<op>/'): the one-node session `doctor` and `run` check an EP with "
          "(the first registered operator that names one is used)", kinds=(str,), required=False),
+    Hook("probe", "probe(seed: int) -> graphs.cases.common.Case",
+         "the PROBE case built without the catalog (equal to the catalog's), so that a command that runs no "
+         "catalog does not draw one", params=1, required=False),
     Hook("shrink_moves", "shrink_moves(desc, arrays: dict[str, numpy.ndarray]) -> iterable of (desc, arrays)",
          "smaller variants of a case that keep part of its arrays as they are (one region, channel or image, a "
          "cropped input), the largest cut first: `fuzz` shrinks a failure through them (harness/fuzz/shrink.py)",

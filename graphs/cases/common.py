@@ -444,11 +444,15 @@ def tier_cases(op: str, seed: int, tier: str) -> list[Case]:
 def probe_case(seed: int = 0) -> Case:
     """The case ``doctor`` and ``run`` check an EP's session with: the first catalog case matching
     the ``PROBE`` pattern (after ``<op>/``) of the first registered operator whose cases module
-    names one; ValueError when none does."""
+    names one, built by the module's ``probe(seed)`` where it has one (a ``fuzz`` would otherwise
+    draw a catalog it never runs); ValueError when none does."""
     import fnmatch
 
     for spec in specs():
-        pattern = getattr(cases_module(spec.dml_type), "PROBE", None)
+        module = cases_module(spec.dml_type)
+        pattern = getattr(module, "PROBE", None)
+        if pattern and getattr(module, "probe", None) is not None:
+            return module.probe(seed)  # the one case, without drawing the whole catalog
         if pattern:
             found = (c for c in catalog_cases(spec.name, seed) if fnmatch.fnmatchcase(c.id, f"{spec.name}/{pattern}"))
             case = next(found, None)

@@ -259,6 +259,14 @@ def _random_cases(seed: int, count: int = 16) -> list[Case]:
 #: The one-node session ``doctor`` and ``run`` check an EP with: a float32 2-D MaxPool (every EP
 #: under test runs one; ``graphs.cases.common.probe_case``).
 PROBE = "grid-float32-2d-w1-s1-p0_0-d1-idxnone"
+
+
+def probe(seed: int) -> Case:
+    """The ``PROBE`` catalog case, built alone: the same grid row, id, desc and seed (a test
+    holds it equal to the catalog's)."""
+    row = {"dtype": "FLOAT32", "dims": 2, "indices": None, "window": 1, "stride": 1, "start": 0, "end": 0,
+           "dilation": 1}
+    return make_case("max_pooling2", "grid-" + _mp_name(row), max_pooling2_desc(**row), seed, "grid")
 #: The smoke tier: catalog cases (id patterns after ``max_pooling2/``) a pre-commit check runs.
 SMOKE = ("edge-ties", "edge-window-equals-input", "edge-minus-inf-window", "edge-dilation-padding-5d",
          "edge-int8-extremes", "random-s*-000", "random-s*-001")

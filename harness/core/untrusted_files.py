@@ -294,6 +294,8 @@ def _text_depth(text: str, cap: int) -> int:
     literals; exact past ``cap``, and at most ``cap`` otherwise: a document with no more than
     ``cap`` opening brackets cannot nest deeper (most lines this tool writes), so the exact count
     runs only past it, in NumPy rather than a walk over every value."""
+    if text.count("[") + text.count("{") <= cap:  # brackets in strings included: still within the cap
+        return 0
     bare = _JSON_STRING.sub("", text)
     if bare.count("[") + bare.count("{") <= cap:
         return 0 if not ("[" in bare or "{" in bare) else 1

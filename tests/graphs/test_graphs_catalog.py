@@ -160,15 +160,17 @@ def test_catalog_agrees_with_ort_cpu_on_exact_and_composed_cases(op):
     assert agreed > 20
 
 
-def test_the_preflights_probe_case_comes_from_the_catalog_built_before_it():
-    """``run`` builds the catalog, then its preflight picks the probe case: one build, shared
-    (MAX_POOLING2's covering array takes most of a second to build)."""
+def test_the_probe_case_is_the_catalogs_and_is_built_without_it():
+    """``doctor``, ``run`` and ``fuzz`` check an EP's session with the probe case: the catalog's
+    own (same id, desc, seed and tags), built without drawing the catalog (MAX_POOLING2's covering
+    array takes most of a second; a fuzz runs no catalog)."""
     from ep_testbed.graphs.cases import common
 
-    before = common._built.cache_info()
-    probe = common.probe_case()
-    after = common._built.cache_info()
-    assert after.misses == before.misses and after.hits > before.hits  # CATALOG above built it
-    assert any(case is probe for case in build_catalog())
-    common.catalog_cases(probe.id.split("/")[0], 12345)  # another seed: a catalog of its own
-    assert common._built.cache_info().misses == after.misses + 1
+    for seed in (0, 12345):
+        before = common._built.cache_info()
+        probe = common.probe_case(seed)
+        assert common._built.cache_info().misses == before.misses  # no catalog drawn for it
+        op = probe.id.split("/")[0]
+        pattern = common.cases_module(probe.op).PROBE
+        matching = [c for c in common.catalog_cases(op, seed) if c.id == f"{op}/{pattern}"]
+        assert matching == [probe]
