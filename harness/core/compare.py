@@ -268,6 +268,24 @@ def _knife_text(count: int, model: str, first: str, comparison: Comparison) -> s
     return f"; note: {count} knife-edge decision(s) that {model} rounding can flip ({used}), e.g. {first}"
 
 
+def differences(exp: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per element of one float output (flattened, in float64): ``e``, ``a``, ``|a - e|`` (inf
+    where either is not finite, 0 where both are NaN or the same infinity), the ULP distance in
+    the output's dtype (0 where undefined), whether both are finite, and whether they are the
+    same special value (NaN for NaN, equal infinities): what the rule is applied to."""
+    e = exp.astype(np.float64).ravel()
+    a = act.astype(np.float64).ravel()
+    both_finite = np.isfinite(e) & np.isfinite(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        absdiff = np.where(both_finite, np.abs(a - e), np.inf)
+    same_special = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))
+    absdiff[same_special] = 0.0
+    ulp = np.zeros(e.shape, dtype=np.int64)
+    if both_finite.any():
+        ulp[both_finite] = ulp_distance(act.ravel()[both_finite], exp.ravel()[both_finite])
+    return e, a, absdiff, ulp, both_finite, same_special
+
+
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Representable values of ``a.dtype`` between ``a`` and ``b`` (int64; +0 and -0 are 0 apart).
 
@@ -330,21 +348,10 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
     the reference's bound, else a knife-edge alternative (module docstring)."""
     tol = tolerances.for_dtype(exp.dtype.name.upper())
     result.applied[name] = describe(exp.dtype.name.upper(), tol)
-    e = exp.astype(np.float64).ravel()
-    a = act.astype(np.float64).ravel()
-    both_finite = np.isfinite(e) & np.isfinite(a)
+    e, a, absdiff, ulp, both_finite, same_special = differences(exp, act)
     with np.errstate(invalid="ignore", over="ignore"):
-        absdiff = np.where(both_finite, np.abs(a - e), np.inf)
-    same_special = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))  # NaN for NaN, equal infinities
-    absdiff[same_special] = 0.0
-    ulp = np.zeros(e.shape, dtype=np.int64)
-    if both_finite.any():
-        ulp[both_finite] = ulp_distance(act.ravel()[both_finite], exp.ravel()[both_finite])
-    rule_abs = tol.atol + tol.rtol * np.abs(e)
-    within = absdiff <= rule_abs
-    if tol.ulp is not None:
-        within |= ulp <= tol.ulp
-    judged = _Judged(within, None, None, rule_abs)
+        rule_abs = tol.allowed(e)
+    judged = _Judged(tol.passes(absdiff, ulp, rule_abs), None, None, rule_abs)
     if allowance is not None:
         judged = _apply_allowance(result, allowance, a, absdiff, both_finite, judged)
         special = _special_alternatives(allowance, a) & ~same_special
@@ -447,13 +454,10 @@ def _tolerance_used(e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray, tol: To
     used of its knife-edge range's slack."""
     if not e.size:
         return None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bound = tol.atol + tol.rtol * np.abs(e) if allowed is None else allowed
-        used = np.where(absdiff == 0, 0.0, np.where(bound > 0, absdiff / np.where(bound > 0, bound, 1), np.inf))
-        if tol.ulp is not None:
-            used = np.minimum(used, np.where(ulp == 0, 0.0, ulp / tol.ulp if tol.ulp else np.inf))
-        if knife_used is not None:
-            used = np.minimum(used, knife_used)
+    with np.errstate(invalid="ignore", over="ignore"):
+        used = tol.share(absdiff, ulp, tol.allowed(e) if allowed is None else allowed)
+    if knife_used is not None:
+        used = np.minimum(used, knife_used)
     used[~ok & ~both_finite] = np.inf  # NaN/inf mismatches (where the ratios are undefined)
     used[ok & ~both_finite] = 0.0
     return float(used.max())

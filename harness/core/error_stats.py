@@ -27,7 +27,7 @@ from typing import Any, Collection, Mapping
 
 import numpy as np
 
-from .compare import ulp_distance
+from .compare import differences
 from .tolerances import Tolerance, Tolerances
 
 #: The percentiles the statistics give besides mean and max (50 is the median).
@@ -55,25 +55,10 @@ def element_errors(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> 
     ``|a-e| / (atol + rtol*|e|)`` and ``ulp / tol.ulp`` (0 for an exact or equal non-finite pair,
     ``inf`` for a non-finite mismatch or a zero budget that an error exceeds).
     """
-    e = np.asarray(expected).astype(np.float64).ravel()
-    a = np.asarray(actual).astype(np.float64).ravel()
-    finite = np.isfinite(e) & np.isfinite(a)
-    with np.errstate(invalid="ignore", over="ignore"):
-        absdiff = np.where(finite, np.abs(a - e), np.inf)
-    same_special = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))
-    absdiff[same_special] = 0.0
-    ulp = np.zeros(e.shape, dtype=np.int64)
-    if finite.any():
-        ulp[finite] = ulp_distance(np.asarray(actual).ravel()[finite], np.asarray(expected).ravel()[finite])
-    bound = tol.atol + tol.rtol * np.abs(np.where(finite, e, 0.0))
-    within = absdiff <= bound
-    if tol.ulp is not None:
-        within |= ulp <= tol.ulp
-    ok = same_special | (finite & within)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(absdiff == 0, 0.0, np.where(bound > 0, absdiff / np.where(bound > 0, bound, 1.0), np.inf))
-        if tol.ulp is not None:
-            share = np.minimum(share, np.where(ulp == 0, 0.0, ulp / tol.ulp if tol.ulp else np.inf))
+    e, _, absdiff, ulp, finite, same_special = differences(np.asarray(expected), np.asarray(actual))
+    bound = tol.allowed(np.where(finite, e, 0.0))
+    ok = same_special | (finite & tol.passes(absdiff, ulp, bound))
+    share = tol.share(absdiff, ulp, bound)
     share[~finite] = np.where(ok[~finite], 0.0, np.inf)
     return ElementErrors(absdiff, ulp, finite, ok, share)
 
@@ -103,20 +88,11 @@ def round_up(value: float, digits: int = 3) -> float:
 
 def _min_tolerance(e: np.ndarray, err: ElementErrors, tol: Tolerance) -> dict[str, float | int | None]:
     """The smallest atol, rtol and ulp (each with the run's other two parts) passing every
-    element, before rounding; None for a part no value of which helps."""
+    element, before rounding (``Tolerance.smallest_passing``); None for a part no value of
+    which helps, and for every part when a NaN or infinity met a number."""
     if (~err.ok & ~err.finite).any():
         return {"atol": None, "rtol": None, "ulp": None}
-    f = err.finite
-    abs_e = np.abs(np.where(f, e, 0.0))
-    by_ulp = err.ulp <= tol.ulp if tol.ulp is not None else np.zeros(e.shape, bool)
-    by_abs = err.absdiff <= tol.atol + tol.rtol * abs_e
-    need = f & ~by_ulp  # elements the ulp part does not pass: atol or rtol must
-    atol = max(float(np.max(err.absdiff[need] - tol.rtol * abs_e[need], initial=0.0)), 0.0)
-    rtol: float | None = None
-    if not (need & (abs_e == 0) & (err.absdiff > tol.atol)).any():
-        pos = need & (abs_e > 0)
-        rtol = max(float(np.max((err.absdiff[pos] - tol.atol) / abs_e[pos], initial=0.0)), 0.0)
-    return {"atol": atol, "rtol": rtol, "ulp": int(np.max(err.ulp[f & ~by_abs], initial=0))}
+    return tol.smallest_passing(err.absdiff, err.ulp, e, err.finite)
 
 
 def _rounded_passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, part: str, value: float) -> float:

@@ -82,6 +82,49 @@ class Tolerance:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    # The rule's arithmetic, in one place: ``compare`` judges with it and ``error_stats`` draws
+    # and inverts it, so a verdict and the share a heatmap shows cannot drift apart.
+
+    def allowed(self, expected: np.ndarray) -> np.ndarray:
+        """Each element's absolute allowance under the rule: ``atol + rtol * |e|``."""
+        return self.atol + self.rtol * np.abs(expected)
+
+    def passes(self, absdiff: np.ndarray, ulp: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        """Where the rule passes a pair of finite values: ``|a - e| <= allowed`` (``allowed``:
+        ``self.allowed(e)``, or a larger allowance) or ``ulp_distance <= self.ulp``."""
+        ok = absdiff <= allowed
+        if self.ulp is not None:
+            ok = ok | (ulp <= self.ulp)
+        return ok
+
+    def share(self, absdiff: np.ndarray, ulp: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        """The share of its allowance each element used: the smaller of ``|a - e| / allowed``
+        and ``ulp / self.ulp``; 0 where they are equal, ``inf`` where a zero allowance is exceeded
+        (1.0 is the limit; the caller sets non-finite pairs)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            used = np.where(absdiff == 0, 0.0, np.where(allowed > 0, absdiff / np.where(allowed > 0, allowed, 1.0),
+                                                        np.inf))
+            if self.ulp is not None:
+                used = np.minimum(used, np.where(ulp == 0, 0.0, ulp / self.ulp if self.ulp else np.inf))
+        return used
+
+    def smallest_passing(self, absdiff: np.ndarray, ulp: np.ndarray, expected: np.ndarray,
+                         finite: np.ndarray) -> dict[str, float | int | None]:
+        """The rule inverted over finite pairs: the smallest ``atol``, ``rtol`` and ``ulp``, each
+        with this tolerance's other two parts, that passes every one of them, before rounding;
+        None for a part no value of which helps (rtol where an expected 0 is missed by more than
+        atol)."""
+        abs_e = np.abs(np.where(finite, expected, 0.0))
+        by_ulp = ulp <= self.ulp if self.ulp is not None else np.zeros(expected.shape, bool)
+        by_abs = absdiff <= self.allowed(abs_e)
+        need = finite & ~by_ulp  # elements the ulp part does not pass: atol or rtol must
+        atol = max(float(np.max(absdiff[need] - self.rtol * abs_e[need], initial=0.0)), 0.0)
+        rtol: float | None = None
+        if not (need & (abs_e == 0) & (absdiff > self.atol)).any():
+            pos = need & (abs_e > 0)
+            rtol = max(float(np.max((absdiff[pos] - self.atol) / abs_e[pos], initial=0.0)), 0.0)
+        return {"atol": atol, "rtol": rtol, "ulp": int(np.max(ulp[finite & ~by_abs], initial=0))}
+
 
 #: Output data type (short DML name) -> default tolerance. Integers not listed are exact.
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
