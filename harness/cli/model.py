@@ -50,14 +50,14 @@ def add(subparsers: argparse._SubParsersAction) -> None:
                      help="run in this process, not in a child (a crash of the EP then ends ep-testbed too)")
     # set by a parent process whose child crashed on the whole model: judge the nodes alone
     run.add_argument("--ep-crashed", metavar="WHAT", help=argparse.SUPPRESS)
-    run.set_defaults(func=run_command)
+    run.set_defaults(func=run_command, child_parser=run)
     demo = sub.add_parser("demo", help="run the bundled demo models end to end",
                           description="Write the bundled models (a detection head and a ResNet-style stem with its "
                                       "pool's indices, seeded weights) and run each like `model run`.")
     _common(demo)
     add_timeout(demo.add_argument, DEMO_TIMEOUT, "per-model time limit of its child process, in seconds")
     demo.add_argument("--in-process", action="store_true", help="run the models in this process (no isolation)")
-    demo.set_defaults(func=demo_command)
+    demo.set_defaults(func=demo_command, child_parser=run)  # each model runs as a `model run` child
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from ep_testbed.harness.core import exit_codes
+from ep_testbed.harness.core.rerun import action_argv
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.run.pool import describe_exit
 
@@ -36,36 +37,28 @@ OUTCOMES = {exit_codes.OK: "pass", exit_codes.FAILED: "fail", exit_codes.USAGE: 
             exit_codes.INTERRUPTED: "interrupted", exit_codes.TERMINATED: "interrupted"}
 
 
+#: ``model run`` options a parent sets for its child itself (the model, its folder, inputs and
+#: baseline, the child's own isolation) instead of repeating its own value.
+CHILD_SETS = ("model", "out", "shape", "inputs", "save_baseline", "baseline", "timeout", "in_process", "ep_crashed")
+
+
 def child_argv(model: str, args: argparse.Namespace, *, shapes: Sequence[str] = (), inputs_path: str | None = None,
                save_baseline: str | None = None, baseline_dir: str | None = None,
                out: str | None = None) -> list[str]:
     """The ``ep-testbed model run`` command line that repeats ``args`` for ``model`` in a child
-    (which runs it in its own process: ``--in-process``)."""
-    argv = ["model", "run", model, "--in-process", "--ep", args.ep, "--reference-ep", args.reference_ep,
-            "--seed", str(args.seed), "--reading", args.reading]
-    for item in args.ep_option:
-        argv += ["--ep-option", item]
+    (which runs it in its own process: ``--in-process``): every option of the ``model run``
+    parser (``args.child_parser``, set by the command's parser) that ``args`` holds, written back
+    by the parser's own actions (``core.rerun.action_argv``), then what the parent sets itself."""
+    argv = ["model", "run", model, "--in-process"]
+    for action in args.child_parser._actions:
+        if action.option_strings and action.dest not in CHILD_SETS and hasattr(args, action.dest):
+            argv += action_argv(action, getattr(args, action.dest))
     for item in shapes:
         argv += ["--shape", item]
-    for item in args.tol:
-        argv += ["--tol", item]
-    for item in getattr(args, "drift_tol", None) or []:
-        argv += ["--drift-tol", item]
-    if getattr(args, "drift_max_elements", None) is not None:
-        argv += ["--drift-max-elements", str(args.drift_max_elements)]
-    for flag, value in (("--ep-library", getattr(args, "ep_library", None)),
-                        ("--ep-device", getattr(args, "ep_device", None)),
-                        ("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
-                        ("--baseline", baseline_dir), ("--tolerances", args.tolerances),
-                        ("--precision-model", getattr(args, "precision_model", None))):
+    for flag, value in (("--out", out or args.out), ("--inputs", inputs_path), ("--save-baseline", save_baseline),
+                        ("--baseline", baseline_dir)):
         if value:
             argv += [flag, str(value)]
-    argv += [flag for flag, on in (("--graph-opt", args.graph_opt), ("--no-cpu-fallback", args.no_cpu_fallback),
-                                   ("--strict-tolerance", getattr(args, "strict_tolerance", False)),
-                                   ("--reference-graph-opt", getattr(args, "reference_graph_opt", False)),
-                                   ("--overwrite", getattr(args, "overwrite", False))) if on]
-    for item in getattr(args, "limit", None) or []:
-        argv += ["--limit", item]
     return argv
 
 
@@ -135,5 +128,5 @@ def fault_hook(model: str) -> None:
                     time.sleep(60)
 
 
-__all__ = ["ChildEnd", "FAULT_ENV", "child_argv", "child_run", "fault_hook",
+__all__ = ["CHILD_SETS", "ChildEnd", "FAULT_ENV", "child_argv", "child_run", "fault_hook",
            "isolated", "relay", "run_isolated"]

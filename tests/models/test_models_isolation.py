@@ -70,3 +70,46 @@ def test_a_crash_without_timeout_is_reported_by_ep_testbed_and_the_nodes_are_jud
     assert "--ep-crashed" not in result["command"]
     assert "did not take the whole model (crash)" in out
     assert "did not run on CPU" in (tmp_path / "run" / "report.html").read_text()
+
+
+def _non_default_words(parser) -> list[str]:
+    """Words giving every option of ``parser`` (but the help) a value other than its default."""
+    import argparse
+
+    words = []
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        flag = max(action.option_strings, key=len)
+        if action.nargs == 0:
+            words.append(flag)
+        elif action.choices:
+            words += [flag, next(c for c in action.choices if c != action.default)]
+        else:
+            samples = {"seed": "7", "drift_max_elements": "99", "timeout": "9", "limit": "elements=1234",
+                       "tol": "FLOAT32:atol=0.5", "drift_tol": "fail", "ep_option": "k=v", "precision_model": "exact"}
+            words += [flag, samples.get(action.dest, f"x-{action.dest}")]
+    return words
+
+
+def test_the_child_repeats_every_option_of_the_parent_but_those_it_sets_itself():
+    """``model run`` and ``model demo`` start each model as a ``model run`` child: every option
+    the parent was given reaches the child (written back by the parser's own actions, so an
+    option added later travels too), except those the parent sets for the child."""
+    import argparse
+
+    from ep_testbed.harness.cli import build_parser, parse_args
+    from ep_testbed.harness.models.isolation import CHILD_SETS, child_argv
+
+    model_parser = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["model"]
+    commands = next(a for a in model_parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    run_words = [w for w in _non_default_words(commands["run"]) if w not in ("--save-baseline", "x-save_baseline")]
+    for command, words in (("run", ["m.onnx", *run_words]), ("demo", _non_default_words(commands["demo"]))):
+        parent = parse_args(["model", command, *words])
+        child = parse_args(child_argv("c.onnx", parent, shapes=["batch=2"], out="o"))
+        assert child.model == "c.onnx" and child.in_process and child.shape == ["batch=2"] and child.out == "o"
+        carried = [a.dest for a in commands["run"]._actions
+                   if a.option_strings and a.dest not in CHILD_SETS and a.dest != "help" and hasattr(parent, a.dest)]
+        assert len(carried) >= 15, carried
+        for dest in carried:
+            assert getattr(child, dest) == getattr(parent, dest), (command, dest)
