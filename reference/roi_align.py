@@ -141,7 +141,9 @@ class Rules:
     float32 MaxPool (MLAS, x86-64) folds each element's samples laid out as the composed MaxPool's
     input (``mlas_sample_max``), which decides where the max starts and whether a NaN wins together.
     ``arithmetic``: float64 rounded once
-    ("exact") or samples and sums in float32, in ONNX Runtime's order ("float32").
+    ("exact") or samples and sums in float32, in ONNX Runtime's order ("float32"). ``coordinates``:
+    sample coordinates in float64 ("exact") or the page's formula evaluated in float32, step by step
+    (``sample_coordinates``).
     ``input_offset_shift``: added to InputPixelOffset (the desc the DirectML EP builds for RoiAlign-10)."""
 
     edge: str = "open"
@@ -153,6 +155,7 @@ class Rules:
     max_start: str = "first"
     max_nan: str = "ignore"
     arithmetic: str = "exact"
+    coordinates: str = "exact"
     input_offset_shift: float = 0.0
 
     def fast(self) -> bool:
@@ -165,7 +168,8 @@ PRIMARY = Rules()
 RULE_VALUES = {"edge": ("open", "closed"), "interpolation": ("lerp", "weighted"),
                "outside": ("value", "value-plus-zero-corner"), "count": ("clamp", "onnx", "at-least-one"),
                "max_of": ("samples", "corner-terms"), "max_start": ("first", "lowest", "minus-inf", "zero", "mlas-x86"),
-               "max_nan": ("ignore", "propagate", "mlas-x86"), "arithmetic": ("exact", "float32")}
+               "max_nan": ("ignore", "propagate", "mlas-x86"), "arithmetic": ("exact", "float32"),
+               "coordinates": ("exact", "float32")}
 
 def _regions(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> np.ndarray:
     """The ROI rows ``(NumROIs, 4)`` in float64."""
@@ -251,8 +255,10 @@ def _max(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
 
 
 def _max_of_non_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
-    """MAX, and samples that can be NaN or -inf (the input or OutOfBoundsInputValue not finite)."""
-    return _max(desc, arrays) and (_non_finite(desc, arrays) or not np.isfinite(desc.out_of_bounds_input_value))
+    """MAX, and samples that can be NaN or -inf: the input or OutOfBoundsInputValue not finite, or
+    huge (a lerp in float32, the float32-accumulation reading this combines with, overflows there)."""
+    return _max(desc, arrays) and (_non_finite_or_huge(desc, arrays)
+                                   or not np.isfinite(desc.out_of_bounds_input_value))
 
 
 def _pooled_max_of_non_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
@@ -318,8 +324,9 @@ READINGS = (
             ("ONNX Runtime's RoiAlign mode=max", "the ONNX reference implementation"),
             "https://github.com/microsoft/onnxruntime/issues/6146; https://github.com/onnx/onnx/issues/4764",
             shows=_max, max_of="corner-terms"),
-    reading("lowest-start", "MAX starts from the lowest finite value of the output type and takes max() with each "
-            "sample, skipping NaN: an output whose samples are all -inf or NaN is -FLT_MAX",
+    reading("lowest-start", "MAX starts from float32's lowest finite value (-FLT_MAX) and takes max() with each "
+            "sample, skipping NaN: an output whose samples are all -inf or NaN is -FLT_MAX, which a FLOAT16 output "
+            "rounds to -inf (the float32 MaxPool of samples of a FLOAT16 desc composed in float32; never -65504)",
             ("DirectML.dll 1.15.4 (observed under Wine)", "ONNX Runtime's MaxPool (the MaxPool of samples)"),
             f"tests/eps/test_dml_wine_observed.py; {_ORT_POOL}", shows=_max_of_non_finite, max_start="lowest"),
     reading("minus-inf-start", "MAX starts from -inf and skips NaN samples: an output whose samples are all NaN is "
@@ -343,6 +350,14 @@ READINGS = (
             "values near FLT_MAX overflow to an infinity (or inf - inf = NaN) where the exact value is finite",
             ("ONNX Runtime's RoiAlign kernels", "DirectML.dll (observed)"), f"{_ORT_ROIALIGN} (RoiAlignForward)",
             shows=_huge, arithmetic="float32"),
+    reading("float32-coordinates", "the sample coordinates are the page's formula evaluated in float32, step by "
+            "step: scaledRegionX1 = x1 * SpatialScaleX, scaledRegionSizeX = x2 * SpatialScaleX - scaledRegionX1, "
+            "scale = size / (outputSize * samples), (sampleX - OutputPixelOffset) * scale + scaledRegionX1 - "
+            "InputPixelOffset, so t differs from the exact one by float32 rounding; near FLT_MAX that decides "
+            "whether a lerp's difference overflows to an infinity",
+            ("DirectML.dll 1.15.4 (observed under Wine)",),
+            "harness/expectations/dml.json (roi_align1/fuzz-s0-b0-004); tests/eps/test_dml_wine_observed.py",
+            shows=_non_finite_or_huge, coordinates="float32"),
     reading("directml-ep-roialign10-offset", "the samples sit half a pixel off: the DirectML EP builds "
             "InputPixelOffset 0.5 for a RoiAlign-10 node, which ONNX defines without an input offset",
             ("ONNX Runtime's DirectML EP (DmlOperatorRoiAlign.cpp)",),
@@ -464,19 +479,23 @@ def samples_for_ratio(ratio: float, minimum: int, maximum: int, rules: Rules = P
 
 
 def sample_coordinates(scaled_start: float, scaled_size: float, output_size: int, samples: int,
-                       input_pixel_offset: float, output_pixel_offset: float, align_to_corners: bool) -> np.ndarray:
+                       input_pixel_offset: float, output_pixel_offset: float, align_to_corners: bool,
+                       kind: type = np.float64) -> np.ndarray:
     """Input coordinates of the ``output_size * samples`` sample points along one axis, in
-    output order: samples ``[o*samples, (o+1)*samples)`` belong to output element ``o``."""
+    output order: samples ``[o*samples, (o+1)*samples)`` belong to output element ``o``; each step
+    rounded to ``kind`` (float32: the ``float32-coordinates`` reading), returned in float64."""
     sample_count = output_size * samples
-    sample = np.arange(sample_count, dtype=np.float64)
-    if align_to_corners:
-        if sample_count == 1:
-            # One sample stretched to both corners: the page is silent; take the centre (RA-6).
-            return np.array([scaled_start + scaled_size / 2 - input_pixel_offset])
-        scale = scaled_size / (sample_count - 1)
-    else:
-        scale = scaled_size / sample_count if sample_count else 0.0
-    return (sample - output_pixel_offset) * scale + scaled_start - input_pixel_offset
+    sample: np.ndarray = np.arange(sample_count, dtype=kind)
+    start, size, in_offset = kind(scaled_start), kind(scaled_size), kind(input_pixel_offset)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if align_to_corners:
+            if sample_count == 1:
+                # One sample stretched to both corners: the page is silent; take the centre (RA-6).
+                return np.array([start + size / kind(2) - in_offset], dtype=np.float64)
+            scale = size / kind(sample_count - 1)
+        else:
+            scale = size / kind(sample_count) if sample_count else kind(0)
+        return ((sample - kind(output_pixel_offset)) * scale + start - in_offset).astype(np.float64)
 
 
 def region_samples(d: RoiAlign1Desc, row: int, roi: np.ndarray,
@@ -491,13 +510,20 @@ def region_samples(d: RoiAlign1Desc, row: int, roi: np.ndarray,
     x1, y1, x2, y2 = (float(v) for v in roi)
     start_x, start_y = x1 * scale_x, y1 * scale_y
     size_x, size_y = x2 * scale_x - start_x, y2 * scale_y - start_y
+    kind: type = np.float64
+    if rules.coordinates == "float32":  # each product and difference rounded as DirectML's kernel rounds it
+        kind = np.float32
+        f32 = np.float32
+        with np.errstate(over="ignore", invalid="ignore"):
+            sx32, ex32, sy32, ey32 = f32(x1) * f32(scale_x), f32(x2) * f32(scale_x), f32(y1) * f32(scale_y), f32(y2) * f32(scale_y)
+            start_x, start_y, size_x, size_y = float(sx32), float(sy32), float(ex32 - sx32), float(ey32 - sy32)
     # An adaptive count under min_size is counted on the raised size (a fixed one is fixed)
     count_x, count_y = (max(s, rules.min_size) if rules.min_size else s for s in (size_x, size_y))
     n_x = samples_per_output(count_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
     n_y = samples_per_output(count_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
     check_sample_points(d, row, roi, n_y, n_x)
-    xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners)
-    ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners)
+    xs = sample_coordinates(start_x, size_x, out_w, n_x, in_offset, out_offset, d.align_regions_to_corners, kind)
+    ys = sample_coordinates(start_y, size_y, out_h, n_y, in_offset, out_offset, d.align_regions_to_corners, kind)
     if rules.min_size:
         xs = raised_samples(xs, start_x, size_x, out_w * n_x, in_offset, out_offset, d.align_regions_to_corners,
                             rules.min_size)
@@ -775,7 +801,9 @@ def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: 
         return running_std_max(grid)
     if rules.max_start == "mlas-x86":
         return mlas_sample_max(grid, n_y, n_x)
-    return sample_max(grid, rules, np.finfo(p.dtype).min)
+    # DirectML's and ONNX Runtime's MaxPool of samples start at float32's lowest for a FLOAT16 desc
+    # too (composed in float32); -FLT_MAX then rounds to -inf in the float16 output
+    return sample_max(grid, rules, float(np.finfo(np.float32).min))
 
 
 def mlas_sample_max(grid: np.ndarray, n_y: int, n_x: int) -> np.ndarray:

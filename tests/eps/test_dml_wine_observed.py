@@ -224,6 +224,60 @@ def test_roi_align_10_runs_the_desc_the_dml_ep_builds(host):
     assert got["dml-ep"] < 1e-5 < 0.5 < got["spec"], got
 
 
+
+def test_directml_computes_sample_coordinates_in_float32(host):
+    """A tap pattern -FLT_MAX, -FLT_MIN over -1, FLT_MAX: along Y the two lerps come to about
+    -(1 - t) * FLT_MAX and t * FLT_MAX, whose difference is FLT_MAX give or take a rounding, so
+    whether the X lerp is +inf depends on the last bit of t. With the sample's coordinate computed
+    by the page's formula in float32, step by step (the ``float32-coordinates`` reading), the four
+    regions overflow; with the exact coordinate they do not. DirectML gives +inf, bit for bit the
+    reading; ORT's CPU EP (weighted sums) gives finite values."""
+    x = np.ones((1, 1, 4, 4), np.float32)
+    x[0, 0, 1, 1:3] = [-FLT_MAX, -np.finfo(np.float32).tiny]
+    x[0, 0, 2, 1:3] = [-1.0, FLT_MAX]
+    y = np.array([[1.155910849571228, 1.839146614074707], [0.9720798134803772, 2.0251243114471436],
+                  [1.0559157133102417, 1.9298970699310303], [1.1747968196868896, 1.8240059614181519]], np.float32)
+    rois = np.stack([np.full(4, 1.0), y[:, 0], np.full(4, 1.25), y[:, 1]], axis=1).astype(np.float32)
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(4, np.uint32)}
+    desc = roi_align1(rois)
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, dml, cpu = desc_routes(host, desc, arrays)
+        exact = reading(desc, arrays, ["float32-accumulation"])
+        float32 = reading(desc, arrays, ["float32-accumulation", "float32-coordinates"])
+    assert np.isfinite(exact).all() and np.isfinite(cpu).all()
+    np.testing.assert_array_equal(dml, np.full(4, INF))
+    np.testing.assert_array_equal(float32, dml)
+
+
+def test_a_float16_max_composed_in_float32_reads_minus_inf_where_all_samples_are_nan(host):
+    """A FLOAT16 MAX desc whose ROIs the mapper rewrites runs its RoiAlign and MaxPool of samples
+    in float32: an element whose samples are all NaN is -FLT_MAX in the model's float32 output
+    (DirectML's MaxPool start; a MaxPool whose one window is the whole plane, an output of 1x1,
+    gives -inf instead on this DirectML) and -inf once the host rounds it to
+    float16. The float16 shader path of the device is not involved: no node is float16. The
+    ``lowest-start`` reading (float32's lowest, rounded to the output type) gives the same."""
+    desc = desc_from_dml({
+        "Type": "DML_OPERATOR_ROI_ALIGN1", "InputTensor": {"DataType": "FLOAT16", "Sizes": [1, 1, 4, 4]},
+        "ROITensor": {"DataType": "FLOAT16", "Sizes": [2, 4]}, "BatchIndicesTensor": {"DataType": "UINT32", "Sizes": [2]},
+        "OutputTensor": {"DataType": "FLOAT16", "Sizes": [2, 1, 1, 2]}, "ReductionFunction": "MAX",
+        "InterpolationMode": "LINEAR", "SpatialScaleX": 2.0, "SpatialScaleY": 1.0, "InputPixelOffset": 0.5,
+        "OutputPixelOffset": -0.5, "OutOfBoundsInputValue": 0.0, "MinimumSamplesPerOutput": 2,
+        "MaximumSamplesPerOutput": 2, "AlignRegionsToCorners": False})
+    x = np.ones((1, 1, 4, 4), np.float16)
+    x[0, 0, :2, :3] = np.nan
+    rois = np.array([[0, 0, 1, 2], [1, 2, 2, 4]], np.float16)  # all NaN samples; all 1
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(2, np.uint32)}
+    mapping = to_onnx(desc)
+    assert {t.type.tensor_type.elem_type for t in mapping.model.graph.output} == {TensorProto.FLOAT}
+    feeds = mapping.feeds(arrays)
+    run = host.run(mapping.model.SerializeToString(), feeds, shared_device=True).raise_for_error()
+    np.testing.assert_array_equal(run.outputs[0].ravel(), [-FLT_MAX, -FLT_MAX, 1.0, 1.0])
+    dml = mapping.outputs(run.outputs)["OutputTensor"].ravel()
+    np.testing.assert_array_equal(dml, np.array([-np.inf, -np.inf, 1.0, 1.0], np.float16))
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(execute(desc, arrays)["OutputTensor"].ravel()[:2]).all()
+        np.testing.assert_array_equal(reading(desc, arrays, ["lowest-start"]), dml)
+
 # --- the emulated device's -------------------------------------------------------------------
 
 def test_the_emulated_device_reports_no_16_bit_support_and_no_4_gib_buffer(tmp_path):

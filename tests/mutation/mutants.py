@@ -168,10 +168,11 @@ def _count_without_minimum(original):
 
 
 def _spacing_minus_one(original):
-    def coordinates(start, size, output, samples, ipo, opo, corners):
+    def coordinates(start, size, output, samples, ipo, opo, corners, *kind):
         if corners or output * samples < 2:
-            return original(start, size, output, samples, ipo, opo, corners)
-        return original(start, size * output * samples / (output * samples - 1), output, samples, ipo, opo, corners)
+            return original(start, size, output, samples, ipo, opo, corners, *kind)
+        return original(start, size * output * samples / (output * samples - 1), output, samples, ipo, opo, corners,
+                        *kind)
     return coordinates
 
 

@@ -435,3 +435,58 @@ def test_one_sample_stretched_to_both_corners_is_a_region_of_no_width_to_roialig
     assert execute_reading(desc, arrays, []).outputs["OutputTensor"].item() == 2.5
     assert execute_reading(desc, arrays, ["onnx-1x1-regions"]).outputs["OutputTensor"].item() == 3.0
     assert named(spec_named("roi_align1").readings, "onnx-1x1-regions", "roi_align1").can_show(desc, arrays)
+
+
+@pytest.mark.parametrize("dtype, lowest", [("FLOAT32", -np.finfo(np.float32).max), ("FLOAT16", -np.inf)])
+def test_roi_align_lowest_start_is_float32_lowest_rounded_to_the_output(dtype, lowest):
+    """``lowest-start`` starts a MAX at float32's lowest finite value whatever the output type (the
+    MaxPool of samples runs in float32, a FLOAT16 desc's too), so an element whose samples are all
+    NaN is -FLT_MAX, which FLOAT16 rounds to -inf (never float16's -65504)."""
+    kind = np.float16 if dtype == "FLOAT16" else np.float32
+    desc = roi_align1((1, 1, 4, 4), (2, 4), (1, 1), dtype=dtype, reduction="MAX")
+    x = np.ones((1, 1, 4, 4), kind)
+    x[0, 0, :2, :2] = np.nan
+    arrays = {"InputTensor": x, "ROITensor": np.array([[0, 0, 1, 1], [2, 2, 3, 3]], kind),
+              "BatchIndicesTensor": np.zeros(2, np.uint32)}
+    with np.errstate(invalid="ignore"):
+        out = execute_reading(desc, arrays, ["lowest-start"]).outputs["OutputTensor"].ravel()
+    np.testing.assert_array_equal(out, np.array([lowest, 1.0], kind))
+
+
+def _page_coordinate_float32(y1, y2, n, k, in_offset, out_offset):
+    """Sample ``k`` of ``n`` along one axis, the page's formula evaluated in float32 step by step."""
+    f = np.float32
+    start = f(y1) * f(1.0)
+    size = f(f(y2) * f(1.0)) - start
+    return float((f(k) - f(out_offset)) * (size / f(n)) + start - f(in_offset))
+
+
+def test_float32_coordinates_is_the_page_formula_in_float32_and_decides_an_overflow():
+    """``float32-coordinates``: each sample coordinate is the page's formula rounded to float32 at
+    every step (checked against that formula evaluated by hand), which near FLT_MAX decides whether
+    a lerp's difference overflows: over the taps -FLT_MAX, -FLT_MIN / -1, FLT_MAX the sample is +inf
+    with it and finite with the exact coordinate (DirectML's +inf: tests/eps/test_dml_wine_observed.py).
+    ``lowest-start`` shows on huge values alone, where float32 lerps make NaN and infinite samples."""
+    from ep_testbed.reference.roi_align import READINGS, Rules, as_roi_align1, region_samples
+
+    flt_max = np.finfo(np.float32).max
+    desc = roi_align1((1, 1, 4, 4), (1, 4), (1, 1), offsets=(0.0, -0.5), samples=(1, 1))
+    roi = np.array([[1.0, 1.155910849571228, 1.25, 1.839146614074707]], np.float32)
+    ys, xs, _, _ = region_samples(as_roi_align1(desc), 0, roi[0].astype(np.float64), Rules(coordinates="float32"))
+    assert ys.tolist() == [_page_coordinate_float32(roi[0, 1], roi[0, 3], 1, 0, 0.0, -0.5)]
+    assert xs.tolist() == [_page_coordinate_float32(roi[0, 0], roi[0, 2], 1, 0, 0.0, -0.5)]
+    exact_ys, _, _, _ = region_samples(as_roi_align1(desc), 0, roi[0].astype(np.float64))
+    assert exact_ys[0] != ys[0]
+    x = np.ones((1, 1, 4, 4), np.float32)
+    x[0, 0, 1, 1:3] = [-flt_max, -np.finfo(np.float32).tiny]
+    x[0, 0, 2, 1:3] = [-1.0, flt_max]
+    arrays = {"InputTensor": x, "ROITensor": roi, "BatchIndicesTensor": np.zeros(1, np.uint32)}
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact = execute_reading(desc, arrays, ["float32-accumulation"]).outputs["OutputTensor"].ravel()
+        rounded = execute_reading(desc, arrays, ["float32-accumulation", "float32-coordinates"]).outputs["OutputTensor"]
+    assert np.isfinite(exact).all()
+    np.testing.assert_array_equal(rounded.ravel(), [np.inf])
+    huge = {"InputTensor": np.full((1, 1, 4, 4), flt_max, np.float32), "ROITensor": roi,
+            "BatchIndicesTensor": np.zeros(1, np.uint32)}
+    max_desc = roi_align1((1, 1, 4, 4), (1, 4), (1, 1), reduction="MAX")
+    assert named(READINGS, "lowest-start", "roi_align1").can_show(max_desc, huge)
