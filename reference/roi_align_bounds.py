@@ -538,13 +538,30 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
             return nan_ignoring_max(grid(a), axis=(1, 3))
 
         bound = np.fmax.reduce(grid(s.bound), axis=(1, 3))
-    if s.low is None:
+    if s.low is None or s.high is None:
         return _Region(value, bound, None, None, s)
     moved = grid(s.moved).any(axis=(1, 3))
     # A NaN sample makes its element's mean NaN; for MAX this is a superset (a NaN sample may lose).
     nan = None if s.nan is None else grid(s.nan).any(axis=(1, 3))
-    return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s,
-                   nan)
+    low = reduce(s.low) if d.reduction_function == "AVERAGE" else _lowest_max(grid, s.low, s.high, s.nan)
+    return _Region(value, bound, np.where(moved, low, value), np.where(moved, reduce(s.high), value), s, nan)
+
+
+def _lowest_max(grid: Callable[[np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray,
+                nan: Optional[np.ndarray]) -> np.ndarray:
+    """The lowest number a MAX element's samples give under their alternatives (``grid``: a sample
+    array as ``(OutputHeight, Sy, OutputWidth, Sx, C)``; ``low``, ``high``, ``nan``: the samples'
+    ``_Samples`` fields). A sample that an alternative makes NaN (``nan``), or that is NaN under
+    every one (an empty range, ``low > high``), loses the max (NAN-1) and may drop out of it: the lowest is the largest ``low`` of the samples that stay
+    numbers, or, where every sample may drop out, the smallest ``low`` of one left alone. Taking
+    every sample's ``low`` instead missed the max of the others (fuzzed case
+    ``roi_align1/fuzz-s2-b2-033``, FP-3). An element of NaN-only samples keeps ``inf``."""
+    numbers = low <= high
+    droppable = ~numbers if nan is None else ~numbers | nan
+    kept: np.ndarray = np.fmax.reduce(grid(np.where(droppable, np.nan, low)), axis=(1, 3))
+    alone: np.ndarray = np.fmin.reduce(grid(np.where(numbers, low, np.inf)), axis=(1, 3))
+    lowest: np.ndarray = np.where(np.isnan(kept), alone, kept)
+    return lowest
 
 
 def _evaluate(b: "_Bounding", row: int, n_y: int, n_x: int, value: Optional[np.ndarray] = None) -> _Region:

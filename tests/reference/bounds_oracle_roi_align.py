@@ -3,7 +3,8 @@ were computed over every region at once. Test-only: ``test_bounds_oracle.py`` ch
 vectorized bounds equal this module's, bit for bit. Do not edit it to follow the reference's
 implementation; a change of what the reference computes (a reading's rule) is made here too, as
 the DirectML EP's adaptive count ("at-least-one") was, and the cell-edge knife edge beside an
-infinite or NaN tap (FP-3), written here sample by sample (``_cell_edge_alternatives``).
+infinite or NaN tap (FP-3), written here sample by sample (``_cell_edge_alternatives``), and a MAX
+element's lowest alternative, from which a sample that may be NaN drops out (``_lowest_max``).
 
 Its original docstring follows.
 
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -441,12 +442,29 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
             return nan_ignoring_max(grid(a), axis=(1, 3))
 
         bound = np.fmax.reduce(grid(s.bound), axis=(1, 3))
-    if s.low is None:
+    if s.low is None or s.high is None:
         return _Region(value, bound, None, None, s)
     moved = grid(s.moved).any(axis=(1, 3))
     nan = None if s.nan is None else grid(s.nan).any(axis=(1, 3))
-    return _Region(value, bound, np.where(moved, reduce(s.low), value), np.where(moved, reduce(s.high), value), s,
-                   nan)
+    low = reduce(s.low) if d.reduction_function == "AVERAGE" else _lowest_max(grid, s.low, s.high, s.nan)
+    return _Region(value, bound, np.where(moved, low, value), np.where(moved, reduce(s.high), value), s, nan)
+
+
+def _lowest_max(grid: Callable[[np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray,
+                nan: Optional[np.ndarray]) -> np.ndarray:
+    """The lowest number a MAX element's samples give under their alternatives (``grid``: a sample
+    array as ``(OutputHeight, Sy, OutputWidth, Sx, C)``; ``low``, ``high``, ``nan``: the samples'
+    ``_Samples`` fields). A sample that an alternative makes NaN (``nan``), or that is NaN under
+    every one (an empty range, ``low > high``), loses the max (NAN-1) and may drop out of it: the lowest is the largest ``low`` of the samples that stay
+    numbers, or, where every sample may drop out, the smallest ``low`` of one left alone. Taking
+    every sample's ``low`` instead missed the max of the others (fuzzed case
+    ``roi_align1/fuzz-s2-b2-033``, FP-3). An element of NaN-only samples keeps ``inf``."""
+    numbers = low <= high
+    droppable = ~numbers if nan is None else ~numbers | nan
+    kept: np.ndarray = np.fmax.reduce(grid(np.where(droppable, np.nan, low)), axis=(1, 3))
+    alone: np.ndarray = np.fmin.reduce(grid(np.where(numbers, low, np.inf)), axis=(1, 3))
+    lowest: np.ndarray = np.where(np.isnan(kept), alone, kept)
+    return lowest
 
 
 def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, ar: Arithmetic,
