@@ -320,13 +320,19 @@ def test_onnxruntime_roialign_is_its_readings(case):
         reading = execute_reading(desc, arrays, readings)
     e = reading.outputs["OutputTensor"].astype(np.float64)
     a = ort.astype(np.float64)
-    special = ~np.isfinite(e) | ~np.isfinite(a)
-    np.testing.assert_array_equal(np.where(special, a, 0), np.where(special, e, 0))
     bound = reading.bounds["OutputTensor"].astype(np.float64)
-    ok = np.abs(a - e) <= bound + 1e-5 + 1e-4 * np.abs(e)
+    # a knife edge (a sample count, a cell edge) may hand the element another decision's value,
+    # a number where the reading's own decision gives NaN or the other way round
+    alternative = np.zeros(e.shape, bool)
     if "OutputTensor" in reading.alternatives:
         low, high = reading.alternatives["OutputTensor"]
-        ok |= (a >= low - bound - 1e-5) & (a <= high + bound + 1e-5)
+        alternative = (a >= low - bound - 1e-5) & (a <= high + bound + 1e-5)
+    nan_flag = reading.nan_alternatives.get("OutputTensor")
+    if nan_flag is not None:
+        alternative |= np.isnan(a) & nan_flag
+    special = (~np.isfinite(e) | ~np.isfinite(a)) & ~alternative
+    np.testing.assert_array_equal(np.where(special, a, 0), np.where(special, e, 0))
+    ok = (np.abs(a - e) <= bound + 1e-5 + 1e-4 * np.abs(e)) | alternative
     assert (ok | special).all(), (kind, np.argwhere(~(ok | special))[:3], e[~(ok | special)][:3], a[~(ok | special)][:3])
 
 
