@@ -533,6 +533,23 @@ def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+def _candidate_runner(pool: WorkerPool, expectations: Expectations, finding: Finding) -> Any:
+    """How ``shrink`` runs a candidate of ``finding``: a failure no expectation explains stays one
+    only in a candidate no expectation explains either (its readings tried, then settled: one the
+    readings reproduce is ``known``, no longer this failure, so the shrink refuses it); a known
+    finding (``--shrink-known``) keeps its raw failure."""
+    if finding.line["outcome"] not in FAILING:
+        return pool.run_one
+
+    def run(case: Any) -> dict[str, Any]:
+        line = pool.run_one(case, ArtifactPolicy(expected=expectations.candidates(case)))
+        settled = dict(line)
+        expectations.settle(case, settled)
+        return line if settled["outcome"] in FAILING else {**line, "outcome": settled["outcome"]}
+
+    return run
+
+
 def _to_shrink(findings: list[Finding], options: FuzzOptions) -> list[Finding]:
     """The findings to shrink: the first of each signature (every one with ``shrink="all"``),
     at most ``max_shrinks``; failures no mapper flag explains (no ``diverging`` field) first,
@@ -569,7 +586,8 @@ def _shrink_findings(config: CaseConfig, options: FuzzOptions, expectations: Exp
                               "--budget shrinks them, or `fuzz --replay ID` shrinks one")
                 break
             _say(options, f"shrinking {finding.case.id} (at most {seconds:.0f} s): {finding.signature.describe()}")
-            shrunk.append((finding, shrink(finding.case, finding.signature, pool.run_one, seconds)))
+            shrunk.append((finding, shrink(finding.case, finding.signature, _candidate_runner(pool, expectations, finding),
+                                           seconds)))
     finally:
         pool.close()
     _finish_minimal(config, options, expectations, writer, result, counts, shrunk)

@@ -173,3 +173,39 @@ def test_every_smaller_variant_the_cases_modules_offer_is_smaller_and_runs(op):
                 outputs = execute(desc, smaller)
             assert outputs["OutputTensor"].shape == tuple(desc.output_tensor.sizes)
     assert offered > 12
+
+
+def test_a_candidate_the_readings_explain_is_not_the_unexplained_failure_being_shrunk():
+    """A fuzz failure no reading explains shrinks only through candidates no reading explains
+    either: one whose elements a named reading reproduces settles ``known`` and is refused (it
+    would hand the user a minimal case of another cause); a ``--shrink-known`` finding keeps its
+    raw failure as the target."""
+    from ep_testbed.harness.core.signature import same_failure, signature
+    from ep_testbed.harness.fuzz.engine import Finding, _candidate_runner
+
+    raw = {"op": "DML_OPERATOR_ROI_ALIGN", "outcome": "fail", "flags": [], "message": "",
+           "worst": [{"output": "OutputTensor", "failed": True, "expected": 1.0, "actual": 0.5}]}
+    target = signature(raw)
+
+    class Pool:
+        def __init__(self):
+            self.policies = []
+
+        def run_one(self, case, policy=None):
+            self.policies.append(policy)
+            return dict(raw)
+
+    class Explaining:
+        def candidates(self, case):
+            return ("entry",)
+
+        def settle(self, case, line):
+            line["outcome"] = "known" if case == "explained" else "fail"
+
+    pool = Pool()
+    unexplained = Finding("c", raw, {**raw, "outcome": "fail"}, target, 0.0)
+    run = _candidate_runner(pool, Explaining(), unexplained)
+    assert same_failure(target, run("still-unexplained")) and not same_failure(target, run("explained"))
+    assert pool.policies[-1].expected == ("entry",)  # the worker tries the readings on the candidate
+    known = Finding("c", raw, {**raw, "outcome": "known"}, target, 0.0)
+    assert _candidate_runner(pool, Explaining(), known) == pool.run_one
