@@ -144,7 +144,10 @@ class Rules:
     ("exact") or samples and sums in float32, in ONNX Runtime's order ("float32"). ``coordinates``:
     sample coordinates in float64 ("exact") or the page's formula evaluated in float32, step by step
     (``sample_coordinates``).
-    ``input_offset_shift``: added to InputPixelOffset (the desc the DirectML EP builds for RoiAlign-10)."""
+    ``input_offset_shift``: added to InputPixelOffset (the desc the DirectML EP builds for RoiAlign-10).
+    ``inverted``: an inverted region's sample count is the page's clamp of its negative ratio, its
+    Minimum ("minimum", RA-10), or its upright twin's, ``clamp(ceil(|size| / output), Minimum,
+    Maximum)`` ("upright", DirectML.dll); its samples run backwards either way."""
 
     edge: str = "open"
     interpolation: str = "lerp"
@@ -157,6 +160,7 @@ class Rules:
     arithmetic: str = "exact"
     coordinates: str = "exact"
     input_offset_shift: float = 0.0
+    inverted: str = "minimum"
 
     def fast(self) -> bool:
         """Whether the separable AVERAGE (``average_linear``) computes these rules on a finite input."""
@@ -169,7 +173,8 @@ RULE_VALUES = {"edge": ("open", "closed"), "interpolation": ("lerp", "weighted")
                "outside": ("value", "value-plus-zero-corner"), "count": ("clamp", "onnx", "at-least-one"),
                "max_of": ("samples", "corner-terms"), "max_start": ("first", "lowest", "minus-inf", "zero", "mlas-x86"),
                "max_nan": ("ignore", "propagate", "mlas-x86"), "arithmetic": ("exact", "float32"),
-               "coordinates": ("exact", "float32")}
+               "coordinates": ("exact", "float32"),
+               "inverted": ("minimum", "upright")}
 
 def _regions(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> np.ndarray:
     """The ROI rows ``(NumROIs, 4)`` in float64."""
@@ -214,7 +219,8 @@ def _corner_not_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -
 
 def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray], floor: int = 0) -> bool:
     """An adaptive count (Minimum != Maximum) that the page's clamp changes for some region against
-    an unclamped count of at least ``floor`` samples (ONNX: 0, a region of size <= 0 taking none)."""
+    an unclamped count of at least ``floor`` samples (ONNX: 0, a region of size <= 0 taking none),
+    or would change for an inverted region counted as its upright twin (``upright-count``)."""
     d = as_roi_align1(desc)
     lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
     if lo == hi:
@@ -224,8 +230,10 @@ def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray], floor
     with np.errstate(invalid="ignore", over="ignore"):
         for first, last, scale, out in ((0, 2, d.spatial_scale_x, out_w), (1, 3, d.spatial_scale_y, out_h)):
             s = float(np.float32(scale))
-            ratio = np.ceil((rois[:, last] * s - rois[:, first] * s) / out)
-            if ((np.maximum(ratio, floor) < max(lo, 1)) | (ratio > hi)).any():
+            exact = (rois[:, last] * s - rois[:, first] * s) / out
+            ratio = np.ceil(exact)
+            # an inverted region counted as its upright twin (upright-count) can pass the cap too
+            if ((np.maximum(ratio, floor) < max(lo, 1)) | (ratio > hi) | ((exact < 0) & (np.ceil(-exact) > hi))).any():
                 return True
     return False
 
@@ -233,6 +241,24 @@ def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray], floor
 def _count_differs_from_at_least_one(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
     """An adaptive count that the page's clamp changes against ``max(ceil(ratio), 1)``."""
     return _count_differs(desc, arrays, floor=1)
+
+
+def _inverted_count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
+    """Some inverted region (x2 < x1 or y2 < y1, scaled) whose upright twin takes more samples
+    than the page's Minimum gives it (``Rules.inverted``)."""
+    d = as_roi_align1(desc)
+    lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
+    if lo == hi:
+        return False
+    rois = _regions(desc, arrays)
+    out_h, out_w = d.output_tensor.sizes[2:]
+    with np.errstate(invalid="ignore", over="ignore"):
+        for first, last, scale, out in ((0, 2, d.spatial_scale_x, out_w), (1, 3, d.spatial_scale_y, out_h)):
+            s = float(np.float32(scale))
+            ratio = (rois[:, last] * s - rois[:, first] * s) / out
+            if ((ratio < 0) & (np.ceil(-ratio) > max(lo, 1))).any():
+                return True
+    return False
 
 
 def _small_region(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:
@@ -307,6 +333,12 @@ READINGS = (
             "https://github.com/microsoft/onnxruntime/blob/129fc79768698d0b02fa36074e46238769e376ec/onnxruntime/core/"
             "providers/dml/DmlExecutionProvider/src/Operators/DmlOperatorRoiAlign.cpp#L47-L48",
             shows=_count_differs_from_at_least_one, count="at-least-one"),
+    reading("upright-count", "an inverted region (x2 < x1 or y2 < y1) takes the sample count of its upright twin, "
+            "clamp(ceil(|size| / output), Minimum, Maximum), where the page's pseudo-code clamps a negative ratio to "
+            "Minimum; its samples still run backwards (mirrored, as the page says)",
+            ("DirectML.dll 1.15.4 (observed under Wine)",),
+            "tests/eps/test_dml_wine_observed.py (test_directml_counts_an_inverted_region_as_its_upright_twin)",
+            shows=_inverted_count_differs, inverted="upright"),
     reading("onnx-1x1-regions", "along each axis, the span its N samples (OutputSize x samples per output) "
             "tile (N cells one sample spacing wide, each centred on its sample), when narrower than one pixel (empty or inverted "
             "included), is raised to one pixel with its start kept, and the samples move to the centres of its N "
@@ -518,7 +550,8 @@ def region_samples(d: RoiAlign1Desc, row: int, roi: np.ndarray,
             sx32, ex32, sy32, ey32 = f32(x1) * f32(scale_x), f32(x2) * f32(scale_x), f32(y1) * f32(scale_y), f32(y2) * f32(scale_y)
             start_x, start_y, size_x, size_y = float(sx32), float(sy32), float(ex32 - sx32), float(ey32 - sy32)
     # An adaptive count under min_size is counted on the raised size (a fixed one is fixed)
-    count_x, count_y = (max(s, rules.min_size) if rules.min_size else s for s in (size_x, size_y))
+    count_x, count_y = (abs(s) if rules.inverted == "upright" else s for s in (size_x, size_y))
+    count_x, count_y = (max(s, rules.min_size) if rules.min_size else s for s in (count_x, count_y))
     n_x = samples_per_output(count_x, out_w, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
     n_y = samples_per_output(count_y, out_h, d.minimum_samples_per_output, d.maximum_samples_per_output, rules)
     check_sample_points(d, row, roi, n_y, n_x)

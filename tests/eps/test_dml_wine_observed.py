@@ -249,6 +249,29 @@ def test_directml_computes_sample_coordinates_in_float32(host):
     np.testing.assert_array_equal(float32, dml)
 
 
+def test_directml_counts_an_inverted_region_as_its_upright_twin(host):
+    """A row [0, 0, 0, 10, 0, 0, 0, 0] and the region x 0.5..6 as given and inverted (6..0.5), an
+    adaptive count (RoiAlign sampling_ratio 0: the DML EP's desc takes at least one sample, no
+    upper clamp). The page's pseudo-code clamps the inverted region's negative ratio to its one
+    sample, at the centre (7.5); DirectML gives both regions the same six samples, mirrored
+    (1.80556): the ``upright-count`` reading, bit for bit in float32."""
+    x = np.array([0, 0, 0, 10, 0, 0, 0, 0], np.float32).reshape(1, 1, 1, 8)
+    rois = np.array([[0.5, 0.0, 6.0, 0.0], [6.0, 0.0, 0.5, 0.0]], np.float32)
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(2, np.uint32)}
+    desc = desc_from_dml({
+        "Type": "DML_OPERATOR_ROI_ALIGN1", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, 8]},
+        "ROITensor": {"DataType": "FLOAT32", "Sizes": [2, 4]}, "BatchIndicesTensor": {"DataType": "UINT32", "Sizes": [2]},
+        "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2, 1, 1, 1]}, "ReductionFunction": "AVERAGE",
+        "InterpolationMode": "LINEAR", "SpatialScaleX": 1.0, "SpatialScaleY": 1.0, "InputPixelOffset": 0.5,
+        "OutputPixelOffset": -0.5, "OutOfBoundsInputValue": 0.0, "MinimumSamplesPerOutput": 1,
+        "MaximumSamplesPerOutput": 2**32 - 1, "AlignRegionsToCorners": False})
+    primary, dml, _ = desc_routes(host, desc, arrays)
+    upright = reading(desc, arrays, ["directml-ep-adaptive-count", "upright-count"])
+    assert dml[0] == dml[1] and primary[0] != primary[1]
+    assert abs(primary[1] - 7.5) < 1e-6 and abs(float(dml[0]) - 65 / 36) < 1e-5
+    np.testing.assert_allclose(upright, dml, rtol=1e-6)
+
+
 def test_a_float16_max_composed_in_float32_reads_minus_inf_where_all_samples_are_nan(host):
     """A FLOAT16 MAX desc whose ROIs the mapper rewrites runs its RoiAlign and MaxPool of samples
     in float32: an element whose samples are all NaN is -FLT_MAX in the model's float32 output

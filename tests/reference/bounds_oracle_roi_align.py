@@ -170,7 +170,7 @@ def _axis(d: RoiAlign1Desc, ar: Arithmetic, name: str, first: np.ndarray, last: 
     s = ar.const(float(np.float32(scale)))
     start, end = ar.mul(ar.const(first), s), ar.mul(ar.const(last), s)
     extent = ar.sub(end, start)
-    counted = extent
+    counted = Approx(np.abs(extent.v), extent.e) if rules.inverted == "upright" else extent
     if rules.min_size:  # an adaptive count is counted on the raised size, which is exact (_Axis._raised)
         raised = extent.v < rules.min_size
         counted = Approx(np.where(raised, rules.min_size, extent.v), np.where(raised, 0.0, extent.e))

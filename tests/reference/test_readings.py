@@ -496,3 +496,28 @@ def test_float32_coordinates_is_the_page_formula_in_float32_and_decides_an_overf
             "BatchIndicesTensor": np.zeros(1, np.uint32)}
     max_desc = roi_align1((1, 1, 4, 4), (1, 4), (1, 1), reduction="MAX")
     assert named(READINGS, "lowest-start", "roi_align1").can_show(max_desc, huge)
+
+
+@pytest.mark.parametrize("samples", [(1, 8), (2, 3)])
+def test_upright_count_gives_an_inverted_region_its_upright_twins_samples_mirrored(samples):
+    """``upright-count``: an inverted region takes the count of the same region upright,
+    clamp(ceil(|size| / output), Minimum, Maximum), and its outputs are the upright region's in
+    mirrored order (samples still run backwards); the primary reading clamps the negative ratio
+    to Minimum, so the two differ where the upright count exceeds Minimum, and the reading says
+    it can show only there."""
+    from ep_testbed.reference import desc_from_dml, execute
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 3, 9)).astype(np.float32)
+    upright, inverted = [0.5, 0.25, 7.75, 1.5], [7.75, 0.25, 0.5, 1.5]
+    base = roi_align1((1, 2, 3, 9), (1, 4), (1, 3), samples=samples)
+    desc = desc_from_dml(base) if isinstance(base, dict) else base
+    arrays = {"BatchIndicesTensor": np.zeros(1, np.uint32), "InputTensor": x}
+    up = execute(desc, {**arrays, "ROITensor": np.array([upright], np.float32)})["OutputTensor"]
+    inv = {**arrays, "ROITensor": np.array([inverted], np.float32)}
+    read = execute_reading(desc, inv, ["upright-count"]).outputs["OutputTensor"]
+    primary = execute(desc, inv)["OutputTensor"]
+    np.testing.assert_allclose(read, up[..., ::-1], rtol=1e-6, atol=1e-6)  # the upright twin, mirrored
+    assert not np.allclose(primary, read)  # 7.25 / 3 along X: 3 samples upright, Minimum inverted
+    shows = named(spec_named("roi_align1").readings, "upright-count", "roi_align1").can_show
+    assert shows(desc, inv) and not shows(desc, {**arrays, "ROITensor": np.array([upright], np.float32)})
