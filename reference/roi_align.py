@@ -217,6 +217,20 @@ def _corner_not_finite(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -
     return not np.isfinite(np.asarray(arrays["InputTensor"])[:, :, 0, 0]).all()
 
 
+def _axis_ratios(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> list[np.ndarray]:
+    """Per axis (X, then Y), each region's signed ``scaledRegionSize / outputSize``: the ratio an
+    adaptive count is the ceiling of (negative for an inverted region)."""
+    d = as_roi_align1(desc)
+    rois = _regions(desc, arrays)
+    out_h, out_w = d.output_tensor.sizes[2:]
+    ratios = []
+    with np.errstate(invalid="ignore", over="ignore"):
+        for first, last, scale, out in ((0, 2, d.spatial_scale_x, out_w), (1, 3, d.spatial_scale_y, out_h)):
+            s = float(np.float32(scale))
+            ratios.append((rois[:, last] * s - rois[:, first] * s) / out)
+    return ratios
+
+
 def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray], floor: int = 0) -> bool:
     """An adaptive count (Minimum != Maximum) that the page's clamp changes for some region against
     an unclamped count of at least ``floor`` samples (ONNX: 0, a region of size <= 0 taking none),
@@ -225,14 +239,9 @@ def _count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray], floor
     lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
     if lo == hi:
         return False
-    rois = _regions(desc, arrays)
-    out_h, out_w = d.output_tensor.sizes[2:]
-    with np.errstate(invalid="ignore", over="ignore"):
-        for first, last, scale, out in ((0, 2, d.spatial_scale_x, out_w), (1, 3, d.spatial_scale_y, out_h)):
-            s = float(np.float32(scale))
-            exact = (rois[:, last] * s - rois[:, first] * s) / out
+    with np.errstate(invalid="ignore"):
+        for exact in _axis_ratios(desc, arrays):
             ratio = np.ceil(exact)
-            # an inverted region counted as its upright twin (upright-count) can pass the cap too
             if ((np.maximum(ratio, floor) < max(lo, 1)) | (ratio > hi) | ((exact < 0) & (np.ceil(-exact) > hi))).any():
                 return True
     return False
@@ -248,17 +257,9 @@ def _inverted_count_differs(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarra
     than the page's Minimum gives it (``Rules.inverted``)."""
     d = as_roi_align1(desc)
     lo, hi = d.minimum_samples_per_output, d.maximum_samples_per_output
-    if lo == hi:
-        return False
-    rois = _regions(desc, arrays)
-    out_h, out_w = d.output_tensor.sizes[2:]
-    with np.errstate(invalid="ignore", over="ignore"):
-        for first, last, scale, out in ((0, 2, d.spatial_scale_x, out_w), (1, 3, d.spatial_scale_y, out_h)):
-            s = float(np.float32(scale))
-            ratio = (rois[:, last] * s - rois[:, first] * s) / out
-            if ((ratio < 0) & (np.ceil(-ratio) > max(lo, 1))).any():
-                return True
-    return False
+    with np.errstate(invalid="ignore"):
+        return lo != hi and any(((ratio < 0) & (np.ceil(-ratio) > max(lo, 1))).any()
+                                for ratio in _axis_ratios(desc, arrays))
 
 
 def _small_region(desc: "AnyRoiAlign", arrays: MappingT[str, np.ndarray]) -> bool:

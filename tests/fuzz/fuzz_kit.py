@@ -21,3 +21,16 @@ def fuzz_cpu(out, *extra: str, fault: str = "", budget: str = "8", max_cases: st
                      "--no-progress", "--jobs", "2", *cases, *extra])
     finally:
         del os.environ[FAULT_ENV]
+
+
+def replay_on_cpu(out, *case_ids: str) -> tuple[int, dict]:
+    """``fuzz --ep cpu --replay`` of ``case_ids`` (seeded fuzz case ids) into ``out``, unshrunk:
+    the exit code and each case's line by id (exactly those cases)."""
+    import json
+
+    replays = [arg for case in case_ids for arg in ("--replay", case)]
+    code = main(["fuzz", "--ep", "cpu", *replays, "--shrink", "none", "--out", str(out), "--no-progress", "--jobs", "1"])
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    cases = {line["id"]: line for line in lines if line["type"] == "case"}
+    assert sorted(cases) == sorted(case_ids)
+    return code, cases

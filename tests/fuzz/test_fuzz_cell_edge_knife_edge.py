@@ -5,11 +5,8 @@ That is a knife edge (DECISIONS.md FP-3): neither case may fail, and both note t
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-from ep_testbed.harness.cli import main
+from fuzz_kit import replay_on_cpu
 
 CASES = ("roi_align1/fuzz-s0-b1-013", "roi_align1/fuzz-s0-b1-015")
 
@@ -17,12 +14,7 @@ CASES = ("roi_align1/fuzz-s0-b1-013", "roi_align1/fuzz-s0-b1-015")
 def test_cell_edge_cases_of_seed_0_do_not_fail_on_the_cpu_ep(tmp_path):
     pytest.importorskip("hypothesis")
     pytest.importorskip("onnxruntime")
-    replays = [arg for case in CASES for arg in ("--replay", case)]
-    code = main(["fuzz", "--ep", "cpu", *replays, "--shrink", "none", "--out", str(tmp_path / "r"), "--no-progress",
-                 "--jobs", "1"])
-    lines = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
-    cases = {line["id"]: line for line in lines if line["type"] == "case"}
-    assert sorted(cases) == sorted(CASES)
+    code, cases = replay_on_cpu(tmp_path / "r", *CASES)
     for case_id, case in cases.items():
         assert case["outcome"] != "fail", (case_id, case["message"])
     assert code == 0

@@ -5,11 +5,8 @@ output at 2 samples (DECISIONS.md FP-3): the case is ``known``, every element ex
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-from ep_testbed.harness.cli import main
+from fuzz_kit import replay_on_cpu
 
 CASE = "roi_align/fuzz-s2-b0-006"
 
@@ -17,11 +14,7 @@ CASE = "roi_align/fuzz-s2-b0-006"
 def test_count_knife_edge_case_of_seed_2_does_not_fail_on_the_cpu_ep(tmp_path):
     pytest.importorskip("hypothesis")
     pytest.importorskip("onnxruntime")
-    code = main(["fuzz", "--ep", "cpu", "--replay", CASE, "--shrink", "none", "--out", str(tmp_path / "r"),
-                 "--no-progress", "--jobs", "1"])
-    lines = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
-    cases = {line["id"]: line for line in lines if line["type"] == "case"}
-    assert sorted(cases) == [CASE]
+    code, cases = replay_on_cpu(tmp_path / "r", CASE)
     case = cases[CASE]
     assert case["outcome"] != "fail", case["message"]
     assert code == 0
