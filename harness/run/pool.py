@@ -205,6 +205,12 @@ class WorkerPool:
         return job
 
     def _read(self, worker: _Worker) -> None:
+        """The worker's reader thread: file each of its frames as an event until its pipe ends.
+
+        The thread alone closes the pipe, after its last read. Were the pool to close it while
+        the thread sat between two reads, the fd number would be free for the next worker's
+        pipe, and this thread's next read would take that worker's frames (its "ready" among
+        them) for a worker already gone."""
         try:
             while True:
                 message = read_frame(worker.results)
@@ -213,6 +219,8 @@ class WorkerPool:
                 self._events.put((worker, message))
         except Exception as exc:  # a garbled frame: treat as death
             self._events.put((worker, ("garbled", str(exc))))
+        finally:
+            _close_quietly(worker.results)
         self._events.put((worker, None))
 
     def _kill(self, worker: _Worker) -> None:
@@ -236,12 +244,11 @@ class WorkerPool:
         self._close_pipes(worker)
 
     def _close_pipes(self, worker: _Worker) -> None:
-        """Close a finished worker's pipes and remove its profiling scratch folder."""
-        for stream in (worker.proc.stdin, worker.results):
-            try:
-                stream.close()
-            except Exception:
-                pass
+        """Close a finished worker's pipes (the answers' pipe only when no thread reads it) and
+        remove its profiling scratch folder."""
+        _close_quietly(worker.proc.stdin)
+        if worker.reader is None or not worker.reader.is_alive():  # else its reader closes it (``_read``)
+            _close_quietly(worker.results)
         # a worker that did not exit by itself could not remove its scratch folder
         shutil.rmtree(os.path.join(self._logs.name, f"{SCRATCH_PREFIX}{worker.proc.pid}"), ignore_errors=True)
 
@@ -515,6 +522,14 @@ class _Scratch:
     def cleanup(self) -> None:
         """Remove the folder (once)."""
         self._remove()
+
+
+def _close_quietly(stream: Any) -> None:
+    """Close ``stream``; one already closed, or failing to close, is left as it is."""
+    try:
+        stream.close()
+    except Exception:
+        pass
 
 
 def _cannot_start(what: str, exc: BaseException) -> str:

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -155,3 +156,38 @@ def test_a_forked_copy_of_the_process_gets_a_forker_of_its_own(tmp_path):
               "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_a_retired_workers_pipe_is_closed_by_its_reader_never_under_it(tmp_path, monkeypatch):
+    """A reader thread between two reads whose pipe the pool closed would read the next pipe given
+    that fd number: a new worker's, whose "ready" it would file under the retired worker (the new
+    one then "did not start"). The pool leaves the pipe to its reader."""
+    from ep_testbed.harness.run import pool as pool_module
+
+    real, calls = pool_module.read_frame, []
+    between, release = threading.Event(), threading.Event()
+
+    def reading(stream):
+        calls.append(stream)
+        if stream is calls[0] and calls.count(stream) == 2:  # the first worker's reader, after its "ready"
+            between.set()
+            release.wait(60)
+        return real(stream)
+
+    monkeypatch.setattr(pool_module, "read_frame", reading)
+    monkeypatch.chdir(tmp_path)
+    pool = WorkerPool(CONFIG, 1, 60, extra_paths=[HERE])
+    try:
+        pool.start(1)
+        assert between.wait(60)
+        old = pool._workers[0]
+        pool._kill(old)
+        pool._retire(old)
+        assert not old.results.closed  # its reader may be about to read it
+        release.set()
+        old.reader.join(30)
+        assert not old.reader.is_alive() and old.results.closed  # the reader met the end and closed it
+        assert pool.run_one(CASE)["outcome"] == "pass"  # a fresh worker, ready and heard
+    finally:
+        release.set()
+        pool.close()
