@@ -66,7 +66,7 @@ from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTE
 from ep_testbed.harness.run.case_steps import ArtifactPolicy
 from ep_testbed.harness.run.pool import WorkerPool
 from ep_testbed.reference.dtypes import NUMPY_DTYPES
-from ep_testbed.reference.registry import spec_of_type, specs
+from ep_testbed.reference.registry import spec_for, specs
 
 DTYPE_MARKERS = tuple(sorted(str(dtype) for dtype in NUMPY_DTYPES.values()))
 
@@ -86,6 +86,9 @@ class CaseTimedOut(AssertionError):
 class CaseError(AssertionError):
     """The mapper, the reference or the harness raised (outcome ``error``)."""
 
+
+#: Seconds a conformance case may run before its worker is killed (``--case-timeout``'s default).
+DEFAULT_CASE_TIMEOUT = 120.0
 
 EXCEPTIONS = {"fail": CaseFailed, "crash": CaseCrashed, "timeout": CaseTimedOut, "error": CaseError,
               "tie-only": CaseFailed}
@@ -108,7 +111,7 @@ def _namespace(config: pytest.Config) -> argparse.Namespace:
     values = {dest: _option(config, dest, None) for dest in SHARED_DESTS}
     present = {dest: value for dest, value in values.items() if value is not None}
     present.setdefault("no_expectations", False)  # the EP's bundled expectations apply by default
-    return argparse.Namespace(**present, timeout=_option(config, "case_timeout", 120.0),
+    return argparse.Namespace(**present, timeout=_option(config, "case_timeout", DEFAULT_CASE_TIMEOUT),
                               seed=_option(config, "catalog_seed", 0))
 
 
@@ -138,7 +141,7 @@ def _add_options(parser: pytest.Parser) -> None:
     add_tolerance_options(group.addoption)
     add_expectation_options(group.addoption)
     add_batch_option(group.addoption)
-    add_timeout(group.addoption, 120.0, CASE_TIMEOUT, flag="--case-timeout")
+    add_timeout(group.addoption, DEFAULT_CASE_TIMEOUT, CASE_TIMEOUT, flag="--case-timeout")
     add_seed(group.addoption, "catalog seed", flag="--catalog-seed")
     add_ops(group.addoption)
 
@@ -166,7 +169,7 @@ class Conformance:
         self.ep = self.settings.ep
         self.expectations = self.settings.expectations
         self.case_config = self.settings.case_config()
-        self.timeout = self.settings.timeout
+        self.timeout = self.settings.timeout or DEFAULT_CASE_TIMEOUT  # None only where no option was registered
         self.batch = parse_batch(_option(config, "batch", None), self.ep)
         self._pool: Any = None
         self._order: list[Any] = []            # the collected conformance cases, in collection order
@@ -231,8 +234,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Hand the collected conformance cases, in the order their tests run, to this process's
     state (``--batch`` runs cases ahead of their tests in this order)."""
-    cases = [item.callspec.params["conformance_case"] for item in session.items
-             if "conformance_case" in getattr(getattr(item, "callspec", None), "params", {})]
+    params = [getattr(getattr(item, "callspec", None), "params", {}) for item in session.items]
+    cases = [p["conformance_case"] for p in params if "conformance_case" in p]
     if cases:
         conformance_state(session.config).plan(cases)
 
@@ -245,7 +248,7 @@ def catalog_params(config: pytest.Config) -> list[Any]:
     state = conformance_state(config)
     params = []
     for case in build_catalog(state.settings.ops, seed=state.settings.seed):
-        marks = [pytest.mark.conformance, getattr(pytest.mark, spec_of_type(case.op).name)]
+        marks = [pytest.mark.conformance, getattr(pytest.mark, spec_for(case.desc).name)]
         dtype = str(case.tags.get("dtype", ""))
         if dtype in DTYPE_MARKERS:
             marks.append(getattr(pytest.mark, dtype))

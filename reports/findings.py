@@ -45,7 +45,7 @@ from typing import Any
 
 from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.rerun import rerun_line
-from ep_testbed.harness.core.results import EXPECTED_FAILURE, WRONG
+from ep_testbed.harness.core.results import EXPECTED_FAILURE, WRONG, part
 from ep_testbed.harness.core.shrink_records import read_shrinks
 from ep_testbed.harness.core.signature import Signature, signature
 from ep_testbed.harness.core.terminal import safe
@@ -171,10 +171,11 @@ def group(run: Run) -> Grouped:
         of_case[case.id] = finding
     for line in minimal_lines:  # a shrunk case that still fails the same way represents its original's finding
         record = shrinks[str(line.get("id"))]
-        finding = of_case.get(str(record["original"]))
-        size = record.get("minimal_elements") if isinstance(record.get("minimal_elements"), int) else line_elements(line)
-        if finding is not None and line.get("artifacts") and (finding.shrunk_from is None or size < finding.size):
-            finding.line, finding.size, finding.shrunk_from, finding.shrink = line, size, record["original"], record
+        origin = of_case.get(str(record["original"]))
+        given = record.get("minimal_elements")
+        size = given if isinstance(given, int) else line_elements(line)
+        if origin is not None and line.get("artifacts") and (origin.shrunk_from is None or size < origin.size):
+            origin.line, origin.size, origin.shrunk_from, origin.shrink = line, size, record["original"], record
     findings = sorted(by_key.values(), key=lambda f: (-f.count, f.title()))
     counts = run.counts
     return Grouped(findings, known=sum(counts.get(o, 0) for o in EXPECTED_FAILURE), fixed=counts.get("fixed", 0),
@@ -185,8 +186,8 @@ def group(run: Run) -> Grouped:
 
 def _versions(header: dict[str, Any]) -> list[str]:
     """The table of versions and device (the emulated device labelled, both ONNX Runtimes named)."""
-    gpu = header.get("gpu") if isinstance(header.get("gpu"), dict) else {}
-    held = header.get("ep_held_by") if isinstance(header.get("ep_held_by"), dict) else {}
+    gpu = part(header, "gpu")
+    held = part(header, "ep_held_by")
     flag = header.get("ep_flag") or header.get("ep_alias")
     rows = [("Execution provider", md_text(header.get("ep") or "?", 80) + (f" ({md_code(f'--ep {flag}', 60)})"
                                                                            if flag else ""))]
@@ -196,15 +197,15 @@ def _versions(header: dict[str, Any]) -> list[str]:
     rows.append(("ONNX Runtime", md_text(emulation.ort_versions(header)
                                          or f"{header.get('ort_flavour') or '?'} {header.get('ort_version') or '?'}",
                                          400)))
-    package = gpu.get("ep_package") if isinstance(gpu.get("ep_package"), dict) else {}
+    package = part(gpu, "ep_package")
     if package or held.get("distribution"):
         name = package.get("name") or held.get("distribution")
         rows.append(("EP package", md_text(f"{name} {package.get('version') or held.get('version') or '?'}", 120)))
-    directml = gpu.get("directml") if isinstance(gpu.get("directml"), dict) else {}
+    directml = part(gpu, "directml")
     if directml.get("version"):
         rows.append(("DirectML", md_text(f"DirectML.dll {directml['version']}", 120)))
     rows.append(("Device", md_text(gpu.get("summary") or "not recorded", 400)))
-    machine = header.get("machine") if isinstance(header.get("machine"), dict) else {}
+    machine = part(header, "machine")
     if machine:
         rows.append(("Machine", md_text(", ".join(f"{k} {machine[k]}" for k in ("platform", "cpu", "python")
                                                   if machine.get(k)), 300)))

@@ -26,12 +26,11 @@ https://github.com/actions/toolkit/blob/main/packages/core/src/command.ts) after
 every control character visible, so no case id or message can end a command or forge another.
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 
 from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING, REPORT_ORDER
+from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING, REPORT_ORDER, part
 from ep_testbed.harness.core.terminal import safe
 
 from . import figures
@@ -92,7 +91,7 @@ def _counts_table(run: Run) -> list[str]:
 def _verdict(run: Run, failing: list[CaseResult]) -> str:
     """One line: does the run fail, and by which outcomes; did it finish."""
     if failing:
-        by = {}
+        by: dict[str, int] = {}
         for case in failing:
             by[case.outcome] = by.get(case.outcome, 0) + 1
         text = f"**{len(failing)} case(s) fail the run** ({', '.join(f'{_md(o, 40)} {n}' for o, n in by.items())})"
@@ -129,7 +128,7 @@ def job_summary(run_dir: str | Path, *, title: str | None = None, top: int = TOP
     failing cases (at most ``MAX_TOP``) and their rerun lines."""
     run = load_run(run_dir)
     header = run.header
-    gpu = header.get("gpu") if isinstance(header.get("gpu"), dict) else {}
+    gpu = part(header, "gpu")
     device, ep = gpu.get("summary"), header.get("ep") or "?"
     lines = [f"### {_md(title or f'ep-testbed on {ep}', 200)}", "",
              f"EP **{_md(ep, 120)}**, {_md(header.get('ort_flavour') or '?', 60)} "

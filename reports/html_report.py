@@ -29,6 +29,7 @@ from ep_testbed.harness.core.results import (
     OUTCOMES,
     PASSING,
     REPORT_ORDER,
+    part,
 )
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import write_output
@@ -256,8 +257,8 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
     context = {
         "run": run,
         "header": header,
-        "machine": header.get("machine") if isinstance(header.get("machine"), dict) else {},
-        "tolerances": header.get("tolerances") if isinstance(header.get("tolerances"), dict) else {},
+        "machine": part(header, "machine"),
+        "tolerances": part(header, "tolerances"),
         "counts": [(o, counts.get(o, 0)) for o in REPORT_ORDER] + sorted(
             (o, n) for o, n in counts.items() if o not in OUTCOMES),
         "total": len(run.cases),

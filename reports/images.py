@@ -19,6 +19,7 @@ import math
 import struct
 import zlib
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
@@ -205,7 +206,7 @@ class SlicePictures:
     hover: str | None = None
 
 
-def slice_label(names: list[str], lead_shape: tuple[int, ...], index: int) -> str:
+def slice_label(names: Sequence[str], lead_shape: tuple[int, ...], index: int) -> str:
     """``"batch 0, channel 2"`` for slice ``index`` of the leading axes, or ``"whole output"``."""
     coords = np.unravel_index(int(index), lead_shape) if lead_shape else ()
     return ", ".join(f"{n} {int(c)}" for n, c in zip(names, coords)) or "whole output"

@@ -33,7 +33,7 @@ import numpy as np
 
 from ep_testbed.harness.core import compare, tolerances
 from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import FileRefused, inside, read_bytes
+from ep_testbed.harness.core.untrusted_files import FileRefused, inside, read_bytes, write_arrays
 from ep_testbed.reference import registry
 
 from .artifacts import CaseArtifacts
@@ -61,7 +61,7 @@ def repro_script() -> bytes:
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     """``np.savez`` of ``arrays`` into bytes."""
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    write_arrays(buf, arrays)
     return buf.getvalue()
 
 

@@ -139,6 +139,9 @@ def roi_op_inputs(desc: Any, recipe: str, rng: np.random.Generator,
 
 # --- fuzzed and literal cases -----------------------------------------------------------------
 
+#: A named variation of an operator's base desc: ``(name, the desc builder's overrides, recipe)``.
+Variation = tuple[str, dict[str, Any], str]
+
 #: The random stream a fuzzed case's input values come from, with its ``value_seed``.
 FUZZ_STREAM = 0xF022
 #: The prefix of a fuzzed case's recipe: ``fuzz:<value kind>[:<region kind>]``.

@@ -22,6 +22,7 @@ from .common import (
     Case,
     FuzzDraw,
     Variant,
+    Variation,
     fuzz_recipe,
     fuzz_values,
     grid,
@@ -205,7 +206,7 @@ def _grid_cases(seed: int) -> list[Case]:
     return cases
 
 
-_EDGES = [("ties", dict(window=3, stride=1), "ties"), ("ties-int8", dict(dtype="INT8", window=3, stride=2), "ties"),
+_EDGES: list[Variation] = [("ties", dict(window=3, stride=1), "ties"), ("ties-int8", dict(dtype="INT8", window=3, stride=2), "ties"),
           ("ties-3d-fp16", dict(dtype="FLOAT16", dims=3, window=2), "ties"),
           ("window-equals-input", dict(window=(7, 9), stride=1, spatial=(7, 9)), "random"),
           ("window-larger-than-input-padded", dict(window=(4, 4), start=(2, 2), end=(1, 1), spatial=(3, 3)), "random"),
@@ -239,7 +240,7 @@ def _random_cases(seed: int, count: int = 16) -> list[Case]:
     cases: list[Case] = []
     while len(cases) < count:
         dims = int(rng.integers(2, 4))
-        row = dict(dtype=MAXPOOL_TYPES[rng.integers(len(MAXPOOL_TYPES))], dims=dims,
+        row: dict[str, Any] = dict(dtype=MAXPOOL_TYPES[rng.integers(len(MAXPOOL_TYPES))], dims=dims,
                    window=tuple(int(v) for v in rng.integers(1, 4, dims)),
                    stride=tuple(int(v) for v in rng.integers(1, 4, dims)),
                    start=tuple(int(v) for v in rng.integers(0, 2, dims)),
@@ -276,7 +277,7 @@ SMOKE = ("edge-ties", "edge-window-equals-input", "edge-minus-inf-window", "edge
 #: above 65,535 groups and around 2^24 (with UINT32 indices past 2^24, where float index
 #: arithmetic loses whole numbers), and UINT32 indices past 2^31 and up to 2^32 - 2 (INT8
 #: inputs of 2^31 + 32,768 and 2^32 - 1 elements: the largest offsets UINT32 represents).
-STRESS = [
+STRESS: list[Variation] = [
     ("classifier-1x64x112x112-3x3-s2-p1-fp32", dict(batch=1, channels=64, spatial=(112, 112), window=3, stride=2,
                                                     start=1, end=1), "random"),
     ("classifier-1x64x112x112-3x3-s2-p1-fp16", dict(dtype="FLOAT16", batch=1, channels=64, spatial=(112, 112),

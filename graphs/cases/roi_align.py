@@ -23,6 +23,7 @@ from .common import (
     Case,
     FuzzDraw,
     Variant,
+    Variation,
     detection_regions,
     fuzz_recipe,
     fuzz_regions,
@@ -135,7 +136,8 @@ def _fuzz_inputs(desc, recipe: str, rng: np.random.Generator) -> dict[str, np.nd
     box = fuzz_regions(regions, n, height, width, rng)
     if desc.maximum_samples_per_output > FUZZ_MAX_ADAPTIVE:
         out_h, out_w = desc.output_tensor.sizes[2:]
-        _cap_extent(box, 0, 2, out_w * FUZZ_MAX_ADAPTIVE), _cap_extent(box, 1, 3, out_h * FUZZ_MAX_ADAPTIVE)
+        _cap_extent(box, 0, 2, out_w * FUZZ_MAX_ADAPTIVE)
+        _cap_extent(box, 1, 3, out_h * FUZZ_MAX_ADAPTIVE)
     scales = np.array([desc.spatial_scale_x, desc.spatial_scale_y] * 2, dtype=np.float32).astype(np.float64)
     limit = float(np.finfo(x.dtype).max)
     rois = np.clip(box / np.where(scales == 0, 1.0, scales), -limit, limit).astype(x.dtype)
@@ -248,7 +250,7 @@ def _grid_rows(op: str, v1: bool) -> list[dict]:
 
 
 _BASE = dict(dtype="FLOAT32", samples=(2, 2))
-_EDGES = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outside-wholly"),
+_EDGES: list[Variation] = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outside-wholly"),
           ("outside-wholly-oob", {"oob": -2.0}, "outside-wholly"),
           ("one-pixel", {}, "one-pixel"), ("whole-image", {}, "whole-image"),
           ("whole-image-max", {"reduction": "MAX", "samples": (3, 3)}, "whole-image"),
@@ -263,7 +265,7 @@ _EDGES = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outs
                                          "out": (1, 2), "rois": 1}, "count-knife-edge"),
           ("empty-region-adaptive", {"samples": (1, UINT32_MAX)}, "empty"),
           ("near-flt-max", {"samples": (2, 2)}, "near-flt-max")]
-_EDGES_V1 = [("inverted-region-offset0-corners", {"ipo": 0.0, "corners": True}, "inverted"),
+_EDGES_V1: list[Variation] = [("inverted-region-offset0-corners", {"ipo": 0.0, "corners": True}, "inverted"),
              ("one-pixel-offset0", {"ipo": 0.0, "opo": 0.0}, "one-pixel")]
 
 
@@ -275,7 +277,7 @@ def _edge_cases(op: str, v1: bool, seed: int) -> list[Case]:
 def _opset10_cases(op: str, v1: bool, seed: int) -> list[Case]:
     """RoiAlign-10: the ONNX spec (and ORT's CPU kernel) read it with no input offset; ORT's
     DirectML EP builds InputPixelOffset 0.5 for it. These cases exist to show that difference."""
-    opset10 = [("avg-fp32", dict(ipo=0.0)), ("avg-fp32-offset0.5", dict(ipo=0.5)),
+    opset10: list[tuple[str, dict[str, Any]]] = [("avg-fp32", dict(ipo=0.0)), ("avg-fp32-offset0.5", dict(ipo=0.5)),
                ("max-fp32-n2", dict(ipo=0.0, reduction="MAX")), ("avg-fp16", dict(ipo=0.0, dtype="FLOAT16"))]
     cases = []
     for name, over in opset10:

@@ -24,6 +24,7 @@ from .common import (
     Case,
     FuzzDraw,
     Variant,
+    Variation,
     detection_regions,
     fuzz_recipe,
     fuzz_regions,
@@ -164,7 +165,7 @@ def _roi_pooling_cases(seed: int) -> list[Case]:
         name = (f"grid-{SHORT_DTYPE[row['dtype']]}-scale{num(row['scale'])}-pool{row['pooled'][0]}x{row['pooled'][1]}"
                 f"-rois{row['rois']}")
         cases.append(make_case(op, name, roi_pooling_desc(**row), seed, "grid"))
-    edges = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outside-wholly"),
+    edges: list[Variation] = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outside-wholly"),
              ("one-pixel", {}, "one-pixel"), ("whole-image", {"pooled": (3, 3)}, "whole-image"),
              ("empty-bins", {"pooled": (5, 5)}, "one-pixel"),
              ("rounding-ties", {"scale": 0.5}, "rounding-ties"), ("ties", {}, "ties"),
@@ -173,7 +174,7 @@ def _roi_pooling_cases(seed: int) -> list[Case]:
              ("large-batch", {"batch": 16, "rois": 40}, "random"), ("fp16-rounding-ties", {"dtype": "FLOAT16"},
                                                                      "rounding-ties")]
     for name, over, recipe in edges:
-        extra = {}
+        extra: dict[str, str] = {}
         if recipe == "nan-inf":
             extra = {"expect": "diverges", "why": "NaN inputs: ORT's std::max keeps a NaN only when scanned last"}
         if recipe == "float32-bins":
@@ -198,7 +199,7 @@ SMOKE = ("edge-outside-partly", "edge-whole-image", "edge-empty-bins", "edge-rou
 #: its proposals at spatial scale 1/16 and with regions of up to half the image at scale 1,
 #: 10,000 regions, output counts one 64-thread group below, at and above 65,535 groups (8x8
 #: bins of 65,534 / 65,535 / 65,536 region-channels), and regions as large as the input.
-STRESS = [
+STRESS: list[Variation] = [
     ("detection-1x512x38x50-r300-7x7-scale1_16", dict(scale=1 / 16, pooled=(7, 7), rois=300, batch=1, channels=512,
                                                        height=38, width=50), "detection"),
     ("detection-1x512x38x50-r300-7x7-scale1-half-image", dict(scale=1.0, pooled=(7, 7), rois=300, batch=1,

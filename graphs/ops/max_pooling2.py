@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Optional
 from typing import Mapping as MappingT
-from typing import Optional
 
 import numpy as np
 import onnx
@@ -79,7 +79,7 @@ def to_onnx(desc: MaxPooling2Desc, opset: int) -> Mapping:
     dtype = dtype_of(d.input_tensor)
     pooled = dtype if native else np.dtype(np.float64)
     x = g.input("InputTensor", pooled, d.input_tensor.sizes)
-    attrs = dict(kernel_shape=list(d.window_size), strides=list(d.strides),
+    attrs: dict[str, Any] = dict(kernel_shape=list(d.window_size), strides=list(d.strides),
                  pads=list(d.start_padding) + list(d.end_padding))
     if opset >= 10:
         attrs["dilations"] = list(d.dilations)
@@ -300,6 +300,8 @@ def _imported(pool: _Pool, x_shape: tuple[int, ...], data_type: str, has_indices
     EP pads ranks, ``{1, N, C, L}`` with the window shifted onto the last axis ("dml-ep")."""
     k = len(pool.kernel)
     order = list(range(k))[::-1] if storage_order == 1 else list(range(k))
+    x_sizes: tuple[int, ...]
+    out_sizes: tuple[int, ...]
     if k == 1:
         x_sizes = (x_shape[0], x_shape[1], 1, x_shape[2]) if mode == "spec" else (1, x_shape[0], x_shape[1], x_shape[2])
         fields = [[fill] + list(v) for v, fill in ((pool.kernel, 1), (pool.strides, 1), (pool.start, 0),

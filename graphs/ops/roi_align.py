@@ -442,6 +442,7 @@ def _roi_align_attributes(d: RoiAlign1Desc, plan: _Plan, spatial_scale: float, o
     if opset >= 16:
         attrs["coordinate_transformation_mode"] = "half_pixel"
     if plan.max_kind == "pool":
+        assert plan.n is not None, "a MaxPool of samples has a fixed count"  # _plan gives "pool" only then
         attrs.update(mode="avg", sampling_ratio=1, output_height=out_h * plan.n, output_width=out_w * plan.n)
     elif plan.max_kind == "single":
         attrs.update(mode="avg", sampling_ratio=1, output_height=out_h, output_width=out_w)
@@ -480,7 +481,7 @@ DATA_MEANINGS = {
 
 
 def _meaning(plan: _Plan, attrs: dict, x_dtype: np.dtype, opset: int, cap: Optional[int]
-             ) -> Optional[Callable[[MappingT[str, np.ndarray]], dict]]:
+             ) -> Optional[Callable[[MappingT[str, np.ndarray]], Optional[dict]]]:
     """The function from the model's feeds to ``{field: {"OutputTensor": ...}}``: for the
     ``onnx-max`` plan, under "ReductionFunction", what the model means as ORT's CPU kernel
     computes it (``onnx_roi_align``); for every plan built on ``mode="avg"`` (AVERAGE, one-sample
@@ -648,6 +649,7 @@ def _corner_max(plane: np.ndarray, ys: tuple, xs: tuple) -> np.ndarray:
         row = _std_max(_std_max(_std_max(t[0], t[1]), t[2]), t[3])  # (C, out_h, out_w, grid_w)
         for ix in range(row.shape[-1]):
             result = row[..., ix] if result is None else _std_max(result, row[..., ix])
+    assert result is not None, "a grid has at least one sample"
     return result
 
 

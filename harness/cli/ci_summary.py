@@ -50,8 +50,7 @@ def ci_summary_command(args: argparse.Namespace) -> int:
         if args.format == "markdown":
             text = job_summary(args.run_dir, title=args.title, top=args.top)
         else:
-            # mypy reads reports.github.annotations as the __future__ feature the module also imports
-            lines = github.annotations(args.run_dir, limit=args.max_annotations)  # type: ignore[operator]
+            lines = github.annotations(args.run_dir, limit=args.max_annotations)
             text = "".join(line + "\n" for line in lines)
     except ResultsError as exc:
         return usage_error(f"ci-summary: {exc}")

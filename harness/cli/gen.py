@@ -22,7 +22,7 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.results import safe_id
 from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import open_output, output_folder
+from ep_testbed.harness.core.untrusted_files import open_output, output_folder, write_arrays
 from ep_testbed.harness.run.run_folder import FolderBusy, refuse_overwrite
 from ep_testbed.reference import desc_to_dml, execute
 from ep_testbed.reference.registry import names
@@ -88,14 +88,11 @@ def write_cases(op: str, out_dir: Union[str, Path], seed: int = 0) -> list[Path]
         if mapping.model is not None:
             with open_output(folder / "model.onnx") as f:
                 f.write(mapping.model.SerializeToString())
-            with open_output(folder / FEEDS_FILE) as f:
-                np.savez(f, **mapping.feeds(tensors))  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
-        with open_output(folder / "inputs.npz") as f:
-            np.savez(f, **tensors)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
+            write_arrays(folder / FEEDS_FILE, mapping.feeds(tensors))
+        write_arrays(folder / "inputs.npz", tensors)
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf edge cases are deliberate
             expected = execute(case.desc, tensors)
-        with open_output(folder / "expected.npz") as f:
-            np.savez(f, **expected)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
+        write_arrays(folder / "expected.npz", expected)
         folders.append(folder)
         index.append({"id": case.id, "folder": folder.name, "kind": mapping.kind, "tags": case.tags})
     with open_output(out / "cases.json", "w") as f:

@@ -42,7 +42,7 @@ from ep_testbed.harness.core import emulation, exit_codes, memory, walltime
 from ep_testbed.harness.core.model_statuses import FAILING_VERDICTS
 from ep_testbed.harness.core.terminal import safe, safe_message
 from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, output_folder, write_output
+from ep_testbed.harness.core.untrusted_files import FileRefused, output_folder, write_arrays, write_output
 from ep_testbed.harness.eps.adapters import ep_flag
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings
 from ep_testbed.harness.models.baseline import Baseline, BaselineError
@@ -262,15 +262,13 @@ def _write_run(out: Path, result: dict[str, Any], setup: _Setup, seed: int, save
     output_folder(out)
     for name, content in (("inputs.npz", setup.feeds), ("outputs.npz", arrays["outputs"]),
                           ("reference_outputs.npz", arrays["reference_outputs"])):
-        with open_output(out / name) as f:
-            np.savez(f, **content)
+        write_arrays(out / name, content)
     for row in result["attribution"]["nodes"]:
         pair = arrays["nodes"].get(row["node"])
         if pair is not None:
             relative = f"nodes/{row['position']}_{_safe(row['node'])}.npz"
             output_folder(out, "nodes")
-            with open_output(out / relative) as f:
-                np.savez(f, **pair)
+            write_arrays(out / relative, pair)
             row["arrays"] = relative
     if save_baseline and result.get("ep_failure"):
         print(f"ep-testbed model: no baseline saved to {safe(save_baseline)}: the EP produced no outputs", file=sys.stderr)

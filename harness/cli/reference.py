@@ -18,7 +18,7 @@ from ep_testbed.graphs.cases.common import tensors_bytes
 from ep_testbed.harness.core import exit_codes
 from ep_testbed.harness.core.memory import check_fits, headroom, mib, shortage_message
 from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import FileRefused, open_output, read_arrays, read_json
+from ep_testbed.harness.core.untrusted_files import FileRefused, read_arrays, read_json, write_arrays
 from ep_testbed.reference import DescError, desc_from_dml, execute, validate
 from ep_testbed.reference.inputs import random_inputs
 
@@ -77,8 +77,7 @@ def reference_command(args: argparse.Namespace) -> int:
     if args.out:
         if not str(args.out).endswith(".npz"):  # numpy.savez's naming, kept now that it is given a file
             args.out = Path(f"{args.out}.npz")
-        with open_output(args.out) as f:  # whole or not at all, never through a link
-            np.savez(f, **outputs)  # type: ignore[arg-type]  # numpy's stub: **arrays might name allow_pickle
+        write_arrays(args.out, outputs)  # whole or not at all, never through a link
         print(f"wrote {safe(args.out)}")
     return exit_codes.OK
 

@@ -253,6 +253,13 @@ class ResultsWriter:
         self.close()
 
 
+def part(record: Any, key: str) -> dict[str, Any]:
+    """``record[key]`` when ``record`` is a dict and that value is an object (a dict), else ``{}``:
+    a read line's sub-record, which an old or hand-edited file may lack or hold as another kind."""
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
 def kind_of(value: Any) -> str:
     """The schema kind of a decoded JSON value (``number`` for floats and for the strings
     ``jsonable`` writes for non-finite floats; ``integer`` for ints, which are numbers too)."""

@@ -60,7 +60,7 @@ import stat
 import zipfile
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Iterable, Iterator
+from typing import IO, Any, BinaryIO, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -752,7 +752,19 @@ def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
     return Path(path)
 
 
+def write_arrays(target: Any, arrays: Mapping[str, Any]) -> None:
+    """Write ``arrays`` (name -> array-like) as an uncompressed ``.npz``: to ``target`` when it is
+    an open binary file, else to the path ``target`` through ``open_output`` (whole or not at
+    all, never through a link)."""
+    named: dict[str, Any] = {name: np.asarray(value) for name, value in arrays.items()}
+    if hasattr(target, "write"):
+        np.savez(target, **named)  # numpy types **arrays like its allow_pickle flag: hence dict[str, Any]
+        return
+    with open_output(target) as f:
+        np.savez(f, **named)
+
+
 __all__ = ["ARRAY_KINDS", "BadLine", "FileRefused", "LIMIT_NAMES", "Limits", "copy_planned", "decode_text", "inside",
            "json_depth", "limits", "open_output", "open_regular", "output_folder", "parse_json", "parse_size", "read_array", "read_arrays",
            "plan_copy", "read_bytes", "read_json", "FileChanged", "LinesRead", "file_stamp", "line_digest", "read_json_lines", "read_json_lines_at",
-           "read_json_lines_placed", "using_limits", "write_output"]
+           "read_json_lines_placed", "using_limits", "write_arrays", "write_output"]

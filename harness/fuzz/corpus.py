@@ -54,7 +54,7 @@ import numpy as np
 from ep_testbed.graphs.cases.common import LiteralCase, memory_need
 from ep_testbed.harness.core import expectations as expectations_mod
 from ep_testbed.harness.core.expectations import Expectation, Expectations
-from ep_testbed.harness.core.results import safe_id
+from ep_testbed.harness.core.results import part, safe_id
 from ep_testbed.harness.core.untrusted_files import (
     FileRefused,
     Limits,
@@ -67,6 +67,7 @@ from ep_testbed.harness.core.untrusted_files import (
     read_arrays,
     read_json,
     using_limits,
+    write_arrays,
 )
 from ep_testbed.reference import DescError, desc_from_dml, desc_to_dml, validate
 from ep_testbed.reference.descs import member_value
@@ -148,13 +149,13 @@ def read_entry(folder: str) -> CorpusEntry:
     inputs = _inside(folder, INPUTS_FILE)
     check_inputs(inputs, desc)
     tags = {str(k): str(v) for k, v in tags.items()} | {"family": "corpus"}
-    tags.setdefault("dtype", desc.input_tensor.data_type.lower())
+    tags.setdefault("dtype", member_value(desc, desc.INPUTS[0]).data_type.lower())
     tags["memory_mb"] = str(-(-memory_need(desc) // 2**20))  # a run skips what does not fit, with this need
     case = CorpusCase(id=case_id, op=desc.TYPE, desc=desc, seed=0, opset=opset, tags=tags, recipe="literal",
                       source=inputs, caps=limits())
     return CorpusEntry(case, _expectations(meta.get("expectations"), case_id, where), folder,
-                       meta.get("found") if isinstance(meta.get("found"), dict) else {},
-                       meta.get("repro") if isinstance(meta.get("repro"), dict) else {})
+                       part(meta, "found"),
+                       part(meta, "repro"))
 
 
 def _check_id(case_id: str, op_type: str, where: str) -> None:
@@ -293,8 +294,7 @@ def write_entry(root: str, case: LiteralCase, line: Mapping[str, Any], header: M
     folder = os.path.join(root, safe_id(corpus_id))
     output_folder(root, safe_id(corpus_id))  # never written through a link planted in the corpus folder
     _write_json(os.path.join(folder, DESC_FILE), desc_to_dml(case.desc))
-    with open_output(os.path.join(folder, INPUTS_FILE)) as f:
-        np.savez(f, **case.arrays)
+    write_arrays(os.path.join(folder, INPUTS_FILE), case.arrays)
     provider = str(header.get("ep"))
     prints = _write_bundle(folder, corpus_id, header, run_dir, line)
     meta = {"format": FORMAT, "id": corpus_id, "op": case.op, "opset": case.opset,

@@ -37,6 +37,7 @@ minimal draw costs nothing and never looks flaky.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -257,7 +258,7 @@ def _simplifications(array: np.ndarray) -> list[Callable[[np.ndarray], np.ndarra
     block = array.size // 2
     while block >= 1:
         for begin in range(0, array.size, block):
-            moves.append(lambda a, b=begin, n=block: _zero_block(a, b, n))
+            moves.append(functools.partial(_zero_block, begin=begin, size=block))
         block //= 2
     if array.dtype.kind == "f":
         moves.append(lambda a: np.round(a) if np.isfinite(a).all() else None)

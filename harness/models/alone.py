@@ -18,7 +18,8 @@ import onnx
 from onnx import helper
 
 
-def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, arrays: Sequence[np.ndarray]) -> onnx.ModelProto:
+def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, arrays: Sequence[np.ndarray | None]
+                   ) -> onnx.ModelProto:
     """``node`` alone, at ``model``'s IR version and opsets; every named input a graph input typed
     and shaped like its array in ``arrays`` (node input order), every named output a graph output."""
     inputs, seen = [], set()
@@ -26,7 +27,7 @@ def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, arrays: Sequenc
         if name and name not in seen:
             seen.add(name)
             elem = helper.np_dtype_to_tensor_dtype(np.asarray(array).dtype)
-            inputs.append(helper.make_tensor_value_info(name, elem, list(np.shape(array))))
+            inputs.append(helper.make_tensor_value_info(name, elem, list(np.asarray(array).shape)))
     copy = onnx.NodeProto()
     copy.CopyFrom(node)
     outputs = [helper.make_empty_tensor_value_info(name) for name in dict.fromkeys(node.output) if name]
@@ -36,7 +37,7 @@ def one_node_model(model: onnx.ModelProto, node: onnx.NodeProto, arrays: Sequenc
     return alone
 
 
-def node_feeds(node: onnx.NodeProto, arrays: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+def node_feeds(node: onnx.NodeProto, arrays: Sequence[np.ndarray | None]) -> dict[str, np.ndarray]:
     """The feeds of ``one_node_model(model, node, arrays)``."""
     return {name: np.asarray(array) for name, array in zip(node.input, arrays) if name}
 

@@ -17,7 +17,7 @@ counts (``attribution_counts``).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import numpy as np
 import onnx
@@ -119,7 +119,8 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
             row.update(status="error", message="an input or output of the node was not captured from the EP")
             continue
         provider = placement.get(node.name) or getattr(getattr(config, "ep", None), "provider", "")
-        pair = judge_node(row, node, arrays, ep_values, config.reading, config.tolerances, opset,
+        present = cast("list[np.ndarray]", arrays)  # None only at an unnamed (absent) optional input
+        pair = judge_node(row, node, present, ep_values, config.reading, config.tolerances, opset,
                           getattr(config, "precision_model", DEFAULT_MODEL), readings_on(str(provider)))
         if arrays_out is not None and pair is not None:
             arrays_out[row["node"]] = pair

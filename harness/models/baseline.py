@@ -35,10 +35,10 @@ from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import (
     FileRefused,
     inside,
-    open_output,
     output_folder,
     read_arrays,
     read_json,
+    write_arrays,
     write_output,
 )
 
@@ -84,8 +84,7 @@ def save_baseline(folder: str | Path, result: Mapping[str, Any], inputs: Mapping
     caller has checked that ``folder`` holds nothing it would overwrite: ``run_folder``)."""
     out = output_folder(folder)
     for name, arrays in ((OUTPUTS, outputs), (INPUTS, inputs)):
-        with open_output(out / name) as f:
-            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+        write_arrays(out / name, arrays)
     manifest = {
         "format": FORMAT,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -49,7 +49,6 @@ policy (``baseline``).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -63,7 +62,7 @@ from ep_testbed.harness.core.error_stats import error_statistics
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import limits
 
-from .inputs import inferred_shapes, skeleton
+from .inputs import inferred_shapes, known_size, skeleton
 from .outputs import compare_named, tie_contexts
 
 #: ``--drift-tol`` words; anything else is a tolerance item (``DTYPE:atol=..,rtol=..,ulp=..``).
@@ -270,12 +269,10 @@ def estimate(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], found: lis
     sizes: dict[str, int | None] = {}
     for c in found:
         for name in c.outputs:
-            dims = shapes.get(name)
-            ok = dims is not None and all(isinstance(d, int) and d >= 0 for d in dims)
-            sizes[name] = math.prod(dims) if ok else None
+            sizes[name] = known_size(shapes.get(name))
     largest = max([s for s in sizes.values() if s is not None] + [int(np.size(v)) for v in feeds.values()] + [1])
     for c in found:
-        c.elements = sum(largest if sizes[name] is None else sizes[name] for name in c.outputs)
+        c.elements = sum(largest if (size := sizes[name]) is None else size for name in c.outputs)
     return sum(1 for s in sizes.values() if s is None)
 
 

@@ -173,6 +173,13 @@ def skeleton(model: onnx.ModelProto, keep_bytes: int = 2**16) -> onnx.ModelProto
     return skeleton
 
 
+def known_size(dims: tuple[int | None, ...] | None) -> int | None:
+    """The element count of a shape whose every dimension is known (``inferred_shapes``), else None."""
+    if dims is None or not all(isinstance(d, int) and d >= 0 for d in dims):
+        return None
+    return math.prod(d for d in dims if d is not None)
+
+
 def inferred_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]], *, declared: bool = True
                     ) -> dict[str, tuple[int | None, ...]]:
     """Value name -> shape after ONNX shape inference with the inputs fixed to ``shapes``; with
@@ -207,8 +214,9 @@ def check_graph_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]
     here; run such a model with ``--timeout`` to keep it in a child process."""
     cap = limits().elements
     for name, dims in inferred_shapes(model, shapes, declared=False).items():
-        if dims and all(isinstance(d, int) and d > 0 for d in dims) and math.prod(dims) > cap:
-            raise ShapeError(f"value {name!r} of the model would have shape {list(dims)} ({math.prod(dims)} elements) "
+        size = known_size(dims)
+        if dims and size is not None and size > cap:
+            raise ShapeError(f"value {name!r} of the model would have shape {list(dims)} ({size} elements) "
                              f"with these inputs, more than the {cap} elements this run allows; give smaller inputs "
                              "with --shape, or raise the cap with --limit elements=N if you mean it")
 

@@ -51,7 +51,7 @@ ROWS_LISTED = 20
 Side = tuple[Mapping[str, np.ndarray], "Allowance | None"]
 
 
-def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: list[np.ndarray],
+def judge_node(row: dict[str, Any], node: onnx.NodeProto, arrays: Sequence[np.ndarray],
                ep_values: Mapping[str, np.ndarray], reading: str, tolerances: Tolerances,
                opset: int | None, precision: str = DEFAULT_MODEL,
                readings: Callable[[str], Sequence[str]] | None = None) -> dict[str, np.ndarray] | None:
@@ -279,7 +279,8 @@ def _merged_allowance(base: Allowance | None, meant: Allowance | None, rows: np.
     for name, (low, high) in base.alternatives.items():
         low, high = np.array(low), np.array(high)
         new_low, new_high = (meant.alternatives.get(name) if meant else None) or (meant_outputs.get(name),) * 2
-        if new_low is not None and np.shape(new_low) == low.shape and np.shape(new_high) == high.shape:
+        if new_low is not None and new_high is not None and np.shape(new_low) == low.shape \
+                and np.shape(new_high) == high.shape:
             low[rows], high[rows] = np.asarray(new_low)[rows], np.asarray(new_high)[rows]
         alternatives[name] = (low, high)
     nan = {}

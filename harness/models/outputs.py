@@ -78,7 +78,7 @@ def compare_named(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.nd
 
 
 def _compare_index(name: str, expected: np.ndarray, actual: np.ndarray, tolerances: Tolerances,
-                   tie: TieContext) -> tuple[Any, list[dict[str, Any]], dict[str, None], str]:
+                   tie: TieContext) -> tuple[Any, list[dict[str, Any]], dict[str, float | None], str]:
     """``(comparison, worst, errors, message)`` of one index output. The values go in identical
     on both sides, only so that ``compare_outputs`` can tell ties: they are not counted."""
     cmp = compare_outputs({_VALUES: tie.values, _INDEX: expected}, {_VALUES: tie.values, _INDEX: actual},
@@ -181,7 +181,7 @@ def _graph_rule(node: onnx.NodeProto, arrays: list[np.ndarray | None],
     return bool(index_map), in_window
 
 
-def no_errors() -> dict[str, None]:
+def no_errors() -> dict[str, float | None]:
     """The ``errors`` of a row where no value was compared."""
     return {"max_abs": None, "max_rel": None, "max_ulp": None}
 

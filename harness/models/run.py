@@ -271,7 +271,7 @@ def _holding(config: ModelRunConfig, probe: onnx.ModelProto) -> ModelRunConfig:
 
 def run_model(loaded: LoadedModel, feeds: Mapping[str, np.ndarray], config: ModelRunConfig,
               baseline: Any = None, *, run_as: onnx.ModelProto | None = None,
-              ep_failure: Mapping[str, str] | None = None) -> dict[str, Any]:
+              ep_failure: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run the model (module docstring) and return the result dict; raises ``ModelRefused`` when
     the model is refused, ``SessionFailed`` when the reference EP cannot run it. The arrays behind
     the result (outputs of both EPs, judged nodes' pairs) come under the key ``_arrays``, for the
@@ -480,7 +480,7 @@ def verdict_of(result: Mapping[str, Any]) -> str:
 def not_tested_failure(failure: Mapping[str, Any] | None) -> bool:
     """Whether the EP's failure on the whole model says nothing about the EP: the emulated
     device failed (``emulation``), or the EP declined nodes with CPU fallback refused."""
-    return bool(failure) and bool(failure.get("emulation") or failure.get("stage") == "fallback-refused")
+    return failure is not None and bool(failure.get("emulation") or failure.get("stage") == "fallback-refused")
 
 
 def verdict_reasons(result: Mapping[str, Any]) -> list[str]:

@@ -35,7 +35,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -299,7 +299,7 @@ def _injectable(tensor: onnx.TensorProto, payload: bytes, in_main_graph: bool, n
     return np.frombuffer(payload, dtype=dtype.newbyteorder("<")).reshape(tuple(tensor.dims)).astype(dtype, copy=False)
 
 
-def constants(model: onnx.ModelProto, injected: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+def constants(model: onnx.ModelProto, injected: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """The main graph's initializers as arrays: those stored in the model, plus ``injected``;
     an external tensor is never read here (``numpy_helper.to_array`` would open its file)."""
     arrays = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ep_testbed.harness.core.results import case_dir
-from ep_testbed.harness.core.untrusted_files import open_output, output_folder
+from ep_testbed.harness.core.untrusted_files import open_output, output_folder, write_arrays
 from ep_testbed.reference import desc_to_dml
 
 
@@ -41,8 +41,7 @@ def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any 
     for name, arrays in (("inputs.npz", feeds), ("expected.npz", expected), ("actual.npz", actual),
                          ("allowance.npz", allowance)):
         if arrays is not None:
-            with open_output(os.path.join(folder, name)) as f:
-                np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+            write_arrays(os.path.join(folder, name), arrays)
     if extra:
         _write_json(os.path.join(folder, "case.json"), {"id": case_id, **extra})
     return relative

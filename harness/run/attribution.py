@@ -149,7 +149,7 @@ class _Check:
 def _check_operator(node: onnx.NodeProto, values: Mapping[str, np.ndarray], opset: int | None,
                     config: Any) -> _Check:
     """Step 1 for ``node``: the reference rerun on the node's EP inputs against its EP outputs."""
-    row = {"node": node.name, "op_type": node.op_type, "agrees": None, "mismatches": None, "message": ""}
+    row: dict[str, Any] = {"node": node.name, "op_type": node.op_type, "agrees": None, "mismatches": None, "message": ""}
     arrays = [values[name] for name in node.input]
     try:
         imported = import_node(node, [a.shape for a in arrays], [a.dtype for a in arrays], "spec", opset)

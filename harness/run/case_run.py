@@ -133,7 +133,7 @@ def _evidence(item: Item, config: CaseConfig, names: tuple[str, ...]) -> dict[st
     """The ``readings`` record of a failed case (``harness.run.readings.explain``); a record saying
     why when explaining raised (the case then stays failed: nothing proved it known)."""
     try:
-        return explain(item.case, item.prepared, item.state["actual"], config, names)
+        return explain(item.case, item.ready, item.state["actual"], config, names)
     except Exception as exc:  # noqa: BLE001 - the verdict stands without evidence
         return {"tried": list(names), "mismatches": item.line.get("mismatches"), "explained": {},
                 "unexplained": item.line.get("mismatches") or 0,
@@ -147,6 +147,8 @@ def warm_up_model() -> tuple[bytes, dict[str, Any]]:
     the workers, so no worker builds a catalog to find it."""
     case = probe_case()
     mapping = to_onnx(case.desc, opset=case.opset)
+    if mapping.model is None:  # the probe is a one-node MaxPool every opset expresses
+        raise RuntimeError(f"the probe case {case.id} has no ONNX model")
     return mapping.model.SerializeToString(), mapping.feeds(case.inputs())
 
 

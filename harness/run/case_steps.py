@@ -34,7 +34,7 @@ import functools
 import importlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -197,7 +197,7 @@ def mark_shows(case: Any, prepared: Prepared, config: CaseConfig, line: dict[str
     fails the case's comparison with the expected outputs. An expectation's ``shows_when`` reads
     it (``harness.core.expectations``); a meaning that cannot be computed leaves the flag as is."""
     try:
-        meanings = getattr(prepared.mapping, "meanings", lambda tensors: {})(prepared.inputs)
+        meanings: dict[str, Any] = getattr(prepared.mapping, "meanings", lambda tensors: {})(prepared.inputs)
     except Exception:  # the meaning is a help to expectations, never part of the verdict
         return
     for name, outputs in meanings.items():
@@ -317,7 +317,7 @@ def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: Case
     return True
 
 
-def compare(case: Any, expected: dict[str, np.ndarray], actual: dict[str, np.ndarray], config: CaseConfig,
+def compare(case: Any, expected: dict[str, np.ndarray], actual: Mapping[str, np.ndarray], config: CaseConfig,
             inputs: dict[str, np.ndarray], reference: Expected | None) -> Comparison:
     """The one comparison under the operator's record (index outputs, index rule) and the
     reference's allowance (none under the ``exact`` model)."""
@@ -332,7 +332,7 @@ def _attribution(case: Any, prepared: Prepared, config: CaseConfig, line_flags: 
     """The ``attribution`` record of a case whose outputs failed (``harness.run.attribution``);
     a record of cause ``unknown`` if attributing raised (the verdict stands either way). The
     probe, when the model has intermediate tensors, is a session of this case's model alone."""
-    def compare_case(actual: dict[str, np.ndarray]) -> Comparison:
+    def compare_case(actual: Mapping[str, np.ndarray]) -> Comparison:
         """The case's own comparison of ``actual`` (DML outputs) with the expected ones."""
         return compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
 

@@ -215,7 +215,8 @@ def serve(sock: socket.socket) -> None:
     signal.set_wakeup_fd(wake_w)
     requests, answers = sock.makefile("rb", buffering=0), sock.makefile("wb")
     while True:
-        readable, _, _ = select.select([sock, wake_r], [], [])
+        watched: list[Any] = [sock, wake_r]
+        readable, _, _ = select.select(watched, [], [])
         if wake_r in readable:
             os.read(wake_r, 4096)
         _reap(answers)

@@ -71,7 +71,7 @@ def merge_view(line: dict[str, Any]) -> dict[str, Any]:
     check and print it (id, op, outcome, artifacts and, unless it passed, the first line of its
     message, cut to ``MESSAGE_CHARS``: the failures listing prints it), so a merge of files
     larger than memory holds each case small."""
-    view = {key: line[key] for key in ("id", "op", "outcome", "artifacts") if key in line}
+    view: dict[str, Any] = {key: line[key] for key in ("id", "op", "outcome", "artifacts") if key in line}
     first = [] if line.get("outcome") in PASSING else (line.get("message") or "").strip().splitlines()
     if first:
         view["message"] = first[0] if len(first[0]) <= MESSAGE_CHARS else first[0][:MESSAGE_CHARS - 1] + "…"
@@ -317,7 +317,7 @@ def _check_shards(runs: list[RunRecords], allow_partial: bool) -> None:
     if not all(shards):
         raise MergeError("merge: some runs are shards (--shard K/N) and some are not")
     try:
-        parsed = [parse_shard(s) for s in shards]
+        parsed = [parse_shard(str(s)) for s in shards]
     except ValueError as exc:
         raise MergeError(f"merge: a run header's shard is not K/N: {exc}") from None
     totals = {n for _, n in parsed}

@@ -85,7 +85,14 @@ class Item:
 
     def model(self, carried: bool = False) -> Any:
         """The model this case runs: its own, or the one with carrier nodes."""
-        return (self.carried if carried else self.prepared.mapping).model  # type: ignore[union-attr]
+        return (self.carried if carried else self.ready.mapping).model
+
+    @property
+    def ready(self) -> Prepared:
+        """``prepared``, which every item has once it is in a pack (RuntimeError before)."""
+        if self.prepared is None:
+            raise RuntimeError(f"{self.case.id} was packed before it was prepared")
+        return self.prepared
 
     @property
     def decided(self) -> bool:
@@ -160,7 +167,7 @@ class Packer:
     def add(self, item: Item) -> list[list[Item]]:
         """Take ``item`` (prepared); the packs ready to settle now."""
         key = None if self.memory.runs_alone(item) else packing.pack_key(item.model())
-        size = item.prepared.elements  # type: ignore[union-attr]
+        size = item.ready.elements
         if key is None or size >= packing.PACK_ELEMENTS:
             return [[item]]
         pack, total = self.open.pop(key, ([], 0))
@@ -192,11 +199,11 @@ def settle(items: list[Item], config: CaseConfig, memory: Memory, carried: bool 
         return
     if carried:
         for item in items:
-            carry(item.prepared, item.carried, config.ep.provider)  # type: ignore[arg-type]
+            carry(item.ready, item.carried, config.ep.provider)
     if len(items) == 1:
         item = items[0]
         with guarded([item]), timed(item, "judge_s"):
-            accept(item.case, item.prepared, runs[0], config, item.line, item.state)
+            accept(item.case, item.ready, runs[0], config, item.line, item.state)
         return
     again = [item for item, run in zip(items, runs) if not _passed_in_pack(item, run, config, len(items))]
     for item in again:
@@ -209,7 +216,7 @@ def _passed_in_pack(item: Item, run: EpRun, config: CaseConfig, size: int) -> bo
     line, state = dict(item.line), dict(item.state)
     try:
         with timed(item, "judge_s"):
-            accept(item.case, item.prepared, run, replace(config, attribute=False), line, state)
+            accept(item.case, item.ready, run, replace(config, attribute=False), line, state)
     except Exception:  # judged again alone, where the harness's error is the case's line
         return False
     if line["outcome"] not in PASSING:
@@ -227,7 +234,7 @@ def _session(items: list[Item], config: CaseConfig, carried: bool) -> list[EpRun
     try:
         with case_scope(*(item.case.id for item in items)):  # names the session's cases to per-case EP hooks
             runs = packing.run_packed([item.model(carried) for item in items],
-                                      [item.prepared.feeds for item in items],  # type: ignore[union-attr]
+                                      [item.ready.feeds for item in items],
                                       config.ep, config.session)
     except SessionError:
         _share(items, time.perf_counter() - start, None)
@@ -280,7 +287,7 @@ def _sort_refused(items: list[Item], config: CaseConfig, memory: Memory, carried
     done) when the diagnosis failed or proved no case refused."""
     start = time.perf_counter()
     diagnoses = packing.diagnose_packed([item.model(carried) for item in items],
-                                        [item.prepared.feeds for item in items],  # type: ignore[union-attr]
+                                        [item.ready.feeds for item in items],
                                         config.ep, config.session)
     _share(items, time.perf_counter() - start, None)
     if diagnoses is None:
@@ -324,7 +331,7 @@ def _refused(item: Item, config: CaseConfig, carried: bool, refusal: BaseExcepti
     model, the case is ``not-on-ep`` (from its own model's diagnosis) and False."""
     if not carried:
         item.refusal, item.diagnosis = refusal, diagnosis
-        item.carried = carrier_of(item.prepared)  # type: ignore[arg-type]
+        item.carried = carrier_of(item.ready)
         if item.carried is not None:
             return True
     _not_on_ep(item, config)

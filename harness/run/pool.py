@@ -164,8 +164,9 @@ class WorkerPool:
         the config and start the thread that reads its answers."""
         self._count += 1
         log_path = os.path.join(self._logs.name, f"worker-{self._count}.log")
-        if os.name == "nt":  # Ctrl-C is delivered to the whole console group: keep workers out of it
-            isolation: dict[str, Any] = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+        isolation: dict[str, Any]
+        if sys.platform == "win32":  # Ctrl-C is delivered to the whole console group: keep workers out of it
+            isolation = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
         else:
             isolation = {"start_new_session": True}
         try:
@@ -573,7 +574,7 @@ class _Queue:
 
     def __init__(self, fresh: deque):
         """``fresh``: the cases in the order given."""
-        self.fresh, self.halves = fresh, deque()
+        self.fresh, self.halves = fresh, deque[list[Any]]()
 
     def __len__(self) -> int:
         return len(self.fresh) + sum(len(h) for h in self.halves)

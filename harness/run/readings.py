@@ -31,7 +31,7 @@ from ep_testbed.harness.core.results import jsonable
 from ep_testbed.harness.eps.ep_run import first_line
 from ep_testbed.reference import Expected, ReadingError, execute_reading, readings_of
 from ep_testbed.reference.readings import Reading, combine
-from ep_testbed.reference.registry import spec_of_type
+from ep_testbed.reference.registry import spec_for
 
 from .case_steps import CaseConfig, Prepared, compare
 
@@ -58,7 +58,7 @@ def explain(case: Any, prepared: Prepared, actual: dict[str, np.ndarray], config
     record: dict[str, Any] = {"tried": [], "mismatches": primary.mismatches, "explained": {}, "unexplained": 0}
     if len(shows) < len(named):
         record["cannot_show"] = [n for n in named if n not in shows]
-    rules = spec_of_type(case.op).rules
+    rules = spec_for(case.desc).rules
     singles: dict[str, Expected] = {}
     for combo in _sets(shows, lambda combo: _combinable(rules, [own[n] for n in combo])):
         if not any(mask.any() for mask in left.values()):

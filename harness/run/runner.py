@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from ep_testbed.harness.core import walltime
 from ep_testbed.harness.core.expectations import Expectations
@@ -267,7 +267,9 @@ def interrupts_held() -> Iterator[None]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     for signum in arrived[:1]:
-        previous[signum](signum, None)  # Python's handler raises KeyboardInterrupt
+        handler = previous[signum]
+        if callable(handler):  # Python's handler raises KeyboardInterrupt
+            handler(signum, None)
 
 
 def _open_run(cases: list[Any], config: CaseConfig, options: RunOptions
@@ -320,10 +322,11 @@ def _resume(run_dir: str, path: str, new: dict[str, Any], selected: set[str]
         raise RunError(f"--resume: {safe(path)} has no readable run header{why}, so the options its {len(records.cases)} "
                        "finished cases ran with are unknown.\nNote: pass --overwrite to start again, or choose "
                        "another --out")
-    if any(h != records.header for h in records.headers[1:]):
+    header: dict[str, Any] = records.header
+    if any(h != header for h in records.headers[1:]):
         raise RunError(f"--resume: {safe(path)} holds {len(records.headers)} different run headers (two runs wrote into "
                        "it).\nNote: pass --overwrite to start again, or choose another --out")
-    differences = header_differences(records.header, new)
+    differences = header_differences(header, new)
     if differences:
         raise RunError(f"--resume: {safe(path)} was run with other options; resuming would mix cases run two ways:\n  "
                        + "\n  ".join(differences)
@@ -339,7 +342,7 @@ def _resume(run_dir: str, path: str, new: dict[str, Any], selected: set[str]
                        f"{safe(case_id, 120)!r} on lines {', '.join(map(str, numbers))}; resuming keeps one result per "
                        "id and would drop the others, so the file is left as it is.\nNote: keep the results "
                        "(ep-testbed report reads them), then pass --overwrite to start again, or choose another --out")
-    header, done = rewrite_for_resume(run_dir, records)
+    _, done = rewrite_for_resume(run_dir, records)  # the header it keeps is ``header``
     notes = [f"{path} line {b.number} was damaged ({safe(b.reason)}); its case runs again"
              for b in records.damaged]
     return header, done, False, notes
@@ -450,7 +453,7 @@ def _warm_up(pool: WorkerPool | None, start: float) -> dict[str, float]:
 
 
 def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_for: Any,
-             pool: WorkerPool | None) -> Iterator[dict[str, Any]]:
+             pool: WorkerPool | None) -> Generator[dict[str, Any], None, None]:
     """Raw result lines of ``cases`` as they finish (``pool``'s worker processes, or this one when
     it is None: ``jobs=0``), up to ``options.batch`` of them to a session."""
     if not cases:
@@ -509,6 +512,8 @@ def _offline_artifacts(case: Any, config: CaseConfig, line: dict[str, Any]) -> N
             state["expected"] = execute(case.desc, inputs)
     except Exception as exc:
         line["message"] += f"\n(artifacts incomplete: {type(exc).__name__}: {exc})"
+    if config.run_dir is None:  # the run keeps no case folders
+        return
     try:
         line["artifacts"] = write_artifacts(config.run_dir, case.id, **state)
     except Exception as exc:

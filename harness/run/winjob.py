@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from typing import Any, Optional
 
 JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x2000
@@ -71,12 +72,12 @@ class JobObject:
         self.api = api if api is not None else kernel32()
         self.handle = self.api.CreateJobObjectW(None, None)
         if not self.handle:
-            raise OSError(ctypes.get_last_error(), "CreateJobObjectW failed")
+            raise OSError(_last_error(), "CreateJobObjectW failed")
         info = JOBOBJECT_EXTENDED_LIMIT_INFORMATION()
         info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
         if not self.api.SetInformationJobObject(self.handle, JobObjectExtendedLimitInformation, ctypes.byref(info),
                                                 ctypes.sizeof(info)):
-            error = ctypes.get_last_error()
+            error = _last_error()
             self.close()
             raise OSError(error, "SetInformationJobObject failed")
 
@@ -110,3 +111,11 @@ def new_job() -> Optional[JobObject]:
         return JobObject()
     except OSError:
         return None
+
+
+def _last_error() -> int:
+    """The calling thread's last Windows error (``ctypes.get_last_error``; 0 elsewhere, where a
+    simulated API stands in for kernel32)."""
+    if sys.platform == "win32":
+        return ctypes.get_last_error()
+    return 0
