@@ -34,8 +34,14 @@ def rows(b: Browser) -> list[list[str]]:
         tr => Array.from(tr.children).map(td => td.textContent))""")
 
 
-def settle(b: Browser, seconds: float = 0.3) -> None:
-    time.sleep(seconds)  # the search box is debounced by 120 ms
+def until(b: Browser, condition: str, what: str, limit: float = 120.0) -> None:
+    """Wait for the page state ``condition`` (a JavaScript expression) the next step reads: the
+    search box is debounced and a link's filter arrives with a hashchange event, so how long
+    either takes depends on the machine's load. ``limit`` only stops a page that never gets there."""
+    deadline = time.monotonic() + limit
+    while not b.evaluate(f"!!({condition})"):
+        assert time.monotonic() < deadline, f"{what}: not so after {limit:g} s ({condition})"
+        time.sleep(0.02)
 
 
 def test_report_loads_filters_sorts_and_shows_pictures(browser, tmp_path):
@@ -53,7 +59,7 @@ def test_report_loads_filters_sorts_and_shows_pictures(browser, tmp_path):
     # search box
     b.evaluate("""(() => { const q = document.getElementById('f-q'); q.value = 'max_pooling2';
                   q.dispatchEvent(new Event('input')); })()""")
-    settle(b)
+    until(b, "location.hash.includes('q=max_pooling2')", "the search is applied (its debounced handler writes the URL)")
     shown = rows(b)
     assert 0 < len(shown) < 120 and all("max_pooling2" in r[1] for r in shown)
     assert b.evaluate("document.getElementById('f-count').textContent").startswith(f"showing {len(shown)} of")
@@ -79,7 +85,7 @@ def test_report_loads_filters_sorts_and_shows_pictures(browser, tmp_path):
 
     # a matrix cell link filters the table to its op and dtype
     b.evaluate("document.querySelector('table.matrix a.cell').click()")
-    settle(b, 0.2)
+    until(b, "document.getElementById('f-op').value", "the matrix link's filter arrived (hashchange)")
     shown = rows(b)
     op = b.evaluate("document.getElementById('f-op').value")
     dtype = b.evaluate("document.getElementById('f-dtype').value")
@@ -87,7 +93,7 @@ def test_report_loads_filters_sorts_and_shows_pictures(browser, tmp_path):
 
     # a field cell link filters by that field's value
     b.evaluate("document.querySelector('#fields a.cell').click()")
-    settle(b, 0.2)
+    until(b, "!document.getElementById('f-tag').hidden", "the field link's filter arrived (hashchange)")
     assert not b.evaluate("document.getElementById('f-tag').hidden")
     assert 0 < len(rows(b)) < 120
 
@@ -110,7 +116,7 @@ def test_hostile_strings_stay_text_in_the_browser(browser, tmp_path):
     assert ids and all(synthetic_run.EVIL in i for i in ids)
     # the detail link of the first case still works and shows the id as text
     b.evaluate("document.querySelector('#case-table tbody a').click()")
-    settle(b, 0.2)
+    until(b, "document.querySelector('article.case:target')", "the case the link names is the target")
     assert synthetic_run.EVIL in b.evaluate("document.querySelector('article.case:target code.cid').textContent")
     b.screenshot(Path(report).parent / "report-evil.png")
 
@@ -163,19 +169,17 @@ def test_filters_are_written_to_the_url_and_read_back(browser, failing_cpu_run):
     b.evaluate("""(() => { const s = document.getElementById('f-outcome'); s.value = 'fail';
                   s.dispatchEvent(new Event('change')); const q = document.getElementById('f-q');
                   q.value = 'edge'; q.dispatchEvent(new Event('input')); })()""")
-    settle(b)
+    until(b, "location.href.includes('q=edge')", "the search is applied (its debounced handler writes the URL)")
     url = b.evaluate("location.href")
     assert "#cases?" in url and "outcome=fail" in url and "q=edge" in url
     shown = rows(b)
     b.open("about:blank")
-    b.open(url)
-    settle(b)
+    b.open(url)  # the page applies its URL's filters before its load event
     assert rows(b) == shown and b.evaluate("document.getElementById('f-outcome').value") == "fail"
     # a link to one case by id (what diff.html uses) shows that case alone
     case_id = shown[0][1]
     b.open("about:blank")  # a new hash on the same page would be no page load
     b.open((failing_cpu_run / "report.html").as_uri() + "#cases?id=" + urllib.parse.quote(case_id, safe=""))
-    settle(b)
     assert [r[1] for r in rows(b)] == [case_id]
     assert b.problems() == []
 
@@ -226,12 +230,11 @@ def test_diff_page_filters_groups_and_links_both_reports(browser, tmp_path):
     assert b.evaluate(visible) == 30
     b.evaluate("""(() => { const q = document.getElementById('d-q'); q.value = 'roi_align1';
                   q.dispatchEvent(new Event('input')); })()""")
-    settle(b)
+    until(b, "location.hash.includes('q=roi_align1')", "the diff's search is applied (its debounced handler writes the URL)")
     n = b.evaluate(visible)
     assert 0 < n < 30 and "q=roi_align1" in b.evaluate("location.hash")
     link = b.evaluate("document.querySelector('tr.drow a.runlink').href")
-    b.open(link)
-    settle(b)
+    b.open(link)  # the page applies its URL's filters before its load event
     assert len(rows(b)) == 1 and rows(b)[0][1] in link.replace("%2F", "/")
 
 
@@ -255,7 +258,6 @@ def test_failures_group_by_where_they_occur(browser, tmp_path):
     assert only and all(w.startswith("only on ") for w in where[:only])
     assert all(w.startswith("shared with ") for w in where[only:len(failing)])
     b.evaluate("""(() => { const s = document.getElementById('f-scope');
-                  s.value = 'shared with CPUExecutionProvider'; s.dispatchEvent(new Event('change')); })()""")
-    settle(b)
+                  s.value = 'shared with CPUExecutionProvider'; s.dispatchEvent(new Event('change')); })()""")  # applied at once
     assert {r[9] for r in rows(b)} == {"shared with CPUExecutionProvider"}
     assert "scope=shared" in b.evaluate("location.hash")
