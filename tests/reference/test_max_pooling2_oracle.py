@@ -161,7 +161,7 @@ def test_a_row_shaped_input_is_not_copied(monkeypatch):
 
     monkeypatch.setattr(kernel, "THREADS", 2)
     monkeypatch.setattr(kernel, "THREAD_MIN_BYTES", 0)
-    desc = max_pooling2_desc(dtype="INT8", batch=1, channels=1, spatial=(256, 65537), window=(1, 64), stride=(1, 64),
+    desc = max_pooling2_desc(dtype="INT8", batch=1, channels=1, spatial=(1024, 65537), window=(1, 64), stride=(1, 64),
                              indices="UINT32")
     validate_at(desc)
     x = np.ones(desc.input_tensor.sizes, dtype=np.int8)
