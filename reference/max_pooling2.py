@@ -532,10 +532,11 @@ def _unsettled(best: np.ndarray, lowest: np.ndarray, rules: Rules, input_tensor:
 #: per row (measured ~25 ns), which the layout's per-element copy beats below about this width.
 ROW_SCAN_MIN_WINDOW = 16
 #: Bytes of input rows one block of ``scan_rows`` reads (and of int64 indices ``_flat_indices``
-#: computes at a time): within a processor's cache, and large enough that threads spend their time
-#: in NumPy's loops rather than waiting for the interpreter lock between them (measured on 16
-#: cores: 1 MiB blocks ran 3 times slower than 4 MiB ones).
-ROW_BLOCK_BYTES = 2**22
+#: computes at a time): large enough that threads spend their time in NumPy's loops rather than
+#: waiting for the interpreter lock between them. Measured on 16 cores, the stress tier's 4 GiB
+#: int8 shape: 1.9 s with 1 MiB blocks, 0.65 s with 4 MiB, 0.54 s with 8 and 16 MiB; one thread
+#: takes the same time with any of them. A thread holds about twice a block at a time.
+ROW_BLOCK_BYTES = 2**23
 
 
 def along_rows(desc: MaxPooling2Desc, dtype: np.dtype) -> bool:
@@ -566,7 +567,8 @@ def scan_rows(input_tensor: np.ndarray, desc: MaxPooling2Desc,
     ``_flat_indices`` computes from ``_scan_layout``'s offsets), without laying the input out and
     without an array of offsets: each window is a strided view of its row, reduced in place, and
     ``_first_true`` finds where its maximum first occurs. Blocks of rows (``ROW_BLOCK_BYTES``) run
-    on ``worker_threads`` threads, each writing its own part of the outputs."""
+    on ``worker_threads`` threads, each writing its own part of the outputs. Memory beyond the
+    input: the outputs, and about one and a half blocks per thread."""
     out = desc.output_tensor.sizes
     dims, width, stride = desc.dimension_count, desc.window_size[-1], desc.strides[-1]
     rows = input_view(input_tensor, desc, (0,) * dims)[..., :1]  # (N, C, O_1..O_{D-1}, 1)
