@@ -83,15 +83,17 @@ def test_drawn_descs_equal_the_previous_kernel(case, rules):
 @st.composite
 def row_cases(draw):
     """A desc ``scan_rows`` computes (an integer type; a window of one element on every spatial axis
-    but the last, with any stride and end padding there; ``ROW_SCAN_MIN_WINDOW`` or more adjacent
-    elements along the last, any stride) and an input of few values: mostly the type's lowest
-    value (windows no element beats) or the type's extremes and zero (ties everywhere)."""
+    but the last, with any stride and end padding there; ``ROW_SCAN_MIN_BYTES`` or more of adjacent
+    elements along the last, windows side by side or apart) and an input of few values: mostly the
+    type's lowest value (windows no element beats) or the type's extremes and zero (ties everywhere)."""
     dims = draw(st.sampled_from([2, 3]))
     dtype = draw(st.sampled_from(INTEGERS))
-    width = draw(st.integers(kernel.ROW_SCAN_MIN_WINDOW, 140))
-    length = draw(st.integers(width, width + 150))
+    least = -(-kernel.ROW_SCAN_MIN_BYTES // numpy_dtype(dtype).itemsize)
+    width = draw(st.integers(least, least + 90))
+    stride = draw(st.integers(width, width + 20))
+    length = draw(st.integers(width, width + 3 * stride))
     outer = [draw(st.integers(1, 4)) for _ in range(dims - 1)]
-    strides = [draw(st.integers(1, 3)) for _ in range(dims - 1)] + [draw(st.integers(1, 80))]
+    strides = [draw(st.integers(1, 3)) for _ in range(dims - 1)] + [stride]
     end = [draw(st.integers(0, s - 1)) for s in strides[:-1]] + [0]
     shape = (draw(st.integers(1, 2)), draw(st.integers(1, 2)), *outer, length)
     try:
