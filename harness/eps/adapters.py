@@ -15,8 +15,8 @@ into an ``EpSpec`` whose ``holder`` names the adapter class that makes the EP us
   sessions itself (``holds_sessions``).
 
 The interface the session layer uses (``harness.eps.session``, ``harness.eps.gpu``) is four
-methods of ``EpAdapter``; a new way of holding an EP is a class with them, registered in
-``ADAPTERS``:
+methods of ``EpAdapter`` (the classes live in ``harness.eps.holders`` and are re-exported here);
+a new way of holding an EP is a class with them, registered in ``ADAPTERS``:
 
 - ``prepare()``: make the EP usable in this process (idempotent); ``EpNotAvailable`` if it cannot;
 - ``attach(session_options)``: put the EP on the session options and return the ``providers=``
@@ -38,120 +38,17 @@ plugin library is registered once per worker).
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
 
 from ep_testbed.harness.core.installed import ort_flavour, ort_version
 
 from . import devices as devices_mod
 from . import plugins
-from .devices import EpDevice, SelectorError
 from .dml_wine import adapter as dml_wine
-from .providers import ALIASES, EpNotAvailable, EpSpec, alias_of, check_provider_options, providers_arg, resolve_ep
+from .holders import BuiltInAdapter, EpAdapter, PluginAdapter
+from .providers import ALIASES, EpNotAvailable, EpSpec, alias_of, check_provider_options, resolve_ep
 
 #: The ``--ep`` prefix that names a plugin package.
 PLUGIN_PREFIX = "plugin:"
-
-
-class EpAdapter:
-    """How one ``EpSpec``'s EP is held (module docstring); subclasses set ``holder``."""
-
-    holder: ClassVar[str] = ""
-    #: Whether the EP runs on an emulated device (expectations scoped to one hold, ``emulated_device``).
-    emulated: ClassVar[bool] = False
-
-    def __init__(self, spec: EpSpec):
-        """``spec``: the EP this adapter makes usable."""
-        self.spec = spec
-        self._chosen: tuple[EpDevice, Any] | None = None
-
-    def prepare(self) -> None:
-        """Make the EP usable in this process (idempotent)."""
-
-    def device(self) -> EpDevice | None:
-        """The ORT device the EP runs on (``--ep-device``'s choice), or None."""
-        chosen = self._choice()
-        return chosen[0] if chosen else None
-
-    def attach(self, session_options: Any) -> list[Any] | None:
-        """Put the EP on ``session_options``; the ``providers=`` argument for ``InferenceSession``."""
-        chosen = self._choice()
-        if chosen is None:
-            return providers_arg(self.spec)
-        session_options.add_provider_for_devices([chosen[1]], dict(self.spec.options))
-        return None
-
-    def describe(self) -> dict[str, Any]:
-        """How the EP is held, as the run header records it."""
-        return {"holder": self.holder}
-
-    def _choice(self) -> tuple[EpDevice, Any] | None:
-        """``(device, ORT's device)`` chosen by the spec's selector (cached), or None without one."""
-        if self._chosen is None and self.spec.device is not None:
-            self.prepare()
-            pairs = devices_mod.read_pairs()
-            try:
-                chosen = devices_mod.select([d for d, _ in pairs], self.spec.provider, self.spec.device)
-            except SelectorError as exc:
-                raise EpNotAvailable(str(exc)) from None
-            self._chosen = next((d, raw) for d, raw in pairs if d == chosen)
-        return self._chosen
-
-
-class BuiltInAdapter(EpAdapter):
-    """An EP compiled into the installed ONNX Runtime, found by name."""
-
-    holder = "built-in"
-
-    def describe(self) -> dict[str, Any]:
-        """The wheel that holds the EP."""
-        return {"holder": self.holder, "distribution": ort_flavour(), "version": ort_version()}
-
-
-class PluginAdapter(EpAdapter):
-    """A plugin EP library, registered with ONNX Runtime in each process, attached through its device."""
-
-    holder = "plugin"
-
-    def prepare(self) -> None:
-        """Register the library in this process (once)."""
-        plugins.register(str(self.spec.library), self._what())
-
-    def _what(self) -> str:
-        """How the user named the EP, for messages."""
-        return f"--ep plugin:{self.spec.package}" if self.spec.package else f"--ep-library {self.spec.library}"
-
-    def _choice(self) -> tuple[EpDevice, Any]:
-        """The selector's device, else the EP's only device; ``EpNotAvailable`` for none or several."""
-        if self.spec.device is not None:
-            return super()._choice()  # type: ignore[return-value]
-        if self._chosen is None:
-            self.prepare()
-            pairs = devices_mod.read_pairs()
-            mine = [(d, raw) for d, raw in pairs if d.ep == self.spec.provider]
-            if len(mine) != 1:
-                raise EpNotAvailable(self._no_single_device([d for d, _ in mine], [d for d, _ in pairs]))
-            self._chosen = mine[0]
-        return self._chosen
-
-    def _no_single_device(self, mine: list[EpDevice], every: list[EpDevice]) -> str:
-        """The one-line refusal when the EP lists no device, or several and no ``--ep-device``."""
-        ep = self.spec.provider
-        if mine:
-            return (f"{self._what()}: ONNX Runtime lists {len(mine)} devices for {ep} ({devices_mod.listing(mine)}); "
-                    "pass --ep-device INDEX or KEY=VALUE to choose one")
-        others = sorted({d.ep for d in every})
-        rule = plugins.KNOWN_PACKAGES.get(self.spec.package or "")
-        hint = f" ({rule.no_device})" if rule and rule.no_device else ""
-        return (f"{self._what()}: the plugin registered, but ONNX Runtime lists no device for {ep} on this "
-                f"machine{hint}; it lists devices for: {', '.join(others) or 'no EP'}. Fix: run on hardware "
-                f"the plugin supports (`ep-testbed devices` shows what ONNX Runtime sees)")
-
-    def describe(self) -> dict[str, Any]:
-        """The library, the package it came from and its version."""
-        data: dict[str, Any] = {"holder": self.holder, "library": self.spec.library}
-        if self.spec.package:
-            data.update(package=self.spec.package, version=self.spec.package_version)
-        return data
 
 
 #: ``EpSpec.holder`` -> its adapter class.

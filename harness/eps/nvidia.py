@@ -19,10 +19,12 @@ record's ``selection`` says when the choice rests on that order.
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 from typing import Any, Callable, Optional
 
-#: The EPs whose device is a CUDA device numbered by ``device_id``.
+#: The EPs whose device is a CUDA device numbered by ``device_id``: those whose record in
+#: ``harness.eps.registry`` reads its device here (``cuda_record``).
 CUDA_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider")
 #: The fields asked of ``nvidia-smi --query-gpu``, in this order.
 FIELDS = ("index", "name", "pci.bus_id", "driver_version", "uuid", "memory.total")
@@ -111,3 +113,27 @@ def words(data: dict[str, Any], runtime: str) -> str:
     adapter = data.get("adapter") or {}
     return (f"{adapter.get('description')} (pci {adapter.get('pci_bus_id')}), driver {adapter.get('driver_version')}, "
             f"{str(data.get('selection') or '').split(' (')[0]}, {runtime}")
+
+
+def cuda_record(ep: Any, ort: dict[str, str]) -> dict[str, Any]:
+    """The identity record of a built-in CUDA-family EP's GPU (``cuda_identity``, ``device_id``
+    counted as CUDA counts under ``CUDA_VISIBLE_DEVICES``); ``source`` none with the reason when
+    nvidia-smi cannot tell, and for a plugin, whose device ONNX Runtime's device list names."""
+    if ep.holder != "built-in":
+        return {"source": "none", "adapter": None, "onnxruntime": ort}
+    try:
+        gpus = read_gpus()
+    except NvidiaSmiError as exc:
+        return {"source": "none", "adapter": None, "onnxruntime": ort, "note": str(exc)}
+    return cuda_identity(ep.options, gpus, os.environ.get("CUDA_VISIBLE_DEVICES"), ort)
+
+
+def unlisted_gpus() -> list[dict[str, str]]:
+    """The GPUs ``ep-testbed devices`` lists under a CUDA-family EP that ONNX Runtime lists no device
+    for (``read_gpus``, looked up when called); ``NvidiaSmiError`` as it raises."""
+    return read_gpus()
+
+
+def listing_line(gpu: dict[str, str]) -> str:
+    """One GPU of ``read_gpus`` as ``ep-testbed devices`` lists it (index, name, PCI bus, driver)."""
+    return f"{gpu['index']}: {gpu['name']} pci {gpu['pci.bus_id']}, driver {gpu['driver_version']}"

@@ -45,7 +45,7 @@ from typing import Any
 from ep_testbed.harness.core.installed import ort_flavour, ort_version
 from ep_testbed.harness.core.terminal import safe
 
-from .providers import EpNotAvailable
+from .spec import EpNotAvailable
 
 #: The Python API a plugin EP run needs, as (owner, attribute): registration, the device list and
 #: attaching a device (ONNX Runtime 1.23), and the graph assignment info (1.24.1), without which

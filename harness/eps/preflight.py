@@ -12,7 +12,7 @@ fix):
    minimum ONNX Runtime met, the library registered; then ONNX Runtime's device list for the
    EP, the device ``--ep-device`` chose (a selector naming none or several is fatal, naming the
    candidates; a plugin EP with no device is fatal);
-3. DirectML: the DXGI adapters (``harness.eps.gpu``): ``device_id`` a whole number within them, the
+3. DirectML: the DXGI adapters (``harness.eps.dxgi``): ``device_id`` a whole number within them, the
    chosen adapter not the Microsoft Basic Render Driver (ORT's dml_provider_factory.cc refuses it
    with ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER), a hardware adapter at all, DirectML.dll found,
    and whether ORT's device list names the same adapter;
@@ -36,6 +36,7 @@ from . import placement as placement_mod
 from .adapters import PLUGIN_PREFIX, adapter_for, resolve
 from .devices import from_json_list
 from .dml_wine import adapter as dml_wine
+from .dxgi import KNOWN_HRESULTS, check_adapters, check_cross
 from .gpu import identity, ort_view
 from .plugins import KNOWN_PACKAGES
 from .providers import ALIASES, DML_WINE_HINT, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
@@ -47,13 +48,6 @@ WHEELS = {"DmlExecutionProvider": "onnxruntime-directml", "OpenVINOExecutionProv
           "QNNExecutionProvider": "onnxruntime-qnn", "WebGpuExecutionProvider": "onnxruntime-webgpu"}
 #: The plugin package that brings an EP beside any onnxruntime wheel (the other fix a missing EP names).
 PLUGIN_PACKAGES = {"WebGpuExecutionProvider": "onnxruntime-ep-webgpu", "OpenVINOExecutionProvider": "onnxruntime-ep-openvino"}
-#: HRESULTs ORT's DirectML EP raises while choosing the adapter, and what they mean.
-KNOWN_HRESULTS = {
-    "887A0002": "DXGI_ERROR_NOT_FOUND: no adapter at that device_id (IDXGIFactory::EnumAdapters1)",
-    "C0262002": "ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER: the adapter is the Microsoft Basic Render Driver, "
-                "which the DirectML EP refuses",
-    "887A0004": "DXGI_ERROR_UNSUPPORTED: the adapter cannot create a Direct3D 12 device at feature level 11_0",
-}
 
 
 @dataclass
@@ -156,38 +150,6 @@ def check_devices(result: Preflight, ep: EpSpec) -> None:
     elif chosen is None:
         result.add("warn", f"ONNX Runtime lists {len(mine)} devices for {ep.provider} and the EP picks one itself: "
                            "pass --ep-device INDEX or KEY=VALUE so that results name the device")
-
-
-def check_adapters(result: Preflight, ep: EpSpec, record: dict[str, Any]) -> bool:
-    """Finding 3 (DirectML): the adapter ``device_id`` names (or the default) is usable."""
-    result.gpu = record
-    if record.get("source") != "dxgi":
-        return result.add("warn", f"adapters not read: {record.get('note')}")
-    for adapter in record.get("adapters", []):
-        flag = " (software: Microsoft Basic Render Driver)" if adapter.get("software") else ""
-        result.add("ok", f"adapter {adapter['index']}: {adapter['description']} [{adapter['vendor_id'][2:]}:"
-                         f"{adapter['device_id'][2:]}] driver {adapter.get('driver_version') or '?'}{flag}")
-    if record.get("problem"):
-        hardware = [a for a in record.get("adapters", []) if not a.get("software")]
-        hint = ("; hardware adapters: " + ", ".join(f"device_id={a['index']} ({a['description']})" for a in hardware)
-                if hardware else "; install a GPU driver (the DirectML EP needs a Direct3D 12 hardware adapter)")
-        return result.add("fatal", f"{record['problem']}. Fix: pass --ep-option device_id=N for a hardware adapter"
-                                   f"{hint}")
-    chosen = record["adapter"]
-    if chosen.get("software"):
-        return result.add("fatal", f"device_id={chosen['index']} is the Microsoft Basic Render Driver (WARP), which "
-                                   "the DirectML EP refuses (ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER). Fix: pick a "
-                                   "hardware adapter's device_id from the list above")
-    result.add("ok", f"uses {chosen['description']}: {record['selection']}")
-    if not (ep.options or {}).get("device_id") and sum(not a.get("software") for a in record["adapters"]) > 1:
-        result.add("warn", "several hardware adapters and no device_id: results name a guessed adapter; pass "
-                           "--ep-option device_id=N")
-    dml = record.get("directml")
-    if dml:
-        result.add("ok", f"DirectML.dll {dml.get('version') or '(version unread)'} at {dml['path']}")
-    else:
-        result.add("warn", "DirectML.dll not found next to onnxruntime or in System32")
-    return True
 
 
 def explain(error: str) -> str:
@@ -305,13 +267,3 @@ def check_wine_host(result: Preflight, ep: EpSpec) -> bool:
                        "algorithms, not hardware numerics; float16 nodes are declined on this device")
     canary = adapter.check_canary()
     return result.add("ok" if canary.ok else "fatal", canary.message)
-
-
-def check_cross(result: Preflight, record: dict[str, Any]) -> None:
-    """DirectML: a warning when ORT's device list and DXGI name different adapters (``gpu.cross_check``)."""
-    check = record.get("cross_check") or {}
-    if check.get("status") == "disagree":
-        result.add("warn", "DXGI and ONNX Runtime's device list disagree on the adapter: "
-                           + "; ".join(check.get("details", [])))
-    elif check.get("status") == "agree":
-        result.add("ok", "ONNX Runtime's device list names the same adapter as DXGI")

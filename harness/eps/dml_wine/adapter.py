@@ -35,14 +35,17 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 import onnx
 
+from ep_testbed.harness.core.terminal import safe
+
 from .. import placement as placement_mod
-from ..ep_run import EpRun, SessionError, current_cases
-from ..providers import EpNotAvailable, EpSpec, SessionSettings, config_entries
+from ..ep_run import EpRun, SessionError, current_cases, first_line
+from ..holders import EpAdapter
+from ..spec import EpNotAvailable, EpSpec, SessionSettings, config_entries
 from . import canary
 from .host import SETUP_COMMAND, DmlWineHost, HostCrashed, HostError, HostRun, HostTimeout, read_host_json
 
@@ -114,18 +117,18 @@ def stale_partition(model: onnx.ModelProto, assignment: Mapping[str, str] | None
     return largest if largest >= REUSED_COMMAND_LIST_NODES else 0
 
 
-class WineDmlAdapter:
+class WineDmlAdapter(EpAdapter):
     """Holds ``--ep dml-wine`` in this process: a ``DmlWineHost`` started on first use, replaced
-    after it crashes or hangs. Implements the adapter interface of ``harness.eps.adapters``."""
+    after it crashes or hangs. Implements the adapter interface of ``harness.eps.holders``."""
 
     holder: ClassVar[str] = EP_NAME
     holds_sessions: ClassVar[bool] = True
     #: vkd3d on Mesa's lavapipe: a Direct3D 12 device emulated on the CPU.
     emulated: ClassVar[bool] = True
 
-    def __init__(self, spec: EpSpec):
-        """``spec``: ``--ep dml-wine`` with its ``--ep-option`` values."""
-        self.spec = spec
+    def __init__(self, spec: EpSpec, record: Any = None):
+        """``spec``: ``--ep dml-wine`` with its ``--ep-option`` values; ``record``: its EP record."""
+        super().__init__(spec, record)
         self._host: DmlWineHost | None = None
         self._setup: dict[str, Any] | None = None
         #: The last host's hello: the device, DirectML's and ONNX Runtime's versions, which stay
@@ -133,6 +136,16 @@ class WineDmlAdapter:
         self._hello: dict[str, Any] | None = None
 
     # -- the adapter interface -----------------------------------------------------------------
+    @classmethod
+    def spec_for(cls, record: Any, options: dict[str, str], *, library: str | None = None,
+                 device: str | None = None) -> EpSpec:
+        """The spec of ``--ep dml-wine`` (``spec``): the host holds DirectML, so neither
+        ``--ep-library`` nor ``--ep-device`` (``EpNotAvailable``)."""
+        if library or device is not None:
+            raise EpNotAvailable(f"--ep {EP_NAME} holds DirectML in its Wine host: it takes neither "
+                                 "--ep-library nor --ep-device (--ep-option device_id=N picks the DXGI adapter)")
+        return spec(options)
+
     def prepare(self) -> None:
         """Check the set-up home and the options (no host is started: that is the first session's)."""
         unknown = sorted(set(self.spec.options) - set(OPTIONS))
@@ -155,6 +168,31 @@ class WineDmlAdapter:
     def device(self) -> None:
         """ONNX Runtime's device list of this process knows nothing of the host's device."""
         return None
+
+    def found(self) -> None:
+        """No line of its own: the preflight's next check starts the host (``preflight``)."""
+        return None
+
+    def identity(self, ort: dict[str, str]) -> dict[str, Any]:
+        """The host's device record (``identity_record``; the host's ONNX Runtime, not ``ort``)."""
+        return self.identity_record()
+
+    def preflight(self, result: Any, read: Callable[[], dict[str, Any]]) -> bool:
+        """The EP's own checks: the host starts and names its device, DirectML and ONNX Runtime
+        (``read()``, the run header's record), and the canary (outputs known and non-zero) comes
+        back exact; a host that computes wrong results (stock vkd3d 1.6: zeros with a successful
+        Run) is fatal, naming the fix."""
+        try:
+            result.gpu = read()
+        except SessionError as exc:
+            return result.add("fatal", f"the DirectML host did not start: {first_line(exc.cause)}")
+        emulation = result.gpu.get("emulation") or {}
+        result.add("ok", f"DirectML host: {result.gpu.get('summary')}")
+        result.add("warn", f"emulated device: Wine {emulation.get('wine')}, vkd3d {emulation.get('vkd3d')}, Mesa "
+                           f"{emulation.get('mesa')} (lavapipe); results are DirectML's and the DirectML EP's own "
+                           "algorithms, not hardware numerics; float16 nodes are declined on this device")
+        canary = self.check_canary()
+        return result.add("ok" if canary.ok else "fatal", canary.message)
 
     def describe(self) -> dict[str, Any]:
         """How the EP is held: the host program, the wheel its DLLs came from, the device path."""
@@ -276,6 +314,19 @@ class WineDmlAdapter:
                  "software": bool(a.get("software")), "dedicated_video_memory": a.get("dedicated_video_memory"),
                  "chosen": a.get("index") == chosen, "emulated": True}
                 for a in hello.get("adapters") or []]
+
+    def hosted_words(self, adapters: list[dict[str, Any]]) -> list[str]:
+        """``ep-testbed devices``' lines for ``hosted_devices``: the host's adapters, each marked as
+        the emulated device it is."""
+        lines = [f"{safe(self.spec.provider)} under Wine (--ep {EP_NAME}): its Wine host's DXGI lists {len(adapters)} "
+                 "adapter(s), which this process's ONNX Runtime cannot see (--ep-option device_id=N picks one):"]
+        for a in adapters:
+            memory = a.get("dedicated_video_memory")
+            size = f", {int(memory) // 2**20} MiB" if isinstance(memory, int) and memory > 0 else ""
+            lines.append(f"  {safe(a.get('index'))}: {safe(a.get('description'))} [{safe(str(a.get('vendor_id'))[2:])}:"
+                         f"{safe(str(a.get('device_id'))[2:])}]{size}, an emulated Direct3D 12 device (vkd3d on Mesa's "
+                         "lavapipe): not a hardware result" + ("  <- device_id chooses this" if a.get("chosen") else ""))
+        return lines
 
     def identity_record(self) -> dict[str, Any]:
         """The run header's device record: the emulated adapter as the host's DXGI sees it,
