@@ -4,8 +4,8 @@
 second or more before ``cli.main`` exists to catch an interrupt, and Python's default would print
 a ``KeyboardInterrupt`` traceback there (and SIGTERM would kill the process without a word). This
 module imports only the standard library (and ``core.walltime``, which does too: the command's
-clock, stamped first; and, for ``--ep dml-wine``, ``eps.dml_wine.early``, which starts the
-DirectML host while the rest imports), makes SIGINT and SIGTERM raise, then imports the
+clock, stamped first; and ``eps.early_start``, which for ``--ep dml-wine`` starts the DirectML
+host while the rest imports), makes SIGINT and SIGTERM raise, then imports the
 command line and runs ``cli.main``, which takes over with its own guard
 (``core.exit_codes``). An interrupt before that is exit 130 (SIGINT) or 143 (SIGTERM) with one line
 on stderr, as ``core.exit_codes`` documents for every command.
@@ -60,13 +60,13 @@ def _wait_for_test() -> None:
 
 
 def start_host_early(argv: list[str]) -> None:
-    """A command that will hold ``--ep dml-wine`` in this process starts its DirectML host now, in
-    the background, so that Wine starts while the project imports (``eps.dml_wine.early``: the
-    standard library only; any other command imports nothing for it)."""
-    if any("dml-wine" in arg for arg in argv):
-        from ep_testbed.harness.eps.dml_wine import early
+    """A command that will hold an EP whose holder starts a process of its own (``--ep dml-wine``:
+    the DirectML host) starts it now, in the background, so that it starts while the project
+    imports (``eps.early_start``: the standard library only; any other command imports nothing
+    more for it)."""
+    from ep_testbed.harness.eps import early_start
 
-        early.start_early(argv)
+    early_start.start(argv)
 
 
 def _interrupt_behind(exc: BaseException | None) -> BaseException | None:

@@ -12,13 +12,15 @@ driver). Plugin EPs list devices only once registered, so:
 - ``--from FILE`` reads a recorded list instead (this command's ``--json`` output from another
   machine), to try a selector against it.
 
-ONNX Runtime lists no device for its built-in CUDA-family EPs (onnxruntime-gpu's CUDA and TensorRT
-EPs): where one of them is available and unlisted, the GPUs ``nvidia-smi`` lists are shown under it
-(``harness.eps.nvidia``; ``--ep-option device_id=N`` picks one, counted as CUDA counts them).
+ONNX Runtime lists no device for some built-in EPs; an EP's record says where their devices are
+listed instead (``unlisted_devices``: for the CUDA-family EPs, onnxruntime-gpu's CUDA and TensorRT
+EPs, the GPUs ``nvidia-smi`` lists, ``harness.eps.nvidia``; ``--ep-option device_id=N`` picks one,
+counted as CUDA counts them): where such an EP is available and unlisted, they are shown under it.
 
-An EP whose sessions live in another process lists that process's devices too: ``--ep dml-wine``
-shows the adapters its Wine host's DXGI lists (this process's ONNX Runtime cannot see them), each
-marked as the emulated device it is (``hosted``).
+An EP whose sessions live in another process lists that process's devices too, as its adapter
+words them (``hosted_devices``, ``hosted_words``): ``--ep dml-wine`` shows the adapters its Wine
+host's DXGI lists (this process's ONNX Runtime cannot see them), each marked as the emulated
+device it is (``hosted``).
 
 ``--json`` prints one JSON document (``onnxruntime``, ``plugins``, ``devices``, ``chosen``, and
 ``nvidia_smi`` / ``hosted`` when read): the form recorded device lists take. Exit codes: 0 listed, 2 bad usage, an EP or plugin refused, a
@@ -36,10 +38,10 @@ from ep_testbed.harness.core.installed import ort_flavour, ort_version
 from ep_testbed.harness.core.terminal import safe
 from ep_testbed.harness.core.untrusted_files import FileRefused, read_json
 from ep_testbed.harness.eps import devices as devices_mod
-from ep_testbed.harness.eps import nvidia, plugins
-from ep_testbed.harness.eps.adapters import PLUGIN_PREFIX, adapter_for
+from ep_testbed.harness.eps import plugins, registry
+from ep_testbed.harness.eps.adapters import PLUGIN_PREFIX, PluginAdapter, adapter_for
 from ep_testbed.harness.eps.devices import EpDevice, SelectorError
-from ep_testbed.harness.eps.providers import ALIASES, EpNotAvailable
+from ep_testbed.harness.eps.providers import EpNotAvailable
 from ep_testbed.harness.eps.session import SessionError
 
 from .common import usage_error
@@ -88,7 +90,7 @@ def _live(args: argparse.Namespace) -> tuple[list[EpDevice], list[dict[str, Any]
         return devices_mod.read_devices(), registered, None, None
     ep = parse_ep_args(args)
     held = adapter_for(ep).describe()
-    entry = [dict(held, ep_names=[ep.provider], status="registered")] if ep.holder == "plugin" else []
+    entry = [dict(held, ep_names=[ep.provider], status="registered")] if ep.holder == PluginAdapter.holder else []
     chosen = adapter_for(ep).device() if ep.device is not None else None
     return devices_mod.read_devices(), entry, ep.provider, chosen
 
@@ -104,19 +106,24 @@ def _recorded(args: argparse.Namespace) -> tuple[list[EpDevice], list[dict[str, 
     except ValueError as exc:
         raise FileRefused(args.from_file, f"not a device list: {exc}",
                           hint="record one with `ep-testbed devices --json > devices.json`") from None
-    provider = ALIASES.get(args.ep.strip().lower(), args.ep.strip()) if args.ep else None
+    provider = registry.aliases().get(args.ep.strip().lower(), args.ep.strip()) if args.ep else None
     chosen = devices_mod.select(recorded, provider, args.ep_device) if provider and args.ep_device else None
     return recorded, [], provider, chosen
 
 
-def hosted(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+def hosted(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]] | None:
     """The devices of an EP whose sessions live in another process, as that process lists them
-    (DirectML under Wine: the Wine host's DXGI adapters, emulated), or None for any other EP
+    (its adapter's ``hosted_devices``: DirectML under Wine, the Wine host's DXGI adapters,
+    emulated) and the lines that list them (``hosted_words``), or None for any other EP
     (``SessionError`` when that process cannot start)."""
     if args.from_file or args.ep is None:
         return None
-    listing = getattr(adapter_for(parse_ep_args(args)), "hosted_devices", None)
-    return None if listing is None else listing()
+    adapter = adapter_for(parse_ep_args(args))
+    listing, words = getattr(adapter, "hosted_devices", None), getattr(adapter, "hosted_words", None)
+    if listing is None or words is None:
+        return None
+    found = listing()
+    return found, words(found)
 
 
 def devices_command(args: argparse.Namespace) -> int:
@@ -130,52 +137,58 @@ def devices_command(args: argparse.Namespace) -> int:
         return usage_error(f"{provider}: {exc}")
     if provider is not None:
         listed = devices_mod.of_ep(listed, provider)
-    gpus = None if args.from_file else cuda_gpus(listed, provider)
+    unlisted = {} if args.from_file else unlisted_devices(listed, provider)
     if args.json:
         print(json.dumps({"onnxruntime": None if args.from_file else {"distribution": ort_flavour(),
                                                                        "version": ort_version()},
                           "plugins": found, "devices": [d.to_json() for d in listed],
                           "chosen": chosen.to_json() if chosen else None,
-                          **({"nvidia_smi": gpus} if gpus else {}),
-                          **({"hosted": elsewhere} if elsewhere is not None else {})}, indent=1))
+                          **{listing.key: gpus for listing, gpus in unlisted.items()},
+                          **({"hosted": elsewhere[0]} if elsewhere is not None else {})}, indent=1))
         return exit_codes.OK
     _print_listing(listed, found, chosen, args.from_file)
-    if elsewhere is not None:
-        _print_hosted(provider, elsewhere)
-    for name, entries in (gpus or {}).items():
-        print(f"{name}: ONNX Runtime lists no device; nvidia-smi lists (--ep-option device_id=N picks one):")
-        print("\n".join(f"  {safe(g['index'])}: {safe(g['name'])} pci {safe(g['pci.bus_id'])}, driver "
-                        f"{safe(g['driver_version'])}" for g in entries) if isinstance(entries, list)
-              else f"  {safe(entries)}")
+    for line in elsewhere[1] if elsewhere is not None else []:
+        print(line)
+    for listing, gpus in unlisted.items():
+        _print_unlisted(listing, gpus)
     return exit_codes.OK
 
 
-def _print_hosted(provider: str | None, adapters: list[dict[str, Any]]) -> None:
-    """The devices the EP's own host process lists (``hosted``), each marked emulated."""
-    print(f"{safe(provider)} under Wine (--ep dml-wine): its Wine host's DXGI lists {len(adapters)} adapter(s), which "
-          "this process's ONNX Runtime cannot see (--ep-option device_id=N picks one):")
-    for a in adapters:
-        memory = a.get("dedicated_video_memory")
-        size = f", {int(memory) // 2**20} MiB" if isinstance(memory, int) and memory > 0 else ""
-        print(f"  {safe(a.get('index'))}: {safe(a.get('description'))} [{safe(str(a.get('vendor_id'))[2:])}:"
-              f"{safe(str(a.get('device_id'))[2:])}]{size}, an emulated Direct3D 12 device (vkd3d on Mesa's lavapipe): "
-              "not a hardware result" + ("  <- device_id chooses this" if a.get("chosen") else ""))
+def _print_unlisted(listing: registry.DeviceListing, found: dict[str, Any]) -> None:
+    """Per EP, the devices ``listing``'s tool lists where ONNX Runtime lists none (or why it could not tell)."""
+    for name, entries in found.items():
+        print(f"{name}: ONNX Runtime lists no device; {listing.tool} lists (--ep-option device_id=N picks one):")
+        print("\n".join(f"  {safe(listing.line(g))}" for g in entries) if isinstance(entries, list)
+              else f"  {safe(entries)}")
+
+
+def unlisted_devices(listed: list[EpDevice], provider: str | None) -> dict[registry.DeviceListing, dict[str, Any]]:
+    """Per listing (an EP record's ``unlisted_devices``: nvidia-smi for the CUDA-family EPs), per
+    available EP whose record names it and that ORT lists no device for (only ``provider`` when
+    given): the devices it lists, or why it could not tell."""
+    import onnxruntime  # loaded on first use, as the rest of the CLI does
+
+    available = onnxruntime.get_available_providers()
+    wanted: dict[registry.DeviceListing, list[str]] = {}
+    for record in registry.records():
+        p = record.provider
+        if record.unlisted_devices and p in available and provider in (None, p) and not any(d.ep == p for d in listed):
+            wanted.setdefault(record.unlisted_devices, []).append(p)
+    found: dict[registry.DeviceListing, dict[str, Any]] = {}
+    for listing, providers in wanted.items():
+        try:
+            devices: Any = listing.read()
+        except listing.error as exc:
+            devices = str(exc)
+        found[listing] = dict.fromkeys(dict.fromkeys(providers), devices)
+    return found
 
 
 def cuda_gpus(listed: list[EpDevice], provider: str | None) -> dict[str, Any]:
-    """Per available built-in CUDA-family EP that ORT lists no device for (only ``provider`` when
-    given): nvidia-smi's GPUs, or why it could not tell."""
-    import onnxruntime  # loaded on first use, as the rest of the CLI does
-
-    unlisted = [p for p in nvidia.CUDA_PROVIDERS if p in onnxruntime.get_available_providers()
-                and provider in (None, p) and not any(d.ep == p for d in listed)]
-    if not unlisted:
-        return {}
-    try:
-        gpus: Any = nvidia.read_gpus()
-    except nvidia.NvidiaSmiError as exc:
-        gpus = str(exc)
-    return {p: gpus for p in unlisted}
+    """Per available EP that ORT lists no device for and whose record says where its devices are
+    listed instead (the CUDA family: nvidia-smi; only ``provider`` when given): those devices, or
+    why they could not be read (``unlisted_devices``, every listing together)."""
+    return {p: devices for found in unlisted_devices(listed, provider).values() for p, devices in found.items()}
 
 
 def _print_listing(listed: list[EpDevice], found: list[dict[str, Any]], chosen: EpDevice | None,

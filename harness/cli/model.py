@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from ep_testbed.graphs import attributed_op_types
+from ep_testbed.harness.eps.registry import DEFAULT_EP
 
 from .model_command import DEMO_TIMEOUT, demo_command, run_command
 from .options import add_ep_options, add_out, add_overwrite, add_seed, add_timeout, add_tolerance_options, count
@@ -63,7 +64,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     """The flags ``model run`` and ``model demo`` share (EPs, seed, output folder, session, reading, tolerances)."""
     add_ep_options(p.add_argument)
-    p.add_argument("--reference-ep", default="cpu", help="EP whose outputs are the reference (default cpu)")
+    p.add_argument("--reference-ep", default=DEFAULT_EP, help=f"EP whose outputs are the reference (default {DEFAULT_EP})")
     add_seed(p.add_argument, "input seed")
     add_out(p.add_argument, "runs/model-<name>-<ep>-<UTC time>")
     add_overwrite(p.add_argument, "what --out (and --save-baseline) already hold")

@@ -54,6 +54,7 @@ from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.core.rerun import TIME_FIELD
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
+from ep_testbed.harness.eps import registry
 from ep_testbed.harness.eps.adapters import emulated, ep_package, resolve, runtime_version
 from ep_testbed.harness.eps.packing import default_batch, default_jobs
 from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options
@@ -72,7 +73,7 @@ class OptionError(ValueError):
     """A shared option's value is unusable; the message says which flag, why and what to do."""
 
 
-def add_ep_options(add: AddOption, *, graph_opt: bool = True, ep_default: str | None = "cpu") -> None:
+def add_ep_options(add: AddOption, *, graph_opt: bool = True, ep_default: str | None = registry.DEFAULT_EP) -> None:
     """Register ``--ep`` (default ``ep_default``), ``--ep-option``, ``--ep-library``, ``--ep-device``
     and (unless ``graph_opt`` is False) ``--graph-opt``."""
     add("--ep", default=ep_default,
@@ -126,7 +127,7 @@ def parse_also_on(value: str | None, ep: EpSpec) -> EpSpec | None:
         if ep.is_cpu:
             return None
         try:
-            return parse_ep("cpu")
+            return parse_ep(registry.DEFAULT_EP)
         except OptionError:  # an ONNX Runtime build without the CPU EP: nothing to compare with
             return None
     other = parse_ep(value)
@@ -468,7 +469,7 @@ def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
         """The option ``name`` of ``args``, or ``default`` where the front end has no such flag."""
         return getattr(args, name, default)
 
-    ep = parse_ep(get("ep", "cpu"), get("ep_option") or [], get("ep_library"), get("ep_device"))
+    ep = parse_ep(get("ep", registry.DEFAULT_EP), get("ep_option") or [], get("ep_library"), get("ep_device"))
     tolerances = parse_tolerances(get("tolerances"), get("tol") or [])
     precision = parse_precision(get("precision_model"), bool(get("strict_tolerance", False)))
     ops = parse_ops(get("ops"))

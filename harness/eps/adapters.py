@@ -1,35 +1,12 @@
-"""EP adapters: one per way of holding an execution provider, so the session layer need not know which.
+"""EP adapters: which one holds an EP in this process, and the ``--ep`` flags turned into a spec.
 
 A run names its EP with ``--ep`` (and ``--ep-library``, ``--ep-device``); ``resolve`` turns that
-into an ``EpSpec`` whose ``holder`` names the adapter class that makes the EP usable in a process:
-
-- ``BuiltInAdapter`` (``holder="built-in"``): an EP compiled into the installed ONNX Runtime
-  wheel, found by name in ``get_available_providers()``. Sessions list it in ``providers=``; with
-  ``--ep-device`` they attach that device of ORT's device list instead.
-- ``PluginAdapter`` (``holder="plugin"``): a plugin library (``--ep NAME --ep-library PATH``, or
-  ``--ep plugin:PACKAGE[:EP_NAME]`` whose package gives the library path and EP names),
-  registered in each process that builds a session, attached through the device it lists
-  (``--ep-device``, or its only device).
-- ``WineDmlAdapter`` (``holder="dml-wine"``, ``--ep dml-wine``; ``harness.eps.dml_wine.adapter``):
-  ONNX Runtime's real DirectML EP in a Windows host process under Wine; it builds and runs the
-  sessions itself (``holds_sessions``).
-
-The interface the session layer uses (``harness.eps.session``, ``harness.eps.gpu``) is four
-methods of ``EpAdapter`` (the classes live in ``harness.eps.holders`` and are re-exported here);
-a new way of holding an EP is a class with them, registered in ``ADAPTERS``:
-
-- ``prepare()``: make the EP usable in this process (idempotent); ``EpNotAvailable`` if it cannot;
-- ``attach(session_options)``: put the EP on the session options and return the ``providers=``
-  argument of ``InferenceSession`` (None when the EP was attached through a device);
-- ``device()``: the ORT device the EP runs on (``harness.eps.devices.EpDevice``), None when ORT
-  has no device list or the EP picks its own; ``EpNotAvailable`` when a device is needed and the
-  choice fails;
-- ``describe()``: how the EP is held, for the run header (``ep_held_by``).
-
-An adapter whose EP lives outside this process's ONNX Runtime also sets ``holds_sessions`` and
-provides ``run_session(model, feeds, settings, ...)`` (returning ``ep_run.EpRun`` or raising
-``ep_run.SessionError`` as the in-process session layer does), ``package()`` (the distribution
-and version the EP comes from) and ``identity_record()`` (the run header's device record).
+into an ``EpSpec`` whose ``holder`` names the adapter class that makes the EP usable in a process
+(``harness.eps.holders``: ``BuiltInAdapter``, ``PluginAdapter``, or the class an EP's record names,
+such as ``WineDmlAdapter`` for ``--ep dml-wine``). The adapter interface (``prepare``, ``attach``,
+``device``, ``describe``, ``identity``, ``preflight``, ``found``, ``close``) is described in
+``harness.eps.holders``, whose classes are re-exported here; the EP's own facts are its record's
+(``harness.eps.registry``), which its adapter is handed.
 
 ``adapter_for(spec)`` returns this process's adapter of a spec (one per spec and process, so a
 plugin library is registered once per worker).
@@ -37,22 +14,24 @@ plugin library is registered once per worker).
 
 from __future__ import annotations
 
+import importlib
 import json
+from dataclasses import replace
 
 from ep_testbed.harness.core.installed import ort_flavour, ort_version
 
 from . import devices as devices_mod
-from . import plugins
-from .dml_wine import adapter as dml_wine
+from . import plugins, registry
 from .holders import BuiltInAdapter, EpAdapter, PluginAdapter
-from .providers import ALIASES, EpNotAvailable, EpSpec, alias_of, check_provider_options, resolve_ep
+from .providers import EpNotAvailable, EpSpec, alias_of, check_provider_options, resolve_ep
 
 #: The ``--ep`` prefix that names a plugin package.
 PLUGIN_PREFIX = "plugin:"
 
-
-#: ``EpSpec.holder`` -> its adapter class.
-ADAPTERS: dict[str, type] = {cls.holder: cls for cls in (BuiltInAdapter, PluginAdapter, dml_wine.WineDmlAdapter)}
+#: ``EpSpec.holder`` -> its adapter class, of the testbed's own ways of holding an EP (an EP
+#: registered since may name another: ``registry.adapter_class``).
+_OWN: list[type[EpAdapter]] = [BuiltInAdapter, PluginAdapter, *(r.adapter for r in registry.records())]
+ADAPTERS: dict[str, type[EpAdapter]] = {cls.holder: cls for cls in _OWN}
 _INSTANCES: dict[str, EpAdapter] = {}
 
 
@@ -67,12 +46,19 @@ def early_providers(spec: EpSpec) -> list[tuple[str, dict[str, str]]] | None:
 
 
 def adapter_for(spec: EpSpec) -> EpAdapter:
-    """This process's adapter for ``spec`` (one per spec: registrations and device choices are kept)."""
+    """This process's adapter for ``spec`` (one per spec: registrations and device choices are
+    kept), handed the EP's record; an EP registered by a module this process has not loaded yet
+    (``spec.adapter_module``) is loaded first."""
     key = json.dumps(spec.to_json(), sort_keys=True)
     if key not in _INSTANCES:
-        if spec.holder not in ADAPTERS:
-            raise EpNotAvailable(f"{spec.provider}: no EP adapter holds {spec.holder!r} (known: {', '.join(ADAPTERS)})")
-        _INSTANCES[key] = ADAPTERS[spec.holder](spec)
+        cls = registry.adapter_class(spec.holder)
+        if cls is None and spec.adapter_module:
+            importlib.import_module(spec.adapter_module)  # registers the EP's record
+            cls = registry.adapter_class(spec.holder)
+        if cls is None:
+            known = dict.fromkeys([BuiltInAdapter.holder, PluginAdapter.holder, *(r.holder for r in registry.records())])
+            raise EpNotAvailable(f"{spec.provider}: no EP adapter holds {spec.holder!r} (known: {', '.join(known)})")
+        _INSTANCES[key] = cls(spec, registry.of_spec(spec))
     return _INSTANCES[key]
 
 
@@ -82,16 +68,14 @@ def forget_adapters() -> None:
     this process does after the device was lost (``harness.eps.device_loss``). Sessions of
     ONNX Runtime in this process are never cached: the next one makes its device afresh, and a
     plugin EP's registration is kept."""
-    held = {key: a for key, a in _INSTANCES.items() if getattr(a, "holds_sessions", False)}
+    held = {key: a for key, a in _INSTANCES.items() if a.holds_sessions}
     for key in held:
         del _INSTANCES[key]
     for adapter in held.values():
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            try:
-                close()
-            except Exception:  # a host already gone with its device: nothing left to close
-                pass
+        try:
+            adapter.close()
+        except Exception:  # a host already gone with its device: nothing left to close
+            pass
 
 
 def _plugin_package(name: str, options: dict[str, str], device: str | None) -> EpSpec:
@@ -106,7 +90,7 @@ def _plugin_package(name: str, options: dict[str, str], device: str | None) -> E
         raise EpNotAvailable(f"{what}: {package.distribution} provides several EPs ({', '.join(package.ep_names)}); "
                              f"name one: --ep {PLUGIN_PREFIX}{package_spec}:{package.ep_names[0]}")
     provider = wanted or package.ep_names[0]
-    return EpSpec(provider, alias_of(provider), options, holder="plugin", library=package.library,
+    return EpSpec(provider, alias_of(provider), options, holder=PluginAdapter.holder, library=package.library,
                   package=package.distribution, package_version=package.version, device=device)
 
 
@@ -128,11 +112,11 @@ def resolve(name: str, options: dict[str, str] | None = None, *, library: str | 
     is an ``EpNotAvailable`` here, in one line, before any case runs."""
     options = dict(options or {})
     key = name.strip()
-    if key.lower() == dml_wine.EP_NAME:
-        if library or device is not None:
-            raise EpNotAvailable(f"--ep {dml_wine.EP_NAME} holds DirectML in its Wine host: it takes neither "
-                                 "--ep-library nor --ep-device (--ep-option device_id=N picks the DXGI adapter)")
-        spec = dml_wine.spec(options)
+    record = registry.named(key)
+    if record is not None and record.held_its_own_way:  # an EP its record's adapter holds its own way
+        spec = record.adapter.spec_for(record, options, library=library, device=device)
+        if record.name not in registry.BUILT_IN:  # a process that lacks the record loads it from here
+            spec = replace(spec, adapter_module=record.adapter.__module__)
     elif key.startswith(PLUGIN_PREFIX):
         if library:
             raise EpNotAvailable(f"--ep {key} and --ep-library {library} both name a plugin library; give one")
@@ -140,8 +124,8 @@ def resolve(name: str, options: dict[str, str] | None = None, *, library: str | 
     elif library:
         path = plugins.check_library_file(library, "--ep-library")
         plugins.check_runtime(f"--ep {key} --ep-library {library}")
-        provider = ALIASES.get(key.lower(), key)
-        spec = EpSpec(provider, alias_of(provider), options, holder="plugin", library=path, device=device)
+        provider = registry.aliases().get(key.lower(), key)
+        spec = EpSpec(provider, alias_of(provider), options, holder=PluginAdapter.holder, library=path, device=device)
     else:
         spec = resolve_ep(key, options, available)
         if device is not None:
@@ -153,7 +137,7 @@ def resolve(name: str, options: dict[str, str] | None = None, *, library: str | 
         raise EpNotAvailable(str(exc)) from None
     adapter = adapter_for(spec)
     adapter.prepare()
-    if device is not None or spec.holder != "built-in":
+    if device is not None or spec.holder != BuiltInAdapter.holder:
         adapter.device()
     return spec
 
@@ -169,23 +153,25 @@ def runtime_version(spec: EpSpec) -> str | None:
     adapter that holds its sessions elsewhere: the version its package brings), else None (the
     installed one); expectations' ``onnxruntime`` ranges are evaluated for it."""
     adapter = adapter_for(spec)
-    if getattr(adapter, "holds_sessions", False) and hasattr(adapter, "package"):
+    if adapter.holds_sessions and hasattr(adapter, "package"):
         return adapter.package()[1]
     return None
 
 
 def ep_flag(spec: EpSpec) -> str:
     """The ``--ep`` value that selects the EP of ``spec`` again, and names its default run folders:
-    ``dml-wine`` for DirectML under Wine (whose provider and alias are DirectML's, ``dml``), else
-    the alias."""
-    return dml_wine.EP_NAME if spec.holder == dml_wine.EP_NAME else spec.alias
+    for an EP held its own way its record's name (``dml-wine`` for DirectML under Wine, whose
+    provider and alias are DirectML's, ``dml``), else the alias."""
+    record = registry.held_by(spec.holder)
+    return record.name if record is not None else spec.alias
 
 
 def ep_words(spec: EpSpec) -> str:
-    """The EP as a command's first line names it: its provider, and for an EP on an emulated
-    device (DirectML under Wine) that it is one, so no line reads like a hardware run."""
-    return f"{spec.provider} (DirectML under Wine, on an emulated device: not a hardware result)" if emulated(spec) \
-        else spec.provider
+    """The EP as a command's first line names it: its provider, and what its record's ``label``
+    says of it (DirectML under Wine: that it runs on an emulated device, so no line reads like a
+    hardware run)."""
+    label = registry.of_spec(spec).label
+    return f"{spec.provider} ({label})" if label else spec.provider
 
 
 def ep_package(spec: EpSpec) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""Errors that say the GPU device itself was removed or lost: one list, for every EP.
+"""Errors that say the GPU device itself was removed or lost: one list, of every EP's record.
 
 After a GPU timeout (TDR), a driver reset or a hot unplug, every later call on the device fails
 the same way, so such an error belongs to no case. ``device_lost(text)`` says whether an EP's
@@ -14,60 +14,33 @@ The GPU device instance has been suspended...``), the hex alone is a pattern.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+
+from . import registry
+from .registry import LossPattern
 
 #: The ``reason`` a case line carries when the device was lost while it ran.
 REASON = "device-lost"
-
-
-@dataclass(frozen=True)
-class LossPattern:
-    """One way an EP says its device is gone: a regular expression, what it means, and where the
-    string is defined."""
-
-    regex: str
-    means: str
-    source: str
-
-
-_DXGI = "https://learn.microsoft.com/en-us/windows/win32/direct3ddxgi/dxgi-error"
-_CUDA = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
-_VULKAN = "https://registry.khronos.org/vulkan/specs/latest/man/html/VkResult.html"
-_WEBGPU = "https://www.w3.org/TR/webgpu/#device-loss"
-#: What ONNX Runtime's DirectML EP raises after a device removal (the HRESULT and its text), as
-#: reported in https://github.com/microsoft/onnxruntime/issues/22700
-_ORT_DML = "https://github.com/microsoft/onnxruntime/issues/22700"
-
-#: Every device-loss string the harness knows, in the order they are tried.
-PATTERNS: tuple[LossPattern, ...] = (
-    LossPattern(r"DXGI_ERROR_DEVICE_REMOVED|\b(?:0x)?887A0005\b", "the GPU device was removed (DXGI_ERROR_DEVICE_REMOVED, "
-                "0x887A0005: a TDR, a driver update or reset, or the GPU unplugged)", _DXGI),
-    LossPattern(r"GPU device instance has been suspended", "the GPU device was removed (DXGI_ERROR_DEVICE_REMOVED as "
-                "ONNX Runtime's DirectML EP words it)", _ORT_DML),
-    LossPattern(r"DXGI_ERROR_DEVICE_HUNG|\b(?:0x)?887A0006\b", "the GPU device hung (DXGI_ERROR_DEVICE_HUNG, 0x887A0006)",
-                _DXGI),
-    LossPattern(r"DXGI_ERROR_DEVICE_RESET|\b(?:0x)?887A0007\b", "the GPU device was reset (DXGI_ERROR_DEVICE_RESET, "
-                "0x887A0007)", _DXGI),
-    LossPattern(r"cudaErrorDevicesUnavailable|CUDA-capable device\(s\) is/are busy or unavailable",
-                "the CUDA device is unavailable (cudaErrorDevicesUnavailable)", _CUDA),
-    LossPattern(r"cudaErrorLaunchFailure|unspecified launch failure", "a CUDA kernel faulted and the context is lost "
-                "(cudaErrorLaunchFailure: unspecified launch failure)", _CUDA),
-    LossPattern(r"cudaErrorDeviceUnavailable", "the CUDA device is unavailable (cudaErrorDeviceUnavailable)", _CUDA),
-    LossPattern(r"VK_ERROR_DEVICE_LOST", "the Vulkan device was lost (VK_ERROR_DEVICE_LOST)", _VULKAN),
-    LossPattern(r"\bdevice (?:was |is |has been )?lost\b|DeviceLost", "the device was lost (WebGPU's GPUDevice.lost; "
-                "other EPs word it the same way)", _WEBGPU),
-)
-_COMPILED = tuple((re.compile(p.regex, re.IGNORECASE), p) for p in PATTERNS)
+#: Every device-loss string the harness knows, in the order they are tried: the testbed's own EPs'
+#: (each EP's record names its own, ``registry.EpRecord.device_loss``; ``device_lost`` also tries
+#: those of an EP registered since).
+PATTERNS: tuple[LossPattern, ...] = registry.loss_patterns()
 
 
 def device_lost(text: str) -> LossPattern | None:
-    """The first pattern of ``PATTERNS`` that ``text`` matches, or None when it says nothing of a
-    lost device."""
-    for regex, pattern in _COMPILED:
-        if regex.search(text):
+    """The first pattern of every EP record's (``PATTERNS``, and an EP's registered since) that
+    ``text`` matches, or None when it says nothing of a lost device."""
+    for pattern in registry.loss_patterns():
+        if _compiled(pattern.regex).search(text):
             return pattern
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(regex: str) -> re.Pattern[str]:
+    """``regex`` compiled to match in any case (once per pattern)."""
+    return re.compile(regex, re.IGNORECASE)
 
 
 class DeviceLost(Exception):

@@ -2,38 +2,26 @@
 is tied to a device, a driver, a DirectML build and the package that provides the EP.
 
 - Every EP: ONNX Runtime's own device list (``get_ep_devices``, ``harness.eps.devices``; ORT >=
-  1.23): the device chosen with ``--ep-device``, a plugin EP's only device, or the only device ORT
-  lists for a built-in EP, recorded under ``ort_device`` with how it was chosen; when ORT lists
-  several and none was chosen, the candidates (the EP picks one itself, which is not readable), and
-  when it lists none, why. A plugin EP's package and version are recorded as ``ep_package``.
+  1.23): the device chosen with ``--ep-device``, a plugin EP's only device, the only device ORT
+  lists for a built-in EP, or the one whose metadata the EP's ``device_id`` option names (the
+  record's ``device_id_key``: DirectML's ``DxgiAdapterNumber``), recorded under ``ort_device``
+  with how it was chosen; when ORT lists several and none was chosen, the candidates (the EP picks
+  one itself, which is not readable), and when it lists none, why. A plugin EP's package and
+  version are recorded as ``ep_package``.
+- What the EP's adapter reads where ORT's list cannot tell (``EpAdapter.identity``: its record's
+  reader): on Windows the DirectML EP's DXGI adapters, driver and DirectML.dll
+  (``harness.eps.dxgi``), cross-checked against ORT's device list (``cross_check``: a
+  disagreement is recorded and named in the summary); a CUDA-family EP's NVIDIA GPU from
+  ``nvidia-smi`` (``harness.eps.nvidia``); the OpenVINO EP's device
+  (``harness.eps.device_record``); the DirectML host's device under Wine.
+- ``source`` says where the record's device comes from: ``dxgi``, ``openvino``, ``nvidia-smi``,
+  ``dml-wine``, ``ort`` (ORT's device list alone), or ``none`` (nothing could be read: the
+  summary says "unknown device" and why).
 
-- Windows, DirectML EP: the DXGI adapters, read through ``dxgi.dll`` with ctypes (no compiled
-  dependency): ``CreateDXGIFactory1`` -> ``IDXGIFactory1::EnumAdapters1(i)`` until
-  DXGI_ERROR_NOT_FOUND -> ``IDXGIAdapter1::GetDesc1`` (description, PCI vendor/device/subsystem
-  ids, revision, memory, LUID, flags) and ``IDXGIAdapter::CheckInterfaceSupport(IDXGIDevice)``
-  (the user-mode driver version, as Dawn's PhysicalDeviceD3D.cpp reads it); the display class's
-  registry keys add the driver's date and provider. ``--ep-option device_id=N`` is a DXGI index
-  (ORT's dml_provider_factory.cc calls ``EnumAdapters1(device_id)``); without it ORT picks the
-  first hardware adapter in DXCore's high-performance order, which this module can only guess
-  (``selection`` says so). An adapter is the Basic Render Driver (software, WARP) when its flags
-  say software or its ids are 1414:008C, the test ORT uses to refuse it (IsSoftwareAdapter).
-- ``DirectML.dll``: the copy bundled next to ``onnxruntime.dll`` (the one ORT loads), its path and
-  file version (read from the PE version resource, VS_FIXEDFILEINFO).
-- CUDA-family EPs (CUDA, TensorRT, TensorRT-RTX), where ONNX Runtime lists no device for them:
-  the NVIDIA GPU ``device_id`` names, read from ``nvidia-smi`` (``harness.eps.nvidia``).
-- OpenVINO EP: the OpenVINO device (``device_type``, default CPU) and its full name when the
-  ``openvino`` package can tell.
-- DirectML: ORT's device list is a cross-check of the DXGI reading (``cross_check``: the ORT device
-  whose ``DxgiAdapterNumber`` is the chosen adapter's index must have its PCI ids and LUID); a
-  disagreement is recorded and named in the summary.
-- ``source`` says where the record's device comes from: ``dxgi``, ``openvino``, ``nvidia-smi``, ``ort`` (ORT's
-  device list alone), or ``none`` (nothing could be read: the summary says "unknown device" and why).
-
-``identity_key`` is what must agree between shards of one run (``ep-testbed merge``). The DXGI
-reading is ``harness.eps.dxgi``'s, the summary, the OpenVINO record and ``identity_key``
-``harness.eps.device_record``'s, the nvidia-smi record ``harness.eps.nvidia``'s; their names are
-re-exported here.
+``identity_key`` is what must agree between shards of one run (``ep-testbed merge``). The
+readers' names (``read_adapters``, ``dml_identity``, ``summary``, ...) are re-exported here.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -41,7 +29,7 @@ from typing import Any, Optional
 from ep_testbed.harness.core import emulation
 from ep_testbed.harness.core.installed import machine_info, ort_flavour, ort_version
 
-from . import nvidia
+from . import registry
 from .adapters import adapter_for, ep_flag
 from .device_record import SUMMARY_METADATA, identity_key, none_identity, openvino_identity, openvino_record, summary
 from .devices import of_ep, read_devices
@@ -93,13 +81,14 @@ def ort_view(ep: EpSpec) -> dict[str, Any]:
         chosen = adapter_for(ep).device()
     except EpNotAvailable as exc:  # the run itself refuses this EP; the record says why
         return {"device": None, "selection": None, "candidates": [], "note": str(exc)}
-    dxgi = [d for d in mine if d.metadata.get("DxgiAdapterNumber") == str(ep.options.get("device_id"))]
+    key = registry.of_spec(ep).device_id_key  # the device metadata the EP's device_id option matches
+    by_option = [d for d in mine if key and d.metadata.get(key) == str(ep.options.get("device_id"))]
     if chosen is not None:
         how = f"--ep-device {ep.device}" if ep.device is not None else "the plugin EP's only device"
     elif len(mine) == 1:
         chosen, how = mine[0], "the only device ONNX Runtime lists for the EP"
-    elif ep.provider == "DmlExecutionProvider" and len(dxgi) == 1:  # device_id is a DXGI index for DirectML
-        chosen, how = dxgi[0], f"--ep-option device_id={ep.options['device_id']} (its DxgiAdapterNumber)"
+    elif len(by_option) == 1:
+        chosen, how = by_option[0], f"--ep-option device_id={ep.options['device_id']} (its {key})"
     else:
         how = None
     note = None
@@ -110,31 +99,18 @@ def ort_view(ep: EpSpec) -> dict[str, Any]:
             "candidates": [d.to_json() for d in mine], "note": note}
 
 
-def _read_identity(ep: EpSpec, ort: dict[str, str]) -> dict[str, Any]:
-    """The DXGI (DirectML, Windows) or OpenVINO (built-in EP) record, else a record without an adapter."""
-    adapter = adapter_for(ep)
-    if hasattr(adapter, "identity_record"):  # the adapter's own process knows its device
-        return adapter.identity_record()
-    if ep.provider == "OpenVINOExecutionProvider":
-        return openvino_record(ep, ort)
-    if ep.provider in nvidia.CUDA_PROVIDERS:
-        return nvidia.cuda_record(ep, ort)
-    if ep.provider != "DmlExecutionProvider":
-        return {"source": "none", "adapter": None, "onnxruntime": ort}
-    return dxgi_record(ep, ort)
-
-
 def identity(ep: EpSpec, record: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """The identity record of a run on ``ep``, read from this machine: ``record`` (DXGI for
-    DirectML, the OpenVINO device; read here when None) with ONNX Runtime's device view
-    (``ort_view``), the EP package, DirectML's cross-check, ``source`` and ``summary``."""
+    """The identity record of a run on ``ep``, read from this machine: ``record`` (what its
+    adapter reads, ``EpAdapter.identity``: DXGI for DirectML, the OpenVINO device, nvidia-smi; read
+    here when None) with ONNX Runtime's device view (``ort_view``), the EP package, the DXGI
+    reading's cross-check, ``source`` and ``summary``."""
     ort = {"distribution": ort_flavour(), "version": ort_version()}
-    data = dict(record) if record is not None else _read_identity(ep, ort)
+    data = dict(record) if record is not None else adapter_for(ep).identity(ort)
     view = data.pop("ort_device", None) or ort_view(ep)
     data["ort_device"] = view
     if ep.package:
         data["ep_package"] = {"name": ep.package, "version": ep.package_version}
-    if ep.provider == "DmlExecutionProvider" and data.get("source") == "dxgi":
+    if data.get("source") == "dxgi":
         data["cross_check"] = cross_check(data, view)
     if data.get("source") == "none" and view.get("device"):
         data["source"] = "ort"

@@ -20,8 +20,9 @@ splits the pack).
 
 ``default_batch(ep)`` is how many cases a run packs into one session when ``--batch`` is not
 given, and ``default_jobs(ep, cores)`` how many worker processes it starts when ``--jobs`` is
-not: chosen per EP from measurement (``DEFAULT_BATCH``, ``DEFAULT_JOBS``,
-``benchmarks/bench_throughput.py``), 1 case a session and one worker a core where never measured.
+not: chosen per EP from measurement (its record's ``default_batch`` and ``default_jobs``,
+``harness.eps.registry``; ``benchmarks/bench_throughput.py``), 1 case a session and one worker a
+core where never measured.
 """
 
 from __future__ import annotations
@@ -33,44 +34,34 @@ import numpy as np
 import onnx
 
 from . import placement as placement_mod
+from . import registry
 from . import session as session_mod
 from .ep_run import Diagnosis, EpRun, SessionError
 from .providers import EpSpec, SessionSettings
 
-#: Cases packed into one session by default, per EP (``EpSpec.holder`` first, then the provider
-#: name), from ``python benchmarks/bench_throughput.py`` and ``run --jobs J --batch K`` sweeps
-#: (numbers in DESIGN.md, "Throughput"). Every EP not named here gets 1: never measured, so never
-#: assumed. CUDA (H100, onnxruntime-gpu 1.31.1): 32 cases a session ran the catalog 1.3x to 2x
-#: faster than 1 at every worker count, with the same outcomes. WebGPU (Dawn on Vulkan, the
-#: onnxruntime-webgpu 1.27.0 wheel; the onnxruntime-ep-webgpu plugin is the same provider): 32
-#: cases a session ran the catalog 1.4x to 2.2x faster than 1 with 2 and 4 workers, same outcomes.
-DEFAULT_BATCH: dict[str, int] = {"CUDAExecutionProvider": 32, "WebGpuExecutionProvider": 32}
-#: Worker processes by default, per EP as ``DEFAULT_BATCH`` (at most the cores). A GPU EP's
-#: workers share one device and each pays its start (CUDA: a context and cuDNN; WebGPU: Dawn,
-#: 0.6-1.6 s). Since a worker's start overlaps the run's own (the preflight, its imports), more
-#: workers cost less: on the H100 machine (16 cores), in one benchmark call each time
-#: (``bench_throughput --batches 32``), CUDA ran ``run`` at 206.0 / 204.1 cases/s with 4 workers
-#: against 191.4 / 192.3 with 2, and ``fuzz`` at 312.6 / 218.5 against 166.9 / 149.2; before that
-#: change 2 workers ran it fastest (110 cases/s, 93 with 4, 65 with 8, 37 with 16). WebGPU on the
-#: H200 machine: 88.5 cases/s with 2 workers, 87.9 with 4, 61.9 with 8 (on the H100 machine 16,
-#: one a core, gave 31.8); 4 runs the catalog's steady part fastest (135 cases/s after the warm-up).
-#: Every EP not named here: one worker a core.
-DEFAULT_JOBS: dict[str, int] = {"CUDAExecutionProvider": 4, "WebGpuExecutionProvider": 4}
+#: Cases packed into one session by default, per provider: what each EP's record says it measured
+#: (``default_batch``; the numbers are in ``harness.eps.registry`` and DESIGN.md, "Throughput"). Every
+#: EP whose record names none gets 1: never measured, so never assumed.
+DEFAULT_BATCH: dict[str, int] = {r.provider: r.default_batch for r in registry.records() if r.default_batch > 1}
+#: Worker processes by default, per provider (at most the cores): each EP's record's measured
+#: ``default_jobs``. A GPU EP's workers share one device and each pays its start (CUDA: a context
+#: and cuDNN; WebGPU: Dawn, 0.6-1.6 s). Every EP whose record names none: one worker a core.
+DEFAULT_JOBS: dict[str, int] = {r.provider: r.default_jobs for r in registry.records() if r.default_jobs}
 #: Elements (inputs fed and outputs expected, all members together) one packed session may hold:
 #: a larger case runs alone, so packing never multiplies a large case's memory or time.
 PACK_ELEMENTS = 2**20
 
 
 def default_batch(ep: EpSpec) -> int:
-    """Cases per session for ``ep`` when no ``--batch`` is given (``DEFAULT_BATCH``)."""
-    return DEFAULT_BATCH.get(ep.holder, DEFAULT_BATCH.get(ep.provider, 1))
+    """Cases per session for ``ep`` when no ``--batch`` is given (its record's ``default_batch``)."""
+    return registry.of_spec(ep).default_batch
 
 
 def default_jobs(ep: EpSpec, cores: int) -> int:
-    """Worker processes for ``ep`` when no ``--jobs`` is given (``DEFAULT_JOBS``), at most
-    ``cores`` (at least 1)."""
+    """Worker processes for ``ep`` when no ``--jobs`` is given (its record's ``default_jobs``, else
+    one a core), at most ``cores`` (at least 1)."""
     cores = max(1, cores)
-    return min(cores, DEFAULT_JOBS.get(ep.holder, DEFAULT_JOBS.get(ep.provider, cores)))
+    return min(cores, registry.of_spec(ep).default_jobs or cores)
 
 
 def pack_key(model: onnx.ModelProto) -> tuple[Any, ...] | None:

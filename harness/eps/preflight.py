@@ -12,14 +12,19 @@ fix):
    minimum ONNX Runtime met, the library registered; then ONNX Runtime's device list for the
    EP, the device ``--ep-device`` chose (a selector naming none or several is fatal, naming the
    candidates; a plugin EP with no device is fatal);
-3. DirectML: the DXGI adapters (``harness.eps.dxgi``): ``device_id`` a whole number within them, the
-   chosen adapter not the Microsoft Basic Render Driver (ORT's dml_provider_factory.cc refuses it
-   with ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER), a hardware adapter at all, DirectML.dll found,
-   and whether ORT's device list names the same adapter;
+3. the EP's own checks, its adapter's ``preflight`` (``harness.eps.holders``: its record's hook),
+   which also reads the device run headers will name: for DirectML the DXGI adapters
+   (``harness.eps.dxgi``): ``device_id`` a whole number within them, the chosen adapter not the
+   Microsoft Basic Render Driver (ORT's dml_provider_factory.cc refuses it with
+   ERROR_GRAPHICS_INVALID_DISPLAY_ADAPTER), a hardware adapter at all, DirectML.dll found, and
+   whether ORT's device list names the same adapter; for DirectML under Wine its host and canary;
 4. one session with one node (the catalog's probe case, ``graphs.cases.common.probe_case``: the
    case a registered operator's ``PROBE`` names, today a float32 MaxPool) builds, runs and is
    proven on the EP, with the run's session settings (``harness.eps.session.run_on_ep``); ORT's
-   errors are explained where their HRESULT is known (0x887A0002: no adapter at that index).
+   errors are explained where an EP's record knows their code (0x887A0002: no adapter at that index).
+
+The EP's name is never branched on here: what to install when it is missing, and its own checks,
+are its record's (``harness.eps.registry``).
 """
 
 from __future__ import annotations
@@ -33,21 +38,21 @@ from ep_testbed.graphs.cases.common import probe_case
 from ep_testbed.harness.core.installed import distributions_of, ort_flavour, ort_version
 
 from . import placement as placement_mod
+from . import registry
 from .adapters import PLUGIN_PREFIX, adapter_for, resolve
 from .devices import from_json_list
-from .dml_wine import adapter as dml_wine
-from .dxgi import KNOWN_HRESULTS, check_adapters, check_cross
+from .dxgi import KNOWN_HRESULTS, check_adapters, check_cross  # noqa: F401  (DirectML's checks, re-exported)
 from .gpu import identity, ort_view
 from .plugins import KNOWN_PACKAGES
-from .providers import ALIASES, DML_WINE_HINT, EpNotAvailable, EpSpec, SessionSettings, resolve_ep
+from .providers import EpNotAvailable, EpSpec, ProviderMissing, SessionSettings
 from .session import SessionError, first_line, native_stderr, run_on_ep
 
-#: The wheel that brings each EP (the fix a missing EP names).
-WHEELS = {"DmlExecutionProvider": "onnxruntime-directml", "OpenVINOExecutionProvider": "onnxruntime-openvino",
-          "CUDAExecutionProvider": "onnxruntime-gpu", "TensorrtExecutionProvider": "onnxruntime-gpu",
-          "QNNExecutionProvider": "onnxruntime-qnn", "WebGpuExecutionProvider": "onnxruntime-webgpu"}
-#: The plugin package that brings an EP beside any onnxruntime wheel (the other fix a missing EP names).
-PLUGIN_PACKAGES = {"WebGpuExecutionProvider": "onnxruntime-ep-webgpu", "OpenVINOExecutionProvider": "onnxruntime-ep-openvino"}
+#: The wheel that brings each of the testbed's own EPs (its record's first ``wheels``; the fix a
+#: missing EP names).
+WHEELS = {r.provider: r.wheels[0] for r in registry.records() if r.wheels}
+#: The plugin package that brings an EP beside any onnxruntime wheel (its record's first
+#: ``plugin_packages``; the other fix a missing EP names).
+PLUGIN_PACKAGES = {r.provider: r.plugin_packages[0] for r in registry.records() if r.plugin_packages}
 
 
 @dataclass
@@ -92,47 +97,45 @@ def check_wheels(result: Preflight, distributions: list[str]) -> bool:
                             "onnxruntime wheel")
 
 
-def _missing_builtin(result: Preflight, name: str) -> None:
-    """The fatal finding for a built-in EP this ONNX Runtime lacks, naming the wheel (or plugin) that brings it."""
-    provider = ALIASES.get(name.strip().lower(), name.strip())
-    wheel = WHEELS.get(provider)
-    where = "on a Windows machine with a GPU, " if provider == "DmlExecutionProvider" else ""
-    fix = (f"{where}in a fresh venv: pip install {wheel} (it replaces onnxruntime; never install both)"
+def _missing_builtin(result: Preflight, provider: str) -> None:
+    """The fatal finding for a built-in EP this ONNX Runtime lacks, naming the wheel (or plugin)
+    that brings it: its record's ``wheels``, ``install_where``, ``plugin_packages``, and off its
+    ``platform`` what its users are told ``elsewhere``."""
+    record = registry.of_provider(provider) or registry.EpRecord(registry.alias_of(provider) or "ep", provider)
+    wheel = record.wheels[0] if record.wheels else None
+    fix = (f"{record.install_where}in a fresh venv: pip install {wheel} (it replaces onnxruntime; never install both)"
            if wheel else f"install an ONNX Runtime build that has {provider}")
-    if provider in PLUGIN_PACKAGES:
-        fix += f"; or keep this onnxruntime and pip install {PLUGIN_PACKAGES[provider]}, then pass " \
-               f"--ep {PLUGIN_PREFIX}{PLUGIN_PACKAGES[provider]}"
-    if provider == "DmlExecutionProvider" and sys.platform != "win32":
-        fix += DML_WINE_HINT
+    if record.plugin_packages:
+        package = record.plugin_packages[0]
+        fix += f"; or keep this onnxruntime and pip install {package}, then pass --ep {PLUGIN_PREFIX}{package}"
+    if record.platform not in (None, sys.platform):
+        fix += record.elsewhere
     result.add("fatal", f"{provider} is not in this ONNX Runtime ({ort_flavour()} {ort_version()} on "
                         f"{sys.platform}). Fix: {fix}")
 
 
-def check_ep(result: Preflight, name: str, options: dict[str, str], available: Optional[list[str]],
+def check_ep(result: Preflight, name: str | EpSpec, options: dict[str, str], available: Optional[list[str]],
              library: Optional[str] = None, device: Optional[str] = None) -> Optional[EpSpec]:
     """Finding 2: the EP is available (a plugin: registered), its device chosen; its ``EpSpec``
-    or None (fatal finding recorded)."""
-    builtin = not name.strip().startswith(PLUGIN_PREFIX) and not library and name.strip().lower() != dml_wine.EP_NAME
-    try:
-        if builtin:
-            resolve_ep(name, options, available)
-    except EpNotAvailable:
-        _missing_builtin(result, name)
-        return None
-    try:
-        ep = resolve(name, options, library=library, device=device, available=available)
-    except EpNotAvailable as exc:
-        result.add("fatal", str(exc))
-        return None
-    if ep.holder == dml_wine.EP_NAME:
-        return ep  # its device is the host's: check_wine_host reads it
-    if ep.holder == "plugin":
-        source = f"{ep.package} {ep.package_version}, " if ep.package else ""
-        result.add("ok", f"{ep.provider} is a plugin EP ({source}library {ep.library}), registered with "
-                         f"{ort_flavour()} {ort_version()}")
+    or None (fatal finding recorded). ``name``: the ``--ep`` value, or the spec a command already
+    resolved from it (then only its findings are added)."""
+    if isinstance(name, EpSpec):
+        ep = name
     else:
-        result.add("ok", f"{ep.provider} is available")
-    check_devices(result, ep)
+        try:
+            ep = resolve(name, options, library=library, device=device, available=available)
+        except ProviderMissing as exc:
+            _missing_builtin(result, exc.provider)
+            return None
+        except EpNotAvailable as exc:
+            result.add("fatal", str(exc))
+            return None
+    adapter = adapter_for(ep)
+    line = adapter.found()
+    if line:
+        result.add("ok", line)
+    if not adapter.holds_sessions:  # ORT's device list of this process lists the EP's devices
+        check_devices(result, ep)
     return ep
 
 
@@ -153,8 +156,9 @@ def check_devices(result: Preflight, ep: EpSpec) -> None:
 
 
 def explain(error: str) -> str:
-    """``error`` with the meaning of any HRESULT in it that ORT's DirectML EP is known to raise."""
-    meanings = [meaning for code, meaning in KNOWN_HRESULTS.items() if code in error.upper()]
+    """``error`` with the meaning of any code in it that an EP's record knows (``error_meanings``:
+    the HRESULTs ORT's DirectML EP raises while choosing the adapter)."""
+    meanings = [meaning for code, meaning in registry.error_meanings().items() if code in error.upper()]
     return error + (f" ({'; '.join(meanings)})" if meanings else "")
 
 
@@ -220,50 +224,32 @@ def _said(result: Preflight, said: list[str]) -> None:
         result.add("note", f"ONNX Runtime said: {line[:400]}")
 
 
-def check(name: str, options: dict[str, str], settings: SessionSettings = SessionSettings(), *,
-          available: Optional[list[str]] = None, distributions: Optional[list[str]] = None,
+def check(name: str | EpSpec, options: Optional[dict[str, str]] = None, settings: SessionSettings = SessionSettings(),
+          *, available: Optional[list[str]] = None, distributions: Optional[list[str]] = None,
           gpu_record: Optional[Callable[[EpSpec], dict[str, Any]]] = None, library: Optional[str] = None,
           device: Optional[str] = None) -> Preflight:
     """Run the checks for ``--ep name`` with its provider ``options``, ``--ep-library`` and
-    ``--ep-device``, stopping at the first fatal one. ``available``/``distributions``/``gpu_record``
-    replace what is read from this machine (tests simulate a Windows GPU runner through them);
-    ``result.gpu`` is the identity record run headers will hold."""
+    ``--ep-device``, stopping at the first fatal one; ``name`` may be the ``EpSpec`` a command
+    already resolved from those flags (``run``: resolved once). ``available``/``distributions``/
+    ``gpu_record`` replace what is read from this machine (tests simulate a Windows GPU runner
+    through them); ``result.gpu`` is the identity record run headers will hold."""
 
     result = Preflight()
     if not check_wheels(result, onnxruntime_distributions() if distributions is None else distributions):
         return result
-    ep = check_ep(result, name, options, available, library, device)
+    ep = check_ep(result, name, dict(options or {}), available, library, device)
     if ep is None:
         return result
-    if ep.holder == dml_wine.EP_NAME:
-        if not check_wine_host(result, ep):
-            return result
-    elif ep.provider == "DmlExecutionProvider":
-        record = identity(ep, gpu_record(ep)) if gpu_record else identity(ep)
-        if not check_adapters(result, ep, record):
-            return result
-        check_cross(result, record)
-    else:
-        result.gpu = identity(ep)
+    adapter = adapter_for(ep)
+    if not adapter.preflight(result, lambda: identity(ep, gpu_record(ep)) if gpu_record else identity(ep)):
+        return result
     check_session(result, ep, settings)
-    if ep.holder == dml_wine.EP_NAME:
-        adapter_for(ep).close()  # the checks' host: the run's workers start their own
+    if adapter.holds_sessions:
+        adapter.close()  # the checks' own EP process (a DirectML host): the run's workers start their own
     return result
 
 
 def check_wine_host(result: Preflight, ep: EpSpec) -> bool:
-    """Finding 3 for ``--ep dml-wine``: the host starts and names its device, DirectML and ONNX
-    Runtime, and the canary (outputs known and non-zero) comes back exact; a host that computes
-    wrong results (stock vkd3d 1.6: zeros with a successful Run) is fatal, naming the fix."""
-    adapter = adapter_for(ep)
-    try:
-        result.gpu = identity(ep)
-    except SessionError as exc:
-        return result.add("fatal", f"the DirectML host did not start: {first_line(exc.cause)}")
-    emulation = result.gpu.get("emulation") or {}
-    result.add("ok", f"DirectML host: {result.gpu.get('summary')}")
-    result.add("warn", f"emulated device: Wine {emulation.get('wine')}, vkd3d {emulation.get('vkd3d')}, Mesa "
-                       f"{emulation.get('mesa')} (lavapipe); results are DirectML's and the DirectML EP's own "
-                       "algorithms, not hardware numerics; float16 nodes are declined on this device")
-    canary = adapter.check_canary()
-    return result.add("ok" if canary.ok else "fatal", canary.message)
+    """Finding 3 for ``--ep dml-wine``: its adapter's own checks (``WineDmlAdapter.preflight``:
+    the host starts and names its device, the canary comes back exact)."""
+    return adapter_for(ep).preflight(result, lambda: identity(ep))
