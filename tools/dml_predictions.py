@@ -20,7 +20,7 @@ import sys
 
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.core import expectations as expectations_mod
-from ep_testbed.harness.eps import dml_ep
+from ep_testbed.harness.eps import dml_ep, registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per predicted case")
     args = parser.parse_args(argv)
     cases = build_catalog(args.ops.split(",") if args.ops else None, seed=args.seed)
-    expectations = expectations_mod.for_ep("dml", ort_version=args.ort_version)
+    expectations = expectations_mod.for_ep("dml", ort_version=args.ort_version, predictors=registry.predictors())
     rows = dml_ep.first_run_outlook(cases, expectations)
     for row in rows if args.verbose else []:
         what = sorted({f"{p['kind']} {p['op_type']}.{p['field']}" for p in row["predictions"]})

@@ -317,13 +317,16 @@ def parse_expectations(path: str | None, disabled: bool, ep_alias: str, ep: EpSp
     package = ep_package(ep) if ep is not None else None
     on_emulated = emulated(ep) if ep is not None else False
     ort_version = runtime_version(ep) if ep is not None else None
+    # from the EP records: the classes of EPs this one belongs to, and every EP's predictor
+    classes, predictors = registry.of_spec(ep).classes if ep is not None else (), registry.predictors()
     try:
         provider = ep.provider if ep is not None else None
         if path:
             return expectations_mod.load(path, provider=provider, alias=ep_alias, ep_package=package,
-                                         emulated=on_emulated, ort_version=ort_version)
-        return expectations_mod.for_ep(ep_alias, provider=provider, ep_package=package,
-                                       emulated=on_emulated, ort_version=ort_version)
+                                         emulated=on_emulated, ort_version=ort_version, classes=classes,
+                                         predictors=predictors)
+        return expectations_mod.for_ep(ep_alias, provider=provider, ep_package=package, emulated=on_emulated,
+                                       ort_version=ort_version, classes=classes, predictors=predictors)
     except FileRefused as exc:
         raise OptionError(f"--expectations {exc}") from None
     except ValueError as exc:  # the loader names the entry and field

@@ -72,7 +72,8 @@ An entry names its cause once and says where it applies: ``applies_to`` lists pr
 (``CUDAExecutionProvider``), ``--ep`` aliases (``cuda``) and classes of EPs (``EP_CLASSES``: e.g.
 ``onnxruntime-kernels``, ONNX Runtime's own kernels, which follow the ONNX spec: the CPU EP and
 its CUDA, ROCm and WebGPU counterparts; DirectML and OpenVINO map nodes to libraries with their
-own semantics and are in no class). Without it an entry applies to its file's ``"ep"`` (to any
+own semantics and are in no class). Which classes an EP belongs to is its record's
+(``harness.eps.registry``): the caller passes the EP's ``classes``. Without it an entry applies to its file's ``"ep"`` (to any
 EP when the file names none). ``for_ep`` reads the EP's own file, then ``shared.json``, whose
 entries all say where they apply; an entry that does not apply to the EP is left out.
 
@@ -99,9 +100,9 @@ cause only such values can trigger: a failure of its shape on other inputs is no
 
 Entries with ``flags`` can only be decided once the case has been mapped, i.e. on its result
 line; ``match`` without flags treats them as not matching. Entries with ``predicted`` need the
-case itself (``match_case``): the predictor of the file's EP (``PREDICTORS``, e.g. the DirectML
-EP's in ``harness.eps.dml_ep``) reads what that EP will do with the case's ONNX model from the EP's
-public source; a predictor's answer is a list of dicts with ``node``, ``op_type``, ``field``,
+case itself (``match_case``): the predictor of the file's EP (the caller's ``predictors``, provider
+name -> predictor, from the EP records: e.g. the DirectML EP's, ``harness.eps.dml_ep``) reads what
+that EP will do with the case's ONNX model from the EP's public source; a predictor's answer is a list of dicts with ``node``, ``op_type``, ``field``,
 ``kind`` (``declined``: the EP does not take the node; ``diverges``: it builds a different
 desc), ``value``, ``reason`` and ``source``.
 """
@@ -124,17 +125,15 @@ from .untrusted_files import FileRefused, read_json
 
 EXPECTATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "expectations")
 
-#: Provider name -> "module:function" of its predictor (case -> list of prediction dicts).
-PREDICTORS: dict[str, str] = {"DmlExecutionProvider": "ep_testbed.harness.eps.dml_ep:predict_case",
-                              "WebGpuExecutionProvider": "ep_testbed.harness.eps.webgpu_ep:predict_case"}
+#: A predictor: a case -> the EP's predictions for it (a list of prediction dicts).
+Predictor = Callable[[Any], list]
 
-#: Classes of EPs an entry's ``applies_to`` may name: class -> (what it is, its providers). An EP
-#: joins a class only on evidence that it computes the class's semantics.
-EP_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
+#: Classes of EPs an entry's ``applies_to`` may name: class -> what it is. An EP joins a class only
+#: on evidence that it computes the class's semantics; its record says which (``classes``).
+EP_CLASSES: dict[str, str] = {
     "onnxruntime-kernels": (
         "ONNX Runtime's own kernels, which follow the ONNX spec (and the ONNX reference implementation): the CPU "
-        "EP's, and their CUDA, ROCm and WebGPU counterparts in the same source tree",
-        ("CPUExecutionProvider", "CUDAExecutionProvider", "ROCMExecutionProvider", "WebGpuExecutionProvider")),
+        "EP's, and their CUDA, ROCm and WebGPU counterparts in the same source tree"),
 }
 #: The bundled file of causes several EPs share (every entry says where it applies).
 SHARED_FILE = "shared.json"
@@ -191,14 +190,13 @@ class Expectation:
         found = failure_signature(dict(line))
         return found is not None and found.kind in ("build", "run") and re.search(self.error, message) is not None
 
-    def applies(self, provider: str, alias: str) -> bool:
-        """Whether the entry's cause applies to the EP ``provider`` (``--ep`` alias ``alias``):
-        always without ``applies_to``; else when it names the provider, the alias or a class
-        (``EP_CLASSES``) that holds the provider."""
+    def applies(self, provider: str, alias: str, classes: Sequence[str] = ()) -> bool:
+        """Whether the entry's cause applies to the EP ``provider`` (``--ep`` alias ``alias``, of
+        the ``EP_CLASSES`` ``classes``): always without ``applies_to``; else when it names the
+        provider, the alias or one of the classes."""
         if not self.applies_to:
             return True
-        return any(item == provider or item.lower() == alias.lower()
-                   or provider in EP_CLASSES.get(item, ("", ()))[1] for item in self.applies_to)
+        return any(item == provider or item.lower() == alias.lower() or item in classes for item in self.applies_to)
 
     def shows(self, line: Mapping[str, Any]) -> bool:
         """Whether the cause can show on the case of the raw result ``line`` (module docstring,
@@ -777,16 +775,18 @@ def _entry(item: Any, where: str) -> Expectation:
 
 def parse(data: Any, source: str = "<expectations>", ort_version: str | None = None,
           ep_package: tuple[str, str] | None = None, provider: str | None = None,
-          alias: str | None = None, emulated: bool = False) -> Expectations:
+          alias: str | None = None, emulated: bool = False, classes: Sequence[str] = (),
+          predictors: Mapping[str, Predictor] | None = None) -> Expectations:
     """Expectations from the decoded JSON of a file; ValueError naming the entry and field on bad data.
 
     Entries outside their ``onnxruntime`` range for ``ort_version`` (default: the installed ONNX
     Runtime's), whose ``ep_package`` does not hold for ``ep_package`` (the EP's
     ``(distribution, version)``; None: unknown), or scoped to an emulated device
     (``emulated_device``) when ``emulated`` is false, are inactive. The file's ``"ep"`` (a provider
-    name) picks its predictor. Given ``provider`` (and its ``--ep`` ``alias``), entries whose
-    ``applies_to`` leaves it out are dropped (an entry without ``applies_to`` applies wherever its
-    file is used)."""
+    name) picks its predictor among ``predictors`` (provider -> predictor, from the EP records;
+    none given: predicted entries never match). Given ``provider`` (and its ``--ep`` ``alias``
+    and its ``classes``), entries whose ``applies_to`` leaves it out are dropped (an entry without
+    ``applies_to`` applies wherever its file is used)."""
     items = data.get("expectations") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{source}: expected {{\"expectations\": [...]}}")
@@ -794,43 +794,33 @@ def parse(data: Any, source: str = "<expectations>", ort_version: str | None = N
     file_ep = ep if isinstance(ep, str) and ep else None
     entries = [_entry(item, f"{source}: expectations[{n}]") for n, item in enumerate(items)]
     if provider is not None:
-        entries = [e for e in entries if e.applies(provider, alias or provider)]
+        entries = [e for e in entries if e.applies(provider, alias or provider, classes)]
     if any(e.onnxruntime for e in entries) and ort_version is None:
         ort_version = installed_ort_version()  # imports onnxruntime: only when a range needs it
     active = [e for e in entries if (not e.onnxruntime or in_range(str(ort_version), e.onnxruntime))
               and (not e.ep_package or package_holds(e.ep_package, ep_package))
               and (emulated or not e.emulated_device)]
     inactive = [e for e in entries if e not in active]
-    predictor = _predictor(PREDICTORS[file_ep]) if file_ep in PREDICTORS else None
+    predictor = (predictors or {}).get(file_ep) if file_ep else None
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return Expectations(active, source, inactive, predictor, digest)
 
 
-def _predictor(spec: str) -> Callable[[Any], list]:
-    """The function ``"module:function"`` names, imported on its first call (it loads onnx)."""
-    def predict(case: Any) -> list:
-        """The named predictor's answer for ``case``."""
-        import importlib
-
-        module, _, name = spec.partition(":")
-        return getattr(importlib.import_module(module), name)(case)
-
-    return predict
-
-
 def load(path: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None,
          provider: str | None = None, alias: str | None = None, shared: bool = False,
-         emulated: bool = False) -> Expectations:
+         emulated: bool = False, classes: Sequence[str] = (),
+         predictors: Mapping[str, Predictor] | None = None) -> Expectations:
     """The expectations in ``path``, read through ``untrusted_files``; ``FileRefused`` naming the
     file (and the entry and field) when it is not an expectations file. ``provider``/``alias``:
     keep the entries that apply to that EP (``parse``); ``shared``: the file is one of causes
     several EPs share, so every entry must say where it applies; ``emulated``: the EP runs on an
-    emulated device (entries scoped to one hold)."""
+    emulated device (entries scoped to one hold); ``classes``/``predictors``: the EP's classes and
+    the EP records' predictors (``parse``)."""
     data = read_json(path, "expectations file")
     try:
         if shared:
             _require_applies_to(data, path)
-        return parse(data, path, ort_version, ep_package, provider, alias, emulated)
+        return parse(data, path, ort_version, ep_package, provider, alias, emulated, classes, predictors)
     except ValueError as exc:
         raise FileRefused(path, f"not an expectations file: {str(exc).removeprefix(f'{path}: ')}",
                           hint='each entry is {"id": GLOB, "outcome": ..., "reason": ..., "link": ...}') from None
@@ -846,19 +836,20 @@ def _require_applies_to(data: Any, path: str) -> None:
 
 
 def for_ep(alias: str, ort_version: str | None = None, ep_package: tuple[str, str] | None = None,
-           provider: str | None = None, emulated: bool = False) -> Expectations:
+           provider: str | None = None, emulated: bool = False, classes: Sequence[str] = (),
+           predictors: Mapping[str, Predictor] | None = None) -> Expectations:
     """The bundled expectations of an EP: its own file's (``<alias>.json``) first, then the shared
     causes of ``shared.json`` that apply to it; empty when neither has any. ``provider`` (the EP's
     ONNX Runtime name) decides what applies (default: the own file's ``"ep"``, else ``alias``);
-    ``ep_package`` the entries scoped by package and ``emulated`` those scoped to an emulated
-    device (``parse``)."""
+    ``ep_package`` the entries scoped by package, ``emulated`` those scoped to an emulated device,
+    ``classes`` the classes of EPs it belongs to and ``predictors`` the EP records' (``parse``)."""
     own_path = os.path.join(EXPECTATIONS_DIR, f"{alias}.json")
     provider = provider or _file_ep(own_path) or alias
-    own = load(own_path, ort_version, ep_package, provider, alias, emulated=emulated) if os.path.exists(own_path) \
-        else Expectations((), None)
+    own = load(own_path, ort_version, ep_package, provider, alias, emulated=emulated, classes=classes,
+               predictors=predictors) if os.path.exists(own_path) else Expectations((), None)
     shared_path = os.path.join(EXPECTATIONS_DIR, SHARED_FILE)
-    shared = load(shared_path, ort_version, ep_package, provider, alias, shared=True, emulated=emulated) \
-        if os.path.exists(shared_path) else None
+    shared = load(shared_path, ort_version, ep_package, provider, alias, shared=True, emulated=emulated,
+                  classes=classes) if os.path.exists(shared_path) else None
     if shared is None or not (shared.entries or shared.inactive):
         return own
     sources = [p for p in (own.source, shared.source) if p]

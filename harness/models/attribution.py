@@ -29,6 +29,7 @@ from ep_testbed.harness.core.expectations import for_ep
 from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
 from ep_testbed.harness.core.tolerances import Tolerances
 from ep_testbed.harness.eps.providers import alias_of
+from ep_testbed.harness.eps.registry import classes_of
 from ep_testbed.reference import DEFAULT_MODEL
 
 from .inputs import skeleton
@@ -100,7 +101,7 @@ def attribute_nodes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], ep_
         def names(op: str) -> tuple[str, ...]:
             if provider not in known:
                 try:
-                    known[provider] = for_ep(alias_of(provider), provider=provider)
+                    known[provider] = for_ep(alias_of(provider), provider=provider, classes=classes_of(provider))
                 except Exception:  # no usable expectations for that EP: nothing to explain with
                     known[provider] = None
             return known[provider].readings_for(op) if known[provider] is not None else ()

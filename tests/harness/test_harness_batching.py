@@ -18,6 +18,7 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.core import expectations
 from ep_testbed.harness.core.results import dumps, read_run
 from ep_testbed.harness.eps.providers import EpSpec, resolve_ep
+from ep_testbed.harness.eps.registry import classes_of
 from ep_testbed.harness.run.case_run import CaseConfig, warm_up, warm_up_model
 from ep_testbed.harness.run.pool import WorkerPool, _Queue
 from ep_testbed.harness.run.runner import RunOptions, run_cases
@@ -34,7 +35,7 @@ def _catalog_lines(out, batch: int) -> dict[str, str]:
     far depends on the order cases finish in, which two workers never fix, batched or not."""
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     options = RunOptions(out_dir=str(out), jobs=2, timeout=120, progress=False, keep_worst=0, batch=batch, env=env)
-    run_cases(build_catalog(), CaseConfig(ep=resolve_ep("cpu")), options, expectations.for_ep("cpu"))
+    run_cases(build_catalog(), CaseConfig(ep=resolve_ep("cpu")), options, expectations.for_ep("cpu", classes=classes_of("CPUExecutionProvider")))
     _, lines, _ = read_run(str(out))
     return {line["id"]: line for line in lines}
 
@@ -170,7 +171,7 @@ def test_the_pool_and_the_end_line_say_when_the_first_worker_had_started_its_ep(
     finally:
         pool.close()
     options = RunOptions(out_dir=str(tmp_path / "r"), jobs=2, timeout=120, progress=False, keep_worst=0)
-    run_cases(cases, CaseConfig(ep=resolve_ep("cpu")), options, expectations.for_ep("cpu"))
+    run_cases(cases, CaseConfig(ep=resolve_ep("cpu")), options, expectations.for_ep("cpu", classes=classes_of("CPUExecutionProvider")))
     _, _, end = read_run(str(tmp_path / "r"))
     assert 0 <= end["warm_up_s"] <= end["elapsed_s"]
 

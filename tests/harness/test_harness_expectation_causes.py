@@ -18,6 +18,7 @@ from ep_testbed.harness.core import expectations as exp
 from ep_testbed.harness.core.signature import input_extremes
 from ep_testbed.harness.core.untrusted_files import FileRefused
 from ep_testbed.harness.eps.providers import resolve_ep
+from ep_testbed.harness.eps.registry import classes_of
 from ep_testbed.harness.run.case_run import CaseConfig, run_case
 
 SHARED = ["roi_align*", "roi_align*opset10*", "max_pooling2/edge-nan-inf*", "max_pooling2/*"]
@@ -34,15 +35,15 @@ def test_shared_causes_apply_where_they_say():
     shared = json.loads(open(f"{exp.EXPECTATIONS_DIR}/{exp.SHARED_FILE}", encoding="utf-8").read())
     assert all(e.get("applies_to") for e in shared["expectations"])
     everything = [e["id"] for e in shared["expectations"]]
-    cuda = exp.for_ep("cuda", provider="CUDAExecutionProvider")
+    cuda = exp.for_ep("cuda", provider="CUDAExecutionProvider", classes=classes_of("CUDAExecutionProvider"))
     assert sorted(_ids(cuda)) == sorted(everything)  # no cuda.json: the shared causes are all it has
-    webgpu = exp.for_ep("webgpu", provider="WebGpuExecutionProvider")
+    webgpu = exp.for_ep("webgpu", provider="WebGpuExecutionProvider", classes=classes_of("WebGpuExecutionProvider"))
     assert sorted(e.id for e in webgpu.entries + webgpu.inactive if e.applies_to) == sorted(everything)
     assert webgpu.source.endswith("webgpu.json + " + f"{exp.EXPECTATIONS_DIR}/{exp.SHARED_FILE}")
-    assert not {e.id for e in exp.for_ep("dml").entries if e.applies_to}
-    openvino = exp.for_ep("openvino")
+    assert not {e.id for e in exp.for_ep("dml", classes=classes_of("DmlExecutionProvider")).entries if e.applies_to}
+    openvino = exp.for_ep("openvino", classes=classes_of("OpenVINOExecutionProvider"))
     assert [(e.id, e.readings) for e in openvino.entries if e.applies_to] == [("roi_align*", ("onnx-1x1-regions",))]
-    cpu = exp.for_ep("cpu")
+    cpu = exp.for_ep("cpu", classes=classes_of("CPUExecutionProvider"))
     assert sorted(e.id for e in cpu.entries + cpu.inactive if e.applies_to) == sorted(everything)
     for alias in ("cpu", "openvino", "dml", "webgpu"):
         own = json.loads(open(f"{exp.EXPECTATIONS_DIR}/{alias}.json", encoding="utf-8").read())["expectations"]
@@ -70,8 +71,11 @@ def test_every_bundled_entry_names_readings_the_operators_have():
 def test_applies_to_names_providers_aliases_and_classes():
     entry = exp.parse([{"id": "*", "outcome": "fail", "readings": ["lowest-start"], "reason": "r", "link": "l",
                         "applies_to": ["onnxruntime-kernels", "openvino"]}]).entries[0]
-    assert entry.applies("CUDAExecutionProvider", "cuda") and entry.applies("OpenVINOExecutionProvider", "openvino")
-    assert not entry.applies("DmlExecutionProvider", "dml")
+    cuda = classes_of("CUDAExecutionProvider")  # the classes an EP is in are its record's
+    assert cuda == ("onnxruntime-kernels",) and classes_of("DmlExecutionProvider") == ()
+    assert entry.applies("CUDAExecutionProvider", "cuda", cuda) and entry.applies("OpenVINOExecutionProvider", "openvino")
+    assert not entry.applies("CUDAExecutionProvider", "cuda")  # no class given: only names apply
+    assert not entry.applies("DmlExecutionProvider", "dml", classes_of("DmlExecutionProvider"))
     assert exp.parse([{"id": "*", "outcome": "not-on-ep", "reason": "r", "link": "l"}]).entries[0].applies("X", "x")
     kept = exp.parse({"expectations": [{"id": "a", "outcome": "not-on-ep", "reason": "r", "link": "l",
                                         "applies_to": ["CPUExecutionProvider"]}]}, provider="DmlExecutionProvider")
@@ -231,7 +235,7 @@ def test_the_corner_term_max_shows_only_where_it_differs(recipe, shows):
     failing element of a random region (known); where every sample reads outside the input, both
     maxima are 0 and nothing is to explain."""
     case = Case(id=f"roi_align1/max-{recipe}", op=MAX.TYPE, desc=MAX, seed=1, recipe=recipe)
-    shipped = exp.for_ep("cpu")
+    shipped = exp.for_ep("cpu", classes=classes_of("CPUExecutionProvider"))
     from ep_testbed.harness.run.case_steps import ArtifactPolicy
     line = run_case(case, CaseConfig(ep=resolve_ep("cpu")), ArtifactPolicy(expected=shipped.candidates(case)),
                     mapper=to_onnx)

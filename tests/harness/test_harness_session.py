@@ -257,8 +257,14 @@ def test_expectations_predicted_entries_need_the_case_and_the_eps_predictor():
     with pytest.raises(ValueError, match="predicted must be a list of objects"):
         exp.parse({"expectations": [{"id": "a", "predicted": {"field": "x"}, "outcome": "not-on-ep", "reason": "r",
                                      "link": "l"}]})
-    assert exp.parse({"ep": "DmlExecutionProvider", "expectations": []}).predictor is not None
-    assert exp.parse({"ep": "CPUExecutionProvider", "expectations": []}).predictor is None
+    from ep_testbed.harness.eps import dml_ep, registry
+
+    # the file's EP picks its predictor among those the EP records hold (the DirectML EP's, here)
+    predictors = registry.predictors()
+    assert exp.parse({"ep": "DmlExecutionProvider", "expectations": []}, predictors=predictors).predictor \
+        is dml_ep.predict_case
+    assert exp.parse({"ep": "CPUExecutionProvider", "expectations": []}, predictors=predictors).predictor is None
+    assert exp.parse({"ep": "DmlExecutionProvider", "expectations": []}).predictor is None  # none handed over
 
 
 def test_dml_sessions_disable_graph_fusion_unless_kept():

@@ -10,7 +10,7 @@ import pytest
 from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.harness.core import expectations as E
 from ep_testbed.harness.core.untrusted_files import FileRefused
-from ep_testbed.harness.eps import webgpu_ep
+from ep_testbed.harness.eps import registry, webgpu_ep
 
 ENTRY = {"id": "*", "outcome": "not-on-ep", "reason": "r", "link": "https://example.org/x"}
 
@@ -108,6 +108,9 @@ def test_a_window_of_only_minus_inf_is_predicted_to_start_finite_and_stay_there(
     plain = _Case(_case("max_pooling2/grid-float32-2d-w2x3-s3-p1_0-d2-idxuint64"), output_indices_tensor=None)
     assert webgpu_ep.predict_case(plain) == []
     assert webgpu_ep.WINDOW_START[10] == -65504.0  # onnx.TensorProto.FLOAT16
-    entry = E.for_ep("webgpu", ep_package=("onnxruntime-ep-webgpu", "0.4.0")).match_case(case, [])
+    # the predictor comes from the WebGPU EP's record, handed to the expectations by their reader
+    assert E.for_ep("webgpu", ep_package=("onnxruntime-ep-webgpu", "0.4.0")).match_case(case, []) is None
+    entry = E.for_ep("webgpu", ep_package=("onnxruntime-ep-webgpu", "0.4.0"),
+                     predictors=registry.predictors()).match_case(case, [])
     assert entry is not None and entry.predicted == ((("field", "WindowStart"), ("kind", "diverges"),
                                                       ("op_type", "MaxPool")),)
