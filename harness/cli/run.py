@@ -197,8 +197,7 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
 def _preflight_and_run(args: argparse.Namespace, settings: RunConfig, cases: list[Any], config: CaseConfig,
                        options: RunOptions) -> int:
     """``_run_command`` from the preflight on: its notes, the run, the report; the exit code."""
-    ready = preflight.check(args.ep, settings.ep.options, config.session, library=getattr(args, "ep_library", None),
-                            device=getattr(args, "ep_device", None))
+    ready = preflight.check(settings.ep, settings.ep.options, config.session)  # the EP run_config resolved
     for finding in ready.findings:  # what ONNX Runtime said of the EP's options, one clean line each
         if finding.level == "note":
             print(f"ep-testbed: note: {safe_message(finding.text)}", file=sys.stderr)

@@ -161,3 +161,28 @@ def test_run_stops_before_any_case_when_the_preflight_fails(tmp_path, capsys, mo
     assert code == 2 and "preflight: device_id=7 is out of range (simulated)" in err
     assert not (out / "results.jsonl").exists()
     assert len(procs) == 2 and all(proc.poll() is not None for proc in procs), "a worker outlived the refusal"
+
+
+def test_run_resolves_its_ep_once(tmp_path, capsys, monkeypatch):
+    """``run`` resolves ``--ep`` once (``run_config``) and hands the preflight that spec: the
+    preflight's findings are the same, and it never resolves the flags again."""
+    from ep_testbed.harness.cli import options
+
+    calls = []
+
+    def counting(resolve):
+        def counted(*args, **kwargs):
+            calls.append(args[0])
+            return resolve(*args, **kwargs)
+        return counted
+
+    monkeypatch.setattr(options, "resolve", counting(options.resolve))
+    monkeypatch.setattr(preflight, "resolve", counting(preflight.resolve))
+    seen = []
+    monkeypatch.setattr(preflight, "check_session", lambda result, ep, settings: seen.append(ep) or result.add(
+        "fatal", "stopped after the checks (simulated)"))
+    code = run_command(parse_args(["run", "--out", str(tmp_path / "run"), "--no-progress", "--jobs", "1",
+                                   "--also-on", "none"]),
+                       catalog="local_cases:build_catalog", mapper="local_cases:to_onnx", worker_paths=(HERE,))
+    assert code == 2 and "stopped after the checks (simulated)" in capsys.readouterr().err
+    assert calls == ["cpu"] and [ep.provider for ep in seen] == ["CPUExecutionProvider"]
