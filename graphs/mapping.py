@@ -64,7 +64,7 @@ class Mapping:
 
     def feeds(self, tensors: MappingT[str, np.ndarray]) -> dict[str, np.ndarray]:
         """ONNX input name -> array, from a dict of DML-named arrays as ``execute`` takes them."""
-        self._require_model()
+        self.require_model()
         missing = [p.member for p in self.inputs if p.member not in tensors]
         if missing:
             raise KeyError(f"feeds: missing DML input(s) {missing}; this desc reads "
@@ -74,7 +74,7 @@ class Mapping:
     def outputs(self, onnx_outputs: Union[Sequence[np.ndarray], MappingT[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """DML member name -> array in the desc's data type and sizes, from a session's outputs
         (a list in session output order, i.e. the model's graph outputs, or a dict by ONNX name)."""
-        self._require_model()
+        self.require_model()
         if not isinstance(onnx_outputs, MappingT):
             onnx_outputs = list(onnx_outputs)
             if len(onnx_outputs) != len(self.output_ports):
@@ -141,10 +141,12 @@ class Mapping:
     def onnx_output_names(self) -> list[str]:
         return [p.onnx_name for p in self.output_ports]
 
-    def _require_model(self) -> None:
+    def require_model(self) -> onnx.ModelProto:
+        """The ONNX model; ValueError naming every ``inexpressible`` flag when there is none."""
         if self.model is None:
             reasons = "; ".join(f"{f.field}={f.value!r}: {f.reason}" for f in self.flags if f.kind == "inexpressible")
             raise ValueError(f"{self.desc.TYPE} is not expressible in ONNX: {reasons}")
+        return self.model
 
     def describe(self) -> dict[str, Any]:
         """A JSON-safe summary: nodes with attributes, flags (what ``ep-testbed map`` prints)."""

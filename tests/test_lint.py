@@ -2,7 +2,7 @@
 their output when the code picks up an unused name, a misordered import or a type error.
 
 ruff checks every Python file (pyflakes and import order: pyproject.toml's [tool.ruff]); mypy
-checks the public modules (pyproject.toml's [tool.mypy], run through tools/typecheck.py, which
+checks every module of the four code folders (pyproject.toml's [tool.mypy], run through tools/typecheck.py, which
 lays the folders out as the ep_testbed namespace). Both are in the ``test`` extra: a missing one
 fails here with the install command, since a check that did not run is not a pass.
 """
@@ -30,7 +30,7 @@ def test_ruff_finds_nothing():
     assert done.returncode == 0, f"ruff check . (exit {done.returncode}):\n{done.stdout}{done.stderr}"
 
 
-def test_mypy_finds_nothing_in_the_public_modules():
+def test_mypy_finds_nothing_in_any_module():
     done = _run("mypy", ["tools/typecheck.py"])
     assert done.returncode == 0, f"python tools/typecheck.py (exit {done.returncode}):\n{done.stdout}{done.stderr}"
     assert "Success" in done.stdout, done.stdout

@@ -1,4 +1,4 @@
-"""Type-check the public modules with mypy, configured in pyproject.toml ([tool.mypy]).
+"""Type-check every module of the four code folders with mypy, configured in pyproject.toml ([tool.mypy]).
 
     python tools/typecheck.py            # what tests/test_lint.py runs; extra arguments go to mypy
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ep_testbed.harness.core.installed import machine_info
+from ep_testbed.harness.core.results import part
 
 from . import nvidia
 from .devices import from_json
@@ -122,15 +123,14 @@ def identity_key(data: Optional[dict[str, Any]]) -> tuple:
     and the EP package. A header without a record (older runs) gives ``("unrecorded",)``."""
     if not isinstance(data, dict):
         return ("unrecorded",)
-    adapter = data.get("adapter") if isinstance(data.get("adapter"), dict) else {}
-    dml = data.get("directml") if isinstance(data.get("directml"), dict) else {}
-    view = data.get("ort_device") if isinstance(data.get("ort_device"), dict) else {}
-    device = view.get("device") if isinstance(view.get("device"), dict) else None
+    adapter, dml, view = part(data, "adapter"), part(data, "directml"), part(data, "ort_device")
+    device = part(view, "device") or None
+    ort_key: Any
     try:
         ort_key = from_json(device).key() if device else None
     except ValueError:  # a damaged record: compared as it is
         ort_key = repr(device)
-    package = data.get("ep_package") if isinstance(data.get("ep_package"), dict) else {}
+    package = part(data, "ep_package")
     return (data.get("source"), adapter.get("description"), adapter.get("vendor_id"), adapter.get("device_id"),
             adapter.get("device"), adapter.get("driver_version"), dml.get("version"), ort_key,
             package.get("name"), package.get("version"), (data.get("emulation") or {}).get("vkd3d"))

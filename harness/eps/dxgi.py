@@ -240,7 +240,8 @@ def driver_entry(adapter: Adapter, drivers: Iterable[dict[str, str]]) -> Optiona
         if ids and (int(ids.group(1), 16), int(ids.group(2), 16)) == wanted:
             found.append(entry)
     same_name = [e for e in found if e.get("DriverDesc") == adapter.description]
-    return (same_name or found or [None])[0]
+    chosen = same_name or found
+    return chosen[0] if chosen else None
 
 
 #: VS_FIXEDFILEINFO.dwSignature, little-endian, as it sits in a PE file's version resource.
@@ -338,7 +339,7 @@ def dxgi_record(ep: EpSpec, ort: dict[str, str]) -> dict[str, Any]:
         adapters = read_adapters(windows_factory())
     except (OSError, GpuError) as exc:
         return none_identity(ep.provider, ort, f"the DXGI adapters could not be read: {exc}")
-    import winreg  # type: ignore[import-not-found]  # Windows only
+    import winreg  # Windows only
 
     return dml_identity(ep.options, adapters, read_display_drivers(winreg), directml_dll(), ort)
 

@@ -69,6 +69,13 @@ class EpAdapter:
         self.record = record
         self._chosen: tuple[EpDevice, Any] | None = None
 
+    def run_session(self, model: Any, feeds: Any, settings: Any, *, allow_fallback: bool = False,
+                    profile: bool = True, quiet: bool = False, initializers: Any = None) -> Any:
+        """Build and run one session where the EP lives: what an adapter that ``holds_sessions``
+        does (the DirectML host's); the others' sessions are built in this process
+        (``eps.session``), so theirs is never called."""
+        raise NotImplementedError(f"{type(self).__name__} holds no sessions: eps.session builds them in this process")
+
     @classmethod
     def spec_for(cls, record: Any, options: dict[str, str], *, library: str | None = None,
                  device: str | None = None) -> EpSpec:

@@ -64,7 +64,8 @@ def _node_events(events: Iterable[dict[str, Any]]) -> Iterable[tuple[str, str, s
         if not isinstance(event, dict) or event.get("cat") != "Node":
             continue
         name = str(event.get("name", ""))
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        given = event.get("args")
+        args: dict[str, Any] = given if isinstance(given, dict) else {}
         if name.endswith("_kernel_time") and args.get("provider"):
             yield name[: -len("_kernel_time")], str(args["provider"]), str(args.get("op_name", ""))
 

@@ -151,7 +151,7 @@ def find_distribution(spec: str) -> tuple[str, str, str] | None:
     by_module = None
     for dist in importlib.metadata.distributions():
         try:
-            name = str(dist.metadata.get("Name") or "")
+            name = str(dist.metadata.get("Name") or "")  # type: ignore[attr-defined]  # an email Message: get() misses quietly
             modules = sorted(_top_level(dist))
         except Exception:  # broken metadata of some other distribution: not this one
             continue
@@ -412,7 +412,7 @@ def installed_packages() -> list[str]:
     (``onnxruntime-ep-*``), plus the ``KNOWN_PACKAGES`` that are installed, sorted."""
     found = set()
     for dist in importlib.metadata.distributions():
-        name = str(dist.metadata.get("Name") or "").lower().replace("_", "-")
+        name = str(dist.metadata.get("Name") or "")  # type: ignore[attr-defined]  # an email Message: get() misses quietly.lower().replace("_", "-")
         if name.startswith("onnxruntime-ep-") or name in KNOWN_PACKAGES:
             found.add(name)
     return sorted(found)

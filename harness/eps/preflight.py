@@ -176,14 +176,15 @@ def check_session(result: Preflight, ep: EpSpec, settings: SessionSettings) -> b
     """Finding 4: one node builds, runs and is proven on the EP."""
     case = probe_case()
     mapping = to_onnx(case.desc, opset=case.opset)
-    what = "one-node " + "/".join(n.op_type for n in mapping.model.graph.node if n.name in mapping.op_nodes)
+    model = mapping.require_model()
+    what = "one-node " + "/".join(n.op_type for n in model.graph.node if n.name in mapping.op_nodes)
     if ep.is_cpu and ep.options:
         result.add("note", f"{ep.provider} takes no provider options (ONNX Runtime ignores them: "
                            "session.get_provider_options() reports none back), so these do nothing: --ep-option "
                            + ", ".join(f"{k}={v}" for k, v in ep.options.items()))
     try:
         with native_stderr() as said:  # an EP factory's raw, coloured log records become notes
-            run = run_on_ep(mapping.model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
+            run = run_on_ep(model, mapping.feeds(case.inputs()), ep, settings, quiet=True)
     except SessionError as exc:
         _said(result, said)
         hint = vulkan_hint(said)

@@ -45,7 +45,7 @@ KERNELS = _COMMIT.format("003f772b21abba32d4310f97b4c8e8035beacf4f") + "webgpu_e
 #: MaxPool's ``T`` on WebGPU (WebGpuSupportedFloatTypes).
 FLOAT_TYPES = frozenset({T.FLOAT, T.FLOAT16})
 #: Where each window of the max-pool shader starts (pool.cc L87-L94), by input type.
-WINDOW_START = {T.FLOAT16: -65504.0, T.FLOAT: float(np.finfo(np.float32).min)}
+WINDOW_START: dict[int, float] = {T.FLOAT16: -65504.0, T.FLOAT: float(np.finfo(np.float32).min)}
 #: Operator node types the WebGPU EP has no kernel for.
 NO_KERNEL = ("RoiAlign", "MaxRoiPool")
 
@@ -88,7 +88,7 @@ def window_predictions(model: onnx.ModelProto, node: onnx.NodeProto, expected: I
     """``diverges`` when a float MaxPool's expected output holds -inf: the shader's window starts
     at a finite number and stays there for a window of -inf only."""
     dtype = _input_type(model, node.input[0])
-    if dtype not in WINDOW_START or not any(np.isneginf(np.asarray(v, dtype=np.float64)).any()
+    if dtype is None or dtype not in WINDOW_START or not any(np.isneginf(np.asarray(v, dtype=np.float64)).any()
                                            for v in expected if np.issubdtype(np.asarray(v).dtype, np.floating)):
         return []
     return [_prediction(node, "WindowStart", "diverges", WINDOW_START[dtype],

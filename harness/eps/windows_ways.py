@@ -61,7 +61,7 @@ def installed_distributions() -> dict[str, str]:
     """Every installed distribution, normalised name (lower case, ``-``) -> version."""
     found: dict[str, str] = {}
     for dist in importlib.metadata.distributions():
-        name = str(dist.metadata.get("Name") or "").lower().replace("_", "-")
+        name = str(dist.metadata.get("Name") or "")  # type: ignore[attr-defined]  # an email Message: get() misses quietly.lower().replace("_", "-")
         if name:
             found.setdefault(name, str(dist.version))
     return found

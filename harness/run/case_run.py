@@ -147,9 +147,7 @@ def warm_up_model() -> tuple[bytes, dict[str, Any]]:
     the workers, so no worker builds a catalog to find it."""
     case = probe_case()
     mapping = to_onnx(case.desc, opset=case.opset)
-    if mapping.model is None:  # the probe is a one-node MaxPool every opset expresses
-        raise RuntimeError(f"the probe case {case.id} has no ONNX model")
-    return mapping.model.SerializeToString(), mapping.feeds(case.inputs())
+    return mapping.require_model().SerializeToString(), mapping.feeds(case.inputs())
 
 
 def warm_up(config: CaseConfig, model: bytes | None = None, feeds: dict[str, Any] | None = None) -> str:

@@ -396,7 +396,7 @@ def wants_host(argv: Sequence[str]) -> bool:
     ``--in-process`` (the child a ``model run`` starts), never with ``--help`` or ``--list``."""
     args = list(argv)
     words = args[:2]
-    command = (words[0],) if words and words[0] in {c[0] for c in HOST_COMMANDS} else None
+    command: tuple[str, ...] | None = (words[0],) if words and words[0] in {c[0] for c in HOST_COMMANDS} else None
     if command is None and words == ["model", "run"] and "--in-process" in args:
         command = ("model", "run")
     if command is None or any(a in NO_SESSION for a in args):

@@ -201,7 +201,8 @@ class HostRun:
             if not isinstance(event, dict) or event.get("cat") != "Node":
                 continue
             name = str(event.get("name", ""))
-            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            given = event.get("args")
+            args: dict[str, Any] = given if isinstance(given, dict) else {}
             node = name[: -len("_kernel_time")] if name.endswith("_kernel_time") else None
             if node in names and args.get("provider"):
                 found[node] = str(args["provider"])
@@ -222,7 +223,7 @@ class _Writer:
     def u32(self, v: int) -> None: self.parts.append(struct.pack("<I", v))
     def i32(self, v: int) -> None: self.parts.append(struct.pack("<i", v))
 
-    def str(self, s: str) -> None:
+    def text(self, s: str) -> None:
         data = s.encode("utf-8")
         self.u32(len(data))
         self.parts.append(data)
@@ -234,7 +235,7 @@ class _Writer:
     def tensor(self, name: str, array: np.ndarray) -> None:
         code = onnx_type_of(array.dtype)
         array = np.ascontiguousarray(array, dtype=ONNX_TYPES[code])  # little-endian, row-major
-        self.str(name)
+        self.text(name)
         self.i32(code)
         self.u32(array.ndim)
         self.parts.append(struct.pack(f"<{array.ndim}q", *array.shape))
@@ -260,11 +261,11 @@ class _Reader:
     def unpack(self, fmt: str) -> Any:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
-    def str(self) -> str:
+    def text(self) -> str:
         return bytes(self.take(self.unpack("<I"))).decode("utf-8", errors="replace")
 
     def tensor(self) -> tuple[str, np.ndarray]:
-        name, code, rank = self.str(), self.unpack("<i"), self.unpack("<I")
+        name, code, rank = self.text(), self.unpack("<i"), self.unpack("<I")
         shape = struct.unpack(f"<{rank}q", self.take(8 * rank))
         data = self.take(self.unpack("<Q"))
         return name, np.frombuffer(data, dtype=dtype_of(code)).reshape(shape).copy()
@@ -309,9 +310,10 @@ class DmlWineHost:
             started = launch(self.setup, folder, start_timeout=start_timeout, wine_debug=wine_debug,
                              stderr_limit=stderr_limit, display=display, dll_overrides=dll_overrides)
         t0, self.display = started.started_at, started.display
-        self._proc, self._xvfb, self._stderr = started.proc, started.xvfb, started.stderr
-        self._finalizer = weakref.finalize(self, _kill_pair, self._proc, self._xvfb)
-        self._in_fd, self._out_fd = self._proc.stdin.fileno(), self._proc.stdout.fileno()
+        proc: subprocess.Popen = started.proc
+        self._proc, self._xvfb, self._stderr = proc, started.xvfb, started.stderr
+        self._finalizer = weakref.finalize(self, _kill_pair, proc, self._xvfb)
+        self._in_fd, self._out_fd = _fd(proc.stdin), _fd(proc.stdout)
         os.set_blocking(self._in_fd, False)  # writes wait in select, under the request's deadline
         self.info = self.hello(timeout=start_timeout)
         if self.info.get("host_protocol") != HOST_PROTOCOL:
@@ -343,10 +345,7 @@ class DmlWineHost:
                 pass
         proc, self._proc = self._proc, None
         if proc is not None:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
+            _close(proc.stdin)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -354,7 +353,7 @@ class DmlWineHost:
             # stderr stays with its pump thread, which closes it at EOF (when Wine's service
             # processes, which inherit it, end): closing it here would wait for the pump's read.
             try:
-                proc.stdout.close()
+                _close(proc.stdout)
             except OSError:
                 pass
         _kill(self._xvfb)
@@ -371,7 +370,7 @@ class DmlWineHost:
         version, the DXGI adapters, the D3D12 feature level and shader model, the vkd3d
         workaround's state."""
         reader, _, _ = self._call(_frame(_REQ_HELLO), timeout)
-        return json.loads(reader.str())
+        return json.loads(reader.text())
 
     def run(self, model_bytes: bytes, feeds: Mapping[str, np.ndarray], *, provider: str = "DML",
             device_id: int = 0, shared_device: bool = False, graph_opt: bool | int = False, config_entries: Mapping[str, str] | None = None,
@@ -400,8 +399,8 @@ class DmlWineHost:
         w.u8(1 if profile else 0)
         w.u32(len(entries))
         for k, v in entries.items():
-            w.str(str(k))
-            w.str(str(v))
+            w.text(str(k))
+            w.text(str(v))
         w.blob(model_bytes)
         w.u32(len(feeds))
         for name, array in feeds.items():
@@ -422,7 +421,7 @@ class DmlWineHost:
     def _call(self, frame: bytes, timeout: float | None) -> tuple[_Reader, str | None, str]:
         reader = _Reader(self._request(frame, self.request_timeout if timeout is None else timeout))
         stage = _STATUS.get(reader.unpack("<B"), "request")
-        return reader, stage, reader.str()
+        return reader, stage, reader.text()
 
     def _request(self, frame: bytes, timeout: float) -> bytes:
         with self._lock:  # one request at a time: frames of two threads must not interleave
@@ -445,7 +444,7 @@ class DmlWineHost:
                               f"stderr tail:\n{tail}", tail) from None
         except (_Gone, BrokenPipeError):
             try:
-                code = self._proc.wait(timeout=5)
+                code = self._proc.wait(timeout=5) if self._proc is not None else None
             except subprocess.TimeoutExpired:  # stdout closed, process still there: kill it
                 code = None
             tail = self._die()
@@ -489,7 +488,8 @@ class DmlWineHost:
                 raise _Deadline()
             ready, _, _ = select.select([self._out_fd], [], [], min(remaining, 0.1))
             if not ready:
-                if self._proc.poll() is not None and not select.select([self._out_fd], [], [], 0)[0]:
+                if (self._proc is None or self._proc.poll() is not None) \
+                        and not select.select([self._out_fd], [], [], 0)[0]:
                     raise _Gone()
                 continue
             chunk = os.read(self._out_fd, min(n - got, 1 << 22))
@@ -508,7 +508,7 @@ class _Gone(Exception):
     pass
 
 
-def _kill_pair(proc: subprocess.Popen, xvfb: subprocess.Popen) -> None:
+def _kill_pair(proc: subprocess.Popen | None, xvfb: subprocess.Popen | None) -> None:
     """At garbage collection or exit: a host nobody closed, and its Xvfb."""
     _kill(proc)
     _kill(xvfb)
@@ -541,12 +541,12 @@ def _exit_meaning(code: int | None) -> str:
 def _read_run(reader: _Reader, stage: str | None, message: str) -> HostRun:
     options_s, build_s, run_s, finish_s = (reader.unpack("<d") for _ in range(4))
     outputs = [reader.tensor() for _ in range(reader.unpack("<I"))]
-    trace = reader.str()
+    trace = reader.text()
     has_assignment = reader.unpack("<B")
     subgraphs = []
     for _ in range(reader.unpack("<I")):
-        ep = reader.str()
-        subgraphs.append((ep, [(reader.str(), reader.str()) for _ in range(reader.unpack("<I"))]))
+        ep = reader.text()
+        subgraphs.append((ep, [(reader.text(), reader.text()) for _ in range(reader.unpack("<I"))]))
     events, note = [], ""
     if trace:
         try:
@@ -581,3 +581,16 @@ def _main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(_main())
+
+
+def _fd(stream: Any) -> int:
+    """The file descriptor of a pipe the host was started with (``subprocess.PIPE``: never None)."""
+    if stream is None:
+        raise HostError("the DirectML host was started without its pipes")
+    return stream.fileno()
+
+
+def _close(stream: Any) -> None:
+    """Close a pipe of the host, if it has one; OSError as ``close`` raises it."""
+    if stream is not None:
+        stream.close()
