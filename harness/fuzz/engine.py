@@ -396,7 +396,7 @@ class _Batches:
 
     def __init__(self, options: FuzzOptions) -> None:
         self._replay = list(options.replay)
-        self._drawer = None if self._replay else Drawer(options.ops, options.seed, options.size)
+        self._drawer = None if self._replay else Drawer(options.ops, options.seed, options.size, options.max_cases)
 
     def __iter__(self) -> "_Batches":
         return self
@@ -441,7 +441,9 @@ class Drawer:
     """Draws the run's rounds in a process of its own, a couple of rounds ahead, so that
     drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
     ones. The order is fixed: round 0 (batch 0 of every operator, interleaved:
-    ``draw.draw_round``), then round 1...
+    ``draw.draw_round``), then round 1...; with ``max_cases``, only the rounds that hold the
+    first ``max_cases`` cases (the rounds after them would be drawn for nothing, on the cores
+    the workers need).
     The drawing process is spawned, so it is handed the records of the operators the registry
     module does not register itself (``registry.BUILT_IN``): one registered by the caller's own
     code is registered there too."""
@@ -450,27 +452,32 @@ class Drawer:
     #: How often a wait for a batch checks that the drawing process is still alive (seconds).
     POLL_S = 1.0
 
-    def __init__(self, ops: Sequence[str], seed: int, size: str):
+    def __init__(self, ops: Sequence[str], seed: int, size: str, max_cases: int | None = None):
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")  # the parent has threads: never fork it
         self._queue = context.Queue(maxsize=self.AHEAD)
+        self._done = False
         records = [spec_named(op) for op in ops if op not in BUILT_IN]
-        self._process = context.Process(target=draw_batches, args=(list(ops), seed, size, self._queue, records),
-                                        daemon=True)
+        self._process = context.Process(target=draw_batches,
+                                        args=(list(ops), seed, size, self._queue, records, max_cases), daemon=True)
         self._process.start()
 
     def next_batch(self) -> list[Any]:
-        """The next round of cases (RuntimeError with the drawer's traceback if it failed, or saying
-        that it died: a process killed, or one that could not start, reports nothing itself)."""
+        """The next round of cases; StopIteration once the rounds ``max_cases`` needs are all
+        taken (RuntimeError with the drawer's traceback if it failed, or saying that it died: a
+        process killed, or one that could not start, reports nothing itself)."""
         import queue
 
+        if self._done:
+            raise StopIteration
         while True:
+            ended = not self._process.is_alive()  # before the wait: all it put is then in the pipe
             try:
                 kind, payload = self._queue.get(timeout=self.POLL_S)
                 break
             except queue.Empty:
-                if not self._process.is_alive():
+                if ended:
                     raise RuntimeError(
                         f"drawing fuzzed cases failed: the drawing process ended (exit code {self._process.exitcode}) "
                         "without a batch; its own error, if any, is on stderr above (a script that runs a fuzz "
@@ -478,6 +485,9 @@ class Drawer:
                         "spawn start requires)") from None
         if kind == "error":
             raise RuntimeError(f"drawing fuzzed cases failed:\n{payload}")
+        if kind == "done":
+            self._done = True
+            raise StopIteration
         return payload
 
     def close(self) -> None:
@@ -489,17 +499,25 @@ class Drawer:
         self._queue.cancel_join_thread()
 
 
-def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: Sequence[Any] = ()) -> None:
+def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: Sequence[Any] = (),
+                 max_cases: int | None = None) -> None:
     """The drawing process: every round, in ``Drawer``'s order, into ``queue`` (blocks when full),
-    after registering each of the operator ``records`` this process does not know yet."""
+    after registering each of the operator ``records`` this process does not know yet; with
+    ``max_cases``, the rounds up to the one that holds the ``max_cases``-th case, then ``done``."""
     import traceback
 
     try:
         for record in records:
             if record.name not in names():
                 register(record)
+        drawn = 0
         for number in itertools.count():
-            queue.put(("batch", draw_mod.draw_round(ops, seed, number, size)))
+            cases = draw_mod.draw_round(ops, seed, number, size)
+            queue.put(("batch", cases))
+            drawn += len(cases)
+            if max_cases is not None and drawn >= max_cases:
+                queue.put(("done", None))
+                return
     except Exception:
         queue.put(("error", traceback.format_exc()))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from ep_testbed.harness.fuzz.engine import FuzzOptions, _Batches
 
 
@@ -27,3 +29,26 @@ def test_a_replay_draws_its_one_batch_and_ends(tmp_path):
     batches = _Batches(FuzzOptions(out_dir=str(tmp_path), ops=["max_pooling2"], budget_s=5, replay=ids))
     assert [[case.id for case in batch] for batch in batches] == [ids]
     batches.close()
+
+
+def test_with_max_cases_the_drawing_process_draws_only_the_rounds_that_hold_them_and_ends():
+    """A round of one operator is its batch of ``BATCH_SIZE`` cases: 150 cases are two rounds, the
+    same as an unbounded drawer's first two; then the batches end and the process exits by itself
+    (before, it drew rounds ahead until it was stopped, on the cores the workers run on)."""
+    from ep_testbed.harness.fuzz.draw import BATCH_SIZE
+    from ep_testbed.harness.fuzz.engine import Drawer
+
+    bounded, unbounded = Drawer(["max_pooling2"], 3, "default", max_cases=BATCH_SIZE + 50), \
+        Drawer(["max_pooling2"], 3, "default")
+    try:
+        rounds = [[case.id for case in bounded.next_batch()] for _ in range(2)]
+        assert rounds == [[case.id for case in unbounded.next_batch()] for _ in range(2)]
+        assert [len(r) for r in rounds] == [BATCH_SIZE, BATCH_SIZE]
+        for _ in range(2):  # the end, and the end again
+            with pytest.raises(StopIteration):
+                bounded.next_batch()
+        bounded._process.join(timeout=20)
+        assert bounded._process.exitcode == 0
+    finally:
+        bounded.close()
+        unbounded.close()
