@@ -355,6 +355,10 @@ class WorkerPool:
                     if self._first_ready is None:
                         self._first_ready = time.monotonic()
                     startup_failures = 0
+                elif message[0] == "result":  # the worker gets its next batch before its line is handled
+                    lines = list(self._answer(worker, message, queue_))
+                    self._dispatch(queue_, policy_for)
+                    yield from lines
                 else:
                     yield from self._answer(worker, message, queue_)
             finished = True

@@ -202,3 +202,18 @@ def test_keep_worst_keeps_only_the_passing_cases_among_the_worst_when_their_line
             if len(worst) > 3:
                 heapq.heappop(worst)
     assert 3 <= len(kept) < 20, kept
+
+
+def test_a_worker_gets_its_next_case_before_its_answer_is_handed_on():
+    """The caller's handling of a line (settling, writing) never holds up the worker that sent it:
+    by the time the first line reaches the caller, the one worker already has the second case."""
+    cases = build_catalog(["roi_pooling"])[:3]
+    pool = WorkerPool(CaseConfig(ep=resolve_ep("cpu")), 1, 60)
+    try:
+        lines = pool.run(cases, keep_workers=True)
+        first = next(lines)
+        assert first["id"] == cases[0].id
+        assert [case.id for case in pool._workers[0].batch] == [cases[1].id]  # sent while the caller holds line 1
+        assert [line["id"] for line in lines] == [case.id for case in cases[1:]]
+    finally:
+        pool.close()
