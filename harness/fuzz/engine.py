@@ -198,7 +198,7 @@ def _fuzz_claimed(config: CaseConfig, options: FuzzOptions, expectations: Expect
     """``fuzz``'s work once the folder is this process's."""
     budget = Budget(options.budget_s)
     _check(options)
-    drawing = _batches(options)  # the drawing process starts first: its imports overlap the header and the workers'
+    drawing = _batches(options)
     try:
         return _fuzz_drawing(config, options, expectations, budget, drawing)
     finally:
@@ -391,17 +391,30 @@ def _end_recheck(recheck: Recheck, finished: bool, labelled: Any, emit: Any, wai
 
 class _Batches:
     """The batches to run, as an iterator: the ``replay`` cases redrawn from their ids (one batch),
-    or the batches of a drawing process, without end, started when this is made (``Drawer``);
-    ``close`` stops it, whether or not a batch was taken."""
+    or the run's rounds, without end (up to the one that holds the ``max_cases``-th case): round 0
+    drawn here when it is first asked for, while the workers start (the run has nothing else to do
+    then, and a drawing process would first spend as long importing), the rest by a drawing
+    process (``Drawer``) started right after it, when more are wanted, so that its start-up
+    overlaps the first round's cases; ``close`` stops it, whether or not a batch was taken."""
 
     def __init__(self, options: FuzzOptions) -> None:
         self._replay = list(options.replay)
-        self._drawer = None if self._replay else Drawer(options.ops, options.seed, options.size, options.max_cases)
+        self._options = options
+        self._drawer: Drawer | None = None
+        self._first = not self._replay  # round 0 is still to be drawn
 
     def __iter__(self) -> "_Batches":
         return self
 
     def __next__(self) -> list[Any]:
+        if self._first:
+            self._first = False
+            options = self._options
+            cases = draw_mod.draw_round(options.ops, options.seed, 0, options.size)
+            more = None if options.max_cases is None else options.max_cases - len(cases)
+            if more is None or more > 0:
+                self._drawer = Drawer(options.ops, options.seed, options.size, more, first=1)
+            return cases
         if self._drawer is not None:
             return self._drawer.next_batch()
         if self._replay:
@@ -410,14 +423,14 @@ class _Batches:
         raise StopIteration
 
     def close(self) -> None:
-        """Stop the drawing process (again: nothing)."""
-        drawer, self._drawer, self._replay = self._drawer, None, []
+        """Stop the drawing process, if one started (again: nothing)."""
+        drawer, self._drawer, self._replay, self._first = self._drawer, None, [], False
         if drawer is not None:
             drawer.close()
 
 
 def _batches(options: FuzzOptions) -> _Batches:
-    """The batches to run (``_Batches``): a drawing process starts now."""
+    """The batches to run (``_Batches``)."""
     return _Batches(options)
 
 
@@ -441,9 +454,9 @@ class Drawer:
     """Draws the run's rounds in a process of its own, a couple of rounds ahead, so that
     drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
     ones. The order is fixed: round 0 (batch 0 of every operator, interleaved:
-    ``draw.draw_round``), then round 1...; with ``max_cases``, only the rounds that hold the
-    first ``max_cases`` cases (the rounds after them would be drawn for nothing, on the cores
-    the workers need).
+    ``draw.draw_round``), then round 1... from round ``first`` on; with ``max_cases``, only the
+    rounds that hold that many cases (the rounds after them would be drawn for nothing, on the
+    cores the workers need).
     The drawing process is spawned, so it is handed the records of the operators the registry
     module does not register itself (``registry.BUILT_IN``): one registered by the caller's own
     code is registered there too."""
@@ -452,15 +465,15 @@ class Drawer:
     #: How often a wait for a batch checks that the drawing process is still alive (seconds).
     POLL_S = 1.0
 
-    def __init__(self, ops: Sequence[str], seed: int, size: str, max_cases: int | None = None):
+    def __init__(self, ops: Sequence[str], seed: int, size: str, max_cases: int | None = None, first: int = 0):
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")  # the parent has threads: never fork it
         self._queue = context.Queue(maxsize=self.AHEAD)
         self._done = False
         records = [spec_named(op) for op in ops if op not in BUILT_IN]
-        self._process = context.Process(target=draw_batches,
-                                        args=(list(ops), seed, size, self._queue, records, max_cases), daemon=True)
+        self._process = context.Process(target=draw_batches, daemon=True,
+                                        args=(list(ops), seed, size, self._queue, records, max_cases, first))
         self._process.start()
 
     def next_batch(self) -> list[Any]:
@@ -500,10 +513,11 @@ class Drawer:
 
 
 def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: Sequence[Any] = (),
-                 max_cases: int | None = None) -> None:
-    """The drawing process: every round, in ``Drawer``'s order, into ``queue`` (blocks when full),
-    after registering each of the operator ``records`` this process does not know yet; with
-    ``max_cases``, the rounds up to the one that holds the ``max_cases``-th case, then ``done``."""
+                 max_cases: int | None = None, first: int = 0) -> None:
+    """The drawing process: every round from round ``first`` on, in ``Drawer``'s order, into
+    ``queue`` (blocks when full), after registering each of the operator ``records`` this process
+    does not know yet; with ``max_cases``, the rounds up to the one that holds the
+    ``max_cases``-th case it draws, then ``done``."""
     import traceback
 
     try:
@@ -511,7 +525,7 @@ def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: 
             if record.name not in names():
                 register(record)
         drawn = 0
-        for number in itertools.count():
+        for number in itertools.count(first):
             cases = draw_mod.draw_round(ops, seed, number, size)
             queue.put(("batch", cases))
             drawn += len(cases)

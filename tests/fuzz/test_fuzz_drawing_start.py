@@ -1,5 +1,6 @@
-"""The fuzz engine starts its drawing process first, before the run header and the workers, and
-stops it whether or not a batch was ever taken (``harness.fuzz.engine._Batches``)."""
+"""The fuzz engine draws its first round itself, while the workers start, and the rest in a
+drawing process started right after it when more are wanted; ``close`` stops that process whether
+or not a batch was taken from it (``harness.fuzz.engine._Batches``)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,36 @@ import time
 
 import pytest
 
-from ep_testbed.harness.fuzz.engine import FuzzOptions, _Batches
+from ep_testbed.harness.fuzz.engine import Drawer, FuzzOptions, _Batches
 
 
-def test_a_drawing_process_started_and_never_read_is_stopped_by_close(tmp_path):
+def test_the_first_round_is_drawn_here_the_rest_by_a_process_that_close_stops(tmp_path):
     batches = _Batches(FuzzOptions(out_dir=str(tmp_path), ops=["max_pooling2"], budget_s=5, seed=3))
+    assert batches._drawer is None  # nothing started before the first round is asked for
+    first = next(batches)
     process = batches._drawer._process
-    assert process.pid is not None  # started when the batches were made, before any was asked for
+    assert process.pid is not None  # started with the first round, before the second is asked for
+    unbounded = Drawer(["max_pooling2"], 3, "default")  # what one process draws from round 0 on
+    try:
+        for ours in (first, next(batches)):  # the same cases (a repr: a NaN field is unequal to itself)
+            assert [(c.id, repr(c.desc), c.recipe) for c in ours] == \
+                [(c.id, repr(c.desc), c.recipe) for c in unbounded.next_batch()]
+    finally:
+        unbounded.close()
     batches.close()
     deadline = time.monotonic() + 20
     while process.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not process.is_alive()
     batches.close()  # again: nothing
+
+
+def test_cases_the_first_round_holds_start_no_drawing_process(tmp_path):
+    batches = _Batches(FuzzOptions(out_dir=str(tmp_path), ops=["max_pooling2"], budget_s=5, seed=3, max_cases=40))
+    assert len(next(batches)) >= 40 and batches._drawer is None
+    with pytest.raises(StopIteration):
+        next(batches)
+    batches.close()
 
 
 def test_a_replay_draws_its_one_batch_and_ends(tmp_path):
@@ -36,7 +54,6 @@ def test_with_max_cases_the_drawing_process_draws_only_the_rounds_that_hold_them
     same as an unbounded drawer's first two; then the batches end and the process exits by itself
     (before, it drew rounds ahead until it was stopped, on the cores the workers run on)."""
     from ep_testbed.harness.fuzz.draw import BATCH_SIZE
-    from ep_testbed.harness.fuzz.engine import Drawer
 
     bounded, unbounded = Drawer(["max_pooling2"], 3, "default", max_cases=BATCH_SIZE + 50), \
         Drawer(["max_pooling2"], 3, "default")
