@@ -7,7 +7,8 @@
 2. until the drawing deadline (``Budget``) or ``max_cases`` cases, draws rounds of cases, each
    one batch per operator with the operators' cases interleaved (``harness.fuzz.draw.draw_round``:
    whatever the budget or ``max_cases``, the cases run cover every operator from the first ones
-   on), or, with ``replay``, redraws just the fuzzed cases those ids name, and runs them in chunks through one ``WorkerPool``: each case goes
+   on), or, with ``replay``, redraws just the fuzzed cases those ids name, and runs them through
+   one ``WorkerPool``, a round at a time (its cases sent until the drawing deadline): each case goes
    through the pipeline of ``ep-testbed run`` (mapper, reference, a session on the EP in a
    worker, placement proof, tolerances; up to ``batch`` cases packed into one session, as
    ``run --batch`` packs them), then the EP's expectations; every line is streamed to
@@ -24,8 +25,9 @@
 
 ``budget_s`` bounds the whole run, drawing and shrinking (``Budget``): drawing stops early enough
 to leave shrinking its time once something failed, and shrinking gets what drawing left. What
-runs past the deadline: the first chunk, when start-up took the whole budget; the chunk of cases in flight (``CHUNK`` cases, or two batches per worker, each within ``timeout``),
-the minimal cases' final runs, and the report.
+runs past the deadline: the first ``CHUNK`` cases (or two batches per worker), when start-up
+took the whole budget; the cases in flight (a batch per worker, each within ``timeout``), the
+minimal cases' final runs, and the report.
 
 Ctrl-C stops drawing and skips shrinking; every finished line is kept, the end line says
 ``"interrupted": true``. So does a device that stays lost (``harness.run.pool.DeviceLostError``),
@@ -65,8 +67,8 @@ from . import corpus
 from . import draw as draw_mod
 from .shrink import ShrinkResult, shrink
 
-#: Cases handed to the pool at a time (at least): the budget is checked between chunks. With
-#: batches, a chunk holds at least two batches per worker, so that few workers wait at its end.
+#: The run's first cases, run whatever the budget (at least; with batches, two per worker), and
+#: how many lines are written between two syncs of results.jsonl to the disk.
 CHUNK = 25
 #: The least time worth starting a shrink with (seconds): one candidate runs in about this long.
 MIN_SHRINK_S = 1.0
@@ -281,15 +283,15 @@ def _header(config: CaseConfig, options: FuzzOptions, expectations: Expectations
 def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectations, writer: _Lines,
               result: FuzzResult, counts: Counter, budget: Budget, batches: "_Batches | None" = None) -> None:
     """Step 2 of the module docstring: batches through the pool until drawing's part of the
-    ``budget`` is spent, the first chunk whatever the budget (its start-up, the workers' and the
-    drawing process's, may take it all), and a replay's cases whatever the budget. ``generation_s``, and
+    ``budget`` is spent, the first ``CHUNK`` cases whatever the budget (start-up, the workers' and
+    the first round's, may take it all), and a replay's cases whatever the budget. ``generation_s``, and
     so the rate, starts with the first batch drawn (the drawing process's start-up is not
     fuzzing); the budget started with the run. ``batches``: already drawing (``_batches``; None:
     started here)."""
     jobs = min(options.jobs, len(options.replay) or draw_mod.BATCH_SIZE)  # never more workers than cases to run
     pool = WorkerPool(config, jobs, options.timeout, env=options.env, extra_paths=options.extra_paths,
                       batch=options.batch)
-    pool.start()  # the workers start their EP while the drawing process starts
+    pool.start()  # the workers start their EP while the first round is drawn
     chunk_size = max(CHUNK, 2 * options.batch * jobs)
 
     def policy_for(case: Any) -> ArtifactPolicy:
@@ -313,6 +315,30 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
         for line in recheck.finished(wait=wait) if recheck is not None else ():
             emit(line, waiting.pop(line["id"]))
 
+    def drawing_over() -> bool:
+        """Whether drawing's part of the budget is spent (never before a case ran, nor in a replay)."""
+        return not options.replay and result.ran > 0 and budget.drawing_over(
+            len(_to_shrink(result.findings, options)), options.shrink_time_s)
+
+    def run(cases: list[Any], hold: Any) -> None:
+        """Run ``cases`` (the pool sends none once ``hold`` says so), each line settled and written
+        as it comes, results.jsonl made durable every ``chunk_size`` lines and at the end."""
+        by_id = {case.id: case for case in cases}
+        for line in pool.run(cases, policy_for, keep_workers=True, hold=hold):
+            result.ran += 1
+            case = by_id[line["id"]]
+            result.by_op[case.id.split("/", 1)[0]] += 1  # ids start with the operator's name
+            if recheck is not None and recheck.wants(line):
+                _died_artifacts(line, case, config)  # also the mapper's flags, which the label reads
+                waiting[line["id"]] = case
+                recheck.submit(case, line)
+            else:
+                emit(line, case)
+            labelled()
+            if result.ran % chunk_size == 0:  # the workers have their next cases meanwhile
+                writer.sync()
+        writer.sync()
+
     finished = False
     try:
         start = None
@@ -320,31 +346,23 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
             if start is None:  # the first batch is drawn: fuzzing starts
                 walltime.mark("workers and drawing start")
             start = status.start = start or time.monotonic()
-            for chunk in _chunks(batch, chunk_size):
+            if options.max_cases is not None and not options.replay:
+                batch = batch[:options.max_cases - result.ran]
+            # the run's first chunk whatever the budget; the rest of a round at once, sent until
+            # drawing's part of the budget is spent (no worker waits for the others in between)
+            first = chunk_size if not result.ran else 0
+            for cases, hold in ((batch[:first], None), (batch[first:], drawing_over)):
                 result.generation_s = time.monotonic() - start
-                if not options.replay and result.ran and budget.drawing_over(
-                        len(_to_shrink(result.findings, options)), options.shrink_time_s):
+                if drawing_over():
                     finished = True
                     return
-                if options.max_cases is not None and not options.replay:
-                    chunk = chunk[:options.max_cases - result.ran]
-                by_id = {case.id: case for case in chunk}
-                for line in pool.run(chunk, policy_for, keep_workers=True):
-                    result.ran += 1
-                    case = by_id[line["id"]]
-                    result.by_op[case.id.split("/", 1)[0]] += 1  # ids start with the operator's name
-                    if recheck is not None and recheck.wants(line):
-                        _died_artifacts(line, case, config)  # also the mapper's flags, which the label reads
-                        waiting[line["id"]] = case
-                        recheck.submit(case, line)
-                    else:
-                        emit(line, case)
-                    labelled()
-                writer.sync()
-                if options.max_cases is not None and not options.replay and result.ran >= options.max_cases:
-                    result.generation_s = time.monotonic() - start
-                    finished = True
-                    return
+                if cases:
+                    run(cases, hold)
+            if drawing_over() or (options.max_cases is not None and not options.replay
+                                  and result.ran >= options.max_cases):
+                result.generation_s = time.monotonic() - start
+                finished = True
+                return
         result.generation_s = time.monotonic() - (start or time.monotonic())
         finished = True
     finally:
@@ -558,11 +576,6 @@ class _Lines:
     def __exit__(self, *exc: Any) -> None:
         self.sync()
         self._file.close()
-
-
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
-    """``items`` in consecutive lists of at most ``size``."""
-    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def _candidate_runner(pool: WorkerPool, expectations: Expectations, finding: Finding) -> Any:

@@ -320,12 +320,16 @@ class WorkerPool:
         return lines[0]
 
     def run(self, cases: Iterable[Any], policy_for: Callable[[Any], ArtifactPolicy] = lambda case: ArtifactPolicy(),
-            keep_workers: bool = False) -> Iterator[dict[str, Any]]:
+            keep_workers: bool = False, hold: Callable[[], bool] | None = None) -> Iterator[dict[str, Any]]:
         """Yield one result line per case (raw outcome) in completion order.
 
-        Workers are stopped at the end unless ``keep_workers`` (they are always stopped when the
-        consumer stops early or raises, e.g. on Ctrl-C); ``close()`` stops kept workers."""
-        queue_ = _Queue(deque(cases))
+        ``hold`` is asked before cases not sent yet go to a worker: once it says True, they are
+        left unrun (no line: the run ends with the answers of the cases sent), so a caller that
+        stops on a budget can hand over all its cases at once, and no worker waits for the others
+        between one handful of cases and the next. Workers are stopped at the end unless
+        ``keep_workers`` (they are always stopped when the consumer stops early or raises, e.g. on
+        Ctrl-C); ``close()`` stops kept workers."""
+        queue_ = _Queue(deque(cases), hold)
         startup_failures = 0
         finished = False
         try:
@@ -439,6 +443,8 @@ class WorkerPool:
                 return
             if worker.ready and not worker.batch and not worker.dead:
                 batch = queue_.take(self.batch, self.jobs)
+                if not batch:  # held: nothing more is sent
+                    return
                 worker.batch = list(batch)
                 worker.dispatched = time.monotonic()
                 worker.deadline = worker.dispatched + self.timeout
@@ -576,9 +582,10 @@ class _Queue:
     """The cases still to send: the halves of batches taken apart (sent first, each as it is) and
     the fresh cases, sent in batches."""
 
-    def __init__(self, fresh: deque):
-        """``fresh``: the cases in the order given."""
-        self.fresh, self.halves = fresh, deque[list[Any]]()
+    def __init__(self, fresh: deque, hold: Callable[[], bool] | None = None):
+        """``fresh``: the cases in the order given; ``hold``: once it says True (asked before
+        fresh cases are taken), the fresh cases left are dropped (``WorkerPool.run``)."""
+        self.fresh, self.halves, self.hold = fresh, deque[list[Any]](), hold
 
     def __len__(self) -> int:
         return len(self.fresh) + sum(len(h) for h in self.halves)
@@ -595,9 +602,13 @@ class _Queue:
 
     def take(self, batch: int, jobs: int) -> list[Any]:
         """The next batch: a queued half, else up to ``batch`` fresh cases, fewer near the end so
-        that the last ones spread over the ``jobs`` workers."""
+        that the last ones spread over the ``jobs`` workers; none, with every fresh case dropped,
+        once ``hold`` says so."""
         if self.halves:
             return self.halves.popleft()
+        if self.hold is not None and self.fresh and self.hold():
+            self.fresh.clear()
+            return []
         size = min(batch, max(1, -(-len(self.fresh) // jobs)))
         return [self.fresh.popleft() for _ in range(min(size, len(self.fresh)))]
 

@@ -217,3 +217,19 @@ def test_a_worker_gets_its_next_case_before_its_answer_is_handed_on():
         assert [line["id"] for line in lines] == [case.id for case in cases[1:]]
     finally:
         pool.close()
+
+
+def test_once_hold_says_so_no_case_is_sent_and_the_run_ends_with_those_sent():
+    """A caller on a budget hands over every case and stops sending with ``hold``: the case in
+    flight when it said so still gets its line, the cases never sent get none."""
+    cases = build_catalog(["roi_pooling"])[:5]
+    seen: list[str] = []
+    pool = WorkerPool(CaseConfig(ep=resolve_ep("cpu")), 1, 60)
+    try:
+        for line in pool.run(cases, keep_workers=True, hold=lambda: bool(seen)):
+            seen.append(line["id"])
+        # the second case went out with the first answer, before the caller had seen a line
+        assert seen == [case.id for case in cases[:2]]
+        assert [line["id"] for line in pool.run(cases[2:], keep_workers=True)] == [c.id for c in cases[2:]]
+    finally:
+        pool.close()
