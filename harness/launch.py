@@ -4,8 +4,9 @@
 second or more before ``cli.main`` exists to catch an interrupt, and Python's default would print
 a ``KeyboardInterrupt`` traceback there (and SIGTERM would kill the process without a word). This
 module imports only the standard library (and ``core.walltime``, which does too: the command's
-clock, stamped first; and ``eps.early_start``, which for ``--ep dml-wine`` starts the DirectML
-host while the rest imports), makes SIGINT and SIGTERM raise, then imports the
+clock, stamped first; ``eps.early_start``, which for ``--ep dml-wine`` starts the DirectML
+host while the rest imports; and for ``fuzz``, ``run.forker``, which starts the process that forks
+the workers), makes SIGINT and SIGTERM raise, then imports the
 command line and runs ``cli.main``, which takes over with its own guard
 (``core.exit_codes``). An interrupt before that is exit 130 (SIGINT) or 143 (SIGTERM) with one line
 on stderr, as ``core.exit_codes`` documents for every command.
@@ -69,6 +70,16 @@ def start_host_early(argv: list[str]) -> None:
     early_start.start(argv)
 
 
+def start_workers_early(argv: list[str]) -> None:
+    """``fuzz``, which always runs its cases in worker processes, starts the process that forks
+    them now (``run.forker.start_early``: the standard library only), so that its imports run
+    beside the command line's; any other command starts nothing here."""
+    if argv[:1] == ["fuzz"] and not {"-h", "--help"} & set(argv):
+        from ep_testbed.harness.run import forker
+
+        forker.start_early(dict(os.environ))  # the environment a pool's workers get (PYTHONPATH: the same forker)
+
+
 def _interrupt_behind(exc: BaseException | None) -> BaseException | None:
     """``exc`` or the ``KeyboardInterrupt`` in its chain of causes (``exit_codes.interrupt_behind``,
     which this module cannot import yet)."""
@@ -105,6 +116,7 @@ def main() -> int:
     try:
         _reopen_closed_std_fds()  # first: the early host's pipes must not take a closed fd's number
         start_host_early(sys.argv[1:])
+        start_workers_early(sys.argv[1:])
         _wait_for_test()
         from ep_testbed.harness.cli import main as cli_main
         from ep_testbed.harness.core.exit_codes import quiet_unraisable

@@ -37,8 +37,10 @@ from typing import Any
 from .worker import read_frame, write_frame
 
 #: What the forker imports before it forks: the imports every worker starts with that start no
-#: thread of their own that a fork would lose (not ``onnxruntime``: see the module docstring).
-PRELOAD = ("numpy", "onnx", "ep_testbed.harness.run.worker")
+#: thread of their own that a fork would lose (not ``onnxruntime``: see the module docstring),
+#: down to the case pipeline a worker runs (``case_run``: the mapper, the reference, the judging),
+#: which would otherwise cost each worker a quarter of a second of CPU before its first case.
+PRELOAD = ("numpy", "onnx", "ep_testbed.harness.run.worker", "ep_testbed.harness.run.case_run")
 #: Seconds ``spawn`` waits for the forker to say which process it started.
 SPAWN_TIMEOUT = 60.0
 
@@ -56,6 +58,19 @@ def spawn(env: dict[str, str], log_fd: int) -> "ForkedWorker | None":
         return _forker(env).spawn(env, log_fd)
     except (OSError, RuntimeError, ValueError):
         return None
+
+
+def start_early(env: dict[str, str]) -> None:
+    """Start the forker ``spawn`` will use for ``env`` now, without waiting for it (nothing on
+    Windows, when one is up, or when none can start): a command that will start workers calls
+    this as it starts, so the forker's imports run beside the command's own instead of before its
+    first worker."""
+    if os.name != "posix":
+        return
+    try:
+        _forker(env)
+    except (OSError, RuntimeError, ValueError):
+        pass
 
 
 _FORKERS: dict[tuple[str, str | None], "Forker"] = {}

@@ -191,3 +191,63 @@ def test_a_retired_workers_pipe_is_closed_by_its_reader_never_under_it(tmp_path,
     finally:
         release.set()
         pool.close()
+
+
+def test_what_the_forker_preloads_starts_no_thread_and_no_onnx_runtime():
+    """A fork copies only the thread that forks: every module the forker imports before it forks
+    (``forker.PRELOAD``, down to the case pipeline) must start no thread, and must not import
+    ONNX Runtime, which starts one; a worker imports it after the fork, as a fresh process would."""
+    script = ("import sys, threading\nfrom ep_testbed.harness.run import forker\nimport importlib\n"
+              "for name in forker.PRELOAD:\n    importlib.import_module(name)\n"
+              "print(threading.active_count(), 'onnxruntime' in sys.modules, len(forker.PRELOAD))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "False", str(len(forker.PRELOAD))]
+    assert "ep_testbed.harness.run.case_run" in forker.PRELOAD  # what each worker would import itself
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_fuzz_command_starts_its_forker_before_it_imports_the_command_line(tmp_path):
+    """The launcher, held at its seam before the command line is imported, already has the
+    forker its workers will come from; an interrupt there ends both."""
+    from ep_testbed.harness.launch import WAIT_ENV
+
+    pipe = tmp_path / "start"
+    os.mkfifo(pipe)
+    launch = ("import signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+              "signal.signal(signal.SIGINT, signal.default_int_handler); "
+              "from ep_testbed.harness.launch import main; sys.exit(main())")
+    proc = subprocess.Popen([sys.executable, "-c", launch, "fuzz", "--ep", "cpu", "--out", str(tmp_path / "f")],
+                            env={**os.environ, WAIT_ENV: str(pipe)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    held: list[int] = []
+
+    def forkers() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and _parent(int(entry)) == proc.pid and \
+                        b"ep_testbed.harness.run.forker" in open(f"/proc/{entry}/cmdline", "rb").read():
+                    found.append(int(entry))
+            except OSError:
+                pass
+        return found
+
+    deadline = time.monotonic() + 60
+    while not held and time.monotonic() < deadline:  # the launcher opens the pipe once it waits at the seam
+        try:
+            held.append(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            time.sleep(0.02)
+    try:
+        assert held, "the launcher never reached its seam"
+        started = forkers()
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        for fd in held:
+            os.close(fd)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130
+    assert len(started) == 1 and _gone(started[0])
