@@ -12,7 +12,11 @@ and nothing malformed reaches a renderer.  Nothing here interprets numbers beyon
 
 ``load_run_summary`` keeps only each case line's ``SummaryView`` (what counts, matrices and
 summaries read) and ``Run.whole`` reads whole lines again by their byte offset, one at a time:
-how the renderers read a run, so a results file larger than memory still renders.
+how the renderers read a run, so a results file larger than memory still renders. A file of at
+most ``KEEP_WHOLE_BYTES`` that fits in memory parsed is kept whole by that first pass as well
+(``Run.kept``): ``Run.whole`` then reads nothing again, after making sure the file is still the
+one the first pass read (the second pass's own check), so the three renderers of a run parse each
+line once instead of three times.
 """
 
 from __future__ import annotations
@@ -23,15 +27,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from ep_testbed.harness.core import memory
 from ep_testbed.harness.core.results import (
     ERROR_KEYS,
+    PARSED_BYTES_PER_BYTE,
     RESULTS_FILE,
     decode_number,
     load_records,
     read_cases_at,
     results_path,
 )
-from ep_testbed.harness.core.untrusted_files import BadLine, FileChanged, FileRefused, LinesRead, OutOfMemory
+from ep_testbed.harness.core.untrusted_files import (
+    BadLine,
+    FileChanged,
+    FileRefused,
+    LinesRead,
+    OutOfMemory,
+    open_regular,
+)
 
 
 @dataclass(slots=True)
@@ -172,14 +185,22 @@ class Run:
     #: What the first read saw of the file (``harness.core.results.RunRecords.seen``): ``whole``
     #: refuses a file that changed since (``ResultsChanged``), so no report mixes two files.
     seen: LinesRead | None = None
+    #: Case id -> its whole line, when the first pass kept them beside the projections
+    #: (``load_run_summary``, a small file); None: ``whole`` reads them again.
+    kept: dict[str, dict[str, Any]] | None = None
 
     def whole(self, cases: Iterable[CaseResult]) -> Iterator[CaseResult]:
         """``cases`` (of this run) with their whole lines, in the order given: the cases
-        themselves when the run was read whole, else each line read again from the file, one at
-        a time, so a caller that walks every case holds one whole line at a time.
-        ``ResultsError`` when the file changed since it was read."""
+        themselves when the run was read whole, the lines the first pass kept (``kept``), else
+        each line read again from the file, one at a time, so a caller that walks every case
+        holds one whole line at a time. ``ResultsError`` when the file changed since it was read."""
         if not self.projected:
             yield from cases
+            return
+        if self.kept is not None:
+            self._unchanged()
+            for c in cases:
+                yield CaseResult(self.kept[c.id])
             return
         places = ((c.id, *self.where[c.id]) for c in cases)
         try:
@@ -187,6 +208,20 @@ class Run:
                 yield CaseResult(line)
         except OutOfMemory:
             raise
+        except FileChanged as exc:
+            raise ResultsChanged(str(exc)) from None
+        except FileRefused as exc:
+            raise ResultsError(str(exc)) from None
+
+    def _unchanged(self) -> None:
+        """``ResultsChanged`` unless results.jsonl is still the file the first pass read, whole
+        and unchanged (its identity, size and modification time then and now: what a second pass
+        checks before it reads a line again)."""
+        path = str(self.path / RESULTS_FILE)
+        try:
+            with open_regular(path, "results file") as f:
+                if self.seen is not None:
+                    self.seen.check(f, path, "results file")
         except FileChanged as exc:
             raise ResultsChanged(str(exc)) from None
         except FileRefused as exc:
@@ -327,7 +362,33 @@ class SummaryView:
 
 
 
+#: A results file up to this size is kept whole by the first pass of ``load_run_summary`` too,
+#: when it fits in memory parsed (``PARSED_BYTES_PER_BYTE``): a 1000-case fuzz run writes about 5 MB.
+KEEP_WHOLE_BYTES = 32 * 2**20
+
+
 def load_run_summary(run_dir: str | Path) -> Run:
-    """``load_run`` keeping each case line's ``SummaryView`` only (memory: the cases times a
-    small view, not the file parsed whole); ``Run.whole`` reads a case's line again."""
-    return load_run(run_dir, SummaryView())
+    """``load_run`` keeping each case line's ``SummaryView`` (memory: the cases times a small
+    view, not the file parsed whole); ``Run.whole`` reads a case's line again, or, for a file of
+    at most ``KEEP_WHOLE_BYTES`` that fits in memory parsed, takes it from ``Run.kept``."""
+    view = SummaryView()
+    kept: dict[str, dict[str, Any]] = {}
+
+    def keeping(line: dict[str, Any]) -> dict[str, Any]:
+        """The view of ``line``, the line itself kept (the last line of an id wins, as in ``cases``)."""
+        kept[line["id"]] = line
+        return view(line)
+
+    keep = _small(Path(run_dir) / RESULTS_FILE)
+    run = load_run(run_dir, keeping if keep else view)
+    run.kept = kept if keep else None
+    return run
+
+
+def _small(path: Path) -> bool:
+    """Whether the results file ``path`` is small enough to keep whole beside its views."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False  # load_run says what is wrong with it
+    return size <= KEEP_WHOLE_BYTES and memory.check_fits("keeping its lines", size * PARSED_BYTES_PER_BYTE) is None

@@ -1,8 +1,9 @@
-"""The reports read results.jsonl in two passes (``reports.results.SummaryView``, ``Run.whole``):
+"""The reports read results.jsonl in two passes (``reports.results.SummaryView``, ``Run.whole``),
+or, for a small file, in one that keeps the whole lines beside the views (``Run.kept``):
 report.html, junit.xml and summary.json must be exactly what the same renderers write from the
-run read whole (every line parsed and held, as they read it before), on real CPU runs, a fuzz
-run with shrinks and the synthetic runs; and a results file that changes between the passes is
-refused, not mixed. Memory under an address-space limit: ``tests/hostile/test_hostile_memory.py``."""
+run read whole (every line parsed and held, as they read it before), either way, on real CPU runs,
+a fuzz run with shrinks and the synthetic runs; and a results file that changes between the
+passes (or after the one) is refused, not mixed. Memory under an address-space limit: ``tests/hostile/test_hostile_memory.py``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 import synthetic_run
 
 from ep_testbed.harness.cli import main
-from ep_testbed.reports import render_junit, render_run, render_summary_json
+from ep_testbed.reports import render_junit, render_run, render_summary_json, results
 from ep_testbed.reports.html_report import wants_detail
 from ep_testbed.reports.results import ResultsError, SummaryView, load_run, load_run_summary
 
@@ -34,24 +35,39 @@ def _comparable(html: str) -> str:
     return re.sub(r"data:application/zip;base64,([A-Za-z0-9+/=]*)", members, html)
 
 
-def _render_both_ways(run_dir: Path, tmp_path: Path, **options) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """The three files rendered from the run read whole, and from its summary views (the default)."""
-    outputs = []
-    for way, run in (("whole", load_run(run_dir)), ("views", None)):
+def _render_each_way(run_dir: Path, tmp_path: Path, **options) -> dict[str, dict[str, bytes]]:
+    """The three files rendered from the run read whole, from its summary views with the whole
+    lines the first pass kept (the default for a small file), and from its views with every whole
+    line read again (a file past ``KEEP_WHOLE_BYTES``), by way."""
+    outputs = {}
+    for way, keep in (("whole", None), ("views", results.KEEP_WHOLE_BYTES), ("views read again", -1)):
         folder = tmp_path / way
         folder.mkdir()
-        outputs.append({
-            "report.html": _comparable(render_run(run_dir, out=folder / "report.html", run=run,
-                                                  **options).read_text(encoding="utf-8")).encode(),
-            "junit.xml": render_junit(run_dir, out=folder / "junit.xml", run=run).read_bytes(),
-            "summary.json": render_summary_json(run_dir, out=folder / "summary.json", run=run).read_bytes()})
-    return outputs[0], outputs[1]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(results, "KEEP_WHOLE_BYTES", keep if keep is not None else results.KEEP_WHOLE_BYTES)
+            run = load_run(run_dir) if keep is None else None
+            outputs[way] = {
+                "report.html": _comparable(render_run(run_dir, out=folder / "report.html", run=run,
+                                                      **options).read_text(encoding="utf-8")).encode(),
+                "junit.xml": render_junit(run_dir, out=folder / "junit.xml", run=run).read_bytes(),
+                "summary.json": render_summary_json(run_dir, out=folder / "summary.json", run=run).read_bytes()}
+    return outputs
 
 
 def _assert_same(run_dir: Path, tmp_path: Path, **options) -> None:
-    whole, views = _render_both_ways(run_dir, tmp_path, **options)
-    for name in whole:
-        assert views[name] == whole[name], f"{name} differs between the whole run and its summary views"
+    outputs = _render_each_way(run_dir, tmp_path, **options)
+    whole = outputs.pop("whole")
+    for way, files in outputs.items():
+        for name in whole:
+            assert files[name] == whole[name], f"{name} differs between the whole run and its {way}"
+
+
+@pytest.fixture(params=["kept", "read again"])
+def keep(request, monkeypatch):
+    """Either way ``load_run_summary`` gives whole lines back: kept by its first pass, or read again."""
+    if request.param == "read again":
+        monkeypatch.setattr(results, "KEEP_WHOLE_BYTES", -1)
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +156,11 @@ def test_a_repeated_id_and_a_torn_line_render_as_when_read_whole(tmp_path):
     _assert_same(run_dir, tmp_path / "out")
 
 
-def test_a_view_holds_a_few_keys_and_shares_what_lines_repeat(tmp_path):
+def test_a_view_holds_a_few_keys_and_shares_what_lines_repeat(tmp_path, keep):
     run_dir = synthetic_run.write_run(tmp_path / "run", 120)
     views = load_run_summary(run_dir)
     whole = load_run(run_dir)
-    assert views.projected and not whole.projected
+    assert views.projected and not whole.projected and (views.kept is not None) == (keep == "kept")
     assert all("message" not in c.raw and "worst" not in c.raw for c in views.cases)
     same_op = [c.raw["op"] for c in views.cases if c.op == views.cases[0].op]
     assert len(same_op) > 1 and all(op is same_op[0] for op in same_op)  # one string held for all
@@ -154,7 +170,7 @@ def test_a_view_holds_a_few_keys_and_shares_what_lines_repeat(tmp_path):
         assert next(views.whole([view])).raw == line.raw
 
 
-def test_a_results_file_changed_between_the_passes_is_refused(tmp_path, monkeypatch, capsys):
+def test_a_results_file_changed_between_the_passes_is_refused(tmp_path, monkeypatch, capsys, keep):
     run_dir = synthetic_run.write_run(tmp_path / "run", 24)
     run = load_run_summary(run_dir)
     path = run_dir / "results.jsonl"
@@ -177,3 +193,21 @@ def test_a_results_file_changed_between_the_passes_is_refused(tmp_path, monkeypa
     err = capsys.readouterr().err
     assert "changed while it was being read" in err and "Traceback" not in err
     assert "Note: read the folder again once nothing writes into it" in err
+
+
+def test_a_small_run_is_rendered_from_one_read_of_its_lines(tmp_path, monkeypatch):
+    """The first pass keeps a small file's whole lines beside their views, so report.html,
+    junit.xml and summary.json are rendered without reading a line again; a file that outgrows
+    ``KEEP_WHOLE_BYTES``, or memory, is read again line by line as before."""
+    from ep_testbed.harness.core import memory
+    from ep_testbed.reports import render_all
+
+    run_dir = synthetic_run.write_run(tmp_path / "run", 120)
+    reads = []
+    read_again = results.read_cases_at
+    monkeypatch.setattr(results, "read_cases_at", lambda *a, **k: reads.append(1) or read_again(*a, **k))
+    render_all(run_dir)
+    assert reads == []
+    monkeypatch.setattr(memory, "headroom", lambda: 1000)  # bytes: too little to keep the lines whole
+    render_all(run_dir)
+    assert len(reads) >= 3  # the sections, the case table and the JUnit cases each read theirs again
