@@ -154,17 +154,46 @@ def _no_local_constants() -> Iterator[None]:
         cache.cache.clear()
 
 
-def draw_batch(op: str, run_seed: int, batch: int, size: str = "default", count: int = BATCH_SIZE) -> list[FuzzCase]:
-    """The ``count`` cases of one batch (fewer when Hypothesis runs out of distinct draws)."""
+class _Enough(Exception):
+    """What a batch's collector raises once it holds the draws asked for (``draw_batch``'s ``first``)."""
+
+
+def draw_batch(op: str, run_seed: int, batch: int, size: str = "default", count: int = BATCH_SIZE,
+               first: int | None = None) -> list[FuzzCase]:
+    """The ``count`` cases of one batch (fewer when Hypothesis runs out of distinct draws); with
+    ``first``, only the first ``first`` of them: the run stops at that draw (its test function
+    raises there, and again when Hypothesis replays it), so what it drew up to there is what the
+    whole batch begins with, for none of the later draws' cost."""
     draws: list[FuzzDraw] = []
-    run_batch(FuzzId(op, run_seed, batch, 0, size), draws.append, count)
+    if first is None or first >= count:
+        run_batch(FuzzId(op, run_seed, batch, 0, size), draws.append, count)
+    else:
+        def collect(draw: FuzzDraw) -> None:
+            if len(draws) < first:
+                draws.append(draw)
+            if len(draws) >= first:
+                raise _Enough
+
+        try:
+            run_batch(FuzzId(op, run_seed, batch, 0, size), collect, count)
+        except _Enough:
+            pass
     return [fuzz_case(FuzzId(op, run_seed, batch, i, size), d) for i, d in enumerate(draws)]
 
 
-def draw_round(ops: Sequence[str], run_seed: int, number: int, size: str = "default") -> list[FuzzCase]:
+def draw_round(ops: Sequence[str], run_seed: int, number: int, size: str = "default",
+               limit: int | None = None) -> list[FuzzCase]:
     """Round ``number`` of a run: batch ``number`` of each of ``ops``, interleaved (``interleave``).
-    Ids stay those of the batches, so ``replay`` redraws any case of a round from its id alone."""
-    return interleave([draw_batch(op, run_seed, number, size) for op in ops])
+    Ids stay those of the batches, so ``replay`` redraws any case of a round from its id alone.
+    ``limit``: only the round's first ``limit`` cases, each batch drawn only as far as they reach
+    (``draw_batch``'s ``first``; every batch whole again when one of them ran out of draws before)."""
+    if limit is None:
+        return interleave([draw_batch(op, run_seed, number, size) for op in ops])
+    each = -(-limit // max(1, len(ops)))
+    batches = [draw_batch(op, run_seed, number, size, first=each) for op in ops]
+    if any(len(b) < min(each, BATCH_SIZE) for b in batches):  # one ran out: the others' later draws count
+        batches = [draw_batch(op, run_seed, number, size) for op in ops]
+    return interleave(batches)[:limit]
 
 
 def interleave(batches: Sequence[Sequence[Any]]) -> list[Any]:

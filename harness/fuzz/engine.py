@@ -428,7 +428,7 @@ class _Batches:
         if self._first:
             self._first = False
             options = self._options
-            cases = draw_mod.draw_round(options.ops, options.seed, 0, options.size)
+            cases = draw_mod.draw_round(options.ops, options.seed, 0, options.size, limit=options.max_cases)
             more = None if options.max_cases is None else options.max_cases - len(cases)
             if more is None or more > 0:
                 self._drawer = Drawer(options.ops, options.seed, options.size, more, first=1)
@@ -473,8 +473,8 @@ class Drawer:
     drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
     ones. The order is fixed: round 0 (batch 0 of every operator, interleaved:
     ``draw.draw_round``), then round 1... from round ``first`` on; with ``max_cases``, only the
-    rounds that hold that many cases (the rounds after them would be drawn for nothing, on the
-    cores the workers need).
+    rounds that hold that many cases, the last of them only as far as they reach (the draws after
+    them would be made for nothing, on the cores the workers need).
     The drawing process is spawned, so it is handed the records of the operators the registry
     module does not register itself (``registry.BUILT_IN``): one registered by the caller's own
     code is registered there too."""
@@ -543,8 +543,8 @@ def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: 
             if record.name not in names():
                 register(record)
         drawn = 0
-        for number in itertools.count(first):
-            cases = draw_mod.draw_round(ops, seed, number, size)
+        for number in itertools.count(first):  # the last round drawn only as far as max_cases reaches
+            cases = draw_mod.draw_round(ops, seed, number, size, limit=None if max_cases is None else max_cases - drawn)
             queue.put(("batch", cases))
             drawn += len(cases)
             if max_cases is not None and drawn >= max_cases:

@@ -141,3 +141,29 @@ def test_a_drawing_process_that_dies_is_an_error_not_a_hang():
             drawer.next_batch()
     finally:
         drawer.close()
+
+
+def test_the_first_draws_of_a_batch_are_the_whole_batchs_first_and_a_round_can_stop_early(monkeypatch):
+    """A batch stopped at its k-th draw (``first``) drew what the whole batch begins with, so a
+    run that needs only the start of its last round draws no more of it; an operator whose
+    batch runs out first makes the round draw every batch whole (the others' later draws count)."""
+    from ep_testbed.harness.fuzz.draw import draw_batch, draw_round
+
+    def seen(cases: list) -> list:
+        return [(c.id, repr(c.desc), c.recipe, c.value_seed) for c in cases]
+
+    for op, seed, batch in (("roi_align1", 3, 2), ("max_pooling2", 0, 1)):
+        whole = draw_batch(op, seed, batch)
+        for first in (1, 17, len(whole) - 1):
+            assert seen(draw_batch(op, seed, batch, first=first)) == seen(whole[:first])
+    ops = ["roi_pooling", "max_pooling2"]
+    assert seen(draw_round(ops, 5, 1, limit=41)) == seen(draw_round(ops, 5, 1)[:41])
+    assert seen(draw_round(ops, 5, 1, limit=10**6)) == seen(draw_round(ops, 5, 1))
+    real = draw.draw_batch
+
+    def runs_out(op, *args, **kwargs):  # roi_pooling's batch holds 3 draws, as one Hypothesis ran out of
+        return real(op, *args, **kwargs)[:3] if op == "roi_pooling" else real(op, *args, **kwargs)
+
+    monkeypatch.setattr(draw, "draw_batch", runs_out)
+    assert len(draw_round(ops, 5, 1)) == 3 + len(real("max_pooling2", 5, 1))
+    assert seen(draw_round(ops, 5, 1, limit=41)) == seen(draw_round(ops, 5, 1)[:41])  # max_pooling2 fills in
