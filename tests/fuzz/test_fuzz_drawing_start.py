@@ -70,3 +70,4 @@ def test_with_max_cases_the_drawing_process_draws_only_the_rounds_that_hold_them
     finally:
         bounded.close()
         unbounded.close()
+

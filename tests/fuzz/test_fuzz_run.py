@@ -178,3 +178,37 @@ def test_the_perturb_fault_changes_one_element_to_a_different_finite_value():
         changed = _perturb(array, 0)
         assert changed[0] != array[0] and np.isfinite(changed.astype(np.float64)).all() and changed.dtype == array.dtype
     assert _perturb(np.zeros(3), 3).tolist() == [0, 0, 0]
+
+
+def test_results_are_synced_by_a_thread_and_a_failed_sync_is_raised_by_the_next(tmp_path, monkeypatch):
+    """``sync`` hands the fsync to a thread (the run answers its workers meanwhile); one that
+    failed (a full disk) is raised by the next ``sync``, and the file is closed and synced at the end."""
+    import errno
+    import threading
+    import time
+
+    from ep_testbed.harness.fuzz import engine
+
+    synced: list[str] = []
+    real = engine.os.fsync
+
+    def fsync(fd):
+        synced.append(threading.current_thread().name)
+        if len(synced) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+
+    monkeypatch.setattr(engine.os, "fsync", fsync)
+    with engine._Lines(str(tmp_path)) as lines:
+        lines.write({"type": "case", "id": "a"})
+        lines.sync()
+        deadline = time.monotonic() + 20
+        while len(synced) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        lines.sync()
+        lines._syncer.join(timeout=20)  # a sync that failed ends the thread
+        assert len(synced) == 2
+        with pytest.raises(OSError, match="No space left"):
+            lines.sync()
+    assert synced == ["results.jsonl sync", "results.jsonl sync", "MainThread"]  # the last one at the exit
+    assert (tmp_path / "results.jsonl").read_text() == '{"type": "case", "id": "a"}\n'
