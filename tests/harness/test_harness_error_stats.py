@@ -1,6 +1,7 @@
 """harness.core.error_stats: the error distribution and the smallest passing tolerance of a case,
 held to the comparison's verdict (harness.core.compare) element by element."""
 
+import json
 import math
 
 import numpy as np
@@ -118,3 +119,17 @@ def test_round_up_never_goes_below_and_keeps_three_digits():
     for value in (1.0, 0.0012341, 123456.0, 9.999e-5, 3.0000000000000004, 1e-30):
         r = error_stats.round_up(value)
         assert r >= value and len(f"{r:.3g}".replace(".", "").lstrip("0").split("e")[0]) <= 3
+
+
+def test_a_summary_of_errors_that_are_all_zero_is_numpys_own_figures():
+    """Most outputs of a passing case differ by nothing: their summary is written without
+    NumPy's percentiles, and must read exactly as NumPy computes it, signs of zero included
+    (a -0.0 anywhere takes NumPy's path)."""
+    from ep_testbed.harness.core.error_stats import PERCENTILES, _summary
+
+    for values in (np.zeros(1), np.zeros(7, np.float32), np.zeros(1000), np.array([0.0, -0.0]), np.array([0.0, 5e-324])):
+        v = values.astype(np.float64)
+        numpy_says = {"mean": float(v.mean()), **{f"p{p}": float(q) for p, q in zip(PERCENTILES, np.percentile(v, PERCENTILES))},
+                      "max": float(v.max())}
+        ours = _summary(values)
+        assert json.dumps(ours) == json.dumps(numpy_says)  # keys, order, values and the sign of each zero
