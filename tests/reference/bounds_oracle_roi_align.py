@@ -5,6 +5,8 @@ implementation; a change of what the reference computes (a reading's rule) is ma
 the DirectML EP's adaptive count ("at-least-one") was, and the cell-edge knife edge beside an
 infinite or NaN tap (FP-3), written here sample by sample (``_cell_edge_alternatives``), and a MAX
 element's lowest alternative, from which a sample that may be NaN drops out (``_lowest_max``).
+Its outputs are the frozen per-region kernel's (``kernel_oracle_roi_align``), so the reference's
+values are checked beside its bounds.
 
 Its original docstring follows.
 
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import numpy as np
+from kernel_oracle_roi_align import compute, region_value  # the values are the frozen per-region kernel's
 
 from ep_testbed.reference.nan_rules import nan_ignoring_max
 from ep_testbed.reference.precision import Approx, Arithmetic, Expected, KnifeEdge, PrecisionModel, output_rounding
@@ -51,13 +54,11 @@ from ep_testbed.reference.roi_align import (
     KernelInput,
     RoiAlign1Desc,
     Rules,
-    compute,
     edge_taps,
     gather,
     kernel_input,
     reads_input,
     reduced_samples,
-    region_value,
 )
 
 #: Rounding of the weights (1 - f, products) and of the four-term sum of one LINEAR sample, in
