@@ -43,6 +43,7 @@ from .dtypes import numpy_dtype, random_values
 from .errors import DescError
 from .max_pooling2 import mlas_kernel, mlas_x86_fold
 from .readings import check_rules, holds, reading
+from .workers import Workers, buffer
 
 PAGE_V0 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align_operator_desc"
 PAGE_V1 = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_roi_align1_operator_desc"
@@ -790,24 +791,86 @@ def kernel_input(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.nda
     return KernelInput(as_roi_align1(desc), rois, batch_indices, planes, input_tensor.dtype, rules)
 
 
-def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None]] = None) -> np.ndarray:
+def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None]] = None,
+            beside_chunk: Optional[Callable[[np.ndarray, np.ndarray], None]] = None) -> np.ndarray:
     """The kernel: the ``(NumROIs, C, OutputHeight, OutputWidth)`` output, each element computed
     in float64 and rounded once to the output type (FP-1). ``execute`` and every precision model
-    take their outputs from here. ``alongside(row, values)``, when given, runs after each region
-    with its elements as the output holds them (``(OutputHeight, OutputWidth, C)``, read-only):
-    the precision models compute that region's bounds there, beside its values."""
+    take their outputs from here. ``alongside(row, values)``, when given, runs after the output is
+    complete, region by region in order, with each region's elements as the output holds them
+    (``(OutputHeight, OutputWidth, C)``, read-only). ``beside_chunk(rows, output)``, when given,
+    runs in the worker thread that computed each chunk of separable regions, once their values
+    are in ``output`` (the precision models compute those regions' bounds there, their input
+    still in that thread's cache); it must write nothing but those rows of its own arrays.
+
+    The regions the separable AVERAGE computes (``KernelInput.separable``) are taken many at a
+    time, in chunks of regions of one input plane and one sample count (``SeparableChunks``), in
+    worker threads (``workers``); every other region alone, by ``region_value``. Both give the same
+    numbers, bit for bit, as computing every region alone."""
     _, _, out_h, out_w = p.desc.output_tensor.sizes
     # Written region by region in the output's layout: a transposed copy of the whole output
     # would be one more array of its size.
     output = np.empty((p.rois.shape[0], p.planes.shape[-1], out_h, out_w), dtype=p.dtype)
-    for r, roi in enumerate(p.rois):
-        ys, xs, n_y, n_x = region_samples(p.desc, r, roi, p.rules)
-        output[r] = region_value(p, r, ys, xs, n_y, n_x).transpose(2, 0, 1)  # channels first
-        if alongside is not None:
+    with Workers() as pool:
+        chunks = SeparableChunks(p, output, pool, beside_chunk)
+        for r, roi in enumerate(p.rois):
+            ys, xs, n_y, n_x = region_samples(p.desc, r, roi, p.rules)
+            if n_y and n_x and p.separable(r):
+                chunks.add(r, ys, xs, n_y, n_x)
+            else:
+                output[r] = region_value(p, r, ys, xs, n_y, n_x).transpose(2, 0, 1)  # channels first
+        chunks.flush()
+    if alongside is not None:
+        for r in range(p.rois.shape[0]):
             values = output[r].transpose(1, 2, 0)
             values.flags.writeable = False
             alongside(r, values)
     return output
+
+
+#: Bytes of float64 taps (at most 2 per sample per axis) that one chunk of the separable AVERAGE
+#: reads at a time: each worker thread holds about three times this (its taps in float32 and in
+#: float64, and its elements).
+SEPARABLE_CHUNK_BYTES = 2**26
+
+
+class SeparableChunks:
+    """Regions of the separable AVERAGE, collected into chunks of regions of one input plane and
+    one sample count, each chunk computed by ``average_linear`` in a worker task once it holds
+    about ``SEPARABLE_CHUNK_BYTES`` of taps (``flush``: the rest) and written into ``output``."""
+
+    def __init__(self, p: KernelInput, output: np.ndarray, pool: Workers,
+                 beside: Optional[Callable[[np.ndarray, np.ndarray], None]] = None):
+        self.p, self.output, self.pool, self.beside = p, output, pool, beside
+        self.pending: dict[tuple[int, int, int], tuple[list[int], list[np.ndarray], list[np.ndarray]]] = {}
+
+    def add(self, row: int, ys: np.ndarray, xs: np.ndarray, n_y: int, n_x: int) -> None:
+        """Region ``row``, its sample coordinates and counts."""
+        key = (int(self.p.batch_indices[row]), n_y, n_x)
+        rows, all_ys, all_xs = self.pending.setdefault(key, ([], [], []))
+        rows.append(row)
+        all_ys.append(ys)
+        all_xs.append(xs)
+        if len(rows) * 4 * ys.size * xs.size * self.p.planes.shape[-1] * 8 >= SEPARABLE_CHUNK_BYTES:
+            self._submit(key)
+
+    def flush(self) -> None:
+        """Submit every chunk not yet submitted."""
+        for key in list(self.pending):
+            self._submit(key)
+
+    def _submit(self, key: tuple[int, int, int]) -> None:
+        rows, all_ys, all_xs = self.pending.pop(key)
+        batch, n_y, n_x = key
+        plane, output, oob, rules = self.p.planes[batch], self.output, self.p.desc.out_of_bounds_input_value, self.p.rules
+        index, beside = np.array(rows), self.beside
+
+        def task() -> None:
+            value = average_linear(plane, np.stack(all_ys), np.stack(all_xs), n_y, n_x, oob, rules)
+            output[index] = value.transpose(0, 3, 1, 2)  # channels first
+            if beside is not None:
+                beside(index, output)
+
+        self.pool.submit(task)
 
 
 def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: int, n_x: int) -> np.ndarray:
@@ -937,20 +1000,55 @@ def axis_weights(coords: np.ndarray, size: int, samples: int,
     """One axis of the separable AVERAGE of LINEAR samples: ``(weights, taps, inside)`` where
     ``weights[o, k]`` sums the LINEAR weights that output element ``o``'s samples put on input
     index ``taps[k]`` (samples outside the input put none), and ``inside[o]`` counts its samples
-    that read the input (RA-5). On a finite input both interpolation rules give the same weights."""
-    low, high, w_low, w_high = edge_taps(coords, size)
-    inside = reads_input(coords, size, rules)
-    outputs = coords.size // samples
-    owner = np.arange(coords.size) // samples
-    if not inside.all():
-        low, high, w_low, w_high, owner = (a[inside] for a in (low, high, w_low, w_high, owner))
-    both = np.concatenate([low, high])
-    taps = np.unique(both)
-    # One bincount adds the low weights, then the high ones, in sample order: the order of
-    # accumulating them one by one, in far fewer steps.
-    cells = np.concatenate([owner, owner]) * taps.size + np.searchsorted(taps, both)
-    weights = np.bincount(cells, weights=np.concatenate([w_low, w_high]), minlength=outputs * taps.size)
-    return weights.reshape(outputs, taps.size), taps, np.bincount(owner, minlength=outputs)
+    that read the input (RA-5). On a finite input both interpolation rules give the same weights.
+    One region's ``AxisWeights``."""
+    a = AxisWeights.of(coords[None], size, samples, rules)
+    return a.weights.reshape(a.outputs, a.taps.size), a.taps, a.inside[0]
+
+
+@dataclass
+class AxisWeights:
+    """One axis of the separable AVERAGE of several regions (``axis_weights`` of each, side by
+    side): region ``r``'s taps are ``taps[start[r]:start[r + 1]]`` (ascending input indices) and its
+    ``(outputs, taps)`` weights ``weights[outputs * start[r]:outputs * start[r + 1]]``;
+    ``inside[r, o]`` counts output ``o``'s samples that read the input."""
+
+    weights: np.ndarray
+    taps: np.ndarray
+    start: np.ndarray
+    inside: np.ndarray
+    outputs: int
+
+    @staticmethod
+    def of(coords: np.ndarray, size: int, samples: int, rules: Rules = PRIMARY) -> "AxisWeights":
+        """The weights of the regions whose sample coordinates are the rows of ``coords``."""
+        regions, count = coords.shape
+        outputs = count // samples
+        low, high, w_low, w_high = edge_taps(coords, size)
+        inside = reads_input(coords, size, rules)
+        region = np.repeat(np.arange(regions, dtype=np.int64), count)
+        owner = np.tile(np.arange(count, dtype=np.int64) // samples, regions)
+        low, high, w_low, w_high = (a.reshape(-1) for a in (low, high, w_low, w_high))
+        if not inside.all():
+            kept = inside.reshape(-1)
+            low, high, w_low, w_high, region, owner = (a[kept] for a in (low, high, w_low, w_high, region, owner))
+        # Each region's taps are told apart by an offset of ``size`` per region; the low taps of
+        # every region, then the high ones, so that one bincount adds each cell's low weights,
+        # then its high ones, in sample order: the order of accumulating them one by one.
+        region2, owner2 = np.concatenate([region, region]), np.concatenate([owner, owner])
+        both = region2 * size + np.concatenate([low, high])
+        keys = np.unique(both)
+        start = np.searchsorted(keys, np.arange(regions + 1, dtype=np.int64) * size)
+        taps = keys - np.repeat(np.arange(regions, dtype=np.int64), np.diff(start)) * size
+        first = start[region2]
+        cells = outputs * first + owner2 * (start[region2 + 1] - first) + np.searchsorted(keys, both) - first
+        weights = np.bincount(cells, weights=np.concatenate([w_low, w_high]), minlength=outputs * keys.size)
+        return AxisWeights(weights, taps, start, inside.reshape(regions, outputs, samples).sum(axis=2), outputs)
+
+    def of_region(self, r: int) -> np.ndarray:
+        """Region ``r``'s ``(outputs, taps)`` weights."""
+        first, last = self.start[r], self.start[r + 1]
+        return self.weights[self.outputs * first:self.outputs * last].reshape(self.outputs, last - first)
 
 
 def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, n_x: int,
@@ -961,24 +1059,65 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     do, so the mean of ``interpolate``'s samples factors by axis. Equal to the sample-by-sample
     form up to float64 rounding; it reads each touched input pixel once instead of four times
     per sample, which is where large regions spent their time. (A NaN or infinity times a zero
-    weight would not vanish, so ``roi_align`` uses it only on finite planes.)"""
-    height, width, _ = plane.shape
-    wy, rows, in_y = axis_weights(ys, height, n_y, rules)
-    wx, cols, in_x = axis_weights(xs, width, n_x, rules)
-    total = np.zeros((wy.shape[0], wx.shape[0], plane.shape[2]))  # (out_h, out_w, C)
-    if rows.size and cols.size:  # some sample reads the input
-        block = gather(plane, rows, cols).astype(np.float64)  # (rows, cols, C)
-        across = np.matmul(wx, block)  # (rows, out_w, C): one (out_w, cols) x (cols, C) product per row, no copy
-        total += (wy @ across.reshape(rows.size, -1)).reshape(total.shape)
-    outside = n_y * n_x - np.outer(in_y, in_x)  # samples of each output element that read OutOfBoundsInputValue
+    weight would not vanish, so ``roi_align`` uses it only on finite planes.)
+
+    ``ys``, ``xs`` 1-D: one region, ``(OutputHeight, OutputWidth, C)``. ``ys (R, Sy)``, ``xs (R,
+    Sx)``: the ``R`` regions of those rows, all at ``n_y x n_x`` samples, ``(R, OutputHeight,
+    OutputWidth, C)``: their weights computed together (``AxisWeights``) and the input they read
+    gathered in one take, each region's two products computed as for one region alone (the same
+    BLAS calls on the same shapes, which keeps every sum's rounding)."""
+    if ys.ndim == 1:
+        return average_linear(plane, ys[None], xs[None], n_y, n_x, out_of_bounds, rules)[0]
+    height, width, channels = plane.shape
+    wy, wx = AxisWeights.of(ys, height, n_y, rules), AxisWeights.of(xs, width, n_x, rules)
+    rows, cols = np.diff(wy.start), np.diff(wx.start)
+    rows, cols = np.where(cols > 0, rows, 0), np.where(rows > 0, cols, 0)  # no tap on one axis: none read
+    cells = _block_cells(wy, wx, rows, cols, width)
+    total = buffer("average_linear.total", (ys.shape[0], wy.outputs, wx.outputs, channels), np.float64)
+    flat = plane.reshape(height * width, channels)
+    largest = int((rows * cols).max(initial=0))
+    taken = buffer("average_linear.taken", (largest, channels), plane.dtype)
+    wide = buffer("average_linear.wide", (largest, channels), np.float64)
+    across = buffer("average_linear.across", (int(rows.max(initial=0)) * wx.outputs * channels,), np.float64)
+    at = 0
+    # Region by region: its block, in float32 and float64, stays in the core's cache.
+    for r, (height_r, width_r) in enumerate(zip(rows.tolist(), cols.tolist())):
+        if not height_r:
+            total[r] = 0.0
+            continue
+        size = height_r * width_r
+        # mode="clip" (every cell is in range): take buffers its output under the default mode="raise"
+        flat.take(cells[at:at + size], axis=0, out=taken[:size], mode="clip")
+        at += size
+        block = wide[:size].reshape(height_r, width_r, channels)
+        np.copyto(block, taken[:size].reshape(block.shape))
+        # one (out_w, cols) x (cols, C) product per row, then one (out_h, rows) x (rows, out_w * C)
+        step = np.matmul(wx.of_region(r), block, out=across[:height_r * wx.outputs * channels].reshape(
+            height_r, wx.outputs, channels))
+        np.matmul(wy.of_region(r), step.reshape(height_r, -1), out=total[r].reshape(wy.outputs, -1))
+    total += 0.0  # the sums start from 0 as ``np.zeros(...) += product`` did (a -0 product is +0)
+    outside = n_y * n_x - wy.inside[:, :, None] * wx.inside[:, None, :]  # samples of each element reading the value
     if outside.any():
         # Only where some sample reads it: an infinite or NaN value times a count of 0 would
         # make NaN of elements whose samples all read the input.
         reads = outside > 0
         added = np.zeros(outside.shape)
         added[reads] = outside[reads] * np.float64(np.float32(out_of_bounds))
-        total += added[:, :, None]
+        total += added[..., None]
     return total / (n_y * n_x)
+
+
+def _block_cells(wy: AxisWeights, wx: AxisWeights, rows: np.ndarray, cols: np.ndarray, width: int) -> np.ndarray:
+    """The input cells (indices into the plane viewed as ``(H * W, C)``) each region reads, one
+    region after another: region ``r``'s ``rows[r] x cols[r]`` block of its Y taps by its X taps
+    (``gather``'s order)."""
+    sizes = rows * cols
+    region = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    first = np.concatenate([[0], np.cumsum(sizes)])[:-1]
+    within = np.arange(region.size, dtype=np.int64) - first[region]
+    i, j = np.divmod(within, np.maximum(cols, 1)[region])
+    cells: np.ndarray = wy.taps[wy.start[:-1][region] + i] * width + wx.taps[wx.start[:-1][region] + j]
+    return cells
 
 
 def regions(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.ndarray,

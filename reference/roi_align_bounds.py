@@ -39,7 +39,9 @@ test_bounds_oracle.py`` holds that computation and checks it).
 
 from __future__ import annotations
 
+import functools
 import itertools
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -62,6 +64,7 @@ from .roi_align import (
     reduced_samples,
     region_value,
 )
+from .workers import Workers, buffer
 
 #: Rounding of the weights (1 - f, products) and of the four-term sum of one LINEAR sample, in
 #: units of u times the magnitudes involved (FP-2: 3u weights + u products + 3u sum, rounded up).
@@ -273,15 +276,23 @@ def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: t
     return _combine(gx, gy, taps[..., 0, :, 0, :], ys.e, xs.e, k)
 
 
-def _tap_slopes(taps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _tap_slopes(taps: np.ndarray, name: str = "") -> tuple[np.ndarray, np.ndarray]:
     """``(Gx, Gy)`` of each sample's cell from its taps ``(..., Sy, 2, Sx, 2, C)`` (``[..., a, :, b, :]
-    = t_ab``): ``max(|t01 - t00|, |t11 - t10|)`` and ``max(|t10 - t00|, |t11 - t01|)``."""
-    across = np.subtract(taps[..., 1, :], taps[..., 0, :])  # |t01 - t00| and |t11 - t10|
+    = t_ab``): ``max(|t01 - t00|, |t11 - t10|)`` and ``max(|t10 - t00|, |t11 - t01|)``; in the
+    thread's work arrays ``name.*`` when ``name`` is given (``workers.buffer``)."""
+    def work(what: str, shape: tuple[int, ...]) -> Optional[np.ndarray]:
+        return buffer(f"{name}.{what}", shape, taps.dtype) if name else None
+
+    shape = taps.shape[:-5]
+    sy, sx, channels = taps.shape[-5], taps.shape[-3], taps.shape[-1]
+    # |t01 - t00| and |t11 - t10|
+    across = np.subtract(taps[..., 1, :], taps[..., 0, :], out=work("across", (*shape, sy, 2, sx, channels)))
     np.abs(across, out=across)
-    gx = np.maximum(across[..., 0, :, :], across[..., 1, :, :])
-    down = np.subtract(taps[..., 1, :, :, :], taps[..., 0, :, :, :])  # |t10 - t00| and |t11 - t01|
+    gx = np.maximum(across[..., 0, :, :], across[..., 1, :, :], out=work("gx", (*shape, sy, sx, channels)))
+    # |t10 - t00| and |t11 - t01|
+    down = np.subtract(taps[..., 1, :, :, :], taps[..., 0, :, :, :], out=work("down", (*shape, sy, sx, 2, channels)))
     np.abs(down, out=down)
-    gy = np.maximum(down[..., 0, :], down[..., 1, :])
+    gy = np.maximum(down[..., 0, :], down[..., 1, :], out=work("gy", (*shape, sy, sx, channels)))
     return gx, gy
 
 
@@ -621,29 +632,22 @@ class _Bounding:
     ar: Arithmetic
     _slopes: dict[int, type] = field(default_factory=dict)
     _steepest: dict[int, np.ndarray] = field(default_factory=dict)
-    _buffers: dict[str, np.ndarray] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def steepest(self, batch: int) -> np.ndarray:
-        """``_steepest`` of input plane ``batch`` (a scan of the plane: taken once per plane)."""
-        if batch not in self._steepest:
-            self._steepest[batch] = _steepest(self.p.planes[batch])
-        return self._steepest[batch]
+        """``_steepest`` of input plane ``batch`` (a scan of the plane: taken once per plane, by
+        the first of the worker threads that asks)."""
+        with self._lock:
+            if batch not in self._steepest:
+                self._steepest[batch] = _steepest(self.p.planes[batch])
+            return self._steepest[batch]
 
     def slope_type(self, batch: int) -> type:
         """The slope type of input plane ``batch``."""
-        if batch not in self._slopes:
-            self._slopes[batch] = _slope_type(self.p.dtype, self.p.planes[batch])
-        return self._slopes[batch]
-
-    def buffer(self, name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
-        """A work array of ``shape`` and ``dtype`` (contents undefined), the same memory for every
-        chunk of regions that asks for ``name``: fresh arrays of megabytes per chunk would cost
-        their page faults again each time."""
-        count = int(np.prod(shape))
-        have = self._buffers.get(name)
-        if have is None or have.dtype != np.dtype(dtype) or have.size < count:
-            have = self._buffers[name] = np.empty(count, dtype=dtype)
-        return have[:count].reshape(shape)
+        with self._lock:
+            if batch not in self._slopes:
+                self._slopes[batch] = _slope_type(self.p.dtype, self.p.planes[batch])
+            return self._slopes[batch]
 
 
 def region_bounded(b: _Bounding, row: int, value: np.ndarray, expected: Expected) -> _Region:
@@ -710,36 +714,71 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
 CHUNK_BYTES = 2**21
 
 
-def _bulk_bounds(b: _Bounding, bound: np.ndarray) -> np.ndarray:
-    """Write into ``bound`` (float32, ``(NumROIs, C, OutputHeight, OutputWidth)``) the bound of
-    every region that holds no knife edge, vectorized over regions and channels, plane by plane
-    and sample count by sample count; return the others (ascending), which ``region_bounded``
-    takes one by one. Detecting them is vectorized too: a sample count that rounding can change,
-    a coordinate that rounding can move across the input's edge, a NEAREST coordinate within its
-    error of a half, and (found while the bounds are computed: ``_bulk_regions``) a LINEAR
-    coordinate within its error of a cell edge beside an infinite or NaN tap."""
-    p, y, x = b.p, b.y, b.x
-    d = p.desc
-    linear = d.interpolation_mode == "LINEAR"
-    _, _, out_h, out_w = d.output_tensor.sizes
-    left = y.several | x.several | (y.exact == 0) | (x.exact == 0)
-    batches = p.batch_indices.astype(np.int64)
-    for batch in np.unique(batches[~left]).tolist():
-        on_plane = np.flatnonzero(~left & (batches == batch))
-        counts = np.stack([y.exact[on_plane], x.exact[on_plane]], axis=1)
-        for n_y, n_x in np.unique(counts, axis=0).tolist():
-            regions = on_plane[(counts[:, 0] == n_y) & (counts[:, 1] == n_x)]
-            ys, xs = y.along(regions, n_y), x.along(regions, n_x)
-            edge = ys.any_flips | xs.any_flips
-            if not linear:
-                edge |= _nearest_moves(ys, b.ar, y.size) | _nearest_moves(xs, b.ar, x.size)
+def _knife_edge_regions(b: _Bounding) -> np.ndarray:
+    """Per region: whether it holds a knife edge that shows before its bounds are computed, so
+    that ``region_bounded`` takes it: a sample count that rounding can change (or no sample), a
+    coordinate that rounding can move across the input's edge, a NEAREST coordinate within its
+    error of a half. Vectorized over the regions of each sample count; it works out each count's
+    coordinates (``_Axis.grid``), which the worker threads of ``_bound_rows`` then only read. (A
+    LINEAR coordinate within its error of a cell edge beside an infinite or NaN tap shows while
+    the bounds are computed: ``_bulk_regions``.)"""
+    linear = b.p.desc.interpolation_mode == "LINEAR"
+    left: np.ndarray = b.y.several | b.x.several | (b.y.exact == 0) | (b.x.exact == 0)
+    for axis in (b.y, b.x):
+        for n in np.unique(axis.exact[~left]).tolist():
+            regions = np.flatnonzero(~left & (axis.exact == n))
+            a = axis.along(regions, n)
+            edge = a.any_flips | _nearest_moves(a, b.ar, axis.size) if not linear else a.any_flips
             left[regions[edge]] = True
-            if edge.all():
-                continue
-            keep = np.flatnonzero(~edge)
-            beside = _bulk_regions(b, batch, regions[keep], _rows(ys, keep), _rows(xs, keep), n_y, n_x, bound)
-            left[regions[keep][beside]] = True
-    return np.flatnonzero(left)
+    if linear:
+        for batch in np.unique(b.p.batch_indices[~left]).tolist():
+            b.slope_type(int(batch))
+    return left
+
+
+@dataclass
+class _Pass:
+    """One pass of the bounds over the regions without a knife edge (``execute_bounded``):
+    ``left`` marks the regions ``region_bounded`` takes (``_knife_edge_regions``, and the
+    cell-edge ones found here), ``done`` those whose bound is written and rounded (``output_rounding``)."""
+
+    b: _Bounding
+    bound: np.ndarray
+    left: np.ndarray
+    done: np.ndarray
+
+    def rows(self, rows: np.ndarray, output: np.ndarray) -> None:
+        """The bounds of ``rows`` (any regions whose values ``output`` holds), in the thread that
+        calls it: grouped by plane and sample count, ``_bulk_regions`` each group, then rounded
+        to the output type's allowance. Regions ``left`` are skipped; rows are never shared
+        between two calls running at once, so each writes its own rows of ``bound``, ``left``
+        and ``done`` alone."""
+        b = self.b
+        rows = rows[~self.left[rows]]
+        if not rows.size:
+            return
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
+            keys = np.stack([b.p.batch_indices[rows].astype(np.int64), b.y.exact[rows], b.x.exact[rows]], axis=1)
+            for batch, n_y, n_x in np.unique(keys, axis=0).tolist():
+                regions = rows[(keys == (batch, n_y, n_x)).all(axis=1)]
+                beside = _bulk_regions(b, batch, regions, b.y.along(regions, n_y), b.x.along(regions, n_x), n_y,
+                                       n_x, self.bound)
+                self.left[regions[beside]] = True
+            rows = rows[~self.left[rows]]
+            self.bound[rows] = output_rounding(self.bound[rows], output[rows], b.p.desc.output_tensor.data_type)
+        self.done[rows] = True
+
+    def rest(self, output: np.ndarray, pool: Workers) -> None:
+        """``rows`` of every region neither ``left`` nor ``done`` (those the separable kernel did
+        not hand over: MAX, NEAREST, a non-finite input), in chunks of about ``CHUNK_BYTES`` of
+        sample-point work, in ``pool``."""
+        b = self.b
+        rest = np.flatnonzero(~self.left & ~self.done)
+        _, channels, out_h, out_w = self.bound.shape
+        work = (b.y.exact[rest] * b.x.exact[rest]).astype(np.float64) * (out_h * out_w * channels * 16)
+        ends = np.searchsorted(np.cumsum(work), np.arange(1, 1 + int(work.sum() // CHUNK_BYTES) + 1) * CHUNK_BYTES)
+        for part in np.split(rest, np.unique(np.minimum(ends + 1, rest.size))[:-1]):
+            pool.submit(functools.partial(self.rows, part, output))
 
 
 def _rows(a: _Along, keep: np.ndarray) -> _Along:
@@ -794,10 +833,10 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
             # A sample outside the input reads OutOfBoundsInputValue: the sum's share of its size alone
             inside = (cy.inside[:, :, None] & cx.inside[:, None, :])[..., None]
             np.copyto(samples, outside, where=~inside)
-        totals = b.buffer("totals", (samples.shape[0], out_h, out_w, channels), samples.dtype.type)
-        for i in range(samples.shape[0]):  # each region's reduction as _reduce makes it: the same sums
-            grid = samples[i].reshape(out_h, n_y, out_w, n_x, channels)
-            (np.add if average else np.fmax).reduce(grid, axis=(1, 3), out=totals[i])
+        totals = buffer("bounds.totals", (samples.shape[0], out_h, out_w, channels), samples.dtype.type)
+        # each region's reduction as _reduce makes it, the regions side by side: the same sums
+        grid = samples.reshape(samples.shape[0], out_h, n_y, out_w, n_x, channels)
+        (np.add if average else np.fmax).reduce(grid, axis=(2, 4), out=totals)
         if average:
             np.true_divide(totals, np.intp(m), out=totals, casting="unsafe")
         bound[regions[part]] = totals.transpose(0, 3, 1, 2)
@@ -811,9 +850,11 @@ def _tap_bounds(b: _Bounding, batch: int, ys: _Along, xs: _Along, k: float, kind
     height, width, channels = plane.shape
     regions, rows, cols = ys.v.shape[0], ys.v.shape[1], xs.v.shape[1]
     cells = ys.pairs[:, :, None] * width + xs.pairs[:, None, :]
-    taps = plane.reshape(height * width, channels).take(cells.ravel(), axis=0)
+    # mode="clip" (every cell is in range): take buffers its output under the default mode="raise"
+    taps = plane.reshape(height * width, channels).take(
+        cells.ravel(), axis=0, out=buffer("bounds.taps", (cells.size, channels), plane.dtype), mode="clip")
     taps = taps.reshape(regions, rows, 2, cols, 2, channels).astype(kind, copy=False)
-    gx, gy = _tap_slopes(taps)
+    gx, gy = _tap_slopes(taps, "bounds")
     if ys.any_far.any() or xs.any_far.any() or ys.any_near.any() or xs.any_near.any():
         _widen(plane, ys, xs, gx, gy, lambda: b.steepest(batch))
     return _combine(gx, gy, taps[..., 0, :, 0, :], ys.e, xs.e, k)
@@ -860,18 +901,26 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
     b = _Bounding(p, _axis(d, ar, "Y", p.rois[:, 1], p.rois[:, 3], d.spatial_scale_y, out_h, height, rules),
                   _axis(d, ar, "X", p.rois[:, 0], p.rois[:, 2], d.spatial_scale_x, out_w, width, rules), ar)
 
-    # The kernel first: it refuses a region of too many samples before the bounds allocate for it.
-    output = expected.outputs["OutputTensor"] = compute(p)
+    # The kernel computes every region's values and hands each chunk of separable regions to the
+    # bounds in the thread that computed it (their taps are still in its cache); the kernel refuses
+    # a region of too many samples before the bounds allocate for it.
+    left = _knife_edge_regions(b)
+    run = _Pass(b, bound, left, np.zeros(left.shape, dtype=bool))
+    output = expected.outputs["OutputTensor"] = compute(p, beside_chunk=run.rows)
+    with Workers() as pool:
+        run.rest(output, pool)
     ranges, nan = {}, {}
     with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
-        for r in _bulk_bounds(b, bound).tolist():
+        for r in np.flatnonzero(left).tolist():
             region = region_bounded(b, r, output[r].transpose(1, 2, 0), expected)
             bound[r] = region.bound.transpose(2, 0, 1)
             if region.low is not None:
                 ranges[r] = (region.low, region.high)
             if region.nan is not None and region.nan.any():
                 nan[r] = region.nan
-    expected.bounds["OutputTensor"] = output_rounding(bound, output, d.output_tensor.data_type)
+        if left.any():
+            bound[left] = output_rounding(bound[left], output[left], d.output_tensor.data_type)
+    expected.bounds["OutputTensor"] = bound
     if ranges:
         low, high = output.copy(), output.copy()
         for r, (lo, hi) in ranges.items():
