@@ -785,10 +785,28 @@ def kernel_input(desc: AnyRoiAlign, input_tensor: np.ndarray, roi_tensor: np.nda
         raise DescError("<rules>.max_start/<rules>.max_nan", (rules.max_start, rules.max_nan), "both 'mlas-x86' "
                         "(MLAS's fold decides where a max starts and whether a NaN wins together) or neither", desc.TYPE)
     rois, batch_indices = regions(desc, input_tensor, roi_tensor, batch_indices_tensor)
-    planes = np.ascontiguousarray(np.moveaxis(input_tensor, 1, -1))
-    if planes.dtype == np.float16:  # exact in float32, which converts to float64 several times faster
-        planes = planes.astype(np.float32)
-    return KernelInput(as_roi_align1(desc), rois, batch_indices, planes, input_tensor.dtype, rules)
+    return KernelInput(as_roi_align1(desc), rois, batch_indices, channels_last(input_tensor), input_tensor.dtype,
+                       rules)
+
+
+#: Bytes of input that ``channels_last`` copies in one worker task.
+CHANNELS_LAST_CHUNK_BYTES = 2**22
+
+
+def channels_last(input_tensor: np.ndarray) -> np.ndarray:
+    """The ``(N, C, H, W)`` input as ``(N, H, W, C)``, contiguous, FLOAT16 widened to float32 (exact
+    in float32, which converts to float64 several times faster): copied a few image rows at a
+    time (each block's transpose stays in the cache), the blocks in worker threads."""
+    batch, channels, height, width = input_tensor.shape
+    planes = np.empty((batch, height, width, channels), dtype=np.float32 if input_tensor.dtype == np.float16
+                      else input_tensor.dtype)
+    step = max(1, CHANNELS_LAST_CHUNK_BYTES // max(1, channels * width * planes.itemsize))
+    with Workers(1 if batch * height <= step else None) as pool:
+        for n in range(batch):
+            for h in range(0, height, step):
+                pool.submit(functools.partial(np.copyto, planes[n, h:h + step],
+                                              np.moveaxis(input_tensor[n, :, h:h + step], 0, -1)))
+    return planes
 
 
 def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None]] = None,

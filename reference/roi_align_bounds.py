@@ -276,23 +276,31 @@ def _linear_bound(plane: np.ndarray, ys: _Along, xs: _Along, k: float, slopes: t
     return _combine(gx, gy, taps[..., 0, :, 0, :], ys.e, xs.e, k)
 
 
-def _tap_slopes(taps: np.ndarray, name: str = "") -> tuple[np.ndarray, np.ndarray]:
+def _tap_slopes(taps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(Gx, Gy)`` of each sample's cell from its taps ``(..., Sy, 2, Sx, 2, C)`` (``[..., a, :, b, :]
-    = t_ab``): ``max(|t01 - t00|, |t11 - t10|)`` and ``max(|t10 - t00|, |t11 - t01|)``; in the
-    thread's work arrays ``name.*`` when ``name`` is given (``workers.buffer``)."""
-    def work(what: str, shape: tuple[int, ...]) -> Optional[np.ndarray]:
-        return buffer(f"{name}.{what}", shape, taps.dtype) if name else None
-
-    shape = taps.shape[:-5]
-    sy, sx, channels = taps.shape[-5], taps.shape[-3], taps.shape[-1]
-    # |t01 - t00| and |t11 - t10|
-    across = np.subtract(taps[..., 1, :], taps[..., 0, :], out=work("across", (*shape, sy, 2, sx, channels)))
+    = t_ab``): ``max(|t01 - t00|, |t11 - t10|)`` and ``max(|t10 - t00|, |t11 - t01|)``."""
+    across = np.subtract(taps[..., 1, :], taps[..., 0, :])  # |t01 - t00| and |t11 - t10|
     np.abs(across, out=across)
-    gx = np.maximum(across[..., 0, :, :], across[..., 1, :, :], out=work("gx", (*shape, sy, sx, channels)))
-    # |t10 - t00| and |t11 - t01|
-    down = np.subtract(taps[..., 1, :, :, :], taps[..., 0, :, :, :], out=work("down", (*shape, sy, sx, 2, channels)))
+    gx = np.maximum(across[..., 0, :, :], across[..., 1, :, :])
+    down = np.subtract(taps[..., 1, :, :, :], taps[..., 0, :, :, :])  # |t10 - t00| and |t11 - t01|
     np.abs(down, out=down)
-    gy = np.maximum(down[..., 0, :], down[..., 1, :], out=work("gy", (*shape, sy, sx, channels)))
+    gy = np.maximum(down[..., 0, :], down[..., 1, :])
+    return gx, gy
+
+
+def _pair_slopes(taps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_tap_slopes`` of taps laid out ``(regions, Sy, 2, 2, Sx, C)`` (``[:, :, a, b] = t_ab``), in
+    the thread's work arrays: the same differences, each pass over whole rows of samples."""
+    shape = (taps.shape[0], taps.shape[1], taps.shape[4], taps.shape[5])
+    gx, gy, other = (buffer(f"bounds.{name}", shape, taps.dtype) for name in ("gx", "gy", "other"))
+    t00, t01, t10, t11 = taps[:, :, 0, 0], taps[:, :, 0, 1], taps[:, :, 1, 0], taps[:, :, 1, 1]
+    # each difference and maximum with its operands in _tap_slopes' order (a NaN's payload is the first's)
+    for slopes, first, second in ((gx, (t01, t00), (t11, t10)), (gy, (t10, t00), (t11, t01))):
+        np.subtract(*first, out=slopes)
+        np.abs(slopes, out=slopes)
+        np.subtract(*second, out=other)
+        np.abs(other, out=other)
+        np.maximum(slopes, other, out=slopes)
     return gx, gy
 
 
@@ -711,7 +719,7 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
 #: Bytes of sample-point work (per sample point and channel: its four taps for LINEAR, its value
 #: for NEAREST) the bounds take at a time: regions are taken in chunks of about this size, a few
 #: arrays of it alive per chunk.
-CHUNK_BYTES = 2**21
+CHUNK_BYTES = 2**20
 
 
 def _knife_edge_regions(b: _Bounding) -> np.ndarray:
@@ -837,8 +845,10 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
         # each region's reduction as _reduce makes it, the regions side by side: the same sums
         grid = samples.reshape(samples.shape[0], out_h, n_y, out_w, n_x, channels)
         (np.add if average else np.fmax).reduce(grid, axis=(2, 4), out=totals)
-        if average:
-            np.true_divide(totals, np.intp(m), out=totals, casting="unsafe")
+        if average and m & (m - 1):
+            np.true_divide(totals, np.intp(m), out=totals, casting="unsafe")  # in float64, rounded once
+        elif average:  # a power of two: exact in float64, so float32's own quotient is the same
+            np.true_divide(totals, np.float32(m), out=totals)
         bound[regions[part]] = totals.transpose(0, 3, 1, 2)
     return beside
 
@@ -849,15 +859,17 @@ def _tap_bounds(b: _Bounding, batch: int, ys: _Along, xs: _Along, k: float, kind
     plane = b.p.planes[batch]
     height, width, channels = plane.shape
     regions, rows, cols = ys.v.shape[0], ys.v.shape[1], xs.v.shape[1]
-    cells = ys.pairs[:, :, None] * width + xs.pairs[:, None, :]
+    # [region, row, a, b, column] = t_ab of that sample: each difference is of whole rows
+    cells = (ys.pairs.reshape(regions, rows, 2)[:, :, :, None, None] * width
+             + xs.pairs.reshape(regions, cols, 2).transpose(0, 2, 1)[:, None, None, :, :])
     # mode="clip" (every cell is in range): take buffers its output under the default mode="raise"
     taps = plane.reshape(height * width, channels).take(
         cells.ravel(), axis=0, out=buffer("bounds.taps", (cells.size, channels), plane.dtype), mode="clip")
-    taps = taps.reshape(regions, rows, 2, cols, 2, channels).astype(kind, copy=False)
-    gx, gy = _tap_slopes(taps, "bounds")
+    taps = taps.reshape(regions, rows, 2, 2, cols, channels).astype(kind, copy=False)
+    gx, gy = _pair_slopes(taps)
     if ys.any_far.any() or xs.any_far.any() or ys.any_near.any() or xs.any_near.any():
         _widen(plane, ys, xs, gx, gy, lambda: b.steepest(batch))
-    return _combine(gx, gy, taps[..., 0, :, 0, :], ys.e, xs.e, k)
+    return _combine(gx, gy, taps[:, :, 0, 0], ys.e, xs.e, k)
 
 
 def _nearest_bounds(plane: np.ndarray, ys: _Along, xs: _Along, ar: Arithmetic, k: float) -> np.ndarray:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import math
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,7 +45,7 @@ def buffer(name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     store: Optional[dict[str, np.ndarray]] = getattr(_local, "buffers", None)
     if store is None:
         return np.empty(shape, dtype=dtype)
-    count = int(np.prod(shape))
+    count = math.prod(shape)
     have = store.get(name)
     if have is None or have.dtype != np.dtype(dtype) or have.size < count:
         have = store[name] = np.empty(count, dtype=dtype)

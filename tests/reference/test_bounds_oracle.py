@@ -11,6 +11,7 @@ shapes that fit this machine.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import bounds_oracle_roi_align
@@ -23,7 +24,9 @@ from hypothesis_profiles import examples
 from test_bounds import roi_align_case, roi_pooling_case, tensors
 
 from ep_testbed.graphs.catalog import build_catalog
-from ep_testbed.reference import MODELS, DescError, execute_reading, precision_model, readings_of
+from ep_testbed.reference import MODELS, DescError, execute_reading, precision_model, readings_of, workers
+from ep_testbed.reference import roi_align as ra
+from ep_testbed.reference import roi_align_bounds as rab
 from ep_testbed.reference.checks import element_cap
 from ep_testbed.reference.execute import prepare
 from ep_testbed.reference.readings import combine, named
@@ -162,6 +165,32 @@ def test_drawn_non_finite_roi_align_bounds_equal_the_per_region_oracle(case, dat
     desc, x, rois, batch = case
     names = _drawn_reading(data.draw, desc)
     check_case(desc, tensors(x, rois, batch), names, model, f"drawn non-finite {names or 'primary'} {model}")
+
+
+@contextlib.contextmanager
+def _one_region_chunks_on_three_threads():
+    """Every chunk of the kernel, of the bounds and of the channels-last copy as small as it gets
+    (one region, one image row), run on three worker threads whatever the machine has."""
+    saved = (ra.SEPARABLE_CHUNK_BYTES, ra.CHANNELS_LAST_CHUNK_BYTES, rab.CHUNK_BYTES, workers.thread_count)
+    ra.SEPARABLE_CHUNK_BYTES = ra.CHANNELS_LAST_CHUNK_BYTES = rab.CHUNK_BYTES = 1
+    workers.thread_count = lambda: 3
+    try:
+        yield
+    finally:
+        ra.SEPARABLE_CHUNK_BYTES, ra.CHANNELS_LAST_CHUNK_BYTES, rab.CHUNK_BYTES, workers.thread_count = saved
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(case=st.one_of(roi_align_case(), non_finite_roi_align_case()), data=st.data(),
+       model=st.sampled_from(["fp32", "tensor-type"]))
+def test_roi_align_in_one_region_chunks_on_three_threads_equals_the_per_region_oracle(case, data, model):
+    """The kernel's chunks of regions and the bounds computed beside them in worker threads give
+    the oracle's outputs, bounds and ranges whatever the chunks and threads: drawn descs (finite
+    and non-finite maps, two images, several sample counts), each region its own chunk."""
+    desc, x, rois, batch = case
+    names = _drawn_reading(data.draw, desc)
+    with _one_region_chunks_on_three_threads():
+        check_case(desc, tensors(x, rois, batch), names, model, f"chunked {names or 'primary'} {model}")
 
 
 def test_cell_edge_beside_minus_inf_equals_the_per_region_oracle():
