@@ -789,10 +789,10 @@ class _Pass:
             pool.submit(functools.partial(self.rows, part, output))
 
 
-def _rows(a: _Along, keep: np.ndarray) -> _Along:
-    """The rows ``keep`` of the coordinates of several regions (``_Axis.along``)."""
-    return _Along(a.v[keep], a.e[keep], a.pairs[keep], a.inside[keep], a.flips[keep], a.far[keep], a.near[keep],
-                  a.all_inside[keep], a.any_flips[keep], a.any_far[keep], a.any_near[keep])
+def _slice(a: _Along, part: slice) -> _Along:
+    """The rows ``part`` of the coordinates of several regions (``_Axis.along``), as views."""
+    return _Along(a.v[part], a.e[part], a.pairs[part], a.inside[part], a.flips[part], a.far[part], a.near[part],
+                  a.all_inside[part], a.any_flips[part], a.any_far[part], a.any_near[part])
 
 
 def _nearest_moves(c: _Along, ar: Arithmetic, size: int) -> np.ndarray:
@@ -825,19 +825,24 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
     per_region = ys.v.shape[1] * xs.v.shape[1] * channels * np.dtype(kind).itemsize * (4 if linear else 1)
     step = max(1, CHUNK_BYTES // per_region)
     beside = np.zeros(regions.size, dtype=bool)
+    # per region: whether some coordinate is near a cell edge, or moves a pixel; some sample outside
+    near = ys.any_near | xs.any_near
+    moves = near | ys.any_far | xs.any_far
+    partly_outside = ~(ys.all_inside & xs.all_inside)
     for start in range(0, regions.size, step):
         part = slice(start, start + step)
-        cy, cx = _rows(ys, np.arange(regions.size)[part]), _rows(xs, np.arange(regions.size)[part])
+        cy, cx = _slice(ys, part), _slice(xs, part)
         if linear:
-            samples = _tap_bounds(b, batch, cy, cx, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, kind)
-            if cy.any_near.any() or cx.any_near.any():  # no region here has flips: can_in is inside
+            samples = _tap_bounds(b, batch, cy, cx, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, kind,
+                                  bool(moves[part].any()))
+            if near[part].any():  # no region here has flips: can_in is inside
                 cell = np.logical_not(np.isfinite(samples))
                 cell &= cy.near[:, :, None, None] | cx.near[:, None, :, None]
                 cell &= (cy.inside[:, :, None] & cx.inside[:, None, :])[..., None]
                 beside[part] = cell.any(axis=(1, 2, 3))
         else:
             samples = _nearest_bounds(plane, cy, cx, ar, k_sum)
-        if not (cy.all_inside.all() and cx.all_inside.all()):
+        if partly_outside[part].any():
             # A sample outside the input reads OutOfBoundsInputValue: the sum's share of its size alone
             inside = (cy.inside[:, :, None] & cx.inside[:, None, :])[..., None]
             np.copyto(samples, outside, where=~inside)
@@ -853,9 +858,11 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
     return beside
 
 
-def _tap_bounds(b: _Bounding, batch: int, ys: _Along, xs: _Along, k: float, kind: type) -> np.ndarray:
+def _tap_bounds(b: _Bounding, batch: int, ys: _Along, xs: _Along, k: float, kind: type, moves: bool = True
+                ) -> np.ndarray:
     """The LINEAR sample bounds ``(regions, Sy, Sx, C)`` of ``_combine``, from each sample's four
-    taps: ``_linear_bound`` for several regions of plane ``batch``."""
+    taps: ``_linear_bound`` for several regions of plane ``batch`` (``moves``: whether some
+    coordinate of them can move into another cell, which widens the slopes)."""
     plane = b.p.planes[batch]
     height, width, channels = plane.shape
     regions, rows, cols = ys.v.shape[0], ys.v.shape[1], xs.v.shape[1]
@@ -867,7 +874,7 @@ def _tap_bounds(b: _Bounding, batch: int, ys: _Along, xs: _Along, k: float, kind
         cells.ravel(), axis=0, out=buffer("bounds.taps", (cells.size, channels), plane.dtype), mode="clip")
     taps = taps.reshape(regions, rows, 2, 2, cols, channels).astype(kind, copy=False)
     gx, gy = _pair_slopes(taps)
-    if ys.any_far.any() or xs.any_far.any() or ys.any_near.any() or xs.any_near.any():
+    if moves:
         _widen(plane, ys, xs, gx, gy, lambda: b.steepest(batch))
     return _combine(gx, gy, taps[:, :, 0, 0], ys.e, xs.e, k)
 
