@@ -817,8 +817,8 @@ def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None
     complete, region by region in order, with each region's elements as the output holds them
     (``(OutputHeight, OutputWidth, C)``, read-only). ``beside_chunk(rows, output)``, when given,
     runs in the worker thread that computed each chunk of separable regions, once their values
-    are in ``output`` (the precision models compute those regions' bounds there, their input
-    still in that thread's cache); it must write nothing but those rows of its own arrays.
+    are in ``output`` (the precision models compute those regions' bounds there, chunk by chunk
+    beside the values); it must write nothing but those rows of its own arrays.
 
     The regions the separable AVERAGE computes (``KernelInput.separable``) are taken many at a
     time, in chunks of regions of one input plane and one sample count (``SeparableChunks``), in
@@ -845,16 +845,15 @@ def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None
     return output
 
 
-#: Bytes of float64 taps (at most 2 per sample per axis) that one chunk of the separable AVERAGE
-#: reads at a time: each worker thread holds about three times this (its taps in float32 and in
-#: float64, and its elements).
-SEPARABLE_CHUNK_BYTES = 2**26
+#: Bytes of float64 elements of one chunk of the separable AVERAGE's regions: a worker task holds
+#: its chunk's elements, and one region's taps at a time (in float32 and in float64).
+SEPARABLE_CHUNK_BYTES = 2**22
 
 
 class SeparableChunks:
     """Regions of the separable AVERAGE, collected into chunks of regions of one input plane and
     one sample count, each chunk computed by ``average_linear`` in a worker task once it holds
-    about ``SEPARABLE_CHUNK_BYTES`` of taps (``flush``: the rest) and written into ``output``."""
+    about ``SEPARABLE_CHUNK_BYTES`` of elements (``flush``: the rest) and written into ``output``."""
 
     def __init__(self, p: KernelInput, output: np.ndarray, pool: Workers,
                  beside: Optional[Callable[[np.ndarray, np.ndarray], None]] = None):
@@ -868,7 +867,8 @@ class SeparableChunks:
         rows.append(row)
         all_ys.append(ys)
         all_xs.append(xs)
-        if len(rows) * 4 * ys.size * xs.size * self.p.planes.shape[-1] * 8 >= SEPARABLE_CHUNK_BYTES:
+        _, _, out_h, out_w = self.output.shape
+        if len(rows) * out_h * out_w * self.p.planes.shape[-1] * 8 >= SEPARABLE_CHUNK_BYTES:
             self._submit(key)
 
     def flush(self) -> None:
@@ -1081,9 +1081,9 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
 
     ``ys``, ``xs`` 1-D: one region, ``(OutputHeight, OutputWidth, C)``. ``ys (R, Sy)``, ``xs (R,
     Sx)``: the ``R`` regions of those rows, all at ``n_y x n_x`` samples, ``(R, OutputHeight,
-    OutputWidth, C)``: their weights computed together (``AxisWeights``) and the input they read
-    gathered in one take, each region's two products computed as for one region alone (the same
-    BLAS calls on the same shapes, which keeps every sum's rounding)."""
+    OutputWidth, C)``: their weights and the cells they read worked out together (``AxisWeights``),
+    then region by region its block gathered and its two products computed as for one region
+    alone (the same BLAS calls on the same shapes, which keeps every sum's rounding)."""
     if ys.ndim == 1:
         return average_linear(plane, ys[None], xs[None], n_y, n_x, out_of_bounds, rules)[0]
     height, width, channels = plane.shape
@@ -1091,38 +1091,40 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     rows, cols = np.diff(wy.start), np.diff(wx.start)
     rows, cols = np.where(cols > 0, rows, 0), np.where(rows > 0, cols, 0)  # no tap on one axis: none read
     cells = _block_cells(wy, wx, rows, cols, width)
-    total = buffer("average_linear.total", (ys.shape[0], wy.outputs, wx.outputs, channels), np.float64)
+    total = np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
     flat = plane.reshape(height * width, channels)
     largest = int((rows * cols).max(initial=0))
     taken = buffer("average_linear.taken", (largest, channels), plane.dtype)
     wide = buffer("average_linear.wide", (largest, channels), np.float64)
     across = buffer("average_linear.across", (int(rows.max(initial=0)) * wx.outputs * channels,), np.float64)
+    # Samples of each element that read OutOfBoundsInputValue, and what they add: only where some
+    # sample reads it (an infinite or NaN value times a count of 0 would make NaN of elements whose
+    # samples all read the input).
+    outside = n_y * n_x - wy.inside[:, :, None] * wx.inside[:, None, :]
+    partly = outside.any(axis=(1, 2))
+    added = np.zeros(outside.shape)
+    added[outside > 0] = outside[outside > 0] * np.float64(np.float32(out_of_bounds))
     at = 0
-    # Region by region: its block, in float32 and float64, stays in the core's cache.
+    # Region by region: its block, in float32 and float64, and its elements stay in the core's cache.
     for r, (height_r, width_r) in enumerate(zip(rows.tolist(), cols.tolist())):
-        if not height_r:
+        if height_r:
+            size = height_r * width_r
+            # mode="clip" (every cell is in range): take buffers its output under the default mode="raise"
+            flat.take(cells[at:at + size], axis=0, out=taken[:size], mode="clip")
+            at += size
+            block = wide[:size].reshape(height_r, width_r, channels)
+            np.copyto(block, taken[:size].reshape(block.shape))
+            # one (out_w, cols) x (cols, C) product per row, then one (out_h, rows) x (rows, out_w * C)
+            step = np.matmul(wx.of_region(r), block, out=across[:height_r * wx.outputs * channels].reshape(
+                height_r, wx.outputs, channels))
+            np.matmul(wy.of_region(r), step.reshape(height_r, -1), out=total[r].reshape(wy.outputs, -1))
+            total[r] += 0.0  # the sums start from 0 as ``np.zeros(...) += product`` did (a -0 product is +0)
+        else:
             total[r] = 0.0
-            continue
-        size = height_r * width_r
-        # mode="clip" (every cell is in range): take buffers its output under the default mode="raise"
-        flat.take(cells[at:at + size], axis=0, out=taken[:size], mode="clip")
-        at += size
-        block = wide[:size].reshape(height_r, width_r, channels)
-        np.copyto(block, taken[:size].reshape(block.shape))
-        # one (out_w, cols) x (cols, C) product per row, then one (out_h, rows) x (rows, out_w * C)
-        step = np.matmul(wx.of_region(r), block, out=across[:height_r * wx.outputs * channels].reshape(
-            height_r, wx.outputs, channels))
-        np.matmul(wy.of_region(r), step.reshape(height_r, -1), out=total[r].reshape(wy.outputs, -1))
-    total += 0.0  # the sums start from 0 as ``np.zeros(...) += product`` did (a -0 product is +0)
-    outside = n_y * n_x - wy.inside[:, :, None] * wx.inside[:, None, :]  # samples of each element reading the value
-    if outside.any():
-        # Only where some sample reads it: an infinite or NaN value times a count of 0 would
-        # make NaN of elements whose samples all read the input.
-        reads = outside > 0
-        added = np.zeros(outside.shape)
-        added[reads] = outside[reads] * np.float64(np.float32(out_of_bounds))
-        total += added[..., None]
-    return total / (n_y * n_x)
+        if partly[r]:
+            total[r] += added[r][..., None]
+        total[r] /= n_y * n_x
+    return total
 
 
 def _block_cells(wy: AxisWeights, wx: AxisWeights, rows: np.ndarray, cols: np.ndarray, width: int) -> np.ndarray:

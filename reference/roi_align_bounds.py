@@ -30,9 +30,11 @@ which gives every sample coordinate's exact value and a bound ``e_i`` on a kerne
   the reading's: its sample values are what the reading's reduction folds
   (``roi_align.reduced_samples``), the largest weighted corner terms under ``corner-term-max``.
 
-The bounds are computed over every region at once (``_bulk_bounds``: vectorized over regions and
-channels, in chunks of ``CHUNK_BYTES``), and region by region (``region_bounded``) only for the
-regions that hold a knife edge, which are found without a loop too. Both give the same numbers,
+The bounds are computed over many regions at once (``_Pass``, ``_bulk_regions``: vectorized over
+regions and channels, in chunks of ``CHUNK_BYTES``), each chunk of the separable AVERAGE's regions
+in the worker thread that computed its values (``roi_align.compute``), and region by region
+(``region_bounded``) only for the regions that hold a knife edge, which are found without a loop
+too (``_knife_edge_regions``). Both give the same numbers,
 bit for bit, as the region-by-region computation this module once was (``tests/reference/
 test_bounds_oracle.py`` holds that computation and checks it).
 """
@@ -661,7 +663,7 @@ class _Bounding:
 def region_bounded(b: _Bounding, row: int, value: np.ndarray, expected: Expected) -> _Region:
     """Region ``row`` (of ``b.p``), whose elements the kernel computed as ``value`` (channels
     last): their bounds and knife-edge ranges; notes each knife edge in ``expected``. The
-    per-region path, for the regions ``_bulk_bounds`` leaves to it."""
+    per-region path, for the regions ``_Pass`` leaves to it."""
     d = b.p.desc
     counts_y, counts_x = b.y.counts(row), b.x.counts(row)
     region = _evaluate(b, row, counts_y[0], counts_x[0], value)
@@ -721,13 +723,16 @@ def _note_region(expected: Expected, d: RoiAlign1Desc, row: int, region: _Region
 #: arrays of it alive per chunk.
 CHUNK_BYTES = 2**20
 
+#: Bytes of sample-point work of one worker task of the regions the kernel does not hand over.
+TASK_BYTES = 2**24
+
 
 def _knife_edge_regions(b: _Bounding) -> np.ndarray:
     """Per region: whether it holds a knife edge that shows before its bounds are computed, so
     that ``region_bounded`` takes it: a sample count that rounding can change (or no sample), a
     coordinate that rounding can move across the input's edge, a NEAREST coordinate within its
     error of a half. Vectorized over the regions of each sample count; it works out each count's
-    coordinates (``_Axis.grid``), which the worker threads of ``_bound_rows`` then only read. (A
+    coordinates (``_Axis.grid``), which the worker threads of ``_Pass.rows`` then only read. (A
     LINEAR coordinate within its error of a cell edge beside an infinite or NaN tap shows while
     the bounds are computed: ``_bulk_regions``.)"""
     linear = b.p.desc.interpolation_mode == "LINEAR"
@@ -778,14 +783,13 @@ class _Pass:
 
     def rest(self, output: np.ndarray, pool: Workers) -> None:
         """``rows`` of every region neither ``left`` nor ``done`` (those the separable kernel did
-        not hand over: MAX, NEAREST, a non-finite input), in chunks of about ``CHUNK_BYTES`` of
+        not hand over: MAX, NEAREST, a non-finite input), in tasks of about ``TASK_BYTES`` of
         sample-point work, in ``pool``."""
         b = self.b
         rest = np.flatnonzero(~self.left & ~self.done)
         _, channels, out_h, out_w = self.bound.shape
         work = (b.y.exact[rest] * b.x.exact[rest]).astype(np.float64) * (out_h * out_w * channels * 16)
-        ends = np.searchsorted(np.cumsum(work), np.arange(1, 1 + int(work.sum() // CHUNK_BYTES) + 1) * CHUNK_BYTES)
-        for part in np.split(rest, np.unique(np.minimum(ends + 1, rest.size))[:-1]):
+        for part in np.split(rest, np.flatnonzero(np.diff(np.cumsum(work) // TASK_BYTES)) + 1):
             pool.submit(functools.partial(self.rows, part, output))
 
 
@@ -898,15 +902,19 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
     """The registry's ``bounded``: ``roi_align``'s output under ``model`` with its bound and
     knife-edge alternatives (an ``Expected``), for the reading ``rules`` (the primary one by
     default). The output is the kernel's (``roi_align.compute``, what ``execute_desc`` returns);
-    the bounds are computed beside it, over every region at once (``_bulk_bounds``), and region
-    by region only where a knife edge asks for it (``region_bounded``).
+    the bounds are computed beside it, over many regions at once (``_Pass``: the separable
+    AVERAGE's chunks in the worker threads that computed their values, the other regions in
+    worker tasks after them), and region by region only where a knife edge asks for it
+    (``region_bounded``).
 
-    Memory, beyond the kernel's own (its output, the input laid out channels last): the bound and
-    the allowance ``output_rounding`` makes of it, 4 bytes per output element each, with a float32
-    temporary; work arrays of a few ``CHUNK_BYTES`` (a region larger than a chunk is taken alone:
-    its four taps per sample value, as the region-by-region computation held them); with knife
-    edges, the range's two copies of the output. Measured (tracemalloc) on the stress tier: 13 to
-    18 bytes per output element with the input, well within each stress case's ``memory_mb``."""
+    Memory, beyond the kernel's own (its output, the input laid out channels last, and per worker
+    thread one chunk's elements in float64 and one region's taps): the bound, 4 bytes per output
+    element, which becomes the allowance ``output_rounding`` makes of it chunk by chunk, in place;
+    per worker thread, work arrays of a few ``CHUNK_BYTES`` (a region larger than a chunk is taken
+    alone: its four taps per sample value, as the region-by-region computation held them); with
+    knife edges, the range's two copies of the output. Measured (tracemalloc, two worker threads)
+    on the stress tier: 9 to 21 bytes per output element with the input (the whole-image cases of
+    8 output elements aside), well within each stress case's ``memory_mb``."""
     p = kernel_input(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"], rules)
     d = p.desc
     ar = model.arithmetic(d.input_tensor.data_type)

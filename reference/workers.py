@@ -55,35 +55,43 @@ def buffer(name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
 class Workers:
     """Run tasks (functions of no argument) in up to ``threads`` threads, in a ``with`` block:
     ``submit`` queues one (waiting for the oldest when ``2 x threads`` are pending); leaving the
-    block waits for all and raises the first task's error, if any. One thread runs each task at
-    once, in the caller's thread. Each task runs in a copy of the caller's context (its
-    ``np.errstate`` and the reference's element cap)."""
+    block waits for all and raises the first task's error, if any. With one thread, or when a
+    block submits a single task, the tasks run in the caller's thread (no thread is started for
+    a small input). Each task runs in a copy of the caller's context (its ``np.errstate`` and the
+    reference's element cap)."""
 
     def __init__(self, threads: Optional[int] = None):
         self.threads = thread_count() if threads is None else max(1, threads)
         self._pool: Optional[ThreadPoolExecutor] = None
+        self._first: Optional[Callable[[], None]] = None  # held until a second task asks for the pool
         self._pending: collections.deque[Future] = collections.deque()
 
     def __enter__(self) -> "Workers":
-        if self.threads > 1:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ep-testbed-reference")
-        else:
-            _local.buffers = {}
         return self
 
     def submit(self, task: Callable[[], None]) -> None:
-        """Run ``task`` (now, with one thread; else in the pool, waiting for the oldest pending
-        task first when ``2 x threads`` are pending)."""
-        if self._pool is None:
-            task()
+        """Run ``task``: now, in the caller's thread, with one thread; else in the pool (the first
+        task waits there for a second one), waiting for the oldest pending task first when
+        ``2 x threads`` are pending."""
+        if self.threads == 1:
+            _inline(task)
             return
+        if self._pool is None:
+            if self._first is None:
+                self._first = task
+                return
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ep-testbed-reference")
+            first, self._first = self._first, None
+            self._pending.append(self._pool.submit(contextvars.copy_context().run, _with_buffers, first))
         while len(self._pending) >= 2 * self.threads:
             self._pending.popleft().result()
         self._pending.append(self._pool.submit(contextvars.copy_context().run, _with_buffers, task))
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is None:
-            _local.buffers = None
+            first, self._first = self._first, None
+            if first is not None and exc[0] is None:
+                _inline(first)
             return
         try:
             if exc[0] is None:
@@ -93,6 +101,18 @@ class Workers:
             for future in self._pending:
                 future.cancel()
             self._pool.shutdown(wait=True)
+
+
+def _inline(task: Callable[[], None]) -> None:
+    """``task`` in the caller's thread, with work arrays of its own (``buffer``) for its duration."""
+    had = getattr(_local, "buffers", None)
+    if had is None:
+        _local.buffers = {}
+    try:
+        task()
+    finally:
+        if had is None:
+            _local.buffers = None
 
 
 def _with_buffers(task: Callable[[], None]) -> None:
