@@ -828,7 +828,8 @@ def compute(p: KernelInput, alongside: Optional[Callable[[int, np.ndarray], None
     # Written region by region in the output's layout: a transposed copy of the whole output
     # would be one more array of its size.
     output = np.empty((p.rois.shape[0], p.planes.shape[-1], out_h, out_w), dtype=p.dtype)
-    with Workers() as pool:
+    # an output of one chunk or less starts no thread, however its regions fall into chunks
+    with Workers(1 if output.size * 8 <= SEPARABLE_CHUNK_BYTES else None) as pool:
         chunks = SeparableChunks(p, output, pool, beside_chunk)
         for r, roi in enumerate(p.rois):
             ys, xs, n_y, n_x = region_samples(p.desc, r, roi, p.rules)

@@ -934,7 +934,7 @@ def execute_bounded(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], model: Pr
     left = _knife_edge_regions(b)
     run = _Pass(b, bound, left, np.zeros(left.shape, dtype=bool))
     output = expected.outputs["OutputTensor"] = compute(p, beside_chunk=run.rows)
-    with Workers() as pool:
+    with Workers(1 if output.size * 8 <= TASK_BYTES else None) as pool:
         run.rest(output, pool)
     ranges, nan = {}, {}
     with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs: no allowance (FP-2)
