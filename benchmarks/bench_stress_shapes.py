@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ep_testbed.graphs import to_onnx
     from ep_testbed.graphs.catalog import build_catalog
-    from ep_testbed.reference import execute, execute_with_bounds
+    from ep_testbed.reference import execute, execute_with_bounds, workers
     from ep_testbed.reference.checks import element_cap
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     options.intra_op_num_threads = args.threads
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
-    print(f"onnxruntime {ort.__version__} CPU EP, {args.threads} threads; load average {os.getloadavg()}")
+    print(f"onnxruntime {ort.__version__} CPU EP, {args.threads} threads; reference (ROI_ALIGN's kernel and bounds) "
+          f"on {workers.thread_count()} worker threads of {os.cpu_count()} CPUs; load average {os.getloadavg()}")
     print(f"{'stress case':78} {'reference':>10} {'+bounds':>10} {'ORT CPU':>10} {'ref/ORT':>8} {'bnd/ORT':>8}")
     for case_id in SHAPES:
         if args.pattern not in case_id:
