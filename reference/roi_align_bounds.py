@@ -34,8 +34,8 @@ The bounds are computed over many regions at once (``_Pass``, ``_bulk_regions``:
 regions and channels, in chunks of ``CHUNK_BYTES``), each chunk of the separable AVERAGE's regions
 in the worker thread that computed its values (``roi_align.compute``), and region by region
 (``region_bounded``) only for the regions that hold a knife edge, which are found without a loop
-too (``_knife_edge_regions``). Both give the same numbers,
-bit for bit, as the region-by-region computation this module once was (``tests/reference/
+too (``_knife_edge_regions``). Both give the same numbers, bit for bit, with any number of worker
+threads, as the region-by-region computation this module once was (``tests/reference/
 test_bounds_oracle.py`` holds that computation and checks it).
 """
 
@@ -741,7 +741,7 @@ def _knife_edge_regions(b: _Bounding) -> np.ndarray:
         for n in np.unique(axis.exact[~left]).tolist():
             regions = np.flatnonzero(~left & (axis.exact == n))
             a = axis.along(regions, n)
-            edge = a.any_flips | _nearest_moves(a, b.ar, axis.size) if not linear else a.any_flips
+            edge = a.any_flips if linear else a.any_flips | _nearest_moves(a, b.ar, axis.size)
             left[regions[edge]] = True
     if linear:
         for batch in np.unique(b.p.batch_indices[~left]).tolist():
