@@ -23,8 +23,7 @@ from typing import Any, Optional
 import numpy as np
 import onnx
 
-from ep_testbed.reference.registry import specs
-
+from ..reference.registry import specs
 from .from_onnx import Imported, attributed_op_types, import_node
 from .ops import mapper_of
 

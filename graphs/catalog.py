@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from ep_testbed.graphs.cases.common import TIERS, Case, tier_cases
-from ep_testbed.reference.registry import names
+from ..reference.registry import names
+from .cases.common import TIERS, Case, tier_cases
 
 __all__ = ["TIERS", "Case", "build_catalog"]
 

@@ -9,10 +9,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import dml_data_type, numpy_dtype
-from ep_testbed.reference.registry import specs
-
+from ..reference.descs import TensorDesc
+from ..reference.dtypes import dml_data_type, numpy_dtype
+from ..reference.registry import specs
 from .flags import Flag
 from .ops import mapper_of
 from .runtime import DEFAULT_OPSET, MIN_OPSET, max_opset

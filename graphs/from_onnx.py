@@ -20,9 +20,8 @@ from typing import Any, Optional, Sequence
 
 import onnx
 
-from ep_testbed.reference.descs import Size2D, TensorDesc, dml_fields
-from ep_testbed.reference.registry import specs, specs_for_onnx
-
+from ..reference.descs import Size2D, TensorDesc, dml_fields
+from ..reference.registry import specs, specs_for_onnx
 from .common import MODES, Imported, OnnxImportError, np_dtype
 from .flags import Flag
 from .ops import mapper_of

@@ -14,8 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from ep_testbed.reference import Desc
-
+from ..reference import Desc
 from .flags import Flag
 from .ops import mapper_for
 

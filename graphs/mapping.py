@@ -9,8 +9,7 @@ from typing import Mapping as MappingT
 import numpy as np
 import onnx
 
-from ep_testbed.reference.descs import Desc
-
+from ..reference.descs import Desc
 from .flags import Flag, worst_kind
 
 

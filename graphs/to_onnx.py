@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ep_testbed.reference import Desc, validate
-
+from ..reference import Desc, validate
 from .common import choose_opset
 from .mapping import Mapping
 from .ops import mapper_for

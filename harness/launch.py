@@ -65,7 +65,7 @@ def start_host_early(argv: list[str]) -> None:
     the DirectML host) starts it now, in the background, so that it starts while the project
     imports (``eps.early_start``: the standard library only; any other command imports nothing
     more for it)."""
-    from ep_testbed.harness.eps import early_start
+    from .eps import early_start
 
     early_start.start(argv)
 
@@ -75,7 +75,7 @@ def start_workers_early(argv: list[str]) -> None:
     them now (``run.forker.start_early``: the standard library only), so that its imports run
     beside the command line's; any other command starts nothing here."""
     if argv[:1] == ["fuzz"] and not {"-h", "--help"} & set(argv):
-        from ep_testbed.harness.run import forker
+        from .run import forker
 
         forker.start_early(dict(os.environ))  # the environment a pool's workers get (PYTHONPATH: the same forker)
 
@@ -106,7 +106,7 @@ def _reopen_closed_std_fds() -> None:
 def main() -> int:
     """Install the interrupt handling, import the command line, run it; its exit code, or 130 /
     143 with one line on stderr when interrupted before the command line took over."""
-    from ep_testbed.harness.core import walltime  # the standard library only: the command's clock
+    from .core import walltime  # the standard library only: the command's clock
 
     walltime.mark_launch()
     if hasattr(signal, "SIGTERM"):
@@ -118,8 +118,8 @@ def main() -> int:
         start_host_early(sys.argv[1:])
         start_workers_early(sys.argv[1:])
         _wait_for_test()
-        from ep_testbed.harness.cli import main as cli_main
-        from ep_testbed.harness.core.exit_codes import quiet_unraisable
+        from .cli import main as cli_main
+        from .core.exit_codes import quiet_unraisable
 
         quiet_unraisable(PROG)  # also what is collected after main returns, as the process exits
         return cli_main()

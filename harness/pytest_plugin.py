@@ -49,7 +49,9 @@ from typing import Any
 
 import pytest
 
-from ep_testbed.harness.cli.options import (
+from ..reference.dtypes import NUMPY_DTYPES
+from ..reference.registry import spec_for, specs
+from .cli.options import (
     CASE_TIMEOUT,
     OptionError,
     add_batch_option,
@@ -62,11 +64,9 @@ from ep_testbed.harness.cli.options import (
     parse_batch,
     run_config,
 )
-from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING
-from ep_testbed.harness.run.case_steps import ArtifactPolicy
-from ep_testbed.harness.run.pool import WorkerPool
-from ep_testbed.reference.dtypes import NUMPY_DTYPES
-from ep_testbed.reference.registry import spec_for, specs
+from .core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING
+from .run.case_steps import ArtifactPolicy
+from .run.pool import WorkerPool
 
 DTYPE_MARKERS = tuple(sorted(str(dtype) for dtype in NUMPY_DTYPES.values()))
 
@@ -243,7 +243,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def catalog_params(config: pytest.Config) -> list[Any]:
     """``pytest.param`` per catalog case, with its id and markers."""
     # The catalog (graphs, onnx) loads only when conformance tests are collected, not with the plugin.
-    from ep_testbed.graphs.catalog import build_catalog
+    from ..graphs.catalog import build_catalog
 
     state = conformance_state(config)
     params = []

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ep_testbed.harness.core.untrusted_files import ARRAY_KINDS, FileRefused, inside, read_arrays, read_bytes, read_json
-from ep_testbed.reference.registry import specs
+from ..harness.core.untrusted_files import ARRAY_KINDS, FileRefused, inside, read_arrays, read_bytes, read_json
+from ..reference.registry import specs
 
 
 @dataclass

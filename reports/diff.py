@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.results import NOT_TESTED, PASSING, WRONG
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import output_folder, write_output
-
+from ..harness.core import emulation
+from ..harness.core.results import NOT_TESTED, PASSING, WRONG
+from ..harness.core.terminal import safe
+from ..harness.core.untrusted_files import output_folder, write_output
 from .rendering import environment, format_number, short_op
 from .results import CaseResult, Run, load_run
 

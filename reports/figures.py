@@ -14,8 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ep_testbed.harness.core.results import EXPECTED_FAILURE, NOT_TESTED, WRONG, decode_number
-
+from ..harness.core.results import EXPECTED_FAILURE, NOT_TESTED, WRONG, decode_number
 from .results import CaseResult
 
 #: Outcomes whose rows failed on the EP's answer (or never got one): what the figures explain.

@@ -43,14 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.rerun import rerun_line
-from ep_testbed.harness.core.results import EXPECTED_FAILURE, WRONG, part
-from ep_testbed.harness.core.shrink_records import read_shrinks
-from ep_testbed.harness.core.signature import Signature, signature
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import open_output, output_folder
-
+from ..harness.core import emulation
+from ..harness.core.rerun import rerun_line
+from ..harness.core.results import EXPECTED_FAILURE, WRONG, part
+from ..harness.core.shrink_records import read_shrinks
+from ..harness.core.signature import Signature, signature
+from ..harness.core.terminal import safe
+from ..harness.core.untrusted_files import open_output, output_folder
 from .artifacts import load_artifacts, resolve_folder
 from .rendering import format_number, md_code, md_fence, md_text, short_op
 from .repro import build_bundle, header_tolerances

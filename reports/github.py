@@ -29,10 +29,9 @@ every control character visible, so no case id or message can end a command or f
 
 from pathlib import Path
 
-from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING, REPORT_ORDER, part
-from ep_testbed.harness.core.terminal import safe
-
+from ..harness.core import emulation
+from ..harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING, REPORT_ORDER, part
+from ..harness.core.terminal import safe
 from . import figures
 from .html_report import rerun_command
 from .rendering import format_number, md_fence, md_text, short_op

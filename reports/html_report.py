@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.rerun import rerun_line
-from ep_testbed.harness.core.results import (
+from ..harness.core import emulation
+from ..harness.core.rerun import rerun_line
+from ..harness.core.results import (
     ERROR_KEYS,
     EXPECTED_FAILURE,
     FAILING,
@@ -31,10 +31,9 @@ from ep_testbed.harness.core.results import (
     REPORT_ORDER,
     part,
 )
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import write_output
-from ep_testbed.reference.registry import index_output_names
-
+from ..harness.core.tolerances import Tolerances
+from ..harness.core.untrusted_files import write_output
+from ..reference.registry import index_output_names
 from . import figures, findings, images
 from .artifacts import (
     CaseArtifacts,

@@ -23,8 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ep_testbed.harness.core import error_stats
-from ep_testbed.harness.core.tolerances import Tolerance, Tolerances
+from ..harness.core import error_stats
+from ..harness.core.tolerances import Tolerance, Tolerances
 
 # Anchor colours (sRGB) interpolated linearly.  VALUE_MAP is viridis (perceptually uniform, readable
 # in grey and by most colour-blind readers).  The error pictures are drawn on one absolute scale,

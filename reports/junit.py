@@ -16,17 +16,16 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.rerun import rerun_line
-from ep_testbed.harness.core.results import (
+from ..harness.core import emulation
+from ..harness.core.rerun import rerun_line
+from ..harness.core.results import (
     EXPECTED_FAILURE,
     FAILING,
     NO_VERDICT,
     NOT_TESTED,
     PASSING,
 )
-from ep_testbed.harness.core.untrusted_files import open_output
-
+from ..harness.core.untrusted_files import open_output
 from . import figures
 from .rendering import format_number, short_op
 from .results import CaseResult, Run, load_run_summary

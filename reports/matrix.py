@@ -15,8 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from ep_testbed.harness.core.results import REPORT_ORDER
-
+from ..harness.core.results import REPORT_ORDER
 from .rendering import short_op
 from .results import CaseResult
 

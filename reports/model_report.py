@@ -17,11 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.model_statuses import FAILING_VERDICTS, NODE_STATUSES
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import FileRefused, inside, read_arrays, read_json, write_output
-
+from ..harness.core import emulation
+from ..harness.core.model_statuses import FAILING_VERDICTS, NODE_STATUSES
+from ..harness.core.tolerances import Tolerances
+from ..harness.core.untrusted_files import FileRefused, inside, read_arrays, read_json, write_output
 from . import images
 from .rendering import environment
 

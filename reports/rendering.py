@@ -22,8 +22,8 @@ from markupsafe import Markup
 if TYPE_CHECKING:  # Jinja2 itself loads with the first environment: a command imports it only to render
     import jinja2
 
-from ep_testbed.harness.core.results import REPORT_ORDER, WRONG
-from ep_testbed.harness.core.terminal import safe
+from ..harness.core.results import REPORT_ORDER, WRONG
+from ..harness.core.terminal import safe
 
 TEMPLATES = Path(__file__).parent / "templates"
 

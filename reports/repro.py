@@ -31,11 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ep_testbed.harness.core import compare, tolerances
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import FileRefused, inside, read_bytes, write_arrays
-from ep_testbed.reference import registry
-
+from ..harness.core import compare, tolerances
+from ..harness.core.tolerances import Tolerances
+from ..harness.core.untrusted_files import FileRefused, inside, read_bytes, write_arrays
+from ..reference import registry
 from .artifacts import CaseArtifacts
 
 #: Bundles above this size are not inlined as data URIs (they would bloat report.html);

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ep_testbed.harness.core import memory
-from ep_testbed.harness.core.results import (
+from ..harness.core import memory
+from ..harness.core.results import (
     ERROR_KEYS,
     PARSED_BYTES_PER_BYTE,
     RESULTS_FILE,
@@ -37,7 +37,7 @@ from ep_testbed.harness.core.results import (
     read_cases_at,
     results_path,
 )
-from ep_testbed.harness.core.untrusted_files import (
+from ..harness.core.untrusted_files import (
     BadLine,
     FileChanged,
     FileRefused,

@@ -14,9 +14,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from ep_testbed.harness.core.rerun import replay_words, shell_line
-from ep_testbed.harness.core.shrink_records import read_shrinks
-
+from ..harness.core.rerun import replay_words, shell_line
+from ..harness.core.shrink_records import read_shrinks
 from .artifacts import load_artifacts, resolve_folder
 from .repro import MAX_INLINE_BUNDLE, build_bundle, header_tolerances
 from .results import CaseResult, Run

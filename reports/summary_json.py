@@ -18,10 +18,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.results import FAILING, REPORT_ORDER
-from ep_testbed.harness.core.untrusted_files import write_output
-
+from ..harness.core import emulation
+from ..harness.core.results import FAILING, REPORT_ORDER
+from ..harness.core.untrusted_files import write_output
 from . import figures
 from .results import Run, load_run_summary
 

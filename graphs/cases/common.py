@@ -16,11 +16,11 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ep_testbed.graphs.input_flags import input_flags
-from ep_testbed.graphs.pairwise import all_pairs
-from ep_testbed.reference import DescError, validate
-from ep_testbed.reference.dtypes import filled, numpy_dtype
-from ep_testbed.reference.registry import checked_module, spec_named, spec_of_type, specs
+from ...reference import DescError, validate
+from ...reference.dtypes import filled, numpy_dtype
+from ...reference.registry import checked_module, spec_named, spec_of_type, specs
+from ..input_flags import input_flags
+from ..pairwise import all_pairs
 
 UINT32_MAX = 2**32 - 1
 SHORT_DTYPE = {"FLOAT32": "fp32", "FLOAT16": "fp16"}
@@ -196,7 +196,7 @@ def desc_elements(desc: Any) -> int:
 
 def _attribute(desc: Any, member: str) -> str:
     """The dataclass attribute that holds DML member ``member`` of ``desc``."""
-    from ep_testbed.reference.descs import attribute_of
+    from ...reference.descs import attribute_of
 
     return attribute_of(type(desc), member)
 

@@ -13,10 +13,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import numpy_dtype
-from ep_testbed.reference.max_pooling2 import MaxPooling2Desc, output_sizes
-
+from ...reference.descs import TensorDesc
+from ...reference.dtypes import numpy_dtype
+from ...reference.max_pooling2 import MaxPooling2Desc, output_sizes
 from .common import (
     FUZZ_RECIPE,
     Case,

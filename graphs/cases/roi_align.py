@@ -12,10 +12,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import numpy_dtype
-from ep_testbed.reference.roi_align import RoiAlign1Desc, RoiAlignDesc, roi_count
-
+from ...reference.descs import TensorDesc
+from ...reference.dtypes import numpy_dtype
+from ...reference.roi_align import RoiAlign1Desc, RoiAlignDesc, roi_count
 from .common import (
     FUZZ_RECIPE,
     SHORT_DTYPE,

@@ -13,10 +13,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ep_testbed.reference.descs import Size2D, TensorDesc
-from ep_testbed.reference.dtypes import numpy_dtype
-from ep_testbed.reference.roi_pooling import RoiPoolingDesc
-
+from ...reference.descs import Size2D, TensorDesc
+from ...reference.dtypes import numpy_dtype
+from ...reference.roi_pooling import RoiPoolingDesc
 from .common import (
     FUZZ_RECIPE,
     REGION_KINDS,

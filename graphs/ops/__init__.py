@@ -20,7 +20,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from ep_testbed.reference.registry import OpSpec, checked_module, spec_for
+from ...reference.registry import OpSpec, checked_module, spec_for
 
 
 def mapper_of(spec: OpSpec) -> ModuleType:

@@ -35,8 +35,11 @@ from typing import Mapping as MappingT
 import numpy as np
 import onnx
 
-from ep_testbed.graphs.builder import GraphBuilder
-from ep_testbed.graphs.common import (
+from ...reference.descs import TensorDesc
+from ...reference.dtypes import dml_data_type
+from ...reference.max_pooling2 import MaxPooling2Desc
+from ..builder import GraphBuilder
+from ..common import (
     Imported,
     OnnxImportError,
     OpsetError,
@@ -44,12 +47,9 @@ from ep_testbed.graphs.common import (
     node_attributes,
     strides_flag,
 )
-from ep_testbed.graphs.dml_ep_facts import FLOAT16TO32, INTS8BIT, DmlEpOp, Registration
-from ep_testbed.graphs.flags import Flag
-from ep_testbed.graphs.mapping import Mapping, Port
-from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.dtypes import dml_data_type
-from ep_testbed.reference.max_pooling2 import MaxPooling2Desc
+from ..dml_ep_facts import FLOAT16TO32, INTS8BIT, DmlEpOp, Registration
+from ..flags import Flag
+from ..mapping import Mapping, Port
 
 #: Data type -> the first MaxPool opset that lists it (others are composed through float64).
 NATIVE = {"FLOAT32": 8, "FLOAT16": 8, "INT8": 12, "UINT8": 12}

@@ -61,8 +61,17 @@ from typing import Mapping as MappingT
 import numpy as np
 import onnx
 
-from ep_testbed.graphs.builder import GraphBuilder
-from ep_testbed.graphs.common import (
+from ...reference.checks import max_elements
+from ...reference.descs import TensorDesc
+from ...reference.nan_rules import nan_ignoring_max
+from ...reference.roi_align import (
+    AnyRoiAlign,
+    RoiAlign1Desc,
+    as_roi_align1,
+    roi_count,
+)
+from ..builder import GraphBuilder
+from ..common import (
     UINT32_MAX,
     Alternative,
     Imported,
@@ -73,18 +82,9 @@ from ep_testbed.graphs.common import (
     node_attributes,
     strides_flag,
 )
-from ep_testbed.graphs.dml_ep_facts import FLOAT16TO32, DmlEpOp, Registration
-from ep_testbed.graphs.flags import Flag
-from ep_testbed.graphs.mapping import Mapping, Port
-from ep_testbed.reference.checks import max_elements
-from ep_testbed.reference.descs import TensorDesc
-from ep_testbed.reference.nan_rules import nan_ignoring_max
-from ep_testbed.reference.roi_align import (
-    AnyRoiAlign,
-    RoiAlign1Desc,
-    as_roi_align1,
-    roi_count,
-)
+from ..dml_ep_facts import FLOAT16TO32, DmlEpOp, Registration
+from ..flags import Flag
+from ..mapping import Mapping, Port
 
 #: The DML EP's RoiAlign rows (OperatorRegistration.cpp L768-769 for opsets 10 and 16, batch
 #: indices int32 or int64 per L628; ``graphs.dml_ep_facts``).

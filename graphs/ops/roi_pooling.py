@@ -20,13 +20,13 @@ from typing import Optional
 import numpy as np
 import onnx
 
-from ep_testbed.graphs.builder import GraphBuilder
-from ep_testbed.graphs.common import Imported, dtype_of, float_data_type, node_attributes, strides_flag
-from ep_testbed.graphs.dml_ep_facts import FLOAT16TO32, DmlEpOp, Registration
-from ep_testbed.graphs.flags import Flag
-from ep_testbed.graphs.mapping import Mapping, Port
-from ep_testbed.reference.descs import Size2D, TensorDesc
-from ep_testbed.reference.roi_pooling import RoiPoolingDesc, bin_bounds, scaled_region
+from ...reference.descs import Size2D, TensorDesc
+from ...reference.roi_pooling import RoiPoolingDesc, bin_bounds, scaled_region
+from ..builder import GraphBuilder
+from ..common import Imported, dtype_of, float_data_type, node_attributes, strides_flag
+from ..dml_ep_facts import FLOAT16TO32, DmlEpOp, Registration
+from ..flags import Flag
+from ..mapping import Mapping, Port
 
 #: The DML EP's MaxRoiPool row (OperatorRegistration.cpp L767; ``graphs.dml_ep_facts``).
 DML_EP = {"MaxRoiPool": DmlEpOp(rows=(Registration((7,), {"T": FLOAT16TO32}, "L767"),),

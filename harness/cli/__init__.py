@@ -33,18 +33,17 @@ import signal
 import sys
 from typing import Sequence
 
-from ep_testbed.harness.core import exit_codes, walltime
+from ..core import exit_codes, walltime
 
 # `python -m ep_testbed.harness.cli`: an interrupt while the imports below load (a second or
 # more) is one line and 130/143, as the console script's launcher makes it.
 exit_codes.guard_module_start(__name__, "ep-testbed")
 
-from ep_testbed.harness.core.installed import OrtBroken, guard_onnxruntime
-from ep_testbed.harness.core.memory import shortage_message
-from ep_testbed.harness.core.terminal import guard_streams
-from ep_testbed.harness.core.untrusted_files import FileRefused, using_limits
-from ep_testbed.reference import DescError
-
+from ...reference import DescError
+from ..core.installed import OrtBroken, guard_onnxruntime
+from ..core.memory import shortage_message
+from ..core.terminal import guard_streams
+from ..core.untrusted_files import FileRefused, using_limits
 from . import ci_summary, devices, diff, doctor, findings, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
 from .common import PROG, command_line, internal_error, usage_error

@@ -2,10 +2,10 @@
 
 import sys
 
-from ep_testbed.harness.core import walltime
-from ep_testbed.harness.core.exit_codes import quiet_unraisable
-from ep_testbed.harness.core.terminal import reopen_closed_std_fds
-from ep_testbed.harness.launch import start_host_early, start_workers_early
+from ..core import walltime
+from ..core.exit_codes import quiet_unraisable
+from ..core.terminal import reopen_closed_std_fds
+from ..launch import start_host_early, start_workers_early
 
 walltime.mark_launch()  # this process is the command: its wall time starts with the process
 reopen_closed_std_fds()  # before the early host's pipes could take a closed fd's number

@@ -16,10 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.reports import ResultsError, github
-from ep_testbed.reports.github import ANNOTATIONS, TOP, job_summary
-
+from ...reports import ResultsError, github
+from ...reports.github import ANNOTATIONS, TOP, job_summary
+from ..core import exit_codes
 from .common import usage_error
 from .options import count
 

@@ -9,15 +9,15 @@ import threading
 import traceback
 from typing import Any, Mapping, Sequence
 
-from ep_testbed.harness.core import emulation, exit_codes
-from ep_testbed.harness.core.atomic_files import write_remedy
-from ep_testbed.harness.core.memory import shortage_message
-from ep_testbed.harness.core.rerun import rerun_line
-from ep_testbed.harness.core.terminal import safe, safe_message
-from ep_testbed.harness.core.untrusted_files import FileRefused, OutOfMemory
-from ep_testbed.harness.run.summary import first_problem, problems, table
-from ep_testbed.reports import render_all
-from ep_testbed.reports.rendering import warm_up
+from ...reports import render_all
+from ...reports.rendering import warm_up
+from ..core import emulation, exit_codes
+from ..core.atomic_files import write_remedy
+from ..core.memory import shortage_message
+from ..core.rerun import rerun_line
+from ..core.terminal import safe, safe_message
+from ..core.untrusted_files import FileRefused, OutOfMemory
+from ..run.summary import first_problem, problems, table
 
 PROG = "ep-testbed"
 #: The templates report.html is drawn from (compiled ahead by ``prepare_reports``).

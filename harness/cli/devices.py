@@ -33,17 +33,16 @@ import argparse
 import json
 from typing import Any
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.installed import ort_flavour, ort_version
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import FileRefused, read_json
-from ep_testbed.harness.eps import devices as devices_mod
-from ep_testbed.harness.eps import plugins, registry
-from ep_testbed.harness.eps.adapters import PLUGIN_PREFIX, PluginAdapter, adapter_for
-from ep_testbed.harness.eps.devices import EpDevice, SelectorError
-from ep_testbed.harness.eps.providers import EpNotAvailable
-from ep_testbed.harness.eps.session import SessionError
-
+from ..core import exit_codes
+from ..core.installed import ort_flavour, ort_version
+from ..core.terminal import safe
+from ..core.untrusted_files import FileRefused, read_json
+from ..eps import devices as devices_mod
+from ..eps import plugins, registry
+from ..eps.adapters import PLUGIN_PREFIX, PluginAdapter, adapter_for
+from ..eps.devices import EpDevice, SelectorError
+from ..eps.providers import EpNotAvailable
+from ..eps.session import SessionError
 from .common import usage_error
 from .options import OptionError, add_ep_options, parse_ep_args
 

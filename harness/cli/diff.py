@@ -15,12 +15,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.atomic_files import write_remedy
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.reports import ResultsError, diff_runs
-from ep_testbed.reports.diff import DIFF_TEXT, GatePolicy
-
+from ...reports import ResultsError, diff_runs
+from ...reports.diff import DIFF_TEXT, GatePolicy
+from ..core import exit_codes
+from ..core.atomic_files import write_remedy
+from ..core.terminal import safe
 from .options import add_out
 
 #: The flags that relax (or tighten) the gate, each a field of ``reports.diff.GatePolicy``.

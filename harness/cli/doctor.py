@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.eps.preflight import check
-from ep_testbed.harness.eps.providers import SessionSettings, parse_provider_options
-from ep_testbed.harness.eps.windows_ways import Way, find_ways
-
+from ..core import exit_codes
+from ..core.terminal import safe
+from ..eps.preflight import check
+from ..eps.providers import SessionSettings, parse_provider_options
+from ..eps.windows_ways import Way, find_ways
 from .common import usage_error
 from .options import add_ep_options
 

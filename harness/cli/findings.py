@@ -20,13 +20,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.terminal import safe, safe_message
-from ep_testbed.harness.core.untrusted_files import FileRefused, read_json
-from ep_testbed.harness.run.run_folder import FolderBusy, refuse_overwrite
-from ep_testbed.reports import ResultsError
-from ep_testbed.reports.findings import FINDINGS_DIR, INDEX_JSON, write_findings
-
+from ...reports import ResultsError
+from ...reports.findings import FINDINGS_DIR, INDEX_JSON, write_findings
+from ..core import exit_codes
+from ..core.terminal import safe, safe_message
+from ..core.untrusted_files import FileRefused, read_json
+from ..run.run_folder import FolderBusy, refuse_overwrite
 from .common import usage_error
 from .options import add_out, add_overwrite
 

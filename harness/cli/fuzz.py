@@ -20,16 +20,15 @@ import argparse
 import os
 import sys
 
-from ep_testbed.harness.core import exit_codes, walltime
-from ep_testbed.harness.core.atomic_files import write_remedy
-from ep_testbed.harness.core.rerun import file_identity, outcome_argv
-from ep_testbed.harness.core.results import read_run
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.eps.adapters import ep_flag, ep_words
-from ep_testbed.harness.run.pool import WorkerStartError
-from ep_testbed.harness.run.runner import RunError
-from ep_testbed.harness.run.summary import exit_code, failing_outcomes
-
+from ..core import exit_codes, walltime
+from ..core.atomic_files import write_remedy
+from ..core.rerun import file_identity, outcome_argv
+from ..core.results import read_run
+from ..core.terminal import safe
+from ..eps.adapters import ep_flag, ep_words
+from ..run.pool import WorkerStartError
+from ..run.runner import RunError
+from ..run.summary import exit_code, failing_outcomes
 from .common import UsageError, prepare_reports, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,
@@ -124,10 +123,10 @@ def fuzz_command(args: argparse.Namespace) -> int:
 
 def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
     """The fuzz run itself, its summary and report."""
-    from ep_testbed.harness.fuzz.draw import parse_id
-    from ep_testbed.harness.fuzz.draw import replay as redraw
-    from ep_testbed.harness.fuzz.engine import FuzzOptions, FuzzUsageError, fuzz
-    from ep_testbed.harness.fuzz.shrink import SMALL_ELEMENTS
+    from ..fuzz.draw import parse_id
+    from ..fuzz.draw import replay as redraw
+    from ..fuzz.engine import FuzzOptions, FuzzUsageError, fuzz
+    from ..fuzz.shrink import SMALL_ELEMENTS
 
     try:
         replay = [redraw(case_id).id for case_id in args.replay]  # refuses a bad id before anything runs

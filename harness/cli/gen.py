@@ -17,16 +17,15 @@ from typing import Union
 
 import numpy as np
 
-from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.catalog import build_catalog
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.results import safe_id
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import open_output, output_folder, write_arrays
-from ep_testbed.harness.run.run_folder import FolderBusy, refuse_overwrite
-from ep_testbed.reference import desc_to_dml, execute
-from ep_testbed.reference.registry import names
-
+from ...graphs import to_onnx
+from ...graphs.catalog import build_catalog
+from ...reference import desc_to_dml, execute
+from ...reference.registry import names
+from ..core import exit_codes
+from ..core.results import safe_id
+from ..core.terminal import safe
+from ..core.untrusted_files import open_output, output_folder, write_arrays
+from ..run.run_folder import FolderBusy, refuse_overwrite
 from .common import usage_error
 from .options import add_out, add_overwrite, add_seed
 

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Optional, Union
 
-from ep_testbed.graphs import OpsetError, to_onnx
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.untrusted_files import read_json
-from ep_testbed.reference import desc_from_dml
+from ...graphs import OpsetError, to_onnx
+from ...reference import desc_from_dml
+from ..core import exit_codes
+from ..core.untrusted_files import read_json
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.atomic_files import write_remedy
-from ep_testbed.harness.core.results import count_outcomes
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.run.merge import MergeError, merge_runs
-from ep_testbed.harness.run.summary import exit_code, failing_outcomes
-
+from ..core import exit_codes
+from ..core.atomic_files import write_remedy
+from ..core.results import count_outcomes
+from ..core.terminal import safe
+from ..run.merge import MergeError, merge_runs
+from ..run.summary import exit_code, failing_outcomes
 from .common import print_outcomes, render_report, usage_error
 from .options import add_out, add_overwrite
 

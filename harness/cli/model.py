@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from ep_testbed.graphs import attributed_op_types
-from ep_testbed.harness.eps.registry import DEFAULT_EP
-
+from ...graphs import attributed_op_types
+from ..eps.registry import DEFAULT_EP
 from .model_command import DEMO_TIMEOUT, demo_command, run_command
 from .options import add_ep_options, add_out, add_overwrite, add_seed, add_timeout, add_tolerance_options, count
 

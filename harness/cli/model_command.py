@@ -37,18 +37,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ep_testbed.graphs.models import DEMO_SHAPES, write_demo_models
-from ep_testbed.harness.core import emulation, exit_codes, memory, walltime
-from ep_testbed.harness.core.model_statuses import FAILING_VERDICTS
-from ep_testbed.harness.core.terminal import safe, safe_message
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import FileRefused, output_folder, write_arrays, write_output
-from ep_testbed.harness.eps.adapters import ep_flag
-from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings
-from ep_testbed.harness.models.baseline import Baseline, BaselineError
-from ep_testbed.harness.models.baseline import save_baseline as write_baseline
-from ep_testbed.harness.models.drift import DriftPolicy, parse_drift_policy
-from ep_testbed.harness.models.inputs import (
+from ...graphs.models import DEMO_SHAPES, write_demo_models
+from ...reports.model_report import REPORT_FILE, RESULT_FILE, SAVED_FILES, render_model_report
+from ..core import emulation, exit_codes, memory, walltime
+from ..core.model_statuses import FAILING_VERDICTS
+from ..core.terminal import safe, safe_message
+from ..core.tolerances import Tolerances
+from ..core.untrusted_files import FileRefused, output_folder, write_arrays, write_output
+from ..eps.adapters import ep_flag
+from ..eps.providers import EpNotAvailable, EpSpec, SessionSettings
+from ..models.baseline import Baseline, BaselineError
+from ..models.baseline import save_baseline as write_baseline
+from ..models.drift import DriftPolicy, parse_drift_policy
+from ..models.inputs import (
     InputsError,
     InputSpec,
     ShapeError,
@@ -60,18 +61,16 @@ from ep_testbed.harness.models.inputs import (
     parse_shapes,
     resolve_shapes,
 )
-from ep_testbed.harness.models.isolation import (
+from ..models.isolation import (
     OUTCOMES,
     child_argv,
     child_run,
     fault_hook,
     isolated,
 )
-from ep_testbed.harness.models.run import ModelRunConfig, SessionFailed, quiet_default_logger, run_model
-from ep_testbed.harness.models.untrusted import LoadedModel, ModelRefused, load_untrusted
-from ep_testbed.harness.run.run_folder import LOCK_FILE, FolderBusy, claim, refuse_overwrite
-from ep_testbed.reports.model_report import REPORT_FILE, RESULT_FILE, SAVED_FILES, render_model_report
-
+from ..models.run import ModelRunConfig, SessionFailed, quiet_default_logger, run_model
+from ..models.untrusted import LoadedModel, ModelRefused, load_untrusted
+from ..run.run_folder import LOCK_FILE, FolderBusy, claim, refuse_overwrite
 from .options import OptionError, RunConfig, parse_ep, run_config
 
 #: Seconds a demo model's child process may run (``model demo --timeout``'s default).

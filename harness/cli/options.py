@@ -49,19 +49,19 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ep_testbed.harness.core import expectations as expectations_mod
-from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.rerun import TIME_FIELD
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
-from ep_testbed.harness.eps import registry
-from ep_testbed.harness.eps.adapters import emulated, ep_package, resolve, runtime_version
-from ep_testbed.harness.eps.packing import default_batch, default_jobs
-from ep_testbed.harness.eps.providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options
-from ep_testbed.harness.fuzz.corpus import CorpusError, load_corpus, with_corpus
-from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig
-from ep_testbed.reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
-from ep_testbed.reference.registry import names, spec_of_type
+from ...reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
+from ...reference.registry import names, spec_of_type
+from ..core import expectations as expectations_mod
+from ..core.expectations import Expectations
+from ..core.rerun import TIME_FIELD
+from ..core.tolerances import Tolerances
+from ..core.untrusted_files import LIMIT_NAMES, FileRefused, Limits, limits, read_json
+from ..eps import registry
+from ..eps.adapters import emulated, ep_package, resolve, runtime_version
+from ..eps.packing import default_batch, default_jobs
+from ..eps.providers import EpNotAvailable, EpSpec, SessionSettings, parse_provider_options
+from ..fuzz.corpus import CorpusError, load_corpus, with_corpus
+from ..run.case_run import DEFAULT_MAPPER, CaseConfig
 
 #: ``parser.add_argument`` or pytest's ``group.addoption``.
 AddOption = Callable[..., Any]

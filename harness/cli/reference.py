@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ep_testbed.graphs.cases.common import tensors_bytes
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.memory import check_fits, headroom, mib, shortage_message
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import FileRefused, read_arrays, read_json, write_arrays
-from ep_testbed.reference import DescError, desc_from_dml, execute, validate
-from ep_testbed.reference.inputs import random_inputs
-
+from ...graphs.cases.common import tensors_bytes
+from ...reference import DescError, desc_from_dml, execute, validate
+from ...reference.inputs import random_inputs
+from ..core import exit_codes
+from ..core.memory import check_fits, headroom, mib, shortage_message
+from ..core.terminal import safe
+from ..core.untrusted_files import FileRefused, read_arrays, read_json, write_arrays
 from .common import usage_error
 from .options import add_out, add_seed
 

@@ -12,19 +12,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.atomic_files import write_remedy
-from ep_testbed.harness.core.memory import shortage_message
-from ep_testbed.harness.core.terminal import safe, safe_message
-from ep_testbed.reports import (
+from ...reports import (
     ResultsError,
     load_run_summary,
     render_junit,
     render_run,
     render_summary_json,
 )
-from ep_testbed.reports.results import read_stable
-
+from ...reports.results import read_stable
+from ..core import exit_codes
+from ..core.atomic_files import write_remedy
+from ..core.memory import shortage_message
+from ..core.terminal import safe, safe_message
 from .options import count
 
 

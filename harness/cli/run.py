@@ -25,23 +25,22 @@ import sys
 from dataclasses import replace
 from typing import Any, Sequence
 
-from ep_testbed.graphs.catalog import TIERS
-from ep_testbed.harness.core import exit_codes, walltime
-from ep_testbed.harness.core.atomic_files import write_remedy
-from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.memory import address_space_limit, available_memory, cgroup_memory
-from ep_testbed.harness.core.rerun import TIME_FIELD, file_identity, outcome_argv
-from ep_testbed.harness.core.terminal import safe, safe_message
-from ep_testbed.harness.core.untrusted_files import limits, using_limits
-from ep_testbed.harness.eps import preflight
-from ep_testbed.harness.eps.adapters import ep_flag, ep_words
-from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
-from ep_testbed.harness.run.pool import DeviceLostError, WorkerStartError
-from ep_testbed.harness.run.runner import RunError, RunOptions, RunResult, run_cases, start_workers
-from ep_testbed.harness.run.selection import parse_shard, select, shard
-from ep_testbed.harness.run.summary import exit_code, failing_outcomes, timings_table
-from ep_testbed.reference.precision import precision_model
-
+from ...graphs.catalog import TIERS
+from ...reference.precision import precision_model
+from ..core import exit_codes, walltime
+from ..core.atomic_files import write_remedy
+from ..core.expectations import Expectations
+from ..core.memory import address_space_limit, available_memory, cgroup_memory
+from ..core.rerun import TIME_FIELD, file_identity, outcome_argv
+from ..core.terminal import safe, safe_message
+from ..core.untrusted_files import limits, using_limits
+from ..eps import preflight
+from ..eps.adapters import ep_flag, ep_words
+from ..run.case_run import DEFAULT_MAPPER, CaseConfig, load_mapper
+from ..run.pool import DeviceLostError, WorkerStartError
+from ..run.runner import RunError, RunOptions, RunResult, run_cases, start_workers
+from ..run.selection import parse_shard, select, shard
+from ..run.summary import exit_code, failing_outcomes, timings_table
 from .common import UsageError, prepare_reports, print_outcomes, render_report, usage_error
 from .options import (
     OptionError,

@@ -28,8 +28,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ep_testbed.harness.core.results import decode_number
-from ep_testbed.reference.registry import index_output_names
+from ...reference.registry import index_output_names
+from .results import decode_number
 
 #: Raw outcomes a fuzz run shrinks (``known`` ones too when asked: their raw outcome is one of these).
 SHRINKABLE = ("fail", "crash", "timeout")

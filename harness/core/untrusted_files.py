@@ -64,8 +64,7 @@ from typing import IO, Any, BinaryIO, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from ep_testbed.reference.checks import element_cap
-
+from ...reference.checks import element_cap
 from . import memory
 from .atomic_files import AtomicFile, check_target, encode_text
 

@@ -18,8 +18,7 @@ import importlib
 import json
 from dataclasses import replace
 
-from ep_testbed.harness.core.installed import ort_flavour, ort_version
-
+from ..core.installed import ort_flavour, ort_version
 from . import devices as devices_mod
 from . import plugins, registry
 from .holders import BuiltInAdapter, EpAdapter, PluginAdapter

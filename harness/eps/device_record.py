@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ep_testbed.harness.core.installed import machine_info
-from ep_testbed.harness.core.results import part
-
+from ..core.installed import machine_info
+from ..core.results import part
 from . import nvidia
 from .devices import from_json
 from .spec import EpSpec

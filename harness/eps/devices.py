@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from ep_testbed.harness.core.installed import OrtBroken, reinstall_hint
-from ep_testbed.harness.core.terminal import safe
+from ..core.installed import OrtBroken, reinstall_hint
+from ..core.terminal import safe
 
 #: Hardware types ORT reports (OrtHardwareDeviceType).
 HARDWARE_TYPES = ("CPU", "GPU", "NPU")

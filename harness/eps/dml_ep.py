@@ -44,8 +44,8 @@ from typing import Any, Iterable, Optional
 import onnx
 from onnx import TensorProto as T
 
-from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.dml_ep_facts import (
+from ...graphs import to_onnx
+from ...graphs.dml_ep_facts import (
     ALL_SCALARS,
     FLOAT16TO32,
     INTS8TO64,
@@ -54,10 +54,10 @@ from ep_testbed.graphs.dml_ep_facts import (
     DmlEpOp,
     Registration,
 )
-from ep_testbed.graphs.from_onnx import attributed_op_types, predicted_divergences
-from ep_testbed.graphs.ops import mapper_of
-from ep_testbed.harness.core.expectations import apply
-from ep_testbed.reference.registry import specs
+from ...graphs.from_onnx import attributed_op_types, predicted_divergences
+from ...graphs.ops import mapper_of
+from ...reference.registry import specs
+from ..core.expectations import apply
 
 #: Tensor types whose support is the GPU's answer and may be missing (module docstring).
 DEVICE_DEPENDENT = frozenset({T.DOUBLE, T.INT64, T.UINT64, T.FLOAT16})

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ep_testbed.harness.core import emulation
-from ep_testbed.harness.core.installed import machine_info, ort_flavour, ort_version
-
+from ..core import emulation
+from ..core.installed import machine_info, ort_flavour, ort_version
 from . import registry
 from .adapters import adapter_for, ep_flag
 from .device_record import SUMMARY_METADATA, identity_key, none_identity, openvino_identity, openvino_record, summary

@@ -45,8 +45,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar
 
-from ep_testbed.harness.core.installed import ort_flavour, ort_version
-
+from ..core.installed import ort_flavour, ort_version
 from . import devices as devices_mod
 from . import plugins
 from .devices import EpDevice, SelectorError

@@ -42,9 +42,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ep_testbed.harness.core.installed import ort_flavour, ort_version
-from ep_testbed.harness.core.terminal import safe
-
+from ..core.installed import ort_flavour, ort_version
+from ..core.terminal import safe
 from .spec import EpNotAvailable
 
 #: The Python API a plugin EP run needs, as (owner, attribute): registration, the device list and
@@ -167,7 +166,7 @@ def find_distribution(spec: str) -> tuple[str, str, str] | None:
 
 def _top_level(dist: importlib.metadata.Distribution) -> set[str]:
     """The top-level modules ``dist`` provides (``installed._top_level_modules``)."""
-    from ep_testbed.harness.core.installed import _top_level_modules
+    from ..core.installed import _top_level_modules
 
     return _top_level_modules(dist)
 

@@ -33,10 +33,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.cases.common import probe_case
-from ep_testbed.harness.core.installed import distributions_of, ort_flavour, ort_version
-
+from ...graphs import to_onnx
+from ...graphs.cases.common import probe_case
+from ..core.installed import distributions_of, ort_flavour, ort_version
 from . import placement as placement_mod
 from . import registry
 from .adapters import PLUGIN_PREFIX, adapter_for, resolve

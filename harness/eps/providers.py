@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from ep_testbed.harness.core.installed import ort_flavour, ort_version
-
+from ..core.installed import ort_flavour, ort_version
 from . import registry
 from .registry import DML_WINE_HINT, alias_of
 from .spec import (

@@ -42,8 +42,7 @@ from typing import Iterator, Mapping
 import numpy as np
 import onnx
 
-from ep_testbed.harness.core.processes import process_alive
-
+from ..core.processes import process_alive
 from . import placement as placement_mod
 from .adapters import adapter_for
 from .ep_run import Diagnosis, EpRun, SessionError, first_line

@@ -34,8 +34,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto as T
 
-from ep_testbed.graphs import to_onnx
-from ep_testbed.reference import execute
+from ...graphs import to_onnx
+from ...reference import execute
 
 _COMMIT = "https://github.com/microsoft/onnxruntime/blob/{}/onnxruntime/core/providers/webgpu/"
 POOL = _COMMIT.format("8b77e058e5a9e82e20a0b50de9618ec70f1faee4") + "nn/pool.cc"

@@ -32,8 +32,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
-from ep_testbed.harness.core.terminal import safe
-
+from ..core.terminal import safe
 from . import plugins
 from .providers import EpNotAvailable
 from .winml_catalog import WINDOWSML, WINDOWSML_ORT, CatalogReading, read_catalog

@@ -51,11 +51,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ep_testbed.graphs.cases.common import LiteralCase, memory_need
-from ep_testbed.harness.core import expectations as expectations_mod
-from ep_testbed.harness.core.expectations import Expectation, Expectations
-from ep_testbed.harness.core.results import part, safe_id
-from ep_testbed.harness.core.untrusted_files import (
+from ...graphs.cases.common import LiteralCase, memory_need
+from ...reference import DescError, desc_from_dml, desc_to_dml, validate
+from ...reference.descs import member_value
+from ...reference.dtypes import numpy_dtype
+from ...reference.registry import spec_of_type
+from ...reports.artifacts import load_artifacts, resolve_folder
+from ...reports.repro import build_bundle, header_tolerances
+from ...reports.results import CaseResult
+from ..core import expectations as expectations_mod
+from ..core.expectations import Expectation, Expectations
+from ..core.results import part, safe_id
+from ..core.untrusted_files import (
     FileRefused,
     Limits,
     array_headers,
@@ -69,13 +76,6 @@ from ep_testbed.harness.core.untrusted_files import (
     using_limits,
     write_arrays,
 )
-from ep_testbed.reference import DescError, desc_from_dml, desc_to_dml, validate
-from ep_testbed.reference.descs import member_value
-from ep_testbed.reference.dtypes import numpy_dtype
-from ep_testbed.reference.registry import spec_of_type
-from ep_testbed.reports.artifacts import load_artifacts, resolve_folder
-from ep_testbed.reports.repro import build_bundle, header_tolerances
-from ep_testbed.reports.results import CaseResult
 
 FORMAT = "ep-testbed-corpus/1"
 CASE_FILE, DESC_FILE, INPUTS_FILE, REPRO_DIR = "case.json", "desc.json", "inputs.npz", "repro"

@@ -29,9 +29,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from ep_testbed.graphs.cases.common import FuzzCase, FuzzDraw, cases_module, desc_elements, fuzz_recipe
-from ep_testbed.harness.core.rerun import FUZZ_FAMILY
-from ep_testbed.reference.registry import names, spec_named
+from ...graphs.cases.common import FuzzCase, FuzzDraw, cases_module, desc_elements, fuzz_recipe
+from ...reference.registry import names, spec_named
+from ..core.rerun import FUZZ_FAMILY
 
 #: Cases per batch: the unit a run draws, and what a replay redraws. A batch never holds more
 #: (``draw_batch`` asks Hypothesis for this many; it may find fewer distinct draws), so

@@ -47,23 +47,22 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ep_testbed.graphs.cases.common import LiteralCase, desc_elements
-from ep_testbed.harness.core import shrink_records as records
-from ep_testbed.harness.core import walltime
-from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.rerun import FUZZ_MINIMAL_FAMILY
-from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, RESULTS_FILE, count_outcomes, dumps, end_record
-from ep_testbed.harness.core.signature import Signature, same_failure, signature
-from ep_testbed.harness.core.untrusted_files import open_output, output_folder
-from ep_testbed.harness.eps.providers import EpSpec
-from ep_testbed.harness.run.case_run import ArtifactPolicy, CaseConfig
-from ep_testbed.harness.run.pool import DeviceLostError, WorkerPool
-from ep_testbed.harness.run.recheck import Recheck
-from ep_testbed.harness.run.run_folder import FolderBusy, claim
-from ep_testbed.harness.run.runner import RunError, RunOptions, _died_artifacts, _settle, run_header
-from ep_testbed.reference import desc_to_dml
-from ep_testbed.reference.registry import BUILT_IN, names, register, spec_named
-
+from ...graphs.cases.common import LiteralCase, desc_elements
+from ...reference import desc_to_dml
+from ...reference.registry import BUILT_IN, names, register, spec_named
+from ..core import shrink_records as records
+from ..core import walltime
+from ..core.expectations import Expectations
+from ..core.rerun import FUZZ_MINIMAL_FAMILY
+from ..core.results import EXPECTED_FAILURE, FAILING, RESULTS_FILE, count_outcomes, dumps, end_record
+from ..core.signature import Signature, same_failure, signature
+from ..core.untrusted_files import open_output, output_folder
+from ..eps.providers import EpSpec
+from ..run.case_run import ArtifactPolicy, CaseConfig
+from ..run.pool import DeviceLostError, WorkerPool
+from ..run.recheck import Recheck
+from ..run.run_folder import FolderBusy, claim
+from ..run.runner import RunError, RunOptions, _died_artifacts, _settle, run_header
 from . import corpus
 from . import draw as draw_mod
 from .shrink import ShrinkResult, shrink
@@ -244,8 +243,8 @@ def _fuzz_drawing(config: CaseConfig, options: FuzzOptions, expectations: Expect
 
 def _check(options: FuzzOptions) -> None:
     """Refuse what cannot run: unknown size/shrink mode/operator, existing results without overwrite."""
-    from ep_testbed.graphs.cases.fuzzing import SIZES
-    from ep_testbed.reference.registry import names
+    from ...graphs.cases.fuzzing import SIZES
+    from ...reference.registry import names
 
     if options.size not in SIZES:
         raise FuzzUsageError(f"size {options.size!r}: one of {', '.join(SIZES)}")

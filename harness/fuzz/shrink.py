@@ -44,10 +44,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ep_testbed.graphs.cases.common import FuzzCase, LiteralCase, cases_module, desc_elements
-from ep_testbed.harness.core.signature import Signature, same_failure
-from ep_testbed.reference import DescError, validate
-
+from ...graphs.cases.common import FuzzCase, LiteralCase, cases_module, desc_elements
+from ...reference import DescError, validate
+from ..core.signature import Signature, same_failure
 from . import draw as draw_mod
 
 #: Runs one case on the EP (in a worker) and returns its raw result line.

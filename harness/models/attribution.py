@@ -23,15 +23,14 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ep_testbed.graphs import attributed_op_types
-from ep_testbed.harness.core.compare import compare_outputs
-from ep_testbed.harness.core.expectations import for_ep
-from ep_testbed.harness.core.model_statuses import DIVERGING, NOT_JUDGED
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.eps.providers import alias_of
-from ep_testbed.harness.eps.registry import classes_of
-from ep_testbed.reference import DEFAULT_MODEL
-
+from ...graphs import attributed_op_types
+from ...reference import DEFAULT_MODEL
+from ..core.compare import compare_outputs
+from ..core.expectations import for_ep
+from ..core.model_statuses import DIVERGING, NOT_JUDGED
+from ..core.tolerances import Tolerances
+from ..eps.providers import alias_of
+from ..eps.registry import classes_of
 from .inputs import skeleton
 from .judge import judge_node
 from .outputs import no_errors

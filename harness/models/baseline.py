@@ -30,9 +30,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ep_testbed.harness.core.results import INT, LIST, NULL, OBJECT, STR, kind_of
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import (
+from ..core.results import INT, LIST, NULL, OBJECT, STR, kind_of
+from ..core.tolerances import Tolerances
+from ..core.untrusted_files import (
     FileRefused,
     inside,
     output_folder,
@@ -41,7 +41,6 @@ from ep_testbed.harness.core.untrusted_files import (
     write_arrays,
     write_output,
 )
-
 from .outputs import compare_named
 
 FORMAT = "ep-testbed-model-baseline/1"

@@ -57,11 +57,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ep_testbed.graphs import attributed_op_types
-from ep_testbed.harness.core.error_stats import error_statistics
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.core.untrusted_files import limits
-
+from ...graphs import attributed_op_types
+from ..core.error_stats import error_statistics
+from ..core.tolerances import Tolerances
+from ..core.untrusted_files import limits
 from .inputs import inferred_shapes, known_size, skeleton
 from .outputs import compare_named, tie_contexts
 

@@ -29,9 +29,9 @@ import numpy as np
 import onnx
 from onnx import helper, shape_inference
 
-from ep_testbed.harness.core.untrusted_files import FileRefused, limits, read_arrays
-from ep_testbed.reference.dtypes import filled
-from ep_testbed.reference.registry import specs_for_onnx
+from ...reference.dtypes import filled
+from ...reference.registry import specs_for_onnx
+from ..core.untrusted_files import FileRefused, limits, read_arrays
 
 #: The roles that place an input on its node's feature map (the others are generated as plain inputs).
 PLACED_ROLES = ("boxes", "batch_index", "batch_boxes")

@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.rerun import action_argv
-from ep_testbed.harness.core.terminal import safe, safe_message
-from ep_testbed.harness.run.pool import describe_exit
+from ..core import exit_codes
+from ..core.rerun import action_argv
+from ..core.terminal import safe, safe_message
+from ..run.pool import describe_exit
 
 FAULT_ENV = "EP_TESTBED_MODEL_FAULT"
 #: A child's exit code -> the outcome the demo summary prints for it.

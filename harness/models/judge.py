@@ -36,13 +36,12 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from ep_testbed.graphs import import_node
-from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.reference import DEFAULT_MODEL, execute_reading, execute_with_bounds, spec_for
-from ep_testbed.reference.descs import member_value
-from ep_testbed.reference.dtypes import numpy_dtype
-
+from ...graphs import import_node
+from ...reference import DEFAULT_MODEL, execute_reading, execute_with_bounds, spec_for
+from ...reference.descs import member_value
+from ...reference.dtypes import numpy_dtype
+from ..core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
+from ..core.tolerances import Tolerances
 from .outputs import index_rule_for
 
 #: Explained rows listed by number in a row's ``explained`` record, at most.

@@ -23,13 +23,12 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 import onnx
 
-from ep_testbed.graphs import import_node
-from ep_testbed.harness.core.compare import compare_outputs
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.reference import spec_for
-from ep_testbed.reference.descs import member_value
-from ep_testbed.reference.registry import OpSpec, specs_for_onnx
-
+from ...graphs import import_node
+from ...reference import spec_for
+from ...reference.descs import member_value
+from ...reference.registry import OpSpec, specs_for_onnx
+from ..core.compare import compare_outputs
+from ..core.tolerances import Tolerances
 from .untrusted import constants as model_constants
 from .untrusted import model_opset
 

@@ -49,16 +49,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import onnx
 
-from ep_testbed.graphs import attributed_op_types
-from ep_testbed.graphs.from_onnx import MODES
-from ep_testbed.harness.core.error_stats import error_statistics
-from ep_testbed.harness.core.model_statuses import AGREES, DIVERGING, NOT_JUDGED
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.eps import session as session_mod
-from ep_testbed.harness.eps.gpu import runtime_info
-from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
-from ep_testbed.harness.eps.session import EpRun, first_line
-
+from ...graphs import attributed_op_types
+from ...graphs.from_onnx import MODES
+from ..core.error_stats import error_statistics
+from ..core.model_statuses import AGREES, DIVERGING, NOT_JUDGED
+from ..core.tolerances import Tolerances
+from ..eps import session as session_mod
+from ..eps.gpu import runtime_info
+from ..eps.providers import EpSpec, SessionSettings
+from ..eps.session import EpRun, first_line
 from .alone import node_feeds, one_node_model
 from .attribution import (
     attribute_nodes,

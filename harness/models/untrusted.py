@@ -41,7 +41,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ep_testbed.harness.core.untrusted_files import FileRefused, inside, limits, open_regular, read_bytes
+from ..core.untrusted_files import FileRefused, inside, limits, open_regular, read_bytes
 
 #: A model file above this size is refused whatever ``--limit model-bytes`` says: protobuf
 #: cannot parse more than 2 GiB in one message (weights beyond that go into external data).

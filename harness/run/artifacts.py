@@ -17,9 +17,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ep_testbed.harness.core.results import case_dir
-from ep_testbed.harness.core.untrusted_files import open_output, output_folder, write_arrays
-from ep_testbed.reference import desc_to_dml
+from ...reference import desc_to_dml
+from ..core.results import case_dir
+from ..core.untrusted_files import open_output, output_folder, write_arrays
 
 
 def write_artifacts(run_dir: str, case_id: str, *, desc: Any = None, model: Any = None,

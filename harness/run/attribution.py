@@ -38,11 +38,11 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ep_testbed.graphs import import_node
-from ep_testbed.harness.core.compare import Allowance, Comparison, compare_outputs, ulp_distance
-from ep_testbed.harness.eps import session as session_mod
-from ep_testbed.harness.eps.session import first_line
-from ep_testbed.reference import execute_with_bounds, spec_for
+from ...graphs import import_node
+from ...reference import execute_with_bounds, spec_for
+from ..core.compare import Allowance, Comparison, compare_outputs, ulp_distance
+from ..eps import session as session_mod
+from ..eps.session import first_line
 
 #: The causes an attribution names (module docstring), in the order they are decided.
 CAUSES = ("operator", "helper", "flagged", "composition", "unknown")

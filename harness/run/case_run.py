@@ -27,13 +27,12 @@ from typing import Any, Callable, Sequence
 
 import onnx
 
-from ep_testbed.graphs import to_onnx
-from ep_testbed.graphs.cases.common import probe_case
-from ep_testbed.harness.core.expectations import readings_to_try
-from ep_testbed.harness.eps import session as session_mod
-from ep_testbed.harness.eps.ep_run import first_line
-from ep_testbed.reference.checks import element_cap, max_elements
-
+from ...graphs import to_onnx
+from ...graphs.cases.common import probe_case
+from ...reference.checks import element_cap, max_elements
+from ..core.expectations import readings_to_try
+from ..eps import session as session_mod
+from ..eps.ep_run import first_line
 from .artifacts import write_artifacts
 from .case_steps import (
     DEFAULT_MAPPER,

@@ -38,17 +38,16 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ep_testbed.harness.core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
-from ep_testbed.harness.core.error_stats import error_statistics
-from ep_testbed.harness.core.expectations import Expectation, verdict
-from ep_testbed.harness.core.results import ERROR_KEYS, case_record
-from ep_testbed.harness.core.signature import input_extremes
-from ep_testbed.harness.core.tolerances import Tolerances
-from ep_testbed.harness.eps import placement as placement_mod
-from ep_testbed.harness.eps.ep_run import STAGES, Diagnosis, EpRun, SessionError, first_line
-from ep_testbed.harness.eps.providers import EpSpec, SessionSettings
-from ep_testbed.reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
-
+from ...reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
+from ..core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
+from ..core.error_stats import error_statistics
+from ..core.expectations import Expectation, verdict
+from ..core.results import ERROR_KEYS, case_record
+from ..core.signature import input_extremes
+from ..core.tolerances import Tolerances
+from ..eps import placement as placement_mod
+from ..eps.ep_run import STAGES, Diagnosis, EpRun, SessionError, first_line
+from ..eps.providers import EpSpec, SessionSettings
 from .attribution import attribute_failure
 
 DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"

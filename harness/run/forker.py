@@ -288,7 +288,7 @@ def _child(env: dict[str, str], cwd: str, fds: list[int], forker_fds: tuple[int,
         os.environ.clear()
         os.environ.update(env)
         os.chdir(cwd)
-        from ep_testbed.harness.run import worker
+        from . import worker
 
         sys.argv = [worker.__file__]
         code = worker.main()

@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ep_testbed.harness.core.results import (
+from ..core.results import (
     CASES_DIR,
     PASSING,
     RESULTS_FILE,
@@ -42,10 +42,9 @@ from ep_testbed.harness.core.results import (
     read_cases_at,
     results_path,
 )
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import FileRefused, copy_planned, open_output, plan_copy
-from ep_testbed.harness.eps.gpu import identity_key
-
+from ..core.terminal import safe
+from ..core.untrusted_files import FileRefused, copy_planned, open_output, plan_copy
+from ..eps.gpu import identity_key
 from .run_folder import FolderBusy, claim
 from .selection import parse_shard
 

@@ -45,12 +45,11 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
-from ep_testbed.harness.core.results import PASSING
-from ep_testbed.harness.eps import device_loss, packing
-from ep_testbed.harness.eps import placement as placement_mod
-from ep_testbed.harness.eps import session as session_mod
-from ep_testbed.harness.eps.ep_run import Diagnosis, EpRun, SessionError, case_scope
-
+from ..core.results import PASSING
+from ..eps import device_loss, packing
+from ..eps import placement as placement_mod
+from ..eps import session as session_mod
+from ..eps.ep_run import Diagnosis, EpRun, SessionError, case_scope
 from .case_steps import (
     ArtifactPolicy,
     CaseConfig,

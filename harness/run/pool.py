@@ -61,10 +61,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ep_testbed.harness.eps.adapters import early_providers
-from ep_testbed.harness.eps.device_loss import REASON as DEVICE_LOST_REASON
-from ep_testbed.harness.eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
-
+from ..eps.adapters import early_providers
+from ..eps.device_loss import REASON as DEVICE_LOST_REASON
+from ..eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
 from . import forker
 from .case_run import ArtifactPolicy, CaseConfig, new_line, warm_up_model
 from .winjob import new_job

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from typing import Any, TextIO
 
-from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED
+from ..core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED
 
 
 class Progress:

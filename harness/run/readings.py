@@ -26,13 +26,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ep_testbed.harness.core.compare import Comparison
-from ep_testbed.harness.core.results import jsonable
-from ep_testbed.harness.eps.ep_run import first_line
-from ep_testbed.reference import Expected, ReadingError, execute_reading, readings_of
-from ep_testbed.reference.readings import Reading, combine
-from ep_testbed.reference.registry import spec_for
-
+from ...reference import Expected, ReadingError, execute_reading, readings_of
+from ...reference.readings import Reading, combine
+from ...reference.registry import spec_for
+from ..core.compare import Comparison
+from ..core.results import jsonable
+from ..eps.ep_run import first_line
 from .case_steps import CaseConfig, Prepared, compare
 
 #: At most this many sets of readings are computed for one case (each one run of the kernel with

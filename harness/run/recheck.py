@@ -24,10 +24,9 @@ import threading
 from dataclasses import replace
 from typing import Any, Iterable, Iterator
 
-from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.signature import signature
-from ep_testbed.harness.eps.providers import EpSpec
-
+from ..core.expectations import Expectations
+from ..core.signature import signature
+from ..eps.providers import EpSpec
 from .case_run import ArtifactPolicy, CaseConfig
 from .pool import WorkerPool
 

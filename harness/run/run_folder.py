@@ -28,11 +28,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ep_testbed.harness.core.atomic_files import TEMP_PREFIX
-from ep_testbed.harness.core.processes import process_alive, process_start
-from ep_testbed.harness.core.results import now
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import FileRefused, read_json
+from ..core.atomic_files import TEMP_PREFIX
+from ..core.processes import process_alive, process_start
+from ..core.results import now
+from ..core.terminal import safe
+from ..core.untrusted_files import FileRefused, read_json
 
 LOCK_FILE = "ep-testbed.lock"
 

@@ -24,9 +24,10 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generator, Iterable, Iterator
 
-from ep_testbed.harness.core import walltime
-from ep_testbed.harness.core.expectations import Expectations
-from ep_testbed.harness.core.results import (
+from ...reference import execute
+from ..core import walltime
+from ..core.expectations import Expectations
+from ..core.results import (
     PASSING,
     RESULTS_FILE,
     ResultsWriter,
@@ -38,14 +39,12 @@ from ep_testbed.harness.core.results import (
     results_path,
     rewrite_for_resume,
 )
-from ep_testbed.harness.core.terminal import safe
-from ep_testbed.harness.core.untrusted_files import FileRefused
-from ep_testbed.harness.eps.adapters import forget_adapters
-from ep_testbed.harness.eps.device_loss import DeviceLost
-from ep_testbed.harness.eps.gpu import identity_key, runtime_info
-from ep_testbed.harness.eps.providers import EpSpec
-from ep_testbed.reference import execute
-
+from ..core.terminal import safe
+from ..core.untrusted_files import FileRefused
+from ..eps.adapters import forget_adapters
+from ..eps.device_loss import DeviceLost
+from ..eps.gpu import identity_key, runtime_info
+from ..eps.providers import EpSpec
 from .artifacts import write_artifacts
 from .case_run import ArtifactPolicy, CaseConfig, Memory, load_mapper, run_batch, severity
 from .pool import MAX_DEVICE_LOSSES, DeviceLostError, WorkerPool, device_lost_line

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
-from ep_testbed.harness.core import exit_codes
-from ep_testbed.harness.core.results import FAILING, OUTCOMES, REPORT_ORDER
-from ep_testbed.harness.core.terminal import safe
+from ..core import exit_codes
+from ..core.results import FAILING, OUTCOMES, REPORT_ORDER
+from ..core.terminal import safe
 
 
 def failing_outcomes(fail_on_not_on_ep: bool = False, fail_on_inexpressible: bool = False) -> tuple[str, ...]:

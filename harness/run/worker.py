@@ -299,7 +299,7 @@ def serve(batch: list[tuple[Any, Any]], config: Any, faults: list[tuple[str, str
     still gets a line (``error``). When the device is lost (``harness.eps.device_loss``), write
     ``("device-lost", {"cases", "means", "source", "detail"})`` naming the session's cases
     instead, answer nothing more and return False: the worker must end."""
-    from ep_testbed.harness.eps import device_loss
+    from ..eps import device_loss
 
     answered: set[str] = set()
     session: list[str] = []  # the cases of the session about to run (a planted loss hits them all)

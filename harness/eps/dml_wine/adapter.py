@@ -40,8 +40,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 import onnx
 
-from ep_testbed.harness.core.terminal import safe
-
+from ...core.terminal import safe
 from .. import placement as placement_mod
 from ..ep_run import EpRun, SessionError, current_cases, first_line
 from ..holders import EpAdapter

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ep_testbed.harness.core.terminal import safe
+from ...core.terminal import safe
 
 SETUP_COMMAND = "bash tools/dml-wine.sh"
 HOME_ENV = "EP_TESTBED_DML_WINE_HOME"
