@@ -275,6 +275,11 @@ def kind_of(value: Any) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
+def a_kind(kind: str) -> str:
+    """``kind`` (``kind_of``'s word) with its article: ``"an integer"``, ``"a string"``."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
 def check_record(record: dict[str, Any]) -> str | None:
     """What is wrong with one decoded line of a results file, or None when it fits the schema:
     a ``type`` that is not a record type, a key missing, or a value of a kind its key does not
@@ -291,7 +296,7 @@ def check_record(record: dict[str, Any]) -> str | None:
             continue
         found = kind_of(record[key])
         if found not in kinds and not (found == INT and NUMBER in kinds):
-            return f"{key} is a {found}; a {kind} line's {key} is {' or '.join(kinds)}"
+            return f"{key} is {a_kind(found)}; a {kind} line's {key} is {' or '.join(kinds)}"
     if kind == CASE:
         return _check_case_parts(record)
     return None
@@ -306,15 +311,15 @@ def _check_case_parts(line: dict[str, Any]) -> str | None:
     for key in ERROR_KEYS:
         value = (line.get("errors") or {}).get(key)
         if kind_of(value) not in (NUMBER, INT, NULL):
-            return f"errors.{key} is a {kind_of(value)}; it is a number or null"
+            return f"errors.{key} is {a_kind(kind_of(value))}; it is a number or null"
     for key in ("worst", "flags"):
         bad = next((kind_of(v) for v in line.get(key) or [] if not isinstance(v, dict)), None)
         if bad:
-            return f"{key} holds a {bad}; its entries are objects"
+            return f"{key} holds {a_kind(bad)}; its entries are objects"
     for key in ("placement", "tags"):
         bad = next((kind_of(v) for v in (line.get(key) or {}).values() if isinstance(v, (dict, list))), None)
         if bad:
-            return f"{key} holds a {bad}; its values are text or numbers"
+            return f"{key} holds {a_kind(bad)}; its values are text or numbers"
     return None
 
 

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..core.results import INT, LIST, NULL, OBJECT, STR, kind_of
+from ..core.results import INT, LIST, NULL, OBJECT, STR, a_kind, kind_of
 from ..core.tolerances import Tolerances
 from ..core.untrusted_files import (
     FileRefused,
@@ -73,7 +73,7 @@ def check_manifest(manifest: Any, path: Any) -> None:
         value = holder.get(key) if isinstance(holder, dict) else None
         found = kind_of(value)
         if found not in kinds:
-            raise BaselineError(f"--baseline {path}: {where} is a {found}, it must be {' or '.join(kinds)} "
+            raise BaselineError(f"--baseline {path}: {where} is {a_kind(found)}, it must be {' or '.join(kinds)} "
                                 "(the manifest was edited or is not a baseline's); save the baseline again")
 
 

@@ -158,3 +158,12 @@ def test_the_schema_module_imports_neither_onnx_nor_onnxruntime():
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+@pytest.mark.parametrize("value, said", [(5, "shard is an integer"), ({}, "shard is an object"),
+                                         ([1], "shard is a list"), (True, "shard is a boolean")])
+def test_a_damaged_line_names_the_kind_it_holds_with_its_article(value, said):
+    from ep_testbed.harness.core.results import check_record
+
+    why = check_record({"type": "run", "shard": value})
+    assert why is not None and why.startswith(said + ";"), why
