@@ -27,7 +27,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-#: Seconds one hostile call may take before it counts as a hang.
+#: Seconds of CPU one hostile call may use before it counts as a hang (or ten times that on the
+#: clock, when it uses none: ``sandbox_server.serve_one``).
 LIMIT_S = float(os.environ.get("EP_TESTBED_HOSTILE_LIMIT_S", "60"))
 #: Address space one call may add to the server's (every cap the suite sets is far below it).
 MEMORY = 1536 * 2**20

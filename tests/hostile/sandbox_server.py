@@ -16,8 +16,11 @@ creates an ONNX Runtime session itself (the child may). Per request the child:
   with the local catalog and mapper seams), with stdout and stderr going to files;
 - writes ``{"code", "traceback", "events"}`` to a result file and exits at once.
 
-The server waits at most ``limit_s`` seconds for the child, then kills its process group and
-answers ``"hang": true``.
+The child hangs when its process group has used ``limit_s`` seconds of CPU (a loop that never
+ends), or when ``BLOCKED_FACTOR`` times that has passed on the clock (blocked for good, using
+none): the server then kills the group and answers ``"hang": true``. Counting CPU rather than
+the clock keeps a slow machine from calling a command that still works a hang: at load 8 on two
+cores a command gets a quarter of a core, and its 20 s of work take 80 s.
 """
 
 from __future__ import annotations
@@ -158,8 +161,36 @@ def _child(request: dict, result_path: str) -> None:
     os._exit(0)
 
 
+#: Clock seconds a child may take per second of its CPU limit before it counts as blocked.
+BLOCKED_FACTOR = 10
+#: Seconds between two reads of the child's CPU time.
+CPU_POLL_S = 0.25
+
+
+def group_cpu_seconds(pgid: int) -> float | None:
+    """CPU seconds the live processes of group ``pgid`` have used, with the children they have
+    reaped; None where ``/proc`` cannot tell (the clock alone then limits the child)."""
+    try:
+        entries = os.listdir("/proc")
+        tick = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+    ticks = 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone between the listing and the read
+        if len(fields) > 14 and int(fields[2]) == pgid:  # pgrp; utime, stime, cutime, cstime
+            ticks += sum(int(x) for x in fields[11:15])
+    return ticks / tick
+
+
 def serve_one(request: dict) -> dict:
-    """Fork a child for ``request``, wait for it at most ``limit_s``; the answer."""
+    """Fork a child for ``request`` and wait for it until it hangs (module docstring); the answer."""
     result_path = request["stdout"] + ".result.json"
     started = time.monotonic()
     pid = os.fork()
@@ -168,20 +199,27 @@ def serve_one(request: dict) -> dict:
             _child(request, result_path)
         finally:
             os._exit(70)
-    deadline = started + float(request.get("limit_s", 30))
+    limit = float(request.get("limit_s", 30))
+    deadline, next_poll = started + limit * BLOCKED_FACTOR, started + CPU_POLL_S
     status = None
     while status is None:
         done, raw = os.waitpid(pid, os.WNOHANG)
+        now = time.monotonic()
+        spent = None
+        if not done and now >= next_poll:
+            spent, next_poll = group_cpu_seconds(pid), now + CPU_POLL_S
+            if spent is None:  # no CPU count here: the clock is the limit
+                deadline = started + limit
         if done:
             status = raw
-        elif time.monotonic() > deadline:
+        elif now > deadline or (spent is not None and spent > limit):
             for target in (-pid, pid):
                 try:
                     os.kill(target, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
             os.waitpid(pid, 0)
-            return {"hang": True, "seconds": time.monotonic() - started}
+            return {"hang": True, "seconds": time.monotonic() - started, "cpu_seconds": spent}
         else:
             time.sleep(0.002)
     try:

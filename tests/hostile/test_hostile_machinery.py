@@ -186,3 +186,26 @@ def test_a_run_that_cannot_run_a_case_again_exits_2_saying_so(tmp_path):
     assert IDS[2] in done.stderr and "was lost 3 times" in done.stderr and "--resume" in done.stderr
     lines = _case_lines(out)
     assert sorted(line["id"] for line in lines) == sorted(IDS[:2]) and {line["outcome"] for line in lines} == {"pass"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_sandbox_counts_the_cpu_a_command_uses_not_the_clock():
+    """A hostile call hangs when its process group has spent its limit in CPU seconds
+    (``sandbox_server.serve_one``): a group that spins adds CPU seconds, one that sleeps adds none,
+    so a loaded machine that gives a working command a quarter of a core never calls it a hang."""
+    from sandbox_server import group_cpu_seconds
+
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                             "while time.process_time() - t < 0.5: pass\ntime.sleep(60)"], start_new_session=True)
+    try:
+        spent = 0.0
+        while spent < 0.5 and spin.poll() is None:  # however long the machine takes to give it that CPU
+            spent = group_cpu_seconds(spin.pid) or 0.0
+            time.sleep(0.05)
+        assert spent >= 0.5
+        asleep = group_cpu_seconds(spin.pid) or 0.0
+        time.sleep(0.3)
+        assert (group_cpu_seconds(spin.pid) or 0.0) - asleep < 0.1
+    finally:
+        spin.kill()
+        spin.wait()
