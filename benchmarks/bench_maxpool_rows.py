@@ -28,7 +28,6 @@ import dataclasses
 import os
 import statistics
 import sys
-import tracemalloc
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests" / "reference"))
-from bench_reference import interleaved_times, round_ratio  # noqa: E402  (one timing rule for the benchmarks)
+from bench_reference import interleaved_times, peak_memory, round_ratio  # noqa: E402  (one timing rule for the benchmarks)
 
 DEFAULT_CASE = "max_pooling2/stress-int8-idxuint32-2^32-1-elements"
 
@@ -55,16 +54,6 @@ def case_with_rows(case_id: str, rows: int | None) -> Any:
     desc = max_pooling2_desc(**row)
     case = next(c for c in stress_cases("max_pooling2", 0) if c.id == case_id)
     return dataclasses.replace(case, id=f"{case_id} ({rows} rows)", desc=desc)
-
-
-def peak_beyond(fn: Callable[[], object]) -> int:
-    """The peak bytes NumPy and Python allocate while ``fn`` runs (tracemalloc)."""
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
@@ -125,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     with element_cap(2**33):
         reference = execute(desc, inputs)
         times = interleaved_times(fns, args.repeat)
-        peaks = {name: peak_beyond(fn) for name, fn in fns.items() if name != "outputs only"}
+        peaks = {name: peak_memory(fn) for name, fn in fns.items() if name != "outputs only"}
         agree = {"previous": same(reference, max_pooling2_oracle.max_pooling2(desc, x))} if not args.skip_old else {}
     ort_values, ort_indices = session.run(None, feeds)[:2]
     agree["ORT CPU"] = bool(np.array_equal(ort_values, reference["OutputTensor"])
