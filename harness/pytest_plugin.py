@@ -61,7 +61,7 @@ from .cli.options import (
     add_seed,
     add_timeout,
     add_tolerance_options,
-    parse_batch,
+    declare_groups,
     run_config,
 )
 from .core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING
@@ -99,20 +99,37 @@ OUTCOME_TO_PYTEST = {**{o: "passed" for o in PASSING}, **{o: "failed" for o in F
                      **{o: "xfailed" for o in EXPECTED_FAILURE}, **{o: "skipped" for o in NOT_TESTED}}
 
 
-#: The destinations of the options this plugin shares with ``ep-testbed run`` (``harness.cli.options``).
-SHARED_DESTS = ("ep", "ep_option", "ep_library", "ep_device", "graph_opt", "tol", "tolerances", "precision_model",
-                "strict_tolerance", "expectations", "no_expectations", "ops")
+#: The option groups this plugin shares with ``ep-testbed run`` (``harness.cli.options``), added
+#: by ``_add_shared``.
+GROUPS = ("ep", "graph-opt", "tolerances", "expectations", "batch", "timeout", "seed", "ops")
+#: The plugin's own spellings of two shared options (pytest has a ``--timeout`` and a ``--seed``
+#: of other plugins): its destination -> ``run_config``'s.
+RENAMED = {"case_timeout": "timeout", "catalog_seed": "seed"}
+
+
+def _add_shared(add: Any) -> None:
+    """Register the shared groups (``GROUPS``) with ``add`` (pytest's ``addoption`` or argparse's
+    ``add_argument``: they take the same keywords)."""
+    add_ep_options(add)
+    add_tolerance_options(add)
+    add_expectation_options(add)
+    add_batch_option(add)
+    add_timeout(add, DEFAULT_CASE_TIMEOUT, CASE_TIMEOUT, flag="--case-timeout")
+    add_seed(add, "catalog seed", flag="--catalog-seed")
+    add_ops(add)
 
 
 def _namespace(config: pytest.Config) -> argparse.Namespace:
-    """This plugin's options as ``run_config`` reads them: the shared ones under their own names,
-    ``--case-timeout`` and ``--catalog-seed`` as ``timeout`` and ``seed``; options never added
-    (the plugin loaded too late) keep ``run_config``'s defaults, the expectations group included."""
-    values = {dest: _option(config, dest, None) for dest in SHARED_DESTS}
-    present = {dest: value for dest, value in values.items() if value is not None}
-    present.setdefault("no_expectations", False)  # the EP's bundled expectations apply by default
-    return argparse.Namespace(**present, timeout=_option(config, "case_timeout", DEFAULT_CASE_TIMEOUT),
-                              seed=_option(config, "catalog_seed", 0))
+    """This plugin's options as ``run_config`` reads them, its ``GROUPS`` declared: the shared
+    ones under ``run_config``'s names (``RENAMED``); an option never added (the plugin loaded too
+    late) has the default its own definition gives it."""
+    parser = argparse.ArgumentParser(add_help=False)
+    _add_shared(parser.add_argument)
+    values = {RENAMED.get(dest, dest): _option(config, dest, default)
+              for dest, default in vars(parser.parse_args([])).items()}
+    namespace = argparse.Namespace(**values)
+    declare_groups(namespace, *GROUPS)
+    return namespace
 
 
 def _option(config: pytest.Config, name: str, default: Any) -> Any:
@@ -137,13 +154,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _add_options(parser: pytest.Parser) -> None:
     """The shared EP, tolerance and expectations groups (``harness.cli.options``), then this plugin's own."""
     group = parser.getgroup("ep-testbed", "ep-testbed conformance (the case catalog on an execution provider)")
-    add_ep_options(group.addoption)
-    add_tolerance_options(group.addoption)
-    add_expectation_options(group.addoption)
-    add_batch_option(group.addoption)
-    add_timeout(group.addoption, DEFAULT_CASE_TIMEOUT, CASE_TIMEOUT, flag="--case-timeout")
-    add_seed(group.addoption, "catalog seed", flag="--catalog-seed")
-    add_ops(group.addoption)
+    _add_shared(group.addoption)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -170,7 +181,7 @@ class Conformance:
         self.expectations = self.settings.expectations
         self.case_config = self.settings.case_config()
         self.timeout = self.settings.timeout or DEFAULT_CASE_TIMEOUT  # None only where no option was registered
-        self.batch = parse_batch(_option(config, "batch", None), self.ep)
+        self.batch = self.settings.batch
         self._pool: Any = None
         self._order: list[Any] = []            # the collected conformance cases, in collection order
         self._position: dict[str, int] = {}

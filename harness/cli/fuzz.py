@@ -41,8 +41,7 @@ from .options import (
     add_seed,
     add_tolerance_options,
     count,
-    parse_batch,
-    parse_recheck,
+    declare_groups,
     positive_count,
     run_config,
     seconds,
@@ -87,6 +86,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     add_tolerance_options(_recording(p.add_argument_group("tolerances").add_argument, outcome))
     add_expectation_options(_recording(p.add_argument_group("expectations (known divergences)").add_argument, outcome))
     p.set_defaults(func=fuzz_command, outcome_actions=tuple(outcome))
+    declare_groups(p, "ep", "graph-opt", "also-on", "ops", "seed", "out", "jobs", "timeout", "overwrite", "batch",
+                   "tolerances", "expectations")
 
 
 def _add_shrinking(group: argparse._ArgumentGroup) -> None:
@@ -134,16 +135,13 @@ def _fuzz(args: argparse.Namespace, settings: RunConfig, out: str) -> int:
         return usage_error(f"--replay: {exc}")
     run_seed = parse_id(replay[0]).seed if replay else settings.seed
     ops = settings.operators
-    try:
-        also_on, also_on_expectations = parse_recheck(args, settings)
-    except OptionError as exc:
-        return usage_error(str(exc))
+    also_on, also_on_expectations = settings.also_on, settings.also_on_expectations
     options = FuzzOptions(out_dir=out, ops=ops, budget_s=args.budget, seed=run_seed, size=args.size,
                           jobs=settings.jobs, timeout=settings.timeout or 30.0, shrink=args.shrink,
                           shrink_known=args.shrink_known, shrink_time_s=args.shrink_time, max_shrinks=args.max_shrinks,
                           corpus_out=args.corpus_out, overwrite=settings.overwrite, progress=args.progress,
                           command=args.command_line, replay=replay, max_cases=args.max_cases,
-                          batch=parse_batch(args.batch, settings.ep),
+                          batch=settings.batch,
                           also_on=also_on, also_on_expectations=also_on_expectations,
                           header_extra={"also_on": also_on.provider if also_on else None,
                                         "rerun_args": outcome_argv(getattr(args, "outcome_actions", ()), args,

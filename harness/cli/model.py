@@ -16,7 +16,16 @@ import argparse
 from ...graphs import attributed_op_types
 from ..eps.registry import DEFAULT_EP
 from .model_command import DEMO_TIMEOUT, demo_command, run_command
-from .options import add_ep_options, add_out, add_overwrite, add_seed, add_timeout, add_tolerance_options, count
+from .options import (
+    add_ep_options,
+    add_out,
+    add_overwrite,
+    add_seed,
+    add_timeout,
+    add_tolerance_options,
+    count,
+    declare_groups,
+)
 
 
 def add(subparsers: argparse._SubParsersAction) -> None:
@@ -63,6 +72,7 @@ def add(subparsers: argparse._SubParsersAction) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     """The flags ``model run`` and ``model demo`` share (EPs, seed, output folder, session, reading, tolerances)."""
     add_ep_options(p.add_argument)
+    declare_groups(p, "ep", "graph-opt", "seed", "out", "overwrite", "timeout", "tolerances")  # --timeout: each command's
     p.add_argument("--reference-ep", default=DEFAULT_EP, help=f"EP whose outputs are the reference (default {DEFAULT_EP})")
     add_seed(p.add_argument, "input seed")
     add_out(p.add_argument, "runs/model-<name>-<ep>-<UTC time>")

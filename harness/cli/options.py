@@ -29,7 +29,12 @@ plugin (``pytest tests/conformance``) take the same flags for the same things:
 (``RunConfig``: the EP, tolerances, precision model, expectations with the ``--corpus`` cases'
 own entries applied once, operators, seed, workers, time limit, output folder); ``run``,
 ``fuzz``, ``model run`` / ``model demo`` and the pytest plugin all call it, and
-``RunConfig.case_config`` gives what every worker gets.
+``RunConfig.case_config`` gives what every worker gets. ``--also-on`` (the second EP and its
+expectations) and ``--batch`` are read there too. A front end declares the groups it adds
+(``declare_groups``, from ``OPTION_GROUPS``); ``run_config`` reads exactly those and refuses, as a
+``FrontEndError`` (a bug of the front end, not the user's), a group declared but never added,
+added but not declared, or one a run cannot do without (the EP and tolerance groups) left out; an
+undeclared group stands for its stated ``absent`` values, never for a guess.
 
 Each ``add_*`` function takes the registering callable, so one definition serves argparse
 (``parser.add_argument``) and pytest (``group.addoption``), which accept the same keywords.
@@ -110,7 +115,7 @@ def add_tolerance_options(add: AddOption) -> None:
 
 
 def add_also_on(add: AddOption) -> None:
-    """Register ``--also-on EP|none`` (``run`` and ``fuzz``); ``parse_recheck`` reads it."""
+    """Register ``--also-on EP|none`` (``run`` and ``fuzz``); ``parse_also_on`` reads it."""
     add("--also-on", metavar="EP|none",
         help="re-check each failing case on this second EP and label it 'shared with <EP>' (it fails there the "
              "same way) or 'only on <the EP under test>' (default: cpu whenever the CPU EP is available and --ep "
@@ -134,15 +139,6 @@ def parse_also_on(value: str | None, ep: EpSpec) -> EpSpec | None:
     if other.provider == ep.provider:
         raise OptionError(f"--also-on {value}: that is the EP under test; name another EP, or none")
     return other
-
-
-def parse_recheck(args: Any, settings: RunConfig) -> tuple[EpSpec | None, Expectations | None]:
-    """``--also-on``'s second EP and that EP's expectations (with the corpus entries for it), or
-    ``(None, None)`` when failures are not re-checked."""
-    other = parse_also_on(getattr(args, "also_on", None), settings.ep)
-    if other is None:
-        return None, None
-    return other, corpus_expectations(None, getattr(args, "no_expectations", False), other, settings.corpus)
 
 
 def add_expectation_options(add: AddOption) -> None:
@@ -418,12 +414,100 @@ def parse_ops(text: str | None) -> list[str] | None:
 
 # --- from parsed options to a run's configuration ------------------------------------------
 
+#: A front end's namespace attribute naming the option groups it declares (``declare_groups``).
+GROUPS_ATTRIBUTE = "option_groups"
+
+
+class FrontEndError(TypeError):
+    """A front end and its declared option groups disagree (a group declared but not added, added
+    but not declared, or one ``run_config`` cannot do without left out): a bug in the front end,
+    never the user's, so it is not an ``OptionError``."""
+
+
+@dataclass(frozen=True)
+class OptionGroup:
+    """One group of shared options as ``run_config`` reads it: the namespace attributes its
+    ``add_*`` function sets (``dests``) and, for a front end that does not take the group, the
+    values that stand for it (``absent``; None: ``run_config`` cannot do without the group)."""
+
+    name: str
+    dests: tuple[str, ...]
+    absent: dict[str, Any] | None = None
+
+
+#: Every option group ``run_config`` reads, once. A front end declares the ones it adds
+#: (``declare_groups``); ``run_config`` reads those strictly and takes ``absent`` for the others.
+OPTION_GROUPS: dict[str, OptionGroup] = {g.name: g for g in (
+    OptionGroup("ep", ("ep", "ep_option", "ep_library", "ep_device")),
+    OptionGroup("graph-opt", ("graph_opt",), {"graph_opt": False}),
+    OptionGroup("dml-graph-fusion", ("dml_graph_fusion",), {"dml_graph_fusion": False}),
+    OptionGroup("tolerances", ("tol", "tolerances", "precision_model", "strict_tolerance")),
+    OptionGroup("expectations", ("expectations", "no_expectations"), {"expectations": None, "no_expectations": True}),
+    OptionGroup("also-on", ("also_on",), {"also_on": "none"}),
+    OptionGroup("batch", ("batch",), {"batch": None}),
+    OptionGroup("ops", ("ops",), {"ops": None}),
+    OptionGroup("corpus", ("corpus",), {"corpus": []}),
+    OptionGroup("seed", ("seed",), {"seed": 0}),
+    OptionGroup("jobs", ("jobs",), {"jobs": 1}),
+    OptionGroup("timeout", ("timeout",), {"timeout": None}),
+    OptionGroup("out", ("out",), {"out": None}),
+    OptionGroup("overwrite", ("overwrite",), {"overwrite": False}),
+    OptionGroup("resume", ("resume",), {"resume": False}),
+)}
+
+
+def declare_groups(target: argparse.ArgumentParser | argparse.Namespace, *names: str) -> None:
+    """Say which ``OPTION_GROUPS`` a front end adds, on its parser (every namespace it parses
+    carries them) or on a namespace it builds itself (the pytest plugin): ``GROUPS_ATTRIBUTE``,
+    from which ``run_config`` reads exactly those. ``FrontEndError`` for a name that is not a group."""
+    groups = frozenset(_known_groups(names))
+    if isinstance(target, argparse.ArgumentParser):
+        target.set_defaults(**{GROUPS_ATTRIBUTE: groups})
+    else:
+        setattr(target, GROUPS_ATTRIBUTE, groups)
+
+
+def _known_groups(names: Sequence[str]) -> list[str]:
+    """``names``, each an ``OPTION_GROUPS`` key; ``FrontEndError`` naming the first that is not."""
+    unknown = [n for n in names if n not in OPTION_GROUPS]
+    if unknown:
+        raise FrontEndError(f"option group(s) {unknown} unknown; the groups: {', '.join(OPTION_GROUPS)}")
+    return list(names)
+
+
+def group_values(args: Any) -> dict[str, Any]:
+    """Every ``OPTION_GROUPS`` destination's value: from ``args`` for the groups it declares, the
+    group's ``absent`` values for the others. ``FrontEndError`` when ``args`` declares no groups,
+    lacks a destination of a group it declares, holds one of a group it does not declare, or
+    leaves out a group ``run_config`` cannot do without."""
+    declared = getattr(args, GROUPS_ATTRIBUTE, None)
+    if declared is None:
+        raise FrontEndError(f"the parsed options declare no option groups ({GROUPS_ATTRIBUTE}); a front end calls "
+                            "harness.cli.options.declare_groups with the groups it adds")
+    values: dict[str, Any] = {}
+    for group in OPTION_GROUPS.values():
+        present = [dest for dest in group.dests if hasattr(args, dest)]
+        if group.name in _known_groups(sorted(declared)):
+            missing = [dest for dest in group.dests if dest not in present]
+            if missing:
+                raise FrontEndError(f"option group {group.name} is declared but {missing} were never added")
+            values.update({dest: getattr(args, dest) for dest in group.dests})
+        elif group.absent is None:
+            raise FrontEndError(f"option group {group.name} is not declared, and a run cannot do without it")
+        elif present:
+            raise FrontEndError(f"{present} of option group {group.name} were added but the group is not declared")
+        else:
+            values.update(group.absent)
+    return values
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """What a front end's options say, read and checked once (``run_config``).
 
-    A flag the front end does not take has its default here: no ``--jobs`` is one worker, no
-    ``--timeout`` no limit, no expectations group no expectations, no ``--corpus`` no corpus.
+    A group the front end does not take stands for its ``OptionGroup.absent`` values: no
+    ``--jobs`` is one worker, no ``--timeout`` no limit, no expectations group no expectations,
+    no ``--corpus`` no corpus, no ``--also-on`` no re-check, no ``--batch`` the EP's default.
     """
 
     ep: EpSpec
@@ -440,6 +524,9 @@ class RunConfig:
     out: str | None = None
     overwrite: bool = False
     resume: bool = False
+    batch: int = 1                        # cases a session runs (``parse_batch``)
+    also_on: EpSpec | None = None         # the EP failures are re-checked on (``parse_also_on``)
+    also_on_expectations: Expectations | None = None
 
     @property
     def operators(self) -> list[str]:
@@ -462,33 +549,33 @@ class RunConfig:
 
 def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
     """The ``RunConfig`` of parsed options ``args`` (an argparse namespace, or one the pytest
-    plugin builds); attributes a front end does not define take ``RunConfig``'s defaults.
+    plugin builds), read group by group (``group_values``: ``FrontEndError`` where the front end
+    and its declared groups disagree).
 
-    The ``--corpus`` folders' own expectations are applied here, once, in front of the EP's.
-    ``workers_only``: ``--jobs 0`` (in this process) is refused. ``OptionError`` for any
-    unusable value, naming the flag.
+    The ``--corpus`` folders' own expectations are applied here, once, in front of the EP's, and
+    in front of the ``--also-on`` EP's. ``workers_only``: ``--jobs 0`` (in this process) is
+    refused. ``OptionError`` for any unusable value, naming the flag.
     """
-    def get(name: str, default: Any = None) -> Any:
-        """The option ``name`` of ``args``, or ``default`` where the front end has no such flag."""
-        return getattr(args, name, default)
-
-    ep = parse_ep(get("ep", registry.DEFAULT_EP), get("ep_option") or [], get("ep_library"), get("ep_device"))
-    tolerances = parse_tolerances(get("tolerances"), get("tol") or [])
-    precision = parse_precision(get("precision_model"), bool(get("strict_tolerance", False)))
-    ops = parse_ops(get("ops"))
-    jobs = get("jobs", 1)
+    get = group_values(args)
+    ep = parse_ep(get["ep"], get["ep_option"] or [], get["ep_library"], get["ep_device"])
+    tolerances = parse_tolerances(get["tolerances"], get["tol"] or [])
+    precision = parse_precision(get["precision_model"], bool(get["strict_tolerance"]))
+    ops = parse_ops(get["ops"])
+    jobs = get["jobs"]
     if jobs is None:  # the flag was not given
         jobs = default_jobs(ep, os.cpu_count() or 1)
     if workers_only and jobs < 1:
         raise OptionError(f"--jobs {jobs}: must be >= 1 (fuzzing always isolates cases in workers)")
-    corpus = tuple(_corpus(get("corpus") or [], ops))
-    expectations = Expectations()
-    if hasattr(args, "expectations") or hasattr(args, "no_expectations"):
-        expectations = corpus_expectations(get("expectations"), bool(get("no_expectations", False)), ep, corpus)
+    corpus = tuple(_corpus(get["corpus"] or [], ops))
+    no_expectations = bool(get["no_expectations"])
+    expectations = corpus_expectations(get["expectations"], no_expectations, ep, corpus)
+    also_on = parse_also_on(get["also_on"], ep)
+    also_on_expectations = None if also_on is None else corpus_expectations(None, no_expectations, also_on, corpus)
     return RunConfig(ep=ep, tolerances=tolerances, precision_model=precision, expectations=expectations,
-                     graph_opt=bool(get("graph_opt", False)), dml_graph_fusion=bool(get("dml_graph_fusion", False)),
-                     ops=ops, corpus=corpus, seed=get("seed", 0), jobs=jobs, timeout=get("timeout"),
-                     out=get("out"), overwrite=bool(get("overwrite", False)), resume=bool(get("resume", False)))
+                     graph_opt=bool(get["graph_opt"]), dml_graph_fusion=bool(get["dml_graph_fusion"]),
+                     ops=ops, corpus=corpus, seed=get["seed"], jobs=jobs, timeout=get["timeout"],
+                     out=get["out"], overwrite=bool(get["overwrite"]), resume=bool(get["resume"]),
+                     batch=parse_batch(get["batch"], ep), also_on=also_on, also_on_expectations=also_on_expectations)
 
 
 def corpus_expectations(path: str | None, disabled: bool, ep: EpSpec, corpus: Sequence[Any]) -> Expectations:

@@ -54,8 +54,7 @@ from .options import (
     add_seed,
     add_tolerance_options,
     count,
-    parse_batch,
-    parse_recheck,
+    declare_groups,
     run_config,
 )
 
@@ -83,6 +82,8 @@ def add(subparsers: argparse._SubParsersAction) -> None:
     add_tolerance_options(_recording(p.add_argument_group("tolerances").add_argument, outcome))
     add_expectation_options(_recording(p.add_argument_group("expectations (known divergences)").add_argument, outcome))
     p.set_defaults(func=run_command, outcome_actions=tuple(outcome))
+    declare_groups(p, "ep", "graph-opt", "dml-graph-fusion", "also-on", "ops", "seed", "corpus", "out", "jobs",
+                   "timeout", "overwrite", "batch", "resume", "tolerances", "expectations")
 
 
 def _recording(add: Any, into: list[argparse.Action]) -> Any:
@@ -172,9 +173,9 @@ def _run_command(args: argparse.Namespace, catalog: str, mapper: str, worker_pat
         cases, skipped = _fitting(cases, jobs)
         config = _case_config(settings, mapper, jobs)
         options = _run_options(args, settings, jobs, catalog, worker_paths)
-        options.also_on, options.also_on_expectations = parse_recheck(args, settings)
+        options.also_on, options.also_on_expectations = settings.also_on, settings.also_on_expectations
         options.header_extra["also_on"] = options.also_on.provider if options.also_on else None
-        options.batch = parse_batch(args.batch, settings.ep)
+        options.batch = settings.batch
         options.header_extra.update(batch=options.batch)
         options.header_extra.update(skipped=skipped, precision_model=precision_model(settings.precision_model).to_json(),
                                     rerun_args=outcome_argv(getattr(args, "outcome_actions", ()), args,

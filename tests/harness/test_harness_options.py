@@ -10,16 +10,22 @@ import pytest
 
 from ep_testbed.harness.cli import build_parser, parse_args
 from ep_testbed.harness.cli.options import (
+    GROUPS_ATTRIBUTE,
+    OPTION_GROUPS,
+    FrontEndError,
     OptionError,
     add_ep_options,
     add_expectation_options,
     add_tolerance_options,
+    declare_groups,
+    group_values,
     parse_ep,
     parse_expectations,
     parse_tolerances,
     run_config,
 )
 from ep_testbed.harness.core.tolerances import DEFAULT_TOLERANCES, Tolerance
+from ep_testbed.harness.eps.packing import default_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 EP_FLAGS = {"--ep", "--ep-option", "--ep-library", "--ep-device"}
@@ -235,3 +241,75 @@ def test_fuzz_refuses_jobs_0_and_run_takes_it_in_process():
     assert run_config(parse_args(["run", "--jobs", "0"])).jobs == 0
     with pytest.raises(OptionError, match=r"--jobs 0: must be >= 1"):
         run_config(parse_args(["fuzz", "--jobs", "0"]), workers_only=True)
+
+
+# --- option groups: a front end declares what it adds, run_config reads exactly that ---------
+
+def _front_ends() -> dict[str, argparse.Namespace]:
+    """The parsed options of every front end that calls ``run_config``, with no flag given."""
+    from ep_testbed.harness.pytest_plugin import _namespace
+
+    return {"run": parse_args(["run"]), "fuzz": parse_args(["fuzz"]), "model run": parse_args(["model", "run", "m.onnx"]),
+            "model demo": parse_args(["model", "demo"]), "pytest plugin": _namespace(_PytestConfig())}
+
+
+def test_every_front_end_declares_exactly_the_option_groups_it_adds():
+    for name, args in _front_ends().items():
+        declared = getattr(args, GROUPS_ATTRIBUTE)
+        for group in OPTION_GROUPS.values():
+            present = [hasattr(args, dest) for dest in group.dests]
+            assert all(present) if group.name in declared else not any(present), (name, group.name)
+        group_values(args)  # agrees with its own declaration
+
+
+def _bare(*groups: str, **values) -> argparse.Namespace:
+    """A front end's namespace declaring ``groups`` and holding ``values`` (the EP and tolerance
+    groups, which every run needs, filled with their defaults unless given)."""
+    base = {"ep": "cpu", "ep_option": [], "ep_library": None, "ep_device": None, "tol": [], "tolerances": None,
+            "precision_model": None, "strict_tolerance": False}
+    args = argparse.Namespace(**{**base, **values})
+    declare_groups(args, "ep", "tolerances", *groups)
+    return args
+
+
+def test_a_group_added_but_not_declared_is_refused_not_read_as_its_defaults():
+    # --no-expectations added, the expectations group forgotten: before, the run silently had none
+    with pytest.raises(FrontEndError, match=r"\['expectations', 'no_expectations'\] of option group expectations "
+                                            r"were added but the group is not declared"):
+        run_config(_bare(expectations=None, no_expectations=False))
+
+
+def test_a_group_declared_but_not_added_is_refused():
+    with pytest.raises(FrontEndError, match=r"option group jobs is declared but \['jobs'\] were never added"):
+        run_config(_bare("jobs"))
+
+
+def test_a_run_cannot_do_without_the_ep_group_nor_a_declaration():
+    args = _bare()
+    declare_groups(args, "tolerances")
+    for name in ("ep", "ep_option", "ep_library", "ep_device"):
+        delattr(args, name)
+    with pytest.raises(FrontEndError, match="option group ep is not declared, and a run cannot do without it"):
+        run_config(args)
+    with pytest.raises(FrontEndError, match="declare no option groups"):
+        run_config(argparse.Namespace(ep="cpu"))
+    with pytest.raises(FrontEndError, match=r"option group\(s\) \['nope'\] unknown"):
+        declare_groups(argparse.Namespace(), "nope")
+
+
+def test_an_undeclared_group_stands_for_its_absent_values():
+    config = run_config(_bare())
+    assert (config.jobs, config.timeout, config.seed, config.ops, config.corpus, config.also_on) == \
+        (1, None, 0, None, (), None)
+    assert config.expectations.entries == [] and config.batch == default_batch(config.ep)
+
+
+def test_batch_and_also_on_are_read_once_by_run_config_for_every_front_end():
+    assert run_config(parse_args(["run", "--ep", "cpu", "--batch", "4"])).batch == 4
+    assert run_config(parse_args(["fuzz", "--ep", "cpu", "--batch", "3"])).batch == 3
+    assert run_config(parse_args(["run", "--ep", "cpu", "--also-on", "none"])).also_on is None
+    with pytest.raises(OptionError, match="--also-on cpu: that is the EP under test"):
+        run_config(parse_args(["fuzz", "--ep", "cpu", "--also-on", "cpu"]))
+    for name, args in _front_ends().items():
+        if name in ("model run", "model demo", "pytest plugin"):  # no --also-on: nothing re-checked
+            assert run_config(args).also_on is None, name

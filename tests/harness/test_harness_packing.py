@@ -119,14 +119,14 @@ def test_default_jobs_is_the_measured_one_within_the_cores_else_one_a_core():
 
 
 def test_run_config_takes_the_eps_default_jobs_only_when_jobs_is_not_given():
-    import argparse
     import os
 
+    from ep_testbed.harness.cli import parse_args
     from ep_testbed.harness.cli.options import run_config
 
-    assert run_config(argparse.Namespace(ep="cpu", jobs=None)).jobs == packing.default_jobs(
-        run_config(argparse.Namespace(ep="cpu", jobs=1)).ep, os.cpu_count() or 1)
-    assert run_config(argparse.Namespace(ep="cpu", jobs=3)).jobs == 3
+    assert run_config(parse_args(["run", "--ep", "cpu"])).jobs == packing.default_jobs(
+        run_config(parse_args(["run", "--ep", "cpu", "--jobs", "1"])).ep, os.cpu_count() or 1)
+    assert run_config(parse_args(["run", "--ep", "cpu", "--jobs", "3"])).jobs == 3
 
 
 # --- a pack that fails is taken apart ------------------------------------------------------------
