@@ -28,7 +28,18 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from types import UnionType
+from typing import (
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import numpy as np
 
@@ -56,43 +67,98 @@ RECORD_TYPES = (RUN, CASE, END)
 #: JSON value kinds of the schema below (``number``: an int or float, or the spelling of a
 #: non-finite float that ``jsonable`` writes; never a bool).
 STR, OBJECT, LIST, INT, NUMBER, BOOL, NULL = "string", "object", "list", "integer", "number", "boolean", "null"
-#: Every key of a case line, in the order the harness writes them, with the JSON kinds its value
-#: may have. ``case_record`` builds a line from them, so a line never lacks one and never carries
-#: another; ``check_record`` holds every line read back to them.
-CASE_SCHEMA: dict[str, tuple[str, ...]] = {
-    "type": (STR,), "id": (STR,), "op": (STR,), "dtype": (STR, NULL), "tags": (OBJECT, NULL), "outcome": (STR,),
-    "ep": (STR, NULL), "placement": (OBJECT, NULL), "placement_source": (STR, NULL), "errors": (OBJECT, NULL),
-    "worst": (LIST, NULL), "mismatches": (INT, NULL), "ties": (INT, NULL), "tolerance_used": (NUMBER, NULL),
-    "bound": (OBJECT, NULL), "knife_edges": (LIST, NULL), "flags": (LIST, NULL), "message": (STR, NULL),
-    "expected_outcome": (OBJECT, NULL), "duration_s": (NUMBER, NULL), "artifacts": (STR, NULL),
+
+
+class CaseLine(TypedDict, total=False):
+    """One case line: every key, in the order the harness writes them, with the Python type of its
+    value. This is the one list of case-line keys: ``CASE_SCHEMA`` (the JSON kinds each value may
+    have, which ``check_record`` holds every line read back to) and ``CASE_KEYS`` are derived from
+    it, and ``case_record`` builds a line with exactly these keys. Writers write every key; readers
+    accept lines of older writers that lack all but ``REQUIRED_KEYS`` (each reader has a meaning
+    for a missing key), and a reader that keeps only part of each line (``load_records``'
+    ``project``) holds a ``CaseLine`` with fewer keys. A ``float`` is a JSON number: an int or
+    float, or (in a line read back) the spelling of a non-finite float that ``jsonable`` writes
+    (``decode_number``)."""
+
+    type: str
+    id: str
+    op: str
+    dtype: str | None
+    tags: dict[str, Any] | None
+    outcome: str
+    ep: str | None
+    placement: dict[str, Any] | None
+    placement_source: str | None
+    errors: dict[str, Any] | None
+    worst: list[dict[str, Any]] | None
+    mismatches: int | None
+    ties: int | None
+    tolerance_used: float | None
+    bound: dict[str, Any] | None
+    knife_edges: list[dict[str, Any]] | None
+    flags: list[dict[str, Any]] | None
+    message: str | None
+    expected_outcome: dict[str, Any] | None
+    duration_s: float | None
+    artifacts: str | None
     # How a compared case failed, beyond the largest errors: of ``mismatches``, the NaN/inf ones and
     # the index ones; per output, the error distribution and the smallest passing tolerance
     # (``harness.core.error_stats``).
-    "nonfinite_mismatches": (INT, NULL), "index_mismatches": (INT, NULL), "error_stats": (OBJECT, NULL),
+    nonfinite_mismatches: int | None
+    index_mismatches: int | None
+    error_stats: dict[str, Any] | None
     # Why a failed case failed (``harness.run.attribution``): ``cause`` (operator, helper,
     # composition, unknown), ``reason`` (one sentence), each operator node judged on its own EP
     # inputs (``nodes``), the helper named and the size of its change.
-    "attribution": (OBJECT, NULL),
+    attribution: dict[str, Any] | None
     # A failure re-checked on a second EP (``harness.run.recheck``, ``run --also-on``): ``scope``
     # is "shared with <EP>" or "only on <EP>", ``also_on`` what the second EP did.
-    "scope": (STR, NULL), "also_on": (OBJECT, NULL),
+    scope: str | None
+    also_on: dict[str, Any] | None
     # Where the case's time went (``harness.run.case_run``): ``prepare_s`` (of it ``reference_s``,
     # the expected outputs and their bounds), its share of the ``build_s`` and ``run_s`` of every
     # session it took part in, ``judge_s``, and ``shared_by`` (how many cases shared the session
     # its outputs came from: 1 unbatched, up to ``--batch``).
-    "timings": (OBJECT, NULL),
+    timings: dict[str, Any] | None
     # Which extreme values the case's inputs hold (``harness.core.signature.input_extremes``:
     # nan, inf, -inf, huge), for an expectation whose cause only such inputs can show.
-    "input_extremes": (LIST, NULL),
+    input_extremes: list[str] | None
     # Why a case ended as it did when its outcome alone does not say (``harness.run.pool``):
     # ``reason`` ``device-lost`` on a ``crash`` whose device was removed or lost
     # (``harness.eps.device_loss``), ``detail`` what the EP said.
-    "reason": (STR, NULL), "detail": (STR, NULL),
+    reason: str | None
+    detail: str | None
     # Which readings of the reference reproduce a failed case's differing elements
     # (``harness.run.readings``): ``tried``, ``mismatches``, ``explained`` (reading or "a+b"
     # combination -> elements), ``unexplained`` and ``first_unexplained``; what a ``known`` rests on.
-    "readings": (OBJECT, NULL),
-}
+    readings: dict[str, Any] | None
+
+
+#: The JSON kind of each Python type a schema's annotations use.
+_KIND_OF_TYPE: dict[type, str] = {str: STR, dict: OBJECT, list: LIST, int: INT, float: NUMBER, bool: BOOL,
+                                  type(None): NULL}
+
+
+def schema_of(record_type: type) -> dict[str, tuple[str, ...]]:
+    """Key -> the JSON kinds its value may have, for every key of the TypedDict ``record_type`` in
+    its order: each member of an annotation's union (``str | None`` is ``(string, null)``; a
+    ``dict[...]`` an object, a ``list[...]`` a list, a ``float`` a number). ``TypeError`` for an
+    annotation that is no such union, so a key of a kind JSON cannot hold is found at import."""
+    schema = {}
+    for key, hint in get_type_hints(record_type).items():
+        members = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
+        kinds = tuple(_KIND_OF_TYPE.get(get_origin(member) or member, "") for member in members)
+        if "" in kinds:
+            raise TypeError(f"{record_type.__name__}.{key}: {hint} is not a union of "
+                            f"{', '.join(t.__name__ for t in _KIND_OF_TYPE)}")
+        schema[key] = kinds
+    return schema
+
+
+#: Every key of a case line, in the order the harness writes them, with the JSON kinds its value
+#: may have (from ``CaseLine``). ``case_record`` builds a line from them, so a line never lacks one
+#: and never carries another; ``check_record`` holds every line read back to them.
+CASE_SCHEMA: dict[str, tuple[str, ...]] = schema_of(CaseLine)
 CASE_KEYS = tuple(CASE_SCHEMA)
 #: The kinds the keys of a run header may hold (a header may carry more keys: the EP's
 #: identity, the selection, limits; readers ignore what they do not know).

@@ -5,15 +5,17 @@ every writer and reader agrees on -- the runner, ``ep-testbed gen``, the exit co
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+import typing
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from local_cases import HERE, build_catalog
 
-from ep_testbed.harness.cli import parse_args
+from ep_testbed.harness.cli import main, parse_args
 from ep_testbed.harness.cli.run import run_command
 from ep_testbed.harness.core import results
 from ep_testbed.harness.core.exit_codes import FAILED as EXIT_FAILED
@@ -98,6 +100,72 @@ def test_every_line_a_run_writes_carries_exactly_the_schema_keys(tmp_path):
         assert tuple(line) == results.CASE_KEYS, sorted(set(line) ^ set(results.CASE_KEYS))
         assert tuple(line["errors"]) == results.ERROR_KEYS
 
+
+
+def test_the_case_schema_is_derived_from_the_case_line_type():
+    """One list of keys: ``CASE_KEYS`` and ``CASE_SCHEMA`` are ``CaseLine``'s keys in its order,
+    each with its annotation as JSON kinds. The kinds of these keys follow from the contract in
+    harness/README.md ("Results"): the type, id and outcome are always text; ``errors`` holds
+    ``ERROR_KEYS`` (an object); ``worst`` and ``knife_edges`` list entries; ``mismatches`` counts
+    elements; ``tolerance_used`` is a share and ``duration_s`` a sum of seconds (numbers: an int,
+    a float or a non-finite spelling); ``input_extremes`` lists value classes."""
+    r = results
+    assert r.CASE_KEYS == tuple(r.CASE_SCHEMA) == tuple(typing.get_type_hints(r.CaseLine))
+    assert r.CASE_SCHEMA == r.schema_of(r.CaseLine)
+    assert r.CASE_SCHEMA["type"] == r.CASE_SCHEMA["id"] == r.CASE_SCHEMA["outcome"] == (r.STR,)
+    assert r.CASE_SCHEMA["errors"] == (r.OBJECT, r.NULL)
+    assert r.CASE_SCHEMA["worst"] == r.CASE_SCHEMA["knife_edges"] == r.CASE_SCHEMA["input_extremes"] == (r.LIST, r.NULL)
+    assert r.CASE_SCHEMA["mismatches"] == (r.INT, r.NULL)
+    assert r.CASE_SCHEMA["tolerance_used"] == r.CASE_SCHEMA["duration_s"] == (r.NUMBER, r.NULL)
+    for number in (3, 0.25, "nan", "-inf"):  # a number is an int, a float or a non-finite spelling
+        assert r.check_record({"type": "case", "id": "x", "tolerance_used": number}) is None, number
+    assert "tolerance_used is a boolean" in r.check_record({"type": "case", "id": "x", "tolerance_used": True})
+
+
+def test_schema_of_maps_each_annotation_to_its_json_kinds_and_refuses_any_other():
+    class Line(typing.TypedDict, total=False):
+        a: str
+        b: int | None
+        c: float
+        d: dict[str, int] | None
+        e: list[str]
+        f: bool | None
+
+    r = results
+    assert r.schema_of(Line) == {"a": (r.STR,), "b": (r.INT, r.NULL), "c": (r.NUMBER,), "d": (r.OBJECT, r.NULL),
+                                 "e": (r.LIST,), "f": (r.BOOL, r.NULL)}
+
+    class Bad(typing.TypedDict):
+        g: bytes | None
+
+    with pytest.raises(TypeError, match="Bad.g"):
+        r.schema_of(Bad)
+
+
+def test_the_readme_lists_every_case_line_key_in_order():
+    """harness/README.md says ``CASE_KEYS`` is "every key of a case line, no more, no fewer"."""
+    text = Path(ROOT, "harness", "README.md").read_text(encoding="utf-8")
+    listed = re.search(r"`CASE_KEYS`: every key of a case line.*?:\s*`(type [a-z_\s]+)`", text, re.DOTALL)
+    assert listed is not None and tuple(listed.group(1).split()) == results.CASE_KEYS
+
+
+@pytest.mark.slow
+def test_check_record_holds_a_real_run_to_the_schema_key_by_key(tmp_path):
+    """Every line a real ``run --ep cpu --tier smoke`` writes fits the schema, and each case line
+    with any one key holding a kind the schema does not allow it is refused, naming that key."""
+    out = tmp_path / "smoke"
+    assert main(["run", "--ep", "cpu", "--tier", "smoke", "--out", str(out), "--no-progress"]) == 0
+    lines = [json.loads(text) for text in (out / results.RESULTS_FILE).read_text().splitlines()]
+    cases = [line for line in lines if line["type"] == results.CASE]
+    assert len(cases) > 10 and [results.check_record(line) for line in lines] == [None] * len(lines)
+    samples = ("text", {}, [], 7, 2.5, True, None)
+    for key, kinds in results.CASE_SCHEMA.items():
+        allowed = {*kinds, *((results.INT,) if results.NUMBER in kinds else ())}
+        wrong = [value for value in samples if results.kind_of(value) not in allowed]
+        assert wrong, key
+        for line, value in zip(cases, wrong * len(cases)):
+            problem = results.check_record({**line, key: value})
+            assert problem is not None and problem.split()[0] == key, (key, value, problem)
 
 @pytest.mark.slow
 def test_gen_and_run_name_a_case_folder_alike(tmp_path):
