@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -64,7 +64,7 @@ from .cli.options import (
     declare_groups,
     run_config,
 )
-from .core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING
+from .core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, PASSING, CaseLine
 from .run.case_steps import ArtifactPolicy
 from .run.pool import WorkerPool
 
@@ -186,14 +186,14 @@ class Conformance:
         self._order: list[Any] = []            # the collected conformance cases, in collection order
         self._position: dict[str, int] = {}
         self._ran: set[str] = set()             # ids run in this process (their tests may still be ahead)
-        self._lines: dict[str, dict[str, Any]] = {}  # results of cases run ahead of their tests
+        self._lines: dict[str, CaseLine] = {}  # results of cases run ahead of their tests
 
     def plan(self, cases: list[Any]) -> None:
         """The conformance cases this process collected, in the order their tests run."""
         self._order = list(cases)
         self._position = {case.id: i for i, case in enumerate(self._order)}
 
-    def run(self, case: Any) -> dict[str, Any]:
+    def run(self, case: Any) -> CaseLine:
         """The result line of ``case``: run ahead with an earlier test's batch, or now, in the
         (lazily started) worker process, with the next cases of ``plan`` not run yet."""
         if case.id in self._lines:
@@ -272,7 +272,8 @@ def check_case(config: pytest.Config, case: Any) -> None:
     into pytest's (``OUTCOME_TO_PYTEST``)."""
     state = conformance_state(config)
     line = state.run(case)
-    state.expectations.settle(case, line)  # as ep-testbed run decides: known, a refusal, emulation-gap, fixed
+    # as ep-testbed run decides: known, a refusal, emulation-gap, fixed (settle types a line as any dict)
+    state.expectations.settle(case, cast(dict[str, Any], line))
     outcome, message = line["outcome"], (line.get("message") or "").strip()
     settled = line.get("expected_outcome") or {}
     if outcome in NOT_TESTED:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..harness.core import emulation
-from ..harness.core.results import NOT_TESTED, PASSING, WRONG
+from ..harness.core.results import NOT_TESTED, PASSING, WRONG, CaseLine, keep_keys
 from ..harness.core.terminal import safe
 from ..harness.core.untrusted_files import output_folder, write_output
 from .rendering import environment, format_number, short_op
@@ -313,10 +313,10 @@ def _report_link(run_dir: Path, out_dir: Path) -> str | None:
 DIFF_KEYS = ("type", "id", "op", "dtype", "outcome", "scope", "errors", "tolerance_used")
 
 
-def diff_view(line: dict[str, Any]) -> dict[str, Any]:
+def diff_view(line: CaseLine) -> CaseLine:
     """The part of a case line the diff reads (``DIFF_KEYS``, the dtype tag, the message's first
     300 characters, the attribution's cause)."""
-    view = {k: line[k] for k in DIFF_KEYS if k in line}
+    view = keep_keys(line, DIFF_KEYS)
     tags, attribution, message = line.get("tags"), line.get("attribution"), line.get("message")
     if isinstance(tags, dict) and "dtype" in tags:
         view["tags"] = {"dtype": tags["dtype"]}

@@ -45,7 +45,7 @@ from typing import Any
 
 from ..harness.core import emulation
 from ..harness.core.rerun import rerun_line
-from ..harness.core.results import EXPECTED_FAILURE, WRONG, part
+from ..harness.core.results import EXPECTED_FAILURE, WRONG, CaseLine, part
 from ..harness.core.shrink_records import read_shrinks
 from ..harness.core.signature import Signature, signature
 from ..harness.core.terminal import safe
@@ -77,7 +77,7 @@ class Finding:
     scope: str
     count: int = 0
     ids: list[str] = field(default_factory=list)
-    line: dict[str, Any] = field(default_factory=dict)   # the smallest case's whole line
+    line: CaseLine = field(default_factory=CaseLine)   # the smallest case's whole line
     size: int = UNKNOWN_SIZE
     shrunk_from: str | None = None    # the representative is the minimal case a shrink made of this case
     shrink: dict[str, Any] | None = None
@@ -111,14 +111,14 @@ class Finding:
                 "elements": None if self.size == UNKNOWN_SIZE else self.size, "shrunk_from": self.shrunk_from}
 
 
-def finding_key(line: dict[str, Any]) -> tuple[Signature, str, str]:
+def finding_key(line: CaseLine) -> tuple[Signature, str, str]:
     """What a finding's cases share (module docstring): signature, data type, scope."""
     found = signature(line) or Signature(str(line.get("op", "")), str(line.get("outcome", "error")))
     case = CaseResult(line)
     return found, case.dtype, case.scope
 
 
-def line_elements(line: dict[str, Any]) -> int:
+def line_elements(line: CaseLine) -> int:
     """The elements of a case's inputs and outputs, as its line says (a fuzzed case's ``elements``
     tag; else the outputs its comparison counted); ``UNKNOWN_SIZE`` when it says nothing."""
     tag = CaseResult(line).tags.get("elements", "")
@@ -130,7 +130,7 @@ def line_elements(line: dict[str, Any]) -> int:
     return total or UNKNOWN_SIZE
 
 
-def _rank(line: dict[str, Any], size: int) -> tuple[bool, int, str]:
+def _rank(line: CaseLine, size: int) -> tuple[bool, int, str]:
     """Which of two cases represents a finding: one with a case folder (a bundle), the smaller, then by id."""
     return not line.get("artifacts"), size, str(line.get("id", ""))
 
@@ -154,7 +154,7 @@ def group(run: Run) -> Grouped:
     minimal_ids = {m for m, r in shrinks.items() if r["original"] in failing_ids}
     by_key: dict[tuple[Signature, str, str], Finding] = {}
     of_case: dict[str, Finding] = {}
-    minimal_lines: list[dict[str, Any]] = []
+    minimal_lines: list[CaseLine] = []
     for case in run.whole(failing):
         if case.id in minimal_ids:
             minimal_lines.append(case.raw)

@@ -25,13 +25,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, cast
 
 from ..harness.core import memory
 from ..harness.core.results import (
     ERROR_KEYS,
     PARSED_BYTES_PER_BYTE,
     RESULTS_FILE,
+    CaseLine,
     decode_number,
     load_records,
     read_cases_at,
@@ -51,7 +52,7 @@ from ..harness.core.untrusted_files import (
 class CaseResult:
     """One ``case`` line.  ``raw`` keeps the whole line; the attributes are the fields reports use."""
 
-    raw: dict[str, Any]
+    raw: CaseLine
 
     @property
     def id(self) -> str:
@@ -187,7 +188,7 @@ class Run:
     seen: LinesRead | None = None
     #: Case id -> its whole line, when the first pass kept them beside the projections
     #: (``load_run_summary``, a small file); None: ``whole`` reads them again.
-    kept: dict[str, dict[str, Any]] | None = None
+    kept: dict[str, CaseLine] | None = None
 
     def whole(self, cases: Iterable[CaseResult]) -> Iterator[CaseResult]:
         """``cases`` (of this run) with their whole lines, in the order given: the cases
@@ -275,7 +276,7 @@ def read_stable(read: Callable[[], Any]) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def load_run(run_dir: str | Path, project: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Run:
+def load_run(run_dir: str | Path, project: Callable[[CaseLine], CaseLine] | None = None) -> Run:
     """Read ``run_dir/results.jsonl``; ``project`` keeps only part of each case line
     (``harness.core.results.load_records``: a reader that needs a few keys holds only those).
 
@@ -341,15 +342,18 @@ class SummaryView:
             self._shared[key] = value
         return value
 
-    def __call__(self, line: dict[str, Any]) -> dict[str, Any]:
-        """The view of one case line (class docstring)."""
-        view = {key: self.share(line[key]) if key in SHARED_KEYS else line[key] for key in SUMMARY_KEYS if key in line}
+    def __call__(self, line: CaseLine) -> CaseLine:
+        """The view of one case line (class docstring): a ``CaseLine`` with fewer keys."""
+        fields: Mapping[str, Any] = line  # read key by key
+        view = {key: self.share(fields[key]) if key in SHARED_KEYS else fields[key] for key in SUMMARY_KEYS
+                if key in fields}
         errors = line.get("errors")
         if isinstance(errors, dict):
             view["errors"] = {key: errors[key] for key in ERROR_KEYS if key in errors}
-        if isinstance(line.get("flags"), list):
+        flags = line.get("flags")
+        if isinstance(flags, list):
             view["flags"] = [self.share({k: f[k] for k in ("field", "value") if k in f})
-                             for f in line["flags"] if isinstance(f, dict)]
+                             for f in flags if isinstance(f, dict)]
         stats = line.get("error_stats")
         if isinstance(stats, dict) and stats:
             total = sum(s.get("elements", 0) for s in stats.values()
@@ -358,7 +362,7 @@ class SummaryView:
         attribution = line.get("attribution")
         if isinstance(attribution, dict):
             view["attribution"] = self.share({"cause": attribution.get("cause")})
-        return view
+        return cast(CaseLine, view)
 
 
 
@@ -372,9 +376,9 @@ def load_run_summary(run_dir: str | Path) -> Run:
     view, not the file parsed whole); ``Run.whole`` reads a case's line again, or, for a file of
     at most ``KEEP_WHOLE_BYTES`` that fits in memory parsed, takes it from ``Run.kept``."""
     view = SummaryView()
-    kept: dict[str, dict[str, Any]] = {}
+    kept: dict[str, CaseLine] = {}
 
-    def keeping(line: dict[str, Any]) -> dict[str, Any]:
+    def keeping(line: CaseLine) -> CaseLine:
         """The view of ``line``, the line itself kept (the last line of an id wins, as in ``cases``)."""
         kept[line["id"]] = line
         return view(line)

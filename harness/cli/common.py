@@ -15,6 +15,7 @@ from ..core import emulation, exit_codes
 from ..core.atomic_files import write_remedy
 from ..core.memory import shortage_message
 from ..core.rerun import rerun_line
+from ..core.results import CaseLine
 from ..core.terminal import safe, safe_message
 from ..core.untrusted_files import FileRefused, OutOfMemory
 from ..run.summary import first_problem, problems, table
@@ -42,7 +43,7 @@ def command_line(argv: Sequence[str]) -> str:
     return " ".join([PROG, *(shlex.quote(a) for a in argv)])
 
 
-def print_outcomes(lines: list[dict[str, Any]], failing: Sequence[str],
+def print_outcomes(lines: list[CaseLine], failing: Sequence[str],
                    header: Mapping[str, Any] | None = None) -> None:
     """The outcome table per operator and dtype, then the failing cases (what CI logs show) and,
     given the run ``header``, the line that reruns the first of them (``rerun.rerun_line``: a

@@ -32,7 +32,7 @@ import hashlib
 import shlex
 from typing import Any, Iterable, Mapping
 
-from .results import safe_id
+from .results import CaseLine, safe_id
 from .tolerances import DEFAULT_TOLERANCES, Tolerances
 from .untrusted_files import FileRefused, read_bytes
 
@@ -135,7 +135,7 @@ def rerun_args(header: Mapping[str, Any]) -> list[str]:
 FUZZ_FAMILY, FUZZ_MINIMAL_FAMILY = "fuzz", "fuzz-minimal"
 
 
-def replay_origin(header: Mapping[str, Any], line: Mapping[str, Any]) -> str | None:
+def replay_origin(header: Mapping[str, Any], line: CaseLine) -> str | None:
     """The fuzzed case id whose ``fuzz --replay`` reruns ``line`` (a case of the run ``header``
     opens), or None when ``line`` is not a case a fuzz run drew or shrank: a catalog or corpus
     case, or any case of a ``run`` (a corpus case keeps the tags of the fuzz run that found it,
@@ -151,7 +151,7 @@ def replay_origin(header: Mapping[str, Any], line: Mapping[str, Any]) -> str | N
     return None
 
 
-def rerun_words(header: Mapping[str, Any], line: Mapping[str, Any]) -> list[str]:
+def rerun_words(header: Mapping[str, Any], line: CaseLine) -> list[str]:
     """The command that reruns the case ``line`` of the run ``header`` opens, as words: its
     origin's command (module docstring) with ``rerun_args`` and a fresh ``--out`` per paste."""
     origin = replay_origin(header, line)
@@ -168,7 +168,7 @@ def replay_words(header: Mapping[str, Any], fuzz_id: str) -> list[str]:
             "--out", f"runs/replay-{safe_id(fuzz_id)}-{TIME_FIELD}"]
 
 
-def rerun_line(header: Mapping[str, Any], line: Mapping[str, Any]) -> str:
+def rerun_line(header: Mapping[str, Any], line: CaseLine) -> str:
     """``rerun_words`` as one shell line (each word quoted where the shell needs it)."""
     return shell_line(rerun_words(header, line))
 

@@ -34,8 +34,10 @@ from typing import (
     Callable,
     Iterable,
     Iterator,
+    Mapping,
     TypedDict,
     Union,
+    cast,
     get_args,
     get_origin,
     get_type_hints,
@@ -242,12 +244,12 @@ def decode_number(value: Any) -> Any:
     return value
 
 
-def dumps(record: dict[str, Any]) -> str:
+def dumps(record: Mapping[str, Any]) -> str:
     """One record as one JSON line (no newline); non-finite numbers as ``jsonable`` spells them."""
     return json.dumps(jsonable(record), allow_nan=False, separators=(", ", ": "))
 
 
-def case_record(**fields: Any) -> dict[str, Any]:
+def case_record(**fields: Any) -> CaseLine:
     """A case line with exactly ``CASE_KEYS``, in that order: ``fields`` set, the rest ``None``.
 
     Raises ``KeyError`` for a field the schema does not list, so no writer adds a key that the
@@ -257,7 +259,14 @@ def case_record(**fields: Any) -> dict[str, Any]:
     if unknown:
         raise KeyError(f"case line field(s) {unknown} are not in harness.core.results.CASE_KEYS {list(CASE_KEYS)}. "
                        "Note: add a new key to CASE_KEYS (and the readers) first.")
-    return {key: CASE if key == "type" else fields.get(key) for key in CASE_KEYS}
+    return cast(CaseLine, {key: CASE if key == "type" else fields.get(key) for key in CASE_KEYS})
+
+
+def keep_keys(line: CaseLine, keys: Iterable[str]) -> CaseLine:
+    """The projection of ``line`` on ``keys`` (those it has, in the order of ``keys``): what a
+    reader that needs a few keys keeps of each line (``load_records``' ``project``)."""
+    fields: Mapping[str, Any] = line
+    return cast(CaseLine, {key: fields[key] for key in keys if key in fields})
 
 
 def safe_id(case_id: str) -> str:
@@ -292,7 +301,7 @@ class ResultsWriter:
         self._file = open_output(self.path, "a")
         self._synced = time.monotonic()
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         """Append one record and flush it (class docstring: when it is also fsync'ed)."""
         self._file.write(dumps(record) + "\n")
         self._file.flush()
@@ -346,7 +355,7 @@ def a_kind(kind: str) -> str:
     return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
 
 
-def check_record(record: dict[str, Any]) -> str | None:
+def check_record(record: Mapping[str, Any]) -> str | None:
     """What is wrong with one decoded line of a results file, or None when it fits the schema:
     a ``type`` that is not a record type, a key missing, or a value of a kind its key does not
     allow (``CASE_SCHEMA``, ``HEADER_SCHEMA``, ``END_SCHEMA``)."""
@@ -368,7 +377,7 @@ def check_record(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_case_parts(line: dict[str, Any]) -> str | None:
+def _check_case_parts(line: Mapping[str, Any]) -> str | None:
     """What is wrong inside a case line's containers: ``errors`` values are numbers (or null),
     ``worst`` and ``flags`` entries objects, ``placement`` values and ``tags`` values text or
     numbers (never containers), and the id is not empty."""
@@ -396,7 +405,7 @@ class RunRecords:
     schema (``BadLine``: a torn last line is what a killed run leaves; any other is damage)."""
 
     header: dict[str, Any] | None = None
-    cases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cases: dict[str, CaseLine] = field(default_factory=dict)
     end: dict[str, Any] | None = None
     headers: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
@@ -422,7 +431,7 @@ class RunRecords:
 PARSED_BYTES_PER_BYTE = 4
 
 
-def load_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> RunRecords:
+def load_records(path: str, project: Callable[[CaseLine], CaseLine] | None = None) -> RunRecords:
     """Every line of the results file ``path`` (read through ``untrusted_files``: a regular
     file, size-capped, strict JSON), sorted into a ``RunRecords``; nothing is dropped silently:
     a line that is not a record of the schema is kept in ``bad_lines`` with its number and why.
@@ -443,7 +452,7 @@ def load_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] 
     raise memory_refused(path, f"{what} ({size} bytes)", None, have)
 
 
-def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any]] | None) -> RunRecords:
+def _sorted_records(path: str, project: Callable[[CaseLine], CaseLine] | None) -> RunRecords:
     """``load_records`` without its memory checks."""
     out, first_line = RunRecords(), dict[str, int]()
     for number, offset, item in read_json_lines_placed(path, "results file", out.seen):
@@ -454,18 +463,19 @@ def _sorted_records(path: str, project: Callable[[dict[str, Any]], dict[str, Any
             out.headers.append(item)
             out.header = out.header or item
         elif item["type"] == CASE:
-            if item["id"] in out.cases:
-                out.repeated.setdefault(item["id"], [first_line[item["id"]]]).append(number)
-            first_line.setdefault(item["id"], number)
-            out.cases[item["id"]] = project(item) if project else item
-            out.where[item["id"]] = (number, offset)
+            line = cast(CaseLine, item)  # held to CASE_SCHEMA by check_record
+            if line["id"] in out.cases:
+                out.repeated.setdefault(line["id"], [first_line[line["id"]]]).append(number)
+            first_line.setdefault(line["id"], number)
+            out.cases[line["id"]] = project(line) if project else line
+            out.where[line["id"]] = (number, offset)
         else:
             out.end = item
     return out
 
 
 def read_cases_at(path: str, places: Iterable[tuple[str, int, int]], seen: LinesRead | None = None
-                  ) -> Iterator[dict[str, Any]]:
+                  ) -> Iterator[CaseLine]:
     """The whole case lines at ``places`` (``(id, line number, byte offset)`` from
     ``RunRecords.where``), in the order given: the second pass of a reader that kept only a
     projection of each line. Each is held to the schema again and must still be that id's case
@@ -489,7 +499,7 @@ def read_cases_at(path: str, places: Iterable[tuple[str, int, int]], seen: Lines
             raise FileRefused(path, f"line {number} changed while it was being read ({problem})",
                               hint="read the folder again once nothing writes into it (a run or a --resume "
                                    "still going)")
-        yield item
+        yield cast(CaseLine, item)  # held to CASE_SCHEMA by check_record
 
 
 def read_records(path: str) -> Iterator[dict[str, Any]]:
@@ -506,7 +516,7 @@ def results_path(run_dir: str | os.PathLike) -> str:
     return str(inside(run_dir, RESULTS_FILE, "results file"))
 
 
-def read_run(run_dir: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
+def read_run(run_dir: str) -> tuple[dict[str, Any] | None, list[CaseLine], dict[str, Any] | None]:
     """``(run header, case lines, end line)`` of a run folder (the last case line wins per id;
     lines that do not fit the schema are skipped: ``load_records`` reports them)."""
     records = load_records(results_path(run_dir))
@@ -514,7 +524,7 @@ def read_run(run_dir: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]],
 
 
 def rewrite_for_resume(run_dir: str, records: RunRecords | None = None
-                       ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+                       ) -> tuple[dict[str, Any] | None, list[CaseLine]]:
     """Prepare an interrupted run for ``--resume``: keep its header and finished case lines,
     drop the old end line and any bad line (atomic replace). Returns (header, cases)."""
     records = records or load_records(results_path(run_dir))
@@ -530,10 +540,15 @@ def rewrite_for_resume(run_dir: str, records: RunRecords | None = None
     return header, cases
 
 
-def count_outcomes(cases: Iterable[dict[str, Any]]) -> dict[str, int]:
+def count_outcomes(cases: Iterable[CaseLine]) -> dict[str, int]:
     """Outcome -> number of cases, every outcome listed (zeros included), in ``OUTCOMES`` order;
     an outcome the schema does not know (a newer writer) is counted after them."""
-    counter = Counter(c.get("outcome") for c in cases)
+    return tally_outcomes(c.get("outcome") for c in cases)
+
+
+def tally_outcomes(outcomes: Iterable[Any]) -> dict[str, int]:
+    """``count_outcomes`` of the cases whose outcomes are ``outcomes`` (one per case)."""
+    counter = Counter(outcomes)
     counts = {o: counter.get(o, 0) for o in OUTCOMES}
     for other, n in counter.items():
         if other not in counts:

@@ -60,7 +60,7 @@ class Signature:
         return f"{self.outcome} ({detail})" if detail else self.outcome
 
 
-def signature(line: dict[str, Any]) -> Signature | None:
+def signature(line: Mapping[str, Any]) -> Signature | None:
     """The signature of a raw result line, or None when its outcome is not a failure to shrink."""
     outcome = line.get("outcome")
     if outcome not in SHRINKABLE:
@@ -74,7 +74,7 @@ def signature(line: dict[str, Any]) -> Signature | None:
     return Signature(str(line.get("op")), outcome, kind, outputs, values, diverging)
 
 
-def _value_classes(line: dict[str, Any]) -> str:
+def _value_classes(line: Mapping[str, Any]) -> str:
     """``"<expected class> -> <actual class>"`` of the worst failing element ("" when none)."""
     worst = next((w for w in line.get("worst") or [] if w.get("failed")), None)
     if worst is None:
@@ -95,7 +95,7 @@ def _value_class(value: Any) -> str:
     return "number"
 
 
-def _fail_kind(line: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+def _fail_kind(line: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     """``(kind, outputs)`` of a ``fail`` line (module docstring), from its worst elements and message."""
     failed = tuple(sorted({w["output"] for w in line.get("worst") or [] if w.get("failed")}))
     if failed:
@@ -108,7 +108,7 @@ def _fail_kind(line: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     return "shape", ()
 
 
-def same_failure(target: Signature, line: dict[str, Any]) -> bool:
+def same_failure(target: Signature, line: Mapping[str, Any]) -> bool:
     """Whether the raw result ``line`` fails exactly as ``target`` says."""
     return signature(line) == target
 

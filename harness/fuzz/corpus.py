@@ -61,7 +61,7 @@ from ...reports.repro import build_bundle, header_tolerances
 from ...reports.results import CaseResult
 from ..core import expectations as expectations_mod
 from ..core.expectations import Expectation, Expectations
-from ..core.results import part, safe_id
+from ..core.results import CaseLine, part, safe_id
 from ..core.untrusted_files import (
     FileRefused,
     Limits,
@@ -283,7 +283,7 @@ def with_corpus(expectations: Expectations, entries: list[CorpusEntry], alias: s
 
 # --- writing ------------------------------------------------------------------------------
 
-def write_entry(root: str, case: LiteralCase, line: Mapping[str, Any], header: Mapping[str, Any], signature: Any,
+def write_entry(root: str, case: LiteralCase, line: CaseLine, header: Mapping[str, Any], signature: Any,
                 shrink_result: Any, run_dir: str) -> str:
     """Write ``case`` (a minimal failure whose settled result line is ``line``, from the run
     whose header is ``header`` in ``run_dir``) as a corpus folder under ``root``; returns the
@@ -326,7 +326,7 @@ def _op_name(op_type: str) -> str:
     return spec.name if spec else op_type
 
 
-def _found_expectation(line: Mapping[str, Any], alias: str, signature: Any) -> dict[str, Any]:
+def _found_expectation(line: CaseLine, alias: str, signature: Any) -> dict[str, Any]:
     """The expectation that made the case ``known`` (its raw outcome, reason, link and the readings
     that reproduced its elements), if any."""
     expected = line.get("expected_outcome")
@@ -341,7 +341,7 @@ def _found_expectation(line: Mapping[str, Any], alias: str, signature: Any) -> d
 
 
 def _write_bundle(folder: str, corpus_id: str, header: Mapping[str, Any], run_dir: str,
-                  line: Mapping[str, Any]) -> str:
+                  line: CaseLine) -> str:
     """Unpack the report's repro bundle of the case (judged as the run in ``run_dir``, whose
     header is ``header``, judged it) into ``folder/repro`` and run its ``repro.py`` once;
     returns what it printed ("" when the run kept no case folder)."""

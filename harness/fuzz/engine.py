@@ -45,7 +45,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from ...graphs.cases.common import LiteralCase, desc_elements
 from ...reference import desc_to_dml
@@ -54,7 +54,7 @@ from ..core import shrink_records as records
 from ..core import walltime
 from ..core.expectations import Expectations
 from ..core.rerun import FUZZ_MINIMAL_FAMILY
-from ..core.results import EXPECTED_FAILURE, FAILING, RESULTS_FILE, count_outcomes, dumps, end_record
+from ..core.results import EXPECTED_FAILURE, FAILING, RESULTS_FILE, CaseLine, dumps, end_record, tally_outcomes
 from ..core.signature import Signature, same_failure, signature
 from ..core.untrusted_files import open_output, output_folder
 from ..eps.providers import EpSpec
@@ -65,7 +65,7 @@ from ..run.run_folder import FolderBusy, claim
 from ..run.runner import RunError, RunOptions, _died_artifacts, _settle, run_header
 from . import corpus
 from . import draw as draw_mod
-from .shrink import ShrinkResult, shrink
+from .shrink import Runner, ShrinkResult, shrink
 
 #: The run's first cases, run whatever the budget (at least; with batches, two per worker), and
 #: how many lines are written between two syncs of results.jsonl to the disk.
@@ -144,8 +144,8 @@ class Finding:
     """A failing fuzzed case: the case, its raw and its settled line, its signature."""
 
     case: Any
-    raw: dict[str, Any]
-    line: dict[str, Any]
+    raw: CaseLine
+    line: CaseLine
     signature: Signature
     found_s: float
 
@@ -226,7 +226,7 @@ def _fuzz_drawing(config: CaseConfig, options: FuzzOptions, expectations: Expect
                 result.interrupted = True
             except DeviceLostError as exc:  # no case left can run: the file ends, the CLI exits 2
                 result.interrupted, result.device_lost = True, exc
-        result.counts, result.elapsed_s = count_outcomes([{"outcome": o} for o in counts.elements()]), \
+        result.counts, result.elapsed_s = tally_outcomes(counts.elements()), \
             time.monotonic() - start
         walltime.mark("shrinking")  # what came after the fuzzing workers stopped (nothing, when nothing failed)
         lost = result.device_lost
@@ -303,7 +303,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     recheck = _start_recheck(config, options)
     waiting: dict[str, Any] = {}  # the cases of lines out for re-checking, by id
 
-    def emit(line: dict[str, Any], case: Any) -> None:
+    def emit(line: CaseLine, case: Any) -> None:
         """Settle, keep and write one line (labelled, when it was re-checked)."""
         _record(line, case, config, expectations, options, result, start or time.monotonic())
         writer.write(line)
@@ -387,7 +387,8 @@ def _start_recheck(config: CaseConfig, options: FuzzOptions) -> Recheck | None:
     return recheck
 
 
-def _end_recheck(recheck: Recheck, finished: bool, labelled: Any, emit: Any, waiting: dict[str, Any]) -> None:
+def _end_recheck(recheck: Recheck, finished: bool, labelled: Callable[..., None], emit: Callable[[CaseLine, Any], None],
+                 waiting: dict[str, Any]) -> None:
     """Write the re-checked lines still out: once drawing ``finished``, each once labelled
     (waiting for them); after a Ctrl-C or a lost device, those back and the rest unlabelled, at
     once, so none is lost (a Ctrl-C while waiting too, which then goes on up)."""
@@ -452,16 +453,16 @@ def _batches(options: FuzzOptions) -> _Batches:
     return _Batches(options)
 
 
-def _record(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations,
+def _record(line: CaseLine, case: Any, config: CaseConfig, expectations: Expectations,
             options: FuzzOptions, result: FuzzResult, start: float) -> None:
     """Settle ``line`` (expectations; offline artifacts when the worker died) and keep it as a
     ``Finding`` when its settled outcome is a failure (or a ``known`` one, with ``shrink_known``):
     never a case the EP did not get to run (``not-on-ep``, ``emulation-gap``)."""
-    raw = dict(line)
+    raw = line.copy()
     if line["outcome"] in ("crash", "timeout"):
         _settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
     else:
-        expectations.settle(case, line)
+        expectations.settle(case, cast(dict[str, Any], line))  # settle types a line as any dict
     found = signature(raw)
     kept = line["outcome"] in FAILING or (line["outcome"] in EXPECTED_FAILURE and options.shrink_known)
     if found is not None and kept:
@@ -568,7 +569,7 @@ class _Lines:
         self._failed: OSError | None = None
         self._syncer: threading.Thread | None = None
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         """Append one record and flush it."""
         self._file.write(dumps(record) + "\n")
         self._file.flush()
@@ -621,7 +622,7 @@ class _Lines:
             self._file.close()
 
 
-def _candidate_runner(pool: WorkerPool, expectations: Expectations, finding: Finding) -> Any:
+def _candidate_runner(pool: WorkerPool, expectations: Expectations, finding: Finding) -> Runner:
     """How ``shrink`` runs a candidate of ``finding``: a failure no expectation explains stays one
     only in a candidate no expectation explains either (its readings tried, then settled: one the
     readings reproduce is ``known``, no longer this failure, so the shrink refuses it); a known
@@ -629,11 +630,15 @@ def _candidate_runner(pool: WorkerPool, expectations: Expectations, finding: Fin
     if finding.line["outcome"] not in FAILING:
         return pool.run_one
 
-    def run(case: Any) -> dict[str, Any]:
+    def run(case: Any) -> CaseLine:
         line = pool.run_one(case, ArtifactPolicy(expected=expectations.candidates(case)))
-        settled = dict(line)
-        expectations.settle(case, settled)
-        return line if settled["outcome"] in FAILING else {**line, "outcome": settled["outcome"]}
+        settled = line.copy()
+        expectations.settle(case, cast(dict[str, Any], settled))  # settle types a line as any dict
+        if settled["outcome"] in FAILING:
+            return line
+        reported = line.copy()
+        reported["outcome"] = settled["outcome"]
+        return reported
 
     return run
 
@@ -693,7 +698,7 @@ def _finish_minimal(config: CaseConfig, options: FuzzOptions, expectations: Expe
                       extra_paths=options.extra_paths, batch=options.batch)
     for line in pool.run(list(cases.values()), lambda case: ArtifactPolicy(force=True, expected=expectations.candidates(case))):
         finding, shrink_result = minimal[line["id"]]
-        raw = dict(line)
+        raw = line.copy()
         _settle(line, cases[line["id"]], config, expectations)
         writer.write(line)
         counts[line["outcome"]] += 1
@@ -713,7 +718,7 @@ def _tagged(case: LiteralCase, finding: Finding) -> LiteralCase:
     return dataclasses.replace(case, tags=tags)
 
 
-def _shrink_record(finding: Finding, s: ShrinkResult, raw: dict[str, Any], corpus_path: str | None) -> dict[str, Any]:
+def _shrink_record(finding: Finding, s: ShrinkResult, raw: CaseLine, corpus_path: str | None) -> dict[str, Any]:
     """The ``shrinks.jsonl`` record of one shrink (``harness.core.shrink_records``)."""
     return records.shrink_record(
         original=finding.case.id, minimal=s.minimal.id, found_s=round(finding.found_s, 3),

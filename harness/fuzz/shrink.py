@@ -46,11 +46,12 @@ import numpy as np
 
 from ...graphs.cases.common import FuzzCase, LiteralCase, cases_module, desc_elements
 from ...reference import DescError, validate
+from ..core.results import CaseLine
 from ..core.signature import Signature, same_failure
 from . import draw as draw_mod
 
 #: Runs one case on the EP (in a worker) and returns its raw result line.
-Runner = Callable[[Any], dict[str, Any]]
+Runner = Callable[[Any], CaseLine]
 #: A minimal case of at most this many elements (inputs and outputs together) reads at a glance;
 #: one larger gets a note saying why shrinking stopped above it.
 SMALL_ELEMENTS = 300
@@ -69,7 +70,7 @@ class ShrinkResult:
 
     original: Any
     minimal: LiteralCase
-    minimal_line: dict[str, Any] | None
+    minimal_line: CaseLine | None
     seconds: float = 0.0
     candidates: int = 0
     accepted: int = 0
@@ -93,7 +94,7 @@ class _Trial:
     def __init__(self, original: Any, target: Signature, run: Runner, deadline: float):
         self.original, self.target, self.run, self.deadline = original, target, run, deadline
         self.candidates = self.accepted = 0
-        self.best_line: dict[str, Any] | None = None
+        self.best_line: CaseLine | None = None
 
     def expired(self) -> bool:
         """Whether the shrink budget is spent."""

@@ -31,6 +31,7 @@ from ...graphs import to_onnx
 from ...graphs.cases.common import probe_case
 from ...reference.checks import element_cap, max_elements
 from ..core.expectations import readings_to_try
+from ..core.results import CaseLine
 from ..eps import session as session_mod
 from ..eps.ep_run import first_line
 from .artifacts import write_artifacts
@@ -53,14 +54,14 @@ Request = tuple[Any, ArtifactPolicy, Callable[..., Any]]
 
 
 def run_case(case: Any, config: CaseConfig, policy: ArtifactPolicy = ArtifactPolicy(),
-             mapper: Callable[..., Any] | None = None) -> dict[str, Any]:
+             mapper: Callable[..., Any] | None = None) -> CaseLine:
     """Run ``case`` on ``config.ep`` in a session of its own and return its result line (raw outcome)."""
     return run_batch([(case, policy, mapper or load_mapper(config.mapper))], config)[0]
 
 
-def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[dict[str, Any]], None] | None = None,
+def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[CaseLine], None] | None = None,
               before_session: Callable[[list[Any]], None] | None = None,
-              memory: Memory | None = None) -> list[dict[str, Any]]:
+              memory: Memory | None = None) -> list[CaseLine]:
     """Run every request's case on ``config.ep``, packing those that can share a session (module
     docstring), and return their lines (raw outcomes), each also handed to ``emit`` as soon as it
     is decided (cases that need no session first). Cases are prepared one by one and a pack is
@@ -70,7 +71,7 @@ def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[d
     from one batch to the next."""
     memory = memory if memory is not None else Memory()
     packer = Packer(memory)
-    lines: list[dict[str, Any]] = []
+    lines: list[CaseLine] = []
 
     def done(item: Item) -> None:
         """Finish ``item``'s line and hand it on."""
@@ -104,18 +105,19 @@ def run_batch(requests: Sequence[Request], config: CaseConfig, emit: Callable[[d
     return lines
 
 
-def _finish(item: Item, config: CaseConfig) -> dict[str, Any]:
+def _finish(item: Item, config: CaseConfig) -> CaseLine:
     """``item``'s line with its duration and timings, and its case folder when its policy wants one."""
     line = item.line
     if line["outcome"] is None:  # never expected: every path decides; say so rather than lose the case
-        line.update(outcome="error", message="the harness left the case undecided")
+        line.update({"outcome": "error", "message": "the harness left the case undecided"})
     names = readings_to_try(item.policy.expected, line) if line["outcome"] == "fail" else ()
     if names and item.prepared is not None and item.state.get("actual") is not None:
         with timed(item, "judge_s"):
             line["readings"] = _evidence(item, config, names)
-    line["timings"] = {**{k: round(v, 6) for k, v in item.timings.items()}, "shared_by": item.shared_by}
+    timings: dict[str, Any] = {**{k: round(v, 6) for k, v in item.timings.items()}, "shared_by": item.shared_by}
     if "reference_s" in item.state:  # the part of prepare_s the reference took
-        line["timings"]["reference_s"] = round(item.state["reference_s"], 6)
+        timings["reference_s"] = round(item.state["reference_s"], 6)
+    line["timings"] = timings
     line["duration_s"] = round(sum(item.timings.values()), 6)
     if config.run_dir and wants_artifacts(line, item.policy):
         state = item.state
@@ -124,7 +126,7 @@ def _finish(item: Item, config: CaseConfig) -> dict[str, Any]:
                 config.run_dir, item.case.id, desc=item.case.desc, model=state.get("model"), feeds=state.get("feeds"),
                 expected=state.get("expected"), actual=state.get("actual"), allowance=state.get("allowance"))
         except Exception as exc:
-            line["message"] += f" (writing artifacts failed: {exc})"
+            line["message"] = f"{line['message'] or ''} (writing artifacts failed: {exc})"
     return line
 
 

@@ -42,7 +42,7 @@ from ...reference import DEFAULT_MODEL, Expected, execute_with_bounds, spec_for
 from ..core.compare import Allowance, Comparison, allowance_record, compare_outputs, knife_edge_note
 from ..core.error_stats import error_statistics
 from ..core.expectations import Expectation, verdict
-from ..core.results import ERROR_KEYS, case_record
+from ..core.results import ERROR_KEYS, CaseLine, case_record
 from ..core.signature import input_extremes
 from ..core.tolerances import Tolerances
 from ..eps import placement as placement_mod
@@ -86,13 +86,13 @@ def load_mapper(spec: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name or "to_onnx")
 
 
-def severity(line: dict[str, Any]) -> float:
+def severity(line: CaseLine) -> float:
     """How close a compared case came to failing: the share of its tolerance used (0 if none)."""
     value = line.get("tolerance_used")
     return float(value) if value is not None else 0.0
 
 
-def new_line(case: Any, ep: EpSpec) -> dict[str, Any]:
+def new_line(case: Any, ep: EpSpec) -> CaseLine:
     """A result line for ``case`` with nothing decided yet: every key of
     ``harness.core.results.CASE_KEYS``, those not given here ``None`` (outcome, placement_source,
     tolerance_used, expected_outcome, artifacts)."""
@@ -103,7 +103,7 @@ def new_line(case: Any, ep: EpSpec) -> dict[str, Any]:
         nonfinite_mismatches=0, index_mismatches=0)
 
 
-def wants_artifacts(line: dict[str, Any], policy: ArtifactPolicy) -> bool:
+def wants_artifacts(line: CaseLine, policy: ArtifactPolicy) -> bool:
     """Whether this case's folder is written under ``policy`` (failures always)."""
     if policy.force or line["outcome"] in ("fail", "error"):
         return True
@@ -145,7 +145,7 @@ def raised(what: str, exc: Exception, case: Any) -> str:
             "a machine with more memory (a higher ulimit -v)")
 
 
-def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: dict[str, Any],
+def prepare(case: Any, mapper: Callable[..., Any], line: CaseLine, state: dict[str, Any],
             model: str = DEFAULT_MODEL) -> Prepared | None:
     """Map the desc, draw the inputs, collect the flags and compute the expected outputs with
     their allowance under precision ``model``; None (with ``line`` decided: ``error`` or
@@ -153,13 +153,13 @@ def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: 
     try:
         mapping = mapper(case.desc, opset=getattr(case, "opset", None))
     except Exception as exc:
-        line.update(outcome="error", message=f"mapper raised {type(exc).__name__}: {exc}")
+        line.update({"outcome": "error", "message": f"mapper raised {type(exc).__name__}: {exc}"})
         return None
     line["flags"] = [flag.to_json() for flag in mapping.flags]
     try:
         inputs = case.inputs()
     except Exception as exc:
-        line.update(outcome="error", message=raised("the case's inputs", exc, case))
+        line.update({"outcome": "error", "message": raised("the case's inputs", exc, case)})
         return None
     line["input_extremes"] = input_extremes(inputs)
     # Flags that only this case's input values raise (a NaN, a float32 bin end, an int64 beyond
@@ -169,14 +169,15 @@ def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: 
     inexpressible = [f for f in flags if f.kind == "inexpressible"]
     if not mapping.expressible or inexpressible:
         reasons = [f"{f.field}={f.value}: {f.reason}" for f in inexpressible]
-        line.update(outcome="inexpressible", message="; ".join(reasons) or "the mapper marked the desc inexpressible")
+        line.update({"outcome": "inexpressible",
+                     "message": "; ".join(reasons) or "the mapper marked the desc inexpressible"})
         return None
     state["model"] = mapping.model
     started = time.perf_counter()
     try:
         reference = execute_with_bounds(case.desc, inputs, model)
     except Exception as exc:
-        line.update(outcome="error", message=raised("reference", exc, case))
+        line.update({"outcome": "error", "message": raised("reference", exc, case)})
         return None
     finally:
         state["reference_s"] = time.perf_counter() - started  # the line's timings show it (part of prepare_s)
@@ -190,7 +191,7 @@ def prepare(case: Any, mapper: Callable[..., Any], line: dict[str, Any], state: 
     return Prepared(mapping, inputs, feeds, reference.outputs, node_names, op_nodes, reference)
 
 
-def mark_shows(case: Any, prepared: Prepared, config: CaseConfig, line: dict[str, Any]) -> None:
+def mark_shows(case: Any, prepared: Prepared, config: CaseConfig, line: CaseLine) -> None:
     """Give each ``diverges`` flag whose ONNX meaning the mapper computes (``Mapping.meanings``)
     ``"shows"``: whether these inputs can show the divergence at all, i.e. whether that meaning
     fails the case's comparison with the expected outputs. An expectation's ``shows_when`` reads
@@ -201,7 +202,7 @@ def mark_shows(case: Any, prepared: Prepared, config: CaseConfig, line: dict[str
         return
     for name, outputs in meanings.items():
         shows = not compare(case, prepared.expected, outputs, config, prepared.inputs, prepared.reference).passed
-        for flag in line["flags"]:
+        for flag in line["flags"] or []:
             if flag.get("field") == name and flag.get("kind") == "diverges":
                 flag["shows"] = shows
 
@@ -221,7 +222,7 @@ def carry(prepared: Prepared, mapping: Any, ep: str) -> None:
                      "they ran with an exact carrier node after them (Mul by 1)")
 
 
-def accept(case: Any, prepared: Prepared, run: EpRun, config: CaseConfig, line: dict[str, Any],
+def accept(case: Any, prepared: Prepared, run: EpRun, config: CaseConfig, line: CaseLine,
            state: dict[str, Any]) -> None:
     """Decide ``line`` from a session that ran: where its nodes ran (an op node not proven on the
     EP is ``not-on-ep``), then the comparison (``judge``), then a note on helper nodes elsewhere."""
@@ -229,39 +230,40 @@ def accept(case: Any, prepared: Prepared, run: EpRun, config: CaseConfig, line: 
     line["placement"], line["placement_source"] = run.placement, run.placement_source
     off = placement_mod.off_ep(run.placement, prepared.op_nodes, ep)
     if off:
-        line.update(outcome="not-on-ep", message=f"op node(s) not proven on {ep}: "
-                    + ", ".join(f"{n} -> {run.placement.get(n, 'unknown')}" for n in off))
+        line.update({"outcome": "not-on-ep", "message": f"op node(s) not proven on {ep}: "
+                     + ", ".join(f"{n} -> {run.placement.get(n, 'unknown')}" for n in off)})
         return
     state["model"] = prepared.mapping.model  # the model that ran (with carriers, if the EP needed them)
     judged = judge(case, prepared, run.outputs, config, line, state)
-    line["message"] += prepared.note
+    message = line["message"] = (line["message"] or "") + prepared.note
     if not judged:
         return
-    placement = line["placement"]
+    placement = run.placement
     helpers = [n for n in prepared.node_names if n not in prepared.op_nodes]
     helpers_off = placement_mod.off_ep(placement, helpers, ep)
     if helpers_off:
-        line["message"] += "; helper node(s) elsewhere: " + ", ".join(f"{n} -> {placement.get(n)}" for n in helpers_off)
+        line["message"] = message + "; helper node(s) elsewhere: " + ", ".join(
+            f"{n} -> {placement.get(n)}" for n in helpers_off)
 
 
-def session_failure(line: dict[str, Any], exc: SessionError, ep: str) -> None:
+def session_failure(line: CaseLine, exc: SessionError, ep: str) -> None:
     """Decide ``line`` for a strict session that failed other than by refusing a CPU fallback: the
     EP's own process died or hung (``crash``/``timeout``; this worker did not), an emulated device's
     Direct3D 12 layer failed, e.g. refusing the EP's shader or a buffer (``emulation-gap``), or the
     EP could not build or run it (``fail``)."""
     if exc.stage in ("crash", "timeout"):
-        line.update(outcome=exc.stage, message=str(exc))
+        line.update({"outcome": exc.stage, "message": str(exc)})
     elif exc.emulation:
-        line.update(outcome="emulation-gap", message=f"{ep} {STAGES[exc.stage]} on an emulated device whose "
-                    f"Direct3D 12 layer failed (not a result of the EP): {exc.emulation[0]}; "
-                    f"ONNX Runtime: {first_line(exc.cause)}")
+        line.update({"outcome": "emulation-gap", "message": f"{ep} {STAGES[exc.stage]} on an emulated device whose "
+                     f"Direct3D 12 layer failed (not a result of the EP): {exc.emulation[0]}; "
+                     f"ONNX Runtime: {first_line(exc.cause)}"})
     elif exc.stage == "build":
-        line.update(outcome="fail", message=f"{ep} could not build the session: {first_line(exc.cause)}")
+        line.update({"outcome": "fail", "message": f"{ep} could not build the session: {first_line(exc.cause)}"})
     else:
-        line.update(outcome="fail", message=f"{ep} raised while running: {first_line(exc.cause)}")
+        line.update({"outcome": "fail", "message": f"{ep} raised while running: {first_line(exc.cause)}"})
 
 
-def refusal_outcome(prepared: Prepared, ep: str, line: dict[str, Any], refusal: BaseException,
+def refusal_outcome(prepared: Prepared, ep: str, line: CaseLine, refusal: BaseException,
                     diagnosis: Diagnosis) -> None:
     """The strict session was refused and ``diagnosis`` (a session with fallback allowed) names
     where the nodes went. The case is ``not-on-ep`` either way (its strict session does not exist);
@@ -269,22 +271,22 @@ def refusal_outcome(prepared: Prepared, ep: str, line: dict[str, Any], refusal: 
     declined."""
     node_names, op_nodes = prepared.node_names, prepared.op_nodes
     if diagnosis.error is not None:
-        line.update(outcome="not-on-ep", message=f"{ep} refused the session with CPU fallback disabled "
-                    f"({first_line(refusal)}); the diagnostic session failed too: {diagnosis.error}")
+        line.update({"outcome": "not-on-ep", "message": f"{ep} refused the session with CPU fallback disabled "
+                     f"({first_line(refusal)}); the diagnostic session failed too: {diagnosis.error}"})
         return
     placement = diagnosis.placement
     line["placement"], line["placement_source"] = placement, diagnosis.placement_source
     off = placement_mod.off_ep(placement, op_nodes, ep)
     where = ", ".join(f"{n} -> {placement.get(n, 'unknown')}" for n in (off or node_names))
     if off:
-        line.update(outcome="not-on-ep", message=f"{ep} does not take the op node(s): {where} "
-                    "(session with CPU fallback disabled was refused)")
+        line.update({"outcome": "not-on-ep", "message": f"{ep} does not take the op node(s): {where} "
+                     "(session with CPU fallback disabled was refused)"})
     else:
-        line.update(outcome="not-on-ep", message=f"{ep} takes the op node(s) but declines helper node(s): "
-                    f"{', '.join(f'{n} -> {placement.get(n)}' for n in node_names if placement.get(n) != ep)}")
+        line.update({"outcome": "not-on-ep", "message": f"{ep} takes the op node(s) but declines helper node(s): "
+                     f"{', '.join(f'{n} -> {placement.get(n)}' for n in node_names if placement.get(n) != ep)}"})
 
 
-def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: CaseConfig, line: dict[str, Any],
+def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: CaseConfig, line: CaseLine,
           state: dict[str, Any]) -> bool:
     """Read the EP's outputs back through the mapping and compare them with the expected ones
     under the operator's record (index outputs, index rule): ``fail``, ``tie-only`` or
@@ -292,27 +294,29 @@ def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: Case
     try:
         actual = prepared.mapping.outputs(outputs)
     except Exception as exc:  # e.g. an output of the wrong shape or count
-        line.update(outcome="fail", message=f"{config.ep.provider}'s outputs could not be read back: "
-                    f"{first_line(exc)}")
+        line.update({"outcome": "fail", "message": f"{config.ep.provider}'s outputs could not be read back: "
+                     f"{first_line(exc)}"})
         return False
     state["actual"] = actual
     comparison = compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
-    line.update(errors=comparison.errors(), worst=comparison.worst, mismatches=comparison.mismatches,
-                ties=comparison.ties, tolerance_used=comparison.tolerance_used)
-    line.update(allowance_record(prepared.reference, comparison))
+    line.update({"errors": comparison.errors(), "worst": comparison.worst, "mismatches": comparison.mismatches,
+                 "ties": comparison.ties, "tolerance_used": comparison.tolerance_used})
+    allowance = allowance_record(prepared.reference, comparison)
+    line.update({"bound": allowance["bound"], "knife_edges": allowance["knife_edges"]})
     message = comparison.summary() + knife_edge_note(prepared.reference, comparison)
-    line.update(nonfinite_mismatches=comparison.nonfinite_mismatches, index_mismatches=comparison.index_mismatches,
-                error_stats=error_statistics(prepared.expected, actual, config.tolerances,
-                                             spec_for(case.desc).index_outputs))
+    line.update({"nonfinite_mismatches": comparison.nonfinite_mismatches,
+                 "index_mismatches": comparison.index_mismatches,
+                 "error_stats": error_statistics(prepared.expected, actual, config.tolerances,
+                                                 spec_for(case.desc).index_outputs)})
     if not comparison.passed:
         message += _tensor_type_hint(case, prepared, actual, config)
-        line.update(outcome="fail", message=message)
+        line.update({"outcome": "fail", "message": message})
         if comparison.mismatches and config.attribute:
             line["attribution"] = _attribution(case, prepared, config, line.get("flags") or [], outputs)
     elif comparison.ties:
-        line.update(outcome="tie-only", message=message)
+        line.update({"outcome": "tie-only", "message": message})
     else:
-        line.update(outcome="pass", message=message)
+        line.update({"outcome": "pass", "message": message})
     return True
 
 

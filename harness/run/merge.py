@@ -34,10 +34,12 @@ from ..core.results import (
     CASES_DIR,
     PASSING,
     RESULTS_FILE,
+    CaseLine,
     case_dir,
     count_outcomes,
     dumps,
     end_record,
+    keep_keys,
     load_records,
     read_cases_at,
     results_path,
@@ -60,17 +62,17 @@ class MergeError(ValueError):
 
 #: One input run: (folder, header, each case line's ``merge_view``, end line or None, case id ->
 #: (line number, byte offset) of its line, where the merged file's copy is read from).
-RunRecords = tuple[str, dict[str, Any], list[dict[str, Any]], "dict[str, Any] | None", dict[str, tuple[int, int]]]
+RunRecords = tuple[str, dict[str, Any], list[CaseLine], "dict[str, Any] | None", dict[str, tuple[int, int]]]
 #: The first line of a failing case's message that a merge prints, at most this many characters.
 MESSAGE_CHARS = 4000
 
 
-def merge_view(line: dict[str, Any]) -> dict[str, Any]:
+def merge_view(line: CaseLine) -> CaseLine:
     """What a merge holds of a case line until it copies the line: the keys that order, count,
     check and print it (id, op, outcome, artifacts and, unless it passed, the first line of its
     message, cut to ``MESSAGE_CHARS``: the failures listing prints it), so a merge of files
     larger than memory holds each case small."""
-    view: dict[str, Any] = {key: line[key] for key in ("id", "op", "outcome", "artifacts") if key in line}
+    view = keep_keys(line, ("id", "op", "outcome", "artifacts"))
     first = [] if line.get("outcome") in PASSING else (line.get("message") or "").strip().splitlines()
     if first:
         view["message"] = first[0] if len(first[0]) <= MESSAGE_CHARS else first[0][:MESSAGE_CHARS - 1] + "…"
@@ -79,7 +81,7 @@ def merge_view(line: dict[str, Any]) -> dict[str, Any]:
 
 def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = False,
                command: str = "", allow_mixed: bool = False, overwrite: bool = False
-               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+               ) -> tuple[dict[str, Any], list[CaseLine]]:
     """Merge ``run_dirs`` into ``out_dir``; returns (header, each case's ``merge_view``, by id).
 
     Two passes over each run's ``results.jsonl``: the first keeps each case line's
@@ -129,8 +131,8 @@ def _clear_merged(out_dir: str) -> None:
         shutil.rmtree(cases)
 
 
-def _write_merged(runs: list[RunRecords], lines: list[dict[str, Any]], source: dict[str, str], out_dir: str,
-                  command: str, mixed: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _write_merged(runs: list[RunRecords], lines: list[CaseLine], source: dict[str, str], out_dir: str,
+                  command: str, mixed: list[str]) -> tuple[dict[str, Any], list[CaseLine]]:
     """Copy the case folders and write the merged ``results.jsonl`` into ``out_dir`` (held);
     ``mixed``: the identity keys the runs differ on (each run's identity is then listed)."""
     target = os.path.join(out_dir, RESULTS_FILE)
@@ -155,20 +157,20 @@ def _write_merged(runs: list[RunRecords], lines: list[dict[str, Any]], source: d
     return header, lines
 
 
-def _whole_lines(runs: list[RunRecords], lines: list[dict[str, Any]], source: dict[str, str]
-                 ) -> Iterator[dict[str, Any]]:
+def _whole_lines(runs: list[RunRecords], lines: list[CaseLine], source: dict[str, str]
+                 ) -> Iterator[CaseLine]:
     """The whole case lines of ``lines`` (views sorted by id), in that order: each run's lines
     read again in id order (``read_cases_at``, held to the schema) and merged by id. A line that
     no longer matches its view (the shard was rewritten meanwhile) refuses the merge."""
-    per_run: dict[str, list[dict[str, Any]]] = {run_dir: [] for run_dir, *_ in runs}
+    per_run: dict[str, list[CaseLine]] = {run_dir: [] for run_dir, *_ in runs}
     for view in lines:
         per_run[source[view["id"]]].append(view)
     streams = [_checked_lines(run_dir, per_run.pop(run_dir, []), where) for run_dir, _, _, _, where in runs]
     return heapq.merge(*streams, key=lambda line: line["id"])
 
 
-def _checked_lines(run_dir: str, views: list[dict[str, Any]], where: dict[str, tuple[int, int]]
-                   ) -> Iterator[dict[str, Any]]:
+def _checked_lines(run_dir: str, views: list[CaseLine], where: dict[str, tuple[int, int]]
+                   ) -> Iterator[CaseLine]:
     """The whole lines of ``views`` from ``run_dir``'s results file, in the order given;
     ``MergeError`` when the file refuses or a line differs from what the first pass read."""
     path = results_path(run_dir)
@@ -252,11 +254,11 @@ def _check_identity(runs: list[RunRecords], allow_mixed: bool) -> list[str]:
     return sorted(set(differing))
 
 
-def _join_cases(runs: list[RunRecords]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def _join_cases(runs: list[RunRecords]) -> tuple[list[CaseLine], dict[str, str]]:
     """Every case line once, sorted by id, and id -> the run folder it came from.
     ``MergeError`` when an id is in two runs."""
     source: dict[str, str] = {}
-    lines: list[dict[str, Any]] = []
+    lines: list[CaseLine] = []
     for run_dir, _, cases, _, _ in runs:
         for line in cases:
             if line["id"] in source:
@@ -267,7 +269,7 @@ def _join_cases(runs: list[RunRecords]) -> tuple[list[dict[str, Any]], dict[str,
     return lines, source
 
 
-def _plan_case_folders(lines: list[dict[str, Any]], source: dict[str, str], out_dir: str
+def _plan_case_folders(lines: list[CaseLine], source: dict[str, str], out_dir: str
                        ) -> list[tuple[Path, Path]]:
     """What copying each case's folder (its ``artifacts`` path) from its run into ``out_dir``
     takes, checked whole before anything is copied; ``MergeError`` when a line's ``artifacts``

@@ -45,7 +45,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
-from ..core.results import PASSING
+from ..core.results import PASSING, CaseLine
 from ..eps import device_loss, packing
 from ..eps import placement as placement_mod
 from ..eps import session as session_mod
@@ -73,7 +73,7 @@ class Item:
     case: Any
     policy: ArtifactPolicy
     mapper: Callable[..., Any]
-    line: dict[str, Any]
+    line: CaseLine
     state: dict[str, Any] = field(default_factory=dict)
     prepared: Prepared | None = None
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS, 0.0))
@@ -138,7 +138,7 @@ def guarded(items: list[Item]) -> Iterator[None]:
         message = f"harness raised {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
         for item in items:
             if not item.decided:
-                item.line.update(outcome="error", message=message)
+                item.line.update({"outcome": "error", "message": message})
 
 
 @contextlib.contextmanager
@@ -212,7 +212,7 @@ def settle(items: list[Item], config: CaseConfig, memory: Memory, carried: bool 
 def _passed_in_pack(item: Item, run: EpRun, config: CaseConfig, size: int) -> bool:
     """Judge ``item`` on its part of a packed session (no attribution yet); keep the verdict when
     it passes, and say False (nothing kept) when it must be run alone (module docstring)."""
-    line, state = dict(item.line), dict(item.state)
+    line, state = item.line.copy(), dict(item.state)
     try:
         with timed(item, "judge_s"):
             accept(item.case, item.ready, run, replace(config, attribute=False), line, state)

@@ -59,8 +59,9 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
+from ..core.results import CaseLine
 from ..eps.adapters import early_providers
 from ..eps.device_loss import REASON as DEVICE_LOST_REASON
 from ..eps.session import SCRATCH_ENV, SCRATCH_PREFIX, sweep_stale
@@ -313,13 +314,13 @@ class WorkerPool:
         (every worker was still starting its EP). None while none has."""
         return self._first_ready
 
-    def run_one(self, case: Any, policy: ArtifactPolicy = ArtifactPolicy()) -> dict[str, Any]:
+    def run_one(self, case: Any, policy: ArtifactPolicy = ArtifactPolicy()) -> CaseLine:
         """Run one case on a worker that stays alive for the next call (pytest uses this)."""
         lines = list(self.run([case], lambda c: policy, keep_workers=True))
         return lines[0]
 
     def run(self, cases: Iterable[Any], policy_for: Callable[[Any], ArtifactPolicy] = lambda case: ArtifactPolicy(),
-            keep_workers: bool = False, hold: Callable[[], bool] | None = None) -> Iterator[dict[str, Any]]:
+            keep_workers: bool = False, hold: Callable[[], bool] | None = None) -> Iterator[CaseLine]:
         """Yield one result line per case (raw outcome) in completion order.
 
         ``hold`` is asked before cases not sent yet go to a worker: once it says True, they are
@@ -369,7 +370,7 @@ class WorkerPool:
             if not (finished and keep_workers):
                 self.close()
 
-    def _answer(self, worker: _Worker, message: Any, queue_: "_Queue") -> Iterator[dict[str, Any]]:
+    def _answer(self, worker: _Worker, message: Any, queue_: "_Queue") -> Iterator[CaseLine]:
         """A worker's ``result`` (one case's line) or ``broken`` (its batch unreadable) message."""
         kind = message[0]
         if kind == "device-lost":
@@ -382,8 +383,8 @@ class WorkerPool:
         if kind == "broken" and worker.batch:
             case = worker.batch.pop()
             line = new_line(case, self.config.ep)
-            line.update(outcome="error", message=f"the worker could not read the case: {message[1]}",
-                        duration_s=round(time.monotonic() - worker.dispatched, 6))
+            line.update({"outcome": "error", "message": f"the worker could not read the case: {message[1]}",
+                         "duration_s": round(time.monotonic() - worker.dispatched, 6)})
             yield line
             return
         answer = message[1] if kind == "result" and isinstance(message[1], dict) else {}
@@ -395,10 +396,10 @@ class WorkerPool:
         if answer.get("placement"):  # a session ran on the device: it is back
             self.device_losses = 0
         line = new_line(case, self.config.ep)
-        line.update(answer)
+        line.update(cast(CaseLine, answer))  # the worker's line (worker.emit): what it decided
         yield line
 
-    def _device_lost(self, worker: _Worker, info: dict[str, Any], queue_: "_Queue") -> Iterator[dict[str, Any]]:
+    def _device_lost(self, worker: _Worker, info: dict[str, Any], queue_: "_Queue") -> Iterator[CaseLine]:
         """A worker's ``device-lost`` message (module docstring): kill it, decide or requeue its
         cases, start a fresh worker; ``DeviceLostError`` at the ``MAX_DEVICE_LOSSES``-th in a row."""
         named = set(info.get("cases") or [])
@@ -460,7 +461,7 @@ class WorkerPool:
         deadlines += [w.started + STARTUP_TIMEOUT for w in self._workers if not w.ready]
         return max(0.01, min(deadlines) - now) if deadlines else 1.0
 
-    def _expire(self, queue_: "_Queue") -> Iterator[dict[str, Any]]:
+    def _expire(self, queue_: "_Queue") -> Iterator[CaseLine]:
         """Kill each worker past its deadline: one unanswered case is its ``timeout`` line, several
         are halved (module docstring); a worker that never got ready stops the run."""
         now = time.monotonic()
@@ -475,9 +476,9 @@ class WorkerPool:
                     queue_.split(batch)
                     continue
                 line = new_line(batch[0], self.config.ep)
-                line.update(outcome="timeout", duration_s=round(now - worker.dispatched, 6),
-                            message=f"no result after {self.timeout:g} s; worker killed. Output:\n"
-                                    + _tail(worker.log_path, worker.log_offset))
+                line.update({"outcome": "timeout", "duration_s": round(now - worker.dispatched, 6),
+                             "message": f"no result after {self.timeout:g} s; worker killed. Output:\n"
+                                        + _tail(worker.log_path, worker.log_offset)})
                 yield line
             elif not worker.ready and now >= worker.started + STARTUP_TIMEOUT:
                 self._kill(worker)
@@ -486,7 +487,7 @@ class WorkerPool:
                                        + _tail(worker.log_path, 0))
 
     def _on_death(self, worker: _Worker, message: Any, queue_: "_Queue", startup_failures: int
-                  ) -> tuple[dict[str, Any] | None, int]:
+                  ) -> tuple[CaseLine | None, int]:
         """A worker's pipe closed (or carried garbage): one unanswered case is its ``crash`` line,
         several are halved (module docstring); too many deaths before ready stop the run."""
         try:
@@ -511,9 +512,9 @@ class WorkerPool:
         elif worker.batch:
             line = new_line(worker.batch[0], self.config.ep)
             garbled = f" (garbled result: {message[1]})" if message else ""
-            line.update(outcome="crash", duration_s=round(time.monotonic() - worker.dispatched, 6),
-                        message=f"worker {describe_exit(code)} while running the case{garbled}. Output:\n"
-                                + _tail(worker.log_path, worker.log_offset))
+            line.update({"outcome": "crash", "duration_s": round(time.monotonic() - worker.dispatched, 6),
+                         "message": f"worker {describe_exit(code)} while running the case{garbled}. Output:\n"
+                                    + _tail(worker.log_path, worker.log_offset)})
         if queue_:
             self._replace()
         return line, startup_failures
@@ -566,14 +567,14 @@ def _lost_to_testbed(proc: Any) -> str | None:
 
 
 def device_lost_line(case: Any, ep: Any, means: str, source: str, detail: str, seconds: float,
-                     restarted: str = "its worker was restarted, with a fresh device") -> dict[str, Any]:
+                     restarted: str = "its worker was restarted, with a fresh device") -> CaseLine:
     """The ``crash`` line of a case whose device was lost while it ran (``reason``
     ``device-lost``, ``detail`` the EP's text), for the pool and for a run in this process
     (``restarted`` says what was done about it)."""
     line = new_line(case, ep)
-    line.update(outcome="crash", reason=DEVICE_LOST_REASON, detail=detail, duration_s=round(seconds, 6),
-                message=f"the device was lost while running the case: {means} ({source}); {restarted}. "
-                        f"The EP said: {detail}")
+    line.update({"outcome": "crash", "reason": DEVICE_LOST_REASON, "detail": detail, "duration_s": round(seconds, 6),
+                 "message": f"the device was lost while running the case: {means} ({source}); {restarted}. "
+                            f"The EP said: {detail}"})
     return line
 
 

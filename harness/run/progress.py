@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import Any, TextIO
+from typing import TextIO
 
-from ..core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED
+from ..core.results import EXPECTED_FAILURE, FAILING, NOT_TESTED, CaseLine
 
 
 class Progress:
@@ -28,7 +28,7 @@ class Progress:
         self.start = time.monotonic()
         self._last = 0.0
 
-    def update(self, line: dict[str, Any]) -> None:
+    def update(self, line: CaseLine) -> None:
         """Count one finished case line; redraw at most ten times a second (and at the last case)."""
         self.done += 1
         self.counts[line.get("outcome")] += 1

@@ -22,9 +22,10 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import replace
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, cast
 
 from ..core.expectations import Expectations
+from ..core.results import CaseLine
 from ..core.signature import signature
 from ..eps.providers import EpSpec
 from .case_run import ArtifactPolicy, CaseConfig
@@ -66,17 +67,17 @@ class Recheck:
         self._pool: WorkerPool | None = None
         self._todo: queue.Queue = queue.Queue()
         self._done: queue.Queue = queue.Queue()
-        self._waiting: dict[str, dict[str, Any]] = {}  # submitted and not yet in _done, by case id
+        self._waiting: dict[str, CaseLine] = {}  # submitted and not yet in _done, by case id
         self._lock = threading.Lock()
         self._closing = False
         self._thread: threading.Thread | None = None
 
     @staticmethod
-    def wants(line: dict[str, Any]) -> bool:
+    def wants(line: CaseLine) -> bool:
         """Whether ``line``'s raw outcome is one re-checked (``RECHECKED``)."""
         return line.get("outcome") in RECHECKED
 
-    def submit(self, case: Any, line: dict[str, Any]) -> None:
+    def submit(self, case: Any, line: CaseLine) -> None:
         """Re-check ``case``, whose raw ``line`` failed, in the background."""
         with self._lock:
             self._waiting[line["id"]] = line
@@ -85,7 +86,7 @@ class Recheck:
             self._thread.start()
         self._todo.put((case, line))
 
-    def finished(self, wait: bool = False) -> Iterator[dict[str, Any]]:
+    def finished(self, wait: bool = False) -> Iterator[CaseLine]:
         """The submitted lines whose re-check is done, labelled: those done now, or with ``wait``
         every one submitted (waiting for each)."""
         while True:
@@ -121,9 +122,8 @@ class Recheck:
             try:
                 labelled = self._labelled(items)
             except Exception as exc:  # the run goes on: the lines stay as they were, saying why
-                labelled = [dict(line, message=f"{line.get('message') or ''}; Note: re-checking on "
-                                               f"{self.config.ep.provider} failed: {type(exc).__name__}: {exc}")
-                            for _, line in items]
+                labelled = [_noted(line, f"; Note: re-checking on {self.config.ep.provider} failed: "
+                                         f"{type(exc).__name__}: {exc}") for _, line in items]
             with self._lock:
                 if self._closing:
                     return  # closed meanwhile: the lines went back unlabelled
@@ -131,7 +131,7 @@ class Recheck:
                     if self._waiting.pop(line["id"], None) is not None:
                         self._done.put(line)
 
-    def _labelled(self, items: list[tuple[Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+    def _labelled(self, items: list[tuple[Any, CaseLine]]) -> list[CaseLine]:
         """Copies of the ``(case, line)`` items' lines, labelled from one batch on the second EP."""
         submitted = {case.id: (case, line) for case, line in items}
         labelled = []
@@ -140,14 +140,14 @@ class Recheck:
 
         for other in self._worker_pool().run([case for case, _ in items], policy, keep_workers=True):
             case, line = submitted[other["id"]]
-            labelled.append(dict(line))
+            labelled.append(line.copy())
             self._apply(case, labelled[-1], other)
         return labelled
 
-    def _apply(self, case: Any, line: dict[str, Any], other: dict[str, Any]) -> None:
+    def _apply(self, case: Any, line: CaseLine, other: CaseLine) -> None:
         """Label ``line`` from ``other``, the raw line of the same case on the second EP."""
-        raw = dict(other)
-        self.expectations.settle(case, other)
+        raw = other.copy()
+        self.expectations.settle(case, cast(dict[str, Any], other))  # settle types a line as any dict
         mine, theirs = signature(line), signature(raw)
         same = mine is not None and theirs is not None and mine == theirs and _same_cause(line, raw)
         line["scope"] = shared_label(self.config.ep.provider) if same else only_label(line.get("ep") or "?")
@@ -158,7 +158,7 @@ class Recheck:
             "expected_outcome": other.get("expected_outcome"),
             "message": str(raw.get("message") or "")[:MESSAGE_CHARS]}
 
-    def close(self) -> list[dict[str, Any]]:
+    def close(self) -> list[CaseLine]:
         """Stop the thread and the worker (idempotent); the lines labelled and not yet taken, then
         those whose re-check did not finish, as they were submitted (unlabelled: ``scope`` None)."""
         with self._lock:
@@ -177,7 +177,14 @@ class Recheck:
         return labelled + unlabelled
 
 
-def _same_cause(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
+def _noted(line: CaseLine, note: str) -> CaseLine:
+    """A copy of ``line`` with ``note`` added to its message."""
+    copy = line.copy()
+    copy["message"] = f"{line.get('message') or ''}{note}"
+    return copy
+
+
+def _same_cause(mine: CaseLine, theirs: CaseLine) -> bool:
     """The attributed causes agree, or one side has none to compare (a crash, a refusal)."""
     a, b = (mine.get("attribution") or {}).get("cause"), (theirs.get("attribution") or {}).get("cause")
     return a is None or b is None or a == b

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Generator, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator, cast
 
 from ...reference import execute
 from ..core import walltime
@@ -30,6 +30,7 @@ from ..core.expectations import Expectations
 from ..core.results import (
     PASSING,
     RESULTS_FILE,
+    CaseLine,
     ResultsWriter,
     case_dir,
     count_outcomes,
@@ -87,7 +88,7 @@ class RunOptions:
 @dataclass
 class RunResult:
     header: dict[str, Any]
-    lines: list[dict[str, Any]]
+    lines: list[CaseLine]
     counts: dict[str, int]
     interrupted: bool
     elapsed_s: float  # from the run's start to its last line; the workers' teardown after it is not in it
@@ -208,7 +209,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
     lost: DeviceLostError | None = None
     with ResultsWriter(options.out_dir) as writer:
 
-        def record(line: dict[str, Any]) -> None:
+        def record(line: CaseLine) -> None:
             """Settle a line (its expectation, its case folder), write it, count it."""
             _settle(line, by_id[line["id"]], config, expectations)
             _prune_passing_folder(line, worst, options.keep_worst, options.out_dir)
@@ -272,7 +273,7 @@ def interrupts_held() -> Iterator[None]:
 
 
 def _open_run(cases: list[Any], config: CaseConfig, options: RunOptions
-              ) -> tuple[dict[str, Any], list[dict[str, Any]], bool, list[str]]:
+              ) -> tuple[dict[str, Any], list[CaseLine], bool, list[str]]:
     """``(header, finished case lines, fresh, notes)``: ``fresh`` when the caller must write the
     header (a new or replaced run), ``notes`` what resuming repaired.
 
@@ -300,7 +301,7 @@ RESUME_MUST_MATCH = ("ep", "ep_options", "seed", "selection", "shard", "case_cou
 
 
 def _resume(run_dir: str, path: str, new: dict[str, Any], selected: set[str]
-            ) -> tuple[dict[str, Any], list[dict[str, Any]], bool, list[str]]:
+            ) -> tuple[dict[str, Any], list[CaseLine], bool, list[str]]:
     """Continue the run in ``run_dir`` under the new header ``new`` (see ``_open_run``).
 
     Deterministic whatever the file holds: no readable header and no case -> a fresh start; no
@@ -368,23 +369,23 @@ _WORKER_DIED = ("crash", "timeout")
 _FROM_EXPECTATION = ("known", "fixed")
 
 
-def _settle(line: dict[str, Any], case: Any, config: CaseConfig, expectations: Expectations) -> None:
+def _settle(line: CaseLine, case: Any, config: CaseConfig, expectations: Expectations) -> None:
     """Apply the case's expectation to its raw ``line`` (``expected_outcome``, ``known``/``fixed``)
     and write the case folder the worker could not (it died) or was not asked to write."""
     _died_artifacts(line, case, config)
-    expectations.settle(case, line)
+    expectations.settle(case, cast(dict[str, Any], line))  # settle types a line as any dict
     if line["artifacts"] is None and line["outcome"] in _FROM_EXPECTATION:
         _offline_artifacts(case, config, line)
 
 
-def _died_artifacts(line: dict[str, Any], case: Any, config: CaseConfig) -> None:
+def _died_artifacts(line: CaseLine, case: Any, config: CaseConfig) -> None:
     """The case folder of a case whose worker died (crash, timeout), built here once; it also
     fills in the mapper's flags."""
     if line["outcome"] in _WORKER_DIED and line["artifacts"] is None:
         _offline_artifacts(case, config, line)
 
 
-def _record_as_they_come(results: Iterator[dict[str, Any]], record: Callable[[dict[str, Any]], None],
+def _record_as_they_come(results: Iterator[CaseLine], record: Callable[[CaseLine], None],
                          recheck: Recheck | None, by_id: dict[str, Any], config: CaseConfig) -> None:
     """``record`` each raw line of ``results`` as it comes, but a failure ``recheck`` wants: that
     one goes to the re-check and is recorded once labelled (as labels come in, the rest at the end)."""
@@ -401,7 +402,7 @@ def _record_as_they_come(results: Iterator[dict[str, Any]], record: Callable[[di
         record(labelled)
 
 
-def _record_all(lines: list[dict[str, Any]], record: Callable[[dict[str, Any]], None], header_on_disk: bool) -> None:
+def _record_all(lines: list[CaseLine], record: Callable[[CaseLine], None], header_on_disk: bool) -> None:
     """``record`` each of ``lines`` once the run has ended some way; a disk that refuses them
     leaves them to ``--resume`` (they are not written, so they run again)."""
     if not header_on_disk:
@@ -413,7 +414,7 @@ def _record_all(lines: list[dict[str, Any]], record: Callable[[dict[str, Any]], 
         pass
 
 
-def _prune_passing_folder(line: dict[str, Any], worst: list[float], keep: int, run_dir: str) -> None:
+def _prune_passing_folder(line: CaseLine, worst: list[float], keep: int, run_dir: str) -> None:
     """Remove the case folder a worker wrote for a passing ``line`` that is not among the ``keep``
     worst passing cases recorded so far (``worst``), and say so in the line: a worker decides on
     the bar of when its batch was sent, before the lines of the cases sent beside it raised it."""
@@ -425,7 +426,7 @@ def _prune_passing_folder(line: dict[str, Any], worst: list[float], keep: int, r
     line["artifacts"] = None
 
 
-def _keep_worst(worst: list[float], line: dict[str, Any], keep: int) -> None:
+def _keep_worst(worst: list[float], line: CaseLine, keep: int) -> None:
     """Track the ``keep`` largest severities of passing cases in the min-heap ``worst``."""
     if keep and line["outcome"] in PASSING and severity(line) > 0:
         heapq.heappush(worst, severity(line))
@@ -452,7 +453,7 @@ def _warm_up(pool: WorkerPool | None, start: float) -> dict[str, float]:
 
 
 def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_for: Any,
-             pool: WorkerPool | None) -> Generator[dict[str, Any], None, None]:
+             pool: WorkerPool | None) -> Generator[CaseLine, None, None]:
     """Raw result lines of ``cases`` as they finish (``pool``'s worker processes, or this one when
     it is None: ``jobs=0``), up to ``options.batch`` of them to a session."""
     if not cases:
@@ -464,7 +465,7 @@ def _execute(cases: list[Any], config: CaseConfig, options: RunOptions, policy_f
     yield from pool.run(cases, policy_for)
 
 
-def _in_process(batches: deque, config: CaseConfig, policy_for: Any) -> Iterator[dict[str, Any]]:
+def _in_process(batches: deque, config: CaseConfig, policy_for: Any) -> Iterator[CaseLine]:
     """Raw lines of ``batches`` run in this process. A lost device (``DeviceLost``) is handled as
     the pool does (``harness.run.pool``): the adapters' cached sessions and hosts are dropped so
     the next session gets a fresh device, one lost case is ``crash``, a lost pack is halved, and
@@ -472,7 +473,7 @@ def _in_process(batches: deque, config: CaseConfig, policy_for: Any) -> Iterator
     mapper, memory, losses = load_mapper(config.mapper), Memory(), 0
     while batches:
         batch = batches.popleft()
-        emitted: list[dict[str, Any]] = []
+        emitted: list[CaseLine] = []
         start = time.monotonic()
         try:
             run_batch([(case, policy_for(case), mapper) for case in batch], config, emit=emitted.append, memory=memory)
@@ -498,7 +499,7 @@ def _in_process(batches: deque, config: CaseConfig, policy_for: Any) -> Iterator
         yield from emitted
 
 
-def _offline_artifacts(case: Any, config: CaseConfig, line: dict[str, Any]) -> None:
+def _offline_artifacts(case: Any, config: CaseConfig, line: CaseLine) -> None:
     """Artifacts of a case whose worker died: everything but the EP's outputs, built here."""
     state: dict[str, Any] = {"desc": case.desc}
     try:
@@ -510,11 +511,11 @@ def _offline_artifacts(case: Any, config: CaseConfig, line: dict[str, Any]) -> N
             state["feeds"] = mapping.feeds(inputs)
             state["expected"] = execute(case.desc, inputs)
     except Exception as exc:
-        line["message"] += f"\n(artifacts incomplete: {type(exc).__name__}: {exc})"
+        line["message"] = f"{line['message'] or ''}\n(artifacts incomplete: {type(exc).__name__}: {exc})"
     if config.run_dir is None:  # the run keeps no case folders
         return
     try:
         line["artifacts"] = write_artifacts(config.run_dir, case.id, **state)
     except Exception as exc:
-        line["message"] += f"\n(writing artifacts failed: {exc})"
+        line["message"] = f"{line['message'] or ''}\n(writing artifacts failed: {exc})"
 

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable
 
 from ..core import exit_codes
-from ..core.results import FAILING, OUTCOMES, REPORT_ORDER
+from ..core.results import FAILING, OUTCOMES, REPORT_ORDER, CaseLine
 from ..core.terminal import safe
 
 
@@ -29,7 +29,7 @@ def exit_code(counts: dict[str, int], failing: Iterable[str], interrupted: bool 
     return exit_codes.OK
 
 
-def table(lines: Iterable[dict[str, Any]]) -> str:
+def table(lines: Iterable[CaseLine]) -> str:
     """Outcome counts per operator, plus a total row; columns only for outcomes that occurred.
     Names from the lines (operators, outcomes a newer writer added) are printed ``terminal.safe``."""
     per_op: dict[str, Counter] = defaultdict(Counter)
@@ -50,7 +50,7 @@ def table(lines: Iterable[dict[str, Any]]) -> str:
     return "\n".join([fmt(header), rule, *(fmt(r) for r in rows[:-1]), rule, fmt(rows[-1])])
 
 
-def _failing_in_order(lines: Iterable[dict[str, Any]], failing: Iterable[str]) -> list[dict[str, Any]]:
+def _failing_in_order(lines: Iterable[CaseLine], failing: Iterable[str]) -> list[CaseLine]:
     """The lines with a failing outcome, most severe outcome first (``results.REPORT_ORDER``), then by id."""
     failing = set(failing)
     rank = {outcome: i for i, outcome in enumerate(REPORT_ORDER)}
@@ -58,13 +58,13 @@ def _failing_in_order(lines: Iterable[dict[str, Any]], failing: Iterable[str]) -
     return sorted(bad, key=lambda l: (rank.get(l["outcome"], len(rank)), l["id"]))
 
 
-def first_problem(lines: Iterable[dict[str, Any]], failing: Iterable[str]) -> dict[str, Any] | None:
+def first_problem(lines: Iterable[CaseLine], failing: Iterable[str]) -> CaseLine | None:
     """The case ``problems`` lists first (None when none fails)."""
     bad = _failing_in_order(lines, failing)
     return bad[0] if bad else None
 
 
-def problems(lines: Iterable[dict[str, Any]], failing: Iterable[str], limit: int = 20) -> str:
+def problems(lines: Iterable[CaseLine], failing: Iterable[str], limit: int = 20) -> str:
     """The first ``limit`` cases with a failing outcome, one line each (id, outcome, message),
     most severe outcome first (``results.REPORT_ORDER``); ids and messages printed ``terminal.safe``."""
     bad = _failing_in_order(lines, failing)
@@ -82,7 +82,7 @@ TIMING_COLUMNS = (("prepare_s", "prepare"), ("reference_s", "reference"), ("buil
                   ("judge_s", "judge"))
 
 
-def timings_table(lines: Iterable[dict[str, Any]]) -> str:
+def timings_table(lines: Iterable[CaseLine]) -> str:
     """Where each case's time went, one row per case in the lines' order: its outcome, the cost
     it states (``tags``: ``seconds`` and ``memory_mb``, as the stress tier's cases do), its
     ``duration_s``, and its ``timings`` in seconds: preparing it (mapping, inputs, flags,

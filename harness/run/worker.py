@@ -55,7 +55,10 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, BinaryIO, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
+
+if TYPE_CHECKING:  # the worker imports numpy and the harness only after its EP's early start has begun
+    from ..core.results import CaseLine
 
 FAULT_ENV = "EP_TESTBED_FAULT"
 FAULT_ACTIONS = ("abort", "hang", "segfault", "exit", "raise", "noise", "perturb", "device-lost")
@@ -304,7 +307,7 @@ def serve(batch: list[tuple[Any, Any]], config: Any, faults: list[tuple[str, str
     answered: set[str] = set()
     session: list[str] = []  # the cases of the session about to run (a planted loss hits them all)
 
-    def emit(line: dict[str, Any]) -> None:
+    def emit(line: CaseLine) -> None:
         """Send one case's line to the pool."""
         sys.stdout.flush()
         answered.add(line["id"])
