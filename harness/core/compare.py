@@ -43,6 +43,9 @@ import numpy as np
 from .tolerances import Tolerance, Tolerances
 
 WORST_COUNT = 5
+#: ``differences``' per-element arrays of one float output: ``e``, ``a``, ``|a - e|``, the ULP
+#: distance, both finite, the same special value.
+Differences = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,10 @@ class Comparison:
     #: Per compared output, flat: which elements are outside the rule and every allowance (the
     #: elements ``mismatches`` counts), so that readings can be tried on exactly those.
     failing: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Per compared float output, what ``differences`` computed for it (``compare_outputs(...,
+    #: keep_differences=True)``), so that ``error_stats`` judges the same pairs without computing
+    #: them again; empty otherwise (they are the size of the output, eight times over).
+    differences: dict[str, Differences] = field(default_factory=dict, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -195,14 +202,15 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
                     worst_count: int = WORST_COUNT,
                     in_window: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
                     index_outputs: Mapping[str, tuple[str, str]] | None = None,
-                    allowance: Allowance | None = None) -> Comparison:
+                    allowance: Allowance | None = None, keep_differences: bool = False) -> Comparison:
     """Compare every output in ``expected`` with the same-named one in ``actual``.
 
     ``index_outputs`` maps an index output to ``(value output it locates, input it indexes)``
     (an operator record's ``index_outputs``); ``in_window(output_positions, input_indices)``
     (flat positions) says whether an index lies in its output's window; ties need it to be true
     (see the module docstring). ``allowance``: the reference's element bounds and knife-edge
-    ranges (module docstring); None: the tolerance rule alone."""
+    ranges (module docstring); None: the tolerance rule alone. ``keep_differences``: keep each
+    float output's ``differences`` in ``Comparison.differences`` (for ``error_stats``)."""
     index_outputs = index_outputs or {}
     result = Comparison(bound_rule=allowance.rule if allowance is not None and allowance.bounds else None,
                         alternatives_offered=allowance is not None and bool(allowance.alternatives))
@@ -228,6 +236,8 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
         elif exp.dtype.kind == "f":
             _compare_floats(result, candidates, name, exp, act, tolerances, worst_count,
                             _element_allowance(allowance, name, exp.shape))
+            if not keep_differences:
+                result.differences.pop(name, None)
         else:
             _compare_integers(result, candidates, name, exp, act, tolerances, worst_count)
     candidates.sort(key=lambda item: item[0], reverse=True)
@@ -268,7 +278,7 @@ def _knife_text(count: int, model: str, first: str, comparison: Comparison) -> s
     return f"; note: {count} knife-edge decision(s) that {model} rounding can flip ({used}), e.g. {first}"
 
 
-def differences(exp: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
+def differences(exp: np.ndarray, act: np.ndarray) -> Differences:
     """Per element of one float output (flattened, in float64): ``e``, ``a``, ``|a - e|`` (inf
     where either is not finite, 0 where both are NaN or the same infinity), the ULP distance in
     the output's dtype (0 where undefined), whether both are finite, and whether they are the
@@ -276,6 +286,9 @@ def differences(exp: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
     e = exp.astype(np.float64).ravel()
     a = act.astype(np.float64).ravel()
     both_finite = np.isfinite(e) & np.isfinite(a)
+    if both_finite.all():  # the usual case at any size: no masks to apply, no copies to gather
+        absdiff = np.abs(a - e)
+        return e, a, absdiff, ulp_distance(act.ravel(), exp.ravel()), both_finite, np.zeros(e.shape, dtype=bool)
     with np.errstate(invalid="ignore", over="ignore"):
         absdiff = np.where(both_finite, np.abs(a - e), np.inf)
     same_special = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))
@@ -293,15 +306,17 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     if a.dtype != b.dtype or a.dtype.kind != "f":
         raise TypeError(f"ulp_distance needs two arrays of one float dtype, got {a.dtype} and {b.dtype}")
-    return np.abs(_ordered(a) - _ordered(b))
+    distance = np.subtract(_ordered(a), _ordered(b), dtype=np.int64)
+    return np.abs(distance, out=distance)
 
 
 def _ordered(x: np.ndarray) -> np.ndarray:
-    """Map floats to integers that are consecutive for consecutive floats (sign-magnitude -> two's complement)."""
+    """Map floats to integers of their own width that are consecutive for consecutive floats
+    (sign-magnitude -> two's complement: a negative float's bits ``b`` become ``MIN - b``, its
+    magnitude negated, which never overflows; -0 and +0 both become 0)."""
     int_type = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
-    bits = np.ascontiguousarray(x).view(int_type).astype(np.int64)
-    magnitude = bits & np.int64(np.iinfo(int_type).max)
-    return np.where(bits < 0, -magnitude, magnitude)
+    bits = np.ascontiguousarray(x).view(int_type)
+    return np.where(bits < 0, int_type(np.iinfo(int_type).min) - bits, bits)
 
 
 def describe(data_type: str, tol: Tolerance) -> str:
@@ -348,7 +363,7 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
     the reference's bound, else a knife-edge alternative (module docstring)."""
     tol = tolerances.for_dtype(exp.dtype.name.upper())
     result.applied[name] = describe(exp.dtype.name.upper(), tol)
-    e, a, absdiff, ulp, both_finite, same_special = differences(exp, act)
+    e, a, absdiff, ulp, both_finite, same_special = result.differences[name] = differences(exp, act)
     with np.errstate(invalid="ignore", over="ignore"):
         rule_abs = tol.allowed(e)
     judged = _Judged(tol.passes(absdiff, ulp, rule_abs), None, None, rule_abs)

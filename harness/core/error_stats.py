@@ -27,7 +27,7 @@ from typing import Any, Collection, Mapping
 
 import numpy as np
 
-from .compare import differences
+from .compare import Differences, differences
 from .tolerances import Tolerance, Tolerances
 
 #: The percentiles the statistics give besides mean and max (50 is the median).
@@ -46,16 +46,20 @@ class ElementErrors:
     share: np.ndarray
 
 
-def element_errors(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> ElementErrors:
+def element_errors(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
+                   diffs: Differences | None = None) -> ElementErrors:
     """The rule of ``harness.core.tolerances`` applied to each element of a float output.
 
     ``expected`` and ``actual`` have one float dtype and one shape. An element passes when NaN
     meets NaN, an infinity meets the same infinity, or both are finite and
     ``|a-e| <= atol + rtol*|e|`` or ``ulp <= tol.ulp``. Its share is the smaller of
     ``|a-e| / (atol + rtol*|e|)`` and ``ulp / tol.ulp`` (0 for an exact or equal non-finite pair,
-    ``inf`` for a non-finite mismatch or a zero budget that an error exceeds).
+    ``inf`` for a non-finite mismatch or a zero budget that an error exceeds). ``diffs``: what
+    ``compare.differences`` already gave for this pair (computed here when None).
     """
-    e, _, absdiff, ulp, finite, same_special = differences(np.asarray(expected), np.asarray(actual))
+    if diffs is None:
+        diffs = differences(np.asarray(expected), np.asarray(actual))
+    e, _, absdiff, ulp, finite, same_special = diffs
     bound = tol.allowed(np.where(finite, e, 0.0))
     ok = same_special | (finite & tol.passes(absdiff, ulp, bound))
     share = tol.share(absdiff, ulp, bound)
@@ -97,34 +101,39 @@ def _min_tolerance(e: np.ndarray, err: ElementErrors, tol: Tolerance) -> dict[st
     return tol.smallest_passing(err.absdiff, err.ulp, e, err.finite)
 
 
-def _rounded_passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, part: str, value: float) -> float:
+def _rounded_passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, part: str, value: float,
+                     diffs: Differences) -> float:
     """``value`` rounded up to three significant digits, raised further until the rule with
     ``part`` set to it passes every element (float rounding can leave the exact value a hair short)."""
     candidate = round_up(value)
     for _ in range(8):
-        if element_errors(expected, actual, replace(tol, **{part: candidate})).ok.all():  # type: ignore[arg-type]
+        if element_errors(expected, actual, replace(tol, **{part: candidate}), diffs).ok.all():  # type: ignore[arg-type]
             return candidate
         candidate = round_up(candidate * (1 + 1e-3) if candidate else 1e-30)
     return candidate
 
 
-def output_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> dict[str, Any]:
-    """``error_stats`` of one float output (see ``error_statistics``)."""
-    err = element_errors(expected, actual, tol)
-    e = np.asarray(expected).astype(np.float64).ravel()
+def output_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
+                 diffs: Differences | None = None) -> dict[str, Any]:
+    """``error_stats`` of one float output (see ``error_statistics``); ``diffs`` as for
+    ``element_errors``."""
+    if diffs is None:
+        diffs = differences(np.asarray(expected), np.asarray(actual))
+    err = element_errors(expected, actual, tol, diffs)
+    e = diffs[0]
     outside = int((~err.ok).sum())
     return {
         "elements": int(e.size), "outside": outside, "nonfinite": int((~err.ok & ~err.finite).sum()),
         "abs": _summary(err.absdiff[err.finite]), "ulp": _summary(err.ulp[err.finite]),
         "share_max": float(err.share.max()) if err.share.size else None,
-        "min_tolerance": _passing(expected, actual, tol, _min_tolerance(e, err, tol)) if outside else None,
+        "min_tolerance": _passing(expected, actual, tol, _min_tolerance(e, err, tol), diffs) if outside else None,
     }
 
 
-def _passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
-             minimum: dict[str, float | int | None]) -> dict[str, float | int | None]:
+def _passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, minimum: dict[str, float | int | None],
+             diffs: Differences) -> dict[str, float | int | None]:
     """``minimum`` with atol and rtol rounded up to values that pass when pasted into ``--tol``."""
-    return {part: _rounded_passing(expected, actual, tol, part, value) if part != "ulp" and value is not None
+    return {part: _rounded_passing(expected, actual, tol, part, value, diffs) if part != "ulp" and value is not None
             else value for part, value in minimum.items()}
 
 
@@ -139,7 +148,8 @@ def _integer_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance) -> 
 
 
 def error_statistics(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray], tolerances: Tolerances,
-                     index_outputs: Collection[str] = ()) -> dict[str, dict[str, Any]]:
+                     index_outputs: Collection[str] = (),
+                     computed: Mapping[str, Differences] | None = None) -> dict[str, dict[str, Any]]:
     """Output name -> its statistics, for every output both sides have with one shape:
 
     ``elements``, ``outside`` (elements outside tolerance), ``nonfinite`` (of those, a NaN or an
@@ -147,6 +157,8 @@ def error_statistics(expected: Mapping[str, np.ndarray], actual: Mapping[str, np
     ``max`` over the finite pairs; ``ulp`` None for integers), ``share_max``, ``dtype`` and, when
     some element is outside, ``min_tolerance`` (module docstring; None when every element passes). Index outputs (``index_outputs``) get ``elements``
     and ``differing`` only: their verdict is the comparison's (ties need the operator's window).
+    ``computed``: ``Comparison.differences`` of the same outputs (``compare_outputs(...,
+    keep_differences=True)``), taken instead of computing them again.
     """
     stats: dict[str, dict[str, Any]] = {}
     for name, exp in expected.items():
@@ -161,7 +173,7 @@ def error_statistics(expected: Mapping[str, np.ndarray], actual: Mapping[str, np
             continue
         tol = tolerances.for_dtype(dtype)
         if exp.dtype.kind == "f" and act.dtype == exp.dtype:
-            stats[name] = {"dtype": dtype, **output_stats(exp, act, tol)}
+            stats[name] = {"dtype": dtype, **output_stats(exp, act, tol, (computed or {}).get(name))}
         elif exp.dtype.kind in "iu":
             stats[name] = {"dtype": dtype, **_integer_stats(exp, act, tol)}
     return stats

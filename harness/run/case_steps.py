@@ -298,7 +298,8 @@ def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: Case
                      f"{first_line(exc)}"})
         return False
     state["actual"] = actual
-    comparison = compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference)
+    comparison = compare(case, prepared.expected, actual, config, prepared.inputs, prepared.reference,
+                         keep_differences=True)
     line.update({"errors": comparison.errors(), "worst": comparison.worst, "mismatches": comparison.mismatches,
                  "ties": comparison.ties, "tolerance_used": comparison.tolerance_used})
     allowance = allowance_record(prepared.reference, comparison)
@@ -307,7 +308,8 @@ def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: Case
     line.update({"nonfinite_mismatches": comparison.nonfinite_mismatches,
                  "index_mismatches": comparison.index_mismatches,
                  "error_stats": error_statistics(prepared.expected, actual, config.tolerances,
-                                                 spec_for(case.desc).index_outputs)})
+                                                 spec_for(case.desc).index_outputs, comparison.differences)})
+    comparison.differences.clear()  # output-sized arrays, not needed past here
     if not comparison.passed:
         message += _tensor_type_hint(case, prepared, actual, config)
         line.update({"outcome": "fail", "message": message})
@@ -321,13 +323,15 @@ def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: Case
 
 
 def compare(case: Any, expected: dict[str, np.ndarray], actual: Mapping[str, np.ndarray], config: CaseConfig,
-            inputs: dict[str, np.ndarray], reference: Expected | None) -> Comparison:
+            inputs: dict[str, np.ndarray], reference: Expected | None, keep_differences: bool = False) -> Comparison:
     """The one comparison under the operator's record (index outputs, index rule) and the
-    reference's allowance (none under the ``exact`` model)."""
+    reference's allowance (none under the ``exact`` model); ``keep_differences`` as for
+    ``compare_outputs``."""
     spec = spec_for(case.desc)
     in_window = functools.partial(spec.index_rule, case.desc) if spec.index_rule else None
     return compare_outputs(expected, actual, config.tolerances, inputs, in_window=in_window,
-                           index_outputs=spec.index_outputs, allowance=Allowance.of(reference))
+                           index_outputs=spec.index_outputs, allowance=Allowance.of(reference),
+                           keep_differences=keep_differences)
 
 
 def _attribution(case: Any, prepared: Prepared, config: CaseConfig, line_flags: list[dict[str, Any]],

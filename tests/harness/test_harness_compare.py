@@ -35,6 +35,20 @@ def test_ulp_distance_counts_representable_values_and_ignores_zero_sign():
     assert ulp_distance(np.nextafter(half, np.float16(2)), half).tolist() == [1]
 
 
+def test_ulp_distance_is_the_count_of_float16_values_between_for_every_pair_of_neighbours_and_extremes():
+    # the oracle: every finite float16 in order of value (-0 and +0 one value), its position
+    values = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    ordered = np.unique(values[np.isfinite(values)].astype(np.float64))  # sorted; -0 == +0 merges
+    position = {v: i for i, v in enumerate(ordered.tolist())}
+    finite = values[np.isfinite(values)]
+    rng = np.random.default_rng(0)
+    partners = np.concatenate([np.roll(finite, 1), rng.permutation(finite), np.full(finite.size, finite.max()),
+                               np.full(finite.size, finite.min())])
+    mine = np.tile(finite, 4)
+    expect = [abs(position[float(a)] - position[float(b)]) for a, b in zip(mine.tolist(), partners.tolist())]
+    assert ulp_distance(mine, partners).tolist() == expect
+
+
 def test_exact_match_passes_with_zero_errors():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     c = compare_outputs(out(x), out(x.copy()), Tolerances.defaults())

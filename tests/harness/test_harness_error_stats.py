@@ -63,6 +63,18 @@ def test_counts_and_share_agree_with_the_comparison(pair, tol):
         assert stats["ulp"]["max"] == verdict.max_ulp
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(float_pairs(), tolerances)
+def test_statistics_from_the_comparisons_own_differences_are_those_computed_afresh(pair, tol):
+    e, a = pair
+    tols = _tolerances(e.dtype, tol)
+    verdict = compare_outputs({OUT: e}, {OUT: a}, tols, keep_differences=True)
+    assert set(verdict.differences) == {OUT} and compare_outputs({OUT: e}, {OUT: a}, tols).differences == {}
+    fresh = error_stats.error_statistics({OUT: e}, {OUT: a}, tols)
+    reused = error_stats.error_statistics({OUT: e}, {OUT: a}, tols, computed=verdict.differences)
+    assert json.dumps(reused, sort_keys=True) == json.dumps(fresh, sort_keys=True)
+
+
 @pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(float_pairs(), tolerances)
