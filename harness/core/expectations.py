@@ -118,7 +118,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .installed import ort_version as installed_ort_version
-from .results import OUTCOMES, PASSING
+from .results import OUTCOMES, PASSING, CaseLine
 from .signature import INPUT_CLASSES
 from .signature import signature as failure_signature
 from .untrusted_files import FileRefused, read_json
@@ -143,7 +143,7 @@ SIGNATURE_KEYS = ("outcome", "kind", "outputs", "values", "diverging")
 Patterns = tuple[tuple[tuple[str, Any], ...], ...]
 
 
-def _all_found(wanted: Patterns, found: list[Mapping[str, Any]]) -> bool:
+def _all_found(wanted: Patterns, found: Sequence[Mapping[str, Any]]) -> bool:
     """Each pattern (key/value pairs) equals some item of ``found`` on the keys it gives."""
     return all(any(all(item.get(k) == v for k, v in pattern) for item in found) for pattern in wanted)
 
@@ -263,7 +263,7 @@ class Expectation:
             return False
         return True
 
-    def has_flags_of(self, flags: list[Mapping[str, Any]] | None) -> bool:
+    def has_flags_of(self, flags: Sequence[Mapping[str, Any]] | None) -> bool:
         """Whether a case mapped with ``flags`` (a result line's) holds every flag the entry names."""
         return not self.flags or (flags is not None and _all_found(self.flags, flags))
 
@@ -326,7 +326,7 @@ class Expectations:
         tags = getattr(case, "tags", None)
         return self.match(case.id, tags, flags, self.predictions(case))
 
-    def settle(self, case: Any, line: dict[str, Any]) -> None:
+    def settle(self, case: Any, line: CaseLine) -> None:
         """Apply the case's expectations to its raw result ``line`` in place: the reported outcome
         and ``expected_outcome`` (``verdict``: from the entries that match the case and whose
         cause can show on it, and for numbers from the line's ``readings`` evidence); the message
@@ -345,7 +345,7 @@ class Expectations:
         if not decided.entries and quiet and (line["outcome"] == "fail" or any(e.shows_flags for e in quiet)) \
                 and not decided.tried:
             first = quiet[0]
-            line["message"] += (f"; Note: the known divergence {first.id!r} cannot show on these inputs "
+            line["message"] = (line.get("message") or "") + (f"; Note: the known divergence {first.id!r} cannot show on these inputs "
                                 f"({first.shows_text()} does not hold), so the case is judged like any other: "
                                 f"{first.reason[:160]}")
 

@@ -45,7 +45,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import Any, Callable, Mapping, Sequence
 
 from ...graphs.cases.common import LiteralCase, desc_elements
 from ...reference import desc_to_dml
@@ -462,7 +462,7 @@ def _record(line: CaseLine, case: Any, config: CaseConfig, expectations: Expecta
     if line["outcome"] in ("crash", "timeout"):
         _settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
     else:
-        expectations.settle(case, cast(dict[str, Any], line))  # settle types a line as any dict
+        expectations.settle(case, line)
     found = signature(raw)
     kept = line["outcome"] in FAILING or (line["outcome"] in EXPECTED_FAILURE and options.shrink_known)
     if found is not None and kept:
@@ -633,7 +633,7 @@ def _candidate_runner(pool: WorkerPool, expectations: Expectations, finding: Fin
     def run(case: Any) -> CaseLine:
         line = pool.run_one(case, ArtifactPolicy(expected=expectations.candidates(case)))
         settled = line.copy()
-        expectations.settle(case, cast(dict[str, Any], settled))  # settle types a line as any dict
+        expectations.settle(case, settled)
         if settled["outcome"] in FAILING:
             return line
         reported = line.copy()

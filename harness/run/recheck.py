@@ -22,7 +22,7 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import replace
-from typing import Any, Iterable, Iterator, cast
+from typing import Any, Iterable, Iterator
 
 from ..core.expectations import Expectations
 from ..core.results import CaseLine
@@ -147,7 +147,7 @@ class Recheck:
     def _apply(self, case: Any, line: CaseLine, other: CaseLine) -> None:
         """Label ``line`` from ``other``, the raw line of the same case on the second EP."""
         raw = other.copy()
-        self.expectations.settle(case, cast(dict[str, Any], other))  # settle types a line as any dict
+        self.expectations.settle(case, other)
         mine, theirs = signature(line), signature(raw)
         same = mine is not None and theirs is not None and mine == theirs and _same_cause(line, raw)
         line["scope"] = shared_label(self.config.ep.provider) if same else only_label(line.get("ep") or "?")

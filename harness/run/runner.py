@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Generator, Iterable, Iterator, cast
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from ...reference import execute
 from ..core import walltime
@@ -373,7 +373,7 @@ def _settle(line: CaseLine, case: Any, config: CaseConfig, expectations: Expecta
     """Apply the case's expectation to its raw ``line`` (``expected_outcome``, ``known``/``fixed``)
     and write the case folder the worker could not (it died) or was not asked to write."""
     _died_artifacts(line, case, config)
-    expectations.settle(case, cast(dict[str, Any], line))  # settle types a line as any dict
+    expectations.settle(case, line)
     if line["artifacts"] is None and line["outcome"] in _FROM_EXPECTATION:
         _offline_artifacts(case, config, line)
 
