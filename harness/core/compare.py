@@ -449,13 +449,15 @@ def _float_statistics(result: Comparison, e: np.ndarray, absdiff: np.ndarray, ul
     """max abs / rel / ULP over the finite pairs; max_abs becomes infinite when a NaN or an
     infinity met a number, while ``max_abs_finite`` keeps the largest finite difference."""
     if both_finite.any():
-        largest = float(absdiff[both_finite].max())
+        finite = slice(None) if both_finite.all() else both_finite  # a whole finite output: no masked copies
+        largest = float(absdiff[finite].max())
         result.max_abs = _max(result.max_abs, largest)
         result.max_abs_finite = _max(result.max_abs_finite, largest)
         nonzero = both_finite & (e != 0)
-        if nonzero.any():
-            result.max_rel = _max(result.max_rel, float((absdiff[nonzero] / np.abs(e[nonzero])).max()))
-        result.max_ulp = _max(result.max_ulp, float(ulp[both_finite].max()))
+        if nonzero.any():  # absdiff / |e| >= 0 where e is a nonzero number; 0 stands for the rest
+            rel = np.divide(absdiff, np.abs(e), out=np.zeros_like(absdiff), where=nonzero)
+            result.max_rel = _max(result.max_rel, float(rel.max()))
+        result.max_ulp = _max(result.max_ulp, float(ulp[finite].max()))
     if nonfinite_bad.any():
         result.max_abs = math.inf
 
@@ -546,8 +548,12 @@ def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.nd
     if not interesting.any():
         return
     idx = np.flatnonzero(interesting)
-    order = np.lexsort((-absdiff[idx], ~bad[idx]))[:worst_count]
-    for i in idx[order]:
+    failed = bad[idx]
+    chosen = largest_first(idx[failed], absdiff[idx[failed]], worst_count)
+    if chosen.size < worst_count:
+        rest = idx[~failed]
+        chosen = np.concatenate([chosen, largest_first(rest, absdiff[rest], worst_count - chosen.size)])
+    for i in chosen:
         entry: dict[str, Any] = {
             "output": name,
             "index": [int(v) for v in np.unravel_index(int(i), shape)],
@@ -564,6 +570,20 @@ def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.nd
             entry["bound"] = float(bound[i])
         key = (1 if bad[i] else 0, float(absdiff[i]) if not math.isnan(absdiff[i]) else math.inf)
         candidates.append((key, entry))
+
+
+def largest_first(positions: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` of ``positions`` (ascending) whose ``values`` are largest, largest first and
+    equal values in position order (NaN last): the first ``count`` of a stable sort by
+    ``-values``, found without sorting every value (an output may hold millions)."""
+    if count <= 0 or not positions.size:
+        return positions[:0]
+    if positions.size > 4 * count + 64:
+        cut = np.partition(-values, count - 1)[count - 1]
+        if not np.isnan(cut):  # with NaN among the first ``count``, every value takes part
+            keep = -values <= cut  # all values tied with the count-th too: position order decides
+            positions, values = positions[keep], values[keep]
+    return positions[np.argsort(-values, kind="stable")[:count]]
 
 
 def _scalar(value: Any) -> Any:

@@ -101,11 +101,14 @@ class Tolerance:
         """The share of its allowance each element used: the smaller of ``|a - e| / allowed``
         and ``ulp / self.ulp``; 0 where they are equal, ``inf`` where a zero allowance is exceeded
         (1.0 is the limit; the caller sets non-finite pairs)."""
+        absdiff = np.asarray(absdiff, dtype=np.float64)
+        used = np.full(np.broadcast_shapes(absdiff.shape, np.shape(allowed)), np.inf)
         with np.errstate(divide="ignore", invalid="ignore"):
-            used = np.where(absdiff == 0, 0.0, np.where(allowed > 0, absdiff / np.where(allowed > 0, allowed, 1.0),
-                                                        np.inf))
-            if self.ulp is not None:
-                used = np.minimum(used, np.where(ulp == 0, 0.0, ulp / self.ulp if self.ulp else np.inf))
+            np.divide(absdiff, allowed, out=used, where=np.asarray(allowed) > 0)
+        np.copyto(used, 0.0, where=absdiff == 0)  # exact, whatever the allowance (none at all included)
+        if self.ulp is not None:
+            by_ulp = ulp / self.ulp if self.ulp else np.where(ulp == 0, 0.0, np.inf)
+            np.minimum(used, by_ulp, out=used)
         return used
 
     def smallest_passing(self, absdiff: np.ndarray, ulp: np.ndarray, expected: np.ndarray,

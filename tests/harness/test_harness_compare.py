@@ -269,3 +269,33 @@ def test_an_output_without_elements_next_to_one_with_them_is_compared():
                         Tolerances.defaults())
     assert not c.passed and c.mismatches == 1 and c.max_abs == 0.5
     assert compare_outputs(expected, dict(expected), Tolerances.defaults()).passed
+
+
+def test_the_worst_elements_are_a_stable_sort_by_size_without_sorting_them_all():
+    from ep_testbed.harness.core.compare import largest_first
+
+    rng = np.random.default_rng(1)
+    for size, count in ((10, 3), (5000, 5), (5000, 1), (300, 40)):
+        values = rng.integers(0, 6, size).astype(np.float64)  # many ties
+        values[rng.choice(size, size // 50 + 1, replace=False)] = np.nan
+        values[rng.choice(size, 2, replace=False)] = np.inf
+        positions = np.sort(rng.choice(10 * size, size, replace=False))
+        oracle = positions[np.lexsort((-values,))][:count]  # the definition: a stable sort by -value
+        assert largest_first(positions, values, count).tolist() == oracle.tolist()
+    few = np.array([np.nan, np.nan, 1.0] + [np.nan] * 200)  # NaN among the first: every value takes part
+    assert largest_first(np.arange(few.size), few, 3).tolist() == [2, 0, 1]
+
+
+def test_the_share_of_the_allowance_is_the_rules_definition_element_by_element():
+    rng = np.random.default_rng(2)
+    absdiff = np.concatenate([np.zeros(50), rng.exponential(1e-3, 200), [np.inf, np.nan]])
+    allowed = np.concatenate([rng.choice([0.0, 1e-4, 1e-3, np.nan], absdiff.size - 2), [1e-3, 1e-3]])
+    ulp = rng.integers(0, 9, absdiff.size)
+    for budget in (None, 0, 4):
+        tol = Tolerance(atol=1e-5, rtol=1e-4, ulp=budget)
+        with np.errstate(divide="ignore", invalid="ignore"):  # the docstring's rule, spelled out
+            expect = np.where(absdiff == 0, 0.0, np.where(allowed > 0, absdiff / np.where(allowed > 0, allowed, 1.0),
+                                                          np.inf))
+            if budget is not None:
+                expect = np.minimum(expect, np.where(ulp == 0, 0.0, ulp / budget if budget else np.inf))
+        np.testing.assert_array_equal(tol.share(absdiff, ulp, allowed), expect)
