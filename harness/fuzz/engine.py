@@ -45,7 +45,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ...graphs.cases.common import LiteralCase, desc_elements
 from ...reference import desc_to_dml
@@ -58,11 +58,12 @@ from ..core.results import EXPECTED_FAILURE, FAILING, RESULTS_FILE, CaseLine, du
 from ..core.signature import Signature, same_failure, signature
 from ..core.untrusted_files import open_output, output_folder
 from ..eps.providers import EpSpec
+from ..run.case_loop import CaseLoop, settle
 from ..run.case_run import ArtifactPolicy, CaseConfig
 from ..run.pool import DeviceLostError, WorkerPool
 from ..run.recheck import Recheck
 from ..run.run_folder import FolderBusy, claim
-from ..run.runner import RunError, RunOptions, _died_artifacts, _settle, run_header
+from ..run.runner import RunError, RunOptions, run_header
 from . import corpus
 from . import draw as draw_mod
 from .shrink import Runner, ShrinkResult, shrink
@@ -301,7 +302,6 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     status = _Status(options.progress, options.budget_s)
     batches = batches if batches is not None else _batches(options)
     recheck = _start_recheck(config, options)
-    waiting: dict[str, Any] = {}  # the cases of lines out for re-checking, by id
 
     def emit(line: CaseLine, case: Any) -> None:
         """Settle, keep and write one line (labelled, when it was re-checked)."""
@@ -310,33 +310,25 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
         counts[line["outcome"]] += 1
         status.update(result, counts)
 
-    def labelled(wait: bool = False) -> None:
-        """Write the re-checked lines that are back (``wait``: every one still out)."""
-        for line in recheck.finished(wait=wait) if recheck is not None else ():
-            emit(line, waiting.pop(line["id"]))
-
     def drawing_over() -> bool:
         """Whether drawing's part of the budget is spent (never before a case ran, nor in a replay)."""
         return not options.replay and result.ran > 0 and budget.drawing_over(
             len(_to_shrink(result.findings, options)), options.shrink_time_s)
 
+    def arrived(line: CaseLine, case: Any) -> None:
+        """Count a raw line as it comes; results.jsonl is made durable every ``chunk_size`` lines
+        (the workers have their next cases meanwhile) and at the end of each batch."""
+        if result.ran and result.ran % chunk_size == 0:
+            writer.sync()
+        result.ran += 1
+        result.by_op[case.id.split("/", 1)[0]] += 1  # ids start with the operator's name
+
+    loop = CaseLoop(config, lambda cases, hold: pool.run(cases, policy_for, keep_workers=True, hold=hold), emit,
+                    recheck, on_line=arrived)
+
     def run(cases: list[Any], hold: Any) -> None:
-        """Run ``cases`` (the pool sends none once ``hold`` says so), each line settled and written
-        as it comes, results.jsonl made durable every ``chunk_size`` lines and at the end."""
-        by_id = {case.id: case for case in cases}
-        for line in pool.run(cases, policy_for, keep_workers=True, hold=hold):
-            result.ran += 1
-            case = by_id[line["id"]]
-            result.by_op[case.id.split("/", 1)[0]] += 1  # ids start with the operator's name
-            if recheck is not None and recheck.wants(line):
-                _died_artifacts(line, case, config)  # also the mapper's flags, which the label reads
-                waiting[line["id"]] = case
-                recheck.submit(case, line)
-            else:
-                emit(line, case)
-            labelled()
-            if result.ran % chunk_size == 0:  # the workers have their next cases meanwhile
-                writer.sync()
+        """Run ``cases`` through the loop (the pool sends none once ``hold`` says so)."""
+        loop.run(cases, hold)
         writer.sync()
 
     finished = False
@@ -370,8 +362,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
             walltime.mark("fuzzing", at=start + result.generation_s)
         batches.close()
         pool.close()
-        if recheck is not None:
-            _end_recheck(recheck, finished, labelled, emit, waiting)
+        loop.end(finished)
         status.close()
         walltime.mark("stopping workers")
 
@@ -385,27 +376,6 @@ def _start_recheck(config: CaseConfig, options: FuzzOptions) -> Recheck | None:
                       env=options.env, extra_paths=options.extra_paths)
     recheck.start()
     return recheck
-
-
-def _end_recheck(recheck: Recheck, finished: bool, labelled: Callable[..., None], emit: Callable[[CaseLine, Any], None],
-                 waiting: dict[str, Any]) -> None:
-    """Write the re-checked lines still out: once drawing ``finished``, each once labelled
-    (waiting for them); after a Ctrl-C or a lost device, those back and the rest unlabelled, at
-    once, so none is lost (a Ctrl-C while waiting too, which then goes on up)."""
-    interrupted: KeyboardInterrupt | None = None
-    if finished:
-        try:
-            labelled(wait=True)
-        except KeyboardInterrupt as exc:
-            interrupted = exc
-    try:
-        for line in recheck.close():
-            emit(line, waiting.pop(line["id"]))
-    except OSError:  # the disk that ended the run refuses these too: --replay reruns them
-        if finished and interrupted is None:
-            raise
-    if interrupted is not None:
-        raise interrupted
 
 
 class _Batches:
@@ -460,7 +430,7 @@ def _record(line: CaseLine, case: Any, config: CaseConfig, expectations: Expecta
     never a case the EP did not get to run (``not-on-ep``, ``emulation-gap``)."""
     raw = line.copy()
     if line["outcome"] in ("crash", "timeout"):
-        _settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
+        settle(line, case, config, expectations)  # also writes the case folder the dead worker could not
     else:
         expectations.settle(case, line)
     found = signature(raw)
@@ -699,7 +669,7 @@ def _finish_minimal(config: CaseConfig, options: FuzzOptions, expectations: Expe
     for line in pool.run(list(cases.values()), lambda case: ArtifactPolicy(force=True, expected=expectations.candidates(case))):
         finding, shrink_result = minimal[line["id"]]
         raw = line.copy()
-        _settle(line, cases[line["id"]], config, expectations)
+        settle(line, cases[line["id"]], config, expectations)
         writer.write(line)
         counts[line["outcome"]] += 1
         corpus_path = None

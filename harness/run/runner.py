@@ -24,7 +24,6 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generator, Iterable, Iterator
 
-from ...reference import execute
 from ..core import walltime
 from ..core.expectations import Expectations
 from ..core.results import (
@@ -46,7 +45,7 @@ from ..eps.adapters import forget_adapters
 from ..eps.device_loss import DeviceLost
 from ..eps.gpu import identity_key, runtime_info
 from ..eps.providers import EpSpec
-from .artifacts import write_artifacts
+from .case_loop import CaseLoop, settle
 from .case_run import ArtifactPolicy, CaseConfig, Memory, load_mapper, run_batch, severity
 from .pool import MAX_DEVICE_LOSSES, DeviceLostError, WorkerPool, device_lost_line
 from .progress import Progress
@@ -198,32 +197,32 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
         threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
         return ArtifactPolicy(threshold=threshold, expected=expectations.candidates(case))
 
-    by_id = {case.id: case for case in todo}
     recheck = None if options.also_on is None else Recheck(
         config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
         env=options.env, extra_paths=options.extra_paths)
     if recheck is not None and todo:
         recheck.start()  # its worker starts its EP beside the run's, before any failure needs it
-    results = _execute(todo, config, options, policy_for, pool)
     header_on_disk = not fresh
     lost: DeviceLostError | None = None
     with ResultsWriter(options.out_dir) as writer:
 
-        def record(line: CaseLine) -> None:
+        def record(line: CaseLine, case: Any) -> None:
             """Settle a line (its expectation, its case folder), write it, count it."""
-            _settle(line, by_id[line["id"]], config, expectations)
+            settle(line, case, config, expectations)
             _prune_passing_folder(line, worst, options.keep_worst, options.out_dir)
             _keep_worst(worst, line, options.keep_worst)
             writer.write(line)
             lines.append(line)
             progress.update(line)
 
+        loop = CaseLoop(config, lambda batch, hold: _execute(batch, config, options, policy_for, pool), record, recheck)
         try:  # a Ctrl-C once the header is on disk ends the file with an end line
             if fresh:
                 with interrupts_held():  # the header is written whole before a Ctrl-C lands
                     writer.write(header)
                     header_on_disk = True
-            _record_as_they_come(results, record, recheck, by_id, config)
+            loop.run(todo)
+            loop.labelled(wait=True)
         except KeyboardInterrupt:
             if not header_on_disk:  # nothing written: nothing to end
                 raise
@@ -233,9 +232,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
         finally:
             elapsed = time.monotonic() - start  # the cases' time: the workers' teardown below is none of it
             _mark_cases(pool, start, elapsed)
-            results.close()  # the workers stop here, whatever ended the loop (not when the generator is collected)
-            if recheck is not None:  # a line whose re-check never finished is kept, unlabelled
-                _record_all(recheck.close(), record, header_on_disk)
+            loop.end(finished=False, can_write=header_on_disk)  # a line whose re-check never finished: unlabelled
             progress.close()
             counts = count_outcomes(lines)
             if header_on_disk:
@@ -363,57 +360,6 @@ def header_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             for key in RESUME_MUST_MATCH if comparable(key, old) != comparable(key, new)]
 
 
-#: Outcomes where the worker died, so its case folder was never written.
-_WORKER_DIED = ("crash", "timeout")
-#: Outcomes an expectation produces; their case folder goes into the bug report or the fix.
-_FROM_EXPECTATION = ("known", "fixed")
-
-
-def _settle(line: CaseLine, case: Any, config: CaseConfig, expectations: Expectations) -> None:
-    """Apply the case's expectation to its raw ``line`` (``expected_outcome``, ``known``/``fixed``)
-    and write the case folder the worker could not (it died) or was not asked to write."""
-    _died_artifacts(line, case, config)
-    expectations.settle(case, line)
-    if line["artifacts"] is None and line["outcome"] in _FROM_EXPECTATION:
-        _offline_artifacts(case, config, line)
-
-
-def _died_artifacts(line: CaseLine, case: Any, config: CaseConfig) -> None:
-    """The case folder of a case whose worker died (crash, timeout), built here once; it also
-    fills in the mapper's flags."""
-    if line["outcome"] in _WORKER_DIED and line["artifacts"] is None:
-        _offline_artifacts(case, config, line)
-
-
-def _record_as_they_come(results: Iterator[CaseLine], record: Callable[[CaseLine], None],
-                         recheck: Recheck | None, by_id: dict[str, Any], config: CaseConfig) -> None:
-    """``record`` each raw line of ``results`` as it comes, but a failure ``recheck`` wants: that
-    one goes to the re-check and is recorded once labelled (as labels come in, the rest at the end)."""
-    for line in results:
-        if recheck is not None and recheck.wants(line):
-            case = by_id[line["id"]]
-            _died_artifacts(line, case, config)  # also the mapper's flags, which a label reads
-            recheck.submit(case, line)
-        else:
-            record(line)
-        for labelled in recheck.finished() if recheck is not None else ():
-            record(labelled)
-    for labelled in recheck.finished(wait=True) if recheck is not None else ():
-        record(labelled)
-
-
-def _record_all(lines: list[CaseLine], record: Callable[[CaseLine], None], header_on_disk: bool) -> None:
-    """``record`` each of ``lines`` once the run has ended some way; a disk that refuses them
-    leaves them to ``--resume`` (they are not written, so they run again)."""
-    if not header_on_disk:
-        return
-    try:
-        for line in lines:
-            record(line)
-    except OSError:
-        pass
-
-
 def _prune_passing_folder(line: CaseLine, worst: list[float], keep: int, run_dir: str) -> None:
     """Remove the case folder a worker wrote for a passing ``line`` that is not among the ``keep``
     worst passing cases recorded so far (``worst``), and say so in the line: a worker decides on
@@ -497,25 +443,3 @@ def _in_process(batches: deque, config: CaseConfig, policy_for: Any) -> Iterator
             continue
         losses = 0 if any(line.get("placement") for line in emitted) else losses
         yield from emitted
-
-
-def _offline_artifacts(case: Any, config: CaseConfig, line: CaseLine) -> None:
-    """Artifacts of a case whose worker died: everything but the EP's outputs, built here."""
-    state: dict[str, Any] = {"desc": case.desc}
-    try:
-        mapping = load_mapper(config.mapper)(case.desc, opset=getattr(case, "opset", None))
-        line["flags"] = line["flags"] or [f.to_json() for f in mapping.flags]
-        if mapping.expressible:
-            inputs = case.inputs()
-            state["model"] = mapping.model
-            state["feeds"] = mapping.feeds(inputs)
-            state["expected"] = execute(case.desc, inputs)
-    except Exception as exc:
-        line["message"] = f"{line['message'] or ''}\n(artifacts incomplete: {type(exc).__name__}: {exc})"
-    if config.run_dir is None:  # the run keeps no case folders
-        return
-    try:
-        line["artifacts"] = write_artifacts(config.run_dir, case.id, **state)
-    except Exception as exc:
-        line["message"] = f"{line['message'] or ''}\n(writing artifacts failed: {exc})"
-
