@@ -313,3 +313,15 @@ def test_batch_and_also_on_are_read_once_by_run_config_for_every_front_end():
     for name, args in _front_ends().items():
         if name in ("model run", "model demo", "pytest plugin"):  # no --also-on: nothing re-checked
             assert run_config(args).also_on is None, name
+
+
+def test_a_front_end_that_disagrees_with_its_groups_is_an_internal_error_not_a_usage_one(monkeypatch, capsys):
+    from ep_testbed.harness.cli import main
+    from ep_testbed.harness.cli import options as options_mod
+    from ep_testbed.harness.core.exit_codes import INTERNAL
+
+    # a group every run needs that no front end adds yet: each command must refuse to guess it
+    groups = {**OPTION_GROUPS, "extra": options_mod.OptionGroup("extra", ("extra",))}
+    monkeypatch.setattr(options_mod, "OPTION_GROUPS", groups)
+    assert main(["run", "--ep", "cpu", "--list"]) == INTERNAL
+    assert "option group extra is not declared" in capsys.readouterr().err
