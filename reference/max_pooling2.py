@@ -44,7 +44,6 @@ import concurrent.futures
 import functools
 import itertools
 import math
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional, Sequence, cast
 
@@ -55,6 +54,7 @@ from .descs import Desc, TensorDesc, dml_field, member_value
 from .dtypes import NUMPY_DTYPES, numpy_dtype, random_values
 from .errors import DescError
 from .readings import check_rules, holds, reading
+from .workers import usable_cpus
 
 PAGE = "https://learn.microsoft.com/windows/win32/api/directml/ns-directml-dml_max_pooling2_operator_desc"
 
@@ -647,8 +647,7 @@ def worker_threads() -> int:
     """``THREADS``, or the processors this process may run on."""
     if THREADS is not None:
         return max(1, THREADS)
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    return usable_cpus()
 
 
 def in_threads(run: Callable[[Any], None], tasks: Sequence[Any], work_bytes: int) -> None:

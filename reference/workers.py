@@ -28,14 +28,19 @@ MAX_THREADS = 8
 _local = threading.local()
 
 
-def thread_count() -> int:
-    """The threads a kernel's chunks run in: the CPUs this process may run on, at most
-    ``MAX_THREADS``."""
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity where the platform says (a container's
+    cpuset, ``taskset``), else every CPU of the machine. ``os.cpu_count`` alone counts CPUs the
+    process may not use, and threads sized by it oversubscribe the ones it may."""
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_THREADS))
+        return os.cpu_count() or 1
+
+
+def thread_count() -> int:
+    """The threads a kernel's chunks run in: ``usable_cpus``, at most ``MAX_THREADS``."""
+    return max(1, min(usable_cpus(), MAX_THREADS))
 
 
 def buffer(name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:

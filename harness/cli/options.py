@@ -50,12 +50,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ...reference.precision import DEFAULT_MODEL, MODELS, STRICT_MODEL
 from ...reference.registry import names, spec_of_type
+from ...reference.workers import usable_cpus
 from ..core import expectations as expectations_mod
 from ..core.expectations import Expectations
 from ..core.rerun import TIME_FIELD
@@ -537,7 +537,7 @@ class RunConfig:
         """Session settings for ``jobs`` concurrent workers (default ``self.jobs``): the cores
         shared among them, so that workers do not oversubscribe the machine (0: ORT's default)."""
         jobs = self.jobs if jobs is None else jobs
-        threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else 0
+        threads = max(1, usable_cpus() // jobs) if jobs > 1 else 0
         return SessionSettings(graph_opt=self.graph_opt, intra_op_threads=threads,
                                dml_graph_fusion=self.dml_graph_fusion)
 
@@ -563,7 +563,7 @@ def run_config(args: Any, *, workers_only: bool = False) -> RunConfig:
     ops = parse_ops(get["ops"])
     jobs = get["jobs"]
     if jobs is None:  # the flag was not given
-        jobs = default_jobs(ep, os.cpu_count() or 1)
+        jobs = default_jobs(ep, usable_cpus())
     if workers_only and jobs < 1:
         raise OptionError(f"--jobs {jobs}: must be >= 1 (fuzzing always isolates cases in workers)")
     corpus = tuple(_corpus(get["corpus"] or [], ops))

@@ -292,3 +292,21 @@ def test_cases_too_large_to_pack_are_prepared_and_finished_one_at_a_time(monkeyp
                       emit=lambda line: events.append("line"))
     assert events == ["prepare", "line"] * 3
     assert {line["timings"]["shared_by"] for line in lines} == {1}
+
+
+def test_jobs_and_threads_count_the_cpus_this_process_may_use_not_the_machines(monkeypatch):
+    """A container's cpuset or ``taskset`` leaves a process fewer CPUs than the machine has: the
+    default workers and each worker's ONNX Runtime threads are sized by those, or 16 CPUs' worth of
+    threads would crowd 2 (measured: fuzz at a third of its rate)."""
+    import os
+
+    from ep_testbed.harness.cli import parse_args
+    from ep_testbed.harness.cli.options import run_config
+    from ep_testbed.reference import workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    config = run_config(parse_args(["run", "--ep", "cpu"]))
+    assert config.jobs == packing.default_jobs(config.ep, 2) and workers.usable_cpus() == 2
+    assert config.session(2).intra_op_threads == 1 and config.session(1).intra_op_threads == 0
+    assert workers.thread_count() == 2
