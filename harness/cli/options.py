@@ -484,10 +484,11 @@ def group_values(args: Any) -> dict[str, Any]:
     if declared is None:
         raise FrontEndError(f"the parsed options declare no option groups ({GROUPS_ATTRIBUTE}); a front end calls "
                             "harness.cli.options.declare_groups with the groups it adds")
+    declared = set(_known_groups(sorted(declared)))
     values: dict[str, Any] = {}
     for group in OPTION_GROUPS.values():
         present = [dest for dest in group.dests if hasattr(args, dest)]
-        if group.name in _known_groups(sorted(declared)):
+        if group.name in declared:
             missing = [dest for dest in group.dests if dest not in present]
             if missing:
                 raise FrontEndError(f"option group {group.name} is declared but {missing} were never added")
