@@ -57,8 +57,11 @@ def element_errors(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
     ``inf`` for a non-finite mismatch or a zero budget that an error exceeds). ``diffs``: what
     ``compare.differences`` already gave for this pair (computed here when None).
     """
-    if diffs is None:
-        diffs = differences(np.asarray(expected), np.asarray(actual))
+    return _errors_of(diffs if diffs is not None else differences(np.asarray(expected), np.asarray(actual)), tol)
+
+
+def _errors_of(diffs: Differences, tol: Tolerance) -> ElementErrors:
+    """``element_errors`` of a pair's ``compare.differences``."""
     e, _, absdiff, ulp, finite, same_special = diffs
     bound = tol.allowed(np.where(finite, e, 0.0))
     ok = same_special | (finite & tol.passes(absdiff, ulp, bound))
@@ -101,13 +104,12 @@ def _min_tolerance(e: np.ndarray, err: ElementErrors, tol: Tolerance) -> dict[st
     return tol.smallest_passing(err.absdiff, err.ulp, e, err.finite)
 
 
-def _rounded_passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, part: str, value: float,
-                     diffs: Differences) -> float:
+def _rounded_passing(tol: Tolerance, part: str, value: float, diffs: Differences) -> float:
     """``value`` rounded up to three significant digits, raised further until the rule with
     ``part`` set to it passes every element (float rounding can leave the exact value a hair short)."""
     candidate = round_up(value)
     for _ in range(8):
-        if element_errors(expected, actual, replace(tol, **{part: candidate}), diffs).ok.all():  # type: ignore[arg-type]
+        if _errors_of(diffs, replace(tol, **{part: candidate})).ok.all():  # type: ignore[arg-type]
             return candidate
         candidate = round_up(candidate * (1 + 1e-3) if candidate else 1e-30)
     return candidate
@@ -119,14 +121,14 @@ def output_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
     ``element_errors``."""
     if diffs is None:
         diffs = differences(np.asarray(expected), np.asarray(actual))
-    err = element_errors(expected, actual, tol, diffs)
+    err = _errors_of(diffs, tol)
     e = diffs[0]
     failing = ~err.ok
     outside = int(failing.sum())
     finite = slice(None) if err.finite.all() else err.finite  # no copies of a whole output that is finite
     minimum = None
     if outside:  # a larger atol or rtol passes every element the run's passed: only the rest need checking
-        minimum = _passing(expected, actual, tol, _min_tolerance(e, err, tol), tuple(d[failing] for d in diffs))
+        minimum = _passing(tol, _min_tolerance(e, err, tol), tuple(d[failing] for d in diffs))
     return {
         "elements": int(e.size), "outside": outside, "nonfinite": int((failing & ~err.finite).sum()),
         "abs": _summary(err.absdiff[finite]), "ulp": _summary(err.ulp[finite]),
@@ -134,11 +136,11 @@ def output_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
     }
 
 
-def _passing(expected: np.ndarray, actual: np.ndarray, tol: Tolerance, minimum: dict[str, float | int | None],
+def _passing(tol: Tolerance, minimum: dict[str, float | int | None],
              diffs: Differences) -> dict[str, float | int | None]:
     """``minimum`` with atol and rtol rounded up to values that pass when pasted into ``--tol``,
     checked on ``diffs`` (those of the elements the run's tolerance failed)."""
-    return {part: _rounded_passing(expected, actual, tol, part, value, diffs) if part != "ulp" and value is not None
+    return {part: _rounded_passing(tol, part, value, diffs) if part != "ulp" and value is not None
             else value for part, value in minimum.items()}
 
 
