@@ -58,10 +58,9 @@ from ..core.results import EXPECTED_FAILURE, FAILING, RESULTS_FILE, CaseLine, du
 from ..core.signature import Signature, same_failure, signature
 from ..core.untrusted_files import open_output, output_folder
 from ..eps.providers import EpSpec
-from ..run.case_loop import CaseLoop, settle
+from ..run.case_loop import CaseLoop, settle, start_recheck
 from ..run.case_run import ArtifactPolicy, CaseConfig
 from ..run.pool import DeviceLostError, WorkerPool
-from ..run.recheck import Recheck
 from ..run.run_folder import FolderBusy, claim
 from ..run.runner import RunError, RunOptions, run_header
 from . import corpus
@@ -301,7 +300,7 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
 
     status = _Status(options.progress, options.budget_s)
     batches = batches if batches is not None else _batches(options)
-    recheck = _start_recheck(config, options)
+    recheck = start_recheck(config, options)
 
     def emit(line: CaseLine, case: Any) -> None:
         """Settle, keep and write one line (labelled, when it was re-checked)."""
@@ -365,17 +364,6 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
         loop.end(finished)
         status.close()
         walltime.mark("stopping workers")
-
-
-def _start_recheck(config: CaseConfig, options: FuzzOptions) -> Recheck | None:
-    """The re-check of failures on ``options.also_on`` (``run --also-on``), its worker starting
-    beside the run's; None when there is no second EP."""
-    if options.also_on is None:
-        return None
-    recheck = Recheck(config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
-                      env=options.env, extra_paths=options.extra_paths)
-    recheck.start()
-    return recheck
 
 
 class _Batches:

@@ -99,6 +99,20 @@ class CaseLoop:
             raise interrupted
 
 
+def start_recheck(config: CaseConfig, options: Any, start: bool = True) -> Recheck | None:
+    """The re-check of failures on ``options.also_on`` (``--also-on``; None when there is no
+    second EP) with ``options``' time limit, expectations for that EP and worker environment
+    (``RunOptions`` and ``FuzzOptions`` both hold them); with ``start``, its worker starts its EP
+    now, beside the run's, before any failure needs it."""
+    if options.also_on is None:
+        return None
+    recheck = Recheck(config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
+                      env=options.env, extra_paths=options.extra_paths)
+    if start:
+        recheck.start()
+    return recheck
+
+
 def settle(line: CaseLine, case: Any, config: CaseConfig, expectations: Expectations) -> None:
     """Apply the case's expectation to its raw ``line`` (``expected_outcome``, ``known``/``fixed``)
     and write the case folder the worker could not (it died) or was not asked to write."""

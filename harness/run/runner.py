@@ -45,11 +45,10 @@ from ..eps.adapters import forget_adapters
 from ..eps.device_loss import DeviceLost
 from ..eps.gpu import identity_key, runtime_info
 from ..eps.providers import EpSpec
-from .case_loop import CaseLoop, settle
+from .case_loop import CaseLoop, settle, start_recheck
 from .case_run import ArtifactPolicy, CaseConfig, Memory, load_mapper, run_batch, severity
 from .pool import MAX_DEVICE_LOSSES, DeviceLostError, WorkerPool, device_lost_line
 from .progress import Progress
-from .recheck import Recheck
 from .run_folder import FolderBusy, claim
 
 
@@ -197,11 +196,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
         threshold = (worst[0] if len(worst) >= options.keep_worst else 0.0) if options.keep_worst else None
         return ArtifactPolicy(threshold=threshold, expected=expectations.candidates(case))
 
-    recheck = None if options.also_on is None else Recheck(
-        config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
-        env=options.env, extra_paths=options.extra_paths)
-    if recheck is not None and todo:
-        recheck.start()  # its worker starts its EP beside the run's, before any failure needs it
+    recheck = start_recheck(config, options, start=bool(todo))
     header_on_disk = not fresh
     lost: DeviceLostError | None = None
     with ResultsWriter(options.out_dir) as writer:
