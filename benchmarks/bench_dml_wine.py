@@ -31,7 +31,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from ep_testbed.harness.eps.dml_wine.host import DmlWineHost, start_xvfb
+from ep_testbed.harness.eps.dml_wine.host import DmlWineHost, read_host_json, start_xvfb
 
 DML = "DmlExecutionProvider"
 FUSION_ON = {"session.disable_cpu_ep_fallback": "1", "session.record_ep_graph_assignment_info": "1"}
@@ -211,7 +211,8 @@ def bench_parallel(rng, n=20):
         _work(alone, m, feeds, 2 * n, results, "alone")
         out["one host, 2n requests"] = {"wall_s": round(results["alone"][0], 3), "all_ok": results["alone"][1]}
     for label in ("two hosts, two Xvfb", "two hosts, one shared Xvfb"):
-        xvfb, display = (start_xvfb(60) if "shared" in label else (None, None))
+        xvfb = start_xvfb(60, read_host_json()["prefix"]) if "shared" in label else None
+        display = xvfb.display if xvfb is not None else None
         try:
             hosts = [DmlWineHost(display=display), DmlWineHost(display=display)]
             results = {}
@@ -227,8 +228,7 @@ def bench_parallel(rng, n=20):
                 h.close()
         finally:
             if xvfb is not None:
-                xvfb.kill()
-                xvfb.wait()
+                xvfb.release()
     out["n"] = n
     return out
 

@@ -3,17 +3,16 @@ failures, and the host's life tied to the process that started it."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
-from dml_wine_kit import needs_host
+from dml_wine_kit import display_users, needs_host, running
 
 from ep_testbed.harness.eps.dml_wine import canary
-from ep_testbed.harness.eps.dml_wine.host import SETUP_COMMAND, DmlWineHost
+from ep_testbed.harness.eps.dml_wine.host import SETUP_COMMAND, DmlWineHost, read_host_json
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the DirectML host runs under Wine on Linux")
 
@@ -40,28 +39,20 @@ def test_the_canary_refuses_wine_s_stock_vkd3d_naming_it_and_the_fix():
 
 def test_the_host_and_its_x_server_die_with_the_process_that_started_them():
     """A worker killed for a hang must not leave Wine and Xvfb behind (they run in their own
-    session, out of the worker's process group)."""
+    session, out of the worker's process group): the host dies with it, and its X server as soon
+    as no process of the prefix uses its display (``early.XServer``; when this host started the
+    prefix's Wine session, its desktop keeps the display until the session ends)."""
     needs_host()
     code = ("import time\nfrom ep_testbed.harness.eps.dml_wine.host import DmlWineHost\n"
-            "h = DmlWineHost()\nprint(h.pid, h._xvfb.pid, flush=True)\ntime.sleep(120)\n")
+            "h = DmlWineHost()\nprint(h.pid, h.xvfb_pid, h.display, flush=True)\ntime.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    children = [int(p) for p in parent.stdout.readline().split()]
-    assert len(children) == 2
+    host, xvfb, display = parent.stdout.readline().split()
     parent.kill()
     parent.wait()
+    prefix = read_host_json()["prefix"]
     deadline = time.monotonic() + 10
-    while any(_running(p) for p in children) and time.monotonic() < deadline:
+    while (running(int(host)) or (running(int(xvfb)) and not display_users(display, prefix))) \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
-    left = [p for p in children if _running(p)]
-    for pid in left:
-        os.kill(pid, 9)
-    assert left == []
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie waiting to be reaped."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert not running(int(host))
+    assert not running(int(xvfb)) or display_users(display, prefix), "an X server nobody uses outlived its host"

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from dml_wine_kit import needs_host
+from dml_wine_kit import display_users, needs_host, running
 
 from ep_testbed.harness.eps.adapters import resolve
 from ep_testbed.harness.eps.dml_wine import adapter as adapter_mod
@@ -67,26 +67,24 @@ def test_the_first_host_of_the_process_takes_the_early_one_and_an_untaken_one_en
             "early._early.clear()\n"
             "assert early.start_early(['fuzz', '--ep', 'dml-wine'])\n"
             "early._early[0].ready.wait(120)\n"
-            "print(early._early[0].started.proc.pid, early._early[0].started.xvfb.pid, flush=True)\n")
+            "s = early._early[0].started\n"
+            "print(s.proc.pid, s.xvfb.pid, s.display, flush=True)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     taken, left = done.stdout.splitlines()
     assert taken.split() == ["True", "False", "1", "1"]
-    deadline = time.monotonic() + 30  # a host nobody took ends with the process that started it
-    pids = [int(p) for p in left.split()]
-    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") and _alive(p) for p in pids):
+    # a host nobody took ends with the process that started it; its X server once nothing of the
+    # prefix uses the display (``early.XServer``)
+    host, xvfb, display = left.split()
+    prefix = early.read_host_json()["prefix"]
+
+    def ended() -> bool:
+        return not running(int(host)) and (not running(int(xvfb)) or bool(display_users(display, prefix)))
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not ended():
         time.sleep(0.2)
-    assert not any(os.path.exists(f"/proc/{p}") and _alive(p) for p in pids)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            text = stat.read()
-    except OSError:
-        return False
-    return text[text.rindex(")") + 2:].split()[0] != "Z"
+    assert ended()
 
 
 def test_a_host_with_other_settings_never_takes_the_early_one(monkeypatch, tmp_path):

@@ -46,7 +46,7 @@ from ..ep_run import EpRun, SessionError, current_cases, first_line
 from ..holders import EpAdapter
 from ..spec import EpNotAvailable, EpSpec, SessionSettings, config_entries
 from . import canary
-from .host import SETUP_COMMAND, DmlWineHost, HostCrashed, HostError, HostRun, HostTimeout, read_host_json
+from .host import SETUP_COMMAND, DmlWineHost, HostCrashed, HostError, HostNoDevice, HostRun, HostTimeout, read_host_json
 
 #: The ``--ep`` name of this adapter.
 EP_NAME = "dml-wine"
@@ -282,8 +282,10 @@ class WineDmlAdapter(EpAdapter):
             try:
                 self._host = DmlWineHost(request_timeout=REQUEST_TIMEOUT)
             except HostError as exc:
-                raise SessionError("build", PROVIDER, RuntimeError(
-                    f"the DirectML host did not start: {exc} (set up with `{SETUP_COMMAND}`)")) from None
+                hint = "" if isinstance(exc, HostNoDevice) or SETUP_COMMAND in str(exc) else \
+                    f" (set up with `{SETUP_COMMAND}`)"
+                raise SessionError("build", PROVIDER, RuntimeError(f"the DirectML host did not start: {exc}{hint}")) \
+                    from None
             self._hello = self._host.info
         return self._host
 

@@ -30,6 +30,7 @@ import select
 import shutil
 import stat
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -288,6 +289,23 @@ def _kill(proc: subprocess.Popen | None) -> None:
             pass
 
 
+def stop(started: "Started") -> None:
+    """End a host: SIGKILL ``wine64 host.exe`` and release its X server (``XServer.release``),
+    which outlives it while the Wine session it may have started still uses the display."""
+    _kill(started.proc)
+    if started.xvfb is not None:
+        started.xvfb.release()
+
+
+def _close_quietly(stream: Any) -> None:
+    """Close a pipe we hold, ignoring one already closed or broken."""
+    if stream is not None:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
+
+
 def _resolve_prctl() -> Any:
     """libc's ``prctl``, looked up once in the parent: nothing may load a library between fork
     and exec (another thread could hold the loader's lock). None off Linux."""
@@ -311,32 +329,63 @@ def die_with_parent() -> None:
         _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
-def start_xvfb(timeout: float) -> tuple[subprocess.Popen, str]:
-    """An X server (Xvfb) on a display number it picks itself (``-displayfd``: no race with
-    other servers); returns it and ``":N"``. One per host by default; several hosts can share
-    one (``DmlWineHost(display=...)``), and whoever started it kills it."""
-    read_fd, write_fd = os.pipe()
-    try:
-        proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1024x768x24",
-                                 "-nolisten", "tcp"], pass_fds=(write_fd,), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=die_with_parent)
-    finally:
-        os.close(write_fd)
-    try:
-        digits = b""
-        deadline = time.monotonic() + timeout
-        while not digits.endswith(b"\n"):
-            ready, _, _ = select.select([read_fd], [], [], max(0.0, deadline - time.monotonic()))
-            chunk = os.read(read_fd, 64) if ready else b""
-            if not chunk:
-                _kill(proc)
-                raise HostError(f"Xvfb did not report a display within {timeout:.0f} s (exit code {proc.poll()})")
-            digits += chunk
-    finally:
-        os.close(read_fd)
-    return proc, ":" + digits.decode().strip()
+#: The watcher that keeps an Xvfb while anything uses it (``XServer``); it imports nothing of ours.
+XWATCH = Path(__file__).with_name("xwatch.py")
 
+
+class XServer:
+    """An X server (Xvfb) for Wine, kept by a watcher process (``xwatch.py``): it lives while its
+    starter holds it and, once released (``release``, or the starter's death), while any process
+    of the Wine prefix still has its display in its environment; then the watcher ends it.
+
+    Why not simply kill it with its host: the first Wine process of a prefix's session starts
+    Wine's desktop process and services with its own display. A server gone before the desktop
+    has loaded its graphics driver (a host killed while starting) leaves the whole session
+    without a Vulkan device (DXGI 0x887a0004 for every host that joins it) until all of the
+    prefix's processes have ended. ``display`` is ``":N"``, ``pid`` Xvfb's process id."""
+
+    def __init__(self, watcher: subprocess.Popen, display: str, pid: int) -> None:
+        self.watcher, self.display, self.pid = watcher, display, pid
+
+    def release(self) -> None:
+        """The starter is done with it (idempotent); it ends once the prefix no longer uses it."""
+        _close_quietly(self.watcher.stdin)
+        if self.watcher.poll() is None:
+            threading.Thread(target=self.watcher.wait, name="xwatch reaper", daemon=True).start()
+
+    def end_now(self) -> None:
+        """End it at once (the watcher is killed and Xvfb dies with it): only for a display no
+        Wine session can have used."""
+        _close_quietly(self.watcher.stdin)
+        _kill(self.watcher)
+
+
+def start_xvfb(timeout: float, prefix: str | os.PathLike = "", screen: str = "1024x768x24") -> XServer:
+    """An X server (Xvfb) on a display number it picks itself (``-displayfd``: no race with
+    other servers), kept by its watcher (``XServer``) for the Wine prefix ``prefix``. One per
+    host by default; several hosts can share one (``DmlWineHost(display=...)``), and whoever
+    started it releases it. Raises ``HostError`` when no display is reported within ``timeout``."""
+    watcher = subprocess.Popen([sys.executable, "-S", str(XWATCH), os.fspath(prefix), screen],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    line = b""
+    deadline = time.monotonic() + timeout
+    out = watcher.stdout.fileno() if watcher.stdout is not None else -1
+    try:
+        while not line.endswith(b"\n"):
+            ready, _, _ = select.select([out], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(out, 64) if ready else b""
+            if not chunk:
+                break
+            line += chunk
+    finally:
+        _close_quietly(watcher.stdout)
+    words = line.split()
+    if len(words) != 2 or not all(w.isdigit() for w in words):
+        _close_quietly(watcher.stdin)
+        _kill(watcher)
+        raise HostError(f"Xvfb did not report a display within {timeout:.0f} s (watcher exit code {watcher.poll()})")
+    return XServer(watcher, ":" + words[0].decode(), int(words[1]))
 
 
 @dataclass
@@ -346,7 +395,7 @@ class Started:
     settings it was started with, and when (``time.monotonic``)."""
 
     proc: subprocess.Popen
-    xvfb: subprocess.Popen | None
+    xvfb: XServer | None
     display: str
     stderr: _StderrTail
     setup: dict[str, Any]
@@ -365,7 +414,8 @@ def launch(setup: dict[str, Any], home: Path, *, start_timeout: float = 120.0, w
     t0 = time.monotonic()
     xvfb = None
     if display is None:
-        xvfb, display = start_xvfb(start_timeout)
+        xvfb = start_xvfb(start_timeout, setup["prefix"])
+        display = xvfb.display
     overrides = dll_overrides or setup.get("dll_overrides") or DLL_OVERRIDES
     env = dict(os.environ, WINEPREFIX=setup["prefix"], DISPLAY=display, WINEDLLOVERRIDES=overrides,
                WINEDEBUG=wine_debug)
@@ -377,7 +427,8 @@ def launch(setup: dict[str, Any], home: Path, *, start_timeout: float = 120.0, w
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
                                 preexec_fn=die_with_parent)
     except OSError as exc:
-        _kill(xvfb)
+        if xvfb is not None:
+            xvfb.release()
         raise HostSetupError(f"cannot start {setup['wine64']}: {exc}. Run `{SETUP_COMMAND}`.") from None
     return Started(proc, xvfb, display, _StderrTail(proc.stderr, stderr_limit), setup, home, wine_debug, overrides, t0)
 
@@ -470,11 +521,10 @@ def take_early(home: Path, wine_debug: str, dll_overrides: str | None, display: 
 def _end_untaken() -> None:
     """At exit: the early host, if nobody took it."""
     if _early and not _early[0].taken and _early[0].started is not None:
-        _kill(_early[0].started.proc)
-        _kill(_early[0].started.xvfb)
+        stop(_early[0].started)
 
 
 __all__ = ["DLL_OVERRIDES", "END_MARKER", "HOME_ENV", "HOST_DLLS", "HOST_JSON_MAX_BYTES", "SETUP_COMMAND",
-           "SETUP_WINE64", "WINE_DEBUG", "WINE_ENV_OVERRIDDEN", "HostError", "HostSetupError", "Started",
+           "SETUP_WINE64", "WINE_DEBUG", "WINE_ENV_OVERRIDDEN", "HostError", "HostSetupError", "Started", "XServer",
            "check_wine64", "die_with_parent", "home_dir", "host_source", "launch", "read_host_json", "start_early",
-           "start_xvfb", "take_early", "wants_host"]
+           "start_xvfb", "stop", "take_early", "wants_host"]

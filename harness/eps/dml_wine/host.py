@@ -18,7 +18,8 @@ route that separates DirectML facts from emulation artefacts), runs it once and 
 or the stage that failed with ONNX Runtime's message verbatim. Failures of the host itself are
 exceptions: ``HostCrashed`` (the process died mid-request; the stderr tail is in the message),
 ``HostTimeout`` (a request ran past its limit; the process is killed), ``HostSetupError`` (the
-home folder lacks a piece; the message names it and the set-up command). After either of the
+home folder lacks a piece; the message names it and the set-up command), ``HostNoDevice`` (the
+host started, but its DXGI lists no adapter; the message says why when Wine said so). After either of the
 first two the host is closed; start a new ``DmlWineHost``.
 
 Needs only numpy and the standard library (Linux: ``select`` on pipes), so it also runs as a
@@ -41,6 +42,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ...core.terminal import safe
+
 # What starts a host's processes needs the standard library alone (the launcher starts one before
 # the project's imports): it lives in ``early``, and its names stay importable from here.
 from .early import (  # noqa: F401  (re-exported)
@@ -54,6 +57,7 @@ from .early import (  # noqa: F401  (re-exported)
     WINE_ENV_OVERRIDDEN,
     HostError,
     HostSetupError,
+    Started,
     _kill,
     _setup_error,
     _StderrTail,
@@ -64,6 +68,7 @@ from .early import (  # noqa: F401  (re-exported)
     launch,
     read_host_json,
     start_xvfb,
+    stop,
     take_early,
 )
 
@@ -127,6 +132,29 @@ class HostCrashed(HostError):
     def __init__(self, message: str, returncode: int | None = None, stderr_tail: str = ""):
         super().__init__(message)
         self.returncode, self.stderr_tail = returncode, stderr_tail
+
+
+class HostNoDevice(HostError):
+    """The host started, but its DXGI lists no adapter: no DirectML session can be built on it.
+    The message says why when Wine said so (``no_device_message``)."""
+
+
+#: What Wine writes when a process of a session whose desktop has no graphics driver asks for Vulkan.
+NO_DRIVER_MARK = "Failed to load Wine graphics driver supporting Vulkan"
+
+
+def no_device_message(prefix: str, wineserver: str, stderr_tail: str) -> str:
+    """Why a host's DXGI lists no adapter, and what to do, from what Wine wrote."""
+    if NO_DRIVER_MARK in stderr_tail:
+        return ("the DirectML host's DXGI lists no adapter: Wine's graphics driver is not loaded in the Wine "
+                f"session of the prefix {safe(prefix)} (Wine said \"{NO_DRIVER_MARK}\"). That session's desktop "
+                "was started without a working X display, and every process that joins it inherits that until all "
+                "of them have ended. Note: wait for other commands using the prefix to end, or end its processes "
+                f"now with `WINEPREFIX={safe(prefix)} {safe(wineserver)} -k` (that stops those commands' hosts too), "
+                "then run again.")
+    return ("the DirectML host's DXGI lists no adapter, so no DirectML session can be built. Note: "
+            "`vulkaninfo --summary` should list Mesa's llvmpipe; `bash tools/dml-wine.sh` repairs the set-up; "
+            f"Wine's last words:\n{stderr_tail[-1500:]}")
 
 
 class HostTimeout(HostError):
@@ -284,7 +312,8 @@ class DmlWineHost:
     ``stderr_limit``: bytes of stderr kept; ``display``: an X display to use (e.g. ``":5"``, one
     Xvfb shared by several hosts) instead of starting a private Xvfb; ``dll_overrides``:
     WINEDLLOVERRIDES instead of the set-up's (e.g. ``"winedbg.exe=d"`` alone runs Wine's own
-    stock Direct3D 12, which the canary must refuse). Starting is about 1-2 s
+    stock Direct3D 12, which the canary must refuse); ``launched``: processes ``early.launch``
+    already started, to talk to (the other settings of the start are then theirs). Starting is about 1-2 s
     (``start_seconds``, from the processes' start); with the default settings the process's
     first host is the one ``early.start_early`` started before the imports, when there is one
     (``early`` True); ``info`` is the host's hello. The host and its Xvfb die with the
@@ -293,32 +322,37 @@ class DmlWineHost:
 
     def __init__(self, home: str | os.PathLike | None = None, *, request_timeout: float = 300.0,
                  start_timeout: float = 120.0, wine_debug: str = WINE_DEBUG, stderr_limit: int = 64 * 1024,
-                 check_source: bool = True, display: str | None = None, dll_overrides: str | None = None) -> None:
+                 check_source: bool = True, display: str | None = None, dll_overrides: str | None = None,
+                 launched: Started | None = None) -> None:
         self.setup = read_host_json(home, check_source=check_source)
         self.request_timeout = request_timeout
         self._proc: subprocess.Popen | None = None
-        self._xvfb: subprocess.Popen | None = None
         self._lock = threading.Lock()
         # Requests sent so far, and (per thread) the number of the calling thread's last one,
         # which names its share of stderr.
         self._sent, self._numbers = 0, threading.local()
         folder = Path(home) if home is not None else home_dir()
         # the host ``early.start_early`` started before the imports, when it fits these settings
-        started = take_early(folder, wine_debug, dll_overrides, display, start_timeout)
-        self.early = started is not None
+        started = launched or take_early(folder, wine_debug, dll_overrides, display, start_timeout)
+        self.early = started is not None and launched is None
         if started is None:
             started = launch(self.setup, folder, start_timeout=start_timeout, wine_debug=wine_debug,
                              stderr_limit=stderr_limit, display=display, dll_overrides=dll_overrides)
         t0, self.display = started.started_at, started.display
         proc: subprocess.Popen = started.proc
-        self._proc, self._xvfb, self._stderr = proc, started.xvfb, started.stderr
-        self._finalizer = weakref.finalize(self, _kill_pair, proc, self._xvfb)
+        self._started, self._proc, self._stderr = started, proc, started.stderr
+        self._finalizer = weakref.finalize(self, stop, started)
         self._in_fd, self._out_fd = _fd(proc.stdin), _fd(proc.stdout)
         os.set_blocking(self._in_fd, False)  # writes wait in select, under the request's deadline
         self.info = self.hello(timeout=start_timeout)
         if self.info.get("host_protocol") != HOST_PROTOCOL:
             self.close()
             raise _setup_error(f"host.exe speaks protocol {self.info.get('host_protocol')}, this client {HOST_PROTOCOL}")
+        if not self.info.get("adapters"):
+            self._stderr.settle(timeout=0.3)
+            tail = self._stderr.text(8000)
+            self.close()
+            raise HostNoDevice(no_device_message(self.setup["prefix"], self.setup.get("wineserver") or "wineserver", tail))
         self.start_seconds = time.monotonic() - t0
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -331,6 +365,11 @@ class DmlWineHost:
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def xvfb_pid(self) -> int | None:
+        """The process id of the host's own Xvfb (None on a display it was given)."""
+        return self._started.xvfb.pid if self._started.xvfb is not None else None
 
     @property
     def pid(self) -> int | None:
@@ -356,8 +395,7 @@ class DmlWineHost:
                 _close(proc.stdout)
             except OSError:
                 pass
-        _kill(self._xvfb)
-        self._xvfb = None
+        stop(self._started)
         self._finalizer.detach()
 
     def stderr_tail(self, max_chars: int = 4000) -> str:
@@ -454,10 +492,8 @@ class DmlWineHost:
     def _die(self) -> str:
         """Kill the host and its Xvfb after a timeout or crash; the stderr tail. The dead
         process stays in ``_proc``: ``alive`` is False and later requests say so."""
-        _kill(self._proc)
+        stop(self._started)
         self._stderr.settle(timeout=0.3)  # let the last lines arrive
-        _kill(self._xvfb)
-        self._xvfb = None
         self._finalizer.detach()
         return self._stderr.text(4000)
 
@@ -506,12 +542,6 @@ class _Deadline(Exception):
 
 class _Gone(Exception):
     pass
-
-
-def _kill_pair(proc: subprocess.Popen | None, xvfb: subprocess.Popen | None) -> None:
-    """At garbage collection or exit: a host nobody closed, and its Xvfb."""
-    _kill(proc)
-    _kill(xvfb)
 
 
 def _frame(request_type: int, body: bytes = b"") -> bytes:
