@@ -45,7 +45,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ...graphs.cases.common import LiteralCase, desc_elements
 from ...reference import desc_to_dml
@@ -58,7 +58,7 @@ from ..core.results import EXPECTED_FAILURE, FAILING, RESULTS_FILE, CaseLine, du
 from ..core.signature import Signature, same_failure, signature
 from ..core.untrusted_files import open_output, output_folder
 from ..eps.providers import EpSpec
-from ..run.case_loop import CaseLoop, settle, start_recheck
+from ..run.case_loop import CaseLoop, CaseSource, settle, start_recheck
 from ..run.case_run import ArtifactPolicy, CaseConfig
 from ..run.pool import DeviceLostError, WorkerPool
 from ..run.run_folder import FolderBusy, claim
@@ -302,9 +302,11 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
     batches = batches if batches is not None else _batches(options)
     recheck = start_recheck(config, options)
 
+    clock = _Clock()
+
     def emit(line: CaseLine, case: Any) -> None:
         """Settle, keep and write one line (labelled, when it was re-checked)."""
-        _record(line, case, config, expectations, options, result, start or time.monotonic())
+        _record(line, case, config, expectations, options, result, clock.start or time.monotonic())
         writer.write(line)
         counts[line["outcome"]] += 1
         status.update(result, counts)
@@ -324,46 +326,51 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
 
     loop = CaseLoop(config, lambda cases, hold: pool.run(cases, policy_for, keep_workers=True, hold=hold), emit,
                     recheck, on_line=arrived)
-
-    def run(cases: list[Any], hold: Any) -> None:
-        """Run ``cases`` through the loop (the pool sends none once ``hold`` says so)."""
-        loop.run(cases, hold)
-        writer.sync()
-
     finished = False
     try:
-        start = None
-        for batch in batches:
-            if start is None:  # the first batch is drawn: fuzzing starts
-                walltime.mark("workers and drawing start")
-            start = status.start = start or time.monotonic()
-            if options.max_cases is not None and not options.replay:
-                batch = batch[:options.max_cases - result.ran]
-            # the run's first chunk whatever the budget; the rest of a round at once, sent until
-            # drawing's part of the budget is spent (no worker waits for the others in between)
-            first = chunk_size if not result.ran else 0
-            for cases, hold in ((batch[:first], None), (batch[first:], drawing_over)):
-                result.generation_s = time.monotonic() - start
-                if drawing_over():
-                    finished = True
-                    return
-                if cases:
-                    run(cases, hold)
-            if drawing_over() or (options.max_cases is not None and not options.replay
-                                  and result.ran >= options.max_cases):
-                result.generation_s = time.monotonic() - start
-                finished = True
-                return
-        result.generation_s = time.monotonic() - (start or time.monotonic())
+        loop.drive(_rounds(batches, options, result, status, chunk_size, drawing_over, clock), after=writer.sync)
         finished = True
     finally:
-        if start is not None:
-            walltime.mark("fuzzing", at=start + result.generation_s)
+        if clock.start is not None:
+            walltime.mark("fuzzing", at=clock.start + result.generation_s)
         batches.close()
         pool.close()
         loop.end(finished)
         status.close()
         walltime.mark("stopping workers")
+
+
+class _Clock:
+    """When fuzzing started: the first batch drawn (None before)."""
+
+    start: float | None = None
+
+
+def _rounds(batches: Iterable[list[Any]], options: FuzzOptions, result: FuzzResult, status: "_Status",
+            chunk_size: int, drawing_over: Callable[[], bool], clock: _Clock) -> CaseSource:
+    """fuzz's case source and stop rule: each batch cut to what ``--max-cases`` leaves, the run's
+    first ``chunk_size`` cases whatever the budget, the rest of a round at once, sent until
+    drawing's part of the budget is spent (``drawing_over``, the pairs' hold: no worker waits for
+    the others in between); it ends when that part is spent, ``--max-cases`` cases ran, or the
+    batches end. Keeps ``result.generation_s`` (from the first batch drawn, ``clock.start``)."""
+    for batch in batches:
+        if clock.start is None:  # the first batch is drawn: fuzzing starts
+            walltime.mark("workers and drawing start")
+        clock.start = status.start = clock.start or time.monotonic()
+        if options.max_cases is not None and not options.replay:
+            batch = batch[:options.max_cases - result.ran]
+        first = chunk_size if not result.ran else 0
+        for cases, hold in ((batch[:first], None), (batch[first:], drawing_over)):
+            result.generation_s = time.monotonic() - clock.start
+            if drawing_over():
+                return
+            if cases:
+                yield cases, hold
+        if drawing_over() or (options.max_cases is not None and not options.replay
+                              and result.ran >= options.max_cases):
+            result.generation_s = time.monotonic() - clock.start
+            return
+    result.generation_s = time.monotonic() - (clock.start or time.monotonic())
 
 
 class _Batches:

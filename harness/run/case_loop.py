@@ -1,8 +1,8 @@
 """The one loop of ``run`` and ``fuzz``: cases in, settled lines recorded, re-checks labelled.
 
-Both commands hand their cases, batch by batch, to a ``CaseLoop``; they differ only in where the
-cases come from and when to stop (``run``: its selected cases, once; ``fuzz``: rounds drawn until
-its budget or ``--max-cases``). For each batch the loop takes every raw line as it comes from
+Both commands hand a ``CaseSource`` to a ``CaseLoop`` (``drive``); they differ only in the source,
+which says where the cases come from and when to stop (``run``: its selected cases, once;
+``fuzz``: rounds drawn until its budget or ``--max-cases``). For each batch the loop takes every raw line as it comes from
 ``execute`` (the worker pool, or this process with ``--jobs 0``): a failure the ``--also-on``
 re-check wants goes to it first, with its case folder built here if its worker died (the label
 reads the mapper's flags), and is recorded once labelled; every other line is recorded at once.
@@ -28,6 +28,11 @@ from .recheck import Recheck
 Execute = Callable[[list[Any], "Callable[[], bool] | None"], Iterator[CaseLine]]
 #: Records one raw line of a case: settles it and writes it (the command's own bookkeeping too).
 Record = Callable[[CaseLine, Any], None]
+#: A command's cases and its stop rule in one: ``(cases, hold)`` pairs, run in turn, the source
+#: ending when the command is done (``run``: its selected cases, once; ``fuzz``: rounds until its
+#: budget or ``--max-cases``, ``fuzz.engine._rounds``). ``hold``: once it says True, the pair's
+#: cases not sent yet stay unrun (None: all are sent).
+CaseSource = Iterator[tuple[list[Any], "Callable[[], bool] | None"]]
 
 #: Outcomes where the worker died, so its case folder was never written.
 WORKER_DIED = ("crash", "timeout")
@@ -44,6 +49,14 @@ class CaseLoop:
         self._config, self._execute, self._record = config, execute, record
         self._recheck, self._on_line = recheck, on_line
         self._waiting: dict[str, Any] = {}  # the cases of lines out for re-checking, by id
+
+    def drive(self, source: CaseSource, after: Callable[[], None] | None = None) -> None:
+        """Run every ``(cases, hold)`` the command's ``source`` gives, in turn, until it ends;
+        ``after()`` once each has run (``fuzz`` makes its results durable there)."""
+        for cases, hold in source:
+            self.run(cases, hold)
+            if after is not None:
+                after()
 
     def run(self, cases: list[Any], hold: Callable[[], bool] | None = None) -> None:
         """Run ``cases`` (none sent once ``hold`` says so), taking each line as it comes; the

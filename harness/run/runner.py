@@ -216,7 +216,7 @@ def _run_started(cases: list[Any], config: CaseConfig, options: RunOptions, expe
                 with interrupts_held():  # the header is written whole before a Ctrl-C lands
                     writer.write(header)
                     header_on_disk = True
-            loop.run(todo)
+            loop.drive(iter([(todo, None)]))  # run's source: its selected cases, once
             loop.labelled(wait=True)
         except KeyboardInterrupt:
             if not header_on_disk:  # nothing written: nothing to end
