@@ -58,6 +58,14 @@ class _Cover:
         """Uncovered pairs a row of value indices ``choice`` would cover."""
         return sum(self.uncovered[i, j][choice[i]][choice[j]] for i, j in self.pairs)
 
+    def gains(self, choices: list[list[int]]) -> list[int]:
+        """``gain`` of each of many rows at once (for hundreds of rows NumPy pays for its calls)."""
+        rows = np.asarray(choices, dtype=np.int64).reshape(len(choices), self.count)
+        total = np.zeros(len(choices), dtype=np.int64)
+        for i, j in self.pairs:
+            total += np.asarray(self.uncovered[i, j], dtype=np.int64)[rows[:, i], rows[:, j]]
+        return total.tolist()
+
     def best_value(self, choice: list[int], k: int) -> int:
         """The value of parameter k that adds most uncovered pairs with the rest of ``choice``
         (the first on ties)."""
@@ -88,27 +96,30 @@ class _Cover:
         for i, j in self.pairs:
             self.uncovered[i, j][choice[i]][choice[j]] = self.across[i, j][choice[j]][choice[i]] = 0
 
-    def _random_holding(self, target: tuple[int, int, int, int]) -> list[int]:
+    def _random_holding(self, target: tuple[int, int, int, int], count: int) -> list[list[int]]:
+        """``count`` random rows holding ``target``: one draw for all of them, which gives the
+        values ``count`` draws of one row each would (the generator fills the array in order)."""
         i0, a0, j0, b0 = target
-        choice = self.rng.integers(0, self._highs).tolist()  # the draws one call per value would make
-        choice[i0], choice[j0] = a0, b0
-        return choice
+        choices = self.rng.integers(0, self._highs, size=(count, self.count)).tolist()
+        for choice in choices:
+            choice[i0], choice[j0] = a0, b0
+        return choices
 
     def best_row(self, target: tuple[int, int, int, int], candidates: int) -> Optional[list[int]]:
         """The valid row holding ``target`` that covers most: the best of ``candidates`` random
         rows, each improved one parameter at a time (the value adding most pairs, the first on
         ties); if those are all invalid, the best of plain random rows. None if none is valid."""
         best, best_gain = None, 0
-        for _ in range(candidates):
-            choice = self._random_holding(target)
-            for k in range(self.count):
-                if k not in (target[0], target[2]):
-                    choice[k] = self.best_value(choice, k)
-            if self.is_valid(choice) and (g := self.gain(choice)) > best_gain:
+        free = [k for k in range(self.count) if k not in (target[0], target[2])]
+        for choice in self._random_holding(target, candidates):
+            for k in free:
+                choice[k] = self.best_value(choice, k)
+            # gain first: validity (a desc built and checked) is asked only of a row that would win
+            if (g := self.gain(choice)) > best_gain and self.is_valid(choice):
                 best, best_gain = choice, g
         if best is None:
-            for _ in range(candidates * 10):
-                choice = self._random_holding(target)
-                if self.is_valid(choice) and (g := self.gain(choice)) > best_gain:
+            rows = self._random_holding(target, candidates * 10)
+            for choice, g in zip(rows, self.gains(rows)):
+                if g > best_gain and self.is_valid(choice):
                     best, best_gain = choice, g
         return best
