@@ -409,7 +409,8 @@ def launch(setup: dict[str, Any], home: Path, *, start_timeout: float = 120.0, w
            stderr_limit: int = 64 * 1024, display: str | None = None, dll_overrides: str | None = None) -> Started:
     """Start ``wine64 host.exe`` of the set-up ``setup`` (``read_host_json``) under its own Xvfb
     (or on ``display``), its stderr pumped; nothing is asked of it yet (``host.DmlWineHost``
-    says hello). Both die with the thread that started them (``die_with_parent``). Raises
+    says hello). The host dies with the thread that started it (``die_with_parent``); its Xvfb
+    is kept by a watcher (``XServer``, released by ``stop`` or when this process ends). Raises
     ``HostError`` when Xvfb gives no display, ``HostSetupError`` when wine64 cannot start."""
     t0 = time.monotonic()
     xvfb = None
@@ -479,7 +480,7 @@ class _Early:
             self.started = None
         finally:
             self.ready.set()
-        threading.Event().wait()  # stay alive: the host and its Xvfb die with this thread
+        threading.Event().wait()  # stay alive: the host dies with this thread
 
 
 _early: list[_Early] = []

@@ -316,9 +316,9 @@ class DmlWineHost:
     already started, to talk to (the other settings of the start are then theirs). Starting is about 1-2 s
     (``start_seconds``, from the processes' start); with the default settings the process's
     first host is the one ``early.start_early`` started before the imports, when there is one
-    (``early`` True); ``info`` is the host's hello. The host and its Xvfb die with the
-    thread that started them (``PR_SET_PDEATHSIG`` on Linux), so a worker killed for a hang
-    leaves no Windows process behind."""
+    (``early`` True); ``info`` is the host's hello. The host dies with the thread that
+    started it (``PR_SET_PDEATHSIG`` on Linux), so a worker killed for a hang leaves no Windows
+    process behind; its Xvfb ends once nothing of the prefix uses its display (``early.XServer``)."""
 
     def __init__(self, home: str | os.PathLike | None = None, *, request_timeout: float = 300.0,
                  start_timeout: float = 120.0, wine_debug: str = WINE_DEBUG, stderr_limit: int = 64 * 1024,
@@ -376,7 +376,7 @@ class DmlWineHost:
         return self._proc.pid if self._proc is not None else None
 
     def close(self, timeout: float = 10.0) -> None:
-        """Ask the host to quit, then make sure it and its Xvfb are gone."""
+        """Ask the host to quit, make sure it is gone, and release its Xvfb (``early.stop``)."""
         if self.alive:
             try:
                 self._request(_frame(_REQ_QUIT), timeout)
@@ -490,7 +490,7 @@ class DmlWineHost:
                               f"stderr tail:\n{tail}", code, tail) from None
 
     def _die(self) -> str:
-        """Kill the host and its Xvfb after a timeout or crash; the stderr tail. The dead
+        """Kill the host (and release its Xvfb) after a timeout or crash; the stderr tail. The dead
         process stays in ``_proc``: ``alive`` is False and later requests say so."""
         stop(self._started)
         self._stderr.settle(timeout=0.3)  # let the last lines arrive
