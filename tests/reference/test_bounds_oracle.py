@@ -239,9 +239,10 @@ def test_drawn_roi_pooling_bounds_equal_the_per_region_oracle(case, data, model)
     check_case(desc, {"InputTensor": x, "ROITensor": rois}, names, model, f"drawn {names or 'primary'} {model}")
 
 
-#: Stress cases larger than this are left to a machine with the memory (the oracle's arrays come
-#: on top of the case's own).
-STRESS_MB = 3100
+#: Stress cases whose stated memory is larger than this are left to a machine with the memory
+#: (the oracle's arrays come on top of the case's own). The 10,000-region cases state 3145 MiB
+#: and peak at 2369-2921 MiB (benchmarks/bench_stress_memory.py): they run here.
+STRESS_MB = 3200
 
 
 def _stress_ids():
