@@ -167,7 +167,10 @@ def _roi_pooling_cases(seed: int) -> list[Case]:
     edges: list[Variation] = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outside-wholly"),
              ("one-pixel", {}, "one-pixel"), ("whole-image", {"pooled": (3, 3)}, "whole-image"),
              ("empty-bins", {"pooled": (5, 5)}, "one-pixel"),
-             ("rounding-ties", {"scale": 0.5}, "rounding-ties"), ("ties", {}, "ties"),
+             ("rounding-ties", {"scale": 0.5}, "rounding-ties"),
+             # halves only in float32: Roi * SpatialScale of 25 * 0.1f is exactly 2.5 in float32 and
+             # 2.50000004 exactly, so either neighbour is within the rule (FP-3's knife edge)
+             ("float32-product-ties", {"scale": float(np.float32(0.1))}, "rounding-ties"), ("ties", {}, "ties"),
              ("float32-bins", {"pooled": (11, 1), "height": 33, "width": 4, "batch": 1}, "float32-bins"),
              ("nan-inf", {}, "nan-inf"), ("large-roi-count", {"rois": 400, "pooled": (2, 2), "channels": 2}, "random"),
              ("large-batch", {"batch": 16, "rois": 40}, "random"), ("fp16-rounding-ties", {"dtype": "FLOAT16"},

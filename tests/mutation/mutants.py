@@ -104,6 +104,13 @@ def _half_away(original):
     return lambda x, rules=rp.PRIMARY: rp.round_half_away_from_zero(x)
 
 
+def _float64_scale(original):
+    def scaled_regions(rois, spatial_scale, rules=rp.PRIMARY):
+        wide = rois.astype(np.float32).astype(np.float64) * float(np.float32(spatial_scale))
+        return rp.integers(rp.round_corner(wide, rules))
+    return scaled_regions
+
+
 def _region_one_smaller(original):
     return lambda index, size, pooled, origin, limit, rules=rp.PRIMARY: original(index, max(size - 1, 1), pooled,
                                                                                    origin, limit, rules)
@@ -217,6 +224,13 @@ def _float32_accumulation(original):
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("rp-round-half-away", "roi_pooling", "rounding", rp.round_corner, _half_away,
            "halfway corners rounded away from zero", ("catalog", "edge-rounding-ties")),
+    Mutant("rp-scale-float64", "roi_pooling", "accumulation type", rp.scaled_regions, _float64_scale,
+           "Roi * SpatialScale multiplied in float64, not float32", ("catalog", "edge-float32-product-ties"),
+           {ep: "the float64 and float32 products differ only by the float32 product's rounding, so they round to "
+                "different corners only where the product lies within that rounding of a half: a knife edge, where "
+                "the comparison accepts either corner (DECISIONS.md FP-3), whatever the EP; the bounds oracle test "
+                "catches it (tests/reference/test_bounds_oracle.py::"
+                "test_drawn_roi_pooling_bounds_equal_the_per_region_oracle)" for ep in ("cpu", "dml-wine", "openvino")}),
     Mutant("rp-region-one-smaller", "roi_pooling", "window bounds", rp.bin_bounds, _region_one_smaller,
            "RegionHeight = y2 - y1 (no + 1)", witness=("catalog", "grid-fp32-scale1-pool1x1")),
     Mutant("rp-bin-end-plus-one", "roi_pooling", "window bounds", rp.bin_bounds, _bin_end_plus_one,

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
+from pathlib import Path
 
 import pytest
-from mutants import MUTANTS
+from mutants import MUTANTS, planted
 from mutation_kit import judge
+
+from ep_testbed.graphs.catalog import build_catalog
 
 OPS = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
 
@@ -50,3 +54,21 @@ def test_the_witness_cases_pass_without_a_planted_fault():
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             clean = judge(None, "cpu", OPS[op], source, select=pattern)
         assert clean.code == 0 and not clean.failing, (op, pattern, clean.failing)
+
+
+def test_a_fault_only_knife_edges_show_is_caught_by_the_bounds_oracle():
+    """``rp-scale-float64`` moves a corner only where the float32 product is within its rounding of
+    a half, where the comparison accepts either corner (FP-3), so no EP's verdict can show it: its
+    witness case passes on the CPU EP with and without it. The per-region oracle of the bounds
+    still tells it from the reference, on that very case."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
+    from test_bounds_oracle import check_case
+
+    mutant = next(m for m in MUTANTS if m.name == "rp-scale-float64")
+    case = next(c for c in build_catalog(["roi_pooling"]) if c.id.endswith(mutant.witness[1]))
+    verdicts = judged(mutant, "cpu")
+    assert verdicts.code == 0 and not verdicts.failing
+    check_case(case.desc, case.inputs(), [], "fp32", case.id)
+    with planted(mutant):
+        with pytest.raises(AssertionError, match="not equal"):
+            check_case(case.desc, case.inputs(), [], "fp32", case.id)
