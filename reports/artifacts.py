@@ -70,16 +70,19 @@ def resolve_folder(run_dir: Path, artifacts: str | None) -> Path | None:
         return None
 
 
-def load_artifacts(folder: Path) -> CaseArtifacts:
+def load_artifacts(folder: Path, arrays: bool = True) -> CaseArtifacts:
     """Everything readable in ``folder``; missing or refused pieces are listed in ``problems``
-    (a file is read only if it is a regular file inside the folder, within the size caps)."""
+    (a file is read only if it is a regular file inside the folder, within the size caps).
+    ``arrays`` False: the desc and the model only, for a page section that draws no arrays (the
+    ``.npz`` files are most of the reading)."""
     art = CaseArtifacts(folder=folder)
     if not folder.is_dir():
         art.problems.append(f"artifact folder {folder.name} is missing")
         return art
     readers = {"desc.json": lambda p: read_json(p, "desc"), "model.onnx": summarize_model}
-    readers.update({f"{name}.npz": lambda p: read_arrays(p, "arrays file") for name in ("inputs", "expected", "actual")})
-    readers["allowance.npz"] = lambda p: read_arrays(p, "allowance file", ARRAY_KINDS + "U")  # its rule is text
+    if arrays:
+        readers.update({f"{name}.npz": lambda p: read_arrays(p, "arrays file") for name in ("inputs", "expected", "actual")})
+        readers["allowance.npz"] = lambda p: read_arrays(p, "allowance file", ARRAY_KINDS + "U")  # its rule is text
     for file_name, reader in readers.items():
         if not (folder / file_name).exists() and not (folder / file_name).is_symlink():
             continue

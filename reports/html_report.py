@@ -127,7 +127,7 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     folder = resolve_folder(run.path, case.artifacts)
     if folder is None:
         return detail
-    art = load_artifacts(folder)
+    art = load_artifacts(folder, arrays=with_pictures)
     detail.art = art
     if with_pictures:
         for name, expected in art.expected.items():

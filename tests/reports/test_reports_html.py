@@ -101,6 +101,19 @@ def test_pictures_limited_to_max_pictures(small_run):
     assert sum('class="heat"' in s for s in sections) == 1
 
 
+def test_only_sections_with_pictures_read_their_arrays(small_run, monkeypatch):
+    """A section drawn without pictures shows the desc and model alone: its ``.npz`` files, most of
+    a large report's reading, stay unread; the pictured one reads its own."""
+    from ep_testbed.reports import artifacts
+
+    read = []
+    real = artifacts.read_arrays
+    monkeypatch.setattr(artifacts, "read_arrays", lambda path, *a, **k: read.append(path.parent) or real(path, *a, **k))
+    html = render_run(small_run, max_pictures=1).read_text()
+    assert html.count('class="heat"') >= 1 and len(re.findall(r'<article class="case', html)) > 1
+    assert len(set(read)) == 1 and read
+
+
 def test_maxpool_index_differences_split_into_ties_and_mismatches(tmp_path):
     folder = tmp_path / "case"
     synthetic_run.write_artifacts(folder, "DML_OPERATOR_MAX_POOLING2", "FLOAT32", np.random.default_rng(3),
