@@ -216,7 +216,10 @@ _EDGES: list[Variation] = [("ties", dict(window=3, stride=1), "ties"), ("ties-in
           ("uint64-extremes", dict(dtype="UINT64", window=3, stride=2), "extremes"),
           ("int8-extremes", dict(dtype="INT8", window=2), "extremes"),
           ("large-batch", dict(batch=32, channels=8, spatial=(12, 12), window=2, stride=2), "random"),
-          ("dilation-padding-5d", dict(dims=3, window=2, dilation=2, start=1, end=1), "random")]
+          ("dilation-padding-5d", dict(dims=3, window=2, dilation=2, start=1, end=1), "random"),
+          # every field different per axis, so a kernel that applies one to the wrong axis fails
+          ("every-field-per-axis", dict(window=(2, 3), stride=(1, 2), dilation=(2, 1), start=(1, 0), end=(0, 2),
+                                        spatial=(8, 11)), "random")]
 
 #: Edge cases that exist to show a known difference: the tags say which and why.
 _EDGE_TAGS = {

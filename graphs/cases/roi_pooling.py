@@ -166,7 +166,7 @@ def _roi_pooling_cases(seed: int) -> list[Case]:
         cases.append(make_case(op, name, roi_pooling_desc(**row), seed, "grid"))
     edges: list[Variation] = [("outside-partly", {}, "outside-partly"), ("outside-wholly", {}, "outside-wholly"),
              ("one-pixel", {}, "one-pixel"), ("whole-image", {"pooled": (3, 3)}, "whole-image"),
-             ("empty-bins", {"pooled": (5, 5)}, "one-pixel"),
+             ("empty-bins", {"pooled": (5, 5)}, "empty-bins"),
              ("rounding-ties", {"scale": 0.5}, "rounding-ties"),
              # halves only in float32: Roi * SpatialScale of 25 * 0.1f is exactly 2.5 in float32 and
              # 2.50000004 exactly, so either neighbour is within the rule (FP-3's knife edge)
@@ -255,6 +255,11 @@ def _roi_pooling_rois(desc: RoiPoolingDesc, recipe: str, rng) -> np.ndarray:
     elif recipe == "one-pixel":
         x1, y1 = rng.integers(0, width, n) + 0.2, rng.integers(0, height, n) - 0.2
         x2, y2 = x1, y1
+    elif recipe == "empty-bins":
+        # regions reaching past the right or the top of the image: bins wholly outside are empty
+        x1 = np.where(np.arange(n) % 2 == 0, width - 2, rng.integers(0, width // 2, n)) + 0.25
+        y1 = np.where(np.arange(n) % 2 == 0, rng.integers(0, height // 2, n), -8) + 0.25
+        x2, y2 = np.where(np.arange(n) % 2 == 0, x1 + 9, x1 + 2), np.where(np.arange(n) % 2 == 0, y1 + 2, y1 + 9)
     elif recipe == "whole-image":
         x1, y1 = np.zeros(n), np.zeros(n)
         x2, y2 = np.full(n, width - 1.0), np.full(n, height - 1.0)

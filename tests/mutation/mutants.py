@@ -111,6 +111,69 @@ def _float64_scale(original):
     return scaled_regions
 
 
+def _no_dilations(d):
+    return dataclasses.replace(d, dilations=(1,) * len(d.dilations))
+
+
+def _strides_reversed(d):
+    return dataclasses.replace(d, strides=tuple(reversed(d.strides)))
+
+
+def _window_reversed(d):
+    return dataclasses.replace(d, window_size=tuple(reversed(d.window_size)))
+
+
+def _rp_rows(transform):
+    """A replacement of ROI_POOLING's ``kernel_input`` reading ``transform(rows)`` for its ROI rows."""
+    def make(original):
+        def kernel_input(desc, input_tensor, roi_tensor, rules=rp.PRIMARY):
+            return original(desc, input_tensor, transform(roi_tensor.reshape(-1, 5)).reshape(roi_tensor.shape), rules)
+        return kernel_input
+    return make
+
+
+def _ra_inputs(rows=lambda r: r, batch=lambda b: b):
+    """A replacement of ROI_ALIGN's ``kernel_input`` reading ``rows(rois)`` and ``batch(indices)``."""
+    def make(original):
+        def kernel_input(desc, input_tensor, roi_tensor, batch_indices_tensor, rules=ra.PRIMARY):
+            return original(desc, input_tensor, rows(roi_tensor), batch(batch_indices_tensor), rules)
+        return kernel_input
+    return make
+
+
+def _first_batch(b):
+    return np.zeros_like(b)
+
+
+def _rp_first_batch(rows):
+    return np.concatenate([np.zeros_like(rows[:, :1]), rows[:, 1:]], axis=1)
+
+
+def _rp_xy_swapped(rows):
+    return rows[:, [0, 2, 1, 4, 3]]
+
+
+def _ra_xy_swapped(rois):
+    return rois[..., [1, 0, 3, 2]]
+
+
+def _no_maximum(original):
+    def count(ratio, minimum, maximum, rules=ra.PRIMARY):
+        return original(ratio, minimum, max(maximum, 2**20), rules)
+    return count
+
+
+def _padding_zero(original):
+    return lambda input_tensor, desc, lowest: original(input_tensor, desc, np.zeros_like(lowest))
+
+
+def _empty_bins_lowest(original):
+    def pool(plane, corners, pooled_h, pooled_w, maximum, out, rules=rp.PRIMARY):
+        out[...] = np.finfo(out.dtype).min if out.dtype.kind == "f" else np.iinfo(out.dtype).min
+        original(plane, corners, pooled_h, pooled_w, maximum, out, rules)
+    return pool
+
+
 def _region_one_smaller(original):
     return lambda index, size, pooled, origin, limit, rules=rp.PRIMARY: original(index, max(size - 1, 1), pooled,
                                                                                    origin, limit, rules)
@@ -231,6 +294,12 @@ MUTANTS: tuple[Mutant, ...] = (
                 "the comparison accepts either corner (DECISIONS.md FP-3), whatever the EP; the bounds oracle test "
                 "catches it (tests/reference/test_bounds_oracle.py::"
                 "test_drawn_roi_pooling_bounds_equal_the_per_region_oracle)" for ep in ("cpu", "dml-wine", "openvino")}),
+    Mutant("rp-batch-ignored", "roi_pooling", "index base", rp.kernel_input, _rp_rows(_rp_first_batch),
+           "every region pooled from the first batch item", witness=("catalog", "large-batch")),
+    Mutant("rp-corners-xy-swapped", "roi_pooling", "scale axes", rp.kernel_input, _rp_rows(_rp_xy_swapped),
+           "ROI corners read as [y1, x1, y2, x2]", witness=("catalog", "edge-outside-partly")),
+    Mutant("rp-empty-bins-lowest", "roi_pooling", "out-of-bounds value", rp.pool_region, _empty_bins_lowest,
+           "an empty bin gives the lowest value instead of 0", witness=("catalog", "empty-bins")),
     Mutant("rp-region-one-smaller", "roi_pooling", "window bounds", rp.bin_bounds, _region_one_smaller,
            "RegionHeight = y2 - y1 (no + 1)", witness=("catalog", "grid-fp32-scale1-pool1x1")),
     Mutant("rp-bin-end-plus-one", "roi_pooling", "window bounds", rp.bin_bounds, _bin_end_plus_one,
@@ -242,6 +311,14 @@ MUTANTS: tuple[Mutant, ...] = (
                    "EP; DirectML, which skips NaN as the page's max does, catches it (roi_pooling/edge-nan-inf)"}),
     Mutant("mp-padding-sides-swapped", "max_pooling2", "padding side", mp.max_pooling2, _wrap_desc(_swap_padding),
            "StartPadding and EndPadding swapped", witness=("catalog", "grid-float32-3d-w3-s3-p0_2")),
+    Mutant("mp-dilations-ignored", "max_pooling2", "window bounds", mp.max_pooling2, _wrap_desc(_no_dilations),
+           "Dilations read as 1", witness=("catalog", "grid-float32-3d-w2-s2-p1_1-d2-idxuint32")),
+    Mutant("mp-strides-reversed", "max_pooling2", "scale axes", mp.max_pooling2, _wrap_desc(_strides_reversed),
+           "Strides applied to the spatial axes in reverse order", witness=("catalog", "every-field-per-axis")),
+    Mutant("mp-window-reversed", "max_pooling2", "scale axes", mp.max_pooling2, _wrap_desc(_window_reversed),
+           "WindowSize applied to the spatial axes in reverse order", witness=("catalog", "every-field-per-axis")),
+    Mutant("mp-padding-zero", "max_pooling2", "padding side", mp.phase_layout, _padding_zero,
+           "padding reads 0 instead of taking no part in the max", witness=("catalog", "p1")),
     Mutant("mp-nan-propagates", "max_pooling2", "NaN rule", mp._has_nan_in_window, _no_nan_windows,
            "a NaN in a window wins its max", witness=("catalog", "edge-nan-inf")),
     Mutant("mp-index-base-one", "max_pooling2", "index base", mp._flat_indices, _index_plus_one,
@@ -265,6 +342,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "OutputPixelOffset added instead of subtracted", witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1")),
     Mutant("ra-input-offset-ignored", "roi_align", "offsets", ra.region_samples, _wrap_desc(_no_input_offset),
            "InputPixelOffset ignored", witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1")),
+    Mutant("ra-batch-ignored", "roi_align", "index base", ra.kernel_input, _ra_inputs(batch=_first_batch),
+           "BatchIndicesTensor ignored: every region sampled from the first batch item",
+           witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1-roi2d-biuint32-1d")),
+    Mutant("ra-corners-xy-swapped", "roi_align", "scale axes", ra.kernel_input, _ra_inputs(rows=_ra_xy_swapped),
+           "ROI corners read as [y1, x1, y2, x2]",
+           witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1-roi2d-biuint32-1d")),
+    Mutant("ra-count-without-maximum", "roi_align", "sample counts", ra.samples_for_ratio, _no_maximum,
+           "MaximumSamplesPerOutput ignored", witness=("catalog", "grid-avg-linear-fp32-scale0.5x0.5-oob0-n1-roi2d-biuint32-1d")),
     Mutant("ra-scale-axes-swapped", "roi_align", "scale axes", ra.region_samples, _wrap_desc(_swap_scales),
            "SpatialScaleX used for Y and SpatialScaleY for X", witness=("catalog", "grid-max-linear-fp32-scale0.25x1-oob0-n3")),
     Mutant("ra-oob-ignored-in-average", "roi_align", "out-of-bounds value", ra.average_linear, _oob_zero_in_average,
