@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "mutation"))
 
 from mutants import MUTANTS  # noqa: E402
-from mutation_kit import judge  # noqa: E402
+from mutation_kit import VERDICTS, judge  # noqa: E402
 
 OPS = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
 
@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     for mutant in chosen:
         start = time.monotonic()
         results = [_new_failures(quiet(mutant, args.ep, OPS[mutant.op], source), baseline) for source in sources]
+        for r in results:  # a case that errs or crashes shows a broken replacement, not a caught fault
+            r.failing = [(case, outcome) for case, outcome in r.failing if outcome in VERDICTS]
         killed = [r for r in results if r.failing]
         equivalent = mutant.equivalent_on.get(args.ep)
         verdict = "killed" if killed else ("equivalent" if equivalent else "SURVIVED")

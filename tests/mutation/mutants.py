@@ -199,10 +199,27 @@ def _index_plus_one(original):
 
 
 def _index_without_plane(original):
-    def flat(desc, spatial, offsets, best_offset, batch, channels):
-        planes = np.arange(batch * channels, dtype=np.int64).reshape(batch, channels, *([1] * len(spatial)))
-        return original(desc, spatial, offsets, best_offset, batch, channels) - planes * int(np.prod(spatial))
+    def flat(desc, spatial, offsets, best_offset, dtype):
+        wide = original(desc, spatial, offsets, best_offset, np.dtype(np.int64))
+        return (wide % int(np.prod(spatial))).astype(dtype)
     return flat
+
+
+def _index_column_major(original):
+    def flat(desc, spatial, offsets, best_offset, dtype):
+        wide = original(desc, spatial, offsets, best_offset, np.dtype(np.int64))
+        plane, within = np.divmod(wide, int(np.prod(spatial)))
+        position = np.unravel_index(within, tuple(spatial))
+        return (plane * int(np.prod(spatial)) + np.ravel_multi_index(position, tuple(spatial), order="F")).astype(dtype)
+    return flat
+
+
+def _edge_blends_zero(original):
+    def samples(plane, ys, xs, mode, rules=ra.PRIMARY):
+        if mode != "LINEAR" or rules.interpolation != "lerp":
+            return original(plane, ys, xs, mode, rules)
+        return original(np.pad(plane, ((1, 1), (1, 1), (0, 0))), ys + 1, xs + 1, mode, rules)
+    return samples
 
 
 def _lowest_start_windows(original):
@@ -325,6 +342,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "indices one-based", witness=("catalog", "grid-float32-3d-w2-s2-p1_1")),
     Mutant("mp-index-without-plane", "max_pooling2", "index base", mp._flat_indices, _index_without_plane,
            "indices within the (batch, channel) plane, not the whole tensor", witness=("catalog", "grid-float32-3d-w2-s2-p1_1")),
+    Mutant("mp-index-column-major", "max_pooling2", "index base", mp._flat_indices, _index_column_major,
+           "indices of the spatial position in column-major order", witness=("catalog", "grid-float32-3d-w2-s2-p1_1")),
     Mutant("mp-lowest-start", "max_pooling2", "infinity rule", mp.max_pooling2, _lowest_start_windows,
            "windows start from the lowest finite value (-FLT_MAX for a window of -inf)",
            ("catalog", "edge-minus-inf-window")),
@@ -365,6 +384,9 @@ MUTANTS: tuple[Mutant, ...] = (
                                  "(the mlas-x86-fold reading) replaces the primary reading's NaN rule and reproduces "
                                  "it element for element, so no NaN rule of the primary reading shows on the CPU EP; "
                                  "DirectML, which skips NaN as the page's max does, catches it"}),
+    Mutant("ra-edge-blends-zero", "roi_align", "out-of-bounds value", ra.clamped_samples, _edge_blends_zero,
+           "a sample in (-1, 0) or (size - 1, size) blends its edge pixel with 0 instead of reading it twice",
+           ("catalog", "grid-max-linear-fp32-scale0.25x1-oob0-n3-roi4d-biuint32-3d")),
     Mutant("ra-closed-edge", "roi_align", "window bounds", ra.reads_input, _closed_edge,
            "a sample exactly at -1 or at the size reads the input",
            ("catalog", "grid-avg-linear-fp32-scale1x0.5-oob0-n1-max")),

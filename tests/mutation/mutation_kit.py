@@ -1,7 +1,7 @@
 """Running the catalog and a fixed fuzz sample with a reference fault planted (``mutants``), in this
 process (``--jobs 0``: the planted function is this process's), with the EP's bundled expectations
 on, as ``ep-testbed run`` judges them. A mutant is *killed* when the run fails (exit code 1: some
-case ``fail``, ``fixed``, ...); ``survivors`` are what the oracle would have let through."""
+case ``fail`` or ``fixed``: ``Judged.killed``); ``survivors`` are what the oracle would have let through."""
 
 from __future__ import annotations
 
@@ -49,7 +49,14 @@ class Judged:
 
     @property
     def killed(self) -> bool:
-        return self.code == 1 and bool(self.failing)
+        """The run failed on a verdict: some case ``fail`` or ``fixed``. A case that errs or
+        crashes says the planted function itself broke (a replacement whose signature no longer
+        matches its target), which proves nothing about the oracle."""
+        return self.code == 1 and any(outcome in VERDICTS for _, outcome in self.failing)
+
+
+#: The failing outcomes a comparison decides (``FAILING`` less those of a case that did not run through).
+VERDICTS = ("fail", "fixed")
 
 
 def judge(mutant: Mutant | None, ep: str, ops: Sequence[str], source: str = "catalog",

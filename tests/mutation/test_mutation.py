@@ -9,6 +9,7 @@ runs its witnesses there)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import sys
 from pathlib import Path
@@ -35,6 +36,17 @@ def test_there_are_enough_mutants_of_every_kind():
     assert {m.op for m in MUTANTS} == set(OPS)
     assert {"window bounds", "rounding", "sample counts", "sample spacing", "weights", "offsets", "scale axes",
             "padding side", "NaN rule", "out-of-bounds value", "index base", "accumulation type"} <= {m.kind for m in MUTANTS}
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_every_replacement_takes_its_targets_arguments(mutant):
+    """A replacement called as its target is called: one whose signature went stale would raise,
+    and its cases would end ``error``, which is a broken mutant, not a caught fault."""
+    target = inspect.signature(mutant.target)
+    positional = [p for p in target.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    replacement = inspect.signature(mutant.make(mutant.target))
+    replacement.bind(*[None] * len(positional))
+    replacement.bind(*[None] * sum(p.default is p.empty for p in positional))
 
 
 @pytest.mark.slow
