@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "mutation"))
 
 from mutants import MUTANTS  # noqa: E402
-from mutation_kit import VERDICTS, judge  # noqa: E402
+from mutation_kit import VERDICTS, changed_cases, hidden_reason, judge, shown_on_the_ep  # noqa: E402
 
 OPS = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
 
@@ -53,9 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     sources = args.source.split(",")
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
     baseline: set[str] = set()
+    unmutated = {}
     for op in sorted({m.op for m in chosen}):
         for source in sources:
-            clean = quiet(None, args.ep, OPS[op], source)
+            clean = unmutated[op, source] = quiet(None, args.ep, OPS[op], source)
             if clean.failing:
                 print(f"unmutated reference fails {op} {source} (the EP's findings, left out of every count): "
                       f"{clean.failing}")
@@ -70,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
             r.failing = [(case, outcome) for case, outcome in r.failing if outcome in VERDICTS]
         killed = [r for r in results if r.failing]
         equivalent = mutant.equivalent_on.get(args.ep)
+        shown: list[str] = []
+        if not killed and not equivalent:  # can it show on this EP at all?
+            changed = {source: changed_cases(mutant, OPS[mutant.op], source) for source in sources}
+            shown = [case for source in sources for case in shown_on_the_ep(changed[source], unmutated[mutant.op, source])]
+            if not shown:
+                equivalent = "; ".join(f"{source}: {hidden_reason(changed[source], unmutated[mutant.op, source])}"
+                                       for source in sources)
         verdict = "killed" if killed else ("equivalent" if equivalent else "SURVIVED")
         cases = sum(len(r.failing) for r in results)
         first = next((r.failing[0] for r in killed), ("", ""))
@@ -79,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'':28} why: {equivalent}")
         if not killed and not equivalent:
             survivors.append(mutant.name)
+            print(f"{'':28} changes {len(shown)} case(s) the EP runs clean, and no verdict caught it: "
+                  f"{', '.join(shown[:8])}{' ...' if len(shown) > 8 else ''}")
     print(f"{len(chosen)} mutants on {args.ep} ({', '.join(sources)}): {len(chosen) - len(survivors)} killed or "
           f"equivalent, {len(survivors)} survived{': ' + ', '.join(survivors) if survivors else ''}")
     return 1 if survivors else 0

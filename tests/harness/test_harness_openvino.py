@@ -149,3 +149,32 @@ def test_what_onnx_runtime_says_of_a_bad_ep_option_is_clean_notes_then_exit_2(tm
     notes = [line for line in err.splitlines() if line.startswith("ep-testbed: note: ONNX Runtime said: ")]
     assert notes and "\x1b" not in err, err
     assert any("Unsupported device_id" in line for line in notes), err
+
+
+#: The faults whose kill on the OpenVINO EP is a pinned reading of its own (openvino.json, strict):
+#: each makes the reference compute what the EP computes, so its pinned case passes, reported fixed.
+PINNED_ON_OPENVINO = {"mp-lowest-start": "edge-minus-inf-window",
+                      "ra-closed-edge": "grid-avg-linear-fp32-scale1x0.5-oob0-n1-max-roi2d-biuint32-2d",
+                      "ra-lerp-as-weighted": "edge-nan-inf", "ra-float32-accumulation": "roi_align/edge-near-flt-max"}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_ON_OPENVINO))
+def test_a_planted_fault_that_computes_the_eps_own_reading_is_caught_on_openvino(name):
+    """The oracle checked on this EP too: the pinned case is known unmutated and fixed with the
+    fault planted (tools/mutation_test.py --ep openvino runs every fault)."""
+    import contextlib
+    import io
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mutation"))
+    from mutants import named
+    from mutation_kit import judge
+
+    mutant = named(name)
+    ops = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        clean = judge(None, "openvino", ops[mutant.op], select=PINNED_ON_OPENVINO[name])
+        planted = judge(mutant, "openvino", ops[mutant.op], select=PINNED_ON_OPENVINO[name])
+    assert clean.code == 0 and not clean.failing and "known" in clean.outcomes.values(), clean.outcomes
+    assert planted.killed and {outcome for _, outcome in planted.failing} == {"fixed"}, planted.failing

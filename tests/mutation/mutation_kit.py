@@ -5,17 +5,18 @@ case ``fail`` or ``fixed``: ``Judged.killed``); ``survivors`` are what the oracl
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from mutants import Mutant, planted
 
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import DEFAULT_CATALOG, run_command
-from ep_testbed.harness.core.results import FAILING, read_run
+from ep_testbed.harness.core.results import EXPECTED_FAILURE, FAILING, NO_VERDICT, PASSING, read_run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: The fixed fuzz sample: the first cases of batch 0 of fuzz seed 0, per operator (the same cases on
@@ -46,6 +47,8 @@ class Judged:
     source: str
     code: int
     failing: list[tuple[str, str]]
+    #: Every case's outcome, by id
+    outcomes: dict[str, str] = field(default_factory=dict)
 
     @property
     def killed(self) -> bool:
@@ -56,7 +59,7 @@ class Judged:
 
 
 #: The failing outcomes a comparison decides (``FAILING`` less those of a case that did not run through).
-VERDICTS = ("fail", "fixed")
+VERDICTS = tuple(outcome for outcome in FAILING if outcome not in NO_VERDICT)
 
 
 def judge(mutant: Mutant | None, ep: str, ops: Sequence[str], source: str = "catalog",
@@ -77,4 +80,47 @@ def judge(mutant: Mutant | None, ep: str, ops: Sequence[str], source: str = "cat
                 code = run_command(args, catalog=catalog, worker_paths=(HERE,))
         lines = read_run(folder)[1]
     failing = [(line["id"], line["outcome"]) for line in lines if line["outcome"] in FAILING]
-    return Judged(mutant.name if mutant else None, ep, source, code, failing)
+    outcomes = {line["id"]: line["outcome"] for line in lines if line.get("type") == "case"}
+    return Judged(mutant.name if mutant else None, ep, source, code, failing, outcomes)
+
+
+def changed_cases(mutant: Mutant, ops: Sequence[str], source: str = "catalog") -> list[str]:
+    """The ids of ``source``'s cases of ``ops`` whose reference outputs the mutant changes (NaN
+    equal to NaN; a case the reference refuses one way and not the other counts as changed)."""
+    import numpy as np
+
+    from ep_testbed.graphs.catalog import build_catalog
+    from ep_testbed.reference import execute
+
+    def outputs(case: Any) -> Any:
+        try:
+            with np.errstate(all="ignore"):
+                return execute(case.desc, case.inputs())
+        except Exception as exc:  # noqa: BLE001 - a refusal is an answer to compare
+            return type(exc).__name__
+
+    changed = []
+    for case in (fuzz_sample(ops) if source == "fuzz" else build_catalog(list(ops))):
+        before = outputs(case)
+        with planted(mutant):
+            after = outputs(case)
+        same = (before == after if isinstance(before, str) or isinstance(after, str) else
+                before.keys() == after.keys() and all(np.array_equal(before[k], after[k], equal_nan=True) for k in before))
+        if not same:
+            changed.append(case.id)
+    return changed
+
+
+def shown_on_the_ep(changed: Sequence[str], clean: Judged) -> list[str]:
+    """Of the ``changed`` cases, those ``clean``'s EP ran and the unmutated reference passed or
+    explained there: where a verdict can catch the mutant (none: no verdict on this EP can)."""
+    return [case for case in changed if clean.outcomes.get(case) in PASSING + EXPECTED_FAILURE]
+
+
+def hidden_reason(changed: Sequence[str], clean: Judged) -> str:
+    """Why no verdict on ``clean``'s EP can catch a mutant none of whose ``changed`` cases is
+    ``shown_on_the_ep``: what became of them there."""
+    became = collections.Counter(clean.outcomes.get(case, "not in this source") for case in changed)
+    words = ", ".join(f"{n} {outcome}" for outcome, n in sorted(became.items()))
+    return (f"it changes the reference on {len(changed)} case(s), none of which {clean.ep} runs and the unmutated "
+            f"reference passes or explains there ({words or 'none'}; a fail is the EP's own finding)")

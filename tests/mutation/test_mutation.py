@@ -84,3 +84,21 @@ def test_a_fault_only_knife_edges_show_is_caught_by_the_bounds_oracle():
     with planted(mutant):
         with pytest.raises(AssertionError, match="not equal"):
             check_case(case.desc, case.inputs(), [], "fp32", case.id)
+
+
+def test_a_fault_only_cases_the_ep_does_not_run_clean_would_show_is_told_from_a_gap():
+    """A survivor is a gap in the oracle only where the fault changes a case the EP runs and the
+    unmutated reference passes or explains there; elsewhere the tool says what became of them."""
+    from mutation_kit import Judged, changed_cases, hidden_reason, shown_on_the_ep
+
+    mutant = next(m for m in MUTANTS if m.name == "rp-batch-ignored")
+    changed = changed_cases(mutant, ["roi_pooling"])
+    assert changed and set(changed) < {c.id for c in build_catalog(["roi_pooling"])}
+    refused = Judged(None, "some-ep", "catalog", 0, [], {case: "not-on-ep" for case in changed})
+    assert shown_on_the_ep(changed, refused) == []
+    assert f"{len(changed)} not-on-ep" in hidden_reason(changed, refused)
+    ran = Judged(None, "some-ep", "catalog", 0, [], {changed[0]: "pass", changed[1]: "fail"})
+    assert shown_on_the_ep(changed, ran) == [changed[0]]
+    unchanged = next(m for m in MUTANTS if m.name == "rp-nan-propagates")
+    assert set(changed_cases(unchanged, ["roi_pooling"])) <= {c.id for c in build_catalog(["roi_pooling"])
+                                                              if "nan" in c.id}
