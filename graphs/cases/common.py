@@ -124,15 +124,16 @@ def roi_op_inputs(desc: Any, recipe: str, rng: np.random.Generator,
         x = filled(desc.input_tensor.sizes, x_dtype, lambda n: rng.integers(0, 4, size=n))
     if recipe == "near-flt-max":  # 2**126 to 2**127: a float32 sum of a few overflows, their exact mean does not
         x = ((np.abs(x.astype(np.float64)) + 4) * 2.0**124).astype(x_dtype)
-    if recipe == "nan-inf":
+    if recipe in ("nan-inf", "nan"):  # "nan": NaN alone, so that only a rule for NaN can show
         flat = x.reshape(-1)
         picks = rng.choice(flat.size, size=max(3, flat.size // 20), replace=False)
-        flat[picks] = np.array([np.nan, np.inf, -np.inf], dtype=x_dtype)[np.arange(picks.size) % 3]
+        specials = [np.nan, np.inf, -np.inf] if recipe == "nan-inf" else [np.nan]
+        flat[picks] = np.array(specials, dtype=x_dtype)[np.arange(picks.size) % len(specials)]
         x[:, :, 0, 0] = 1  # ORT reads X[b, c, 0, 0] for out-of-range samples (input_flags); keep it finite
     tensors = {"InputTensor": x}
     for _ in range(50):
         tensors.update(regions(desc, recipe, rng))
-        if recipe in ("nan-inf", "float32-bins", "count-knife-edge") or not input_flags(desc, tensors):
+        if recipe in ("nan-inf", "nan", "float32-bins", "count-knife-edge") or not input_flags(desc, tensors):
             break
     return tensors
 
