@@ -174,6 +174,16 @@ def _empty_bins_lowest(original):
     return pool
 
 
+def _corners_ignored(original):
+    def coordinates(start, size, output, samples, ipo, opo, corners, kind=np.float64):
+        return original(start, size, output, samples, ipo, opo, False, kind)
+    return coordinates
+
+
+def _outside_reads_zero(original):
+    return lambda plane, out_of_bounds, rules, kind: original(plane, 0.0, rules, kind)
+
+
 def _region_one_smaller(original):
     return lambda index, size, pooled, origin, limit, rules=rp.PRIMARY: original(index, max(size - 1, 1), pooled,
                                                                                    origin, limit, rules)
@@ -387,6 +397,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("ra-edge-blends-zero", "roi_align", "out-of-bounds value", ra.clamped_samples, _edge_blends_zero,
            "a sample in (-1, 0) or (size - 1, size) blends its edge pixel with 0 instead of reading it twice",
            ("catalog", "grid-max-linear-fp32-scale0.25x1-oob0-n3-roi4d-biuint32-3d")),
+    Mutant("ra-corners-ignored", "roi_align", "sample spacing", ra.sample_coordinates, _corners_ignored,
+           "AlignRegionsToCorners ignored",
+           witness=("catalog", "grid-avg-linear-fp32-scale0.25x0.5-offset0.25-outm0.25-oob1.5-n3-corners-roi4d-biuint64-3d")),
+    Mutant("ra-outside-reads-zero", "roi_align", "out-of-bounds value", ra.outside_value, _outside_reads_zero,
+           "a sample outside the input reads 0, whatever OutOfBoundsInputValue says",
+           witness=("catalog", "roi_align/random-s0-002")),
     Mutant("ra-closed-edge", "roi_align", "window bounds", ra.reads_input, _closed_edge,
            "a sample exactly at -1 or at the size reads the input",
            ("catalog", "grid-avg-linear-fp32-scale1x0.5-oob0-n1-max")),
