@@ -184,6 +184,43 @@ def _outside_reads_zero(original):
     return lambda plane, out_of_bounds, rules, kind: original(plane, 0.0, rules, kind)
 
 
+def _region_desc(transform):
+    """A replacement of ROI_ALIGN's ``region_samples`` reading the desc as ``transform`` makes it."""
+    def make(original):
+        def samples(d, row, roi, rules=ra.PRIMARY):
+            return original(transform(d), row, roi, rules)
+        return samples
+    return make
+
+
+def _input_offset_added(d):
+    return dataclasses.replace(d, input_pixel_offset=-d.input_pixel_offset)
+
+
+def _scale_x_for_both(d):
+    return dataclasses.replace(d, spatial_scale_y=d.spatial_scale_x)
+
+
+def _corners_clamped_first(original):
+    def pool(plane, corners, pooled_h, pooled_w, maximum, out, rules=rp.PRIMARY):
+        height, width = plane.shape[:2]
+        x1, y1, x2, y2 = corners
+        clamped = (min(max(x1, 0), width - 1), min(max(y1, 0), height - 1), min(max(x2, 0), width - 1),
+                   min(max(y2, 0), height - 1))
+        original(plane, clamped, pooled_h, pooled_w, maximum, out, rules)
+    return pool
+
+
+def _index_padded(original):
+    def flat(desc, spatial, offsets, best_offset, dtype):
+        wide = original(desc, spatial, offsets, best_offset, np.dtype(np.int64))
+        plane, within = np.divmod(wide, int(np.prod(spatial)))
+        padded = tuple(n + a + b for n, a, b in zip(spatial, desc.start_padding, desc.end_padding))
+        position = tuple(p + a for p, a in zip(np.unravel_index(within, tuple(spatial)), desc.start_padding))
+        return (plane * int(np.prod(padded)) + np.ravel_multi_index(position, padded)).astype(dtype)
+    return flat
+
+
 def _region_one_smaller(original):
     return lambda index, size, pooled, origin, limit, rules=rp.PRIMARY: original(index, max(size - 1, 1), pooled,
                                                                                    origin, limit, rules)
@@ -327,6 +364,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "ROI corners read as [y1, x1, y2, x2]", witness=("catalog", "edge-outside-partly")),
     Mutant("rp-empty-bins-lowest", "roi_pooling", "out-of-bounds value", rp.pool_region, _empty_bins_lowest,
            "an empty bin gives the lowest value instead of 0", witness=("catalog", "empty-bins")),
+    Mutant("rp-corners-clamped-first", "roi_pooling", "window bounds", rp.pool_region, _corners_clamped_first,
+           "region corners clamped to the input before its bins are laid out", witness=("catalog", "outside-partly")),
     Mutant("rp-region-one-smaller", "roi_pooling", "window bounds", rp.bin_bounds, _region_one_smaller,
            "RegionHeight = y2 - y1 (no + 1)", witness=("catalog", "grid-fp32-scale1-pool1x1")),
     Mutant("rp-bin-end-plus-one", "roi_pooling", "window bounds", rp.bin_bounds, _bin_end_plus_one,
@@ -354,6 +393,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "indices within the (batch, channel) plane, not the whole tensor", witness=("catalog", "grid-float32-3d-w2-s2-p1_1")),
     Mutant("mp-index-column-major", "max_pooling2", "index base", mp._flat_indices, _index_column_major,
            "indices of the spatial position in column-major order", witness=("catalog", "grid-float32-3d-w2-s2-p1_1")),
+    Mutant("mp-index-padded", "max_pooling2", "index base", mp._flat_indices, _index_padded,
+           "indices counted in the padded input", witness=("catalog", "grid-float32-3d-w2-s2-p1_1")),
     Mutant("mp-lowest-start", "max_pooling2", "infinity rule", mp.max_pooling2, _lowest_start_windows,
            "windows start from the lowest finite value (-FLT_MAX for a window of -inf)",
            ("catalog", "edge-minus-inf-window")),
@@ -403,6 +444,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("ra-outside-reads-zero", "roi_align", "out-of-bounds value", ra.outside_value, _outside_reads_zero,
            "a sample outside the input reads 0, whatever OutOfBoundsInputValue says",
            witness=("catalog", "roi_align/random-s0-002")),
+    Mutant("ra-input-offset-added", "roi_align", "offsets", ra.region_samples, _region_desc(_input_offset_added),
+           "InputPixelOffset added to the sample coordinates instead of subtracted",
+           witness=("catalog", "roi_align1/grid-avg-linear-fp32-scale0.5x0.5-offset0.25")),
+    Mutant("ra-scale-x-for-both", "roi_align", "scale axes", ra.region_samples, _region_desc(_scale_x_for_both),
+           "SpatialScaleX used for both axes", witness=("catalog", "grid-max-linear-fp32-scale0.25x1-oob0-n3")),
     Mutant("ra-closed-edge", "roi_align", "window bounds", ra.reads_input, _closed_edge,
            "a sample exactly at -1 or at the size reads the input",
            ("catalog", "grid-avg-linear-fp32-scale1x0.5-oob0-n1-max")),
