@@ -430,7 +430,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "runs it; the reference's own hand-worked case catches it "
                 "(tests/reference/test_roi_align.py::test_nearest_neighbor_hand_worked)" for ep in ("cpu", "dml-wine")}),
     Mutant("ra-max-nan-propagates", "roi_align", "NaN rule", ra.sample_max, _max_propagates_nan,
-           "a NaN sample wins a MAX", witness=("fuzz", "roi_align1/fuzz-s0-b0-008"),
+           "a NaN sample wins a MAX", witness=("catalog", "edge-nan-max"),
            equivalent_on={"cpu": "ONNX Runtime's CPU EP computes a composed MAX through MLAS's MaxPool, whose fold "
                                  "(the mlas-x86-fold reading) replaces the primary reading's NaN rule and reproduces "
                                  "it element for element, so no NaN rule of the primary reading shows on the CPU EP; "
