@@ -296,6 +296,8 @@ def test_ctrl_c_keeps_every_finished_case_and_resume_completes_the_run(tmp_path)
     results = tmp_path / "r" / "results.jsonl"
     # the first seven cases are on disk and the eighth is running (and hangs): the worker says so
     run_watch.wait_until(run_watch.fault_injected(temp, "hang", ids[7]), "the eighth case hanging", proc)
+    # the worker gets the eighth case before the parent writes the seventh's line: it may follow
+    run_watch.wait_until(run_watch.has_lines(results, "case", 7), "the seven lines before", proc)
     before = run_watch.lines_of(results, "case")
     assert len(before) == 7
     stdout, stderr = run_watch.stop(proc, results, signal.SIGINT)

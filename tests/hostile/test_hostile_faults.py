@@ -62,8 +62,10 @@ def test_a_run_killed_outright_resumes_to_the_clean_result(tmp_path, clean, afte
     temp.mkdir()
     run = subprocess.Popen(_argv(out), env=_env(**{FAULT_ENV: f"hang={IDS[after]}", "TMPDIR": str(temp)}), cwd=ROOT,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
-    # killed while case `after` runs (it hangs), its predecessors on disk
+    # killed while case `after` runs (it hangs), its predecessors on disk: the worker gets case
+    # `after` before the parent writes the line of the case before it, so that line may follow
     run_watch.wait_until(run_watch.fault_injected(temp, "hang", IDS[after]), f"case {after} hanging", run)
+    run_watch.wait_until(run_watch.has_lines(out / "results.jsonl", "case", after), f"the {after} lines before", run)
     assert len(run_watch.lines_of(out / "results.jsonl", "case")) == after
     os.kill(run.pid, signal.SIGKILL)  # no handler runs: no end line, the lock stays
     run.wait()
