@@ -22,9 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "mutation"))
 
 from mutants import MUTANTS  # noqa: E402
-from mutation_kit import VERDICTS, changed_cases, hidden_reason, judge, shown_on_the_ep  # noqa: E402
-
-OPS = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
+from mutation_kit import OPS, VERDICTS, changed_cases, hidden_reason, judge, shown_on_the_ep  # noqa: E402
 
 
 def quiet(*args, **kwargs):
@@ -57,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     for op in sorted({m.op for m in chosen}):
         for source in sources:
             clean = unmutated[op, source] = quiet(None, args.ep, OPS[op], source)
+            if clean.code not in (0, 1):
+                print(f"mutation_test: `ep-testbed run --ep {args.ep}` ended with exit {clean.code} before judging a case "
+                      f"(is the EP installed here? `ep-testbed doctor --ep {args.ep}` says)", file=sys.stderr)
+                return 2
             if clean.failing:
                 print(f"unmutated reference fails {op} {source} (the EP's findings, left out of every count): "
                       f"{clean.failing}")

@@ -15,11 +15,10 @@ from dml_wine_kit import needs_host
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mutation"))
 from mutants import named  # noqa: E402
-from mutation_kit import judge  # noqa: E402
+from mutation_kit import OPS, judge  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the DirectML host runs under Wine on Linux")
 
-OPS = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
 #: Where the CPU EP's reading differs from DirectML's: each must be caught here on its own.
 ON_DIRECTML = ("rp-nan-propagates", "rp-round-half-away", "mp-lowest-start", "ra-lerp-as-weighted", "ra-closed-edge",
                "ra-float32-accumulation", "ra-count-without-minimum", "ra-max-nan-propagates")

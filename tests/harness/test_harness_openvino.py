@@ -169,12 +169,11 @@ def test_a_planted_fault_that_computes_the_eps_own_reading_is_caught_on_openvino
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mutation"))
     from mutants import named
-    from mutation_kit import judge
+    from mutation_kit import OPS, judge
 
     mutant = named(name)
-    ops = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        clean = judge(None, "openvino", ops[mutant.op], select=PINNED_ON_OPENVINO[name])
-        planted = judge(mutant, "openvino", ops[mutant.op], select=PINNED_ON_OPENVINO[name])
+        clean = judge(None, "openvino", OPS[mutant.op], select=PINNED_ON_OPENVINO[name])
+        planted = judge(mutant, "openvino", OPS[mutant.op], select=PINNED_ON_OPENVINO[name])
     assert clean.code == 0 and not clean.failing and "known" in clean.outcomes.values(), clean.outcomes
     assert planted.killed and {outcome for _, outcome in planted.failing} == {"fixed"}, planted.failing

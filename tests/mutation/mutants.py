@@ -353,11 +353,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "halfway corners rounded away from zero", ("catalog", "edge-rounding-ties")),
     Mutant("rp-scale-float64", "roi_pooling", "accumulation type", rp.scaled_regions, _float64_scale,
            "Roi * SpatialScale multiplied in float64, not float32", ("catalog", "edge-float32-product-ties"),
-           {ep: "the float64 and float32 products differ only by the float32 product's rounding, so they round to "
-                "different corners only where the product lies within that rounding of a half: a knife edge, where "
-                "the comparison accepts either corner (DECISIONS.md FP-3), whatever the EP; the bounds oracle test "
-                "catches it (tests/reference/test_bounds_oracle.py::"
-                "test_drawn_roi_pooling_bounds_equal_the_per_region_oracle)" for ep in ("cpu", "dml-wine", "openvino")}),
+           {ep: "the outputs round each region's float32 product (scaled_region), so only the bounds' knife-edge "
+                "candidates take the float64 one; they differ where the product lies within its float32 rounding of a "
+                "half (DECISIONS.md FP-3), and there the fault drops one alternative corner: a rule stricter by one "
+                "element of edge-float32-product-ties, whose EP values lie on the other corner here; the bounds oracle "
+                "test catches it (tests/mutation/test_mutation.py::"
+                "test_a_fault_only_knife_edges_show_is_caught_by_the_bounds_oracle)" for ep in ("cpu", "dml-wine", "openvino")}),
     Mutant("rp-batch-ignored", "roi_pooling", "index base", rp.kernel_input, _rp_rows(_rp_first_batch),
            "every region pooled from the first batch item", witness=("catalog", "large-batch")),
     Mutant("rp-corners-xy-swapped", "roi_pooling", "scale axes", rp.kernel_input, _rp_rows(_rp_xy_swapped),

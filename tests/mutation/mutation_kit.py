@@ -78,37 +78,47 @@ def judge(mutant: Mutant | None, ep: str, ops: Sequence[str], source: str = "cat
         else:
             with planted(mutant):
                 code = run_command(args, catalog=catalog, worker_paths=(HERE,))
-        lines = read_run(folder)[1]
+        # a run refused before it starts (exit 2: the EP is not here) writes no results file
+        lines = read_run(folder)[1] if os.path.exists(os.path.join(folder, "results.jsonl")) else []
     failing = [(line["id"], line["outcome"]) for line in lines if line["outcome"] in FAILING]
     outcomes = {line["id"]: line["outcome"] for line in lines if line.get("type") == "case"}
     return Judged(mutant.name if mutant else None, ep, source, code, failing, outcomes)
 
 
 def changed_cases(mutant: Mutant, ops: Sequence[str], source: str = "catalog") -> list[str]:
-    """The ids of ``source``'s cases of ``ops`` whose reference outputs the mutant changes (NaN
-    equal to NaN; a case the reference refuses one way and not the other counts as changed)."""
+    """The ids of ``source``'s cases of ``ops`` whose expected result the mutant changes: what a
+    verdict reads, ``execute_with_bounds``' outputs, bounds and knife-edge alternatives (NaN equal
+    to NaN; a case the reference refuses one way and not the other counts as changed). A fault
+    in the bounds alone leaves the outputs as they are and changes what the rule accepts."""
     import numpy as np
 
     from ep_testbed.graphs.catalog import build_catalog
-    from ep_testbed.reference import execute
+    from ep_testbed.reference import execute_with_bounds
 
-    def outputs(case: Any) -> Any:
+    def expected(case: Any) -> Any:
         try:
             with np.errstate(all="ignore"):
-                return execute(case.desc, case.inputs())
+                e = execute_with_bounds(case.desc, case.inputs())
         except Exception as exc:  # noqa: BLE001 - a refusal is an answer to compare
             return type(exc).__name__
+        return {**{("out", k): v for k, v in e.outputs.items()}, **{("bound", k): v for k, v in e.bounds.items()},
+                **{("nan", k): v for k, v in e.nan_alternatives.items()},
+                **{(side, k): v[i] for k, v in e.alternatives.items() for i, side in enumerate(("low", "high"))}}
 
     changed = []
     for case in (fuzz_sample(ops) if source == "fuzz" else build_catalog(list(ops))):
-        before = outputs(case)
+        before = expected(case)
         with planted(mutant):
-            after = outputs(case)
+            after = expected(case)
         same = (before == after if isinstance(before, str) or isinstance(after, str) else
                 before.keys() == after.keys() and all(np.array_equal(before[k], after[k], equal_nan=True) for k in before))
         if not same:
             changed.append(case.id)
     return changed
+
+
+#: The reference functions each mutant's operator is run as: ROI_ALIGN's faults show in both versions.
+OPS = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
 
 
 def shown_on_the_ep(changed: Sequence[str], clean: Judged) -> list[str]:

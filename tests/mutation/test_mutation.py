@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 from mutants import MUTANTS, planted
-from mutation_kit import judge
+from mutation_kit import OPS, judge
 
 from ep_testbed.graphs.catalog import build_catalog
-
-OPS = {"roi_pooling": ["roi_pooling"], "max_pooling2": ["max_pooling2"], "roi_align": ["roi_align", "roi_align1"]}
 
 
 def judged(mutant, ep: str):
@@ -69,10 +67,11 @@ def test_the_witness_cases_pass_without_a_planted_fault():
 
 
 def test_a_fault_only_knife_edges_show_is_caught_by_the_bounds_oracle():
-    """``rp-scale-float64`` moves a corner only where the float32 product is within its rounding of
-    a half, where the comparison accepts either corner (FP-3), so no EP's verdict can show it: its
-    witness case passes on the CPU EP with and without it. The per-region oracle of the bounds
-    still tells it from the reference, on that very case."""
+    """``rp-scale-float64`` leaves the outputs as they are (they round each region's float32
+    product) and changes only the bounds' knife-edge candidates, where the product is within its
+    float32 rounding of a half: it drops one alternative, a rule stricter by one element that no EP
+    here lands on, so its witness case passes on the CPU EP with and without it. The per-region
+    oracle of the bounds still tells it from the reference, on that very case."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
     from test_bounds_oracle import check_case
 
