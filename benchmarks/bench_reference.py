@@ -11,7 +11,8 @@ rounds' own), and the peak memory of the reference and of the reference with its
 (tracemalloc, which sees NumPy's allocations) next to the size of its inputs plus outputs.
 ``bnd/ORT`` is the reference with bounds over ORT CPU. The reference runs ROI_ALIGN's chunks of
 regions on worker threads (``reference/workers.py``: the CPUs this process may use, at most 8),
-ORT on its 2 intra-op threads; the header line says how many.
+ORT on its 2 intra-op threads; the header line says how many, and whether the reference runs
+its compiled loops (``reference/native.py``; ``EP_TESTBED_NATIVE=0`` times NumPy alone).
 The configurations are ONNX-expressible so that all three compute the same thing (MaxRoiPool
 has no onnx.reference implementation). It is a benchmark, not a test: nothing here asserts.
 """
@@ -34,7 +35,7 @@ from onnx import TensorProto, ValueInfoProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ep_testbed.reference import desc_from_dml, execute, execute_with_bounds, workers  # noqa: E402
+from ep_testbed.reference import desc_from_dml, execute, execute_with_bounds, native, workers  # noqa: E402
 
 ONNX_TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
               np.dtype(np.int64): TensorProto.INT64}
@@ -176,6 +177,9 @@ def main(argv=None) -> int:
     print(f"onnxruntime {ort.__version__} CPU EP, 2 threads; reference (ROI_ALIGN's kernel and bounds) on "
           f"{workers.thread_count()} worker threads of {os.cpu_count()} CPUs; numpy {np.__version__}; "
           f"load average {os.getloadavg()}")
+    loops = native.status()
+    print(f"the reference's compiled loops: {loops.detail}" + (" (EP_TESTBED_NATIVE=0 times NumPy alone)" if loops.used
+                                                               else ""))
     header = (f"{'shape':58} {'reference':>10} {'ORT CPU':>10} {'onnx.ref':>10} {'ref/ORT':>8} {'onnxref/ref':>11} "
               f"{'+bounds':>10} {'bnd/ref':>7} {'bnd/ORT':>7} {'peak MiB':>9} {'+bnd MiB':>9} {'io MiB':>7} {'peak/io':>7}")
     print(header)

@@ -201,16 +201,23 @@ def output_rounding(bound: np.ndarray, values: np.ndarray, data_type: str) -> np
     its own (FP-2). ``eps * |x|`` is at least one unit in the last place of ``x``; the float32
     sum is nudged up so that it never rounds below the exact one. Non-finite bounds become 0 (no
     allowance: an infinite or NaN value is compared exactly)."""
-    info = np.finfo(numpy_dtype(data_type))
-    eps, tiny = float(info.eps), float(info.smallest_subnormal)
+    eps_up, up, tiny = rounding_factors(data_type)
     total = np.abs(values, dtype=np.float32)
     total += bound
-    total *= np.float32(eps * (1 + 2**-20))
+    total *= eps_up
     total += bound
-    total *= np.float32(1 + 2**-20)
-    total += np.float32(tiny)
+    total *= up
+    total += tiny
     total[~np.isfinite(total)] = 0.0
     return total
+
+
+def rounding_factors(data_type: str) -> tuple[np.float32, np.float32, np.float32]:
+    """``output_rounding``'s float32 factors for an output of ``data_type``: ``eps`` nudged up, the
+    nudge, and the type's smallest subnormal."""
+    info = np.finfo(numpy_dtype(data_type))
+    eps, tiny = float(info.eps), float(info.smallest_subnormal)
+    return np.float32(eps * (1 + 2**-20)), np.float32(1 + 2**-20), np.float32(tiny)
 
 
 @dataclass(frozen=True)

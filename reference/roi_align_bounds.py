@@ -49,8 +49,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from . import native
 from .nan_rules import nan_ignoring_max
-from .precision import Approx, Arithmetic, Expected, KnifeEdge, PrecisionModel, output_rounding
+from .precision import Approx, Arithmetic, Expected, KnifeEdge, PrecisionModel, output_rounding, rounding_factors
 from .roi_align import (
     MAX_SAMPLE_POINTS_PER_REGION,
     PRIMARY,
@@ -763,7 +764,8 @@ class _Pass:
     def rows(self, rows: np.ndarray, output: np.ndarray) -> None:
         """The bounds of ``rows`` (any regions whose values ``output`` holds), in the thread that
         calls it: grouped by plane and sample count, ``_bulk_regions`` each group, then rounded
-        to the output type's allowance. Regions ``left`` are skipped; rows are never shared
+        to the output type's allowance (where ``_bulk_regions`` has not). Regions ``left`` are
+        skipped; rows are never shared
         between two calls running at once, so each writes its own rows of ``bound``, ``left``
         and ``done`` alone."""
         b = self.b
@@ -774,11 +776,13 @@ class _Pass:
             keys = np.stack([b.p.batch_indices[rows].astype(np.int64), b.y.exact[rows], b.x.exact[rows]], axis=1)
             for batch, n_y, n_x in np.unique(keys, axis=0).tolist():
                 regions = rows[(keys == (batch, n_y, n_x)).all(axis=1)]
-                beside = _bulk_regions(b, batch, regions, b.y.along(regions, n_y), b.x.along(regions, n_x), n_y,
-                                       n_x, self.bound)
+                beside, rounded = _bulk_regions(b, batch, regions, b.y.along(regions, n_y), b.x.along(regions, n_x),
+                                                n_y, n_x, self.bound, output)
                 self.left[regions[beside]] = True
-            rows = rows[~self.left[rows]]
-            self.bound[rows] = output_rounding(self.bound[rows], output[rows], b.p.desc.output_tensor.data_type)
+                self.done[regions[rounded]] = True
+            rows = rows[~self.left[rows] & ~self.done[rows]]
+            if rows.size:
+                self.bound[rows] = output_rounding(self.bound[rows], output[rows], b.p.desc.output_tensor.data_type)
         self.done[rows] = True
 
     def rest(self, output: np.ndarray, pool: Workers) -> None:
@@ -809,12 +813,75 @@ def _nearest_moves(c: _Along, ar: Arithmetic, size: int) -> np.ndarray:
 
 
 def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _Along, n_y: int, n_x: int,
-                  bound: np.ndarray) -> np.ndarray:
+                  bound: np.ndarray, output: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The bounds of ``regions`` (all on plane ``batch``, all at counts ``(n_y, n_x)``, coordinates
-    ``ys``/``xs`` one row per region), in chunks of about ``CHUNK_BYTES``: the sample bounds as
-    ``_samples`` computes them, then each region's reduction as ``_reduce`` computes it. Returns,
-    per region, whether it holds a cell-edge knife edge (``beside_non_finite``: a near coordinate
-    whose sample bound is not finite), which ``region_bounded`` must take instead."""
+    ``ys``/``xs`` one row per region): the sample bounds as ``_samples`` computes them, then each
+    region's reduction as ``_reduce`` computes it. Returns, per region, whether it holds a
+    cell-edge knife edge (``beside_non_finite``: a near coordinate whose sample bound is not
+    finite), which ``region_bounded`` must take instead, and whether its bound is already the
+    allowance ``output_rounding`` makes of it with the values ``output`` holds. The regions the
+    compiled loop takes (``_native_bounds``: bound and rounding in one pass) go there, the rest to
+    ``_numpy_bulk``; both give the same numbers."""
+    quiet = ~(ys.any_near | xs.any_near | ys.any_far | xs.any_far)
+    none = np.zeros(regions.size, dtype=bool)
+    if not quiet.any() or not _native_bounds(b, batch, regions[quiet], _take(ys, quiet), _take(xs, quiet), n_y, n_x,
+                                             bound, output):
+        return _numpy_bulk(b, batch, regions, ys, xs, n_y, n_x, bound), none
+    beside = none.copy()
+    if not quiet.all():
+        beside[~quiet] = _numpy_bulk(b, batch, regions[~quiet], _take(ys, ~quiet), _take(xs, ~quiet), n_y, n_x, bound)
+    return beside, quiet
+
+
+def _sum_constants(b: _Bounding, m: int) -> tuple[float, np.float32]:
+    """The AVERAGE's summation allowance ``k_sum`` (0 for MAX) and the bound of a sample outside
+    the input, ``k_sum |OutOfBoundsInputValue|``, for ``m`` samples per element."""
+    d = b.p.desc
+    k_sum = 2 * m * b.ar.unit if d.reduction_function == "AVERAGE" else 0.0
+    return k_sum, np.float32(k_sum * abs(float(np.float32(d.out_of_bounds_input_value))))
+
+
+def _native_bounds(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _Along, n_y: int, n_x: int,
+                   bound: np.ndarray, output: np.ndarray) -> bool:
+    """``_numpy_bulk`` of regions no coordinate of which rounding can move into another cell, then
+    ``output_rounding`` with their values in ``output``, by the compiled loop (``native_kernels.c``:
+    LINEAR samples, AVERAGE, float32 slopes and output), writing ``bound``; False (nothing
+    written) where it does not apply or is not available. One channel is left to NumPy: its
+    reduction then runs in another order (the C loop adds Y outer, X inner)."""
+    d, plane = b.p.desc, b.p.planes[batch]
+    if d.interpolation_mode != "LINEAR" or d.reduction_function != "AVERAGE" or plane.shape[-1] < 2:
+        return False
+    if b.slope_type(batch) is not np.float32 or plane.dtype != np.float32 or output.dtype != np.float32:
+        return False
+    if not (bound.flags.c_contiguous and output.flags.c_contiguous and bound.shape == output.shape):
+        return False
+    lib = native.kernels()
+    if lib is None:
+        return False
+    k_sum, outside = _sum_constants(b, n_y * n_x)
+    k = INTERPOLATION_ROUNDINGS * b.ar.unit + k_sum
+    _, _, out_h, out_w = d.output_tensor.sizes
+    weights = [np.ascontiguousarray((a.e + 2 * k).astype(np.float32)) for a in (ys, xs)]
+    status = lib.linear_average_bounds(
+        np.ascontiguousarray(plane), plane.shape[1], plane.shape[2], regions.size, out_h, out_w, n_y, n_x,
+        np.ascontiguousarray(ys.pairs, dtype=np.int64), np.ascontiguousarray(xs.pairs, dtype=np.int64), *weights,
+        np.float32(k), np.ascontiguousarray(ys.inside, dtype=np.uint8), np.ascontiguousarray(xs.inside, dtype=np.uint8),
+        outside, np.ascontiguousarray(regions, dtype=np.int64), bound, output.ctypes.data,
+        *rounding_factors(d.output_tensor.data_type))
+    if status != 0:
+        raise MemoryError("the compiled ROI_ALIGN bounds could not allocate one element's sums")
+    return True
+
+
+def _take(a: _Along, index: np.ndarray) -> _Along:
+    """The rows ``index`` (a mask or indices) of the coordinates of several regions."""
+    return _Along(a.v[index], a.e[index], a.pairs[index], a.inside[index], a.flips[index], a.far[index], a.near[index],
+                  a.all_inside[index], a.any_flips[index], a.any_far[index], a.any_near[index])
+
+
+def _numpy_bulk(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _Along, n_y: int, n_x: int,
+                bound: np.ndarray) -> np.ndarray:
+    """``_bulk_regions`` in NumPy, in chunks of about ``CHUNK_BYTES``."""
     p, ar = b.p, b.ar
     d = p.desc
     plane = p.planes[batch]
@@ -822,8 +889,7 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
     _, _, out_h, out_w = d.output_tensor.sizes
     m = n_y * n_x
     average = d.reduction_function == "AVERAGE"
-    k_sum = 2 * m * ar.unit if average else 0.0
-    outside = np.float32(k_sum * abs(float(np.float32(d.out_of_bounds_input_value))))
+    k_sum, outside = _sum_constants(b, m)
     linear = d.interpolation_mode == "LINEAR"
     kind = b.slope_type(batch) if linear else np.float32
     per_region = ys.v.shape[1] * xs.v.shape[1] * channels * np.dtype(kind).itemsize * (4 if linear else 1)

@@ -4,7 +4,8 @@ can this machine run the catalog on the EP?
 Prints each check of ``harness.eps.preflight`` (the ONNX Runtime wheels, the EP (a plugin EP:
 registered), ONNX Runtime's device list for it with the device the run would use, for DirectML the
 DXGI adapters, the chosen one, DirectML.dll and whether ORT's device list agrees, then one one-node
-session on the EP) and the device identity that run headers will record. Then, whatever the EP,
+session on the EP) and the device identity that run headers will record; whether the reference
+runs its compiled loops (``reference.native``) or NumPy alone. Then, whatever the EP,
 which of the three ways a Windows GPU team holds an EP this environment has
 (``harness.eps.windows_ways``: the onnxruntime-directml wheel, Windows ML with its EP catalog,
 plugin EP packages), each found or not with how to get it, and the flags that run each EP found.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+from ...reference import native
 from ..core import exit_codes
 from ..core.terminal import safe
 from ..eps.preflight import check
@@ -54,6 +56,8 @@ def doctor_command(args: argparse.Namespace) -> int:
     for finding in result.findings:
         if finding.level != "fatal":
             print(f"  {MARKS[finding.level]}{safe(finding.text)}")
+    reference = native.status()
+    print(f"  {MARKS['ok' if reference.used else 'note']}the reference's compiled loops: {safe(reference.detail)}")
     print_ways(find_ways())
     if result.fatal is not None:
         print("  FAIL (see stderr)")

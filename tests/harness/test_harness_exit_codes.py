@@ -428,3 +428,16 @@ def test_options_the_cpu_ep_ignores_are_named_in_one_note(capsys):
     code, out, err = ep_testbed(capsys, "doctor", "--ep", "cpu", "--ep-option", "use_arena=0")
     assert code == OK
     assert "note CPUExecutionProvider takes no provider options" in out and "use_arena=0" in out
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_doctor_says_whether_the_reference_runs_its_compiled_loops(capsys, monkeypatch, switch):
+    """One line either way, never a change of the exit code: the compiled loops are optional."""
+    from ep_testbed.reference import native
+    monkeypatch.setenv("EP_TESTBED_NATIVE", switch)
+    code, out, _ = ep_testbed(capsys, "doctor", "--ep", "cpu")
+    assert code == OK
+    lines = [line for line in out.splitlines() if "the reference's compiled loops" in line]
+    assert lines == [f"  {'ok   ' if native.status().used else 'note '}the reference's compiled loops: "
+                     f"{native.status().detail}"], out
+    assert ("switched off" in lines[0]) == (switch == "0")
