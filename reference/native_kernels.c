@@ -13,10 +13,21 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #endif
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+/* float arithmetic carried out in a wider type (x87): the results would not be float32's own. The
+   build fails, pip leaves the extension out, and the reference runs in NumPy. */
+#error "float expressions must be evaluated in float (FLT_EVAL_METHOD 0)"
+#endif
+
+#if defined(_MSC_VER)
+#define restrict __restrict
+#endif
 
 #if defined(_WIN32)
 #define EXPORT __declspec(dllexport)
