@@ -858,6 +858,11 @@ def _native_bounds(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs
     lib = native.kernels()
     if lib is None:
         return False
+    height, width = plane.shape[:2]
+    # The C loop reads wherever the taps point: any tap outside the plane (which NumPy's clipping
+    # gather would survive) leaves these regions to NumPy rather than read past the plane.
+    if not (_within(ys.pairs, height) and _within(xs.pairs, width)):
+        return False
     k_sum, outside = _sum_constants(b, n_y * n_x)
     k = INTERPOLATION_ROUNDINGS * b.ar.unit + k_sum
     _, _, out_h, out_w = d.output_tensor.sizes
@@ -871,6 +876,11 @@ def _native_bounds(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs
     if status != 0:
         raise MemoryError("the compiled ROI_ALIGN bounds could not allocate one element's sums")
     return True
+
+
+def _within(taps: np.ndarray, size: int) -> bool:
+    """Whether every tap index lies in ``[0, size)``."""
+    return taps.size == 0 or (int(taps.min()) >= 0 and int(taps.max()) < size)
 
 
 def _take(a: _Along, index: np.ndarray) -> _Along:

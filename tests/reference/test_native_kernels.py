@@ -180,3 +180,33 @@ def test_switched_off_they_are_not_used(monkeypatch):
     monkeypatch.setenv("EP_TESTBED_NATIVE", "0")
     assert native.kernels() is None
     assert "switched off" in native.status().detail
+
+
+@needs_build
+def test_taps_outside_the_plane_are_never_handed_to_the_c_loop(monkeypatch):
+    """The C loop reads wherever a tap points; a tap outside the plane (which no valid desc
+    gives, and NumPy's clipping gather would survive) leaves the regions to NumPy instead."""
+    case = next(c for c in build_catalog(OPS) if c.desc.reduction_function == "AVERAGE"
+                and c.desc.interpolation_mode == "LINEAR")
+    arrays = case.inputs()
+    original = rab._take
+    calls = {"refused": 0}
+
+    def corrupt(a, index):
+        taken = original(a, index)
+        taken.pairs = taken.pairs.copy()
+        if taken.pairs.size:
+            taken.pairs.flat[0] = 10**9
+        return taken
+
+    native_bounds = rab._native_bounds
+
+    def watching(*args):
+        done = native_bounds(*args)
+        calls["refused"] += not done
+        return done
+
+    monkeypatch.setattr(rab, "_take", corrupt)
+    monkeypatch.setattr(rab, "_native_bounds", watching)
+    execute_reading(case.desc, arrays, [], "fp32")  # no crash, no read past the plane
+    assert calls["refused"] > 0
