@@ -36,7 +36,9 @@ in the worker thread that computed its values (``roi_align.compute``), and regio
 (``region_bounded``) only for the regions that hold a knife edge, which are found without a loop
 too (``_knife_edge_regions``). Both give the same numbers, bit for bit, with any number of worker
 threads, as the region-by-region computation this module once was (``tests/reference/
-test_bounds_oracle.py`` holds that computation and checks it).
+test_bounds_oracle.py`` holds that computation and checks it). Where the optional compiled loops
+are built (``native``), the AVERAGE of LINEAR samples on float32 planes takes its bounds and
+their rounding allowance from one C pass (``_native_bounds``), with the same numbers again.
 """
 
 from __future__ import annotations
