@@ -155,16 +155,18 @@ def _build_detail(run: Run, case: CaseResult, anchor: str, with_pictures: bool) 
     return detail
 
 
-def _table_rows(cases: Iterable[CaseResult], anchors: dict[str, str], matrix: Matrix) -> list[list[Any]]:
+def _table_rows(cases: Iterable[tuple[CaseResult, CaseResult]], anchors: dict[str, str], matrix: Matrix
+                ) -> list[list[Any]]:
     """Compact rows for report.js: [id, op, dtype, outcome, max_abs, max_rel, max_ulp, s, anchor, message,
     fields, figure, failed, figure_rank, scope, scope_rank, cause], where fields holds the tags and
     the DML fields the by-field matrix links filter on; error cells and the figure follow
     ``figures`` (a failed row never reads 0 or blank); scope is the re-check's label and cause
-    the attributed one ("" when none)."""
+    the attributed one ("" when none). ``cases``: each case as the matrix read it (its fields
+    are worked out there) with its whole line."""
     rows = []
-    for c in cases:
+    for summary, c in cases:
         shown = matrix.keys_for(c.op)
-        fields = {k: v for k, v in case_fields(c).items() if k in shown or k in c.tags}
+        fields = {k: v for k, v in case_fields(summary).items() if k in shown or k in summary.tags}
         rows.append([
             c.id, short_op(c.op), c.dtype, c.outcome,
             *(figures.error_cell(c, k) for k in ERROR_KEYS),
@@ -274,7 +276,7 @@ def render_run(run_dir: str | Path, *, out: str | Path | None = None, max_pictur
         "report_command": f"ep-testbed report {shlex.quote(str(run_dir))}",
         "report_dir": shlex.quote(str(run_dir)),
         "anchors": anchors,
-        "rows": script_json(_table_rows(run.whole(run.cases), anchors, matrix)),
+        "rows": script_json(_table_rows(zip(run.cases, run.whole(run.cases)), anchors, matrix)),
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "value_legend": images.legend_uri(images.VALUE_MAP),
         "scopes": _scope_counts(run) if failing_count(counts) else [],  # no failure: nothing to place

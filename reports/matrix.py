@@ -115,10 +115,15 @@ def _text(value: object) -> str:
 
 
 def case_fields(case: CaseResult) -> dict[str, str]:
-    """Tags (except dtype) and flagged DML fields of one case, as text; tags win on a clash."""
-    fields = {str(f["field"]): _text(f.get("value")) for f in case.flags
-              if isinstance(f, dict) and f.get("field")}
-    fields.update({k: v for k, v in case.tags.items() if k not in IGNORED_TAGS})
+    """Tags (except dtype) and flagged DML fields of one case, as text; tags win on a clash
+    (worked out once per case: the matrix and the table both read them)."""
+    def compute() -> dict[str, str]:
+        fields = {str(f["field"]): _text(f.get("value")) for f in case.flags
+                  if isinstance(f, dict) and f.get("field")}
+        fields.update({k: v for k, v in case.tags.items() if k not in IGNORED_TAGS})
+        return fields
+
+    fields: dict[str, str] = case.derived("fields", compute)
     return fields
 
 

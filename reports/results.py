@@ -50,9 +50,18 @@ from ..harness.core.untrusted_files import (
 
 @dataclass(slots=True)
 class CaseResult:
-    """One ``case`` line.  ``raw`` keeps the whole line; the attributes are the fields reports use."""
+    """One ``case`` line.  ``raw`` keeps the whole line; the attributes are the fields reports use,
+    the decoded ones (``tags``, ``flags``, ``errors``, ``worst``) worked out once per instance (a
+    report reads each many times; nothing changes a line once read)."""
 
     raw: CaseLine
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def derived(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, worked out on the first call with ``key`` and kept with this case."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     @property
     def id(self) -> str:
@@ -77,12 +86,20 @@ class CaseResult:
     @property
     def tags(self) -> dict[str, str]:
         """The catalog tags as text ({} if missing or not an object)."""
+        value: dict[str, str] = self.derived("tags", self._decode_tags)
+        return value
+
+    def _decode_tags(self) -> dict[str, str]:
         tags = self.raw.get("tags") or {}
         return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
 
     @property
     def errors(self) -> dict[str, float | None]:
         """``ERROR_KEYS`` -> number or None, NaN/infinities decoded."""
+        value: dict[str, float | None] = self.derived("errors", self._decode_errors)
+        return value
+
+    def _decode_errors(self) -> dict[str, float | None]:
         errs = self.raw.get("errors") or {}
         return {k: decode_number(errs.get(k)) for k in ERROR_KEYS}
 
@@ -101,6 +118,10 @@ class CaseResult:
     def flags(self) -> list[dict[str, Any]]:
         """The mapper's flags: the objects of the line's list (anything else in it is dropped; a
         results line is data)."""
+        value: list[dict[str, Any]] = self.derived("flags", self._decode_flags)
+        return value
+
+    def _decode_flags(self) -> list[dict[str, Any]]:
         return [{**f, **{k: str(f.get(k, "")) for k in ("field", "kind", "reason")}}
                 for f in self.raw.get("flags") or [] if isinstance(f, dict)]
 
@@ -108,6 +129,10 @@ class CaseResult:
     def worst(self) -> list[dict[str, Any]]:
         """The worst elements, NaN/infinities decoded; entries that are not objects are dropped,
         an ``index`` that is not a list of integers is shown empty (a results line is data)."""
+        value: list[dict[str, Any]] = self.derived("worst", self._decode_worst)
+        return value
+
+    def _decode_worst(self) -> list[dict[str, Any]]:
         entries = []
         for w in self.raw.get("worst") or []:
             if not isinstance(w, dict):
