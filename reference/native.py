@@ -25,6 +25,9 @@ import numpy as np
 
 SOURCE = Path(__file__).with_name("native_kernels.c")
 MODULE = f"{__package__}._native_kernels"
+#: The C interface this module calls (``native_kernels_abi`` in the source): a library of another
+#: version is not loaded.
+ABI = 1
 
 _f32p = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
 _i64p = np.ctypeslib.ndpointer(np.int64, flags="C_CONTIGUOUS")
@@ -38,23 +41,34 @@ def enabled() -> bool:
     return os.environ.get("EP_TESTBED_NATIVE", "1").strip() != "0"
 
 
-def library_file() -> tuple[Optional[Path], str]:
-    """The built library and "", or None and why there is none usable."""
+def built_file() -> Optional[Path]:
+    """Where the installation holds the built extension, None where it holds none."""
     try:
         spec = importlib.util.find_spec(MODULE)
     except (ImportError, ValueError):
         spec = None
-    if spec is None or not spec.origin:
+    return Path(spec.origin) if spec is not None and spec.origin else None
+
+
+def library_file() -> tuple[Optional[Path], str]:
+    """The built library and "", or None and why there is none usable."""
+    built = built_file()
+    if built is None:
         return None, ("not built: this installation was made without a C compiler (install one, then "
                       "`pip install` ep-testbed again)")
-    built = Path(spec.origin)
-    if SOURCE.exists() and SOURCE.stat().st_mtime > built.stat().st_mtime:
+    in_checkout = built.parent == SOURCE.parent and (SOURCE.parent.parent / ".git").exists()
+    if in_checkout and SOURCE.exists() and SOURCE.stat().st_mtime > built.stat().st_mtime:
         # an editable checkout whose C source changed since the build: its numbers may differ
         return None, f"{built.name} is older than {SOURCE.name}: run `pip install -e .` again to rebuild it"
     return built, ""
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    lib.native_kernels_abi.argtypes, lib.native_kernels_abi.restype = [], ctypes.c_int
+    found = lib.native_kernels_abi()
+    if found != ABI:
+        raise AttributeError(f"it implements interface {found}, this version calls {ABI}: run `pip install` "
+                             "ep-testbed again to rebuild it")
     lib.linear_average_bounds.argtypes = [_f32p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64p, _i64p, _f32p,
                                           _f32p, ctypes.c_float, _u8p, _u8p, ctypes.c_float, _i64p, _f32p,
                                           ctypes.c_void_p, ctypes.c_float, ctypes.c_float, ctypes.c_float]

@@ -9,10 +9,10 @@
  * equal bit for bit; tests/reference/test_native_kernels.py checks that on every ROI_ALIGN case
  * of the catalog and on drawn ones.
  */
-#ifdef EP_TESTBED_EXTENSION /* built by pip as an extension module, loaded with ctypes */
+/* Built by pip as an extension module (hence Python.h and the module's init function below) and
+   loaded with ctypes. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#endif
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -34,6 +34,10 @@
 #else
 #define EXPORT __attribute__((visibility("default")))
 #endif
+
+/* The interface's version: reference/native.py loads a library only when this equals its own
+   ABI, so a build of an older source (other arguments) is never called. Raise both together. */
+EXPORT int native_kernels_abi(void) { return 1; }
 
 static inline float larger(float a, float b) { return a >= b ? a : b; } /* no NaN reaches here */
 
@@ -117,10 +121,8 @@ EXPORT int linear_average_bounds(const float *restrict plane, int64_t width, int
     return 0;
 }
 
-#ifdef EP_TESTBED_EXTENSION
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native_kernels",
                                     "The reference's compiled loops: loaded with ctypes (reference/native.py).", -1,
                                     NULL, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__native_kernels(void) { return PyModule_Create(&module); }
-#endif

@@ -105,7 +105,7 @@ def build(source: Path, folder: Path) -> Path:
     """``source`` compiled as pip compiles the extension (pyproject.toml's flags)."""
     target = folder / "planted.so"
     flags = ["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared"]
-    subprocess.run(["cc", *flags, "-DEP_TESTBED_EXTENSION=1", f"-I{sysconfig.get_paths()['include']}", "-o",
+    subprocess.run(["cc", *flags, f"-I{sysconfig.get_paths()['include']}", "-o",
                     str(target), str(source)], check=True, capture_output=True)
     return target
 
@@ -156,24 +156,49 @@ def test_an_installation_without_them_runs_in_numpy_and_says_why(monkeypatch):
         native._load.cache_clear()
 
 
-def test_a_library_older_than_its_source_is_not_used(monkeypatch, tmp_path):
+def test_a_library_older_than_its_source_in_a_checkout_is_not_used(monkeypatch, tmp_path):
     """An editable checkout whose C source changed after ``pip install -e .``: the old build could
-    compute other numbers, so NumPy runs, and the status says how to rebuild."""
-    if native.library_file()[0] is None:
-        pytest.skip(f"nothing built here to be stale ({native.status().detail})")
-    newer = tmp_path / "native_kernels.c"
-    newer.write_text(native.SOURCE.read_text())
+    compute other numbers, so NumPy runs, and the status says how to rebuild. An installed package
+    (no checkout around it) is not judged by its files' times, which installers set as they go."""
+    built = native.built_file()
+    if built is None:
+        pytest.skip(f"nothing built here to copy ({native.status().detail})")
+    folder = tmp_path / "checkout" / "reference"
+    folder.mkdir(parents=True)
+    copy = folder / built.name
+    shutil.copy2(built, copy)
+    source = folder / "native_kernels.c"
+    source.write_text(native.SOURCE.read_text())
     future = time.time() + 3600
-    os.utime(newer, (future, future))
-    monkeypatch.setattr(native, "SOURCE", newer)
-    native._load.cache_clear()
+    os.utime(source, (future, future))
+    monkeypatch.setattr(native, "SOURCE", source)
+    monkeypatch.setattr(native, "built_file", lambda: copy)
     try:
+        native._load.cache_clear()
+        assert native.library_file()[0] is copy  # no checkout around it: used
+        (tmp_path / "checkout" / ".git").mkdir()
+        native._load.cache_clear()
         state = native.status()
         assert not state.used and "pip install -e ." in state.detail, state.detail
         assert native.kernels() is None
     finally:
         monkeypatch.undo()
         native._load.cache_clear()
+
+
+@needs_compiler
+def test_a_library_of_another_interface_is_not_loaded(tmp_path, loaded_from):
+    """A build whose functions take other arguments than this version passes is never called:
+    its ``native_kernels_abi`` differs, and the reference runs in NumPy, saying why."""
+    source = native.SOURCE.read_text()
+    before = "native_kernels_abi(void) { return %d; }" % native.ABI
+    assert before in source
+    other = tmp_path / "native_kernels.c"
+    other.write_text(source.replace(before, "native_kernels_abi(void) { return %d; }" % (native.ABI + 1)))
+    loaded_from(build(other, tmp_path))
+    state = native.status()
+    assert not state.used and f"interface {native.ABI + 1}" in state.detail, state.detail
+    assert native.kernels() is None
 
 
 def test_switched_off_they_are_not_used(monkeypatch):
