@@ -861,13 +861,18 @@ def _native_bounds(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs
     if lib is None:
         return False
     height, width = plane.shape[:2]
-    # The C loop reads wherever the taps point: any tap outside the plane (which NumPy's clipping
-    # gather would survive) leaves these regions to NumPy rather than read past the plane.
-    if not (_within(ys.pairs, height) and _within(xs.pairs, width)):
+    _, _, out_h, out_w = d.output_tensor.sizes
+    # The C loop reads and writes wherever its arrays point: a tap outside the plane (which NumPy's
+    # clipping gather would survive), a region outside the output or arrays of other shapes than
+    # the counts say leave these regions to NumPy rather than reach past an array.
+    shapes = {(ys.pairs.shape, ys.e.shape, ys.inside.shape), (xs.pairs.shape, xs.e.shape, xs.inside.shape)}
+    if shapes != {((regions.size, 2 * out_h * n_y), (regions.size, out_h * n_y), (regions.size, out_h * n_y)),
+                  ((regions.size, 2 * out_w * n_x), (regions.size, out_w * n_x), (regions.size, out_w * n_x))}:
+        return False
+    if not (_within(ys.pairs, height) and _within(xs.pairs, width) and _within(regions, bound.shape[0])):
         return False
     k_sum, outside = _sum_constants(b, n_y * n_x)
     k = INTERPOLATION_ROUNDINGS * b.ar.unit + k_sum
-    _, _, out_h, out_w = d.output_tensor.sizes
     weights = [np.ascontiguousarray((a.e + 2 * k).astype(np.float32)) for a in (ys, xs)]
     status = lib.linear_average_bounds(
         np.ascontiguousarray(plane), plane.shape[1], plane.shape[2], regions.size, out_h, out_w, n_y, n_x,
