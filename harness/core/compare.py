@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -455,8 +455,10 @@ def _float_statistics(result: Comparison, e: np.ndarray, absdiff: np.ndarray, ul
         result.max_abs_finite = _max(result.max_abs_finite, largest)
         nonzero = both_finite & (e != 0)
         if nonzero.any():  # absdiff / |e| >= 0 where e is a nonzero number; 0 stands for the rest
-            rel = np.divide(absdiff, np.abs(e), out=np.zeros_like(absdiff), where=nonzero)
-            result.max_rel = _max(result.max_rel, float(rel.max()))
+            maxima = [np.divide(absdiff[part], np.abs(e[part]), out=np.zeros(absdiff[part].shape),
+                                where=nonzero[part]).max()
+                      for part in _slices(e.size)]  # exact in any order, with no output-sized array
+            result.max_rel = _max(result.max_rel, float(np.max(maxima)))
         result.max_ulp = _max(result.max_ulp, float(ulp[finite].max()))
     if nonfinite_bad.any():
         result.max_abs = math.inf
@@ -471,13 +473,28 @@ def _tolerance_used(e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray, tol: To
     used of its knife-edge range's slack."""
     if not e.size:
         return None
-    with np.errstate(invalid="ignore", over="ignore"):
-        used = tol.share(absdiff, ulp, tol.allowed(e) if allowed is None else allowed)
-    if knife_used is not None:
-        used = np.minimum(used, knife_used)
-    used[~ok & ~both_finite] = np.inf  # NaN/inf mismatches (where the ratios are undefined)
-    used[ok & ~both_finite] = 0.0
-    return float(used.max())
+    maxima = []
+    # a slice at a time: the maximum is exact in any order (a NaN still wins, as in one max), and
+    # no output-sized array is made
+    for part in _slices(e.size):
+        with np.errstate(invalid="ignore", over="ignore"):
+            used = tol.share(absdiff[part], ulp[part], tol.allowed(e[part]) if allowed is None else allowed[part])
+        if knife_used is not None:
+            used = np.minimum(used, knife_used[part])
+        finite = both_finite[part]
+        used[~ok[part] & ~finite] = np.inf  # NaN/inf mismatches (where the ratios are undefined)
+        used[ok[part] & ~finite] = 0.0
+        maxima.append(used.max())
+    return float(np.max(maxima))
+
+
+#: Elements a statistic that is a maximum takes at a time (its work arrays stay in the cache).
+SLICE_ELEMENTS = 2**18
+
+
+def _slices(size: int) -> Iterator[slice]:
+    """``slice`` objects covering ``range(size)`` in order, ``SLICE_ELEMENTS`` at a time."""
+    return (slice(start, start + SLICE_ELEMENTS) for start in range(0, size, SLICE_ELEMENTS))
 
 
 def _compare_integers(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,

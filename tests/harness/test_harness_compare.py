@@ -299,3 +299,37 @@ def test_the_share_of_the_allowance_is_the_rules_definition_element_by_element()
             if budget is not None:
                 expect = np.minimum(expect, np.where(ulp == 0, 0.0, ulp / budget if budget else np.inf))
         np.testing.assert_array_equal(tol.share(absdiff, ulp, allowed), expect)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_maxima_taken_a_slice_at_a_time_equal_one_maximum_over_the_output(monkeypatch, seed):
+    """``max_rel`` and ``tolerance_used`` are maxima taken over slices of an output (no
+    output-sized work array): with slices of 7 elements they equal one slice over everything, with
+    NaNs, infinities, zeros, a bound and knife-edge ranges in the output."""
+    from ep_testbed.harness.core import compare
+    from ep_testbed.harness.core.compare import Allowance
+
+    rng = np.random.default_rng(seed)
+    n = 1000
+    expected = rng.standard_normal(n).astype(np.float32)
+    expected[rng.random(n) < 0.05] = 0.0
+    actual = (expected + rng.standard_normal(n).astype(np.float32) * np.float32(10.0 ** rng.integers(-8, -2))
+              ).astype(np.float32)
+    specials = rng.choice(n, 30, replace=False)
+    expected[specials[:10]] = np.nan
+    actual[specials[5:15]] = np.inf
+    actual[specials[15:20]] = np.nan
+    bound = np.abs(expected.astype(np.float64)) * 1e-6
+    low, high = expected - np.float32(1e-3), expected + np.float32(1e-3)
+    allowance = Allowance(bounds={"o": bound}, alternatives={"o": (low, high)} if seed % 2 else {}, rule="r")
+    tolerances = Tolerances(dict(DEFAULT_TOLERANCES))
+
+    def judged(slice_elements):
+        monkeypatch.setattr(compare, "SLICE_ELEMENTS", slice_elements)
+        r = compare_outputs({"o": expected}, {"o": actual}, tolerances, allowance=allowance)
+        return r.max_rel, r.tolerance_used, r.mismatches
+
+    sliced, whole = judged(7), judged(2**40)
+    assert sliced[2] == whole[2]
+    for a, b in zip(sliced[:2], whole[:2]):
+        assert (a == b) or (math.isnan(a) and math.isnan(b)), (sliced, whole)
