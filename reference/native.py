@@ -27,9 +27,10 @@ SOURCE = Path(__file__).with_name("native_kernels.c")
 MODULE = f"{__package__}._native_kernels"
 #: The C interface this module calls (``native_kernels_abi`` in the source): a library of another
 #: version is not loaded.
-ABI = 1
+ABI = 2
 
 _f32p = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
+_f64p = np.ctypeslib.ndpointer(np.float64, flags="C_CONTIGUOUS")
 _i64p = np.ctypeslib.ndpointer(np.int64, flags="C_CONTIGUOUS")
 _u8p = np.ctypeslib.ndpointer(np.uint8, flags="C_CONTIGUOUS")
 _i64 = ctypes.c_int64
@@ -69,10 +70,13 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     if found != ABI:
         raise AttributeError(f"it implements interface {found}, this version calls {ABI}: run `pip install` "
                              "ep-testbed again to rebuild it")
-    lib.linear_average_bounds.argtypes = [_f32p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64p, _i64p, _f32p,
-                                          _f32p, ctypes.c_float, _u8p, _u8p, ctypes.c_float, _i64p, _f32p,
-                                          ctypes.c_void_p, ctypes.c_float, ctypes.c_float, ctypes.c_float]
-    lib.linear_average_bounds.restype = ctypes.c_int
+    for name, weights, scalar in (("linear_average_bounds", _f32p, ctypes.c_float),
+                                  ("linear_average_bounds_f64", _f64p, ctypes.c_double)):
+        function = getattr(lib, name)
+        function.argtypes = [_f32p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64p, _i64p, weights, weights, scalar,
+                             _u8p, _u8p, ctypes.c_float, _i64p, _f32p, ctypes.c_void_p, ctypes.c_float,
+                             ctypes.c_float, ctypes.c_float]
+        function.restype = ctypes.c_int
     return lib
 
 

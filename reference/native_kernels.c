@@ -37,89 +37,98 @@
 
 /* The interface's version: reference/native.py loads a library only when this equals its own
    ABI, so a build of an older source (other arguments) is never called. Raise both together. */
-EXPORT int native_kernels_abi(void) { return 1; }
-
-static inline float larger(float a, float b) { return a >= b ? a : b; } /* no NaN reaches here */
+EXPORT int native_kernels_abi(void) { return 2; }
 
 /* roi_align_bounds._bulk_regions for LINEAR samples reduced by AVERAGE, on a finite float32
  * plane, for regions no coordinate of which rounding can move into another cell: per sample
- * (_pair_slopes, _combine)
+ * (_pair_slopes, _combine), in the slopes' type T (float, or double where float32 could round
+ * the differences: FLOAT16 inputs, values near FLT_MAX; roi_align_bounds._slope_type)
  *     Gx = max(|t01 - t00|, |t11 - t10|),  Gy = max(|t10 - t00|, |t11 - t01|)
- *     s  = (Gx * x_weight + Gy * y_weight) + |t00| * k          (float32, in that order)
+ *     s  = (Gx * x_weight + Gy * y_weight) + |t00| * k          (in T, in that order)
  * or `outside` for a sample that does not read the input; per output element the sum of its
- * samples' s, Y outer and X inner, from 0 (np.add.reduce over both sample axes), divided by
- * m = n_y * n_x in float64 and rounded to float32 when m is not a power of two, else in float32.
- * Region r's bounds go to bound[rows[r]], laid out (channels, out_h, out_w). Where `values` is
- * not NULL (the output, laid out as `bound`), each bound is then made the comparison's allowance
- * as precision.output_rounding makes it: ((|value| + bound) * eps_up + bound) * up + tiny, in
- * float32, 0 where that is not finite.
+ * samples' s in T, Y outer and X inner, from 0 (np.add.reduce over both sample axes), divided by
+ * m = n_y * n_x (float: in double and rounded when m is not a power of two, else in float;
+ * double: in double), then rounded to float. Region r's bounds go to bound[rows[r]], laid out
+ * (channels, out_h, out_w). Where `values` is not NULL (a float32 output, laid out as `bound`),
+ * each bound is then made the comparison's allowance as precision.output_rounding makes it:
+ * ((|value| + bound) * eps_up + bound) * up + tiny, in float32, 0 where that is not finite.
  *
  * y_pairs: (regions, out_h * n_y, 2) the taps each Y coordinate interpolates between (rows of
- * the plane); x_pairs likewise (columns); y_weight (regions, out_h * n_y): float32(e_y + 2k);
+ * the plane); x_pairs likewise (columns); y_weight (regions, out_h * n_y): e_y + 2k in T;
  * y_inside: whether the coordinate reads the input. Returns 0, or -1 when out of memory. */
-EXPORT int linear_average_bounds(const float *restrict plane, int64_t width, int64_t channels, int64_t regions,
-                                 int64_t out_h, int64_t out_w, int64_t n_y, int64_t n_x,
-                                 const int64_t *restrict y_pairs, const int64_t *restrict x_pairs,
-                                 const float *restrict y_weight, const float *restrict x_weight, float k,
-                                 const uint8_t *restrict y_inside, const uint8_t *restrict x_inside, float outside,
-                                 const int64_t *restrict rows, float *restrict bound, const float *values,
-                                 float eps_up, float up, float tiny) {
-    float *acc = malloc(sizeof(float) * (size_t)(channels > 0 ? channels : 1));
-    if (acc == NULL) return -1;
-    const int64_t sy_count = out_h * n_y, sx_count = out_w * n_x, m = n_y * n_x;
-    const int power_of_two = (m & (m - 1)) == 0;
-    for (int64_t r = 0; r < regions; r++) {
-        const int64_t *ys = y_pairs + r * sy_count * 2, *xs = x_pairs + r * sx_count * 2;
-        const float *wy = y_weight + r * sy_count, *wx = x_weight + r * sx_count;
-        const uint8_t *in_y = y_inside + r * sy_count, *in_x = x_inside + r * sx_count;
-        float *out = bound + rows[r] * channels * out_h * out_w;
-        for (int64_t oh = 0; oh < out_h; oh++) {
-            for (int64_t ow = 0; ow < out_w; ow++) {
-                memset(acc, 0, sizeof(float) * (size_t)channels);
-                for (int64_t a = oh * n_y; a < (oh + 1) * n_y; a++) {
-                    const float *row0 = plane + ys[2 * a] * width * channels;
-                    const float *row1 = plane + ys[2 * a + 1] * width * channels;
-                    const float cy = wy[a];
-                    for (int64_t b = ow * n_x; b < (ow + 1) * n_x; b++) {
-                        if (!(in_y[a] && in_x[b])) {
-                            for (int64_t c = 0; c < channels; c++) acc[c] += outside;
-                            continue;
-                        }
-                        const float *restrict p00 = row0 + xs[2 * b] * channels;
-                        const float *restrict p01 = row0 + xs[2 * b + 1] * channels;
-                        const float *restrict p10 = row1 + xs[2 * b] * channels;
-                        const float *restrict p11 = row1 + xs[2 * b + 1] * channels;
-                        const float cx = wx[b];
-                        for (int64_t c = 0; c < channels; c++) {
-                            const float gx = larger(fabsf(p01[c] - p00[c]), fabsf(p11[c] - p10[c]));
-                            const float gy = larger(fabsf(p10[c] - p00[c]), fabsf(p11[c] - p01[c]));
-                            float s = gx * cx;
-                            s = s + gy * cy;
-                            s = s + fabsf(p00[c]) * k;
-                            acc[c] += s;
-                        }
-                    }
-                }
-                for (int64_t c = 0; c < channels; c++) {
-                    const int64_t at = (c * out_h + oh) * out_w + ow;
-                    const float mean = power_of_two ? acc[c] / (float)m : (float)((double)acc[c] / (double)m);
-                    if (values == NULL) {
-                        out[at] = mean;
-                        continue;
-                    }
-                    float total = fabsf(values[rows[r] * channels * out_h * out_w + at]) + mean;
-                    total = total * eps_up;
-                    total = total + mean;
-                    total = total * up;
-                    total = total + tiny;
-                    out[at] = isfinite(total) ? total : 0.0f;
-                }
-            }
-        }
+#define LINEAR_AVERAGE_BOUNDS(NAME, T, ABS, MEAN)                                                                     \
+    EXPORT int NAME(const float *restrict plane, int64_t width, int64_t channels, int64_t regions, int64_t out_h,    \
+                    int64_t out_w, int64_t n_y, int64_t n_x, const int64_t *restrict y_pairs,                        \
+                    const int64_t *restrict x_pairs, const T *restrict y_weight, const T *restrict x_weight, T k,    \
+                    const uint8_t *restrict y_inside, const uint8_t *restrict x_inside, float outside,               \
+                    const int64_t *restrict rows, float *restrict bound, const float *values, float eps_up,          \
+                    float up, float tiny) {                                                                          \
+        T *acc = malloc(sizeof(T) * (size_t)(channels > 0 ? channels : 1));                                        \
+        if (acc == NULL) return -1;                                                                                  \
+        const int64_t sy_count = out_h * n_y, sx_count = out_w * n_x, m = n_y * n_x;                                 \
+        const int power_of_two = (m & (m - 1)) == 0;                                                                 \
+        (void)power_of_two;                                                                                          \
+        for (int64_t r = 0; r < regions; r++) {                                                                      \
+            const int64_t *ys = y_pairs + r * sy_count * 2, *xs = x_pairs + r * sx_count * 2;                        \
+            const T *wy = y_weight + r * sy_count, *wx = x_weight + r * sx_count;                                    \
+            const uint8_t *in_y = y_inside + r * sy_count, *in_x = x_inside + r * sx_count;                          \
+            float *out = bound + rows[r] * channels * out_h * out_w;                                                 \
+            for (int64_t oh = 0; oh < out_h; oh++) {                                                                 \
+                for (int64_t ow = 0; ow < out_w; ow++) {                                                             \
+                    memset(acc, 0, sizeof(T) * (size_t)channels);                                                   \
+                    for (int64_t a = oh * n_y; a < (oh + 1) * n_y; a++) {                                            \
+                        const float *row0 = plane + ys[2 * a] * width * channels;                                    \
+                        const float *row1 = plane + ys[2 * a + 1] * width * channels;                                \
+                        const T cy = wy[a];                                                                          \
+                        for (int64_t b = ow * n_x; b < (ow + 1) * n_x; b++) {                                        \
+                            if (!(in_y[a] && in_x[b])) {                                                             \
+                                for (int64_t c = 0; c < channels; c++) acc[c] += (T)outside;                         \
+                                continue;                                                                            \
+                            }                                                                                        \
+                            const float *restrict p00 = row0 + xs[2 * b] * channels;                                 \
+                            const float *restrict p01 = row0 + xs[2 * b + 1] * channels;                             \
+                            const float *restrict p10 = row1 + xs[2 * b] * channels;                                 \
+                            const float *restrict p11 = row1 + xs[2 * b + 1] * channels;                             \
+                            const T cx = wx[b];                                                                      \
+                            for (int64_t c = 0; c < channels; c++) {                                                 \
+                                const T t00 = p00[c], t01 = p01[c], t10 = p10[c], t11 = p11[c];                      \
+                                const T gx = ABS(t01 - t00) >= ABS(t11 - t10) ? ABS(t01 - t00) : ABS(t11 - t10);     \
+                                const T gy = ABS(t10 - t00) >= ABS(t11 - t01) ? ABS(t10 - t00) : ABS(t11 - t01);     \
+                                T s = gx * cx;                                                                       \
+                                s = s + gy * cy;                                                                     \
+                                s = s + ABS(t00) * k;                                                                \
+                                acc[c] += s;                                                                         \
+                            }                                                                                        \
+                        }                                                                                            \
+                    }                                                                                                \
+                    for (int64_t c = 0; c < channels; c++) {                                                         \
+                        const int64_t at = (c * out_h + oh) * out_w + ow;                                            \
+                        const float mean = MEAN(acc[c], m);                                                          \
+                        if (values == NULL) {                                                                        \
+                            out[at] = mean;                                                                          \
+                            continue;                                                                                \
+                        }                                                                                            \
+                        float total = fabsf(values[rows[r] * channels * out_h * out_w + at]) + mean;                 \
+                        total = total * eps_up;                                                                      \
+                        total = total + mean;                                                                        \
+                        total = total * up;                                                                          \
+                        total = total + tiny;                                                                        \
+                        out[at] = isfinite(total) ? total : 0.0f;                                                    \
+                    }                                                                                                \
+                }                                                                                                    \
+            }                                                                                                        \
+        }                                                                                                            \
+        free(acc);                                                                                                   \
+        return 0;                                                                                                    \
     }
-    free(acc);
-    return 0;
-}
+
+/* float: a power of two divides exactly in float; another m in double, rounded once */
+#define FLOAT_MEAN(sum, m) (power_of_two ? (sum) / (float)(m) : (float)((double)(sum) / (double)(m)))
+/* double: every m in double, the quotient rounded to float as it is stored */
+#define DOUBLE_MEAN(sum, m) ((float)((sum) / (double)(m)))
+
+LINEAR_AVERAGE_BOUNDS(linear_average_bounds, float, fabsf, FLOAT_MEAN)
+LINEAR_AVERAGE_BOUNDS(linear_average_bounds_f64, double, fabs, DOUBLE_MEAN)
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native_kernels",
                                     "The reference's compiled loops: loaded with ctypes (reference/native.py).", -1,

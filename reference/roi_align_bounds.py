@@ -826,13 +826,14 @@ def _bulk_regions(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs:
     ``_numpy_bulk``; both give the same numbers."""
     quiet = ~(ys.any_near | xs.any_near | ys.any_far | xs.any_far)
     none = np.zeros(regions.size, dtype=bool)
-    if not quiet.any() or not _native_bounds(b, batch, regions[quiet], _take(ys, quiet), _take(xs, quiet), n_y, n_x,
-                                             bound, output):
+    done = _native_bounds(b, batch, regions[quiet], _take(ys, quiet), _take(xs, quiet), n_y, n_x, bound,
+                          output) if quiet.any() else False
+    if done is False:
         return _numpy_bulk(b, batch, regions, ys, xs, n_y, n_x, bound), none
     beside = none.copy()
     if not quiet.all():
         beside[~quiet] = _numpy_bulk(b, batch, regions[~quiet], _take(ys, ~quiet), _take(xs, ~quiet), n_y, n_x, bound)
-    return beside, quiet
+    return beside, (quiet if done else none)
 
 
 def _sum_constants(b: _Bounding, m: int) -> tuple[float, np.float32]:
@@ -844,16 +845,19 @@ def _sum_constants(b: _Bounding, m: int) -> tuple[float, np.float32]:
 
 
 def _native_bounds(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _Along, n_y: int, n_x: int,
-                   bound: np.ndarray, output: np.ndarray) -> bool:
-    """``_numpy_bulk`` of regions no coordinate of which rounding can move into another cell, then
-    ``output_rounding`` with their values in ``output``, by the compiled loop (``native_kernels.c``:
-    LINEAR samples, AVERAGE, float32 slopes and output), writing ``bound``; False (nothing
-    written) where it does not apply or is not available. One channel is left to NumPy: its
-    reduction then runs in another order (the C loop adds Y outer, X inner)."""
+                   bound: np.ndarray, output: np.ndarray) -> bool | None:
+    """``_numpy_bulk`` of regions no coordinate of which rounding can move into another cell, by
+    the compiled loop (``native_kernels.c``: LINEAR samples, AVERAGE, float32 or float64 slopes),
+    writing ``bound``, then for a float32 output ``output_rounding`` with their values in
+    ``output`` in the same pass. Returns True (bounds and rounding written), None (bounds written,
+    rounding left to the caller), or False (nothing written: it does not apply or is not
+    available). One channel is left to NumPy: its reduction then runs in another order (the C
+    loop adds Y outer, X inner)."""
     d, plane = b.p.desc, b.p.planes[batch]
     if d.interpolation_mode != "LINEAR" or d.reduction_function != "AVERAGE" or plane.shape[-1] < 2:
         return False
-    if b.slope_type(batch) is not np.float32 or plane.dtype != np.float32 or output.dtype != np.float32:
+    kind = b.slope_type(batch)
+    if kind not in (np.float32, np.float64) or plane.dtype != np.float32:
         return False
     if not (bound.flags.c_contiguous and output.flags.c_contiguous and bound.shape == output.shape):
         return False
@@ -873,16 +877,18 @@ def _native_bounds(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs
         return False
     k_sum, outside = _sum_constants(b, n_y * n_x)
     k = INTERPOLATION_ROUNDINGS * b.ar.unit + k_sum
-    weights = [np.ascontiguousarray((a.e + 2 * k).astype(np.float32)) for a in (ys, xs)]
-    status = lib.linear_average_bounds(
+    weights = [np.ascontiguousarray((a.e + 2 * k).astype(kind)) for a in (ys, xs)]
+    rounded = output.dtype == np.float32  # a float16 output's rounding stays in NumPy
+    function = lib.linear_average_bounds if kind is np.float32 else lib.linear_average_bounds_f64
+    status = function(
         np.ascontiguousarray(plane), plane.shape[1], plane.shape[2], regions.size, out_h, out_w, n_y, n_x,
         np.ascontiguousarray(ys.pairs, dtype=np.int64), np.ascontiguousarray(xs.pairs, dtype=np.int64), *weights,
-        np.float32(k), np.ascontiguousarray(ys.inside, dtype=np.uint8), np.ascontiguousarray(xs.inside, dtype=np.uint8),
-        outside, np.ascontiguousarray(regions, dtype=np.int64), bound, output.ctypes.data,
+        kind(k), np.ascontiguousarray(ys.inside, dtype=np.uint8), np.ascontiguousarray(xs.inside, dtype=np.uint8),
+        outside, np.ascontiguousarray(regions, dtype=np.int64), bound, output.ctypes.data if rounded else None,
         *rounding_factors(d.output_tensor.data_type))
     if status != 0:
         raise MemoryError("the compiled ROI_ALIGN bounds could not allocate one element's sums")
-    return True
+    return True if rounded else None
 
 
 def _within(taps: np.ndarray, size: int) -> bool:
