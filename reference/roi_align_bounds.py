@@ -37,8 +37,8 @@ in the worker thread that computed its values (``roi_align.compute``), and regio
 too (``_knife_edge_regions``). Both give the same numbers, bit for bit, with any number of worker
 threads, as the region-by-region computation this module once was (``tests/reference/
 test_bounds_oracle.py`` holds that computation and checks it). Where the optional compiled loops
-are built (``native``), the AVERAGE of LINEAR samples on float32 planes takes its bounds and
-their rounding allowance from one C pass (``_native_bounds``), with the same numbers again.
+are built (``native``), the AVERAGE of LINEAR samples takes its bounds (and, for a FLOAT32
+output, their rounding allowance) from one C pass (``_native_bounds``), with the same numbers.
 """
 
 from __future__ import annotations
