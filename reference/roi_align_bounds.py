@@ -154,9 +154,7 @@ class _Axis:
         """The coordinates and facts of ``regions`` (each of count ``n``), one row each; the
         summaries ``all_inside``, ``any_*`` are arrays over them."""
         rows, g = self.grid(n)
-        i = np.searchsorted(rows, regions)
-        return _Along(g.v[i], g.e[i], g.pairs[i], g.inside[i], g.flips[i], g.far[i], g.near[i], g.all_inside[i],
-                      g.any_flips[i], g.any_far[i], g.any_near[i])
+        return _take(g, np.searchsorted(rows, regions))
 
     def coords(self, region: int, n: int) -> _Along:
         """Region ``region``'s ``out * n`` sample coordinates and their facts (``grid``), the
@@ -799,12 +797,6 @@ class _Pass:
             pool.submit(functools.partial(self.rows, part, output))
 
 
-def _slice(a: _Along, part: slice) -> _Along:
-    """The rows ``part`` of the coordinates of several regions (``_Axis.along``), as views."""
-    return _Along(a.v[part], a.e[part], a.pairs[part], a.inside[part], a.flips[part], a.far[part], a.near[part],
-                  a.all_inside[part], a.any_flips[part], a.any_far[part], a.any_near[part])
-
-
 def _nearest_moves(c: _Along, ar: Arithmetic, size: int) -> np.ndarray:
     """Per region (row of ``c``): whether rounding can move some NEAREST index ``floor(c + 0.5)``
     (``_nearest_samples``' candidates differ)."""
@@ -896,8 +888,9 @@ def _within(taps: np.ndarray, size: int) -> bool:
     return taps.size == 0 or (int(taps.min()) >= 0 and int(taps.max()) < size)
 
 
-def _take(a: _Along, index: np.ndarray) -> _Along:
-    """The rows ``index`` (a mask or indices) of the coordinates of several regions."""
+def _take(a: _Along, index: Any) -> _Along:
+    """The rows ``index`` of the coordinates of several regions (``_Axis.along``): a slice gives
+    views, a mask or indices copies."""
     return _Along(a.v[index], a.e[index], a.pairs[index], a.inside[index], a.flips[index], a.far[index], a.near[index],
                   a.all_inside[index], a.any_flips[index], a.any_far[index], a.any_near[index])
 
@@ -924,7 +917,7 @@ def _numpy_bulk(b: _Bounding, batch: int, regions: np.ndarray, ys: _Along, xs: _
     partly_outside = ~(ys.all_inside & xs.all_inside)
     for start in range(0, regions.size, step):
         part = slice(start, start + step)
-        cy, cx = _slice(ys, part), _slice(xs, part)
+        cy, cx = _take(ys, part), _take(xs, part)
         if linear:
             samples = _tap_bounds(b, batch, cy, cx, INTERPOLATION_ROUNDINGS * ar.unit + k_sum, kind,
                                   bool(moves[part].any()))
