@@ -81,6 +81,37 @@ def test_the_nesting_cap_counts_containers_not_brackets_in_strings():
     assert parse_json(json.dumps(deep[0]))[0] == deep[0][0]
 
 
+_TRICKY_TEXT = st.text(st.sampled_from('[]{}"\\/ax\n\u00e9\u2028'), max_size=12)
+_NESTED = st.recursive(st.none() | st.integers() | _TRICKY_TEXT,
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TRICKY_TEXT, inner, max_size=3),
+                       max_leaves=12)
+
+
+@given(_NESTED, st.booleans())
+def test_the_depth_counted_on_the_text_is_the_values_depth(value, ascii_only):
+    """Past the cap (0 here, so always), the count on the text skips every string literal, escaped
+    quotes, backslashes and brackets in keys and values included, and equals the parsed value's."""
+    from ep_testbed.harness.core.untrusted_files import _text_depth, json_depth
+
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert _text_depth(text, 0) == json_depth(value)
+
+
+@pytest.mark.parametrize("literal, words", [("1" + "0" * 400 + ".0", "overflows a float"),
+                                            ("-" + "9" * 309 + ".5", "overflows a float"),
+                                            ("1.8e308", "overflows a float"), ("7" * 41, "an integer of 41 digits")])
+def test_number_refusals_hold_with_a_raised_integer_cap_too(literal, words):
+    """A float overflows with or without an exponent, whatever the integer cap, and the digit cap
+    follows ``--limit``."""
+    for cap in (40, 1000):
+        with using_limits(Limits(int_digits=cap)):
+            if "integer" in words and cap == 1000:
+                assert parse_json(f"[{literal}]") == [int(literal)]
+                continue
+            with pytest.raises(FileRefused, match=words):
+                parse_json(f'{{"m": "{"x" * 50}", "v": [{literal}]}}', "f.json", "desc")
+
+
 def test_files_that_are_not_regular_are_refused_before_opening(tmp_path):
     os.mkfifo(tmp_path / "fifo")  # opening it would block forever
     for path, words in ((tmp_path / "fifo", "not a regular file"), (tmp_path, "a folder"),
