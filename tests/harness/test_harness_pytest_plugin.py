@@ -28,10 +28,22 @@ def test_collects_one_readable_test_per_case_with_op_and_dtype_markers():
     assert ids and sorted(ids) == sorted(expected)
 
 
-def test_parallel_run_gives_one_junit_testcase_per_case(tmp_path):
+@pytest.fixture(scope="module")
+def parallel_roi_pooling(tmp_path_factory):
+    """One run of ROI_POOLING's catalog on the CPU EP over two pytest workers, with a junit file:
+    ``(completed process, junit path)``, read by the tests below."""
     pytest.importorskip("xdist")
-    junit = tmp_path / "junit.xml"
-    p = pytest_run("--ep", "cpu", "--ops", "roi_pooling", "-n", "2", f"--junitxml={junit}")
+    junit = tmp_path_factory.mktemp("parallel") / "junit.xml"
+    return pytest_run("--ep", "cpu", "--ops", "roi_pooling", "-q", "-n", "2", f"--junitxml={junit}"), junit
+
+
+def _junit_outcomes(junit) -> dict[str, list[str]]:
+    """Per test name of a junit file, the tags of its children (failure, skipped, ...)."""
+    return {t.attrib["name"]: [c.tag for c in t] for t in ET.parse(junit).getroot().iter("testcase")}
+
+
+def test_parallel_run_gives_one_junit_testcase_per_case(parallel_roi_pooling):
+    p, junit = parallel_roi_pooling
     cases = build_catalog(["roi_pooling"])
     testcases = list(ET.parse(junit).getroot().iter("testcase"))
     names = sorted(t.attrib["name"] for t in testcases)
@@ -100,15 +112,14 @@ def test_bad_shared_options_are_one_usage_error(tmp_path):
         assert words in p.stderr and "Traceback" not in p.stderr + p.stdout
 
 
-def test_batched_tests_read_the_same_outcomes(tmp_path):
-    """--batch 8: each test reads its case's line, run ahead with others in shared sessions."""
-    reports = {}
-    for batch in ("1", "8"):
-        junit = tmp_path / f"junit-{batch}.xml"
-        p = pytest_run("--ops", "max_pooling2", "--batch", batch, f"--junitxml={junit}", "-q")
-        assert p.returncode in (0, 1), p.stdout[-2000:]
-        reports[batch] = {t.attrib["name"]: [c.tag for c in t] for t in ET.parse(junit).getroot().iter("testcase")}
-    assert len(reports["1"]) == len(build_catalog(["max_pooling2"])) and reports["1"] == reports["8"]
+def test_batched_tests_read_the_same_outcomes(tmp_path, parallel_roi_pooling):
+    """--batch 8: each test reads its case's line, run ahead with others in shared sessions; the
+    outcomes are those of the unbatched run over two workers."""
+    junit = tmp_path / "junit-8.xml"
+    p = pytest_run("--ep", "cpu", "--ops", "roi_pooling", "--batch", "8", f"--junitxml={junit}", "-q")
+    assert p.returncode in (0, 1), p.stdout[-2000:]
+    batched, unbatched = _junit_outcomes(junit), _junit_outcomes(parallel_roi_pooling[1])
+    assert len(batched) == len(build_catalog(["roi_pooling"])) and batched == unbatched
 
 
 def pytest_counts(stdout: str) -> dict[str, int]:
@@ -130,7 +141,7 @@ def run_counts_as_pytest(lines) -> dict[str, int]:
     return counts
 
 
-def test_run_and_the_plugin_count_the_same_catalog_the_same_way(tmp_path):
+def test_run_and_the_plugin_count_the_same_catalog_the_same_way(tmp_path, parallel_roi_pooling):
     """ROI_POOLING on the CPU EP holds passes, known divergences (each settled on
     its result) and no untested case; the plugin's counts are run's outcomes grouped."""
     from ep_testbed.harness.cli import main
@@ -140,6 +151,6 @@ def test_run_and_the_plugin_count_the_same_catalog_the_same_way(tmp_path):
     assert set(OUTCOME_TO_PYTEST) == set(OUTCOMES)
     assert main(["run", "--ep", "cpu", "--ops", "roi_pooling", "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     lines = [line for line in read_run(str(tmp_path / "run"))[1] if line.get("type") == "case"]
-    p = pytest_run("--ep", "cpu", "--ops", "roi_pooling", "-q", "-n", "2")
+    p = parallel_roi_pooling[0]
     assert pytest_counts(p.stdout) == run_counts_as_pytest(lines), p.stdout[-1500:]
     assert {line["outcome"] for line in lines} >= {"pass", "known"}
