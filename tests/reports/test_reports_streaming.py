@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import synthetic_run
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from ep_testbed.harness.cli import main
 from ep_testbed.reports import render_junit, render_run, render_summary_json, results
@@ -211,3 +213,20 @@ def test_a_small_run_is_rendered_from_one_read_of_its_lines(tmp_path, monkeypatc
     monkeypatch.setattr(memory, "headroom", lambda: 1000)  # bytes: too little to keep the lines whole
     render_all(run_dir)
     assert len(reads) >= 3  # the sections, the case table and the JUnit cases each read theirs again
+
+
+_JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-3, 3, width=16)
+                            | st.sampled_from(["1", "1.0", "true", "[1]", "null", ""]),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("ab1"), inner,
+                                                                                        max_size=3),
+                            max_leaves=8)
+
+
+@example([[1], "[1]", [1.0], [True], ["1"], {"a": None}, "{'a': None}", [[1]], "[[1]]"])
+@given(st.lists(_JSON_VALUES, min_size=2, max_size=12))
+def test_a_shared_value_is_always_the_same_json_as_the_one_given(values):
+    """``SummaryView.share`` hands back a value seen before only where it is the same JSON (so
+    1, 1.0, true, "1" and [1] each stay themselves, whatever order they come in)."""
+    view = SummaryView()
+    for value in values:
+        assert json.dumps(view.share(value)) == json.dumps(value)
