@@ -12,6 +12,7 @@ shapes that fit this machine.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 
 import bounds_oracle_roi_align
@@ -29,6 +30,7 @@ from ep_testbed.reference import roi_align as ra
 from ep_testbed.reference import roi_align_bounds as rab
 from ep_testbed.reference.checks import element_cap
 from ep_testbed.reference.execute import prepare
+from ep_testbed.reference.precision import Expected
 from ep_testbed.reference.readings import combine, named
 from ep_testbed.reference.roi_align import as_roi_align1
 
@@ -94,16 +96,39 @@ def assert_same_expected(new, old, where: str) -> None:
     assert new.knife_edge_count == old.knife_edge_count, where
 
 
-def check_case(desc, arrays, reading_names, model, where: str) -> None:
-    """The new and the oracle's ``Expected`` agree, or both refuse the inputs alike."""
-    try:
-        old = oracle(desc, arrays, reading_names, model)
-    except DescError as exc:
+def check_case(desc, arrays, reading_names, model, where: str, old=None) -> None:
+    """The new and the oracle's ``Expected`` agree, or both refuse the inputs alike. ``old``: the
+    oracle's ``Expected`` (or ``DescError``) when already known (``same_model_oracle``)."""
+    if old is None:
+        old = oracle_or_refusal(desc, arrays, reading_names, model)
+    if isinstance(old, DescError):
         with pytest.raises(DescError) as raised:
             execute_reading(desc, arrays, reading_names, model)
-        assert str(raised.value) == str(exc), where
+        assert str(raised.value) == str(old), where
         return
     assert_same_expected(execute_reading(desc, arrays, reading_names, model), old, where)
+
+
+def oracle_or_refusal(desc, arrays, reading_names, model):
+    """``oracle(...)``, or the ``DescError`` it raised."""
+    try:
+        return oracle(desc, arrays, reading_names, model)
+    except DescError as exc:
+        return exc
+
+
+def same_model_oracle(model: str, fp32, input_dtype: np.dtype):
+    """The oracle's ``Expected`` under ``model`` taken from its fp32 one where the two models are
+    one by their definition, else None (the oracle is asked): ``tensor-type`` on a FLOAT32 tensor
+    computes in float32 as fp32 does; ``exact`` keeps fp32's outputs (every model's outputs are
+    ``execute``'s) and allows nothing beyond them. A refusal is asked again, model by model."""
+    if isinstance(fp32, DescError):
+        return None
+    if model == "tensor-type" and input_dtype == np.float32:
+        return dataclasses.replace(fp32, model=precision_model(model))
+    if model == "exact":
+        return Expected(dict(fp32.outputs), precision_model(model))
+    return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -119,8 +144,31 @@ def test_catalog_case_bounds_equal_the_per_region_oracle(case_id):
     arrays = case.inputs()
     for reading in [None, *readings_of(case.desc)]:
         names = [] if reading is None else [reading.name]
+        fp32 = oracle_or_refusal(case.desc, arrays, names, "fp32")
         for model in MODELS:
-            check_case(case.desc, arrays, names, model, f"{case_id} {names or 'primary'} {model}")
+            old = fp32 if model == "fp32" else same_model_oracle(model, fp32, arrays["InputTensor"].dtype)
+            check_case(case.desc, arrays, names, model, f"{case_id} {names or 'primary'} {model}", old)
+
+
+def test_the_models_that_are_one_by_definition_are_one_in_the_oracle_too():
+    """What ``same_model_oracle`` takes from the fp32 oracle is what the oracle itself gives under
+    that model, on a FLOAT32 and a FLOAT16 case of each operator under each of their readings (the
+    catalog test above asks the oracle only for what differs)."""
+    chosen = [next(c for c in _catalog() if c.id.split("/")[0] == op and c.tags.get("dtype") == dtype
+                   and readings_of(c.desc))
+              for op in OPS for dtype in ("float32", "float16")]
+    taken = 0
+    for case in chosen:
+        arrays = case.inputs()
+        for reading in [None, *readings_of(case.desc)]:
+            names = [] if reading is None else [reading.name]
+            fp32 = oracle_or_refusal(case.desc, arrays, names, "fp32")
+            for model in ("tensor-type", "exact"):
+                same = same_model_oracle(model, fp32, arrays["InputTensor"].dtype)
+                if same is not None:
+                    assert_same_expected(same, oracle(case.desc, arrays, names, model), f"{case.id} {names} {model}")
+                    taken += 1
+    assert taken >= 2 * len(chosen)
 
 
 def _drawn_reading(draw, desc):
