@@ -282,21 +282,40 @@ def differences(exp: np.ndarray, act: np.ndarray) -> Differences:
     """Per element of one float output (flattened, in float64): ``e``, ``a``, ``|a - e|`` (inf
     where either is not finite, 0 where both are NaN or the same infinity), the ULP distance in
     the output's dtype (0 where undefined), whether both are finite, and whether they are the
-    same special value (NaN for NaN, equal infinities): what the rule is applied to."""
-    e = exp.astype(np.float64).ravel()
-    a = act.astype(np.float64).ravel()
-    both_finite = np.isfinite(e) & np.isfinite(a)
+    same special value (NaN for NaN, equal infinities): what the rule is applied to.
+
+    Worked out ``SLICE_ELEMENTS`` at a time into the six arrays, so that the temporaries stay in
+    the cache: each element's values depend on that element alone, so the slices give what one
+    pass over the whole output gives, bit for bit, with a third of the memory traffic."""
+    expected, actual = exp.ravel(), act.ravel()
+    size = expected.size
+    made = (np.empty(size), np.empty(size), np.empty(size), np.empty(size, dtype=np.int64),
+            np.empty(size, dtype=bool), np.zeros(size, dtype=bool))
+    for part in _slices(size):
+        _differences_into(expected[part], actual[part], *(array[part] for array in made))
+    return made
+
+
+def _differences_into(exp: np.ndarray, act: np.ndarray, e: np.ndarray, a: np.ndarray, absdiff: np.ndarray,
+                      ulp: np.ndarray, both_finite: np.ndarray, same_special: np.ndarray) -> None:
+    """``differences`` of one slice, written into the slices of its arrays (``same_special``
+    arrives all False)."""
+    e[...] = exp
+    a[...] = act
+    np.isfinite(exp, out=both_finite)
+    both_finite &= np.isfinite(act)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: replaced below
+        np.subtract(a, e, out=absdiff)
+    np.abs(absdiff, out=absdiff)
     if both_finite.all():  # the usual case at any size: no masks to apply, no copies to gather
-        absdiff = np.abs(a - e)
-        return e, a, absdiff, ulp_distance(act.ravel(), exp.ravel()), both_finite, np.zeros(e.shape, dtype=bool)
-    with np.errstate(invalid="ignore", over="ignore"):
-        absdiff = np.where(both_finite, np.abs(a - e), np.inf)
-    same_special = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))
+        ulp[...] = ulp_distance(act, exp)
+        return
+    absdiff[~both_finite] = np.inf
+    same_special[...] = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))
     absdiff[same_special] = 0.0
-    ulp = np.zeros(e.shape, dtype=np.int64)
+    ulp[...] = 0
     if both_finite.any():
-        ulp[both_finite] = ulp_distance(act.ravel()[both_finite], exp.ravel()[both_finite])
-    return e, a, absdiff, ulp, both_finite, same_special
+        ulp[both_finite] = ulp_distance(act[both_finite], exp[both_finite])
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ep_testbed.harness.cli.options import load_tolerances
 from ep_testbed.harness.core.compare import compare_outputs, ulp_distance
@@ -333,3 +335,45 @@ def test_maxima_taken_a_slice_at_a_time_equal_one_maximum_over_the_output(monkey
     assert sliced[2] == whole[2]
     for a, b in zip(sliced[:2], whole[:2]):
         assert (a == b) or (math.isnan(a) and math.isnan(b)), (sliced, whole)
+
+
+def _differences_whole(exp: np.ndarray, act: np.ndarray):
+    """``differences`` by its definition, over the whole output at once (the form it had before it
+    was worked out in slices)."""
+    e, a = exp.astype(np.float64).ravel(), act.astype(np.float64).ravel()
+    both_finite = np.isfinite(e) & np.isfinite(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        absdiff = np.where(both_finite, np.abs(a - e), np.inf)
+    same_special = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))
+    absdiff[same_special] = 0.0
+    ulp = np.zeros(e.shape, dtype=np.int64)
+    ulp[both_finite] = ulp_distance(act.ravel()[both_finite], exp.ravel()[both_finite])
+    return e, a, absdiff, ulp, both_finite, same_special
+
+
+_SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 65504.0, 3.4e38, 1e-45, 6e-8]
+
+
+@given(st.sampled_from([np.float32, np.float16]), st.integers(1, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([1, 3, 7, 2**18]))
+def test_differences_in_slices_are_those_of_the_whole_output_bit_for_bit(dtype, size, seed, slice_elements):
+    """Slices of 1, 3 and 7 elements (and one slice) over outputs with NaN, infinities, signed
+    zeros, the type's extremes and finite pairs, in slices where every pair is finite and where
+    none or some are: the same six arrays as the whole-output form."""
+    from ep_testbed.harness.core import compare
+
+    rng = np.random.default_rng(seed)
+    with np.errstate(over="ignore", invalid="ignore"):  # 3.4e38 is infinite in float16: one more special
+        exp = rng.choice(np.array(_SPECIALS, dtype=np.float64), size).astype(dtype)
+        act = np.where(rng.random(size) < 0.5, rng.choice(np.array(_SPECIALS), size),
+                       exp.astype(np.float64) * (1 + rng.standard_normal(size) * 1e-3)).astype(dtype)
+    if rng.random() < 0.5:  # a stretch of finite pairs, so that some slices take the all-finite path
+        exp[: size // 2], act[: size // 2] = np.float32(0.5).astype(dtype), np.float32(0.75).astype(dtype)
+    original = compare.SLICE_ELEMENTS
+    compare.SLICE_ELEMENTS = slice_elements
+    try:
+        sliced = compare.differences(exp.reshape(1, -1), act.reshape(1, -1))
+    finally:
+        compare.SLICE_ELEMENTS = original
+    for got, want in zip(sliced, _differences_whole(exp, act)):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
