@@ -349,8 +349,8 @@ def describe(data_type: str, tol: Tolerance) -> str:
 
 @dataclass
 class _ElementAllowance:
-    """One output's allowance, flat: the bound per element (zeros: none), the knife-edge range and
-    where an alternative gives NaN (None: nowhere)."""
+    """One slice of an output's allowance, flat, in float64: the bound per element (zeros: none),
+    the knife-edge range and where an alternative gives NaN (None: nowhere)."""
 
     bound: np.ndarray
     low: np.ndarray | None = None
@@ -358,31 +358,83 @@ class _ElementAllowance:
     nan: np.ndarray | None = None
 
 
-def _element_allowance(allowance: Allowance | None, name: str, shape: tuple[int, ...]) -> _ElementAllowance | None:
+@dataclass
+class _OutputAllowance:
+    """One output's allowance, flat, as given (any float type); ``part`` converts a slice of it.
+    ``bound`` None: no bound (zeros); ``low``/``high`` None: no range; ``nan`` None: nowhere."""
+
+    bound: np.ndarray | None
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    nan: np.ndarray | None = None
+
+    def part(self, part: slice, size: int) -> _ElementAllowance:
+        """The allowance of the ``size`` elements of ``part``, in float64; a bound that is not a
+        positive number is 0 (no bound)."""
+        bound = np.zeros(size) if self.bound is None else np.asarray(self.bound[part], dtype=np.float64)
+        bound = np.where(np.isfinite(bound) & (bound > 0), bound, 0.0)
+        ranged = self.low is not None and self.high is not None
+        return _ElementAllowance(bound, np.asarray(self.low[part], dtype=np.float64) if ranged else None,
+                                 np.asarray(self.high[part], dtype=np.float64) if ranged else None,
+                                 None if self.nan is None else self.nan[part])
+
+    def bound_at(self, position: int) -> float:
+        """The bound of one element, as ``part`` gives it."""
+        return float(self.part(slice(position, position + 1), 1).bound[0])
+
+
+def _element_allowance(allowance: Allowance | None, name: str, shape: tuple[int, ...]) -> _OutputAllowance | None:
     """The flat allowance of output ``name``, or None (tolerance rule only). A bound or a range of
     another shape is ignored: it cannot belong to this output."""
     if allowance is None:
         return None
     bound = allowance.bounds.get(name)
-    bound = (np.asarray(bound, dtype=np.float64).ravel() if bound is not None and np.shape(bound) == shape
-             else np.zeros(int(np.prod(shape))))
-    bound = np.where(np.isfinite(bound) & (bound > 0), bound, 0.0)
+    bound = np.asarray(bound).ravel() if bound is not None and np.shape(bound) == shape else None
     flags = allowance.nan_alternatives.get(name)
     nan = np.asarray(flags, dtype=bool).ravel() if flags is not None and np.shape(flags) == shape else None
     ranged = allowance.alternatives.get(name)
     if ranged is None or np.shape(ranged[0]) != shape or np.shape(ranged[1]) != shape:
-        return _ElementAllowance(bound, nan=nan)
-    return _ElementAllowance(bound, np.asarray(ranged[0], dtype=np.float64).ravel(),
-                             np.asarray(ranged[1], dtype=np.float64).ravel(), nan)
+        return _OutputAllowance(bound, nan=nan)
+    return _OutputAllowance(bound, np.asarray(ranged[0]).ravel(), np.asarray(ranged[1]).ravel(), nan)
+
+
+@dataclass
+class _SliceFigures:
+    """What one slice of a float output adds to the statistics that are maxima (None: no element
+    of that kind), and whether a NaN or an infinity met a number in it."""
+
+    largest_abs: float | None
+    largest_rel: float | None
+    largest_ulp: float | None
+    used: float | None
+    nonfinite_bad: bool
 
 
 def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.ndarray, act: np.ndarray,
-                    tolerances: Tolerances, worst_count: int, allowance: _ElementAllowance | None = None) -> None:
+                    tolerances: Tolerances, worst_count: int, allowance: _OutputAllowance | None = None) -> None:
     """Judge a float output element by element: the tolerance rule, else (with an allowance)
-    the reference's bound, else a knife-edge alternative (module docstring)."""
+    the reference's bound, else a knife-edge alternative (module docstring). A slice at a time
+    (``SLICE_ELEMENTS``): each element is judged alone, the counts add up and the figures are
+    maxima, so the slices give what the whole output gives, with no output-sized work array
+    beyond ``differences`` and the failing elements."""
     tol = tolerances.for_dtype(exp.dtype.name.upper())
     result.applied[name] = describe(exp.dtype.name.upper(), tol)
-    e, a, absdiff, ulp, both_finite, same_special = result.differences[name] = differences(exp, act)
+    diffs = result.differences[name] = differences(exp, act)
+    e, a, absdiff, ulp, both_finite, _ = diffs
+    bad = np.empty(e.size, dtype=bool)
+    figures = [_judge_slice(result, tol, None if allowance is None else allowance.part(part, bad[part].size),
+                            [d[part] for d in diffs], bad[part]) for part in _slices(e.size)]
+    _float_statistics(result, figures)
+    result.failing[name] = bad
+    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, ulp, worst_count,
+                   bound=None if allowance is None else allowance.bound_at, ulp_defined=both_finite)
+
+
+def _judge_slice(result: Comparison, tol: Tolerance, allowance: _ElementAllowance | None, diffs: list[np.ndarray],
+                 bad: np.ndarray) -> _SliceFigures:
+    """Judge one slice (``differences`` of it, its allowance): write its failing elements into
+    ``bad``, add its counts to ``result``, and return its maxima."""
+    e, a, absdiff, ulp, both_finite, same_special = diffs
     with np.errstate(invalid="ignore", over="ignore"):
         rule_abs = tol.allowed(e)
     judged = _Judged(tol.passes(absdiff, ulp, rule_abs), None, None, rule_abs)
@@ -392,16 +444,13 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
         result.knife_accepted += int(special.sum())
         same_special = same_special | special
     ok = same_special | (both_finite & judged.accepted)
-    bad = ~ok
+    np.logical_not(ok, out=bad)
     nonfinite_bad = bad & ~both_finite
-    _float_statistics(result, e, absdiff, ulp, both_finite, nonfinite_bad)
-    result.tolerance_used = _max(result.tolerance_used, _tolerance_used(e, absdiff, ulp, tol, ok, both_finite,
-                                                                        judged.allowed, judged.knife_used))
     result.mismatches += int(bad.sum())
     result.nonfinite_mismatches += int(nonfinite_bad.sum())
-    result.failing[name] = bad
-    _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, np.where(both_finite, ulp, -1), worst_count,
-                   bound=None if allowance is None else allowance.bound)
+    figures = _slice_statistics(e, absdiff, ulp, both_finite)
+    return _SliceFigures(*figures, _tolerance_used(e, absdiff, ulp, tol, ok, both_finite, judged.allowed,
+                                                   judged.knife_used), bool(nonfinite_bad.any()))
 
 
 @dataclass
@@ -429,7 +478,8 @@ def _apply_allowance(result: Comparison, allowance: _ElementAllowance, a: np.nda
                      both_finite: np.ndarray, judged: _Judged) -> _Judged:
     """Accept elements within the bound of their expected value, or within the larger of the
     bound and the rule's absolute tolerance of their knife-edge range; count what only they
-    accepted."""
+    accepted. (Slice by slice, the largest ``|a - e|`` the bound accepted stays the first
+    largest of the output: a later slice replaces it only when larger.)"""
     bound = allowance.bound
     by_bound = both_finite & ~judged.within & (absdiff <= bound)
     knife_used = None
@@ -463,23 +513,36 @@ def _special_alternatives(allowance: _ElementAllowance, a: np.ndarray) -> np.nda
     return special
 
 
-def _float_statistics(result: Comparison, e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray,
-                      both_finite: np.ndarray, nonfinite_bad: np.ndarray) -> None:
-    """max abs / rel / ULP over the finite pairs; max_abs becomes infinite when a NaN or an
-    infinity met a number, while ``max_abs_finite`` keeps the largest finite difference."""
-    if both_finite.any():
-        finite = slice(None) if both_finite.all() else both_finite  # a whole finite output: no masked copies
-        largest = float(absdiff[finite].max())
-        result.max_abs = _max(result.max_abs, largest)
-        result.max_abs_finite = _max(result.max_abs_finite, largest)
-        nonzero = both_finite & (e != 0)
-        if nonzero.any():  # absdiff / |e| >= 0 where e is a nonzero number; 0 stands for the rest
-            maxima = [np.divide(absdiff[part], np.abs(e[part]), out=np.zeros(absdiff[part].shape),
-                                where=nonzero[part]).max()
-                      for part in _slices(e.size)]  # exact in any order, with no output-sized array
-            result.max_rel = _max(result.max_rel, float(np.max(maxima)))
-        result.max_ulp = _max(result.max_ulp, float(ulp[finite].max()))
-    if nonfinite_bad.any():
+def _slice_statistics(e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray,
+                      both_finite: np.ndarray) -> tuple[float | None, float | None, float | None]:
+    """The largest |a - e|, |a - e| / |e| (0 where e is 0) and ULP distance over the finite pairs
+    of one slice; None where it has none."""
+    if not both_finite.any():
+        return None, None, None
+    finite = slice(None) if both_finite.all() else both_finite  # a whole finite slice: no masked copies
+    nonzero = both_finite & (e != 0)
+    rel = (float(np.divide(absdiff, np.abs(e), out=np.zeros(absdiff.shape), where=nonzero).max())
+           if nonzero.any() else None)
+    return float(absdiff[finite].max()), rel, float(ulp[finite].max())
+
+
+def _float_statistics(result: Comparison, figures: list[_SliceFigures]) -> None:
+    """max abs / rel / ULP over the finite pairs of one output (its slices' maxima); max_abs
+    becomes infinite when a NaN or an infinity met a number, while ``max_abs_finite`` keeps the
+    largest finite difference; the output's ``tolerance_used`` (a NaN wins, as in one maximum)."""
+    for key in ("largest_abs", "largest_rel", "largest_ulp", "used"):
+        values = [getattr(f, key) for f in figures if getattr(f, key) is not None]
+        largest = float(np.max(values)) if values else None
+        if key == "largest_abs":
+            result.max_abs = _max(result.max_abs, largest)
+            result.max_abs_finite = _max(result.max_abs_finite, largest)
+        elif key == "largest_rel":
+            result.max_rel = _max(result.max_rel, largest)
+        elif key == "largest_ulp":
+            result.max_ulp = _max(result.max_ulp, largest)
+        else:
+            result.tolerance_used = _max(result.tolerance_used, largest)
+    if any(f.nonfinite_bad for f in figures):
         result.max_abs = math.inf
 
 
@@ -492,19 +555,13 @@ def _tolerance_used(e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray, tol: To
     used of its knife-edge range's slack."""
     if not e.size:
         return None
-    maxima = []
-    # a slice at a time: the maximum is exact in any order (a NaN still wins, as in one max), and
-    # no output-sized array is made
-    for part in _slices(e.size):
-        with np.errstate(invalid="ignore", over="ignore"):
-            used = tol.share(absdiff[part], ulp[part], tol.allowed(e[part]) if allowed is None else allowed[part])
-        if knife_used is not None:
-            used = np.minimum(used, knife_used[part])
-        finite = both_finite[part]
-        used[~ok[part] & ~finite] = np.inf  # NaN/inf mismatches (where the ratios are undefined)
-        used[ok[part] & ~finite] = 0.0
-        maxima.append(used.max())
-    return float(np.max(maxima))
+    with np.errstate(invalid="ignore", over="ignore"):
+        used = tol.share(absdiff, ulp, tol.allowed(e) if allowed is None else allowed)
+    if knife_used is not None:
+        used = np.minimum(used, knife_used)
+    used[~ok & ~both_finite] = np.inf  # NaN/inf mismatches (where the ratios are undefined)
+    used[ok & ~both_finite] = 0.0
+    return float(used.max())
 
 
 #: Elements a statistic that is a maximum takes at a time (its work arrays stay in the cache).
@@ -576,19 +633,15 @@ def _ties(positions: np.ndarray, a: np.ndarray, expected_values: np.ndarray, sou
 
 def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.ndarray, a: np.ndarray,
                    absdiff: np.ndarray, bad: np.ndarray, ulp: np.ndarray | None, worst_count: int,
-                   tie: np.ndarray | None = None, bound: np.ndarray | None = None) -> None:
+                   tie: np.ndarray | None = None, bound: Callable[[int], float] | None = None,
+                   ulp_defined: np.ndarray | None = None) -> None:
     """Add this output's worst elements: failing ones first, then the largest differences.
-    ``ulp`` is -1 where it is undefined (a NaN or an infinity), and then left out of the entry;
-    ``bound`` (the reference's element bound) is added to the entry when given."""
-    interesting = bad | (absdiff > 0)
-    if not interesting.any():
-        return
-    idx = np.flatnonzero(interesting)
-    failed = bad[idx]
-    chosen = largest_first(idx[failed], absdiff[idx[failed]], worst_count)
+    ``ulp`` is left out of an entry where ``ulp_defined`` is False or it is negative (a NaN or
+    an infinity); ``bound(position)`` (the reference's element bound) is added to the entry when
+    given."""
+    chosen = _worst_positions(absdiff, bad, worst_count, failing=True)
     if chosen.size < worst_count:
-        rest = idx[~failed]
-        chosen = np.concatenate([chosen, largest_first(rest, absdiff[rest], worst_count - chosen.size)])
+        chosen = np.concatenate([chosen, _worst_positions(absdiff, bad, worst_count - chosen.size, failing=False)])
     for i in chosen:
         entry: dict[str, Any] = {
             "output": name,
@@ -598,14 +651,29 @@ def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.nd
             "abs": float(absdiff[i]),
             "failed": bool(bad[i]),
         }
-        if ulp is not None and ulp[i] >= 0:
+        if ulp is not None and (ulp_defined is None or ulp_defined[i]) and ulp[i] >= 0:
             entry["ulp"] = int(ulp[i])
         if tie is not None and tie[i]:
             entry["tie"] = True
         if bound is not None:
-            entry["bound"] = float(bound[i])
+            entry["bound"] = float(bound(int(i)))
         key = (1 if bad[i] else 0, float(absdiff[i]) if not math.isnan(absdiff[i]) else math.inf)
         candidates.append((key, entry))
+
+
+def _worst_positions(absdiff: np.ndarray, bad: np.ndarray, count: int, failing: bool) -> np.ndarray:
+    """The ``count`` positions of the failing elements (``failing``) or of the passing ones that
+    differ at all whose ``absdiff`` is largest (``largest_first``'s order), found a slice at a
+    time: each slice's own first ``count`` hold the output's first ``count``."""
+    if count <= 0:
+        return np.zeros(0, dtype=np.intp)
+    parts = []
+    for part in _slices(absdiff.size):
+        here = bad[part] if failing else ~bad[part] & (absdiff[part] > 0)
+        positions = np.flatnonzero(here)
+        parts.append(largest_first(positions + part.start, absdiff[part][positions], count))
+    positions = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.intp)
+    return largest_first(positions, absdiff[positions], count)
 
 
 def largest_first(positions: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:

@@ -351,6 +351,7 @@ def _differences_whole(exp: np.ndarray, act: np.ndarray):
     return e, a, absdiff, ulp, both_finite, same_special
 
 
+OUT = "OutputTensor"
 _SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 65504.0, 3.4e38, 1e-45, 6e-8]
 
 
@@ -377,3 +378,75 @@ def test_differences_in_slices_are_those_of_the_whole_output_bit_for_bit(dtype, 
         compare.SLICE_ELEMENTS = original
     for got, want in zip(sliced, _differences_whole(exp, act)):
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def _comparison_text(comparison) -> dict:
+    """Every field of a ``Comparison``, arrays as their bytes and numbers as their repr (NaN
+    equal to NaN), so that two comparisons can be held equal field by field."""
+    import dataclasses
+
+    fields = {}
+    for f in dataclasses.fields(comparison):
+        value = getattr(comparison, f.name)
+        if f.name in ("failing", "differences"):
+            value = {k: [np.asarray(x).tobytes() for x in (v if isinstance(v, tuple) else (v,))]
+                     for k, v in value.items()}
+        fields[f.name] = repr(value)
+    return fields
+
+
+@given(st.sampled_from([np.float32, np.float16]), st.integers(1, 60), st.integers(0, 2**32 - 1),
+       st.sampled_from([1, 3, 7]), st.booleans(), st.booleans())
+def test_a_comparison_in_slices_is_the_whole_outputs(dtype, size, seed, slice_elements, ranged, flagged):
+    """``compare_outputs`` judges a float output a slice at a time: with slices of 1, 3 or 7
+    elements it finds what one slice over the whole output finds, field by field (counts, maxima
+    with NaN and infinities, the bound's largest acceptance, tolerance used, the worst elements
+    in their order, the failing elements), under a bound with NaN, negative and infinite
+    elements, knife-edge ranges with infinite ends and NaN alternatives."""
+    from ep_testbed.harness.core import compare
+
+    rng = np.random.default_rng(seed)
+    with np.errstate(over="ignore", invalid="ignore"):
+        exp = rng.choice(np.array(_SPECIALS), size).astype(dtype)
+        near = exp.astype(np.float64) * (1 + rng.choice([0, 1e-7, 1e-4, 1e-2], size))
+        act = np.where(rng.random(size) < 0.3, rng.choice(np.array(_SPECIALS), size), near).astype(dtype)
+        bound = rng.choice(np.array([0.0, 1e-3, 1.0, -1.0, np.nan, np.inf, 1e-6]), size).astype(np.float32)
+        low = np.minimum(exp, act).astype(np.float64) - rng.choice([0.0, 1e-3, np.inf], size)
+        high = np.maximum(exp, act).astype(np.float64) + rng.choice([0.0, 1e-3, np.inf], size)
+    shape = (1, size)
+    allowance = compare.Allowance(bounds={OUT: bound.reshape(shape)},
+                                  alternatives={OUT: (low.reshape(shape), high.reshape(shape))} if ranged else {},
+                                  rule="test bound",
+                                  nan_alternatives={OUT: (rng.random(size) < 0.3).reshape(shape)} if flagged else {})
+
+    def judged(elements):
+        original = compare.SLICE_ELEMENTS
+        compare.SLICE_ELEMENTS = elements
+        try:
+            return compare_outputs({OUT: exp.reshape(shape)}, {OUT: act.reshape(shape)}, Tolerances.defaults(),
+                                   allowance=allowance, worst_count=4, keep_differences=True)
+        finally:
+            compare.SLICE_ELEMENTS = original
+
+    assert _comparison_text(judged(slice_elements)) == _comparison_text(judged(2**18))
+
+
+def test_the_largest_bound_acceptance_over_slices_is_the_first_of_equals():
+    """Two elements outside the rule by the same |a - e|, each within its own bound, in slices of
+    one element: the summary names the first one's bound, as one pass over the output does."""
+    from ep_testbed.harness.core import compare
+
+    exp = np.array([[1.0, 1.0, 0.5]], np.float32)
+    act = np.array([[1.01, 1.01, 0.5]], np.float32)
+    bound = np.array([[0.5, 0.25, 0.0]], np.float32)
+    allowance = compare.Allowance(bounds={OUT: bound}, rule="test bound")
+    found = []
+    for elements in (1, 2**18):
+        original = compare.SLICE_ELEMENTS
+        compare.SLICE_ELEMENTS = elements
+        try:
+            found.append(compare_outputs({OUT: exp}, {OUT: act}, Tolerances.defaults(),
+                                         allowance=allowance).largest_bound_accepted)
+        finally:
+            compare.SLICE_ELEMENTS = original
+    assert found[0] == found[1] and found[0][1] == 0.5
