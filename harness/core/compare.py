@@ -291,7 +291,7 @@ def differences(exp: np.ndarray, act: np.ndarray) -> Differences:
     size = expected.size
     made = (np.empty(size), np.empty(size), np.empty(size), np.empty(size, dtype=np.int64),
             np.empty(size, dtype=bool), np.zeros(size, dtype=bool))
-    for part in _slices(size):
+    for part in element_slices(size):
         _differences_into(expected[part], actual[part], *(array[part] for array in made))
     return made
 
@@ -423,7 +423,7 @@ def _compare_floats(result: Comparison, candidates: list, name: str, exp: np.nda
     e, a, absdiff, ulp, both_finite, _ = diffs
     bad = np.empty(e.size, dtype=bool)
     figures = [_judge_slice(result, tol, None if allowance is None else allowance.part(part, bad[part].size),
-                            [d[part] for d in diffs], bad[part]) for part in _slices(e.size)]
+                            [d[part] for d in diffs], bad[part]) for part in element_slices(e.size)]
     _float_statistics(result, figures)
     result.failing[name] = bad
     _collect_worst(candidates, name, exp.shape, e, a, absdiff, bad, ulp, worst_count,
@@ -568,7 +568,7 @@ def _tolerance_used(e: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray, tol: To
 SLICE_ELEMENTS = 2**18
 
 
-def _slices(size: int) -> Iterator[slice]:
+def element_slices(size: int) -> Iterator[slice]:
     """``slice`` objects covering ``range(size)`` in order, ``SLICE_ELEMENTS`` at a time."""
     return (slice(start, start + SLICE_ELEMENTS) for start in range(0, size, SLICE_ELEMENTS))
 
@@ -668,7 +668,7 @@ def _worst_positions(absdiff: np.ndarray, bad: np.ndarray, count: int, failing: 
     if count <= 0:
         return np.zeros(0, dtype=np.intp)
     parts = []
-    for part in _slices(absdiff.size):
+    for part in element_slices(absdiff.size):
         here = bad[part] if failing else ~bad[part] & (absdiff[part] > 0)
         positions = np.flatnonzero(here)
         parts.append(largest_first(positions + part.start, absdiff[part][positions], count))

@@ -27,7 +27,7 @@ from typing import Any, Collection, Mapping
 
 import numpy as np
 
-from .compare import Differences, differences
+from .compare import Differences, differences, element_slices
 from .tolerances import Tolerance, Tolerances
 
 #: The percentiles the statistics give besides mean and max (50 is the median).
@@ -95,13 +95,32 @@ def round_up(value: float, digits: int = 3) -> float:
     return rounded
 
 
-def _min_tolerance(e: np.ndarray, err: ElementErrors, tol: Tolerance) -> dict[str, float | int | None]:
+def _min_tolerance(diffs: Differences, ok: np.ndarray, tol: Tolerance) -> dict[str, float | int | None]:
     """The smallest atol, rtol and ulp (each with the run's other two parts) passing every
     element, before rounding (``Tolerance.smallest_passing``); None for a part no value of
-    which helps, and for every part when a NaN or infinity met a number."""
-    if (~err.ok & ~err.finite).any():
+    which helps, and for every part when a NaN or infinity met a number. A slice at a time: each
+    part is the largest of its slices' (rtol None when a slice has none)."""
+    e, _, absdiff, ulp, finite, _ = diffs
+    if (~ok & ~finite).any():
         return {"atol": None, "rtol": None, "ulp": None}
-    return tol.smallest_passing(err.absdiff, err.ulp, e, err.finite)
+    found = [tol.smallest_passing(absdiff[part], ulp[part], e[part], finite[part]) for part in element_slices(e.size)]
+    if not found:
+        return tol.smallest_passing(absdiff, ulp, e, finite)
+    rtols = [f["rtol"] for f in found]
+    return {"atol": max(f["atol"] for f in found), "rtol": None if None in rtols else max(rtols),
+            "ulp": max(f["ulp"] for f in found)}
+
+
+def _passes_and_largest_share(diffs: Differences, tol: Tolerance) -> tuple[np.ndarray, float | None]:
+    """Where each element passes, and the largest share of its tolerance an element used (a NaN
+    wins, as in one maximum): ``_errors_of`` a slice at a time, with no output-sized work array."""
+    size = diffs[0].size
+    ok, maxima = np.empty(size, dtype=bool), []
+    for part in element_slices(size):
+        errors = _errors_of(tuple(d[part] for d in diffs), tol)  # type: ignore[arg-type]
+        ok[part] = errors.ok
+        maxima.append(errors.share.max())
+    return ok, (float(np.max(maxima)) if maxima else None)
 
 
 def _rounded_passing(tol: Tolerance, part: str, value: float, diffs: Differences) -> float:
@@ -121,18 +140,18 @@ def output_stats(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
     ``element_errors``."""
     if diffs is None:
         diffs = differences(np.asarray(expected), np.asarray(actual))
-    err = _errors_of(diffs, tol)
-    e = diffs[0]
-    failing = ~err.ok
+    ok, share_max = _passes_and_largest_share(diffs, tol)
+    e, _, absdiff, ulp, both_finite, _ = diffs
+    failing = ~ok
     outside = int(failing.sum())
-    finite = slice(None) if err.finite.all() else err.finite  # no copies of a whole output that is finite
+    finite = slice(None) if both_finite.all() else both_finite  # no copies of a whole output that is finite
     minimum = None
     if outside:  # a larger atol or rtol passes every element the run's passed: only the rest need checking
-        minimum = _passing(tol, _min_tolerance(e, err, tol), tuple(d[failing] for d in diffs))
+        minimum = _passing(tol, _min_tolerance(diffs, ok, tol), tuple(d[failing] for d in diffs))
     return {
-        "elements": int(e.size), "outside": outside, "nonfinite": int((failing & ~err.finite).sum()),
-        "abs": _summary(err.absdiff[finite]), "ulp": _summary(err.ulp[finite]),
-        "share_max": float(err.share.max()) if err.share.size else None, "min_tolerance": minimum,
+        "elements": int(e.size), "outside": outside, "nonfinite": int((failing & ~both_finite).sum()),
+        "abs": _summary(absdiff[finite]), "ulp": _summary(ulp[finite]), "share_max": share_max,
+        "min_tolerance": minimum,
     }
 
 

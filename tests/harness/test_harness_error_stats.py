@@ -145,3 +145,24 @@ def test_a_summary_of_errors_that_are_all_zero_is_numpys_own_figures():
                       "max": float(v.max())}
         ours = _summary(values)
         assert json.dumps(ours) == json.dumps(numpy_says)  # keys, order, values and the sign of each zero
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(float_pairs(), tolerances, st.sampled_from([1, 3, 7]))
+def test_statistics_in_slices_are_those_of_the_whole_output(pair, tol, slice_elements):
+    """The statistics work the passing elements, the largest share and the smallest passing
+    tolerance out a slice at a time: slices of 1, 3 or 7 elements give what one slice gives
+    (NaN and infinite figures included)."""
+    from ep_testbed.harness.core import compare
+
+    e, a = pair
+    tols = _tolerances(e.dtype, tol)
+    found = []
+    for elements in (slice_elements, 2**18):
+        original = compare.SLICE_ELEMENTS
+        compare.SLICE_ELEMENTS = elements
+        try:
+            found.append(repr(error_stats.error_statistics({OUT: e}, {OUT: a}, tols)))
+        finally:
+            compare.SLICE_ELEMENTS = original
+    assert found[0] == found[1]
