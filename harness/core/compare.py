@@ -373,10 +373,10 @@ class _OutputAllowance:
         positive number is 0 (no bound)."""
         bound = np.zeros(size) if self.bound is None else np.asarray(self.bound[part], dtype=np.float64)
         bound = np.where(np.isfinite(bound) & (bound > 0), bound, 0.0)
-        ranged = self.low is not None and self.high is not None
-        return _ElementAllowance(bound, np.asarray(self.low[part], dtype=np.float64) if ranged else None,
-                                 np.asarray(self.high[part], dtype=np.float64) if ranged else None,
-                                 None if self.nan is None else self.nan[part])
+        low = high = None
+        if self.low is not None and self.high is not None:
+            low, high = np.asarray(self.low[part], dtype=np.float64), np.asarray(self.high[part], dtype=np.float64)
+        return _ElementAllowance(bound, low, high, None if self.nan is None else self.nan[part])
 
     def bound_at(self, position: int) -> float:
         """The bound of one element, as ``part`` gives it."""

@@ -107,8 +107,9 @@ def _min_tolerance(diffs: Differences, ok: np.ndarray, tol: Tolerance) -> dict[s
     if not found:
         return tol.smallest_passing(absdiff, ulp, e, finite)
     rtols = [f["rtol"] for f in found]
-    return {"atol": max(f["atol"] for f in found), "rtol": None if None in rtols else max(rtols),
-            "ulp": max(f["ulp"] for f in found)}
+    return {"atol": max(float(f["atol"] or 0.0) for f in found),
+            "rtol": None if None in rtols else max(float(r or 0.0) for r in rtols),
+            "ulp": max(int(f["ulp"] or 0) for f in found)}
 
 
 def _passes_and_largest_share(diffs: Differences, tol: Tolerance) -> tuple[np.ndarray, float | None]:
