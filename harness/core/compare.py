@@ -43,8 +43,8 @@ import numpy as np
 from .tolerances import Tolerance, Tolerances
 
 WORST_COUNT = 5
-#: ``differences``' per-element arrays of one float output: ``e``, ``a``, ``|a - e|``, the ULP
-#: distance, both finite, the same special value.
+#: ``differences``' per-element arrays of one float output: ``e`` and ``a`` (flat, in the output's
+#: type), ``|a - e|`` (float64), the ULP distance, both finite, the same special value.
 Differences = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -279,39 +279,38 @@ def _knife_text(count: int, model: str, first: str, comparison: Comparison) -> s
 
 
 def differences(exp: np.ndarray, act: np.ndarray) -> Differences:
-    """Per element of one float output (flattened, in float64): ``e``, ``a``, ``|a - e|`` (inf
-    where either is not finite, 0 where both are NaN or the same infinity), the ULP distance in
-    the output's dtype (0 where undefined), whether both are finite, and whether they are the
-    same special value (NaN for NaN, equal infinities): what the rule is applied to.
+    """Per element of one float output (flattened): ``e`` and ``a`` as the output holds them,
+    ``|a - e|`` in float64 (inf where either is not finite, 0 where both are NaN or the same
+    infinity), the ULP distance in the output's dtype (0 where undefined), whether both are
+    finite, and whether they are the same special value (NaN for NaN, equal infinities): what the
+    rule is applied to. Whoever computes with ``e`` or ``a`` widens a slice of them to float64
+    (every value of the output's type is one in float64).
 
-    Worked out ``SLICE_ELEMENTS`` at a time into the six arrays, so that the temporaries stay in
-    the cache: each element's values depend on that element alone, so the slices give what one
-    pass over the whole output gives, bit for bit, with a third of the memory traffic."""
+    Worked out ``SLICE_ELEMENTS`` at a time into the four arrays it makes, so that the temporaries
+    stay in the cache: each element's values depend on that element alone, so the slices give what
+    one pass over the whole output gives, bit for bit."""
     expected, actual = exp.ravel(), act.ravel()
     size = expected.size
-    made = (np.empty(size), np.empty(size), np.empty(size), np.empty(size, dtype=np.int64),
-            np.empty(size, dtype=bool), np.zeros(size, dtype=bool))
+    made = (np.empty(size), np.empty(size, dtype=np.int64), np.empty(size, dtype=bool), np.zeros(size, dtype=bool))
     for part in element_slices(size):
         _differences_into(expected[part], actual[part], *(array[part] for array in made))
-    return made
+    return (expected, actual, *made)
 
 
-def _differences_into(exp: np.ndarray, act: np.ndarray, e: np.ndarray, a: np.ndarray, absdiff: np.ndarray,
-                      ulp: np.ndarray, both_finite: np.ndarray, same_special: np.ndarray) -> None:
+def _differences_into(exp: np.ndarray, act: np.ndarray, absdiff: np.ndarray, ulp: np.ndarray,
+                      both_finite: np.ndarray, same_special: np.ndarray) -> None:
     """``differences`` of one slice, written into the slices of its arrays (``same_special``
     arrives all False)."""
-    e[...] = exp
-    a[...] = act
     np.isfinite(exp, out=both_finite)
     both_finite &= np.isfinite(act)
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: replaced below
-        np.subtract(a, e, out=absdiff)
+        np.subtract(act, exp, out=absdiff, dtype=np.float64)  # both widened first: exact
     np.abs(absdiff, out=absdiff)
     if both_finite.all():  # the usual case at any size: no masks to apply, no copies to gather
         ulp[...] = ulp_distance(act, exp)
         return
     absdiff[~both_finite] = np.inf
-    same_special[...] = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (a == e))
+    same_special[...] = (np.isnan(exp) & np.isnan(act)) | (np.isinf(exp) & (act == exp))
     absdiff[same_special] = 0.0
     ulp[...] = 0
     if both_finite.any():
@@ -435,6 +434,7 @@ def _judge_slice(result: Comparison, tol: Tolerance, allowance: _ElementAllowanc
     """Judge one slice (``differences`` of it, its allowance): write its failing elements into
     ``bad``, add its counts to ``result``, and return its maxima."""
     e, a, absdiff, ulp, both_finite, same_special = diffs
+    e, a = e.astype(np.float64), a.astype(np.float64)  # a slice: the rule's arithmetic is float64's
     with np.errstate(invalid="ignore", over="ignore"):
         rule_abs = tol.allowed(e)
     judged = _Judged(tol.passes(absdiff, ulp, rule_abs), None, None, rule_abs)

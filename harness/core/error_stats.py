@@ -63,7 +63,7 @@ def element_errors(expected: np.ndarray, actual: np.ndarray, tol: Tolerance,
 def _errors_of(diffs: Differences, tol: Tolerance) -> ElementErrors:
     """``element_errors`` of a pair's ``compare.differences``."""
     e, _, absdiff, ulp, finite, same_special = diffs
-    bound = tol.allowed(np.where(finite, e, 0.0))
+    bound = tol.allowed(np.where(finite, e.astype(np.float64), 0.0))  # the rule's arithmetic is float64's
     ok = same_special | (finite & tol.passes(absdiff, ulp, bound))
     share = tol.share(absdiff, ulp, bound)
     share[~finite] = np.where(ok[~finite], 0.0, np.inf)
@@ -103,9 +103,10 @@ def _min_tolerance(diffs: Differences, ok: np.ndarray, tol: Tolerance) -> dict[s
     e, _, absdiff, ulp, finite, _ = diffs
     if (~ok & ~finite).any():
         return {"atol": None, "rtol": None, "ulp": None}
-    found = [tol.smallest_passing(absdiff[part], ulp[part], e[part], finite[part]) for part in element_slices(e.size)]
+    found = [tol.smallest_passing(absdiff[part], ulp[part], e[part].astype(np.float64), finite[part])
+             for part in element_slices(e.size)]
     if not found:
-        return tol.smallest_passing(absdiff, ulp, e, finite)
+        return tol.smallest_passing(absdiff, ulp, e.astype(np.float64), finite)
     rtols = [f["rtol"] for f in found]
     return {"atol": max(float(f["atol"] or 0.0) for f in found),
             "rtol": None if None in rtols else max(float(r or 0.0) for r in rtols),

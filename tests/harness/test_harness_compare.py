@@ -338,8 +338,8 @@ def test_maxima_taken_a_slice_at_a_time_equal_one_maximum_over_the_output(monkey
 
 
 def _differences_whole(exp: np.ndarray, act: np.ndarray):
-    """``differences`` by its definition, over the whole output at once (the form it had before it
-    was worked out in slices)."""
+    """``differences`` by its definition, over the whole output at once in float64 (the form it had
+    before it was worked out in slices; ``e`` and ``a`` as the output holds them)."""
     e, a = exp.astype(np.float64).ravel(), act.astype(np.float64).ravel()
     both_finite = np.isfinite(e) & np.isfinite(a)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -348,7 +348,7 @@ def _differences_whole(exp: np.ndarray, act: np.ndarray):
     absdiff[same_special] = 0.0
     ulp = np.zeros(e.shape, dtype=np.int64)
     ulp[both_finite] = ulp_distance(act.ravel()[both_finite], exp.ravel()[both_finite])
-    return e, a, absdiff, ulp, both_finite, same_special
+    return exp.ravel(), act.ravel(), absdiff, ulp, both_finite, same_special
 
 
 OUT = "OutputTensor"
