@@ -530,18 +530,16 @@ def _float_statistics(result: Comparison, figures: list[_SliceFigures]) -> None:
     """max abs / rel / ULP over the finite pairs of one output (its slices' maxima); max_abs
     becomes infinite when a NaN or an infinity met a number, while ``max_abs_finite`` keeps the
     largest finite difference; the output's ``tolerance_used`` (a NaN wins, as in one maximum)."""
-    for key in ("largest_abs", "largest_rel", "largest_ulp", "used"):
+    def largest(key: str) -> float | None:
         values = [getattr(f, key) for f in figures if getattr(f, key) is not None]
-        largest = float(np.max(values)) if values else None
-        if key == "largest_abs":
-            result.max_abs = _max(result.max_abs, largest)
-            result.max_abs_finite = _max(result.max_abs_finite, largest)
-        elif key == "largest_rel":
-            result.max_rel = _max(result.max_rel, largest)
-        elif key == "largest_ulp":
-            result.max_ulp = _max(result.max_ulp, largest)
-        else:
-            result.tolerance_used = _max(result.tolerance_used, largest)
+        return float(np.max(values)) if values else None
+
+    largest_abs = largest("largest_abs")
+    result.max_abs = _max(result.max_abs, largest_abs)
+    result.max_abs_finite = _max(result.max_abs_finite, largest_abs)
+    result.max_rel = _max(result.max_rel, largest("largest_rel"))
+    result.max_ulp = _max(result.max_ulp, largest("largest_ulp"))
+    result.tolerance_used = _max(result.tolerance_used, largest("used"))
     if any(f.nonfinite_bad for f in figures):
         result.max_abs = math.inf
 
