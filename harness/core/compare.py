@@ -634,9 +634,8 @@ def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.nd
                    tie: np.ndarray | None = None, bound: Callable[[int], float] | None = None,
                    ulp_defined: np.ndarray | None = None) -> None:
     """Add this output's worst elements: failing ones first, then the largest differences.
-    ``ulp`` is left out of an entry where ``ulp_defined`` is False or it is negative (a NaN or
-    an infinity); ``bound(position)`` (the reference's element bound) is added to the entry when
-    given."""
+    ``ulp`` is left out of an entry where ``ulp_defined`` is False (a NaN or an infinity);
+    ``bound(position)`` (the reference's element bound) is added to the entry when given."""
     chosen = _worst_positions(absdiff, bad, worst_count, failing=True)
     if chosen.size < worst_count:
         chosen = np.concatenate([chosen, _worst_positions(absdiff, bad, worst_count - chosen.size, failing=False)])
@@ -649,7 +648,7 @@ def _collect_worst(candidates: list, name: str, shape: tuple[int, ...], e: np.nd
             "abs": float(absdiff[i]),
             "failed": bool(bad[i]),
         }
-        if ulp is not None and (ulp_defined is None or ulp_defined[i]) and ulp[i] >= 0:
+        if ulp is not None and (ulp_defined is None or ulp_defined[i]):
             entry["ulp"] = int(ulp[i])
         if tie is not None and tie[i]:
             entry["tie"] = True
