@@ -53,11 +53,20 @@ def _on_sigint(signum: int, frame: Any) -> None:
 
 
 def _wait_for_test() -> None:
-    """The ``WAIT_ENV`` seam of the module docstring (nothing when the variable is unset)."""
+    """The ``WAIT_ENV`` seam of the module docstring (nothing when the variable is unset). It
+    waits in short turns rather than in one blocking read: a signal that lands after Python last
+    looked for one but before a read began would wait for that read to end, which is never."""
+    import select
+
     path = os.environ.get(WAIT_ENV)
     if path:
-        with open(path, "rb") as pipe:
-            pipe.read(1)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while not select.select([fd], [], [], 0.05)[0]:
+                pass
+            os.read(fd, 1)
+        finally:
+            os.close(fd)
 
 
 def start_host_early(argv: list[str]) -> None:
