@@ -325,7 +325,8 @@ READINGS = (
             f"{_ORT_ROIALIGN} (PreCalcForBilinearInterpolate: pos 0 and weights 0 for a sample outside)",
             shows=_corner_not_finite, outside="value-plus-zero-corner"),
     reading("onnx-adaptive-count", "an adaptive sample count (Minimum != Maximum) is ceil(size / output) with no "
-            "clamp, and an empty or inverted region takes no sample and outputs 0",
+            "clamp, and an empty or inverted region takes no sample and outputs OutOfBoundsInputValue (no sample "
+            "reads the input; 0 in ONNX's RoiAlign, which has no such value)",
             ("the ONNX spec's sampling_ratio=0", "ONNX Runtime's RoiAlign kernels", "OpenVINO"),
             f"https://onnx.ai/onnx/operators/onnx__RoiAlign.html; {_ORT_ROIALIGN} (roi_bin_grid_h)", shows=_count_differs, count="onnx"),
     reading("directml-ep-adaptive-count", "an adaptive sample count (Minimum != Maximum) is ceil(size / output), at "
@@ -899,7 +900,7 @@ def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: 
     d, plane, rules = p.desc, p.plane(row), p.rules
     _, _, out_h, out_w = d.output_tensor.sizes
     if n_y == 0 or n_x == 0:
-        return np.zeros((out_h, out_w, plane.shape[-1]))
+        return no_sample_value(d, plane.shape[-1])
     if p.separable(row):
         return average_linear(plane, ys, xs, n_y, n_x, d.out_of_bounds_input_value, rules)
     corners = d.reduction_function == "MAX" and rules.max_of == "corner-terms"
@@ -920,6 +921,17 @@ def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: 
     # DirectML's and ONNX Runtime's MaxPool of samples start at float32's lowest for a FLOAT16 desc
     # too (composed in float32); -FLT_MAX then rounds to -inf in the float16 output
     return sample_max(grid, rules, float(np.finfo(np.float32).min))
+
+
+def no_sample_value(d: RoiAlign1Desc, channels: int) -> np.ndarray:
+    """The ``(OutputHeight, OutputWidth, C)`` elements, in float64, of a region that takes no sample
+    (the ``onnx-adaptive-count`` reading of an empty or inverted region): OutOfBoundsInputValue,
+    as float32. No sample reads the input, so the share of its samples inside is 0; ONNX's own
+    RoiAlign outputs 0 there, which is this with OutOfBoundsInputValue 0, and the graph that adds
+    OutOfBoundsInputValue to ONNX's RoiAlign (``RoiAlign(X) + v * (1 - RoiAlign(ones))``) gives
+    exactly ``v``."""
+    _, _, out_h, out_w = d.output_tensor.sizes
+    return np.full((out_h, out_w, channels), float(np.float32(d.out_of_bounds_input_value)))
 
 
 def mlas_sample_max(grid: np.ndarray, n_y: int, n_x: int) -> np.ndarray:

@@ -65,6 +65,7 @@ from .roi_align import (
     edge_taps,
     gather,
     kernel_input,
+    no_sample_value,
     reads_input,
     reduced_samples,
     region_value,
@@ -592,10 +593,10 @@ def _evaluate(b: "_Bounding", row: int, n_y: int, n_x: int, value: Optional[np.n
     computed at that count (``roi_align.region_value``), rounded once to the output type like
     the output."""
     p = b.p
-    if n_y == 0 or n_x == 0:  # no sample (the onnx count of an empty region): the output is 0, exactly
-        _, _, out_h, out_w = p.desc.output_tensor.sizes
-        zeros = np.zeros((out_h, out_w, p.planes.shape[-1]), dtype=p.dtype)
-        return _Region(zeros if value is None else value, zeros.astype(np.float32), None, None, _Samples(zeros))
+    if n_y == 0 or n_x == 0:  # no sample (the onnx count of an empty region): OutOfBoundsInputValue, exactly
+        filled = no_sample_value(p.desc, p.planes.shape[-1]).astype(p.dtype)
+        zeros = np.zeros(filled.shape, dtype=p.dtype)
+        return _Region(filled if value is None else value, zeros.astype(np.float32), None, None, _Samples(zeros))
     ys, xs = b.y.coords(row, n_y), b.x.coords(row, n_x)
     if value is None:
         value = region_value(p, row, ys.v, xs.v, n_y, n_x).astype(p.dtype)

@@ -739,8 +739,8 @@ def _adaptive_flags(d: RoiAlign1Desc, rois: np.ndarray) -> list[Flag]:
         size_x, size_y = (row[2] - row[0]) * sx, (row[3] - row[1]) * sy
         if size_x <= 0 or size_y <= 0:
             return [Flag("ROITensor", row.tolist(), "diverges", "an empty or inverted region with an adaptive sample "
-                         "count: ORT takes ceil(size/output) <= 0 samples (output 0), the page at least "
-                         "MinimumSamplesPerOutput")]
+                         "count: ORT takes ceil(size/output) <= 0 samples (output 0, or OutOfBoundsInputValue "
+                         "once composed), the page at least MinimumSamplesPerOutput")]
         if any(0 < abs(r - round(r)) < 1e-4 and r > 0.5 for r in (size_x / ow, size_y / oh)):
             return [Flag("ROITensor", row.tolist(), "diverges", "size/output is within 1e-4 of a whole number (not "
                          "one): ORT's float32 ceil may pick one sample more or fewer than the float64 reference")]

@@ -4,7 +4,8 @@ vectorized bounds equal this module's, bit for bit. Do not edit it to follow the
 implementation; a change of what the reference computes (a reading's rule) is made here too, as
 the DirectML EP's adaptive count ("at-least-one") was, and the cell-edge knife edge beside an
 infinite or NaN tap (FP-3), written here sample by sample (``_cell_edge_alternatives``), and a MAX
-element's lowest alternative, from which a sample that may be NaN drops out (``_lowest_max``).
+element's lowest alternative, from which a sample that may be NaN drops out (``_lowest_max``),
+and the elements of a region the onnx count gives no sample, OutOfBoundsInputValue (``_evaluate``).
 Its outputs are the frozen per-region kernel's (``kernel_oracle_roi_align``), so the reference's
 values are checked beside its bounds.
 
@@ -474,10 +475,11 @@ def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, 
     kernel's output at the exact counts) or, at an alternative count, the kernel's region
     computed at that count (``roi_align.region_value``), rounded once to the output type like
     the output."""
-    if n_y == 0 or n_x == 0:  # no sample (the onnx count of an empty region): the output is 0, exactly
+    if n_y == 0 or n_x == 0:  # no sample (the onnx count of an empty region): OutOfBoundsInputValue, exactly
         _, _, out_h, out_w = p.desc.output_tensor.sizes
         zeros = np.zeros((out_h, out_w, p.planes.shape[-1]), dtype=p.dtype)
-        return _Region(zeros if value is None else value, zeros.astype(np.float32), None, None, _Samples(zeros))
+        filled = np.full(zeros.shape, np.float32(p.desc.out_of_bounds_input_value)).astype(p.dtype)
+        return _Region(filled if value is None else value, zeros.astype(np.float32), None, None, _Samples(zeros))
     ys, xs = y.coords(row, n_y), x.coords(row, n_x)
     if value is None:
         value = region_value(p, row, ys.v, xs.v, n_y, n_x).astype(p.dtype)

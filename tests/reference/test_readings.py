@@ -368,6 +368,10 @@ def test_the_directml_ep_adaptive_count_is_at_least_one_and_never_capped():
     empty = dict(arrays, ROITensor=np.array([[0, 0, 0, 0]], np.float32))
     assert execute_reading(desc, empty, ["onnx-adaptive-count"]).outputs["OutputTensor"].item() == 0.0
     assert execute_reading(desc, empty, ["directml-ep-adaptive-count"]).outputs["OutputTensor"].item() == -3.0
+    # no sample reads the input, so the element is OutOfBoundsInputValue (0 above)
+    filled = roi_align1((1, 1, 1, 1), (1, 4), (1, 1), scale=(1.0, 1.0), offsets=(0.5, -0.5), samples=(1, 4), oob=1.5)
+    for model in ("exact", "fp32"):
+        assert execute_reading(filled, empty, ["onnx-adaptive-count"], model).outputs["OutputTensor"].item() == 1.5
 
 
 @st.composite
@@ -420,6 +424,52 @@ def test_onnxruntime_runs_the_mapped_roialign10_graph_as_its_readings(case):
     bad = np.argwhere(~ok)[:3]
     assert ok.all(), (desc.output_pixel_offset, desc.align_regions_to_corners, rois.tolist(), bad,
                       e[~ok][:3], ort[~ok][:3])
+
+
+@st.composite
+def mapped_adaptive_oob_case(draw):
+    """A ROI_ALIGN1 AVERAGE desc with ONNX's adaptive count (Minimum 1, Maximum UINT32_MAX: the
+    mapper's RoiAlign sampling_ratio=0), an OutOfBoundsInputValue the mapper composes, and regions
+    on quarter pixels, empty along one axis or both among them."""
+    h, w, c = draw(st.integers(1, 6)), draw(st.integers(1, 6)), draw(st.integers(1, 2))
+    oh, ow, r = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    oob = draw(st.sampled_from([1.5, -7.0, 1e4]), label="OutOfBoundsInputValue")
+    x = feature_map(draw, (1, c, h, w), np.float32, 50.0)
+    corner = np.round(np.stack([uniform(draw, -2, w + 1, r, "x1"), uniform(draw, -2, h + 1, r, "y1")], axis=1) * 4) / 4
+    extent = np.round(uniform(draw, 0, 4, 2 * r, "extent").reshape(r, 2) * 4) / 4
+    extent *= np.array(draw(st.lists(st.sampled_from([0.0, 1.0]), min_size=2 * r, max_size=2 * r),
+                            label="empty axes")).reshape(r, 2)
+    desc = roi_align1((1, c, h, w), (r, 4), (oh, ow), scale=(1.0, 1.0), offsets=(0.5, -0.5),
+                      samples=(1, UINT32_MAX), oob=oob)
+    return desc, x, np.concatenate([corner, corner + extent], axis=1).astype(np.float32)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(case=mapped_adaptive_oob_case())
+def test_onnxruntime_runs_the_mapped_adaptive_graph_with_an_out_of_bounds_value_as_its_readings(case):
+    """The graph the mapper builds for an adaptive count and an OutOfBoundsInputValue ``v``
+    (RoiAlign sampling_ratio=0, then ``+ v * (1 - RoiAlign(ones))``), run on ONNX Runtime's CPU EP,
+    lies within the bounds of the reference under ORT's readings and ``onnx-adaptive-count``:
+    where ORT's count gives a region no sample, both RoiAlign nodes output 0 and the graph gives
+    exactly ``v``, which the reading must give too (a reading that outputs 0 there fails)."""
+    from ep_testbed.graphs import to_onnx
+
+    desc, x, rois = case
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(len(rois), np.uint32)}
+    mapping = to_onnx(desc)
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(mapping.model.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    ort = mapping.outputs(session.run(None, mapping.feeds(arrays)))["OutputTensor"].astype(np.float64)
+    reading = execute_reading(desc, arrays, ORT_ROI_ALIGN + ["onnx-adaptive-count"])
+    e = reading.outputs["OutputTensor"].astype(np.float64)
+    bound = reading.bounds["OutputTensor"].astype(np.float64)
+    ok = np.abs(ort - e) <= bound + 1e-5 + 1e-4 * np.abs(e)
+    if "OutputTensor" in reading.alternatives:
+        low, high = reading.alternatives["OutputTensor"]
+        ok |= (ort >= low - bound - 1e-5) & (ort <= high + bound + 1e-5)
+    assert ok.all(), (rois.tolist(), np.argwhere(~ok)[:3], e[~ok][:3], ort[~ok][:3])
 
 
 def test_one_sample_stretched_to_both_corners_is_a_region_of_no_width_to_roialign10():
