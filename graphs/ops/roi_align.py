@@ -38,7 +38,10 @@ value needs a composition or cannot be reached:
 * OutOfBoundsInputValue v: ORT gives an out-of-range sample weight 0, and the four bilinear
   weights of an in-range sample sum to 1, so ``RoiAlign(ones)`` is the in-range fraction and
   ``RoiAlign(X) + v * (1 - RoiAlign(ones))`` is the page's value (per sample before the MaxPool
-  of MAX, per output element for AVERAGE).
+  of MAX, per output element for AVERAGE). Where the node's samples per element ``m`` are fixed,
+  ``m * RoiAlign(ones)`` is a count of inside samples, rounded to it: ``RoiAlign(X) + (m -
+  Round(m * RoiAlign(ones))) * (v / m)``, so the float32 slack of the ones' weights (an ulp or two
+  of 1) is not multiplied by ``v`` into elements without an outside sample (``_out_of_bounds``).
 * FLOAT16 with any of the above runs the node in float32: the host widens X and the ROIs
   (exact) and rounds the output back to float16 (round to nearest even, as ONNX's Cast); a
   float16 ROI table would round the rewritten coordinates.
@@ -47,9 +50,10 @@ Everything else around the node is done on the host too (``Mapping.feeds`` / ``M
 the ROI and batch-index reshapes, batch indices widened to int64, the ones the
 OutOfBoundsInputValue composition samples. What stays in the graph is the operator's own
 nodes (RoiAlign; for MAX with n > 1 the MaxPool that takes the max of the samples) and, for an
-OutOfBoundsInputValue, three float32 Mul/Add nodes: IEEE-754 correctly rounded arithmetic on
-every EP (no EP runs an elementwise Mul or Add in reduced precision), three roundings the
-tolerance covers, and checked node by node when a case fails (``harness.run.attribution``).
+OutOfBoundsInputValue, a few float32 elementwise nodes (Mul, Add; Round and Sub of the count):
+IEEE-754 correctly rounded arithmetic on every EP (no EP runs an elementwise op in reduced
+precision), a count exact, two or three roundings the tolerance covers, and checked node by node
+when a case fails (``harness.run.attribution``).
 """
 
 from __future__ import annotations
@@ -300,9 +304,14 @@ def _oob_flag(d: RoiAlign1Desc, plan: _Plan) -> Flag:
     if plan.max_kind == "onnx-max":
         return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "inexpressible",
                     "with ONNX's corner-term max no per-sample correction exists; needs a fixed sample count")
+    if samples_per_element(plan) is None:
+        return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "composed",
+                    "RoiAlign(X) + v * (1 - RoiAlign(ones)): ORT gives an outside sample weight 0 and an inside one "
+                    "weights summing to 1")
     return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "composed",
-                "RoiAlign(X) + v * (1 - RoiAlign(ones)): ORT gives an outside sample weight 0 and an inside one "
-                "weights summing to 1")
+                "RoiAlign(X) + (m - Round(m * RoiAlign(ones))) * v / m for m samples per element: ORT gives an "
+                "outside sample weight 0 and an inside one weights summing to 1, so the rounded product counts the "
+                "inside samples")
 
 
 def _compute_dtype(d: RoiAlign1Desc, plan: _Plan, flags: list[Flag]) -> np.dtype:
@@ -377,7 +386,7 @@ def _build(desc: AnyRoiAlign, d: RoiAlign1Desc, plan: _Plan, compute_dtype: np.d
     y = g.node("RoiAlign", [x, r, bidx], role="op", name="RoiAlign", **attrs)[0]
     if plan.oob != 0.0:
         inputs.append(_ones_port(g, d, compute_dtype))
-        y = _out_of_bounds(g, plan, y, r, bidx, attrs, compute_dtype)
+        y = _out_of_bounds(g, plan, y, r, bidx, attrs, compute_dtype, opset)
     if plan.max_kind == "pool":
         y = g.node("MaxPool", [y], role="op", name="MaxPool_SampleMax", kernel_shape=[plan.n, plan.n],
                    strides=[plan.n, plan.n])[0]
@@ -453,16 +462,47 @@ def _roi_align_attributes(d: RoiAlign1Desc, plan: _Plan, spatial_scale: float, o
     return attrs
 
 
+def samples_per_element(plan: _Plan) -> Optional[int]:
+    """The samples each element of the RoiAlign node averages when the plan fixes them: 1 for a
+    MAX (the node yields every sample alone), ``n * n`` for AVERAGE with a fixed ``n``; None for
+    ONNX's adaptive count, which varies per region."""
+    if plan.max_kind in ("pool", "single"):
+        return 1
+    return plan.n * plan.n if plan.n is not None and plan.max_kind is None else None
+
+
 def _out_of_bounds(g: GraphBuilder, plan: _Plan, y: str, r: str, bidx: str, attrs: dict,
-                   compute_dtype: np.dtype) -> str:
+                   compute_dtype: np.dtype, opset: int) -> str:
     """``y + v * (1 - RoiAlign(ones))``: the in-range share of each sample read from a RoiAlign
-    of ones (graph input ``OnesTensor``), the rest given OutOfBoundsInputValue ``v``; three
-    float32 Mul/Add nodes (module docstring)."""
+    of ones (graph input ``OnesTensor``), the rest given OutOfBoundsInputValue ``v``. With ``m``
+    samples per element fixed (``samples_per_element``) the share is a count: ``y + (m -
+    Round(m * RoiAlign(ones))) * (v / m)``. The EP's float32 weights of an inside sample sum to 1
+    within an ulp or two, and ``v`` times that slack (0.004 for v = 65504) would show in every
+    element of a region wholly inside; the count removes it, so an element without an outside
+    sample gets exactly 0 added. The adaptive count keeps ``v * (1 - share)`` (module docstring).
+    Before opset 11, which has no Round, the count is ``Floor(m * RoiAlign(ones) + 0.5)``: the
+    same integer for a product within far less than a half of it."""
     coverage = g.node("RoiAlign", ["OnesTensor", r, bidx], role="op", name="RoiAlign_coverage", **attrs)[0]
-    outside = g.node("Mul", [coverage, g.const("minus_oob", np.array(-plan.oob, dtype=compute_dtype))], role="helper",
-                     name="Mul_OutOfBounds")[0]
-    outside = g.node("Add", [outside, g.const("oob", np.array(plan.oob, dtype=compute_dtype))], role="helper",
-                     name="Add_OutOfBounds")[0]
+    m = samples_per_element(plan)
+    if m is None:
+        outside = g.node("Mul", [coverage, g.const("minus_oob", np.array(-plan.oob, dtype=compute_dtype))],
+                         role="helper", name="Mul_OutOfBounds")[0]
+        outside = g.node("Add", [outside, g.const("oob", np.array(plan.oob, dtype=compute_dtype))], role="helper",
+                         name="Add_OutOfBounds")[0]
+        return g.node("Add", [y, outside], role="helper", name="Add_OutOfBoundsValue")[0]
+    if m > 1:
+        coverage = g.node("Mul", [coverage, g.const("samples", np.array(m, dtype=compute_dtype))], role="helper",
+                          name="Mul_OutOfBoundsCount")[0]
+    if opset >= 11:
+        inside = g.node("Round", [coverage], role="helper", name="Round_OutOfBoundsCount")[0]
+    else:
+        half = g.node("Add", [coverage, g.const("half", np.array(0.5, dtype=compute_dtype))], role="helper",
+                      name="Add_OutOfBoundsHalf")[0]
+        inside = g.node("Floor", [half], role="helper", name="Floor_OutOfBoundsCount")[0]
+    outside = g.node("Sub", [g.const("all_samples", np.array(m, dtype=compute_dtype)), inside], role="helper",
+                     name="Sub_OutOfBoundsCount")[0]
+    share = np.array(np.float32(plan.oob) / np.float32(m), dtype=compute_dtype)
+    outside = g.node("Mul", [outside, g.const("oob_share", share)], role="helper", name="Mul_OutOfBounds")[0]
     return g.node("Add", [y, outside], role="helper", name="Add_OutOfBoundsValue")[0]
 
 
@@ -523,12 +563,16 @@ def _composed(plan: _Plan, y: np.ndarray, coverage: Callable[[], Optional[np.nda
     max (NaN ignored unless every sample is NaN, reference/DECISIONS.md NAN-1: ORT's MaxPool orders
     NaN its own way, a divergence of its own)."""
     oob = y.dtype.type(np.float32(plan.oob))
+    m = samples_per_element(plan)
     with np.errstate(all="ignore"):
         if plan.oob != 0.0:
             ones = coverage()
             if ones is None:
                 return None
-            y = y + (ones * -oob + oob)
+            if m is None:
+                y = y + (ones * -oob + oob)
+            else:
+                y = y + (m - np.round(ones * m)) * (oob / m)
         if plan.max_kind == "pool":
             r, c, h, w = y.shape
             n = int(plan.n or 1)

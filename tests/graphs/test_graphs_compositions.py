@@ -193,3 +193,27 @@ def test_roi_align_average_nan_and_inf_reach_only_the_outputs_that_sample_them()
         assert 0 < np.isnan(actual).sum() < actual.size
         assert np.isnan(expected).sum() == np.isnan(actual).sum(), "NaN spread differs from ORT's per-sample NaNs"
         assert agrees(expected, actual)
+
+
+@pytest.mark.parametrize("opset", [None, 10])
+@pytest.mark.parametrize("reduction, samples", [("AVERAGE", (1, 1)), ("AVERAGE", (2, 2)), ("AVERAGE", (3, 3)),
+                                                ("MAX", (2, 2)), ("MAX", (1, 1))])
+def test_an_element_without_an_outside_sample_gets_nothing_added_for_out_of_bounds(reduction, samples, opset):
+    """With a fixed sample count, the OutOfBoundsInputValue composition counts the outside samples
+    instead of multiplying ``v`` by ``1 - RoiAlign(ones)``: the float32 weights of an inside sample
+    sum to 1 only within an ulp or two, and ``v = 65504`` times that slack is 0.004, outside the
+    tolerance of an element near 7 (fuzzed case ``roi_align1/fuzz-s1-b7-029``). Regions well inside
+    the input, on ORT's CPU EP: the composed model gives, bit for bit, what the model without an
+    OutOfBoundsInputValue gives (its RoiAlign node, with the MaxPool of MAX), in RoiAlign-16's
+    graph and in RoiAlign-10's (whose opset has no Round)."""
+    rng = np.random.default_rng(29)
+    x = rng.uniform(-8, 8, (1, 3, 12, 16)).astype(np.float32)
+    corner = rng.uniform(1, 6, (40, 2))
+    rois = np.concatenate([corner, corner + rng.uniform(0.3, 5, (40, 2))], axis=1).astype(np.float32)
+    tensors = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(40, np.uint32)}
+    outputs = {}
+    for oob in (0.0, 65504.0):
+        desc = roi_align_desc(True, reduction=reduction, sx=1.0, sy=1.0, oob=oob, samples=samples, rois=40,
+                              batch=1, channels=3, height=12, width=16, out=(2, 3))
+        outputs[oob] = run_cpu(to_onnx(desc, opset), tensors)["OutputTensor"]
+    np.testing.assert_array_equal(outputs[65504.0], outputs[0.0])

@@ -16,8 +16,9 @@ from ep_testbed.graphs.catalog import build_catalog
 from ep_testbed.graphs.ops.roi_align import host_roi_rewrite
 
 #: The only helper nodes left: OutOfBoundsInputValue's float32 correction after the RoiAlign
-#: nodes (IEEE-754 arithmetic every EP rounds correctly).
-ELEMENTWISE = {"Mul", "Add"}
+#: nodes (IEEE-754 arithmetic every EP rounds correctly; Round, or Floor before opset 11, and Sub
+#: count the inside samples).
+ELEMENTWISE = {"Mul", "Add", "Round", "Floor", "Sub"}
 
 EXTRA = [roi_align_desc(True, sx=0.25, sy=0.5, ipo=0.25, opo=-0.25, oob=1.5, samples=(2, 2), corners=True,
                         roi_rank=4, bi_type="UINT32", bi_rank=2, reduction="MAX"),
@@ -51,7 +52,8 @@ def test_operator_nodes_read_what_the_host_prepared(name, mapping):
                     producer.name in mapping.op_nodes or producer.op_type in ELEMENTWISE)), (name, node.name, tensor)
         else:
             assert node.op_type in ELEMENTWISE, (name, node.name, node.op_type)
-            assert node.name.startswith(("Mul_OutOfBounds", "Add_OutOfBounds")), (name, node.name)
+            assert node.name.startswith(("Mul_OutOfBounds", "Add_OutOfBounds", "Round_OutOfBounds",
+                                         "Floor_OutOfBounds", "Sub_OutOfBounds")), (name, node.name)
 
 
 def test_host_roi_rewrite_keeps_an_infinite_coordinate_in_its_own_columns():
