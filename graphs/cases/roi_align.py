@@ -265,6 +265,7 @@ _EDGES: list[Variation] = [("outside-partly", {}, "outside-partly"), ("outside-w
           ("adaptive-count-knife-edge", {"samples": (1, UINT32_MAX), "sx": 0.1, "sy": 0.1, "height": 120, "width": 8,
                                          "out": (1, 2), "rois": 1}, "count-knife-edge"),
           ("empty-region-adaptive", {"samples": (1, UINT32_MAX)}, "empty"),
+          ("empty-region-adaptive-oob", {"samples": (1, UINT32_MAX), "oob": 1.5}, "empty"),
           ("near-flt-max", {"samples": (2, 2)}, "near-flt-max")]
 _EDGES_V1: list[Variation] = [("inverted-region-offset0-corners", {"ipo": 0.0, "corners": True}, "inverted"),
              ("one-pixel-offset0", {"ipo": 0.0, "opo": 0.0}, "one-pixel")]

@@ -315,6 +315,10 @@ def _oob_zero_in_average(original):
                                                                                    rules)
 
 
+def _no_sample_zero(original):
+    return lambda d, channels: np.zeros_like(original(d, channels))
+
+
 def _nearest_rounds_down(original):
     def samples(plane, ys, xs, mode, rules=ra.PRIMARY):
         if mode == "NEAREST_NEIGHBOR":
@@ -425,6 +429,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "SpatialScaleX used for Y and SpatialScaleY for X", witness=("catalog", "grid-max-linear-fp32-scale0.25x1-oob0-n3")),
     Mutant("ra-oob-ignored-in-average", "roi_align", "out-of-bounds value", ra.average_linear, _oob_zero_in_average,
            "OutOfBoundsInputValue ignored in the AVERAGE path (a sample outside reads 0)", witness=("catalog", "oob1.5")),
+    Mutant("ra-no-sample-reads-zero", "roi_align", "out-of-bounds value", ra.no_sample_value, _no_sample_zero,
+           "an element the onnx count gives no sample is 0, not OutOfBoundsInputValue",
+           witness=("catalog", "edge-empty-region-adaptive-oob"),
+           equivalent_on={"dml-wine": "the DirectML EP builds an adaptive count of at least one sample "
+                                      "(directml-ep-adaptive-count), so no element goes without a sample there and "
+                                      "the onnx count's empty region never shows"}),
     Mutant("ra-nearest-rounds-down", "roi_align", "rounding", ra.clamped_samples, _nearest_rounds_down,
            "NEAREST_NEIGHBOR takes floor(c) instead of floor(c + 0.5)", ("catalog", "nearest"),
            {ep: "ONNX's RoiAlign has no nearest-neighbour mode: every NEAREST_NEIGHBOR case is inexpressible and no EP "
