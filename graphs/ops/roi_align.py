@@ -304,7 +304,7 @@ def _oob_flag(d: RoiAlign1Desc, plan: _Plan) -> Flag:
     if plan.max_kind == "onnx-max":
         return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "inexpressible",
                     "with ONNX's corner-term max no per-sample correction exists; needs a fixed sample count")
-    if samples_per_element(plan) is None:
+    if counted_samples(plan) is None:
         return Flag("OutOfBoundsInputValue", d.out_of_bounds_input_value, "composed",
                     "RoiAlign(X) + v * (1 - RoiAlign(ones)): ORT gives an outside sample weight 0 and an inside one "
                     "weights summing to 1")
@@ -462,20 +462,28 @@ def _roi_align_attributes(d: RoiAlign1Desc, plan: _Plan, spatial_scale: float, o
     return attrs
 
 
-def samples_per_element(plan: _Plan) -> Optional[int]:
-    """The samples each element of the RoiAlign node averages when the plan fixes them: 1 for a
-    MAX (the node yields every sample alone), ``n * n`` for AVERAGE with a fixed ``n``; None for
-    ONNX's adaptive count, which varies per region."""
+#: The most samples per element the OutOfBoundsInputValue composition counts: a float32 mean of
+#: ``m`` weights each within an ulp or two of 1, times ``m``, stays far within a half of the count
+#: (``m**2`` ulps of 1 at worst: 0.06 for 1024).
+COUNTED_SAMPLES_MAX = 1024
+
+
+def counted_samples(plan: _Plan) -> Optional[int]:
+    """The samples per element of the RoiAlign node that the OutOfBoundsInputValue composition
+    counts: 1 for a MAX (the node yields every sample alone), ``n * n`` for AVERAGE with a fixed
+    ``n``; None for ONNX's adaptive count, which varies per region, and above
+    ``COUNTED_SAMPLES_MAX``."""
     if plan.max_kind in ("pool", "single"):
         return 1
-    return plan.n * plan.n if plan.n is not None and plan.max_kind is None else None
+    m = plan.n * plan.n if plan.n is not None and plan.max_kind is None else None
+    return m if m is not None and m <= COUNTED_SAMPLES_MAX else None
 
 
 def _out_of_bounds(g: GraphBuilder, plan: _Plan, y: str, r: str, bidx: str, attrs: dict,
                    compute_dtype: np.dtype, opset: int) -> str:
     """``y + v * (1 - RoiAlign(ones))``: the in-range share of each sample read from a RoiAlign
     of ones (graph input ``OnesTensor``), the rest given OutOfBoundsInputValue ``v``. With ``m``
-    samples per element fixed (``samples_per_element``) the share is a count: ``y + (m -
+    samples per element fixed (``counted_samples``) the share is a count: ``y + (m -
     Round(m * RoiAlign(ones))) * (v / m)``. The EP's float32 weights of an inside sample sum to 1
     within an ulp or two, and ``v`` times that slack (0.004 for v = 65504) would show in every
     element of a region wholly inside; the count removes it, so an element without an outside
@@ -483,7 +491,7 @@ def _out_of_bounds(g: GraphBuilder, plan: _Plan, y: str, r: str, bidx: str, attr
     Before opset 11, which has no Round, the count is ``Floor(m * RoiAlign(ones) + 0.5)``: the
     same integer for a product within far less than a half of it."""
     coverage = g.node("RoiAlign", ["OnesTensor", r, bidx], role="op", name="RoiAlign_coverage", **attrs)[0]
-    m = samples_per_element(plan)
+    m = counted_samples(plan)
     if m is None:
         outside = g.node("Mul", [coverage, g.const("minus_oob", np.array(-plan.oob, dtype=compute_dtype))],
                          role="helper", name="Mul_OutOfBounds")[0]
@@ -563,7 +571,7 @@ def _composed(plan: _Plan, y: np.ndarray, coverage: Callable[[], Optional[np.nda
     max (NaN ignored unless every sample is NaN, reference/DECISIONS.md NAN-1: ORT's MaxPool orders
     NaN its own way, a divergence of its own)."""
     oob = y.dtype.type(np.float32(plan.oob))
-    m = samples_per_element(plan)
+    m = counted_samples(plan)
     with np.errstate(all="ignore"):
         if plan.oob != 0.0:
             ones = coverage()
