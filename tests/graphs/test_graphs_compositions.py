@@ -217,3 +217,13 @@ def test_an_element_without_an_outside_sample_gets_nothing_added_for_out_of_boun
                               batch=1, channels=3, height=12, width=16, out=(2, 3))
         outputs[oob] = run_cpu(to_onnx(desc, opset), tensors)["OutputTensor"]
     np.testing.assert_array_equal(outputs[65504.0], outputs[0.0])
+
+
+@pytest.mark.parametrize("n, counted", [(32, True), (33, False)])
+def test_the_out_of_bounds_composition_counts_up_to_1024_samples_per_element(n, counted):
+    """The count form holds while ``m * RoiAlign(ones)`` stays far within a half of the count
+    (``graphs.ops.roi_align.COUNTED_SAMPLES_MAX``): 32 x 32 samples are counted, 33 x 33 take
+    ``v * (1 - share)``."""
+    desc = roi_align_desc(True, oob=1.5, samples=(n, n))
+    ops = [node.op_type for node in to_onnx(desc).model.graph.node]
+    assert ("Round" in ops) is counted and ("Sub" in ops) is counted, ops
