@@ -403,27 +403,34 @@ def test_onnxruntime_runs_the_mapped_roialign10_graph_as_its_readings(case):
     CPU EP, lies within the bounds of the reference under ORT's RoiAlign readings and
     ``onnx-1x1-regions``: ORT raises the *rewritten* region under a pixel to 1x1, so the reading's
     clamp must act on the span the samples tile, not on the page's region."""
+    desc, x, rois = case
+    ok, e, ort = mapped_graph_within_readings(desc, x, rois, ORT_ROI_ALIGN + ["onnx-1x1-regions"], 10)
+    bad = np.argwhere(~ok)[:3]
+    assert ok.all(), (desc.output_pixel_offset, desc.align_regions_to_corners, rois.tolist(), bad,
+                      e[~ok][:3], ort[~ok][:3])
+
+
+def mapped_graph_within_readings(desc, x, rois, readings, opset=None):
+    """``(ok, expected, ort)``: the mapper's graph of ``desc`` (``to_onnx(desc, opset)``) run on ONNX
+    Runtime's CPU EP over one image ``x`` and ``rois``, and per element whether it lies within the
+    bounds (or a knife-edge range) of the reference under ``readings``."""
     from ep_testbed.graphs import to_onnx
 
-    desc, x, rois = case
-    r = len(rois)
-    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(r, np.uint32)}
-    mapping = to_onnx(desc, 10)
+    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(len(rois), np.uint32)}
+    mapping = to_onnx(desc, opset)
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(mapping.model.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
     ort = mapping.outputs(session.run(None, mapping.feeds(arrays)))["OutputTensor"].astype(np.float64)
-    reading = execute_reading(desc, arrays, ORT_ROI_ALIGN + ["onnx-1x1-regions"])
+    reading = execute_reading(desc, arrays, readings)
     e = reading.outputs["OutputTensor"].astype(np.float64)
     bound = reading.bounds["OutputTensor"].astype(np.float64)
     ok = np.abs(ort - e) <= bound + 1e-5 + 1e-4 * np.abs(e)
     if "OutputTensor" in reading.alternatives:
         low, high = reading.alternatives["OutputTensor"]
         ok |= (ort >= low - bound - 1e-5) & (ort <= high + bound + 1e-5)
-    bad = np.argwhere(~ok)[:3]
-    assert ok.all(), (desc.output_pixel_offset, desc.align_regions_to_corners, rois.tolist(), bad,
-                      e[~ok][:3], ort[~ok][:3])
+    return ok, e, ort
 
 
 @st.composite
@@ -452,23 +459,8 @@ def test_onnxruntime_runs_the_mapped_adaptive_graph_with_an_out_of_bounds_value_
     lies within the bounds of the reference under ORT's readings and ``onnx-adaptive-count``:
     where ORT's count gives a region no sample, both RoiAlign nodes output 0 and the graph gives
     exactly ``v``, which the reading must give too (a reading that outputs 0 there fails)."""
-    from ep_testbed.graphs import to_onnx
-
     desc, x, rois = case
-    arrays = {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(len(rois), np.uint32)}
-    mapping = to_onnx(desc)
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(mapping.model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
-    ort = mapping.outputs(session.run(None, mapping.feeds(arrays)))["OutputTensor"].astype(np.float64)
-    reading = execute_reading(desc, arrays, ORT_ROI_ALIGN + ["onnx-adaptive-count"])
-    e = reading.outputs["OutputTensor"].astype(np.float64)
-    bound = reading.bounds["OutputTensor"].astype(np.float64)
-    ok = np.abs(ort - e) <= bound + 1e-5 + 1e-4 * np.abs(e)
-    if "OutputTensor" in reading.alternatives:
-        low, high = reading.alternatives["OutputTensor"]
-        ok |= (ort >= low - bound - 1e-5) & (ort <= high + bound + 1e-5)
+    ok, e, ort = mapped_graph_within_readings(desc, x, rois, ORT_ROI_ALIGN + ["onnx-adaptive-count"])
     assert ok.all(), (rois.tolist(), np.argwhere(~ok)[:3], e[~ok][:3], ort[~ok][:3])
 
 
