@@ -30,7 +30,7 @@ from ...reference.precision import precision_model
 from ..core import exit_codes, walltime
 from ..core.atomic_files import write_remedy
 from ..core.expectations import Expectations
-from ..core.memory import address_space_limit, available_memory, cgroup_memory
+from ..core.memory import address_space_limit, available_memory, cgroup_memory, machine_memory
 from ..core.rerun import TIME_FIELD, file_identity, outcome_argv
 from ..core.terminal import safe, safe_message
 from ..core.untrusted_files import limits, using_limits
@@ -296,8 +296,12 @@ def memory_budget(jobs: int) -> tuple[int | None, str]:
         # the workers themselves (and their forker) take their share before any case does
         left = max(0, available - max(1, jobs) * WORKER_RESIDENT - WORKER_RESIDENT // 2)
         share = int(left * 0.8 / max(1, jobs)) // 2**20
+        # Which limit binds is decided against the machine's own figure: the cgroup's use, read
+        # twice, moves between the readings, and a comparison with ``available`` (one of them)
+        # could name the machine when the cgroup's limit is what decided.
+        machine = machine_memory()
         where = (f"the memory cgroup's limit of {cgroup[0] // 2**20} MiB ({cgroup[1] // 2**20} MiB in use)"
-                 if cgroup is not None and cgroup[0] - cgroup[1] <= available else "this machine")
+                 if cgroup is not None and (machine is None or cgroup[0] - cgroup[1] <= machine) else "this machine")
         budgets.append((share, f"{available // 2**20} MiB available under {where}, 80% of what {jobs} worker(s) "
                                f"leave shared by them leaves {share} MiB"
                                + (" (Note: --jobs 1 gives one case all of it)" if jobs > 1 else "")))

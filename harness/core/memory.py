@@ -41,16 +41,22 @@ def allocation_failed(message: str) -> bool:
     return any(marker in text for marker in ALLOCATION_FAILURES)
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available to new processes now: the machine's (Linux ``MemAvailable``,
-    else free physical pages) and no more than the memory cgroup leaves (``cgroup_memory``); None
-    when this platform says neither."""
+def machine_memory() -> int | None:
+    """Bytes of the machine's memory available to new processes now (Linux ``MemAvailable``, else
+    free physical pages), whatever a cgroup allows; None when this platform does not say."""
     found = _proc_kib("/proc/meminfo", "MemAvailable:")
     if found is None:
         try:
             found = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (AttributeError, ValueError, OSError):
             found = None
+    return found
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes now: the machine's (``machine_memory``) and no
+    more than the memory cgroup leaves (``cgroup_memory``); None when this platform says neither."""
+    found = machine_memory()
     cgroup = cgroup_memory()
     left = None if cgroup is None else max(0, cgroup[0] - cgroup[1])
     known = [x for x in (found, left) if x is not None]
