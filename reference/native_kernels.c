@@ -1,13 +1,18 @@
 /* Optional compiled loops of the ROI_ALIGN reference and its bounds.
  *
- * reference/native.py compiles this file with the machine's C compiler the first time it is
- * needed and loads it with ctypes; without a compiler the NumPy code runs instead. Each loop
- * here performs the same IEEE operations, on the same operands and in the same order, as the
- * NumPy code it stands in for (named above each function), one operation at a time: the file is
+ * pip builds this file as an extension module where the machine has a C compiler, and
+ * reference/native.py loads it with ctypes; without one the NumPy code runs instead. The file is
  * built with -ffp-contract=off (no fused multiply-add) and without -ffast-math, and C evaluates
- * float expressions in float on the targets this runs on (FLT_EVAL_METHOD 0). The results are
- * equal bit for bit; tests/reference/test_native_kernels.py checks that on every ROI_ALIGN case
- * of the catalog and on drawn ones.
+ * float expressions in float on the targets this runs on (FLT_EVAL_METHOD 0).
+ *
+ * The bounds loop (linear_average_bounds) performs the same IEEE operations, on the same operands
+ * and in the same order, as the NumPy code it stands in for: its results are equal bit for bit.
+ * The values loop (separable_average) computes the same float64 products as the NumPy code's BLAS
+ * calls, in another order (BLAS's order is its own), so its float64 elements agree with NumPy's
+ * within float64 rounding, not bit for bit; the float32 or float16 output rounded from them can
+ * differ only where an element lies within that rounding of a rounding boundary of the output
+ * type. tests/reference/test_native_kernels.py checks both contracts on every ROI_ALIGN case of
+ * the catalog and on drawn ones.
  */
 /* Built by pip as an extension module (hence Python.h and the module's init function below) and
    loaded with ctypes. */
@@ -37,7 +42,7 @@
 
 /* The interface's version: reference/native.py loads a library only when this equals its own
    ABI, so a build of an older source (other arguments) is never called. Raise both together. */
-EXPORT int native_kernels_abi(void) { return 2; }
+EXPORT int native_kernels_abi(void) { return 3; }
 
 /* roi_align_bounds._bulk_regions for LINEAR samples reduced by AVERAGE, on a finite float32
  * plane, for regions no coordinate of which rounding can move into another cell: per sample
@@ -129,6 +134,69 @@ EXPORT int native_kernels_abi(void) { return 2; }
 
 LINEAR_AVERAGE_BOUNDS(linear_average_bounds, float, fabsf, FLOAT_MEAN)
 LINEAR_AVERAGE_BOUNDS(linear_average_bounds_f64, double, fabs, DOUBLE_MEAN)
+
+/* roi_align.average_linear on a finite float32 plane (H, W, C), for R regions at n_y x n_x samples
+ * per element: region r's elements (out_h, out_w, C) are Ay . P . Ax^T over the rows and columns
+ * its samples touch (roi_align.AxisWeights), plus `added` (the samples that read
+ * OutOfBoundsInputValue, times it; NULL: none), divided by m = n_y * n_x, all in double.
+ *
+ * wy: every region's (out_h, rows) Y weights one after another, region r's from out_h *
+ * y_start[r]; y_taps[y_start[r] + i]: the plane row of tap i; likewise wx, x_taps, x_start for
+ * columns. rows[r], cols[r]: the taps region r reads on each axis (0 on both when either has
+ * none). Products of a zero weight are skipped: on a finite plane they add +0, which changes no
+ * sum that starts from +0. total: (R, out_h, out_w, C). Returns 0, or -1 when out of memory. */
+EXPORT int separable_average(const float *restrict plane, int64_t width, int64_t channels, int64_t regions,
+                             int64_t out_h, int64_t out_w, const double *restrict wy,
+                             const int64_t *restrict y_taps, const int64_t *restrict y_start,
+                             const double *restrict wx, const int64_t *restrict x_taps,
+                             const int64_t *restrict x_start, const int64_t *restrict rows,
+                             const int64_t *restrict cols, const double *added, double m, double *restrict total) {
+    int64_t most = 1;
+    for (int64_t r = 0; r < regions; r++) most = rows[r] > most ? rows[r] : most;
+    const int64_t line_size = out_w * channels;
+    /* one region's rows taken across: (rows, out_w, C) */
+    double *across = malloc(sizeof(double) * (size_t)(most * line_size));
+    if (across == NULL) return -1;
+    for (int64_t r = 0; r < regions; r++) {
+        double *region = total + r * out_h * line_size;
+        const int64_t height_r = rows[r], width_r = cols[r];
+        const double *wy_r = wy + out_h * y_start[r], *wx_r = wx + out_w * x_start[r];
+        const int64_t *ys = y_taps + y_start[r], *xs = x_taps + x_start[r];
+        for (int64_t i = 0; i < height_r; i++) {
+            const float *line = plane + ys[i] * width * channels;
+            for (int64_t ow = 0; ow < out_w; ow++) {
+                double *restrict acc = across + (i * out_w + ow) * channels;
+                for (int64_t c = 0; c < channels; c++) acc[c] = 0.0;
+                for (int64_t j = 0; j < width_r; j++) {
+                    const double w = wx_r[ow * width_r + j];
+                    if (w == 0.0) continue;
+                    const float *restrict p = line + xs[j] * channels;
+                    for (int64_t c = 0; c < channels; c++) acc[c] += w * (double)p[c];
+                }
+            }
+        }
+        for (int64_t oh = 0; oh < out_h; oh++) {
+            double *restrict out = region + oh * line_size;
+            for (int64_t t = 0; t < line_size; t++) out[t] = 0.0;
+            for (int64_t i = 0; i < height_r; i++) {
+                const double w = wy_r[oh * height_r + i];
+                if (w == 0.0) continue;
+                const double *restrict a = across + i * line_size;
+                for (int64_t t = 0; t < line_size; t++) out[t] += w * a[t];
+            }
+            for (int64_t ow = 0; ow < out_w; ow++) {
+                double *restrict e = out + ow * channels;
+                if (added != NULL) {
+                    const double extra = added[(r * out_h + oh) * out_w + ow];
+                    for (int64_t c = 0; c < channels; c++) e[c] += extra;
+                }
+                for (int64_t c = 0; c < channels; c++) e[c] /= m;
+            }
+        }
+    }
+    free(across);
+    return 0;
+}
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native_kernels",
                                     "The reference's compiled loops: loaded with ctypes (reference/native.py).", -1,

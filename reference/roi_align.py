@@ -41,6 +41,7 @@ from .checks import TypeTable, check_tensor, expect_sizes, finite, float32_value
 from .descs import Desc, TensorDesc, dml_field
 from .dtypes import numpy_dtype, random_values
 from .errors import DescError
+from . import native
 from .max_pooling2 import mlas_kernel, mlas_x86_fold
 from .readings import check_rules, holds, reading
 from .workers import Workers, buffer
@@ -1096,20 +1097,15 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     Sx)``: the ``R`` regions of those rows, all at ``n_y x n_x`` samples, ``(R, OutputHeight,
     OutputWidth, C)``: their weights and the cells they read worked out together (``AxisWeights``),
     then region by region its block gathered and its two products computed as for one region
-    alone (the same BLAS calls on the same shapes, which keeps every sum's rounding)."""
+    alone (the same BLAS calls on the same shapes, which keeps every sum's rounding). Where the
+    compiled loops are built (``native``), a float32 plane's products are computed there instead,
+    from the same weights without the gathered block: equal within float64 rounding."""
     if ys.ndim == 1:
         return average_linear(plane, ys[None], xs[None], n_y, n_x, out_of_bounds, rules)[0]
     height, width, channels = plane.shape
     wy, wx = AxisWeights.of(ys, height, n_y, rules), AxisWeights.of(xs, width, n_x, rules)
     rows, cols = np.diff(wy.start), np.diff(wx.start)
     rows, cols = np.where(cols > 0, rows, 0), np.where(rows > 0, cols, 0)  # no tap on one axis: none read
-    cells = _block_cells(wy, wx, rows, cols, width)
-    total = np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
-    flat = plane.reshape(height * width, channels)
-    largest = int((rows * cols).max(initial=0))
-    taken = buffer("average_linear.taken", (largest, channels), plane.dtype)
-    wide = buffer("average_linear.wide", (largest, channels), np.float64)
-    across = buffer("average_linear.across", (int(rows.max(initial=0)) * wx.outputs * channels,), np.float64)
     # Samples of each element that read OutOfBoundsInputValue, and what they add: only where some
     # sample reads it (an infinite or NaN value times a count of 0 would make NaN of elements whose
     # samples all read the input).
@@ -1117,6 +1113,19 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     partly = outside.any(axis=(1, 2))
     added = np.zeros(outside.shape)
     added[outside > 0] = outside[outside > 0] * np.float64(np.float32(out_of_bounds))
+    total = np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
+    compiled = native.separable_average()
+    if compiled is not None and plane.dtype == np.float32 and plane.flags.c_contiguous and compiled(
+            plane, width, channels, ys.shape[0], wy.outputs, wx.outputs, wy.weights, wy.taps, wy.start, wx.weights,
+            wx.taps, wx.start, np.ascontiguousarray(rows, dtype=np.int64), np.ascontiguousarray(cols, dtype=np.int64),
+            added.ctypes.data if partly.any() else None, float(n_y * n_x), total) == 0:
+        return total  # else its work array could not be allocated: NumPy's way below
+    cells = _block_cells(wy, wx, rows, cols, width)
+    flat = plane.reshape(height * width, channels)
+    largest = int((rows * cols).max(initial=0))
+    taken = buffer("average_linear.taken", (largest, channels), plane.dtype)
+    wide = buffer("average_linear.wide", (largest, channels), np.float64)
+    across = buffer("average_linear.across", (int(rows.max(initial=0)) * wx.outputs * channels,), np.float64)
     at = 0
     # Region by region: its block, in float32 and float64, and its elements stay in the core's cache.
     for r, (height_r, width_r) in enumerate(zip(rows.tolist(), cols.tolist())):
