@@ -151,21 +151,21 @@ EXPORT int separable_average(const float *restrict plane, int64_t width, int64_t
                              const double *restrict wx, const int64_t *restrict x_taps,
                              const int64_t *restrict x_start, const int64_t *restrict rows,
                              const int64_t *restrict cols, const double *added, double m, double *restrict total) {
-    int64_t most = 1;
-    for (int64_t r = 0; r < regions; r++) most = rows[r] > most ? rows[r] : most;
     const int64_t line_size = out_w * channels;
-    /* one region's rows taken across: (rows, out_w, C) */
-    double *across = malloc(sizeof(double) * (size_t)(most * line_size));
+    /* one Y tap's row taken across: (out_w, C), used by every output row before the next tap's */
+    double *across = malloc(sizeof(double) * (size_t)(line_size > 0 ? line_size : 1));
     if (across == NULL) return -1;
     for (int64_t r = 0; r < regions; r++) {
         double *region = total + r * out_h * line_size;
         const int64_t height_r = rows[r], width_r = cols[r];
         const double *wy_r = wy + out_h * y_start[r], *wx_r = wx + out_w * x_start[r];
         const int64_t *ys = y_taps + y_start[r], *xs = x_taps + x_start[r];
+        for (int64_t t = 0; t < out_h * line_size; t++) region[t] = 0.0;
+        /* each output row's sum over the Y taps in ascending order, as a product with Ay adds */
         for (int64_t i = 0; i < height_r; i++) {
             const float *line = plane + ys[i] * width * channels;
             for (int64_t ow = 0; ow < out_w; ow++) {
-                double *restrict acc = across + (i * out_w + ow) * channels;
+                double *restrict acc = across + ow * channels;
                 for (int64_t c = 0; c < channels; c++) acc[c] = 0.0;
                 for (int64_t j = 0; j < width_r; j++) {
                     const double w = wx_r[ow * width_r + j];
@@ -174,24 +174,20 @@ EXPORT int separable_average(const float *restrict plane, int64_t width, int64_t
                     for (int64_t c = 0; c < channels; c++) acc[c] += w * (double)p[c];
                 }
             }
-        }
-        for (int64_t oh = 0; oh < out_h; oh++) {
-            double *restrict out = region + oh * line_size;
-            for (int64_t t = 0; t < line_size; t++) out[t] = 0.0;
-            for (int64_t i = 0; i < height_r; i++) {
+            for (int64_t oh = 0; oh < out_h; oh++) {
                 const double w = wy_r[oh * height_r + i];
                 if (w == 0.0) continue;
-                const double *restrict a = across + i * line_size;
-                for (int64_t t = 0; t < line_size; t++) out[t] += w * a[t];
+                double *restrict out = region + oh * line_size;
+                for (int64_t t = 0; t < line_size; t++) out[t] += w * across[t];
             }
-            for (int64_t ow = 0; ow < out_w; ow++) {
-                double *restrict e = out + ow * channels;
-                if (added != NULL) {
-                    const double extra = added[(r * out_h + oh) * out_w + ow];
-                    for (int64_t c = 0; c < channels; c++) e[c] += extra;
-                }
-                for (int64_t c = 0; c < channels; c++) e[c] /= m;
+        }
+        for (int64_t e = 0; e < out_h * out_w; e++) {
+            double *restrict element = region + e * channels;
+            if (added != NULL) {
+                const double extra = added[r * out_h * out_w + e];
+                for (int64_t c = 0; c < channels; c++) element[c] += extra;
             }
+            for (int64_t c = 0; c < channels; c++) element[c] /= m;
         }
     }
     free(across);

@@ -1115,11 +1115,13 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     added[outside > 0] = outside[outside > 0] * np.float64(np.float32(out_of_bounds))
     total = np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
     compiled = native.separable_average()
-    if compiled is not None and plane.dtype == np.float32 and plane.flags.c_contiguous and compiled(
-            plane, width, channels, ys.shape[0], wy.outputs, wx.outputs, wy.weights, wy.taps, wy.start, wx.weights,
-            wx.taps, wx.start, np.ascontiguousarray(rows, dtype=np.int64), np.ascontiguousarray(cols, dtype=np.int64),
-            added.ctypes.data if partly.any() else None, float(n_y * n_x), total) == 0:
-        return total  # else its work array could not be allocated: NumPy's way below
+    if compiled is not None and plane.dtype == np.float32 and plane.flags.c_contiguous:
+        f64, i64 = (functools.partial(np.ascontiguousarray, dtype=t) for t in (np.float64, np.int64))
+        # (an axis whose samples all lie outside has no weight: bincount then gives integers)
+        if compiled(plane, width, channels, ys.shape[0], wy.outputs, wx.outputs, f64(wy.weights), i64(wy.taps),
+                    i64(wy.start), f64(wx.weights), i64(wx.taps), i64(wx.start), i64(rows), i64(cols),
+                    added.ctypes.data if partly.any() else None, float(n_y * n_x), total) == 0:
+            return total  # else its work array could not be allocated: NumPy's way below
     cells = _block_cells(wy, wx, rows, cols, width)
     flat = plane.reshape(height * width, channels)
     largest = int((rows * cols).max(initial=0))

@@ -207,7 +207,8 @@ PLANTED_VALUES = {
     "the first column tap of every row left out": (
         "for (int64_t j = 0; j < width_r; j++) {", "for (int64_t j = 1; j < width_r; j++) {"),
     "OutOfBoundsInputValue's samples left out": (
-        "for (int64_t c = 0; c < channels; c++) e[c] += extra;", "for (int64_t c = 0; c < channels; c++) e[c] += 0.0;"),
+        "for (int64_t c = 0; c < channels; c++) element[c] += extra;",
+        "for (int64_t c = 0; c < channels; c++) element[c] += 0.0;"),
 }
 
 
