@@ -35,7 +35,7 @@ SOURCE = Path(__file__).with_name("native_kernels.c")
 MODULE = f"{__package__}._native_kernels"
 #: The C interface this module calls (``native_kernels_abi`` in the source): a library of another
 #: version is not loaded.
-ABI = 3
+ABI = 4
 
 _f32p = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
 _f64p = np.ctypeslib.ndpointer(np.float64, flags="C_CONTIGUOUS")
@@ -86,7 +86,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
                              ctypes.c_float, ctypes.c_float]
         function.restype = ctypes.c_int
     lib.separable_average.argtypes = [_f32p, _i64, _i64, _i64, _i64, _i64, _f64p, _i64p, _i64p, _f64p, _i64p, _i64p,
-                                      _i64p, _i64p, ctypes.c_void_p, ctypes.c_double, _f64p]
+                                      _i64p, _i64p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p,
+                                      ctypes.c_void_p]
     lib.separable_average.restype = ctypes.c_int
     return lib
 

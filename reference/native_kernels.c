@@ -42,7 +42,7 @@
 
 /* The interface's version: reference/native.py loads a library only when this equals its own
    ABI, so a build of an older source (other arguments) is never called. Raise both together. */
-EXPORT int native_kernels_abi(void) { return 3; }
+EXPORT int native_kernels_abi(void) { return 4; }
 
 /* roi_align_bounds._bulk_regions for LINEAR samples reduced by AVERAGE, on a finite float32
  * plane, for regions no coordinate of which rounding can move into another cell: per sample
@@ -144,19 +144,29 @@ LINEAR_AVERAGE_BOUNDS(linear_average_bounds_f64, double, fabs, DOUBLE_MEAN)
  * y_start[r]; y_taps[y_start[r] + i]: the plane row of tap i; likewise wx, x_taps, x_start for
  * columns. rows[r], cols[r]: the taps region r reads on each axis (0 on both when either has
  * none). Products of a zero weight are skipped: on a finite plane they add +0, which changes no
- * sum that starts from +0. total: (R, out_h, out_w, C). Returns 0, or -1 when out of memory. */
+ * sum that starts from +0. The elements go to total (R, out_h, out_w, C) or, where out32 is not
+ * NULL, rounded to float into out32[out_rows[r]], laid out (C, out_h, out_w), as NumPy's
+ * assignment of a float64 array to a float32 one rounds them (total is not written then).
+ * Returns 0, or -1 when out of memory. */
 EXPORT int separable_average(const float *restrict plane, int64_t width, int64_t channels, int64_t regions,
                              int64_t out_h, int64_t out_w, const double *restrict wy,
                              const int64_t *restrict y_taps, const int64_t *restrict y_start,
                              const double *restrict wx, const int64_t *restrict x_taps,
                              const int64_t *restrict x_start, const int64_t *restrict rows,
-                             const int64_t *restrict cols, const double *added, double m, double *restrict total) {
-    const int64_t line_size = out_w * channels;
-    /* one Y tap's row taken across: (out_w, C), used by every output row before the next tap's */
+                             const int64_t *restrict cols, const double *added, double m, double *total,
+                             float *out32, const int64_t *out_rows) {
+    const int64_t line_size = out_w * channels, elements = out_h * out_w;
+    /* one Y tap's row taken across: (out_w, C), used by every output row before the next tap's;
+       then, where out32 is given, the region's elements before they are rounded */
     double *across = malloc(sizeof(double) * (size_t)(line_size > 0 ? line_size : 1));
-    if (across == NULL) return -1;
+    double *scratch = out32 == NULL ? NULL : malloc(sizeof(double) * (size_t)(elements * channels > 0 ? elements * channels : 1));
+    if (across == NULL || (out32 != NULL && scratch == NULL)) {
+        free(across);
+        free(scratch);
+        return -1;
+    }
     for (int64_t r = 0; r < regions; r++) {
-        double *region = total + r * out_h * line_size;
+        double *region = out32 == NULL ? total + r * out_h * line_size : scratch;
         const int64_t height_r = rows[r], width_r = cols[r];
         const double *wy_r = wy + out_h * y_start[r], *wx_r = wx + out_w * x_start[r];
         const int64_t *ys = y_taps + y_start[r], *xs = x_taps + x_start[r];
@@ -189,8 +199,14 @@ EXPORT int separable_average(const float *restrict plane, int64_t width, int64_t
             }
             for (int64_t c = 0; c < channels; c++) element[c] /= m;
         }
+        if (out32 != NULL) {
+            float *out = out32 + out_rows[r] * channels * elements;
+            for (int64_t e = 0; e < elements; e++)
+                for (int64_t c = 0; c < channels; c++) out[c * elements + e] = (float)region[e * channels + c];
+        }
     }
     free(across);
+    free(scratch);
     return 0;
 }
 

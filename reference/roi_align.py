@@ -37,11 +37,11 @@ from typing import Mapping as MappingT
 
 import numpy as np
 
+from . import native
 from .checks import TypeTable, check_tensor, expect_sizes, finite, float32_value, max_elements, same_type, within_cap
 from .descs import Desc, TensorDesc, dml_field
 from .dtypes import numpy_dtype, random_values
 from .errors import DescError
-from . import native
 from .max_pooling2 import mlas_kernel, mlas_x86_fold
 from .readings import check_rules, holds, reading
 from .workers import Workers, buffer
@@ -886,8 +886,7 @@ class SeparableChunks:
         index, beside = np.array(rows), self.beside
 
         def task() -> None:
-            value = average_linear(plane, np.stack(all_ys), np.stack(all_xs), n_y, n_x, oob, rules)
-            output[index] = value.transpose(0, 3, 1, 2)  # channels first
+            average_linear(plane, np.stack(all_ys), np.stack(all_xs), n_y, n_x, oob, rules, into=(output, index))
             if beside is not None:
                 beside(index, output)
 
@@ -903,7 +902,9 @@ def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: 
     if n_y == 0 or n_x == 0:
         return no_sample_value(d, plane.shape[-1])
     if p.separable(row):
-        return average_linear(plane, ys, xs, n_y, n_x, d.out_of_bounds_input_value, rules)
+        value = average_linear(plane, ys, xs, n_y, n_x, d.out_of_bounds_input_value, rules)
+        assert value is not None  # returned, not stored
+        return value
     corners = d.reduction_function == "MAX" and rules.max_of == "corner-terms"
     samples = (corner_terms if corners else functools.partial(interpolate, mode=d.interpolation_mode))(
         plane, ys, xs, out_of_bounds=d.out_of_bounds_input_value, rules=rules)
@@ -1084,7 +1085,8 @@ class AxisWeights:
 
 
 def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, n_x: int,
-                   out_of_bounds: float, rules: Rules = PRIMARY) -> np.ndarray:
+                   out_of_bounds: float, rules: Rules = PRIMARY,
+                   into: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Optional[np.ndarray]:
     """The AVERAGE of LINEAR samples of one region over a finite ``(H, W, C)`` plane, computed as
     ``Ay . P . Ax^T`` over the input rows and columns the samples touch: bilinear weights are a
     product of a Y and an X weight, and a sample reads the input only when both its coordinates
@@ -1099,9 +1101,16 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     then region by region its block gathered and its two products computed as for one region
     alone (the same BLAS calls on the same shapes, which keeps every sum's rounding). Where the
     compiled loops are built (``native``), a float32 plane's products are computed there instead,
-    from the same weights without the gathered block: equal within float64 rounding."""
+    from the same weights without the gathered block: equal within float64 rounding.
+
+    ``into=(output, rows)``: the ``R`` regions' elements are stored into ``output[rows]`` (an
+    ``(NumROIs, C, OutputHeight, OutputWidth)`` output, rounded to its type) instead of returned
+    (None is returned); the compiled loop writes a float32 output itself."""
     if ys.ndim == 1:
-        return average_linear(plane, ys[None], xs[None], n_y, n_x, out_of_bounds, rules)[0]
+        assert into is None, "a single region is returned"
+        whole = average_linear(plane, ys[None], xs[None], n_y, n_x, out_of_bounds, rules)
+        assert whole is not None
+        return whole[0]
     height, width, channels = plane.shape
     wy, wx = AxisWeights.of(ys, height, n_y, rules), AxisWeights.of(xs, width, n_x, rules)
     rows, cols = np.diff(wy.start), np.diff(wx.start)
@@ -1113,15 +1122,22 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     partly = outside.any(axis=(1, 2))
     added = np.zeros(outside.shape)
     added[outside > 0] = outside[outside > 0] * np.float64(np.float32(out_of_bounds))
-    total = np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
     compiled = native.separable_average()
     if compiled is not None and plane.dtype == np.float32 and plane.flags.c_contiguous:
+        target = into[0] if into is not None and into[0].dtype == np.float32 and into[0].flags.c_contiguous else None
+        total = None if target is not None else np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
         f64, i64 = (functools.partial(np.ascontiguousarray, dtype=t) for t in (np.float64, np.int64))
+        # held here while the loop runs: the call is handed only its address
+        target_rows = None if into is None or target is None else i64(into[1])
         # (an axis whose samples all lie outside has no weight: bincount then gives integers)
         if compiled(plane, width, channels, ys.shape[0], wy.outputs, wx.outputs, f64(wy.weights), i64(wy.taps),
                     i64(wy.start), f64(wx.weights), i64(wx.taps), i64(wx.start), i64(rows), i64(cols),
-                    added.ctypes.data if partly.any() else None, float(n_y * n_x), total) == 0:
-            return total  # else its work array could not be allocated: NumPy's way below
+                    added.ctypes.data if partly.any() else None, float(n_y * n_x),
+                    None if total is None else total.ctypes.data, None if target is None else target.ctypes.data,
+                    None if target_rows is None else target_rows.ctypes.data) == 0:
+            return _stored(total, into)
+        # else its work arrays could not be allocated: NumPy's way below
+    total = np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
     cells = _block_cells(wy, wx, rows, cols, width)
     flat = plane.reshape(height * width, channels)
     largest = int((rows * cols).max(initial=0))
@@ -1148,7 +1164,17 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
         if partly[r]:
             total[r] += added[r][..., None]
         total[r] /= n_y * n_x
-    return total
+    return _stored(total, into)
+
+
+def _stored(total: Optional[np.ndarray], into: Optional[tuple[np.ndarray, np.ndarray]]) -> Optional[np.ndarray]:
+    """``total`` (``(R, OutputHeight, OutputWidth, C)``), or None once stored channels first into
+    ``into``'s output rows (None: the compiled loop stored them already)."""
+    if into is None:
+        return total
+    if total is not None:
+        into[0][into[1]] = total.transpose(0, 3, 1, 2)
+    return None
 
 
 def _block_cells(wy: AxisWeights, wx: AxisWeights, rows: np.ndarray, cols: np.ndarray, width: int) -> np.ndarray:
