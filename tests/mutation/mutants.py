@@ -311,8 +311,8 @@ def _spacing_minus_one(original):
 
 
 def _oob_zero_in_average(original):
-    return lambda plane, ys, xs, n_y, n_x, out_of_bounds, rules=ra.PRIMARY: original(plane, ys, xs, n_y, n_x, 0.0,
-                                                                                   rules)
+    return lambda plane, ys, xs, n_y, n_x, out_of_bounds, rules=ra.PRIMARY, into=None: original(
+        plane, ys, xs, n_y, n_x, 0.0, rules, into)
 
 
 def _no_sample_zero(original):
