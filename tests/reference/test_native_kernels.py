@@ -235,6 +235,16 @@ def build(source: Path, folder: Path) -> Path:
     return target
 
 
+def build_planted(change: tuple[str, str], folder: Path) -> Path:
+    """The C source with ``change`` (its text before, after) made, built as pip builds it."""
+    before, after = change
+    source = native.SOURCE.read_text()
+    assert before in source, f"the planted fault no longer matches the source: update it ({before!r})"
+    planted = folder / "native_kernels.c"
+    planted.write_text(source.replace(before, after))
+    return build(planted, folder)
+
+
 @pytest.fixture
 def loaded_from(monkeypatch):
     """Makes ``native`` load the library a test names (None: none), for that test alone."""
@@ -250,12 +260,7 @@ def loaded_from(monkeypatch):
 def test_a_fault_planted_in_the_c_source_is_seen(fault, monkeypatch, tmp_path, loaded_from, numpy_values):
     """The comparison above has teeth: the C source with one operand left out, built as pip
     builds it, gives bounds that differ from NumPy's on the catalog."""
-    before, after = PLANTED[fault]
-    source = native.SOURCE.read_text()
-    assert before in source, "the planted fault no longer matches the source: update PLANTED"
-    planted = tmp_path / "native_kernels.c"
-    planted.write_text(source.replace(before, after))
-    loaded_from(build(planted, tmp_path))
+    loaded_from(build_planted(PLANTED[fault], tmp_path))
     assert native.status().used
     differing = []
     for case in build_catalog(OPS):
@@ -272,12 +277,7 @@ def test_a_fault_planted_in_the_c_source_is_seen(fault, monkeypatch, tmp_path, l
 def test_a_fault_planted_in_the_values_loop_is_seen(fault, monkeypatch, tmp_path, loaded_from):
     """The values' comparison has teeth: the values loop with one operation changed, built as pip
     builds it, gives catalog outputs more than one ulp from NumPy's."""
-    before, after = PLANTED_VALUES[fault]
-    source = native.SOURCE.read_text()
-    assert before in source, "the planted fault no longer matches the source: update PLANTED_VALUES"
-    planted = tmp_path / "native_kernels.c"
-    planted.write_text(source.replace(before, after))
-    loaded_from(build(planted, tmp_path))
+    loaded_from(build_planted(PLANTED_VALUES[fault], tmp_path))
     for case in build_catalog(OPS):
         arrays = case.inputs()
         compiled, plain = both_ways(monkeypatch, lambda: execute(case.desc, arrays))
