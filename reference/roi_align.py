@@ -1124,18 +1124,10 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
     added[outside > 0] = outside[outside > 0] * np.float64(np.float32(out_of_bounds))
     compiled = native.separable_average()
     if compiled is not None and plane.dtype == np.float32 and plane.flags.c_contiguous:
-        target = into[0] if into is not None and into[0].dtype == np.float32 and into[0].flags.c_contiguous else None
-        total = None if target is not None else np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
-        f64, i64 = (functools.partial(np.ascontiguousarray, dtype=t) for t in (np.float64, np.int64))
-        # held here while the loop runs: the call is handed only its address
-        target_rows = None if into is None or target is None else i64(into[1])
-        # (an axis whose samples all lie outside has no weight: bincount then gives integers)
-        if compiled(plane, width, channels, ys.shape[0], wy.outputs, wx.outputs, f64(wy.weights), i64(wy.taps),
-                    i64(wy.start), f64(wx.weights), i64(wx.taps), i64(wx.start), i64(rows), i64(cols),
-                    added.ctypes.data if partly.any() else None, float(n_y * n_x),
-                    None if total is None else total.ctypes.data, None if target is None else target.ctypes.data,
-                    None if target_rows is None else target_rows.ctypes.data) == 0:
-            return _stored(total, into)
+        done, value = _compiled_average(compiled, plane, wy, wx, rows, cols, added if partly.any() else None,
+                                        n_y * n_x, into)
+        if done:
+            return value
         # else its work arrays could not be allocated: NumPy's way below
     total = np.empty((ys.shape[0], wy.outputs, wx.outputs, channels))
     cells = _block_cells(wy, wx, rows, cols, width)
@@ -1165,6 +1157,28 @@ def average_linear(plane: np.ndarray, ys: np.ndarray, xs: np.ndarray, n_y: int, 
             total[r] += added[r][..., None]
         total[r] /= n_y * n_x
     return _stored(total, into)
+
+
+def _compiled_average(compiled: Callable[..., int], plane: np.ndarray, wy: AxisWeights, wx: AxisWeights,
+                      rows: np.ndarray, cols: np.ndarray, added: Optional[np.ndarray], m: int,
+                      into: Optional[tuple[np.ndarray, np.ndarray]]) -> tuple[bool, Optional[np.ndarray]]:
+    """``average_linear``'s products by the compiled values loop (``native.separable_average``) on a
+    float32 plane: whether it ran (False: its work arrays could not be allocated) and what
+    ``average_linear`` returns then. ``added``: what OutOfBoundsInputValue adds per element (None:
+    nothing anywhere)."""
+    height, width, channels = plane.shape
+    target = into[0] if into is not None and into[0].dtype == np.float32 and into[0].flags.c_contiguous else None
+    total = None if target is not None else np.empty((rows.size, wy.outputs, wx.outputs, channels))
+    f64, i64 = (functools.partial(np.ascontiguousarray, dtype=t) for t in (np.float64, np.int64))
+    # held here while the loop runs: the call is handed only its address
+    target_rows = None if into is None or target is None else i64(into[1])
+    # (an axis whose samples all lie outside has no weight: bincount then gives integers)
+    done = compiled(plane, width, channels, rows.size, wy.outputs, wx.outputs, f64(wy.weights), i64(wy.taps),
+                    i64(wy.start), f64(wx.weights), i64(wx.taps), i64(wx.start), i64(rows), i64(cols),
+                    None if added is None else added.ctypes.data, float(m),
+                    None if total is None else total.ctypes.data, None if target is None else target.ctypes.data,
+                    None if target_rows is None else target_rows.ctypes.data) == 0
+    return done, (_stored(total, into) if done else None)
 
 
 def _stored(total: Optional[np.ndarray], into: Optional[tuple[np.ndarray, np.ndarray]]) -> Optional[np.ndarray]:
