@@ -1166,7 +1166,7 @@ def _compiled_average(compiled: Callable[..., int], plane: np.ndarray, wy: AxisW
     float32 plane: whether it ran (False: its work arrays could not be allocated) and what
     ``average_linear`` returns then. ``added``: what OutOfBoundsInputValue adds per element (None:
     nothing anywhere)."""
-    height, width, channels = plane.shape
+    _, width, channels = plane.shape
     target = into[0] if into is not None and into[0].dtype == np.float32 and into[0].flags.c_contiguous else None
     total = None if target is not None else np.empty((rows.size, wy.outputs, wx.outputs, channels))
     f64, i64 = (functools.partial(np.ascontiguousarray, dtype=t) for t in (np.float64, np.int64))

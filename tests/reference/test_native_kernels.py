@@ -35,6 +35,7 @@ from test_bounds import roi_align_case, tensors
 from test_bounds_oracle import assert_same_expected
 
 from ep_testbed.graphs.catalog import build_catalog
+from ep_testbed.harness.core.compare import ulp_distance
 from ep_testbed.reference import MODELS, execute, execute_reading, native
 from ep_testbed.reference import roi_align as ra
 from ep_testbed.reference import roi_align_bounds as rab
@@ -174,10 +175,12 @@ def test_the_compiled_values_loop_is_within_float64_rounding_of_numpys(drawn):
 
 
 def one_ulp_apart_at_most(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elements of two float arrays of one type that are equal or adjacent numbers of it."""
-    unsigned = {2: np.uint16, 4: np.uint32}[a.dtype.itemsize]
-    step = np.abs(a.astype(np.float64) - b.astype(np.float64))
-    return (a.view(unsigned) == b.view(unsigned)) | (step <= np.spacing(np.maximum(np.abs(a), np.abs(b))))
+    """Elements of two float arrays of one type that are the same bits (NaN included) or finite
+    and adjacent numbers of it (the comparison's own ``ulp_distance``)."""
+    same = np.ascontiguousarray(a).view(np.uint8).reshape(a.size, -1) == np.ascontiguousarray(b).view(
+        np.uint8).reshape(b.size, -1)
+    finite = np.isfinite(a) & np.isfinite(b)
+    return same.all(axis=1).reshape(a.shape) | (finite & (ulp_distance(a, b) <= 1))
 
 
 @needs_build
