@@ -50,6 +50,11 @@ class CaseLoop:
         self._recheck, self._on_line = recheck, on_line
         self._waiting: dict[str, Any] = {}  # the cases of lines out for re-checking, by id
 
+    @property
+    def rechecks(self) -> bool:
+        """Whether failures are re-checked on a second EP (``--also-on``)."""
+        return self._recheck is not None
+
     def drive(self, source: CaseSource, after: Callable[[], None] | None = None) -> None:
         """Run every ``(cases, hold)`` the command's ``source`` gives, in turn, until it ends;
         ``after()`` once each has run (``fuzz`` makes its results durable there)."""

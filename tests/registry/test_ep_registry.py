@@ -19,6 +19,7 @@ import pytest
 from ep_testbed.harness.cli import main
 from ep_testbed.harness.cli.options import parse_expectations
 from ep_testbed.harness.core import expectations as exp
+from ep_testbed.harness.core import walltime
 from ep_testbed.harness.core.results import read_run
 from ep_testbed.harness.eps import adapters, device_loss, early_start, packing, preflight, providers, registry
 from ep_testbed.harness.eps.registry import EpContractError
@@ -128,6 +129,29 @@ def test_the_toy_fuzzes_with_the_cpu_eps_verdicts(toy, tmp_path, capsys):
     assert {line["id"]: line["outcome"] for line in runs["toy"]} == {line["id"]: line["outcome"] for line in runs["cpu"]}
     placed = [line["placement"] for line in runs["toy"] if line.get("placement")]
     assert placed and all(set(p.values()) == {"ToyExecutionProvider"} for p in placed)
+
+
+def test_the_wait_for_re_checks_is_its_own_part_of_a_fuzz_runs_wall_time(toy, tmp_path, capsys, monkeypatch):
+    """Every toy session perturbed (a wrong element: each case fails), each failure re-checked on the
+    CPU EP: the closing line names the wait for the re-checks still out apart from stopping the
+    workers, and only when there is a re-check."""
+    monkeypatch.setenv("EP_TESTBED_FAULT", "perturb=max_pooling2/*")
+    parts = {}
+    for also_on in ("cpu", "none"):
+        out = tmp_path / also_on
+        code, printed, err = _cli(["fuzz", "--ep", "toy", "--ops", "max_pooling2", "--max-cases", 6, "--shrink", "none",
+                                   "--also-on", also_on, "--no-expectations", "--jobs", 1, "--out", out], capsys)
+        assert code == 1, err
+        lines = read_run(str(out))[1]
+        assert all(line["outcome"] == "fail" for line in lines) and len(lines) == 6
+        assert all((line.get("scope") is not None) == (also_on == "cpu") for line in lines)
+        closing = walltime.parse_closing_line(printed)
+        assert closing is not None, printed[-600:]
+        assert abs(sum(s for _, s in closing.parts) - closing.wall_s) <= 0.01 * (len(closing.parts) + 1)
+        parts[also_on] = [name for name, _ in closing.parts]
+    stop = parts["cpu"].index("stopping workers")
+    assert parts["cpu"][stop + 1] == "re-checks", parts["cpu"]
+    assert "re-checks" not in parts["none"] and "stopping workers" in parts["none"], parts["none"]
 
 
 def test_doctor_runs_the_toys_own_checks(toy, capsys):
