@@ -17,11 +17,12 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from ...reference import execute as reference_execute
+from ...reference.workers import usable_cpus
 from ..core.expectations import Expectations
 from ..core.results import CaseLine
 from .artifacts import write_artifacts
 from .case_run import CaseConfig, load_mapper
-from .recheck import Recheck
+from .recheck import Recheck, recheck_jobs
 
 #: Runs one batch: ``(cases, hold)`` -> raw lines as they finish (``WorkerPool.run``'s ``hold``:
 #: once it says True, cases not sent yet stay unrun).
@@ -125,7 +126,8 @@ def start_recheck(config: CaseConfig, options: Any, start: bool = True) -> Reche
     if options.also_on is None:
         return None
     recheck = Recheck(config, options.also_on, options.timeout, options.also_on_expectations or Expectations(),
-                      env=options.env, extra_paths=options.extra_paths)
+                      env=options.env, extra_paths=options.extra_paths,
+                      jobs=recheck_jobs(usable_cpus(), max(1, options.jobs)))
     if start:
         recheck.start()
     return recheck

@@ -2,8 +2,8 @@
 
 ``run --also-on cpu`` (the default whenever the CPU EP is available and the EP under test is
 another; ``--also-on none`` turns it off) runs each case that failed on the EP under test (raw
-outcome ``fail``, ``crash`` or ``timeout``) again on the second EP, in a worker of its own (a
-crash there costs nothing), and labels it in the case line's ``scope``:
+outcome ``fail``, ``crash`` or ``timeout``) again on the second EP, in workers of its own (a
+crash there costs nothing; ``recheck_jobs`` of them), and labels it in the case line's ``scope``:
 
 - ``shared with <second EP>``: the second EP fails it the same way: the same failure signature
   (``harness.core.signature``: outcome, kind, failing outputs, value classes of the worst
@@ -35,8 +35,12 @@ from .pool import WorkerPool
 RECHECKED = ("fail", "crash", "timeout")
 #: Characters of the second EP's message kept in ``also_on``.
 MESSAGE_CHARS = 300
-#: Failures re-checked together at most: those waiting when the worker is free go as one batch.
+#: Failures re-checked together at most per worker: those waiting when the workers are free go as
+#: one batch, spread over them.
 BATCH = 16
+#: Re-check workers at most: enough to keep up with a GPU EP's failures on a machine with cores to
+#: spare (measured: one CPU worker fell 5-6 s behind CUDA's 3000-case fuzz runs on 16 cores).
+MAX_JOBS = 4
 
 
 def shared_label(provider: str) -> str:
@@ -51,18 +55,20 @@ def only_label(provider: str) -> str:
 
 class Recheck:
     """Re-checks failing cases on ``other`` with the run's settings (no case folders, the
-    expectations of ``other``): one worker, started with the run (``start``) or at the first
-    failure, kept to the end and driven by a thread of its own, so that the run's workers get
-    their next cases meanwhile; the failures waiting when it is free go to it as one batch.
+    expectations of ``other``): ``jobs`` workers (``recheck_jobs``), started with the run
+    (``start``) or at the first failure, kept to the end and driven by a thread of its own, so
+    that the run's workers get their next cases meanwhile; the failures waiting when they are free
+    go to them as one batch.
     ``submit`` a line, take it back labelled from ``finished``; ``close`` hands back the lines
     whose re-check never finished, unlabelled."""
 
     def __init__(self, config: CaseConfig, other: EpSpec, timeout: float, expectations: Expectations,
-                 env: dict[str, str] | None = None, extra_paths: Iterable[str] = ()):
+                 env: dict[str, str] | None = None, extra_paths: Iterable[str] = (), jobs: int = 1):
         """``config``: the run's case settings (its EP is replaced by ``other``); ``timeout``:
-        seconds per case; ``expectations``: ``other``'s (they name the cause there)."""
+        seconds per case; ``expectations``: ``other``'s (they name the cause there); ``jobs``: its
+        worker processes."""
         self.config = replace(config, ep=other, run_dir=None)
-        self.timeout, self.expectations = timeout, expectations
+        self.timeout, self.expectations, self.jobs = timeout, expectations, max(1, jobs)
         self.env, self.extra_paths = env, tuple(extra_paths)
         self._pool: WorkerPool | None = None
         self._todo: queue.Queue = queue.Queue()
@@ -105,9 +111,9 @@ class Recheck:
         self._worker_pool().start()
 
     def _worker_pool(self) -> WorkerPool:
-        """The pool of the second EP's worker (made once)."""
+        """The pool of the second EP's workers (made once)."""
         if self._pool is None:
-            self._pool = WorkerPool(self.config, 1, self.timeout, env=self.env, extra_paths=self.extra_paths,
+            self._pool = WorkerPool(self.config, self.jobs, self.timeout, env=self.env, extra_paths=self.extra_paths,
                                     batch=BATCH)
         return self._pool
 
@@ -115,7 +121,7 @@ class Recheck:
         """The thread: label the submitted lines, those waiting together, until ``close``."""
         while True:
             items = [self._todo.get()]
-            while len(items) < BATCH and not self._todo.empty():
+            while len(items) < BATCH * self.jobs and not self._todo.empty():
                 items.append(self._todo.get_nowait())
             if self._closing or any(item is None for item in items):
                 return  # the lines not labelled go back unlabelled from close()
@@ -175,6 +181,13 @@ class Recheck:
         while not self._done.empty():
             labelled.append(self._done.get())
         return labelled + unlabelled
+
+
+def recheck_jobs(cores: int, run_jobs: int) -> int:
+    """Re-check workers for a run of ``run_jobs`` workers on ``cores`` CPUs: one, and more only
+    where half the cores the run and this process leave can take them (at most ``MAX_JOBS``), so a
+    small machine's run keeps its cores."""
+    return max(1, min(MAX_JOBS, (cores - run_jobs - 1) // 2))
 
 
 def _noted(line: CaseLine, note: str) -> CaseLine:

@@ -23,7 +23,7 @@ from ep_testbed.harness.cli.run import run_command
 from ep_testbed.harness.core.expectations import Expectations
 from ep_testbed.harness.eps.providers import resolve_ep
 from ep_testbed.harness.run.case_run import DEFAULT_MAPPER, CaseConfig, run_case
-from ep_testbed.harness.run.recheck import Recheck
+from ep_testbed.harness.run.recheck import MAX_JOBS, Recheck, recheck_jobs
 from ep_testbed.harness.run.runner import RunOptions, run_cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,6 +52,38 @@ def test_a_failure_is_labelled_by_what_the_second_ep_does(second_mapper, label):
     assert other["ep"] == "CPUExecutionProvider" and other["same_failure"] is label.startswith("shared")
     assert other["outcome"] == ("fail" if label.startswith("shared") else "pass")
     assert line["outcome"] == "fail"  # a label never changes an outcome
+
+
+def test_several_re_check_workers_label_every_failure_as_one_worker_does():
+    """Failures spread over three re-check workers come back labelled as one worker labels them,
+    each exactly once."""
+    cases = [replace(BROKEN, id=f"roi_align1/recheck-rounded-{seed}", seed=seed) for seed in range(6)]
+    lines = [run_case(case, PLANTED, mapper=tf32_rois) for case in cases]
+    assert all(line["outcome"] == "fail" for line in lines)
+    labels = {}
+    for jobs in (1, 3):
+        recheck = Recheck(replace(PLANTED, mapper=DEFAULT_MAPPER), CPU, 60, Expectations(), extra_paths=[HERE],
+                          jobs=jobs)
+        try:
+            recheck.start()  # its workers start with the run, as start_recheck starts them
+            for case, line in zip(cases, lines):
+                recheck.submit(case, line)
+            labelled = list(recheck.finished(wait=True))
+            workers = len(recheck._pool._workers) if recheck._pool else 0
+        finally:
+            recheck.close()
+        assert sorted(line["id"] for line in labelled) == sorted(case.id for case in cases)
+        assert workers == jobs
+        labels[jobs] = {line["id"]: (line["scope"], line["also_on"]["outcome"], line["also_on"]["same_failure"])
+                        for line in labelled}
+    assert labels[3] == labels[1]
+    assert set(labels[1].values()) == {("only on CPUExecutionProvider", "pass", False)}
+
+
+def test_a_small_machine_keeps_one_re_check_worker_and_a_large_one_gets_more():
+    assert all(recheck_jobs(cores, jobs) == 1 for cores, jobs in ((1, 1), (2, 2), (2, 1), (4, 2), (8, 8)))
+    assert 1 < recheck_jobs(16, 4) <= MAX_JOBS  # a GPU EP's 4 workers on 16 cores
+    assert recheck_jobs(128, 4) == MAX_JOBS
 
 
 def test_a_passing_case_is_not_rechecked():
