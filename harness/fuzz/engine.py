@@ -335,11 +335,11 @@ def _generate(config: CaseConfig, options: FuzzOptions, expectations: Expectatio
             walltime.mark("fuzzing", at=clock.start + result.generation_s)
         batches.close()
         pool.close()
-        status.close()
         walltime.mark("stopping workers")
         loop.end(finished)  # waits for the --also-on re-checks still out: a part of its own
         if loop.rechecks:
             walltime.mark("re-checks")
+        status.close()  # after the re-checked lines, which still update it
 
 
 class _Clock:
