@@ -15,7 +15,7 @@ if __name__ == "reference":  # imported by its folder name from the repository r
 from .descs import Desc, Size2D, TensorDesc
 from .dml_dict import desc_from_dml, desc_to_dml
 from .errors import DescError
-from .execute import execute, execute_reading, execute_with_bounds, readings_of
+from .execute import execute, execute_reading, execute_with_bounds, readings_of, select_regions
 from .precision import DEFAULT_MODEL, MODELS, Expected, KnifeEdge, PrecisionModel, precision_model
 from .readings import Reading, ReadingError
 from .registry import OpSpec, register, spec_for, spec_named, specs
@@ -24,7 +24,7 @@ from .validation import NEWEST_FEATURE_LEVEL, validate
 __all__ = [
     "DEFAULT_MODEL", "Desc", "DescError", "Expected", "KnifeEdge", "MODELS", "NEWEST_FEATURE_LEVEL", "OpSpec",
     "PrecisionModel", "Reading", "ReadingError", "Size2D", "TensorDesc", "desc_from_dml", "desc_to_dml", "execute",
-    "execute_reading", "execute_with_bounds", "readings_of",
+    "execute_reading", "execute_with_bounds", "readings_of", "select_regions",
     "precision_model", "register", "spec_for", "spec_named", "specs", "validate",
 ] + [spec.desc.__name__ for spec in specs()]
 

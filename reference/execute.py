@@ -70,6 +70,18 @@ def execute_reading(desc: Desc, tensors: Mapping[str, np.ndarray], readings: "li
     return spec.bounded(desc, arrays, chosen, rules)  # type: ignore[call-arg]
 
 
+def select_regions(desc: Desc, tensors: Mapping[str, np.ndarray],
+                   rows: np.ndarray) -> "tuple[Desc, dict[str, np.ndarray]] | None":
+    """The desc and inputs that compute only the rows ``rows`` (sorted, distinct, at least one) of
+    the first axis of every output of ``desc`` on ``tensors`` (``OpSpec.regions``); None for an
+    operator whose rows are not independent. Row ``i`` of anything computed from them is row
+    ``rows[i]`` of the same computed from ``desc`` and ``tensors``."""
+    spec = spec_for(desc)
+    if spec.regions is None:
+        return None
+    return spec.regions(desc, dict(tensors), np.asarray(rows, dtype=np.intp))
+
+
 def readings_of(desc: Desc) -> tuple[Reading, ...]:
     """The readings the operator of ``desc`` has (``OpSpec.readings``)."""
     return spec_for(desc).readings

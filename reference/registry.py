@@ -7,7 +7,8 @@ An operator is one ``OpSpec`` record (``register(OpSpec(...))``) and three modul
   (``Desc``: ``TYPE``, ``FEATURE_LEVEL``, ``INPUTS``, ``OUTPUTS``, ``dml_field`` fields), its
   data-type tables (``tensor_support``), ``validate``, ``execute``, ``random_inputs``; optionally
   ``bounded`` (rounding bounds), ``check_values`` (a memory guard on input values),
-  ``index_outputs`` / ``index_rule`` (tie-aware index outputs);
+  ``index_outputs`` / ``index_rule`` (tie-aware index outputs), ``regions`` (outputs whose rows
+  are independent, computed for some rows alone);
 * its mapper module (``graphs``, named by string so that the reference never imports ONNX),
   providing every hook of ``MAPPER_HOOKS``: ``to_onnx``, ``import_node``, ``input_flags``,
   ``DML_EP`` (and, optionally, ``ONNX_BACKEND_DIFFERENCES`` and ``OLDEST_OPSET``);
@@ -160,6 +161,11 @@ class OpSpec:
     rules (a frozen dataclass) and ``readings`` the departures other kernels compute
     (``reference/readings.py``); an operator with readings computes them through the same kernel:
     ``execute(desc, arrays, rules)`` and ``bounded(desc, arrays, model, rules)``.
+    ``regions(desc, arrays, rows)``, when given, says that row ``r`` of every output (its first
+    axis: an ROI operator's regions) depends on the inputs' row ``r`` alone, and returns the desc
+    and inputs of ``rows`` alone: row ``i`` of what they compute (outputs, bounds, alternatives)
+    is row ``rows[i]`` of the whole desc's, bit for bit, so a reading need only be computed where
+    it is looked at (``execute.execute_regions``).
     """
 
     name: str
@@ -179,6 +185,7 @@ class OpSpec:
     onnx_input_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     rules: Any = None
     readings: tuple[Reading, ...] = ()
+    regions: Optional[Callable[[Any, dict[str, np.ndarray], np.ndarray], tuple[Any, dict[str, np.ndarray]]]] = None
 
     @property
     def dml_type(self) -> str:
@@ -215,7 +222,8 @@ def _takes(function: Callable[..., Any], count: int) -> bool:
 
 
 _RECORD_FUNCTIONS = (("validate", 2, True), ("execute", 2, True), ("random_inputs", 2, True),
-                     ("index_rule", 3, False), ("bounded", 3, False), ("check_values", 2, False))
+                     ("index_rule", 3, False), ("bounded", 3, False), ("check_values", 2, False),
+                     ("regions", 3, False))
 
 
 def check_record(spec: OpSpec) -> None:
@@ -437,7 +445,8 @@ register(OpSpec(
     execute=roi_pooling.execute_desc, random_inputs=roi_pooling.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_pooling", cases="ep_testbed.graphs.cases.roi_pooling:catalog",
     onnx_ops=("MaxRoiPool",), onnx_input_roles={"MaxRoiPool": ("feature", "batch_boxes")},
-    bounded=roi_pooling_bounds.execute_bounded, rules=roi_pooling.PRIMARY, readings=roi_pooling.READINGS))
+    bounded=roi_pooling_bounds.execute_bounded, rules=roi_pooling.PRIMARY, readings=roi_pooling.READINGS,
+    regions=roi_pooling.select_regions))
 register(OpSpec(
     name="max_pooling2", desc=max_pooling2.MaxPooling2Desc, page=max_pooling2.PAGE,
     tensor_support=max_pooling2.TENSOR_SUPPORT, validate=max_pooling2.validate_desc,
@@ -451,7 +460,7 @@ register(OpSpec(
     execute=roi_align.execute_desc, random_inputs=roi_align.random_inputs,
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v0",
     bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values, rules=roi_align.PRIMARY,
-    readings=roi_align.READINGS))
+    readings=roi_align.READINGS, regions=roi_align.select_regions))
 register(OpSpec(
     name="roi_align1", desc=roi_align.RoiAlign1Desc, page=roi_align.PAGE_V1,
     tensor_support=roi_align.TENSOR_SUPPORT_V1, validate=roi_align.validate_desc,
@@ -459,7 +468,7 @@ register(OpSpec(
     graphs="ep_testbed.graphs.ops.roi_align", cases="ep_testbed.graphs.cases.roi_align:catalog_v1",
     onnx_ops=("RoiAlign",), onnx_input_roles={"RoiAlign": ("feature", "boxes", "batch_index")},
     bounded=roi_align_bounds.execute_bounded, check_values=roi_align.check_values, rules=roi_align.PRIMARY,
-    readings=roi_align.READINGS))
+    readings=roi_align.READINGS, regions=roi_align.select_regions))
 
 #: The operators importing this module registers (every process has them; a spawned process must
 #: be handed the records of any other: ``harness.fuzz.engine.Drawer``).

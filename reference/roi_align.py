@@ -29,6 +29,7 @@ computes every reading, switch by switch.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -724,6 +725,25 @@ def execute_desc(desc: AnyRoiAlign, tensors: dict[str, np.ndarray], rules: Rules
     """The registry's ``execute``: ``roi_align`` on arrays keyed by DML member name (under
     ``rules``: a reading, ``reference/readings.py``)."""
     return roi_align(desc, tensors["InputTensor"], tensors["ROITensor"], tensors["BatchIndicesTensor"], rules)
+
+
+def select_regions(desc: AnyRoiAlign, arrays: dict[str, np.ndarray],
+                   rows: np.ndarray) -> tuple[AnyRoiAlign, dict[str, np.ndarray]]:
+    """The desc and inputs of the regions ``rows`` alone (the registry's ``regions``): each output
+    row is computed from its own ROI and batch index only, so row ``i`` of their outputs, bounds
+    and alternatives is row ``rows[i]`` of the whole desc's, bit for bit. Strides are kept as
+    given: they change no result (DECISIONS.md)."""
+    rows = np.asarray(rows, dtype=np.intp)
+    count = len(rows)
+    roi_sizes = desc.roi_tensor.sizes[:-2] + (count, 4)
+    batch_sizes = desc.batch_indices_tensor.sizes[:-1] + (count,)
+    part = dataclasses.replace(
+        desc, roi_tensor=dataclasses.replace(desc.roi_tensor, sizes=roi_sizes),
+        batch_indices_tensor=dataclasses.replace(desc.batch_indices_tensor, sizes=batch_sizes),
+        output_tensor=dataclasses.replace(desc.output_tensor, sizes=(count, *desc.output_tensor.sizes[1:])))
+    rois = np.asarray(arrays["ROITensor"]).reshape(-1, 4)[rows].reshape(roi_sizes)
+    ids = np.asarray(arrays["BatchIndicesTensor"]).reshape(-1)[rows].reshape(batch_sizes)
+    return part, {**arrays, "ROITensor": rois, "BatchIndicesTensor": ids}
 
 
 def random_inputs(desc: AnyRoiAlign, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -23,6 +23,7 @@ a NaN in a bin is ignored unless the whole bin is NaN (the NaN rule, NAN-1).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
@@ -337,6 +338,19 @@ def _check_rois(desc: RoiPoolingDesc, rois: np.ndarray, batch_count: int) -> Non
         r = int(inverted[0])
         raise DescError(f"ROITensor[0, 0, {r}, :]", rois[r].tolist(),
                         "the page requires x2 >= x1 and y2 >= y1 (rows are [BatchID, x1, y1, x2, y2])", desc.TYPE)
+
+
+def select_regions(desc: RoiPoolingDesc, arrays: dict[str, np.ndarray],
+                   rows: np.ndarray) -> tuple[RoiPoolingDesc, dict[str, np.ndarray]]:
+    """The desc and inputs of the regions ``rows`` alone (the registry's ``regions``): each output
+    row is computed from its own ROI row only, so row ``i`` of their outputs and bounds is row
+    ``rows[i]`` of the whole desc's, bit for bit. Strides are kept as given (they change no result)."""
+    rows = np.asarray(rows, dtype=np.intp)
+    sizes = (1, 1, len(rows), 5)
+    part = dataclasses.replace(
+        desc, roi_tensor=dataclasses.replace(desc.roi_tensor, sizes=sizes),
+        output_tensor=dataclasses.replace(desc.output_tensor, sizes=(len(rows), *desc.output_tensor.sizes[1:])))
+    return part, {**arrays, "ROITensor": np.asarray(arrays["ROITensor"]).reshape(-1, 5)[rows].reshape(sizes)}
 
 
 def random_inputs(desc: RoiPoolingDesc, rng: np.random.Generator) -> dict[str, np.ndarray]:
