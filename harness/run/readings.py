@@ -17,16 +17,23 @@ has one. The line's ``readings`` record says what was tried, how many elements e
 (``"a+b"`` for a combination), how many none does, and the first of those with what the readings
 give there. Readings are computed only for a case that failed on element values and has
 expectations naming readings: a passing case costs nothing.
+
+Where the operator's output rows are independent (an ROI operator's regions,
+``reference.select_regions``), each set is computed for the rows that still hold an element no
+earlier set explained, and compared there: row for row the same outputs, bounds and comparison
+as computing it whole, for the regions that are looked at only (a fuzzed case with differing
+elements differs in about a quarter of the regions the sets would otherwise compute).
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ...reference import Expected, ReadingError, execute_reading, readings_of
+from ...reference import ReadingError, execute_reading, readings_of, select_regions
 from ...reference.readings import Reading, combine
 from ...reference.registry import spec_for
 from ..core.compare import Comparison
@@ -58,26 +65,81 @@ def explain(case: Any, prepared: Prepared, actual: dict[str, np.ndarray], config
     if len(shows) < len(named):
         record["cannot_show"] = [n for n in named if n not in shows]
     rules = spec_for(case.desc).rules
-    singles: dict[str, Expected] = {}
+    singles: dict[str, _Part] = {}
     for combo in _sets(shows, lambda combo: _combinable(rules, [own[n] for n in combo])):
         if not any(mask.any() for mask in left.values()):
             break
         key = "+".join(combo)
         record["tried"].append(key)
+        part = _Part.of(case.desc, prepared.inputs, actual, left)
         try:
-            expected = execute_reading(case.desc, prepared.inputs, list(combo), config.precision_model)
+            expected = execute_reading(part.desc, part.inputs, list(combo), config.precision_model)
         except Exception as exc:  # noqa: BLE001 - a reading that cannot run explains nothing; the case stands
             record.setdefault("could_not", {})[key] = f"{type(exc).__name__}: {first_line(exc)}"[:300]
             continue
+        part.outputs = expected.outputs
         if len(combo) == 1:
-            singles[key] = expected
-        found = _explained(compare(case, expected.outputs, actual, config, prepared.inputs, expected), left)
+            singles[key] = part
+        comparison = compare(part, expected.outputs, part.actual, config, part.inputs, expected)
+        found = part.explained(comparison, left)
         if found:
             record["explained"][key] = found
     record["unexplained"] = int(sum(int(mask.sum()) for mask in left.values()))
     if record["unexplained"]:
         record["first_unexplained"] = _first(left, prepared.expected, actual, singles)
     return record
+
+
+@dataclass
+class _Part:
+    """What one set of readings is computed and compared on: the case's desc and inputs, or,
+    where its output rows are independent, those of the rows still ``left`` alone (``rows``;
+    None: every row). ``desc`` is what ``case_steps.compare`` reads of a case; ``outputs`` are the
+    set's, once computed."""
+
+    desc: Any
+    inputs: dict[str, np.ndarray]
+    actual: dict[str, np.ndarray]
+    rows: np.ndarray | None = None
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, desc: Any, inputs: dict[str, np.ndarray], actual: dict[str, np.ndarray],
+           left: dict[str, np.ndarray]) -> "_Part":
+        """The part to compute next: the rows of ``left`` (flat masks over ``actual``'s outputs)
+        still holding an element; every row when the operator's rows are not independent, or
+        when every row is left."""
+        shapes = {name: np.shape(a) for name, a in actual.items()}
+        counts = {shape[0] if shape else -1 for shape in shapes.values()}
+        if len(counts) != 1 or -1 in counts or not set(left) <= set(shapes):
+            return cls(desc, inputs, actual)
+        held = [mask.reshape(shapes[name][0], -1).any(axis=1) for name, mask in left.items()]
+        rows = np.flatnonzero(np.logical_or.reduce(held))
+        if len(rows) == counts.pop():
+            return cls(desc, inputs, actual)
+        selected = select_regions(desc, inputs, rows)
+        if selected is None:
+            return cls(desc, inputs, actual)
+        return cls(selected[0], selected[1], {name: np.asarray(a)[rows] for name, a in actual.items()}, rows)
+
+    def explained(self, comparison: Comparison, left: dict[str, np.ndarray]) -> int:
+        """``_explained`` for this part's rows of ``left`` (flat masks; the entries are replaced)."""
+        if self.rows is None:
+            return _explained(comparison, left)
+        rows = {name: mask.reshape(-1, *np.shape(self.actual[name])[1:]) for name, mask in left.items()}
+        mine = {name: rows[name][self.rows].ravel() for name in left}
+        found = _explained(comparison, mine)
+        for name, mask in mine.items():
+            whole = rows[name].copy()
+            whole[self.rows] = mask.reshape(whole[self.rows].shape)
+            left[name] = whole.ravel()
+        return found
+
+    def value(self, name: str, index: tuple[int, ...]) -> Any:
+        """The set's output ``name`` at ``index`` of the whole output (a row this part computed)."""
+        if self.rows is not None:
+            index = (int(np.searchsorted(self.rows, index[0])), *index[1:])
+        return jsonable(np.asarray(self.outputs[name])[index].item())
 
 
 def _combinable(rules: Any, readings: Sequence[Reading]) -> bool:
@@ -118,15 +180,15 @@ def _explained(comparison: Comparison, left: dict[str, np.ndarray]) -> int:
 
 
 def _first(left: dict[str, np.ndarray], expected: dict[str, np.ndarray], actual: dict[str, np.ndarray],
-           singles: dict[str, Expected]) -> dict[str, Any]:
+           singles: dict[str, _Part]) -> dict[str, Any]:
     """The first element no reading explains: where, what the primary reading expects, what the EP
-    gave, and what each single reading gives there."""
+    gave, and what each single reading gives there (its row was left, so every single computed it)."""
     name = next(n for n, mask in left.items() if mask.any())
     flat = int(np.flatnonzero(left[name])[0])
     shape = np.shape(expected[name])
-    value = {key: jsonable(np.asarray(e.outputs[name]).ravel()[flat].item()) for key, e in singles.items()
-             if name in e.outputs}
-    return {"output": name, "index": [int(i) for i in np.unravel_index(flat, shape)],
+    index = tuple(int(i) for i in np.unravel_index(flat, shape))
+    value = {key: part.value(name, index) for key, part in singles.items() if name in part.outputs}
+    return {"output": name, "index": list(index),
             "expected": jsonable(np.asarray(expected[name]).ravel()[flat].item()),
             "actual": jsonable(np.asarray(actual[name]).ravel()[flat].item()), "readings": value}
 
