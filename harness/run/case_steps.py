@@ -16,7 +16,9 @@ they are checked:
 - ``tie-only`` / ``pass``.
 
 A case whose outputs fail the comparison is attributed (``harness.run.attribution``, the line's
-``attribution``), unless ``CaseConfig.attribute`` is off. Before the EP runs, every ``diverges``
+``attribution``) and its message gets the tensor-type note (``_tensor_type_hint``), unless
+``CaseConfig.attribute`` is off: judging a packed session's outputs, whose failures are judged
+again alone, wants the verdict only. Before the EP runs, every ``diverges``
 flag whose ONNX meaning the mapper computes gets ``"shows"`` (``mark_shows``), which
 expectations' ``shows_when`` reads: computed only for a case one of whose candidate entries has
 ``shows_when.flags`` (a meaning is a run of ORT's kernel in NumPy, a tenth of a fuzz case's time).
@@ -48,7 +50,7 @@ from ..core.tolerances import Tolerances
 from ..eps import placement as placement_mod
 from ..eps.ep_run import STAGES, Diagnosis, EpRun, SessionError, first_line
 from ..eps.providers import EpSpec, SessionSettings
-from .attribution import attribute_failure
+from .attribution import Known, attribute_failure
 
 DEFAULT_MAPPER = "ep_testbed.graphs:to_onnx"
 
@@ -64,7 +66,7 @@ class CaseConfig:
     mapper: str = DEFAULT_MAPPER      # "module:function" with graphs.to_onnx's contract
     precision_model: str = DEFAULT_MODEL  # reference.MODELS: the rounding a correct kernel may show
     max_elements: int | None = None   # the reference's element cap in workers (--limit elements); None: default
-    attribute: bool = True            # attribute a failure to the operator or a helper (harness.run.attribution)
+    attribute: bool = True            # explain a failure: attribution (harness.run.attribution), tensor-type note
 
 
 @dataclass(frozen=True)
@@ -311,7 +313,8 @@ def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: Case
                                                  spec_for(case.desc).index_outputs, comparison.differences)})
     comparison.differences.clear()  # output-sized arrays, not needed past here
     if not comparison.passed:
-        message += _tensor_type_hint(case, prepared, actual, config)
+        if config.attribute:
+            message += _tensor_type_hint(case, prepared, actual, config)
         line.update({"outcome": "fail", "message": message})
         if comparison.mismatches and config.attribute:
             line["attribution"] = _attribution(case, prepared, config, line.get("flags") or [], outputs)
@@ -345,7 +348,8 @@ def _attribution(case: Any, prepared: Prepared, config: CaseConfig, line_flags: 
 
     try:
         named = dict(zip([o.name for o in prepared.mapping.model.graph.output], outputs))  # the session's order
-        return attribute_failure(prepared.mapping, prepared.feeds, line_flags, config, compare_case, named)
+        known = Known(case.desc, prepared.inputs, prepared.reference) if prepared.reference is not None else None
+        return attribute_failure(prepared.mapping, prepared.feeds, line_flags, config, compare_case, named, known)
     except Exception as exc:
         return {"cause": "unknown", "reason": f"attributing the failure raised {type(exc).__name__}: "
                 f"{first_line(exc)}", "nodes": [], "helper": None, "change": None}

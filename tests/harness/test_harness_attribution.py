@@ -115,3 +115,41 @@ def test_a_one_node_model_is_attributed_without_a_probe_session(monkeypatch):
     assert line["attribution"]["cause"] == "operator" and len(calls) == 1  # the case's own session only
     calls.clear()
     assert run_case(CASE, CONFIG, mapper=tf32_rois)["attribution"]["cause"] == "helper" and len(calls) == 2
+
+
+def test_a_node_read_as_the_cases_own_desc_reuses_its_reference(monkeypatch):
+    """A one-node model whose node reads back as the case's desc, on the case's own inputs, is
+    judged with the reference the case already computed: the same record as computing it again,
+    one reference computation fewer. An input that differs in one bit (-0.0 for 0.0) or another
+    desc is computed anew."""
+    from ep_testbed.harness.run import attribution
+
+    desc = roi_align_desc(True, samples=(2, 2), bi_type="UINT64")  # ONNX's int64 batch indices read back so
+    case = Case(id="roi_align1/known", op=desc.TYPE, desc=desc, seed=0, recipe="random")
+    computed = []
+    real = attribution.execute_with_bounds
+    monkeypatch.setattr(attribution, "execute_with_bounds", lambda *a, **k: computed.append(1) or real(*a, **k))
+    mapper = _perturbed(case)
+    reused = run_case(case, CONFIG, mapper=mapper)
+    # the perturbation is made past the EP, so the node agrees: the mapping is blamed (composition)
+    assert reused["outcome"] == "fail" and reused["attribution"]["cause"] == "composition" and computed == []
+    monkeypatch.setattr(attribution.Known, "of", lambda self, desc, inputs: None)
+    again = run_case(case, CONFIG, mapper=mapper)
+    assert computed == [1] and again["attribution"] == reused["attribution"]
+
+    inputs = case.inputs()
+    known = attribution.Known(desc, inputs, "reference")
+    monkeypatch.undo()
+    assert known.of(desc, dict(inputs)) == "reference"
+    zeroed = dict(inputs, InputTensor=np.where(inputs["InputTensor"] == 0, -0.0, inputs["InputTensor"]).astype(
+        inputs["InputTensor"].dtype))
+    assert (inputs["InputTensor"] == 0).any() and known.of(desc, zeroed) is None
+    assert known.of(roi_align_desc(True, samples=(2, 3), bi_type="UINT64"), inputs) is None
+
+
+def _perturbed(case):
+    """The default mapper with one output element of ``case`` changed (the worker's fault seam)."""
+    from ep_testbed.harness.run import worker
+    from ep_testbed.harness.run.case_run import load_mapper
+
+    return worker.perturbing([("perturb", case.id)], case.id, load_mapper(CONFIG.mapper))

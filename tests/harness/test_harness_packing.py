@@ -310,3 +310,25 @@ def test_jobs_and_threads_count_the_cpus_this_process_may_use_not_the_machines(m
     assert config.jobs == packing.default_jobs(config.ep, 2) and workers.usable_cpus() == 2
     assert config.session(2).intra_op_threads == 1 and config.session(1).intra_op_threads == 0
     assert workers.thread_count() == 2
+
+
+def test_the_tensor_type_note_of_a_failure_is_computed_once_in_its_own_session(monkeypatch):
+    """The tensor-type note of a float16 failure (a second reference computation) belongs to the
+    verdict of the case's own session: judging the pack only decides who is judged again alone,
+    so it computes no note. Every failing case gets the note once, as a session of its own gives."""
+    from ep_testbed.harness.run import case_steps, worker
+
+    cases = [c for c, _, _ in _mapped("roi_pooling/grid-fp16", 4)]
+    mapper = load_mapper(CaseConfig(ep=CPU).mapper)
+    mappers = {c.id: worker.perturbing([("perturb", c.id)], c.id, mapper) for c in cases}
+    notes = []
+    real = case_steps._tensor_type_hint
+    monkeypatch.setattr(case_steps, "_tensor_type_hint", lambda case, *a: notes.append(case.id) or real(case, *a))
+    config = CaseConfig(ep=CPU)
+    lines = {line["id"]: line for line in run_batch([(c, ArtifactPolicy(), mappers[c.id]) for c in cases], config)}
+    assert {line["outcome"] for line in lines.values()} == {"fail"}
+    assert sorted(notes) == sorted(lines), "one note per failing case, none while judging the pack"
+    notes.clear()
+    for case in cases:
+        _same_apart_from_timings({case.id: lines[case.id]}, {case.id: run_case(case, config, mapper=mappers[case.id])})
+    assert sorted(notes) == sorted(lines)
