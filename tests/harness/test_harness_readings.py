@@ -45,7 +45,7 @@ def _records(cases, expectations, monkeypatch, cut: bool):
 
 @pytest.mark.parametrize("which", ["bundled", "few"])
 def test_readings_computed_on_the_regions_left_give_the_record_of_the_whole(which, monkeypatch):
-    cases = draw_round(ROI_OPS, 1, 0, limit=150)
+    cases = draw_round(ROI_OPS, 1, 0, limit=100)
     expectations = exp.for_ep("cpu", classes=classes_of("CPUExecutionProvider")) if which == "bundled" else FEW
     cut, cuts = _records(cases, expectations, monkeypatch, cut=True)
     whole, _ = _records(cases, expectations, monkeypatch, cut=False)
