@@ -17,7 +17,7 @@ they are checked:
 
 A case whose outputs fail the comparison is attributed (``harness.run.attribution``, the line's
 ``attribution``) and its message gets the tensor-type note (``_tensor_type_hint``), unless
-``CaseConfig.attribute`` is off: judging a packed session's outputs, whose failures are judged
+``CaseConfig.diagnose`` is off: judging a packed session's outputs, whose failures are judged
 again alone, wants the verdict only. Before the EP runs, every ``diverges``
 flag whose ONNX meaning the mapper computes gets ``"shows"`` (``mark_shows``), which
 expectations' ``shows_when`` reads: computed only for a case one of whose candidate entries has
@@ -66,7 +66,7 @@ class CaseConfig:
     mapper: str = DEFAULT_MAPPER      # "module:function" with graphs.to_onnx's contract
     precision_model: str = DEFAULT_MODEL  # reference.MODELS: the rounding a correct kernel may show
     max_elements: int | None = None   # the reference's element cap in workers (--limit elements); None: default
-    attribute: bool = True            # explain a failure: attribution (harness.run.attribution), tensor-type note
+    diagnose: bool = True             # a failure's attribution (harness.run.attribution) and tensor-type note
 
 
 @dataclass(frozen=True)
@@ -313,10 +313,10 @@ def judge(case: Any, prepared: Prepared, outputs: list[np.ndarray], config: Case
                                                  spec_for(case.desc).index_outputs, comparison.differences)})
     comparison.differences.clear()  # output-sized arrays, not needed past here
     if not comparison.passed:
-        if config.attribute:
+        if config.diagnose:
             message += _tensor_type_hint(case, prepared, actual, config)
         line.update({"outcome": "fail", "message": message})
-        if comparison.mismatches and config.attribute:
+        if comparison.mismatches and config.diagnose:
             line["attribution"] = _attribution(case, prepared, config, line.get("flags") or [], outputs)
     elif comparison.ties:
         line.update({"outcome": "tie-only", "message": message})

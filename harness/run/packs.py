@@ -215,7 +215,7 @@ def _passed_in_pack(item: Item, run: EpRun, config: CaseConfig, size: int) -> bo
     line, state = item.line.copy(), dict(item.state)
     try:
         with timed(item, "judge_s"):
-            accept(item.case, item.ready, run, replace(config, attribute=False), line, state)
+            accept(item.case, item.ready, run, replace(config, diagnose=False), line, state)
     except Exception:  # judged again alone, where the harness's error is the case's line
         return False
     if line["outcome"] not in PASSING:

@@ -72,10 +72,10 @@ def test_an_operator_divergence_is_the_operators():
                                        "differs from the page in ReductionFunction, as its flags say): RoiAlign node")
 
 
-def test_no_attribution_when_turned_off():
+def test_no_attribution_when_diagnosing_is_turned_off():
     from dataclasses import replace
 
-    line = run_case(CASE, replace(CONFIG, attribute=False), mapper=tf32_rois)
+    line = run_case(CASE, replace(CONFIG, diagnose=False), mapper=tf32_rois)
     assert line["outcome"] == "fail" and line["attribution"] is None
 
 
