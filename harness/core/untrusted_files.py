@@ -259,7 +259,10 @@ def parse_json(text: str, path: Any = "<json>", what: str = "JSON file", *, nonf
         raise _JsonRefusal(f"{name} is not JSON (write a number, or the string \"nan\"/\"inf\" where allowed)")
 
     try:
-        value = json.loads(text, parse_int=bounded_int, parse_float=finite_float, parse_constant=no_constant)
+        if _numbers_need_checks(text, caps.int_digits):
+            value = json.loads(text, parse_int=bounded_int, parse_float=finite_float, parse_constant=no_constant)
+        else:  # no literal the checks could refuse: the C parser's own number conversion, the same values
+            value = json.loads(text, parse_constant=no_constant)
     except _JsonRefusal as exc:
         raise FileRefused(path, f"not {_a(what)}: {exc}") from None
     except RecursionError:
@@ -284,10 +287,35 @@ class _JsonRefusal(ValueError):
     """Raised from inside ``json.loads``'s hooks; ``parse_json`` turns it into ``FileRefused``."""
 
 
-#: A JSON string literal (the text has parsed, so every one is well formed), written as runs of
-#: plain characters between escapes: an alternation tried per character is eight times slower on
-#: the long messages of a results line.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: A float whose runs of digits are at most this long and whose exponent has at most two digits
+#: is below 10**299 (a float overflows from about 1.8e308); past it the checked parse decides.
+_FLOAT_SAFE_DIGITS = 200
+
+
+#: Every digit to 0 and E to e: a long literal or a long exponent is then a plain substring.
+_NUMBER_SHAPES = str.maketrans("123456789E", "000000000e")
+
+
+def _numbers_need_checks(text: str, int_digits: int) -> bool:
+    """Whether ``text`` holds a literal the integer-digit or float-overflow check of ``parse_json``
+    might refuse: a run of digits past the integer cap (or past ``_FLOAT_SAFE_DIGITS``, where a float
+    may overflow), or a positive exponent of three digits or more (digits inside strings
+    count too: they only send a text the checked way). Where it holds none, both checks pass every
+    literal, and the parser's own conversion (``int``, ``float``) gives the values they would.
+    Substring searches, since a regular expression's counted repetition is ten times slower on the
+    long messages of a results line."""
+    shapes = text.translate(_NUMBER_SHAPES)
+    return ("0" * (min(int_digits, _FLOAT_SAFE_DIGITS) + 1) in shapes
+            or "e000" in shapes or "e+000" in shapes)  # a negative exponent never overflows
+
+
+def _outside_strings(text: str) -> str:
+    """The JSON ``text`` (already parsed, so well formed) without its string literals: every
+    backslash escape that could hide a quote taken out first (each pair of backslashes, then each
+    escaped quote: outside strings JSON has no backslash), so that every quote left opens or closes
+    a string, and the text outside them is every other piece between quotes."""
+    plain = text.replace("\\\\", "").replace('\\"', "")
+    return "".join(plain.split('"')[0::2])
 
 
 def _text_depth(text: str, cap: int) -> int:
@@ -297,7 +325,7 @@ def _text_depth(text: str, cap: int) -> int:
     runs only past it, in NumPy rather than a walk over every value."""
     if text.count("[") + text.count("{") <= cap:  # brackets in strings included: still within the cap
         return 0
-    bare = _JSON_STRING.sub("", text)
+    bare = _outside_strings(text)
     if bare.count("[") + bare.count("{") <= cap:
         return 0 if not ("[" in bare or "{" in bare) else 1
     codes = np.frombuffer(bare.encode("ascii", "replace"), dtype=np.uint8)

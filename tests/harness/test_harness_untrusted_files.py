@@ -97,9 +97,56 @@ def test_the_depth_counted_on_the_text_is_the_values_depth(value, ascii_only):
     assert _text_depth(text, 0) == json_depth(value)
 
 
+def test_escapes_written_by_hand_do_not_open_or_close_strings():
+    """Escapes json.dumps never writes (an escaped slash, a quote or backslash as \\u escapes, a
+    backslash pair before a closing quote) hide no bracket and leave no string open."""
+    from ep_testbed.harness.core.untrusted_files import _text_depth
+
+    text = r'{"a\/[": "\u0022[[", "b": ["\\", "\\\"{"], "c": [[["\u005c"]]]}'
+    assert parse_json(text) == {"a/[": '"[[', "b": ["\\", '\\"{'], "c": [[["\\"]]]}
+    assert _text_depth(text, 0) == 4
+
+
+_DIGITS = st.text(st.sampled_from("0123456789"), min_size=1, max_size=330).map(lambda d: d.lstrip("0") or "0")
+_NUMBER_LITERALS = st.one_of(
+    st.tuples(st.sampled_from(["", "-"]), _DIGITS).map("".join),
+    st.tuples(st.sampled_from(["", "-"]), _DIGITS, st.sampled_from(["", ".5", ".0001"]),
+              st.sampled_from(["", "e", "E", "e+", "E+", "e-", "E-"]), st.integers(0, 400)).map(
+        lambda t: t[0] + t[1] + t[2] + (t[3] + str(t[4]) if t[3] else "")),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr))
+
+
+@given(st.lists(_NUMBER_LITERALS, min_size=1, max_size=4), st.sampled_from([40, 1000]))
+def test_numbers_parse_as_the_checked_parse_gives_them(literals, cap):
+    """Where no literal could trip the integer-digit or float-overflow check, parse_json leaves the
+    numbers to the C parser: for any literals, the value (or the refusal) is the one the checked
+    parse of every number gives."""
+    import ep_testbed.harness.core.untrusted_files as untrusted
+
+    text = '{"m": "x", "v": [' + ", ".join(literals) + "]}"
+
+    def outcome() -> object:
+        try:
+            return repr(parse_json(text, "f.json", "desc"))
+        except FileRefused as exc:
+            return str(exc)
+
+    with using_limits(Limits(int_digits=cap)):
+        fast = outcome()
+        real = untrusted._numbers_need_checks
+        untrusted._numbers_need_checks = lambda text, digits: True
+        try:
+            checked = outcome()
+        finally:
+            untrusted._numbers_need_checks = real
+    assert fast == checked
+
+
 @pytest.mark.parametrize("literal, words", [("1" + "0" * 400 + ".0", "overflows a float"),
                                             ("-" + "9" * 309 + ".5", "overflows a float"),
-                                            ("1.8e308", "overflows a float"), ("7" * 41, "an integer of 41 digits")])
+                                            ("1.8e308", "overflows a float"), ("1" + "0" * 299 + "e99", "overflows a float"),
+                                            ("9" * 210 + "e99", "overflows a float"),
+                                            ("7" * 41, "an integer of 41 digits")])
 def test_number_refusals_hold_with_a_raised_integer_cap_too(literal, words):
     """A float overflows with or without an exponent, whatever the integer cap, and the digit cap
     follows ``--limit``."""
