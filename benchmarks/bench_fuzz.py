@@ -15,7 +15,12 @@ For each it prints cases per second, counted two ways: every case written to res
 and only those that ran a session on the EP (not ``inexpressible``, not ``error``). The draw
 cost of each operator's strategy (CPU milliseconds per case) and the machine's load average
 before and after come with it: the machine may be shared, so compare rows of one run only.
-A benchmark, not a test: nothing here asserts.
+
+Where the rate is bound by the machine's cores, what decides it is the CPU a fuzzed case costs
+in all the command's processes together: on Linux the fuzz row also gives it, by process
+(``cpu_by_role``: the command itself, its run workers, its drawing process), and the rate that
+much CPU allows on this machine's cores kept busy throughout. A benchmark, not a test: nothing
+here asserts.
 """
 
 from __future__ import annotations
@@ -58,15 +63,78 @@ def peer_run(ep: str, jobs: int, root: str) -> tuple[int, float, float]:
 
 
 def fuzz_run(ep: str, jobs: int, budget: float, root: str) -> tuple[int, float, float]:
-    """``ep-testbed fuzz --shrink none``; rates over its generation time (end line)."""
+    """``ep-testbed fuzz --shrink none``; rates over its generation time (end line). Prints the
+    CPU each fuzzed case cost, by process (``cpu_by_role``), where /proc shows it."""
     from ep_testbed.harness.core.results import read_run
 
     out = os.path.join(root, "fuzz")
-    subprocess.run([sys.executable, "-m", "ep_testbed.harness.cli", "fuzz", "--ep", ep, "--jobs", str(jobs),
-                    "--budget", str(budget), "--shrink", "none", "--out", out, "--no-progress"],
-                   capture_output=True, check=False)
+    command = subprocess.Popen([sys.executable, "-m", "ep_testbed.harness.cli", "fuzz", "--ep", ep, "--jobs",
+                                str(jobs), "--budget", str(budget), "--shrink", "none", "--out", out,
+                                "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cpu = cpu_by_role(command)
     _, lines, end = read_run(out)
+    if cpu:
+        per_case = {role: seconds / max(1, len(lines)) * 1e3 for role, seconds in cpu.items()}
+        total = sum(per_case.values())
+        print("  fuzz: CPU per fuzzed case (ms), whole command: " + ", ".join(
+            f"{role} {ms:.1f}" for role, ms in per_case.items()) + f"; total {total:.1f}: "
+            f"{(os.cpu_count() or 1) * 1e3 / total:.0f} fuzzed cases per second of the command's wall time at most, {os.cpu_count()} cores busy throughout", flush=True)
     return _rates(out, float(end["fuzz"]["generation_s"]))
+
+
+#: The processes of a fuzz command, by a word of their command line (the first that matches).
+ROLES = (("run workers", "harness.run.forker"), ("drawing process", "multiprocessing"), ("command", ""))
+
+
+def cpu_by_role(command: subprocess.Popen, every_s: float = 0.05) -> dict[str, float]:
+    """CPU seconds (user + system) of ``command`` and every process it starts, by ``ROLES``,
+    read from /proc while it runs (each process's last reading: a process ending between two
+    readings loses at most ``every_s`` of its CPU); empty where /proc is missing. Waits for the
+    command to end."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    seen: dict[tuple[int, int], list] = {}  # (pid, start time) -> [role, CPU seconds]
+    if not os.path.isdir("/proc"):
+        command.wait()
+        return {}
+    while True:
+        ended = command.poll() is not None
+        _read_tree(command.pid, seen, ticks)
+        if ended:
+            break
+        time.sleep(every_s)
+    totals = {role: 0.0 for role, _ in ROLES}
+    for role, seconds in seen.values():
+        totals[role] += seconds
+    return totals
+
+
+def _read_tree(root: int, seen: dict[tuple[int, int], list], ticks: int) -> None:
+    """One reading of every process whose ancestry reaches ``root`` (``cpu_by_role``)."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        stats[int(entry)] = (int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / ticks)
+    for pid, (parent, started, seconds) in stats.items():
+        ancestor = pid
+        while ancestor != root and ancestor in stats:
+            ancestor = stats[ancestor][0]
+        if ancestor != root:
+            continue
+        key = (pid, started)
+        if key not in seen:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    line = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                line = ""
+            seen[key] = [next(role for role, word in ROLES if word in line), 0.0]
+        seen[key][1] = seconds
 
 
 def hypothesis_loop(ep: str, budget: float) -> tuple[int, float, float]:
