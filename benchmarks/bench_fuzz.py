@@ -78,8 +78,14 @@ def fuzz_run(ep: str, jobs: int, budget: float, root: str) -> tuple[int, float, 
         total = sum(per_case.values())
         print("  fuzz: CPU per fuzzed case (ms), whole command: " + ", ".join(
             f"{role} {ms:.1f}" for role, ms in per_case.items()) + f"; total {total:.1f}: "
-            f"{(os.cpu_count() or 1) * 1e3 / total:.0f} fuzzed cases per second of the command's wall time at most, {os.cpu_count()} cores busy throughout", flush=True)
+            f"{usable_cores() * 1e3 / total:.0f} fuzzed cases per second of the command's wall time at most, "
+            f"{usable_cores()} cores busy throughout", flush=True)
     return _rates(out, float(end["fuzz"]["generation_s"]))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS tells it: ``taskset``)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 #: The processes of a fuzz command, by a word of their command line (the first that matches).
@@ -197,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ep", default="cpu")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds for the fuzz and Hypothesis rows")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--jobs", type=int, default=usable_cores())
     args = parser.parse_args(argv)
-    print(f"load average before: {os.getloadavg()}; {os.cpu_count()} cores; --jobs {args.jobs}")
+    print(f"load average before: {os.getloadavg()}; {usable_cores()} cores; --jobs {args.jobs}")
     print("draw cost (CPU ms per case): " + ", ".join(f"{op} {ms:.2f}" for op, ms in draw_costs().items()))
     print("cases/s over each way's own running time (run and fuzz: their end lines, without the command's "
           "start-up and reports; bench_throughput.py gives the wall-time rate too)")
