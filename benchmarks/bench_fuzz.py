@@ -92,11 +92,13 @@ def usable_cores() -> int:
 ROLES = (("run workers", "harness.run.forker"), ("drawing process", "multiprocessing"), ("command", ""))
 
 
-def cpu_by_role(command: subprocess.Popen, every_s: float = 0.05) -> dict[str, float]:
+def cpu_by_role(command: subprocess.Popen, every_s: float = 0.25) -> dict[str, float]:
     """CPU seconds (user + system) of ``command`` and every process it starts, by ``ROLES``,
     read from /proc while it runs (each process's last reading: a process ending between two
-    readings loses at most ``every_s`` of its CPU); empty where /proc is missing. Waits for the
-    command to end."""
+    readings loses at most ``every_s`` of its CPU; the fuzz's processes live the whole run);
+    empty where /proc is missing. Waits for the command to end. A reading scans every process
+    (about 3 ms on a 2-core machine), on the cores the command uses: every 0.25 s that is about
+    1% of one core, left out of the command's figures but not of its rate."""
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     seen: dict[tuple[int, int], list] = {}  # (pid, start time) -> [role, CPU seconds]
     if not os.path.isdir("/proc"):
