@@ -105,7 +105,10 @@ def test_an_x_server_lives_while_held_then_while_its_prefix_uses_the_display(tmp
     other = subprocess.Popen(["sleep", "300"], env=dict(os.environ, WINEPREFIX=prefix + "-other",
                                                         DISPLAY=server.display))
     try:
-        assert display_users(server.display, prefix) == [desktop.pid]
+        # Popen returns once the exec has closed the error pipe, which is before the kernel has
+        # set up the new program's environment: /proc/PID/environ reads empty for a moment.
+        assert _wait(lambda: display_users(server.display, prefix) == [desktop.pid], 10), \
+            display_users(server.display, prefix)
         server.release()
         assert not _wait(lambda: not running(server.pid), 1.5), "ended while a process of its prefix used it"
         desktop.kill()
