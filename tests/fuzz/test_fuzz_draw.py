@@ -83,6 +83,22 @@ def test_a_batch_is_drawn_the_same_twice_and_other_batches_differ():
     assert [_fingerprint(c) for c in first] != [_fingerprint(c) for c in other]
 
 
+def test_strategies_made_once_draw_what_fresh_ones_draw_and_tell_apart_equal_looking_values(monkeypatch):
+    """The fuzzing module reuses one strategy object per arguments: the draws are those of fresh
+    strategies, and arguments that compare equal but are different values (True and 1, -0.0 and
+    0.0) get different strategies."""
+    from ep_testbed.graphs.cases import fuzzing
+
+    assert fuzzing.bounded(1, 7) is fuzzing.bounded(1, 7)
+    assert fuzzing.choice(["A", "B"]) is fuzzing.choice(["A", "B"]) is not fuzzing.choice(["B", "A"])
+    assert fuzzing.weighted([(False, 1), (True, 1)]) is not fuzzing.weighted([(0, 1), (1, 1)])
+    assert fuzzing.choice([0.0]) is not fuzzing.choice([-0.0])
+    reused = {op: [_fingerprint(c) for c in draw.draw_batch(op, 11, 0)] for op in OPS}
+    for name in ("choice", "weighted", "bounded", "value_seed"):
+        monkeypatch.setattr(fuzzing, name, getattr(fuzzing, name).__wrapped__)
+    assert reused == {op: [_fingerprint(c) for c in draw.draw_batch(op, 11, 0)] for op in OPS}
+
+
 @pytest.mark.slow
 def test_a_case_id_regenerates_its_case_in_a_fresh_interpreter_whatever_it_imported(batches):
     chosen = [batches[op][i] for op, i in (("max_pooling2", 37), ("roi_align", 141), ("roi_pooling", 5))]
