@@ -437,9 +437,11 @@ def _record(line: CaseLine, case: Any, config: CaseConfig, expectations: Expecta
 
 
 class Drawer:
-    """Draws the run's rounds in a process of its own, a couple of rounds ahead, so that
-    drawing (Hypothesis: milliseconds a case) overlaps with the workers running the previous
-    ones. The order is fixed: round 0 (batch 0 of every operator, interleaved:
+    """Draws the run's rounds in a process of its own, one round ahead of the one taken last
+    (``AHEAD``), so that drawing (Hypothesis: milliseconds a case) overlaps with the workers
+    running the previous ones. A round is drawn when the one before it is taken, not sooner: a
+    run its budget stops has drawn at most one round it never ran (each costs the cores the
+    workers need; two rounds ahead, a 20-second run drew twice the cases it ran). The order is fixed: round 0 (batch 0 of every operator, interleaved:
     ``draw.draw_round``), then round 1... from round ``first`` on; with ``max_cases``, only the
     rounds that hold that many cases, the last of them only as far as they reach (the draws after
     them would be made for nothing, on the cores the workers need).
@@ -447,19 +449,23 @@ class Drawer:
     module does not register itself (``registry.BUILT_IN``): one registered by the caller's own
     code is registered there too."""
 
-    AHEAD = 2
-    #: How often a wait for a batch checks that the drawing process is still alive (seconds).
+    #: Rounds drawn beyond the ones taken.
+    AHEAD = 1
+    #: How often a wait for a batch checks that the drawing process is still alive, and the
+    #: drawing process that its parent is (seconds).
     POLL_S = 1.0
 
     def __init__(self, ops: Sequence[str], seed: int, size: str, max_cases: int | None = None, first: int = 0):
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")  # the parent has threads: never fork it
-        self._queue = context.Queue(maxsize=self.AHEAD)
+        self._queue = context.Queue()
+        self._wanted = context.Semaphore(self.AHEAD)  # one release per round the drawer may draw
         self._done = False
         records = [spec_named(op) for op in ops if op not in BUILT_IN]
         self._process = context.Process(target=draw_batches, daemon=True,
-                                        args=(list(ops), seed, size, self._queue, records, max_cases, first))
+                                        args=(list(ops), seed, size, self._queue, records, max_cases, first,
+                                              self._wanted))
         self._process.start()
 
     def next_batch(self) -> list[Any]:
@@ -487,6 +493,7 @@ class Drawer:
         if kind == "done":
             self._done = True
             raise StopIteration
+        self._wanted.release()  # the next round may be drawn while this one runs
         return payload
 
     def close(self) -> None:
@@ -499,11 +506,13 @@ class Drawer:
 
 
 def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: Sequence[Any] = (),
-                 max_cases: int | None = None, first: int = 0) -> None:
+                 max_cases: int | None = None, first: int = 0, wanted: Any = None) -> None:
     """The drawing process: every round from round ``first`` on, in ``Drawer``'s order, into
-    ``queue`` (blocks when full), after registering each of the operator ``records`` this process
-    does not know yet; with ``max_cases``, the rounds up to the one that holds the
-    ``max_cases``-th case it draws, then ``done``."""
+    ``queue``, each once ``wanted`` (a semaphore; None: at once) lets it, after registering each
+    of the operator ``records`` this process does not know yet; with ``max_cases``, the rounds up
+    to the one that holds the ``max_cases``-th case it draws, then ``done``. It returns when its
+    parent has ended (a run killed leaves no drawer waiting)."""
+    import multiprocessing
     import traceback
 
     try:
@@ -511,7 +520,11 @@ def draw_batches(ops: Sequence[str], seed: int, size: str, queue: Any, records: 
             if record.name not in names():
                 register(record)
         drawn = 0
+        parent = multiprocessing.parent_process()
         for number in itertools.count(first):  # the last round drawn only as far as max_cases reaches
+            while wanted is not None and not wanted.acquire(timeout=Drawer.POLL_S):
+                if parent is not None and not parent.is_alive():
+                    return
             cases = draw_mod.draw_round(ops, seed, number, size, limit=None if max_cases is None else max_cases - drawn)
             queue.put(("batch", cases))
             drawn += len(cases)

@@ -71,3 +71,61 @@ def test_with_max_cases_the_drawing_process_draws_only_the_rounds_that_hold_them
         bounded.close()
         unbounded.close()
 
+
+
+def test_the_drawing_process_draws_one_round_beyond_those_taken_and_no_more():
+    """A round is drawn once the one before it is taken: a run its budget stops has drawn at most
+    one round it never ran (each round drawn for nothing costs the cores the workers run on)."""
+    drawer = Drawer(["max_pooling2"], 3, "default")
+    try:
+        drawer.next_batch()
+        deadline = time.monotonic() + 30
+        while drawer._queue.qsize() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert drawer._queue.qsize() == 1  # the next round, drawn while this one runs
+        time.sleep(3)  # several rounds' drawing time of one operator
+        assert drawer._queue.qsize() == 1
+        drawer.next_batch()
+        deadline = time.monotonic() + 30
+        while drawer._queue.qsize() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert drawer._queue.qsize() == 1
+    finally:
+        drawer.close()
+
+
+def test_a_drawing_process_whose_run_was_killed_ends_by_itself(tmp_path):
+    """A run killed (SIGKILL: nothing of it runs to stop its drawer) leaves no drawing process
+    waiting for rounds nobody will take."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    code = ("from ep_testbed.harness.fuzz.engine import Drawer\n"
+            "if __name__ == '__main__':\n"
+            "    d = Drawer(['max_pooling2'], 3, 'default')\n"
+            "    d.next_batch()\n"
+            "    print(d._process.pid, flush=True)\n"
+            "    import time; time.sleep(300)\n")
+    script = tmp_path / "run.py"
+    script.write_text(code)
+    run = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert run.stdout is not None
+    pid = int(run.stdout.readline())
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+
+    def alive() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 20
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive():
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the drawing process outlived its killed run by 20 s")
