@@ -137,17 +137,23 @@ class Arithmetic:
         with np.errstate(over="ignore", invalid="ignore"):
             return np.isfinite(v) & (v.astype(self.dtype).astype(np.float64) == v)
 
-    def _rounding(self, result: np.ndarray, propagated: np.ndarray, operands_exact: np.ndarray) -> np.ndarray:
-        """The error one rounding of ``result`` adds (class docstring)."""
+    def _rounding(self, result: np.ndarray, propagated: Any, operands_exact: Any) -> np.ndarray:
+        """The error one rounding of ``result`` adds (class docstring): 0 where the operands are
+        exact and ``result`` is representable, else ``spacing(|result| + propagated)``. One pass
+        of what ``spacing`` and ``representable`` compute, as they compute it: every operation of
+        the error analysis ends here, so its fixed cost is the analysis's."""
+        r = np.asarray(result, dtype=np.float64)
         if self.dtype is None:
-            return np.zeros_like(np.asarray(result, dtype=np.float64))
-        ulp = self.spacing(np.abs(result) + propagated)
-        return np.where(operands_exact & self.representable(result), 0.0, ulp)
+            return np.zeros_like(r)
+        with np.errstate(over="ignore", invalid="ignore"):
+            s = np.spacing(np.abs(np.abs(r) + propagated).astype(self.dtype)).astype(np.float64)
+            keep = operands_exact & np.isfinite(r) & (r.astype(self.dtype).astype(np.float64) == r)
+        return np.where(keep, 0.0, np.where(np.isfinite(s), s, np.inf))
 
     def const(self, value: Any) -> Approx:
         """A value converted to the type (a tensor value, a FLOAT field, an integer index)."""
         v = np.asarray(value, dtype=np.float64)
-        return Approx(v, self._rounding(v, np.zeros_like(v), np.ones(v.shape, dtype=bool)))
+        return Approx(v, self._rounding(v, 0.0, True))
 
     def add(self, a: Approx, b: Approx) -> Approx:
         """``a + b``: the operands' errors plus the sum's rounding."""

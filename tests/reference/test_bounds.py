@@ -365,6 +365,31 @@ def test_arithmetic_is_exact_where_the_type_holds_every_result():
     assert Arithmetic(None).div(ar.const(1.0), three).e == 0
 
 
+_ROUNDING_VALUES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(
+    [0.0, -0.0, 65504.0, 65520.0, 3.4028234663852886e38, 3.4028235677973366e38, 2.0**-149, 2.0**-150, 2.0**-24]))
+
+
+@settings(max_examples=examples(300))
+@given(values=st.lists(st.tuples(_ROUNDING_VALUES, st.floats(0, 1e40) | st.just(0.0), st.booleans()),
+                       min_size=1, max_size=6),
+       dtype=st.sampled_from([np.float32, np.float16]))
+def test_one_rounding_is_the_spacing_unless_exact_operands_give_a_representable_result(values, dtype):
+    """An operation's own rounding, as every operation charges it: 0 where its operands are exact
+    and the exact result is a value of the type, else the spacing of the type at |result| plus
+    the propagated error (infinite past the type's range): what ``spacing`` and
+    ``representable`` say, element by element, for NaN, infinities, values past the range and
+    subnormals alike; ``const`` is an exact operand with nothing propagated."""
+    ar = Arithmetic(np.dtype(dtype))
+    result, propagated, exact = (np.array(c) for c in zip(*values))
+    want = [0.0 if x and bool(ar.representable(r)) else float(ar.spacing(abs(r) + p))
+            for r, p, x in zip(result, propagated, exact)]
+    got = ar._rounding(result, propagated, exact)
+    assert np.array_equal(got, want) and got.dtype == np.float64
+    assert np.array_equal(ar.const(result).e, [0.0 if bool(ar.representable(r)) else float(ar.spacing(r))
+                                               for r in result])
+    assert not Arithmetic(None)._rounding(result, propagated, exact).any()
+
+
 def test_zero_rois_stay_refused():
     """DECISIONS.md RA-11: DirectML refuses a size of 0 in any dimension, so a desc with
     NumROIs = 0 does not exist; the reference names the field (a model run reports such a node
