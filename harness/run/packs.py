@@ -32,6 +32,9 @@ the pack apart:
   alone (``case_steps.session_failure``). A case that fails in a session of its own teaches the
   process's ``Memory`` its likeness (its op types and tensor types): cases like it are not
   packed again, so an EP that cannot build some kind of node costs one halving, not one per pack.
+  A case whose expectations announce that its session fails (``expected_failures``) is never
+  packed, and its failure teaches nothing: on 800 fuzzed cases of the CPU EP, 167 sessions
+  instead of 277, the same lines.
 
 Every session's time is shared out between the cases in it (``Item.timings``: a refused or
 failed session counts as building).
@@ -40,6 +43,7 @@ failed session counts as building).
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import traceback
 from dataclasses import dataclass, field, replace
@@ -107,10 +111,23 @@ def likeness(model: Any) -> tuple[Any, ...]:
             tuple(v.type.tensor_type.elem_type for v in graph.output))
 
 
+def expected_failures(item: Item) -> list[str]:
+    """The ``error`` patterns of the case's expectations that announce a session the EP cannot
+    build or run for this very case (a ``not-on-ep`` entry naming an error, whose flags the mapped
+    case holds: e.g. ONNX Runtime refusing a MaxPool whose pad reaches its window). Such a case
+    runs alone from the start: in a pack it would fail the pack and cost a halving. Only where a
+    case runs changes, never what it is judged: every case ends as it would alone."""
+    flags = item.line.get("flags")
+    return [entry.error for entry in item.policy.expected
+            if entry.refusal and entry.error and entry.has_flags_of(flags)]
+
+
 class Memory:
     """What this process learned about packing on its EP: the likenesses of cases that failed in a
     session of their own other than by a refusal (module docstring). Such cases fail every pack
-    they are in, so they run alone."""
+    they are in, so they run alone. A failure the case's expectations announce for that case
+    (``expected_failures``) teaches nothing: it is the case's own, not its likeness's (a MaxPool
+    refused for its pads says nothing of MaxPools with smaller ones)."""
 
     def __init__(self) -> None:
         self.alone: set[tuple[Any, ...]] = set()
@@ -165,7 +182,8 @@ class Packer:
 
     def add(self, item: Item) -> list[list[Item]]:
         """Take ``item`` (prepared); the packs ready to settle now."""
-        key = None if self.memory.runs_alone(item) else packing.pack_key(item.model())
+        alone = self.memory.runs_alone(item) or bool(expected_failures(item))
+        key = None if alone else packing.pack_key(item.model())
         size = item.ready.elements
         if key is None or size >= packing.PACK_ELEMENTS:
             return [[item]]
@@ -342,7 +360,9 @@ def _alone_failed(item: Item, config: CaseConfig, memory: Memory, carried: bool,
     this was not it), else ``not-on-ep``; its carrier model failed in any way: ``not-on-ep``;
     anything else: as ``case_steps.session_failure`` says, and ``memory`` learns its likeness."""
     if not carried and not exc.refused_fallback:
-        memory.learn(item)
+        message = str(exc.cause)
+        if not any(re.search(pattern, message) for pattern in expected_failures(item)):
+            memory.learn(item)
         session_failure(item.line, exc, config.ep.provider)
     elif _refused(item, config, carried, exc.cause, item.diagnosis):
         settle([item], config, memory, carried=True)
@@ -360,4 +380,4 @@ def _not_on_ep(item: Item, config: CaseConfig) -> None:
                     item.refusal or RuntimeError("the strict session was refused"), item.diagnosis)
 
 
-__all__ = ["Item", "Memory", "Packer", "TIMING_KEYS", "guarded", "likeness", "settle", "timed"]
+__all__ = ["Item", "Memory", "Packer", "TIMING_KEYS", "expected_failures", "guarded", "likeness", "settle", "timed"]

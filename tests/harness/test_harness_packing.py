@@ -245,6 +245,30 @@ def test_a_pack_that_fails_to_build_is_halved_and_what_fails_alone_is_learned(mo
     assert sorted(picky.sessions) == [(1, False)] * 3 + [(4, False)]  # the int8 ones alone, the rest packed
 
 
+def test_a_case_whose_expectation_announces_its_failure_runs_alone_and_teaches_nothing(monkeypatch):
+    """An expectation that names the error a case's own session fails with, for the flags this
+    case holds, sends it alone from the start: no pack fails for it, nothing is halved, and cases
+    of its likeness without those flags are still packed. The lines are those of each case alone."""
+    from ep_testbed.harness.core.expectations import Expectation
+
+    cases = _mixed_max_pools()
+    picky = _Picky(monkeypatch, breaks=("MaxPool",), breaks_dtype=onnx.TensorProto.INT8)
+    alone = _lines(cases, batch=False)
+    announced = Expectation(id="max_pooling2/*", outcome=("not-on-ep",), reason="int8 MaxPool never builds", link="l",
+                            flags=((("field", "InputTensor.DataType"), ("value", "INT8")),), error="80070057")
+    elsewhere = Expectation(id="max_pooling2/*", outcome=("not-on-ep",), reason="another error", link="l",
+                            flags=((("field", "InputTensor.DataType"), ("value", "INT8")),), error="no such error")
+    config = CaseConfig(ep=PICKY)
+    for policy, sessions, learned in ((ArtifactPolicy(expected=(announced,)), [(1, False)] * 3 + [(4, False)], False),
+                                      (ArtifactPolicy(expected=(elsewhere,)), [(1, False)] * 3 + [(4, False)], True)):
+        picky.sessions.clear()
+        memory = Memory()
+        lines = run_batch([(c, policy, load_mapper(config.mapper)) for c in cases], config, memory=memory)
+        _same_apart_from_timings({line["id"]: line for line in lines}, alone)
+        assert sorted(picky.sessions) == sessions  # the int8 ones alone from the start, the rest packed
+        assert bool(memory.alone) is learned  # a failure other than the one announced is learned
+
+
 def test_a_case_that_fails_in_a_pack_is_judged_alone(monkeypatch):
     """Failures are never reported from a shared session: the line (attribution, case folder) is
     the case's own session's."""
