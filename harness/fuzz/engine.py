@@ -441,8 +441,9 @@ class Drawer:
     (``AHEAD``), so that drawing (Hypothesis: milliseconds a case) overlaps with the workers
     running the previous ones. A round is drawn when the one before it is taken, not sooner: a
     run its budget stops has drawn at most one round it never ran (each costs the cores the
-    workers need; two rounds ahead, a 20-second run drew twice the cases it ran). The order is fixed: round 0 (batch 0 of every operator, interleaved:
-    ``draw.draw_round``), then round 1... from round ``first`` on; with ``max_cases``, only the
+    workers need; two rounds ahead, a 20-second run drew twice the cases it ran). The order is
+    fixed: round 0 (batch 0 of every operator, interleaved: ``draw.draw_round``), then round
+    1... from round ``first`` on; with ``max_cases``, only the
     rounds that hold that many cases, the last of them only as far as they reach (the draws after
     them would be made for nothing, on the cores the workers need).
     The drawing process is spawned, so it is handed the records of the operators the registry
