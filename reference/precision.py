@@ -126,8 +126,7 @@ class Arithmetic:
         if self.dtype is None:
             return np.zeros_like(m)
         with np.errstate(over="ignore", invalid="ignore"):
-            s = np.spacing(m.astype(self.dtype)).astype(np.float64)
-        return np.where(np.isfinite(s), s, np.inf)
+            return self._spacing_of(m)
 
     def representable(self, value: Any) -> np.ndarray:
         """Whether each exact value is a value of the type (NaN and infinities are not)."""
@@ -135,20 +134,26 @@ class Arithmetic:
         if self.dtype is None:
             return np.isfinite(v)
         with np.errstate(over="ignore", invalid="ignore"):
-            return np.isfinite(v) & (v.astype(self.dtype).astype(np.float64) == v)
+            return self._holds(v)
+
+    def _spacing_of(self, m: np.ndarray) -> np.ndarray:
+        """``spacing`` of float64 magnitudes ``m``, in a type, with overflow warnings already off."""
+        s = np.spacing(np.abs(m).astype(self.dtype)).astype(np.float64)
+        return np.where(np.isfinite(s), s, np.inf)
+
+    def _holds(self, v: np.ndarray) -> np.ndarray:
+        """``representable`` of float64 values ``v``, in a type, with overflow warnings already off."""
+        return np.isfinite(v) & (v.astype(self.dtype).astype(np.float64) == v)
 
     def _rounding(self, result: np.ndarray, propagated: Any, operands_exact: Any) -> np.ndarray:
         """The error one rounding of ``result`` adds (class docstring): 0 where the operands are
-        exact and ``result`` is representable, else ``spacing(|result| + propagated)``. One pass
-        of what ``spacing`` and ``representable`` compute, as they compute it: every operation of
-        the error analysis ends here, so its fixed cost is the analysis's."""
+        exact and ``result`` is representable, else ``spacing(|result| + propagated)``. Every
+        operation of the error analysis ends here, so it quiets warnings once for both parts."""
         r = np.asarray(result, dtype=np.float64)
         if self.dtype is None:
             return np.zeros_like(r)
         with np.errstate(over="ignore", invalid="ignore"):
-            s = np.spacing(np.abs(np.abs(r) + propagated).astype(self.dtype)).astype(np.float64)
-            keep = operands_exact & np.isfinite(r) & (r.astype(self.dtype).astype(np.float64) == r)
-        return np.where(keep, 0.0, np.where(np.isfinite(s), s, np.inf))
+            return np.where(operands_exact & self._holds(r), 0.0, self._spacing_of(np.abs(r) + propagated))
 
     def const(self, value: Any) -> Approx:
         """A value converted to the type (a tensor value, a FLOAT field, an integer index)."""

@@ -72,7 +72,6 @@ def test_with_max_cases_the_drawing_process_draws_only_the_rounds_that_hold_them
         unbounded.close()
 
 
-
 def test_the_drawing_process_draws_one_round_beyond_those_taken_and_no_more():
     """A round is drawn once the one before it is taken: a run its budget stops has drawn at most
     one round it never ran (each round drawn for nothing costs the cores the workers run on)."""

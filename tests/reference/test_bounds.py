@@ -4,6 +4,7 @@ alternatives under a precision model, checked against independent low-precision 
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import low_precision_kernels as lp
@@ -376,17 +377,28 @@ _ROUNDING_VALUES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.
 def test_one_rounding_is_the_spacing_unless_exact_operands_give_a_representable_result(values, dtype):
     """An operation's own rounding, as every operation charges it: 0 where its operands are exact
     and the exact result is a value of the type, else the spacing of the type at |result| plus
-    the propagated error (infinite past the type's range): what ``spacing`` and
-    ``representable`` say, element by element, for NaN, infinities, values past the range and
-    subnormals alike; ``const`` is an exact operand with nothing propagated."""
+    the propagated error (infinite past the type's range), worked out here element by element on
+    Python floats, for NaN, infinities, values past the range and subnormals alike; ``const`` is
+    an exact operand with nothing propagated; ``spacing`` and ``representable`` say the same."""
     ar = Arithmetic(np.dtype(dtype))
+
+    def held(r: float) -> bool:
+        with np.errstate(over="ignore"):
+            return math.isfinite(r) and float(dtype(r)) == r
+
+    def gap(m: float) -> float:
+        with np.errstate(over="ignore", invalid="ignore"):
+            step = float(np.spacing(dtype(abs(m))))
+        return step if math.isfinite(step) else math.inf
+
     result, propagated, exact = (np.array(c) for c in zip(*values))
-    want = [0.0 if x and bool(ar.representable(r)) else float(ar.spacing(abs(r) + p))
-            for r, p, x in zip(result, propagated, exact)]
+    rows = list(zip(result.tolist(), propagated.tolist(), exact.tolist()))
     got = ar._rounding(result, propagated, exact)
-    assert np.array_equal(got, want) and got.dtype == np.float64
-    assert np.array_equal(ar.const(result).e, [0.0 if bool(ar.representable(r)) else float(ar.spacing(r))
-                                               for r in result])
+    assert got.dtype == np.float64
+    assert got.tolist() == [0.0 if x and held(r) else gap(abs(r) + p) for r, p, x in rows]
+    assert ar.const(result).e.tolist() == [0.0 if held(r) else gap(r) for r, _, _ in rows]
+    assert ar.representable(result).tolist() == [held(r) for r, _, _ in rows]
+    assert ar.spacing(result).tolist() == [gap(r) for r, _, _ in rows]
     assert not Arithmetic(None)._rounding(result, propagated, exact).any()
 
 
