@@ -445,9 +445,26 @@ class Verdict:
             broken = "".join(f"; the reading {name} could not be computed here ({error})"
                              for name, error in (self.could_not or {}).items())
             return (f"; Note: {self.unexplained} element(s) outside tolerance match none of the readings the known "
-                    f"divergences that apply name (tried: {', '.join(self.tried)}){where}{broken}, so the case "
+                    f"divergences that apply name ({tried_text(self.tried)}){where}{broken}, so the case "
                     "fails: a known divergence explains a case only element by element")
         return ""
+
+
+#: A message lists the combinations of readings it tried up to this many; past it, it counts them
+#: (a case can try dozens: the line's ``readings.tried`` keeps every one).
+MAX_LISTED_COMBINATIONS = 3
+
+
+def tried_text(tried: Sequence[str]) -> str:
+    """What a failing case's message says was tried: ``"tried: a, b, a+b"``, or, with more than
+    ``MAX_LISTED_COMBINATIONS`` combinations (``"a+b"``), the readings tried alone and how many
+    combinations of them, pointing at the line's full list."""
+    combined = [name for name in tried if "+" in name]
+    if len(combined) <= MAX_LISTED_COMBINATIONS:
+        return f"tried: {', '.join(tried)}"
+    alone = [name for name in tried if "+" not in name]
+    return (f"tried {len(tried)} sets: {', '.join(alone)}, each alone, and {len(combined)} combinations of them; "
+            "the line's readings.tried lists every set")
 
 
 def _element_text(element: Mapping[str, Any] | None) -> str:

@@ -167,6 +167,25 @@ def test_known_needs_every_failing_element_reproduced_by_a_reading():
     assert both["outcome"] == "known"
 
 
+def test_a_failing_message_counts_the_combinations_it_tried_past_a_few():
+    """The message lists what was tried while that reads at a glance; past
+    ``MAX_LISTED_COMBINATIONS`` combinations it names the readings tried alone and counts the
+    combinations (the line's ``readings.tried`` keeps every set)."""
+    entries = exp.parse(NUMBERS)
+    alone = ["half-away-rounding", "std-max-fold"]
+    for combos in range(exp.MAX_LISTED_COMBINATIONS + 3):
+        tried = alone + [f"{alone[0]}+{alone[1]}#{i}" for i in range(combos)]
+        line = _line("fail", readings=_evidence({"half-away-rounding": 5}, unexplained=1, tried=tried), mismatches=6)
+        entries.settle(_Case(), line)
+        assert line["outcome"] == "fail" and line["readings"]["tried"] == tried
+        if combos <= exp.MAX_LISTED_COMBINATIONS:
+            assert f"(tried: {', '.join(tried)}); e.g." in line["message"], line["message"]
+        else:
+            assert (f"(tried {len(tried)} sets: half-away-rounding, std-max-fold, each alone, and {combos} "
+                    "combinations of them; the line's readings.tried lists every set); e.g.") in line["message"]
+            assert "+" not in line["message"], line["message"]
+
+
 def test_readings_to_try_are_those_of_the_entries_that_hold():
     """The worker tries exactly the readings of the entries whose flags and shows_when hold for the
     raw line, in file order, once each; refusals and emulated entries name none."""
