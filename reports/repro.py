@@ -163,6 +163,20 @@ def build_bundle(case: Any, header: dict[str, Any], art: CaseArtifacts,
     # the fastest deflate: float arrays shrink about as much at level 1 as at 6, in a fifth of the time
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         for name, data in files.items():
-            z.writestr(name, data)
+            z.writestr(_entry(name), data, compress_type=z.compression, compresslevel=z.compresslevel)
         names = z.namelist()
     return buf.getvalue(), names
+
+
+#: Every bundle entry's date: zip's earliest, so a bundle's bytes depend on its files alone (the
+#: same case gives the same bundle in every report, findings folder and corpus entry).
+ENTRY_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def _entry(name: str) -> zipfile.ZipInfo:
+    """The zip entry ``name`` dated ``ENTRY_DATE``, readable by its owner (as ``writestr`` makes
+    an entry from a bare name, but for the date, which would be the time of writing)."""
+    info = zipfile.ZipInfo(name, date_time=ENTRY_DATE)
+    info.external_attr = 0o600 << 16
+    return info
+

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import venv
 import zipfile
 from pathlib import Path
@@ -31,7 +32,9 @@ from perturbed_reference import PERTURB_ENV
 
 from ep_testbed.harness.cli import parse_args
 from ep_testbed.harness.cli.run import run_command
-from ep_testbed.reports import render_run
+from ep_testbed.reports import render_run, repro
+from ep_testbed.reports.artifacts import load_artifacts, resolve_folder
+from ep_testbed.reports.html_report import run_tolerances
 from ep_testbed.reports.results import load_run
 
 HERE = Path(__file__).parent
@@ -108,6 +111,21 @@ def test_bundles_ship_no_compiled_files_and_judge_with_their_own_copy(cpu_bundle
     assert {"lib/ep_testbed_judging/compare.py", "lib/ep_testbed_judging/tolerances.py",
             "lib/ep_testbed_judging/reference/max_pooling2.py"} <= set(judging)
     assert not [n for n in names if n.startswith("lib/ep_testbed/")]  # no package an installed ep-testbed shadows
+
+
+def test_a_bundle_is_the_same_bytes_whenever_it_is_built(cpu_run, cpu_bundles, monkeypatch):
+    """A bundle's bytes depend on its files alone: built again from the same case folder at
+    another time of day (the clock moved by a day and an hour), it is byte for byte the bundle
+    the report offers, and each of its entries carries the fixed date."""
+    run = load_run(cpu_run)
+    case = next(c for c in run.cases if c.id == "max_pooling2/edge-nan-inf")
+    art = load_artifacts(resolve_folder(run.path, case.artifacts))
+    later = time.time() + 90_000
+    monkeypatch.setattr(time, "time", lambda: later)
+    again, _ = repro.build_bundle(case, run.header, art, run_tolerances(run))
+    monkeypatch.undo()
+    assert again == cpu_bundles[case.id]
+    assert {info.date_time for info in zipfile.ZipFile(io.BytesIO(again)).infolist()} == {repro.ENTRY_DATE}
 
 
 def _truncate(name: str):
