@@ -18,7 +18,8 @@
 3. then shrinks (``harness.fuzz.shrink``) the first failure of every new ``Signature`` (all of
    them with ``shrink="all"``; ``known`` ones too with ``shrink_known``), those no mapper flag
    explains first, at most ``max_shrinks``, each within ``shrink_time_s`` and what is left of the
-   budget, in a pool of its own (those the budget leaves no time for are named, not shrunk); each minimal case is
+   budget, in a pool of its own (``SHRINK_JOBS`` workers at most; those the budget leaves no time for are
+   named, not shrunk); each minimal case is
    run once more with its case folder written, gets its own line (``<id>-min``), a record in
    ``shrinks.jsonl`` (``harness.core.shrink_records``) and, with ``corpus_out``, a corpus folder;
 4. ends results.jsonl with an ``end`` line (counts, cases run, generation time and rate).
@@ -67,6 +68,9 @@ from . import corpus
 from . import draw as draw_mod
 from .shrink import Runner, ShrinkResult, shrink
 
+#: Workers a shrink runs its candidates on (at most ``--jobs``): Hypothesis's stage runs one at
+#: a time; the shape stage runs this many smaller variants at once (``shrink._Trial.first_failing``).
+SHRINK_JOBS = 4
 #: The run's first cases, run whatever the budget (at least; with batches, two per worker), and
 #: how many lines are written between two syncs of results.jsonl to the disk.
 CHUNK = 25
@@ -604,24 +608,44 @@ class _Lines:
 
 
 def _candidate_runner(pool: WorkerPool, expectations: Expectations, finding: Finding) -> Runner:
-    """How ``shrink`` runs a candidate of ``finding``: a failure no expectation explains stays one
-    only in a candidate no expectation explains either (its readings tried, then settled: one the
-    readings reproduce is ``known``, no longer this failure, so the shrink refuses it); a known
-    finding (``--shrink-known``) keeps its raw failure."""
-    if finding.line["outcome"] not in FAILING:
-        return pool.run_one
+    """How ``shrink`` runs a candidate of ``finding`` (``_CandidateRunner``)."""
+    return _CandidateRunner(pool, expectations, finding.line["outcome"] in FAILING)
 
-    def run(case: Any) -> CaseLine:
-        line = pool.run_one(case, ArtifactPolicy(expected=expectations.candidates(case)))
+
+class _CandidateRunner:
+    """Runs shrink candidates on ``pool``: a failure no expectation explains stays one only in a
+    candidate no expectation explains either (its readings tried, then settled: one the readings
+    reproduce is ``known``, no longer this failure, so the shrink refuses it); a known finding
+    (``--shrink-known``, ``settles`` False) keeps its raw failure. ``many`` runs a handful at once,
+    one per worker of the pool (``width``)."""
+
+    def __init__(self, pool: WorkerPool, expectations: Expectations, settles: bool):
+        self.pool, self.expectations, self.settles = pool, expectations, settles
+        self.width = max(1, int(getattr(pool, "jobs", 1)))
+
+    def _policy(self, case: Any) -> ArtifactPolicy:
+        return ArtifactPolicy(expected=self.expectations.candidates(case)) if self.settles else ArtifactPolicy()
+
+    def __call__(self, case: Any) -> CaseLine:
+        return self._settled(case, self.pool.run_one(case, self._policy(case)))
+
+    def many(self, cases: Sequence[Any]) -> list[CaseLine]:
+        """The raw lines of ``cases`` (settled as ``__call__`` does), in their order."""
+        if len(cases) == 1:
+            return [self(cases[0])]
+        lines = {line["id"]: line for line in self.pool.run(list(cases), self._policy, keep_workers=True)}
+        return [self._settled(case, lines[case.id]) for case in cases]
+
+    def _settled(self, case: Any, line: CaseLine) -> CaseLine:
+        if not self.settles:
+            return line
         settled = line.copy()
-        expectations.settle(case, settled)
+        self.expectations.settle(case, settled)
         if settled["outcome"] in FAILING:
             return line
         reported = line.copy()
         reported["outcome"] = settled["outcome"]
         return reported
-
-    return run
 
 
 def _to_shrink(findings: list[Finding], options: FuzzOptions) -> list[Finding]:
@@ -648,7 +672,8 @@ def _shrink_findings(config: CaseConfig, options: FuzzOptions, expectations: Exp
     if not chosen:
         return
     quiet = dataclasses.replace(config, run_dir=None)  # candidates leave no case folders
-    pool = WorkerPool(quiet, 1, options.timeout, env=options.env, extra_paths=options.extra_paths)
+    pool = WorkerPool(quiet, max(1, min(options.jobs, SHRINK_JOBS)), options.timeout, env=options.env,
+                      extra_paths=options.extra_paths)
     shrunk: list[tuple[Finding, ShrinkResult]] = []
     try:
         for done, finding in enumerate(chosen):

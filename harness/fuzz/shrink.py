@@ -14,12 +14,15 @@ Three stages share one time budget:
    with fewer channels or regions holds other values everywhere: the special value that made the
    case fail (an infinity, a NaN) is rarely where it was, and the shrinker stops at a case of
    hundreds or thousands of elements. So the stage takes at most ``STRUCTURE_SHARE`` of the
-   budget, and the next one cuts the arrays themselves.
+   budget, and ends once ``STRUCTURE_STALL`` candidates in a row have not failed the same way
+   (its first moves, fields back to their defaults and whole batches, channels and regions
+   dropped, are the ones that pay); the next stage cuts the arrays themselves.
 2. **Shape**: the smallest failing case becomes a ``LiteralCase`` (its arrays), and the
    operator's cases module offers smaller variants of it that keep part of its arrays as they
    are (``shrink_moves``: one region, one channel, one image, a cropped feature map, a smaller
    output); the first that fails the same way is kept and offered smaller variants again, until
-   none fails the same way.
+   none fails the same way. Where the runner has several workers, that many variants run at
+   once and the first failing one in the moves' order is kept: the case one-by-one runs keep.
 3. **Values**: the input arrays are then simplified: each array set to zeros, then ever smaller
    blocks of it zeroed (as delta debugging does), then its floats rounded to whole numbers --
    each change kept only if the failure stays.
@@ -38,9 +41,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -50,7 +54,9 @@ from ..core.results import CaseLine
 from ..core.signature import Signature, same_failure
 from . import draw as draw_mod
 
-#: Runs one case on the EP (in a worker) and returns its raw result line.
+#: Runs one case on the EP (in a worker) and returns its raw result line. A runner may also have
+#: ``many(cases) -> lines`` (in the cases' order) and ``width`` (how many it runs at once): the
+#: shape stage then runs that many variants together (``_Trial.first_failing``).
 Runner = Callable[[Any], CaseLine]
 #: A minimal case of at most this many elements (inputs and outputs together) reads at a glance;
 #: one larger gets a note saying why shrinking stopped above it.
@@ -58,6 +64,11 @@ SMALL_ELEMENTS = 300
 #: The share of a shrink's budget Hypothesis's structure stage may use: the shape and value
 #: stages, which cut the case down where it failed, get the rest.
 STRUCTURE_SHARE = 0.5
+#: The structure stage ends after this many candidates in a row that did not fail the same way.
+#: On the CPU EP's default-seed finding (roi_align/fuzz-s0-b8-027) Hypothesis's shrinker found
+#: its last useful move (a field back to its default) at candidate 7, then ran 146 more for
+#: cuts the shape stage makes anyway (the minimal case had 42 elements either way).
+STRUCTURE_STALL = 30
 
 
 class _StillFails(Exception):
@@ -102,13 +113,42 @@ class _Trial:
 
     def fails(self, case: Any) -> bool:
         """Run ``case`` (a fresh id per candidate); True when it fails like the original."""
-        self.candidates += 1
-        line = self.run(_renamed(case, f"{self.original.id}-shrink{self.candidates}"))
+        line = self.run(self._named(case))
         if same_failure(self.target, line):
             self.accepted += 1
             self.best_line = line
             return True
         return False
+
+    def first_failing(self, candidates: Iterable[Any]) -> tuple[Any | None, int]:
+        """The first of ``candidates``, in their order, that fails like the original (None when
+        none does or the budget ran out), and how many were offered up to it. Where the runner
+        runs several at once (``many``, ``width``: a pool of that many workers), that many go
+        together and the first failing one in order is taken, so the answer is the one a run of
+        them one by one gives; one run beside it counts as a candidate, never as accepted."""
+        many = getattr(self.run, "many", None)
+        width = max(1, int(getattr(self.run, "width", 1))) if many is not None else 1
+        pending, offered = iter(candidates), 0
+        while not self.expired():
+            group = list(itertools.islice(pending, width))
+            if not group:
+                break
+            if many is None:
+                lines = [self.run(self._named(group[0]))]
+            else:
+                lines = many([self._named(case) for case in group])
+            for case, line in zip(group, lines):
+                offered += 1
+                if same_failure(self.target, line):
+                    self.accepted += 1
+                    self.best_line = line
+                    return case, offered
+        return None, offered
+
+    def _named(self, case: Any) -> Any:
+        """``case`` under the next candidate id (``<original id>-shrink<n>``), counted."""
+        self.candidates += 1
+        return _renamed(case, f"{self.original.id}-shrink{self.candidates}")
 
 
 def shrink(original: Any, target: Signature, run: Runner, budget_s: float) -> ShrinkResult:
@@ -161,7 +201,7 @@ def _structure_stage(original: FuzzCase, trial: _Trial) -> tuple[Any, dict[str, 
     except ValueError:
         return original, {"seconds": 0.0, "candidates": 0, "notes": ["not a fuzzed id: values stage only"]}
     target_key = draw_mod.draw_key(draw_mod.draw_of(original))
-    state: dict[str, Any] = {"calls": 0, "reached": False, "best": original, "diverged": False}
+    state: dict[str, Any] = {"calls": 0, "reached": False, "best": original, "diverged": False, "misses": 0}
     verdicts: dict[str, bool] = {target_key: True}
 
     def test(candidate: Any) -> None:
@@ -176,9 +216,10 @@ def _structure_stage(original: FuzzCase, trial: _Trial) -> tuple[Any, dict[str, 
             if state["diverged"]:
                 return
         if key not in verdicts:
-            if trial.expired():
+            if trial.expired() or state["misses"] >= STRUCTURE_STALL:
                 return
             verdicts[key] = trial.fails(draw_mod.fuzz_case(fid, candidate, original.id))
+            state["misses"] = 0 if verdicts[key] else state["misses"] + 1
         if verdicts[key]:
             case = draw_mod.fuzz_case(fid, candidate, original.id)
             # Hypothesis orders draws by their choices, not by size: keep the fewest elements seen
@@ -196,7 +237,8 @@ def _structure_stage(original: FuzzCase, trial: _Trial) -> tuple[Any, dict[str, 
     if state["diverged"] or not state["reached"]:
         notes.append("this Hypothesis version did not redraw the case at its position: values stage only")
     return state["best"], {"seconds": round(time.monotonic() - start, 3), "candidates": trial.candidates - before,
-                           "replayed": state["reached"] and not state["diverged"], "notes": notes}
+                           "replayed": state["reached"] and not state["diverged"],
+                           "stalled": state["misses"] >= STRUCTURE_STALL, "notes": notes}
 
 
 def _shape_stage(case: LiteralCase, trial: _Trial) -> tuple[LiteralCase, int | None]:
@@ -207,21 +249,21 @@ def _shape_stage(case: LiteralCase, trial: _Trial) -> tuple[LiteralCase, int | N
     moves = getattr(cases_module(case.op), "shrink_moves", None)
     if moves is None:
         return case, None
-    offered, accepted = 0, True
-    while accepted and not trial.expired():
-        offered, accepted = 0, False
-        for desc, arrays in moves(case.desc, dict(case.arrays)):
-            if trial.expired():
-                break
-            if _size(desc) >= _size(case.desc) or not _valid(desc):
-                continue
-            offered += 1
-            candidate = LiteralCase(id=case.id, op=case.op, desc=desc, seed=case.seed, opset=case.opset,
-                                    tags=case.tags, recipe=case.recipe, arrays=arrays)
-            if trial.fails(candidate):
-                case, accepted = candidate, True
-                break
+    offered, found = 0, True
+    while found and not trial.expired():
+        smaller, offered = trial.first_failing(_smaller_variants(case, moves))
+        found = smaller is not None
+        case = smaller if smaller is not None else case
     return case, offered
+
+
+def _smaller_variants(case: LiteralCase, moves: Callable[..., Iterable[tuple[Any, dict[str, np.ndarray]]]]
+                      ) -> Iterator[LiteralCase]:
+    """The variants ``moves`` offers of ``case`` that are smaller (``_size``) and valid, in its order."""
+    for desc, arrays in moves(case.desc, dict(case.arrays)):
+        if _size(desc) < _size(case.desc) and _valid(desc):
+            yield LiteralCase(id=case.id, op=case.op, desc=desc, seed=case.seed, opset=case.opset,
+                              tags=case.tags, recipe=case.recipe, arrays=arrays)
 
 
 def _size(desc: Any) -> tuple[int, int]:

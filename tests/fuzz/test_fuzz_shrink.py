@@ -10,7 +10,8 @@ from ep_testbed.graphs.cases.common import LiteralCase, desc_elements  # noqa: E
 from ep_testbed.graphs.catalog import build_catalog  # noqa: E402
 from ep_testbed.harness.core.signature import Signature, same_failure, signature  # noqa: E402
 from ep_testbed.harness.fuzz import draw  # noqa: E402
-from ep_testbed.harness.fuzz.shrink import SMALL_ELEMENTS, shrink  # noqa: E402
+from ep_testbed.harness.fuzz.shrink import SMALL_ELEMENTS, STRUCTURE_STALL, shrink  # noqa: E402
+from ep_testbed.harness.run.case_run import ArtifactPolicy  # noqa: E402
 from ep_testbed.reference import DescError, execute, validate  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here runs cases in worker processes: -m "not slow" skips them
@@ -208,4 +209,93 @@ def test_a_candidate_the_readings_explain_is_not_the_unexplained_failure_being_s
     assert same_failure(target, run("still-unexplained")) and not same_failure(target, run("explained"))
     assert pool.policies[-1].expected == ("entry",)  # the worker tries the readings on the candidate
     known = Finding("c", raw, {**raw, "outcome": "known"}, target, 0.0)
-    assert _candidate_runner(pool, Explaining(), known) == pool.run_one
+    kept = _candidate_runner(pool, Explaining(), known)("explained")
+    assert same_failure(target, kept) and kept["outcome"] == "fail"  # the raw failure, never settled
+    assert pool.policies[-1] == ArtifactPolicy()
+
+
+class Together(Runner):
+    """A stand-in EP with ``width`` workers: ``many`` answers a group, the last case first (as a
+    pool answers in completion order), and records each group's size."""
+
+    def __init__(self, predicate, width):
+        super().__init__(predicate)
+        self.width, self.groups = width, []
+
+    def many(self, cases):
+        self.groups.append(len(cases))
+        return [self(case) for case in reversed(cases)][::-1]
+
+
+@pytest.mark.parametrize("width", [2, 3])
+def test_variants_run_together_take_the_first_failing_one_in_order(width):
+    """With several workers the shape stage runs that many variants at once; of a group it takes
+    the first that fails in the moves' order, as running them one by one does, and a later one run
+    beside it is a candidate, never accepted."""
+    from ep_testbed.harness.fuzz.shrink import _Trial
+
+    cases = draw.draw_batch("max_pooling2", 3, 0)[:5]
+    failing = {repr(cases[1].desc), repr(cases[2].desc)}
+    runner = Together(lambda case: repr(case.desc) in failing, width)
+    original = cases[0]
+    trial = _Trial(original, signature(_line(original, True)), runner, deadline=float("inf"))
+    found, offered = trial.first_failing(iter(cases))
+    assert found is cases[1] and offered == 2
+    assert runner.groups == [width] and trial.candidates == width and trial.accepted == 1
+    assert trial.best_line["id"] == f"{original.id}-shrink2"
+    assert [c.id for c in runner.ran] == [f"{original.id}-shrink{i}" for i in range(width, 0, -1)]
+    none, offered = trial.first_failing(iter(cases[3:]))
+    assert none is None and offered == 2 and trial.accepted == 1
+
+
+def test_a_shrink_on_several_workers_keeps_the_case_one_worker_keeps(big_fuzzed_case):
+    predicate = lambda case: _output_count(case) > 64  # noqa: E731
+    target = signature(_line(big_fuzzed_case, True))
+    alone = shrink(big_fuzzed_case, target, Runner(predicate), budget_s=60)
+    runner = Together(predicate, 2)
+    together = shrink(big_fuzzed_case, target, runner, budget_s=60)
+    assert together.minimal.desc == alone.minimal.desc and together.accepted == alone.accepted
+    assert all(np.array_equal(together.minimal.arrays[k], alone.minimal.arrays[k]) for k in alone.minimal.arrays)
+    assert max(runner.groups) == 2 and together.stages["shape"]["offered"] == alone.stages["shape"]["offered"]
+
+
+def test_hypothesis_stops_after_a_run_of_candidates_that_do_not_fail(big_fuzzed_case):
+    """Past ``STRUCTURE_STALL`` candidates in a row that do not fail the same way, the structure
+    stage ends (its later moves are cuts the shape stage makes faster) and says so."""
+    runner = Runner(lambda case: False)
+    result = shrink(big_fuzzed_case, signature(_line(big_fuzzed_case, True)), runner, budget_s=60)
+    stage = result.stages["structure"]
+    assert stage["replayed"] is True and stage["stalled"] is True
+    assert stage["candidates"] == STRUCTURE_STALL
+    assert result.minimal.desc == big_fuzzed_case.desc and result.accepted == 0
+
+
+def test_candidates_run_together_come_back_in_their_order_and_settled():
+    """The shrink's runner sends a group of candidates to the pool at once; the pool answers in
+    completion order, the runner in the cases' order, each settled as a single candidate is."""
+    from ep_testbed.harness.fuzz.engine import Finding, _candidate_runner
+
+    raw = {"op": "DML_OPERATOR_ROI_ALIGN", "outcome": "fail", "flags": [], "message": ""}
+
+    class Case:
+        def __init__(self, case_id):
+            self.id = case_id
+
+    class Pool:
+        jobs = 3
+
+        def run(self, cases, policy_for, keep_workers=False):
+            assert keep_workers and all(policy_for(c).expected == ("entry",) for c in cases)
+            return [{**raw, "id": case.id} for case in reversed(cases)]
+
+    class Explaining:
+        def candidates(self, case):
+            return ("entry",)
+
+        def settle(self, case, line):
+            line["outcome"] = "known" if case.id == "b" else "fail"
+
+    run = _candidate_runner(Pool(), Explaining(), Finding("c", raw, raw, signature(raw), 0.0))
+    lines = run.many([Case("a"), Case("b"), Case("c")])
+    assert run.width == 3
+    assert [(line["id"], line["outcome"]) for line in lines] == [("a", "fail"), ("b", "known"), ("c", "fail")]
