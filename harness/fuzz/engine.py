@@ -637,6 +637,8 @@ class _CandidateRunner:
         return [self._settled(case, lines[case.id]) for case in cases]
 
     def _settled(self, case: Any, line: CaseLine) -> CaseLine:
+        """``line`` as the shrink compares it: its raw outcome, or the settled one where the
+        expectations explain the candidate (then no longer the failure being shrunk)."""
         if not self.settles:
             return line
         settled = line.copy()
