@@ -940,9 +940,7 @@ def region_value(p: KernelInput, row: int, ys: np.ndarray, xs: np.ndarray, n_y: 
         return running_std_max(grid)
     if rules.max_start == "mlas-x86":
         return mlas_sample_max(grid, n_y, n_x)
-    # DirectML's and ONNX Runtime's MaxPool of samples start at float32's lowest for a FLOAT16 desc
-    # too (composed in float32); -FLT_MAX then rounds to -inf in the float16 output
-    return sample_max(grid, rules, float(np.finfo(np.float32).min))
+    return sample_max(grid, rules, float(LOWEST))
 
 
 def no_sample_value(d: RoiAlign1Desc, channels: int) -> np.ndarray:
@@ -972,8 +970,24 @@ def mlas_sample_max(grid: np.ndarray, n_y: int, n_x: int) -> np.ndarray:
     every_sample = np.ones((1, 1, 1), dtype=bool)  # the MaxPool's input has no padding
     value, _ = mlas_x86_fold(lambda offset: grid[..., offset[0] * n_x + offset[1]], (n_y, n_x), kernel,
                              lambda jx: columns + jx < 4 * (width // 4), lambda offset: every_sample,
-                             grid.dtype.type(np.finfo(np.float32).min))
+                             grid.dtype.type(LOWEST))
     return value
+
+
+#: Where a MAX of samples that starts from float32's lowest finite value starts: DirectML's and
+#: ONNX Runtime's MaxPool of samples, for a FLOAT16 desc too (composed in float32), where -FLT_MAX
+#: then rounds to -inf in the float16 output.
+LOWEST = np.float32(np.finfo(np.float32).min)
+
+
+def max_start(rules: Rules, samples: int) -> Optional[float]:
+    """The value a MAX of ``samples`` samples starts from under ``rules`` (``max_start``), so that
+    no output of it lies below that value: None (its first sample), ``LOWEST``, -inf or 0; the
+    ``mlas-x86`` fold starts from ``LOWEST`` over more than one sample (one sample is its own max:
+    no MaxPool runs)."""
+    if rules.max_start == "mlas-x86":
+        return float(LOWEST) if samples > 1 else None
+    return {"first": None, "lowest": float(LOWEST), "minus-inf": -np.inf, "zero": 0.0}[rules.max_start]
 
 
 def sample_max(grid: np.ndarray, rules: Rules, lowest: float) -> np.ndarray:
@@ -981,7 +995,7 @@ def sample_max(grid: np.ndarray, rules: Rules, lowest: float) -> np.ndarray:
     (NAN-1) or winning (``max_nan``), starting from the first sample, ``lowest`` or 0 (``max_start``)."""
     with np.errstate(invalid="ignore"):
         value = np.fmax.reduce(grid, axis=-1) if rules.max_nan == "ignore" else np.max(grid, axis=-1)
-        start = {"first": None, "lowest": lowest, "minus-inf": -np.inf, "zero": 0.0}[rules.max_start]
+        start = lowest if rules.max_start == "lowest" else max_start(rules, grid.shape[-1])
         if start is None:
             return value
         fold = np.fmax if rules.max_nan == "ignore" else np.maximum

@@ -65,6 +65,7 @@ from .roi_align import (
     edge_taps,
     gather,
     kernel_input,
+    max_start,
     no_sample_value,
     reads_input,
     reduced_samples,
@@ -537,12 +538,13 @@ class _Region:
     nan: Optional[np.ndarray] = None  # elements an alternative makes NaN (None: none)
 
 
-def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray) -> _Region:
+def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray, rules: Rules = PRIMARY) -> _Region:
     """The page's reduction of each element's ``n_y x n_x`` sample bounds and ranges (AVERAGE:
-    the mean of the sample bounds, the sum's rounding being in them; MAX: the largest), beside
-    the elements' ``value``. An element none of whose samples a decision can change keeps
-    ``value`` as its range (``low == high == value``): its samples' range would be their mean
-    again, summed in another order than the kernel's."""
+    the mean of the sample bounds, the sum's rounding being in them; MAX: the largest, both ends
+    of the range folded with the value ``rules``' MAX starts from, as the kernel folds it:
+    ``roi_align.max_start``), beside the elements' ``value``. An element none of whose samples a
+    decision can change keeps ``value`` as its range (``low == high == value``): its samples'
+    range would be their mean again, summed in another order than the kernel's."""
     _, _, out_h, out_w = d.output_tensor.sizes
 
     def grid(a):
@@ -566,8 +568,22 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
     moved = grid(s.moved).any(axis=(1, 3))
     # A NaN sample makes its element's mean NaN; for MAX this is a superset (a NaN sample may lose).
     nan = None if s.nan is None else grid(s.nan).any(axis=(1, 3))
-    low = reduce(s.low) if d.reduction_function == "AVERAGE" else _lowest_max(grid, s.low, s.high, s.nan)
-    return _Region(value, bound, np.where(moved, low, value), np.where(moved, reduce(s.high), value), s, nan)
+    if d.reduction_function == "AVERAGE":
+        low, high = reduce(s.low), reduce(s.high)
+    else:
+        low, high = _started(_lowest_max(grid, s.low, s.high, s.nan), max_start(rules, n_y * n_x)), reduce(s.high)
+        high = _started(high, max_start(rules, n_y * n_x))
+    return _Region(value, bound, np.where(moved, low, value), np.where(moved, high, value), s, nan)
+
+
+def _started(extreme: np.ndarray, start: Optional[float]) -> np.ndarray:
+    """A MAX range's end ``extreme`` as a MAX that starts from ``start`` gives it (None: unchanged):
+    no lower than the start, so where every sample an alternative leaves is -inf or dropped, the
+    end is the start (-FLT_MAX under ``lowest-start``), as the kernel outputs it. An end of NaN
+    samples only (``inf``, above every number) is left for ``_lowest_max``'s reader to see."""
+    if start is None:
+        return extreme
+    return np.where(np.isposinf(extreme), extreme, np.fmax(extreme, extreme.dtype.type(start)))
 
 
 def _lowest_max(grid: Callable[[np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray,
@@ -603,7 +619,7 @@ def _evaluate(b: "_Bounding", row: int, n_y: int, n_x: int, value: Optional[np.n
     batch = int(p.batch_indices[row])
     samples = _samples(p.planes[batch], ys, xs, p.desc, b.ar, n_y * n_x, b.slope_type(batch), p.rules,
                        lambda: b.steepest(batch))
-    return _reduce(p.desc, samples, n_y, n_x, value)
+    return _reduce(p.desc, samples, n_y, n_x, value, p.rules)
 
 
 def _slope_type(dtype: np.dtype, plane: np.ndarray) -> type:

@@ -65,9 +65,10 @@ SMALL_ELEMENTS = 300
 #: stages, which cut the case down where it failed, get the rest.
 STRUCTURE_SHARE = 0.5
 #: The structure stage ends after this many candidates in a row that did not fail the same way.
-#: On the CPU EP's default-seed finding (roi_align/fuzz-s0-b8-027) Hypothesis's shrinker found
-#: its last useful move (a field back to its default) at candidate 7, then ran 146 more for
-#: cuts the shape stage makes anyway (the minimal case had 42 elements either way).
+#: On a 620-element ROI_ALIGN failure of the CPU EP (roi_align/fuzz-s0-b8-027, before its readings
+#: explained it) Hypothesis's shrinker found its last useful move (a field back to its default)
+#: at candidate 7, then ran 146 more for cuts the shape stage makes anyway (the minimal case had
+#: 42 elements either way).
 STRUCTURE_STALL = 30
 
 

@@ -358,3 +358,29 @@ def test_a_worker_writes_a_case_folder_for_what_an_expectation_will_explain_and_
     assert not writes([loose], line("pass"))
     assert writes([loose], line("fail", readings=proof))  # known, with the EP's outputs for the report
     assert not writes([], line("not-on-ep")) and writes([], line("fail"))  # failures always
+
+
+def test_a_sample_on_a_cell_edge_beside_minus_inf_is_known_on_the_cpu_ep():
+    """The CPU EP's default-seed fuzz finding, shrunk: ORT's float32 coordinate lands on a cell
+    edge beside -inf, and its composed MAX gives -FLT_MAX where the exact coordinate gives 0
+    (``tests/reference/descs_for_tests.py: sample_edge_case``). The readings the shipped
+    expectations name (ORT's weighted interpolation, MLAS's fold from -FLT_MAX) with that
+    knife-edge alternative reproduce every element the EP gives outside tolerance: known, not fail."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
+    from descs_for_tests import sample_edge_case
+
+    from ep_testbed.graphs.cases.common import LiteralCase
+    from ep_testbed.harness.run.case_run import ArtifactPolicy
+
+    desc, arrays = sample_edge_case()
+    case = LiteralCase(id="roi_align/fuzz-s0-b8-027-min", op="DML_OPERATOR_ROI_ALIGN", desc=desc, seed=0, opset=10,
+                       recipe="literal", arrays=arrays)
+    shipped = exp.for_ep("cpu", classes=classes_of("CPUExecutionProvider"))
+    line = run_case(case, CaseConfig(ep=resolve_ep("cpu")), ArtifactPolicy(expected=shipped.candidates(case)))
+    assert line["outcome"] == "fail" and line["mismatches"] == 9  # the raw outcome: 9 elements outside tolerance
+    shipped.settle(case, line)
+    assert line["outcome"] == "known", line["message"]
+    assert line["readings"]["unexplained"] == 0 and sum(line["readings"]["explained"].values()) == 9

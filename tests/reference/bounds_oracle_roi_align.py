@@ -5,7 +5,8 @@ implementation; a change of what the reference computes (a reading's rule) is ma
 the DirectML EP's adaptive count ("at-least-one") was, and the cell-edge knife edge beside an
 infinite or NaN tap (FP-3), written here sample by sample (``_cell_edge_alternatives``), and a MAX
 element's lowest alternative, from which a sample that may be NaN drops out (``_lowest_max``),
-and the elements of a region the onnx count gives no sample, OutOfBoundsInputValue (``_evaluate``).
+and the elements of a region the onnx count gives no sample, OutOfBoundsInputValue (``_evaluate``),
+and a MAX range's ends under a reading whose MAX starts from a value, never below it (``_reduce``).
 Its outputs are the frozen per-region kernel's (``kernel_oracle_roi_align``), so the reference's
 values are checked beside its bounds.
 
@@ -420,7 +421,7 @@ class _Region:
     nan: Optional[np.ndarray] = None
 
 
-def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray) -> _Region:
+def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray, rules: Any = None) -> _Region:
     """The page's reduction of each element's ``n_y x n_x`` sample bounds and ranges (AVERAGE:
     the mean of the sample bounds, the sum's rounding being in them; MAX: the largest), beside
     the elements' ``value``. An element none of whose samples a decision can change keeps
@@ -449,7 +450,21 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
     moved = grid(s.moved).any(axis=(1, 3))
     nan = None if s.nan is None else grid(s.nan).any(axis=(1, 3))
     low = reduce(s.low) if d.reduction_function == "AVERAGE" else _lowest_max(grid, s.low, s.high, s.nan)
-    return _Region(value, bound, np.where(moved, low, value), np.where(moved, reduce(s.high), value), s, nan)
+    high = reduce(s.high)
+    start = None if d.reduction_function == "AVERAGE" or rules is None else _start(rules.max_start, n_y * n_x)
+    if start is not None:  # the kernel's MAX folds every alternative with its start: nothing lies below it
+        low = np.where(np.isposinf(low), low, np.fmax(low, low.dtype.type(start)))
+        high = np.where(np.isposinf(high), high, np.fmax(high, high.dtype.type(start)))
+    return _Region(value, bound, np.where(moved, low, value), np.where(moved, high, value), s, nan)
+
+
+def _start(max_start: str, samples: int) -> Optional[float]:
+    """Where a reading's MAX of ``samples`` samples starts: float32's lowest finite value (MLAS's
+    MaxPool of more than one sample too), -inf or 0; None from its first sample."""
+    lowest = float(np.finfo(np.float32).min)
+    if max_start == "mlas-x86":
+        return lowest if samples > 1 else None
+    return {"first": None, "lowest": lowest, "minus-inf": -np.inf, "zero": 0.0}[max_start]
 
 
 def _lowest_max(grid: Callable[[np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray,
@@ -485,7 +500,7 @@ def _evaluate(p: KernelInput, row: int, y: _Axis, x: _Axis, n_y: int, n_x: int, 
         value = region_value(p, row, ys.v, xs.v, n_y, n_x).astype(p.dtype)
     plane = p.plane(row)
     return _reduce(p.desc, _samples(plane, ys, xs, p.desc, ar, n_y * n_x, _slope_type(p.dtype, plane), p.rules),
-                   n_y, n_x, value)
+                   n_y, n_x, value, p.rules)
 
 
 def _slope_type(dtype: np.dtype, plane: np.ndarray) -> type:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ep_testbed.reference import desc_from_dml
 
 
@@ -49,3 +51,22 @@ def max_pooling2(x_shape, window, *, strides=None, start=None, end=None, dilatio
         "OutputIndicesTensor": None if indices is None else {"DataType": indices, "Sizes": out},
         "DimensionCount": dims, "Strides": strides, "WindowSize": list(window),
         "StartPadding": start, "EndPadding": end, "Dilations": dilations})
+
+
+def sample_edge_case():
+    """The CPU EP fuzz finding ``roi_align/fuzz-s0-b8-027`` shrunk (``fuzz --ep cpu --seed 0 --replay``):
+    a ROI_ALIGN MAX over 3x3 samples whose 13th sample row lies 3.3e-8 below the cell edge y = 1,
+    within float32 rounding, beside the -inf at X[0, 0, 2, 3]. ORT computes that coordinate in
+    float32 as exactly 1.0: its RoiAlign (weights w1*v1 + ... with the weight of row 2 exactly 0)
+    gives NaN (0 * -inf) there and -inf below, and MLAS's MaxPool of them, from -FLT_MAX and
+    skipping NaN, gives -FLT_MAX at output [4, 2]; the exact coordinate reads rows 0 and 1 and
+    gives 0."""
+    from ep_testbed.graphs.cases.roi_align import roi_align_desc
+
+    desc = roi_align_desc(False, reduction="MAX", sx=1.0, sy=0.001, oob=0.0, samples=(3, 3), rois=1, batch=1,
+                          channels=1, height=3, width=4, out=(5, 5))
+    x = np.zeros((1, 1, 3, 4), np.float32)
+    x[0, 0, 0, 1] = x[0, 0, 2, 3] = -np.inf
+    rois = np.array([[0.0, 249.99998474121094, 6.4375, 1749.9998779296875]], np.float32)
+    return desc, {"InputTensor": x, "ROITensor": rois, "BatchIndicesTensor": np.zeros(1, np.uint32)}
+

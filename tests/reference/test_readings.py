@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime
 import ort_oracle
 import pytest
-from descs_for_tests import max_pooling2, roi_align1, roi_pooling
+from descs_for_tests import max_pooling2, roi_align1, roi_pooling, sample_edge_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -563,3 +563,27 @@ def test_upright_count_gives_an_inverted_region_its_upright_twins_samples_mirror
     assert not np.allclose(primary, read)  # 7.25 / 3 along X: 3 samples upright, Minimum inverted
     shows = named(spec_named("roi_align1").readings, "upright-count", "roi_align1").can_show
     assert shows(desc, inv) and not shows(desc, {**arrays, "ROITensor": np.array([upright], np.float32)})
+
+
+def test_a_max_that_starts_from_the_lowest_float_ranges_no_lower_than_it():
+    """A knife-edge range of a MAX under a reading whose MAX starts from a value holds what that
+    kernel outputs: where the alternative leaves only NaN and -inf samples, the max that starts
+    from -FLT_MAX and skips NaN is -FLT_MAX (ORT's output here), not -inf; nowhere below the start."""
+    from ep_testbed.graphs import to_onnx
+
+    desc, arrays = sample_edge_case()
+    mapping = to_onnx(desc, 10)
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(mapping.model.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    ort = mapping.outputs(session.run(None, mapping.feeds(arrays)))["OutputTensor"]
+    lowest = np.finfo(np.float32).min
+    assert ort[0, 0, 4, 2] == lowest  # the external fact this reading must hold
+    with np.errstate(invalid="ignore", over="ignore"):
+        reading = execute_reading(desc, arrays, ["weighted-interpolation", "mlas-x86-fold"], "fp32")
+        low, high = reading.alternatives["OutputTensor"]
+        assert reading.outputs["OutputTensor"][0, 0, 4, 2] == 0.0 and low[0, 0, 4, 2] == lowest <= high[0, 0, 4, 2]
+        for names, start in ((["lowest-start"], lowest), (["max-from-zero"], 0.0), (["mlas-x86-fold"], lowest)):
+            low, high = execute_reading(desc, arrays, names, "fp32").alternatives["OutputTensor"]
+            assert ((low >= start) | np.isposinf(low)).all() and (high >= start).all(), names
