@@ -11,7 +11,8 @@ def test_every_test_named_in_decisions_exists():
     # in document order: a bare `test_name` belongs to the file named last before it
     named = [(m.group(1), m.group(2)) for m in re.finditer(r"`(?:(test_\w+\.py)::)?(test_\w+)`", text)]
     assert len(named) > 20
-    sources = {p.name: p.read_text() for folder in ("reference", "eps")  # eps: DirectML observed on the host
+    # eps: DirectML observed on the host; harness: a verdict a decision changes, through the harness
+    sources = {p.name: p.read_text() for folder in ("reference", "eps", "harness")
                for p in (ROOT / "tests" / folder).glob("test_*.py")}
     last_file = None
     for file, test in named:
