@@ -571,8 +571,8 @@ def _reduce(d: RoiAlign1Desc, s: _Samples, n_y: int, n_x: int, value: np.ndarray
     if d.reduction_function == "AVERAGE":
         low, high = reduce(s.low), reduce(s.high)
     else:
-        low, high = _started(_lowest_max(grid, s.low, s.high, s.nan), max_start(rules, n_y * n_x)), reduce(s.high)
-        high = _started(high, max_start(rules, n_y * n_x))
+        start = max_start(rules, n_y * n_x)
+        low, high = _started(_lowest_max(grid, s.low, s.high, s.nan), start), _started(reduce(s.high), start)
     return _Region(value, bound, np.where(moved, low, value), np.where(moved, high, value), s, nan)
 
 
@@ -583,7 +583,8 @@ def _started(extreme: np.ndarray, start: Optional[float]) -> np.ndarray:
     samples only (``inf``, above every number) is left for ``_lowest_max``'s reader to see."""
     if start is None:
         return extreme
-    return np.where(np.isposinf(extreme), extreme, np.fmax(extreme, extreme.dtype.type(start)))
+    with np.errstate(over="ignore"):  # -FLT_MAX in a float16 range is -inf, as the output rounds it
+        return np.where(np.isposinf(extreme), extreme, np.fmax(extreme, extreme.dtype.type(start)))
 
 
 def _lowest_max(grid: Callable[[np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray,
