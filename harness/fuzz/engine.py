@@ -631,8 +631,6 @@ class _CandidateRunner:
 
     def many(self, cases: Sequence[Any]) -> list[CaseLine]:
         """The raw lines of ``cases`` (settled as ``__call__`` does), in their order."""
-        if len(cases) == 1:
-            return [self(cases[0])]
         lines = {line["id"]: line for line in self.pool.run(list(cases), self._policy, keep_workers=True)}
         return [self._settled(case, lines[case.id]) for case in cases]
 

@@ -113,13 +113,9 @@ class _Trial:
         return time.monotonic() >= self.deadline
 
     def fails(self, case: Any) -> bool:
-        """Run ``case`` (a fresh id per candidate); True when it fails like the original."""
-        line = self.run(self._named(case))
-        if same_failure(self.target, line):
-            self.accepted += 1
-            self.best_line = line
-            return True
-        return False
+        """Run ``case`` (a fresh id per candidate); True when it fails like the original (False
+        without running it once the budget is spent)."""
+        return self.first_failing([case])[0] is not None
 
     def first_failing(self, candidates: Iterable[Any]) -> tuple[Any | None, int]:
         """The first of ``candidates``, in their order, that fails like the original (None when
@@ -129,15 +125,13 @@ class _Trial:
         them one by one gives; one run beside it counts as a candidate, never as accepted."""
         many = getattr(self.run, "many", None)
         width = max(1, int(getattr(self.run, "width", 1))) if many is not None else 1
+        run_group = many if many is not None else (lambda cases: [self.run(cases[0])])
         pending, offered = iter(candidates), 0
         while not self.expired():
             group = list(itertools.islice(pending, width))
             if not group:
                 break
-            if many is None:
-                lines = [self.run(self._named(group[0]))]
-            else:
-                lines = many([self._named(case) for case in group])
+            lines = run_group([self._named(case) for case in group])
             for case, line in zip(group, lines):
                 offered += 1
                 if same_failure(self.target, line):

@@ -7,6 +7,7 @@ and a case whose inputs cannot show a known cause is judged like any other."""
 from __future__ import annotations
 
 import json
+import platform
 
 import numpy as np
 import pytest
@@ -360,6 +361,8 @@ def test_a_worker_writes_a_case_folder_for_what_an_expectation_will_explain_and_
     assert not writes([], line("not-on-ep")) and writes([], line("fail"))  # failures always
 
 
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the mlas-x86-fold reading is MLAS's x86-64 MaxPool; other CPUs fold NaN otherwise")
 def test_a_sample_on_a_cell_edge_beside_minus_inf_is_known_on_the_cpu_ep():
     """The CPU EP's default-seed fuzz finding, shrunk: ORT's float32 coordinate lands on a cell
     edge beside -inf, and its composed MAX gives -FLT_MAX where the exact coordinate gives 0

@@ -565,6 +565,7 @@ def test_upright_count_gives_an_inverted_region_its_upright_twins_samples_mirror
     assert shows(desc, inv) and not shows(desc, {**arrays, "ROITensor": np.array([upright], np.float32)})
 
 
+@X86_64
 def test_a_max_that_starts_from_the_lowest_float_ranges_no_lower_than_it():
     """A knife-edge range of a MAX under a reading whose MAX starts from a value holds what that
     kernel outputs: where the alternative leaves only NaN and -inf samples, the max that starts
