@@ -195,27 +195,6 @@ def scaled_regions(rois: np.ndarray, spatial_scale: float, rules: Rules = PRIMAR
     return integers(round_corner(scaled.astype(np.float64), rules))
 
 
-def bin_bounds_over(index: np.ndarray, region_size: np.ndarray, pooled: int, origin: np.ndarray, limit: int,
-                    rules: Rules = PRIMARY) -> tuple[np.ndarray, np.ndarray]:
-    """``bin_bounds`` over arrays broadcast together (int64 ``[start, end)``, clamped to ``[0, limit]``),
-    each the same number ``bin_bounds`` gives: integers exact however large (``integers``), and
-    float32 conversions of a whole number as NumPy makes them of a Python int (through float64)."""
-    index, region_size, origin = np.asarray(index), np.asarray(region_size), np.asarray(origin)
-    if rules.bins == "float32":
-        size = region_size.astype(np.float64).astype(np.float32) / np.float32(pooled)
-        first = index.astype(np.float64).astype(np.float32) * size
-        after = (index + 1).astype(np.float64).astype(np.float32) * size
-        start, end = integers(np.floor(first)), integers(np.ceil(after))
-    else:
-        wide = max(1, int(np.abs(region_size).max(initial=0))) * (pooled + 1) >= 2**62
-        index, region_size = (integers(a) if not wide else integers(a).astype(object) for a in (index, region_size))
-        start = (index * region_size) // pooled
-        end = ((index + 1) * region_size + pooled - 1) // pooled
-    start, end = start + origin, end + origin
-    return (np.minimum(np.maximum(start, 0), limit).astype(np.int64),
-            np.minimum(np.maximum(end, 0), limit).astype(np.int64))
-
-
 def execute_desc(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], rules: Rules = PRIMARY) -> dict[str, np.ndarray]:
     """The registry's ``execute``: ``roi_pooling`` on arrays keyed by DML member name (under
     ``rules``: a reading, ``reference/readings.py``)."""

@@ -10,8 +10,10 @@ FP-3). A max selects an input value, so no element has a rounding bound: only de
 * Bin bounds are the reading's own (RP-2): kernels that compute the page's integer divisions in
   float32 are the ``float32-bins`` reading, not a rounding of the page's formula.
 
-Each alternative bin's maximum joins the element's ``[low, high]``; a bin that an alternative
-can leave empty adds 0 (RP-4) and its smallest element to the low side.
+Each alternative set of corners is pooled by the reading's own kernel (its bins, its fold) and
+its outputs join the element's ``[low, high]``: a bin the alternative leaves empty gives 0 (RP-4),
+one of only -inf what the reading's fold gives (-inf on the page, -FLT_MAX under
+``lowest-start`` and ``std-max-fold``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from .roi_pooling import (
     PRIMARY,
     RoiPoolingDesc,
     Rules,
-    bin_bounds_over,
     compute,
     integers,
     kernel_input,
@@ -52,61 +53,6 @@ def corner_candidates(ar: Arithmetic, rois: np.ndarray, spatial_scale: float, ru
     return integers(np.stack([reference, np.minimum(low, reference), np.maximum(high, reference)], axis=-1))
 
 
-def bin_candidates(ar: Arithmetic, start: np.ndarray, region: np.ndarray, pooled: int,
-                   limit: int, rules: Rules = PRIMARY) -> tuple[np.ndarray, np.ndarray]:
-    """For regions starting at ``start`` of ``region`` rows (arrays over the regions): the bin
-    bounds along one axis, ``starts`` and ``ends`` of shape ``(regions, pooled, 3)`` clamped to
-    ``[0, limit]``: the reading's bound (``roi_pooling.bin_bounds``) in every slot, since a bin's
-    bounds are a formula of whole numbers that the reading computes, not a rounding (module
-    docstring). ``ar`` is kept for the shape of the other candidates."""
-    start, region = (np.ravel(integers(np.asarray(a)))[:, None] for a in (start, region))
-    starts, ends = bin_bounds_over(np.arange(pooled)[None, :], region, pooled, start, limit, rules)
-    return np.repeat(starts[..., None], 3, axis=-1), np.repeat(ends[..., None], 3, axis=-1)
-
-
-def _bin_range(plane: np.ndarray, wide: tuple[int, int, int, int], narrow: tuple[int, int, int, int]
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """``(low, high)`` per channel of a bin's maximum over its candidate bounds: ``wide`` and
-    ``narrow`` are ``(top, bottom, left, right)`` of the largest and the smallest candidate."""
-    block = plane[wide[0]:wide[1], wide[2]:wide[3]]
-    if block.size == 0:
-        zero = np.zeros(plane.shape[-1])
-        return zero, zero
-    high = np.fmax.reduce(block, axis=(0, 1))
-    top, bottom, left, right = narrow
-    if bottom > top and right > left:
-        low = np.fmax.reduce(plane[top:bottom, left:right], axis=(0, 1))
-    else:  # an alternative can leave the bin empty: 0 (RP-4), or any maximum of a smaller range
-        low = np.fmin(0.0, np.fmin.reduce(block, axis=(0, 1)))
-    return low, high
-
-
-def region_range(plane: np.ndarray, value: np.ndarray, rows: tuple[np.ndarray, np.ndarray],
-                 cols: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """``(low, high)`` of one region's bins ``(PooledHeight, PooledWidth, C)`` whose exact maxima
-    are ``value``, over the bin bounds ``rows`` / ``cols`` (``bin_candidates`` of this region)."""
-    low, high = value.copy(), value.copy()  # every candidate is an input value or 0: exact in its type
-    def spans(bounds):  # per bin (widest start, widest end, narrowest start, narrowest end)
-        starts, ends = bounds
-        return list(zip(starts.min(axis=1).tolist(), ends.max(axis=1).tolist(), starts.max(axis=1).tolist(),
-                        ends.min(axis=1).tolist()))
-
-    row_span, col_span = spans(rows), spans(cols)
-    row_exact = list(zip(rows[0][:, 0].tolist(), rows[1][:, 0].tolist()))
-    col_exact = list(zip(cols[0][:, 0].tolist(), cols[1][:, 0].tolist()))
-    moving_rows = [span[:2] != exact or span[2:] != exact for span, exact in zip(row_span, row_exact)]
-    moving_cols = [span[:2] != exact or span[2:] != exact for span, exact in zip(col_span, col_exact)]
-    for py, px in itertools.product(range(len(row_span)), range(len(col_span))):
-        if moving_rows[py] or moving_cols[px]:
-            r, c = row_span[py], col_span[px]
-            narrow = (r[2], r[3], c[2], c[3])
-            if narrow == (*row_exact[py], *col_exact[px]):
-                high[py, px] = _bin_range(plane, (r[0], r[1], c[0], c[1]), (0, 0, 0, 0))[1]
-            else:
-                low[py, px], high[py, px] = _bin_range(plane, (r[0], r[1], c[0], c[1]), narrow)
-    return low, high
-
-
 def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model: PrecisionModel,
                     rules: Rules = PRIMARY) -> Expected:
     """The registry's ``bounded``: ``roi_pooling``'s output with its knife-edge alternatives under
@@ -120,21 +66,13 @@ def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model:
         return expected
     rois, channels_last, maximum = k.rois, k.planes, k.maximum
     corners = corner_candidates(ar, rois, desc.spatial_scale, rules)
-    exact = corners[..., 0]
-    _, height, width, _ = channels_last.shape
-    pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
-    rows = bin_candidates(ar, exact[:, 1], exact[:, 3] - exact[:, 1] + 1, pooled_h, height, rules)
-    cols = bin_candidates(ar, exact[:, 0], exact[:, 2] - exact[:, 0] + 1, pooled_w, width, rules)
-    moving = ((rows[0] != rows[0][..., :1]).any(axis=(1, 2)) | (rows[1] != rows[1][..., :1]).any(axis=(1, 2))
-              | (cols[0] != cols[0][..., :1]).any(axis=(1, 2)) | (cols[1] != cols[1][..., :1]).any(axis=(1, 2))
-              | (corners != corners[..., :1]).any(axis=(1, 2)))
+    moving = (corners != corners[..., :1]).any(axis=(1, 2))
     low = high = None  # the output itself until an alternative lowers (or raises) an element
     for r in np.flatnonzero(moving):
         plane = channels_last[int(rois[r, 0])]
         candidates = [tuple(dict.fromkeys(c.tolist())) for c in corners[r]]
         value = np.moveaxis(output[r], 0, -1)
-        lo, hi = _region_alternatives(desc, plane, int(r), value, candidates, ar, expected,
-                                      (rows[0][r], rows[1][r]), (cols[0][r], cols[1][r]), maximum, rules)
+        lo, hi = _region_alternatives(desc, plane, int(r), value, candidates, expected, maximum, rules)
         if lo is None or hi is None:
             continue
         if (lo != value).any():  # most alternatives only widen a bin: its maximum can only grow
@@ -148,49 +86,36 @@ def execute_bounded(desc: RoiPoolingDesc, tensors: dict[str, np.ndarray], model:
 
 
 def _region_alternatives(desc: RoiPoolingDesc, plane: np.ndarray, row: int, value: np.ndarray,
-                         candidates: list[tuple[int, ...]], ar: Arithmetic, expected: Expected,
-                         rows: tuple[np.ndarray, np.ndarray], cols: tuple[np.ndarray, np.ndarray],
-                         maximum: np.ufunc, rules: Rules = PRIMARY) -> tuple[np.ndarray | None, np.ndarray | None]:
+                         candidates: list[tuple[int, ...]], expected: Expected, maximum: np.ufunc,
+                         rules: Rules = PRIMARY) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``(low, high)`` of region ``row`` (exact maxima ``value``, channels last) over every corner
-    and bin alternative, or ``(None, None)`` when none changes an element; notes the decisions."""
+    alternative, each pooled by the reading's own kernel (its bins, its fold: a bin of only -inf
+    under ``lowest-start`` is -FLT_MAX there too), or ``(None, None)`` when none changes an
+    element; notes the decisions."""
     pooled_h, pooled_w = desc.pooled_size.height, desc.pooled_size.width
-    height, width, channels = plane.shape
-    low, high = region_range(plane, value, rows, cols)
+    low, high = value.copy(), value.copy()
     for corners in itertools.product(*candidates):
         if corners == tuple(c[0] for c in candidates):
             continue
-        other = np.zeros((pooled_h, pooled_w, channels), dtype=plane.dtype)
-        x1, y1, x2, y2 = corners
-        pool_region(plane, (x1, y1, x2, y2), pooled_h, pooled_w, maximum, other, rules)
-        rows_c = tuple(a[0] for a in bin_candidates(ar, np.array([y1]), np.array([y2 - y1 + 1]), pooled_h, height,
-                                                    rules))
-        cols_c = tuple(a[0] for a in bin_candidates(ar, np.array([x1]), np.array([x2 - x1 + 1]), pooled_w, width,
-                                                    rules))
-        lo, hi = region_range(plane, other, rows_c, cols_c)
-        low, high = np.fmin(low, lo), np.fmax(high, hi)
+        other = np.zeros((pooled_h, pooled_w, plane.shape[-1]), dtype=plane.dtype)
+        pool_region(plane, corners, pooled_h, pooled_w, maximum, other, rules)
+        low, high = np.fmin(low, other), np.fmax(high, other)
     changed = int(np.count_nonzero(low != high))
     if not changed:
         return None, None
-    _note(expected, row, candidates, rows, cols, changed)
+    _note(expected, row, candidates, changed)
     return low, high
 
 
-def _note(expected: Expected, row: int, candidates: list[tuple[int, ...]], rows: tuple[np.ndarray, np.ndarray],
-          cols: tuple[np.ndarray, np.ndarray], changed: int) -> None:
-    """Note a region's first few flippable decisions: rounded corners, then bin bounds (only
-    counted once ``expected`` holds all the notes it keeps)."""
+def _note(expected: Expected, row: int, candidates: list[tuple[int, ...]], changed: int) -> None:
+    """Note a region's first few flippable decisions, its rounded corners (only counted once
+    ``expected`` holds all the notes it keeps)."""
     if len(expected.knife_edges) >= MAX_NOTES:
         expected.knife_edge_count += 1
         return
     found = [(f"round(Roi{name.upper()} * SpatialScale) (the reference rounds the float32 product, RP-1; "
               "the exact product lies within its rounding error of a half)", c[0], c[1:])
              for name, c in zip(_CORNERS, candidates) if len(c) > 1]
-    for axis, (starts, ends) in (("Y", rows), ("X", cols)):
-        for kind, bounds in (("start", starts), ("end", ends)):
-            for i in np.flatnonzero((bounds != bounds[:, :1]).any(axis=1)):
-                moved = tuple(int(v) for v in dict.fromkeys(bounds[i, 1:]) if v != bounds[i, 0])
-                found.append((f"bin {i} {kind} along {axis} (float {'floor' if kind == 'start' else 'ceil'} of "
-                              f"k * RegionSize / PooledSize)", int(bounds[i, 0]), moved))
     for decision, exact, others in found[:3]:
         expected.note(KnifeEdge("OutputTensor", f"region {row}: {decision}", str(exact),
                                 " or ".join(str(o) for o in others), changed))

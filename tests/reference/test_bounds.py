@@ -262,6 +262,30 @@ def test_roi_pooling_round_tie_is_a_knife_edge():
     assert (kernel != expected.outputs["OutputTensor"]).any() and not outside(expected, kernel).any()
 
 
+@pytest.mark.parametrize("reading, minus_inf_bin", [(None, -np.inf), ("lowest-start", np.finfo(np.float32).min),
+                                                    ("std-max-fold", np.finfo(np.float32).min)])
+def test_roi_pooling_knife_edge_range_holds_what_the_readings_fold_gives_the_alternative(reading, minus_inf_bin):
+    """A knife-edge range is what the reading's own kernel gives each alternative corner, fold
+    included. x1 = x2 = 5 at scale 0.7: the float32 product 3.5 rounds to 4, past a 4-column input,
+    so the region's only bin is empty (0, RP-4); the exact product 3.4999999 rounds to 3, whose bin
+    is column 3, only -inf: -inf on the page, -FLT_MAX under a fold that starts from the lowest
+    float (the readings' summaries). The range must reach that value, and under such a fold no lower."""
+    x = np.zeros((1, 1, 2, 4), np.float32)
+    x[..., 3] = -np.inf
+    rois = np.array([0, 5, 0, 5, 0], np.float32).reshape(1, 1, 1, 5)
+    alternative = rois.copy()
+    alternative[0, 0, 0, [1, 3]] = np.float32(3 / 0.7)        # round(float32(x * 0.7)) = 3: the exact corners
+    assert round(float(np.float32(alternative[0, 0, 0, 1]) * np.float32(0.7))) == 3
+    desc = roi_pooling(x.shape, 1, (1, 1), scale=0.7)
+    readings = [reading] if reading else []
+    expected = execute_reading(desc, {"InputTensor": x, "ROITensor": rois}, readings)
+    other = execute_reading(desc, {"InputTensor": x, "ROITensor": alternative}, readings).outputs["OutputTensor"]
+    assert expected.outputs["OutputTensor"].item() == 0 and other.item() == minus_inf_bin
+    assert "OutputTensor" in expected.alternatives and not outside(expected, other).any()
+    if reading:  # and no lower: that kernel never gives -inf there
+        assert outside(expected, np.full_like(other, -np.inf)).all()
+
+
 def test_roi_pooling_halfway_product_rounds_to_even_and_half_away_is_a_reading():
     """RP-1: the page's round leaves a halfway product open; DirectML 1.15.4's own kernel (seen
     under --ep dml-wine) and HLSL's round take the even neighbour, the primary reading. ROIs [0,
