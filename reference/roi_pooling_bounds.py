@@ -98,7 +98,8 @@ def _region_alternatives(desc: RoiPoolingDesc, plane: np.ndarray, row: int, valu
         if corners == tuple(c[0] for c in candidates):
             continue
         other = np.zeros((pooled_h, pooled_w, plane.shape[-1]), dtype=plane.dtype)
-        pool_region(plane, corners, pooled_h, pooled_w, maximum, other, rules)
+        x1, y1, x2, y2 = corners
+        pool_region(plane, (x1, y1, x2, y2), pooled_h, pooled_w, maximum, other, rules)
         low, high = np.fmin(low, other), np.fmax(high, other)
     changed = int(np.count_nonzero(low != high))
     if not changed:
