@@ -2,14 +2,20 @@
 
     python benchmarks/bench_fuzz.py [--ep cpu] [--budget SECONDS] [--jobs N]
 
-Three ways of running cases with worker isolation and placement proof on, one after another:
+Three ways of running cases with worker isolation and placement proof on, one after another, and
+the bare pipeline as the floor beneath them:
 
 1. ``ep-testbed run`` on the default catalog (the peer: the same per-case pipeline on fixed cases);
 2. ``ep-testbed fuzz --shrink none`` for ``--budget`` seconds (the default size distribution;
    cases drawn a batch ahead in a drawing process, chunks through the worker pool);
 3. the textbook Hypothesis loop: ``@given(strategy)`` whose test function runs each drawn case
    in a worker and waits for it (``WorkerPool.run_one``), for the same time: what using
-   Hypothesis as the engine end to end would give.
+   Hypothesis as the engine end to end would give;
+4. the bare pipeline (``floor_costs``): draw, map, session and run, reference with bounds, one case
+   after another in this process, no verdict: the CPU per case below which no harness that
+   judges this way can go, and the rate that allows on this machine's cores. Beside it, the fuzz
+   row's worker time by outcome: what a verdict costs beyond the floor (a ``known`` case computes
+   its readings and attributes its failure).
 
 For each it prints cases per second, counted two ways: every case written to results.jsonl,
 and only those that ran a session on the EP (not ``inexpressible``, not ``error``). The draw
@@ -32,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -200,6 +207,67 @@ def draw_costs() -> dict[str, float]:
     return costs
 
 
+#: The steps of the bare pipeline (``floor_costs``), in order.
+FLOOR_STEPS = ("draw", "map", "inputs", "session and run", "reference with bounds")
+
+
+def floor_costs(ep: str, rounds: int = 2) -> tuple[int, dict[str, float]]:
+    """The bare pipeline of a fuzzed case, in this process, one case after another: draw it (the
+    fuzz's own rounds), map it (``to_onnx``), make its inputs, create a session on the EP and run
+    it once, compute the reference with bounds. No placement proof, comparison, verdict, readings,
+    attribution, worker or results file: the CPU any harness that judges a case this way spends
+    at least. Returns (cases drawn, CPU ms per drawn case by ``FLOOR_STEPS``); a case the mapper,
+    the EP or the reference refuses stops there and counts what it spent."""
+    import onnxruntime as ort
+
+    from ep_testbed.graphs import to_onnx
+    from ep_testbed.harness.eps.providers import resolve_ep
+    from ep_testbed.harness.fuzz import draw
+    from ep_testbed.reference import execute_with_bounds
+    from ep_testbed.reference.registry import names
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    ort.set_default_logger_severity(3)  # RoiAlign's warning on every MAX session is not the floor's news
+    provider = resolve_ep(ep).provider
+    spent = dict.fromkeys(FLOOR_STEPS, 0.0)
+    start = time.process_time()
+    cases = [case for number in range(rounds) for case in draw.draw_round(list(names()), 0, number)]
+    spent["draw"] = time.process_time() - start
+
+    def step(name: str, work: Callable[[], Any]) -> Any:
+        """``work()``, its CPU added to ``name``'s."""
+        began = time.process_time()
+        try:
+            return work()
+        finally:
+            spent[name] += time.process_time() - began
+
+    for case in cases:
+        try:
+            mapping = step("map", lambda: to_onnx(case.desc, opset=getattr(case, "opset", None)))
+            if not mapping.expressible:
+                continue
+            inputs = step("inputs", case.inputs)
+            step("session and run", lambda: ort.InferenceSession(
+                mapping.model.SerializeToString(), options, providers=[provider]).run(None, mapping.feeds(inputs)))
+            step("reference with bounds", lambda: execute_with_bounds(case.desc, inputs, "fp32"))
+        except Exception:  # noqa: BLE001 - a refused case costs what it spent; the floor goes on
+            continue
+    return len(cases), {name: seconds / max(1, len(cases)) * 1e3 for name, seconds in spent.items()}
+
+
+def verdict_costs(run_dir: str) -> dict[str, tuple[float, float]]:
+    """Per outcome of a run folder: (share of its cases, mean worker milliseconds per case)."""
+    from ep_testbed.harness.core.results import read_run
+
+    _, lines, _ = read_run(run_dir)
+    by: dict[str, list[float]] = {}
+    for line in lines:
+        by.setdefault(str(line["outcome"]), []).append(float(line.get("duration_s") or 0.0))
+    return {outcome: (len(times) / max(1, len(lines)), sum(times) / len(times) * 1e3) for outcome, times in by.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the three rows (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -220,6 +288,14 @@ def main(argv: list[str] | None = None) -> int:
                  hypothesis_loop(args.ep, args.budget))]
         for name, (count, rate, ran_rate) in rows:
             print(f"{name:58} {count:7d} {rate:8.1f} {ran_rate:8.1f}", flush=True)
+        print("fuzz row, worker time by outcome (share of cases, ms per case): " + ", ".join(
+            f"{outcome} {share:.0%} {ms:.1f}" for outcome, (share, ms) in
+            sorted(verdict_costs(os.path.join(root, "fuzz")).items(), key=lambda item: -item[1][0])))
+    count, floor = floor_costs(args.ep)
+    total = sum(floor.values())
+    print(f"bare pipeline, {count} fuzzed cases one after another in one process, no verdict (CPU ms per case): "
+          + ", ".join(f"{name} {ms:.2f}" for name, ms in floor.items())
+          + f"; total {total:.2f}: {usable_cores() * 1e3 / total:.0f} cases/s on {usable_cores()} cores at most")
     print(f"load average after: {os.getloadavg()}")
     return 0
 
