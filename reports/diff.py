@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from ..harness.core import emulation
-from ..harness.core.results import NOT_TESTED, PASSING, WRONG, CaseLine, keep_keys
+from ..harness.core.results import NOT_TESTED, OUTCOMES, PASSING, WRONG, CaseLine, keep_keys
 from ..harness.core.terminal import safe
-from ..harness.core.untrusted_files import output_folder, write_output
+from ..harness.core.untrusted_files import BadLine, output_folder, write_output
 from .rendering import environment, format_number, short_op
-from .results import CaseResult, Run, load_run
+from .results import CaseResult, ResultsError, Run, load_run, repeated_note
 
 DIFF_HTML = "diff.html"
 DIFF_TEXT = "diff.txt"
@@ -118,6 +118,9 @@ class DiffResult:
     header_differences: list[tuple[str, Any, Any]] = field(default_factory=list)
     #: The GPU identity line of each run's header (A, B), shown by both outputs.
     identities: tuple[str, str] = ("", "")
+    #: The lines of each run's results.jsonl (A, B) that are no record of the schema, skipped:
+    #: their cases are missing from that run as far as the diff can tell.
+    unreadable: tuple[list[BadLine], list[BadLine]] = field(default_factory=lambda: ([], []))
     html_path: Path | None = None
     text_path: Path | None = None
 
@@ -161,6 +164,12 @@ class DiffResult:
             out.append(f"{len(self.grown)} case(s) with error grown beyond the factor, outcome unchanged")
         if self.a_interrupted:
             out.append("the baseline A did not finish: cases it lacks count as added")
+        for run, bad, counted in zip("AB", self.unreadable, ("added if B has them", "gone from B")):
+            if bad:
+                first = bad[0]
+                why = "a torn last line (an interrupted write)" if first.torn else safe(first.reason, 200)
+                out.append(f"{len(bad)} line(s) of run {run}'s results.jsonl could not be read (line {first.number}: "
+                           f"{why}): their cases count as {counted}; repair them or rerun that run for a full diff")
         return out
 
     def sections(self) -> list[tuple[str, str, list[Change]]]:
@@ -206,10 +215,16 @@ def _growth(a: CaseResult, b: CaseResult, factor: float, abs_floor: float) -> Ch
     return None
 
 
+def _bad(outcome: Any) -> bool:
+    """Whether ``outcome`` counts as failing for the gate: a failing outcome, or one this version
+    does not know (a newer writer's, or an edited line's), which the gate cannot vouch for."""
+    return outcome in BAD_OUTCOMES or outcome not in OUTCOMES
+
+
 def _classify(res: DiffResult, a: CaseResult, b: CaseResult, growth_factor: float, abs_floor: float) -> None:
     """File the change of a case both runs have under the right section of ``res``."""
     before, after = a.outcome, b.outcome
-    bad_a, bad_b = before in BAD_OUTCOMES, after in BAD_OUTCOMES
+    bad_a, bad_b = _bad(before), _bad(after)
     if bad_b and not bad_a:
         res.newly_failing.append(_change(a, b))
     elif after in UNTESTED and before not in UNTESTED:
@@ -230,7 +245,8 @@ def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 
     if not growth_factor >= 1.0:
         raise ValueError(f"growth_factor={growth_factor!r}: must be a number >= 1 (2 means 'error doubled')")
     res = DiffResult(run_a=a.path, run_b=b.path, policy=policy or GatePolicy(), cases_a=len(a.cases),
-                     cases_b=len(b.cases), a_interrupted=a.interrupted, b_interrupted=b.interrupted)
+                     cases_b=len(b.cases), a_interrupted=a.interrupted, b_interrupted=b.interrupted,
+                     unreadable=(list(a.unreadable), list(b.unreadable)))
     ca, cb = a.by_id(), b.by_id()
     for key in HEADER_KEYS:
         if a.header.get(key) != b.header.get(key):
@@ -239,7 +255,7 @@ def compare_runs(a: Run, b: Run, growth_factor: float = 2.0, abs_floor: float = 
     for cid, cb_case in cb.items():
         ca_case = ca.get(cid)
         if ca_case is None:
-            (res.newly_failing if cb_case.outcome in BAD_OUTCOMES else res.added).append(_change(None, cb_case))
+            (res.newly_failing if _bad(cb_case.outcome) else res.added).append(_change(None, cb_case))
         else:
             _classify(res, ca_case, cb_case, growth_factor, abs_floor)
     res.gone = [_change(c, None) for cid, c in ca.items() if cid not in cb]
@@ -354,6 +370,9 @@ def diff_runs(run_a: str | Path, run_b: str | Path, out_dir: str | Path, growth_
     emulated device and the other on hardware, unless ``allow_mixed``.
     """
     a, b = load_run(run_a, diff_view), load_run(run_b, diff_view)
+    for run in (a, b):
+        if run.repeated:  # the gate would judge whichever line came last
+            raise ResultsError(f"{repeated_note(run)}; the diff is refused, as it could judge the wrong result")
     if not allow_mixed:
         check_not_mixed(a, b)
     res = compare_runs(a, b, growth_factor, abs_floor, policy)

@@ -35,7 +35,7 @@ from ..harness.core.terminal import safe
 from . import figures
 from .html_report import rerun_command
 from .rendering import format_number, md_fence, md_text, short_op
-from .results import CaseResult, Run, load_run
+from .results import CaseResult, Run, load_run, repeated_note
 
 #: The summary table's outcome columns, built from the outcome groups (an outcome the schema does
 #: not know counts as failing, as junit.xml counts it an error).
@@ -100,6 +100,8 @@ def _verdict(run: Run, failing: list[CaseResult]) -> str:
         text += "; **the run did not finish** (no end line, or it says interrupted)"
     if run.unreadable_lines:
         text += f"; {len(run.unreadable_lines)} line(s) of results.jsonl could not be read"
+    if run.repeated:
+        text += f"; {len(run.repeated)} case id(s) have more than one result (the last line of each counts)"
     return text + "."
 
 
@@ -186,6 +188,8 @@ def annotations(run_dir: str | Path, *, limit: int = ANNOTATIONS) -> list[str]:
     if run.unreadable_lines:
         lines.append(command("warning", "unreadable results lines",
                              f"{len(run.unreadable_lines)} line(s) of {run.path / 'results.jsonl'} could not be read"))
+    if repeated_note(run):
+        lines.append(command("warning", "case ids with more than one result", str(repeated_note(run))))
     counts = {name: sum(column_of(c.outcome) == name for c in run.cases) for name, _ in COLUMNS}
     lines.append(command("notice", f"ep-testbed on {run.header.get('ep') or '?'}",
                          f"{len(run.cases)} cases: " + ", ".join(f"{n} {name}" for name, n in counts.items())))

@@ -37,6 +37,7 @@ from ..harness.core.results import (
     read_cases_at,
     results_path,
 )
+from ..harness.core.terminal import safe
 from ..harness.core.untrusted_files import (
     BadLine,
     FileChanged,
@@ -203,6 +204,9 @@ class Run:
     end: dict[str, Any] | None = None
     unreadable_lines: list[int] = field(default_factory=list)
     unreadable: list[BadLine] = field(default_factory=list)
+    #: Case id -> the numbers of its lines, for each id with more than one (the last one counts):
+    #: no run writes that, so every reader says so (``repeated_note``); ``diff`` refuses it.
+    repeated: dict[str, list[int]] = field(default_factory=dict)
     #: Case id -> (line number, byte offset) of its line, and whether ``cases`` hold only a
     #: projection of each line (``load_run(..., project=...)``): ``whole`` then reads lines again.
     where: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -320,12 +324,24 @@ def load_run(run_dir: str | Path, project: Callable[[CaseLine], CaseLine] | None
     except FileRefused as exc:
         raise ResultsError(str(exc)) from None
     if records.header is None:
-        raise ResultsError(f"{path} has no run header line ({{\"type\": \"run\", ...}}); "
-                           "it was not written by `ep-testbed run`.")
+        damaged = records.damaged[0] if records.damaged else None
+        raise ResultsError(f"{path} has no run header line ({{\"type\": \"run\", ...}}); " + (
+            f"its first damaged line, {damaged.number}, may have been it: {safe(damaged.reason)}.\nNote: repair "
+            "that line, or rerun into an empty folder" if damaged else "it was not written by `ep-testbed run`."))
     return Run(path=run_dir, header=records.header, cases=[CaseResult(c) for c in records.cases.values()],
-               end=records.end, unreadable_lines=[b.number for b in records.bad_lines],
+               end=records.end, unreadable_lines=[b.number for b in records.bad_lines], repeated=records.repeated,
                unreadable=list(records.bad_lines), where=records.where, projected=project is not None,
                seen=records.seen)
+
+
+def repeated_note(run: Run) -> str | None:
+    """One line saying which case ids of ``run`` have more than one result (the last is kept), or None."""
+    if not run.repeated:
+        return None
+    case_id, numbers = next(iter(run.repeated.items()))
+    return (f"{len(run.repeated)} case id(s) of {safe(run.path / RESULTS_FILE)} have more than one result, e.g. "
+            f"{safe(case_id, 120)!r} on lines {', '.join(map(str, numbers))}: the last line of each counts "
+            "(no run writes two; delete the wrong line, or rerun into an empty folder)")
 
 
 #: The keys of a case line that the summary views of a report read for every case (counts,

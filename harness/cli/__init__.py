@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import signal
 import sys
 from typing import Sequence
@@ -42,7 +43,7 @@ exit_codes.guard_module_start(__name__, "ep-testbed")
 from ...reference import DescError
 from ..core.installed import OrtBroken, guard_onnxruntime
 from ..core.memory import shortage_message
-from ..core.terminal import guard_streams
+from ..core.terminal import guard_streams, safe
 from ..core.untrusted_files import FileRefused, using_limits
 from . import ci_summary, devices, diff, doctor, findings, fuzz, gen, merge, model, reference, report, run
 from . import map as map_
@@ -173,8 +174,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         with using_limits(caps):
             return args.func(args)
-    except DescError as exc:
-        return usage_error(f"invalid desc: {exc}")
+    except DescError as exc:  # named with the files it came from (a desc file, and the inputs it was given)
+        files = ", ".join(safe(value) for key in ("desc", "inputs")
+                          if isinstance(value := getattr(args, key, None), (str, os.PathLike)))
+        return usage_error(f"invalid desc ({files}): {exc}" if files else f"invalid desc: {exc}")
     except FileRefused as exc:
         return usage_error(str(exc))
     except OrtBroken as exc:

@@ -65,6 +65,8 @@ def findings_command(args: argparse.Namespace) -> int:
         return usage_error(f"findings: writing into {out} failed ({exc.strerror or exc}); results.jsonl is untouched."
                            f"\nNote: make room, then run `ep-testbed findings {args.run_dir} --out {out} --overwrite`")
     grouped = written.grouped
+    for note in written.skipped:  # a case on a skipped line is in no finding: say so before the count
+        print(f"ep-testbed findings: note: {safe(args.run_dir / 'results.jsonl')}: {note}", file=sys.stderr)
     if not grouped.findings:
         print(f"no finding: no case of {safe(args.run_dir)} failed (fail, crash, timeout, error); "
               f"{grouped.known} known, {grouped.fixed} fixed")

@@ -9,6 +9,7 @@ JSON desc, an unreadable inputs file, or a desc the page refuses (``main`` print
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,12 @@ def reference_command(args: argparse.Namespace) -> int:
     arrays outgrow this machine's memory (checked before anything is allocated, where its
     inputs and outputs alone do not fit; a ``MemoryError`` during the work says the same). A
     desc or arrays the page refuses (``DescError``) reach ``main``, which prints them and exits 2."""
+    if args.out:
+        if not str(args.out).endswith(".npz"):  # numpy.savez's naming, kept now that it is given a file
+            args.out = Path(f"{args.out}.npz")
+        problem = _out_problem(args.out)
+        if problem:  # said before computing, not after
+            return usage_error(f"--out {safe(args.out)}: {problem}")
     try:
         data = read_json(args.desc, "JSON desc")
     except FileRefused as exc:
@@ -74,8 +81,6 @@ def reference_command(args: argparse.Namespace) -> int:
     for name, array in outputs.items():
         print(f"{name}: shape {list(array.shape)} dtype {array.dtype} min {array.min()} max {array.max()}")
     if args.out:
-        if not str(args.out).endswith(".npz"):  # numpy.savez's naming, kept now that it is given a file
-            args.out = Path(f"{args.out}.npz")
         write_arrays(args.out, outputs)  # whole or not at all, never through a link
         print(f"wrote {safe(args.out)}")
     return exit_codes.OK
@@ -85,3 +90,14 @@ def _compute(args: argparse.Namespace, desc: Any) -> dict[str, np.ndarray]:
     """The reference's outputs for ``desc`` on ``--inputs`` (or seeded random inputs)."""
     tensors = read_arrays(args.inputs, "inputs NPZ") if args.inputs else random_inputs(desc, seed=args.seed)
     return execute(desc, tensors, feature_level=args.feature_level)
+
+
+def _out_problem(out: Path) -> str | None:
+    """Why the NPZ file ``out`` cannot be written (a folder or device by that name, a folder
+    that does not exist), or None."""
+    if os.path.lexists(out) and not os.path.isfile(out):
+        return "exists and is not a regular file.\nNote: name an NPZ file to write (it is replaced whole)"
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        return f"its folder {safe(parent)} does not exist.\nNote: create it first, or name a file in a folder that exists"
+    return None

@@ -19,7 +19,7 @@ from ...reports import (
     render_run,
     render_summary_json,
 )
-from ...reports.results import read_stable
+from ...reports.results import read_stable, repeated_note
 from ..core import exit_codes
 from ..core.atomic_files import write_remedy
 from ..core.memory import shortage_message
@@ -51,6 +51,8 @@ def report_command(args: argparse.Namespace) -> int:
             what = "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason)}"
             print(f"ep-testbed report: note: {safe(args.run_dir / 'results.jsonl')} line {bad.number} skipped, {what}",
                   file=sys.stderr)
+        if repeated_note(run):
+            print(f"ep-testbed report: note: {repeated_note(run)}", file=sys.stderr)
         return paths
 
     try:

@@ -157,6 +157,28 @@ def schema_of(record_type: type) -> dict[str, tuple[str, ...]]:
     return schema
 
 
+class WorstElement(TypedDict, total=False):
+    """One entry of a case line's ``worst`` (``harness.core.compare``): where the element is
+    (``output``, ``index``), what the reference expected and the EP gave, their distance, whether
+    it failed the rule or is a tie, and the reference's bound there. Readers group and sort by
+    ``output`` and ``failed``, so a line read back holds each key to its kind (``WORST_SCHEMA``)."""
+
+    output: str
+    index: list[int]
+    expected: float | None
+    actual: float | None
+    abs: float | None
+    ulp: int | None
+    bound: float | None
+    failed: bool
+    tie: bool
+
+
+#: The JSON kinds a ``worst`` entry's keys may hold (from ``WorstElement``); ``output`` is required.
+WORST_SCHEMA: dict[str, tuple[str, ...]] = schema_of(WorstElement)
+#: The header keys that list text (readers join or pass the words on).
+HEADER_WORDS = ("available_providers", "rerun_args")
+
 #: Every key of a case line, in the order the harness writes them, with the JSON kinds its value
 #: may have (from ``CaseLine``). ``case_record`` builds a line from them, so a line never lacks one
 #: and never carries another; ``check_record`` holds every line read back to them.
@@ -169,6 +191,8 @@ HEADER_SCHEMA: dict[str, tuple[str, ...]] = {
     "ep_alias": (STR, NULL), "ep_options": (OBJECT, NULL), "ort_flavour": (STR, NULL), "ort_version": (STR, NULL),
     "command": (STR, NULL), "started": (STR, NULL), "case_count": (INT, NULL), "shard": (STR, NULL),
     "session_options": (OBJECT, NULL), "machine": (OBJECT, NULL), "selection": (OBJECT, NULL),
+    "available_providers": (LIST, NULL), "rerun_args": (LIST, NULL), "also_on": (STR, NULL), "ep_flag": (STR, NULL),
+    "gpu": (OBJECT, NULL), "fuzz": (OBJECT, NULL),
 }
 #: The kinds the keys of an end line may hold.
 END_SCHEMA: dict[str, tuple[str, ...]] = {"type": (STR,), "counts": (OBJECT, NULL), "interrupted": (BOOL, NULL),
@@ -374,7 +398,22 @@ def check_record(record: Mapping[str, Any]) -> str | None:
             return f"{key} is {a_kind(found)}; a {kind} line's {key} is {' or '.join(kinds)}"
     if kind == CASE:
         return _check_case_parts(record)
+    if kind == RUN:
+        return next((f"{key} holds {a_kind(kind_of(bad))}; its entries are strings" for key in HEADER_WORDS
+                     for bad in record.get(key) or [] if not isinstance(bad, str)), None)
     return None
+
+
+def _check_worst(number: int, entry: Mapping[str, Any]) -> str | None:
+    """What is wrong with the ``worst`` entry ``number`` of a case line (``WORST_SCHEMA``)."""
+    if "output" not in entry:
+        return f"worst[{number}] without 'output'"
+    for key, kinds in WORST_SCHEMA.items():
+        found = kind_of(entry[key]) if key in entry else None
+        if found is not None and found not in kinds and not (found == INT and NUMBER in kinds):
+            return f"worst[{number}].{key} is {a_kind(found)}; it is {' or '.join(kinds)}"
+    bad = next((kind_of(i) for i in entry.get("index") or [] if kind_of(i) != INT), None)
+    return f"worst[{number}].index holds {a_kind(bad)}; its entries are integers" if bad else None
 
 
 def _check_case_parts(line: Mapping[str, Any]) -> str | None:
@@ -391,6 +430,10 @@ def _check_case_parts(line: Mapping[str, Any]) -> str | None:
         bad = next((kind_of(v) for v in line.get(key) or [] if not isinstance(v, dict)), None)
         if bad:
             return f"{key} holds {a_kind(bad)}; its entries are objects"
+    for number, entry in enumerate(line.get("worst") or []):
+        problem = _check_worst(number, entry)
+        if problem:
+            return problem
     for key in ("placement", "tags"):
         bad = next((kind_of(v) for v in (line.get(key) or {}).values() if isinstance(v, (dict, list))), None)
         if bad:

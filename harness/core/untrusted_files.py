@@ -57,6 +57,7 @@ import os
 import posixpath
 import re
 import stat
+import sys
 import zipfile
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -124,9 +125,21 @@ class Limits:
             if value is None or value < 1:
                 raise ValueError(f"--limit {item!r}: {text!r} is not a positive whole number (e.g. 1000, 2**30, "
                                  "512MiB, 8GiB)")
+            most, why = _LIMIT_MAXIMA.get(key, (None, ""))
+            if most is not None and value > most:
+                raise ValueError(f"--limit {item!r}: at most {most} ({why})")
             changes[key] = value
         return replace(self, **changes)
 
+
+#: The caps Python itself puts on what a raised limit could reach: its JSON parser recurses once
+#: per nesting level (within the interpreter's recursion limit, with room for the caller's own
+#: frames), and it converts no integer literal longer than ``sys.get_int_max_str_digits()``.
+_LIMIT_MAXIMA: dict[str, tuple[int | None, str]] = {
+    "json_depth": (max(64, sys.getrecursionlimit() // 2), "Python's JSON parser recurses once per level"),
+    "int_digits": (getattr(sys, "get_int_max_str_digits", lambda: 0)() or None,
+                   "Python converts no longer integer literal"),
+}
 
 #: The ``--limit`` names, in the table's order.
 LIMIT_NAMES = tuple(f.name.replace("_", "-") for f in fields(Limits))
@@ -166,7 +179,10 @@ def using_limits(value: Limits) -> Iterator[Limits]:
 
 
 def _limit_hint(name: str, needed: int | None = None) -> str:
-    """The ``Note:`` for a refusal that a larger cap would lift."""
+    """The ``Note:`` for a refusal that a larger cap would lift (none can past ``_LIMIT_MAXIMA``)."""
+    most, why = _LIMIT_MAXIMA.get(name, (None, ""))
+    if needed and most is not None and needed > most:
+        return f"no --limit lifts this: {name.replace('_', '-')} is at most {most} ({why})"
     size = f"={needed}" if needed else "=N"
     return f"if you mean it, raise the cap with --limit {name.replace('_', '-')}{size}"
 
@@ -265,13 +281,15 @@ def parse_json(text: str, path: Any = "<json>", what: str = "JSON file", *, nonf
             value = json.loads(text, parse_constant=no_constant)
     except _JsonRefusal as exc:
         raise FileRefused(path, f"not {_a(what)}: {exc}") from None
-    except RecursionError:
-        raise FileRefused(path, f"not {_a(what)}: nested deeper than {caps.json_depth} levels",
-                          hint=_limit_hint("json_depth")) from None
+    except RecursionError:  # Python's parser gave up first: the cap, or its own recursion limit
+        depth = _text_depth(text, caps.json_depth)
+        if depth <= caps.json_depth:
+            raise FileRefused(path, f"not {_a(what)}: nested deeper than Python's JSON parser reads") from None
     except json.JSONDecodeError as exc:
         raise FileRefused(path, f"not {_a(what)}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
             from None
-    depth = _text_depth(text, caps.json_depth)
+    else:
+        depth = _text_depth(text, caps.json_depth)
     if depth > caps.json_depth:
         raise FileRefused(path, f"not {_a(what)}: nested {depth} levels deep, more than {caps.json_depth}",
                           hint=_limit_hint("json_depth", depth))

@@ -98,6 +98,7 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
     """
     if not run_dirs:
         raise MergeError("merge: give at least one run folder")
+    _check_out_not_an_input(run_dirs, out_dir)
     runs = [_read_run_dir(run_dir) for run_dir in run_dirs]
     _check_agree(runs)
     mixed = _check_identity(runs, allow_mixed)
@@ -111,6 +112,23 @@ def merge_runs(run_dirs: Sequence[str], out_dir: str, allow_partial: bool = Fals
         if overwrite:
             _clear_merged(out_dir)
         return _write_merged(runs, lines, source, out_dir, command, mixed)
+
+
+def _check_out_not_an_input(run_dirs: Sequence[str], out_dir: str) -> None:
+    """``MergeError`` when ``out_dir`` is one of ``run_dirs`` (the same folder by any path): the
+    merge would write, and ``--overwrite`` first delete, the results it reads."""
+    try:
+        out = os.stat(out_dir)
+    except OSError:
+        return  # a folder that is not there yet is none of the runs
+    for run_dir in run_dirs:
+        try:
+            same = os.path.samestat(out, os.stat(run_dir))
+        except OSError:
+            continue  # reading the run says what is wrong with it
+        if same:
+            raise MergeError(f"merge: --out {safe(out_dir)} is the run folder {safe(run_dir)} it merges; writing there "
+                             "would replace the results it reads.\nNote: choose a new folder for --out")
 
 
 #: What a merge writes into its --out (``--overwrite`` removes these, and nothing else).

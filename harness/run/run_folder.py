@@ -38,7 +38,7 @@ LOCK_FILE = "ep-testbed.lock"
 
 
 class FolderBusy(RuntimeError):
-    """The folder is in use by another run, or holds files a command would overwrite."""
+    """The folder is in use by another run, holds files a command would overwrite, or is no folder."""
 
 
 @dataclass
@@ -74,6 +74,9 @@ def claim(folder: str | os.PathLike, command: str = "") -> Claim:
     """Own ``folder`` (created if missing) until the returned ``Claim`` is released (use it in a
     ``with``). ``FolderBusy`` naming the other run when a live run holds it."""
     folder = os.fspath(folder)
+    if os.path.lexists(folder) and not os.path.isdir(folder):  # checked before any case runs
+        raise FolderBusy(f"{safe(folder)} exists and is not a folder, so no run can write into it.\nNote: choose a "
+                         "folder for --out (a new one is created)")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, LOCK_FILE)
     note = None

@@ -82,7 +82,7 @@ def test_map_and_reference_refuse_a_bad_desc_with_exit_2(tmp_path, capsys):
     path.write_text(json.dumps(bad))
     for argv in (["map", str(path)], ["reference", "--desc", str(path)]):
         code, _, err = run_main(capsys, *argv)
-        assert code == 2 and "invalid desc" in err and "OutputTensor.Sizes" in err, err
+        assert code == 2 and f"invalid desc ({path}): " in err and "OutputTensor.Sizes" in err, err
 
 
 def test_reference_names_unusable_files(tmp_path, capsys):
@@ -100,6 +100,19 @@ def test_reference_names_unusable_files(tmp_path, capsys):
     assert code == 2 and "--inputs" in err and "x.npz" in err
     code, out, _ = run_main(capsys, "reference", "--desc", str(desc), "--out", str(tmp_path / "y.npz"))
     assert code == 0 and "OutputTensor: shape" in out and (tmp_path / "y.npz").exists()
+
+
+
+def test_reference_refuses_an_out_it_cannot_write_before_computing(tmp_path, capsys):
+    """A missing folder gave a raw OSError naming a temporary file, after the computation."""
+    desc = tmp_path / "desc.json"
+    desc.write_text(json.dumps(desc_to_dml(roi_align_desc(True))))
+    code, out, err = run_main(capsys, "reference", "--desc", str(desc), "--out", str(tmp_path / "no" / "y.npz"))
+    assert code == 2 and "its folder" in err and "does not exist" in err and "Note: create it first" in err, err
+    assert "OutputTensor" not in out and ".ep-testbed-tmp" not in err
+    (tmp_path / "taken.npz").mkdir()
+    code, out, err = run_main(capsys, "reference", "--desc", str(desc), "--out", str(tmp_path / "taken"))
+    assert code == 2 and "taken.npz: exists and is not a regular file" in err and "OutputTensor" not in out, err
 
 
 def test_no_subcommand_is_found_by_scanning(monkeypatch):

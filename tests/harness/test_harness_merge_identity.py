@@ -86,3 +86,16 @@ def test_same_gpu_in_another_slot_merges_and_other_runtimes_do_not(tmp_path, cap
     _set_header(s2, ort_version="1.23.0")
     assert main(["merge", str(s1), str(s2), "--out", str(tmp_path / "ort")]) == 2
     assert "another ort_version" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_merge_into_one_of_its_own_runs_is_refused_and_deletes_nothing(tmp_path, capsys, overwrite):
+    """With --overwrite, --out naming an input shard (by any spelling) deleted that shard's
+    results before reading them, then failed saying the file did not exist."""
+    s1, s2 = _shards(tmp_path, capsys)
+    before = sorted(p.name for p in s1.iterdir())
+    spelled = tmp_path / "." / s1.name
+    code = main(["merge", str(s1), str(s2), "--out", str(spelled)] + (["--overwrite"] if overwrite else []))
+    err = capsys.readouterr().err
+    assert code == 2 and f"is the run folder {s1}" in err and "Note: choose a new folder for --out" in err, err
+    assert sorted(p.name for p in s1.iterdir()) == before and (s1 / "results.jsonl").stat().st_size > 0

@@ -205,3 +205,12 @@ def test_a_run_its_folder_refuses_starts_no_worker(tmp_path):
         finally:
             if pool is not None:
                 pool.close()
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_case_runs(tmp_path, capsys):
+    """It was refused only as the folder was made, with a message that claimed finished cases."""
+    taken = tmp_path / "taken"
+    taken.write_text("someone's file")
+    with pytest.raises(FolderBusy, match="exists and is not a folder"):
+        claim(taken)
+    assert taken.read_text() == "someone's file"

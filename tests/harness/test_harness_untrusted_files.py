@@ -59,7 +59,7 @@ def test_using_limits_sets_the_references_element_cap_too():
 @pytest.mark.parametrize("text, words", [("NaN", "NaN is not JSON"), ("[Infinity]", "Infinity is not JSON"),
                                          ("1e400", "overflows a float"), ("9" * 41, "an integer of 41 digits"),
                                          ("[" * 70 + "]" * 70, "nested 70 levels deep"),
-                                         ("[" * 100000 + "]" * 100000, "nested deeper than"),
+                                         ("[" * 100000 + "]" * 100000, "nested 100000 levels deep, more than 64"),
                                          ("{", "not JSON (Expecting")])
 def test_json_is_strict(text, words):
     with pytest.raises(FileRefused, match=words.replace("(", r"\(")):
@@ -328,3 +328,24 @@ def test_a_folder_another_worker_makes_first_is_used_not_an_error(tmp_path, monk
     (tmp_path / "run" / "cases" / "two").write_text("not a folder")
     with pytest.raises(FileRefused, match="in the way"):
         output_folder(tmp_path / "run", "cases/two")
+
+
+@pytest.mark.parametrize("item, most", [("int-digits=100000", "at most 4300"), ("json-depth=100000", "at most 500")])
+def test_a_limit_python_itself_cannot_reach_is_refused_at_once(item, most):
+    """Raising int-digits past Python's integer-conversion limit, or json-depth past what its JSON
+    parser recurses, gave an internal error (a ValueError or a wrong depth) on the first file."""
+    if "int-digits" in item and not getattr(__import__("sys"), "get_int_max_str_digits", None):
+        pytest.skip("this Python has no integer-conversion limit")
+    with pytest.raises(ValueError, match=most):
+        Limits().with_items([item])
+
+
+def test_a_file_nested_past_what_any_limit_allows_says_no_limit_lifts_it(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(FileRefused) as refused:
+        read_json(str(path), "desc")
+    assert "nested 5000 levels deep, more than 64" in str(refused.value)
+    assert "no --limit lifts this: json-depth is at most 500" in str(refused.value), str(refused.value)
+    with using_limits(Limits(json_depth=500)), pytest.raises(FileRefused, match="nested 5000 levels deep, more than 500"):
+        read_json(str(path), "desc")
