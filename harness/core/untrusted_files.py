@@ -9,7 +9,8 @@ hang, an allocation nobody asked for, or a read outside the folder the file belo
 - **regular files only**: ``stat`` before ``open`` (a FIFO would block the open, ``/dev/zero``
   never ends), opened non-blocking, and checked again on the open descriptor;
 - **sizes capped before reading or allocating** (``Limits``, defaults below, overridable with
-  ``--limit NAME=VALUE`` on every command): a file's bytes, a JSON document's nesting and the
+  ``--limit NAME=VALUE`` on every command, never past what Python itself reads: 500 levels of
+  nesting, its integer-conversion digits): a file's bytes, a JSON document's nesting and the
   digits of its integers, an array's elements, the *declared* uncompressed size of every
   ``.npz`` member before it is decompressed (so a zip bomb is refused unopened), a model and its
   external data; an array file's decompressed bytes are also checked against the memory this
