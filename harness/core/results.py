@@ -157,25 +157,6 @@ def schema_of(record_type: type) -> dict[str, tuple[str, ...]]:
     return schema
 
 
-class WorstElement(TypedDict, total=False):
-    """One entry of a case line's ``worst`` (``harness.core.compare``): where the element is
-    (``output``, ``index``), what the reference expected and the EP gave, their distance, whether
-    it failed the rule or is a tie, and the reference's bound there. Readers group and sort by
-    ``output`` and ``failed``, so a line read back holds each key to its kind (``WORST_SCHEMA``)."""
-
-    output: str
-    index: list[int]
-    expected: float | None
-    actual: float | None
-    abs: float | None
-    ulp: int | None
-    bound: float | None
-    failed: bool
-    tie: bool
-
-
-#: The JSON kinds a ``worst`` entry's keys may hold (from ``WorstElement``); ``output`` is required.
-WORST_SCHEMA: dict[str, tuple[str, ...]] = schema_of(WorstElement)
 #: The header keys that list text (readers join or pass the words on).
 HEADER_WORDS = ("available_providers", "rerun_args")
 
@@ -404,18 +385,6 @@ def check_record(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _check_worst(number: int, entry: Mapping[str, Any]) -> str | None:
-    """What is wrong with the ``worst`` entry ``number`` of a case line (``WORST_SCHEMA``)."""
-    if "output" not in entry:
-        return f"worst[{number}] without 'output'"
-    for key, kinds in WORST_SCHEMA.items():
-        found = kind_of(entry[key]) if key in entry else None
-        if found is not None and found not in kinds and not (found == INT and NUMBER in kinds):
-            return f"worst[{number}].{key} is {a_kind(found)}; it is {' or '.join(kinds)}"
-    bad = next((kind_of(i) for i in entry.get("index") or [] if kind_of(i) != INT), None)
-    return f"worst[{number}].index holds {a_kind(bad)}; its entries are integers" if bad else None
-
-
 def _check_case_parts(line: Mapping[str, Any]) -> str | None:
     """What is wrong inside a case line's containers: ``errors`` values are numbers (or null),
     ``worst`` and ``flags`` entries objects, ``placement`` values and ``tags`` values text or
@@ -430,10 +399,6 @@ def _check_case_parts(line: Mapping[str, Any]) -> str | None:
         bad = next((kind_of(v) for v in line.get(key) or [] if not isinstance(v, dict)), None)
         if bad:
             return f"{key} holds {a_kind(bad)}; its entries are objects"
-    for number, entry in enumerate(line.get("worst") or []):
-        problem = _check_worst(number, entry)
-        if problem:
-            return problem
     for key in ("placement", "tags"):
         bad = next((kind_of(v) for v in (line.get(key) or {}).values() if isinstance(v, (dict, list))), None)
         if bad:

@@ -97,7 +97,8 @@ def _value_class(value: Any) -> str:
 
 def _fail_kind(line: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     """``(kind, outputs)`` of a ``fail`` line (module docstring), from its worst elements and message."""
-    failed = tuple(sorted({w["output"] for w in line.get("worst") or [] if w.get("failed")}))
+    # a worst entry is data: its output named as text, whatever kind the line holds
+    failed = tuple(sorted({str(w.get("output", "")) for w in line.get("worst") or [] if w.get("failed")}))
     if failed:
         return "values", failed
     message = str(line.get("message") or "")

@@ -227,9 +227,24 @@ def read_bytes(path: str | os.PathLike, what: str = "file", limit: int | None = 
             raise FileRefused(path, f"the {what} holds {size} bytes, more than the {cap} this command reads",
                               hint=_limit_hint(limit_name, size))
         data = f.read(size + 1)  # read(n) allocates n bytes up front: never ask for the cap itself
-    if len(data) > min(size, cap):  # it grew while being read
+        if len(data) > size:  # it grew while being read, or its size is not stated (a /proc file)
+            data += _read_capped(f, cap + 1 - len(data))
+    if len(data) > cap:
         raise FileRefused(path, f"the {what} holds more than {cap} bytes", hint=_limit_hint(limit_name))
     return data
+
+
+def _read_capped(f: BinaryIO, most: int) -> bytes:
+    """The rest of ``f``, at most ``most`` bytes, read a MiB at a time (never ``most`` allocated
+    up front: a file that states no size may still be small)."""
+    parts, left = [], most
+    while left > 0:
+        part = f.read(min(left, MiB))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
 
 
 def decode_text(data: bytes, path: Any, what: str = "file") -> str:

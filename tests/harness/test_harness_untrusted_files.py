@@ -349,3 +349,14 @@ def test_a_file_nested_past_what_any_limit_allows_says_no_limit_lifts_it(tmp_pat
     assert "no --limit lifts this: json-depth is at most 500" in str(refused.value), str(refused.value)
     with using_limits(Limits(json_depth=500)), pytest.raises(FileRefused, match="nested 5000 levels deep, more than 500"):
         read_json(str(path), "desc")
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/self/status"), reason="needs Linux's /proc")
+def test_a_file_that_states_no_size_is_read_to_its_end_under_the_cap():
+    """A /proc file states size 0: it was refused as holding 'more than 67108864 bytes'."""
+    data = read_bytes("/proc/self/status", "file")
+    assert data.startswith(b"Name:") and b"\nPid:" in data
+    with pytest.raises(FileRefused, match="holds more than 16 bytes"):
+        read_bytes("/proc/self/status", "file", limit=16)
+    with pytest.raises(FileRefused, match="not JSON"):
+        read_json("/proc/self/status", "desc")

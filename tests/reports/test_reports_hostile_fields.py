@@ -29,22 +29,24 @@ def _failing_run(tmp_path: Path, name: str = "run") -> Path:
 
 
 @pytest.mark.parametrize("value", WRONG_KINDS, ids=lambda v: type(v).__name__)
-def test_a_worst_element_of_the_wrong_kind_is_a_skipped_line_named_by_report_and_findings(tmp_path, capsys, value):
+def test_a_worst_element_of_any_kind_is_shown_as_text_by_report_and_grouped_by_findings(tmp_path, capsys, value):
+    """A line is data: an output named by a number, a list or nothing is shown as text (it exited
+    70 in findings' grouping and the report's, comparing or hashing it)."""
     run = _failing_run(tmp_path)
-    _edit(run, lambda r: {**r, "worst": [{**r["worst"][0], "output": value}]} if r.get("worst") else r)
+    _edit(run, lambda r: {**r, "worst": [{**r["worst"][0], "output": value, "failed": True}]} if r.get("worst") else r)
     assert main(["report", str(run)]) == 0
-    err = capsys.readouterr().err
-    assert "skipped, damaged line: worst[0].output is " in err and "it is string" in err, err
+    assert "skipped" not in capsys.readouterr().err
     assert main(["findings", str(run), "--out", str(tmp_path / "found")]) == 0
-    err = capsys.readouterr().err
-    assert "damaged: worst[0].output is " in err, err  # the cases it could not count are not silently gone
+    out = capsys.readouterr().out
+    assert "failing case(s)" in out and "distinct finding(s)" in out, out
 
 
-def test_a_worst_index_of_text_is_a_damaged_line(tmp_path, capsys):
+def test_a_worst_index_of_text_is_shown_empty(tmp_path, capsys):
     run = _failing_run(tmp_path)
-    _edit(run, lambda r: {**r, "worst": [{**r["worst"][0], "index": ["1", 0]}]} if r.get("worst") else r)
-    assert main(["report", str(run)]) == 0
-    assert "worst[0].index holds a string; its entries are integers" in capsys.readouterr().err
+    _edit(run, lambda r: {**r, "worst": [{**r["worst"][0], "index": ["1", 0], "failed": True}]} if r.get("worst")
+          else r)
+    assert main(["report", str(run)]) == 0 and main(["findings", str(run), "--out", str(tmp_path / "f")]) == 0
+    assert "skipped" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("value", [1, True, "CPUExecutionProvider", [1, 2]], ids=repr)
@@ -94,7 +96,8 @@ def test_an_outcome_this_version_does_not_know_fails_the_diff_gate(tmp_path, cap
 def test_a_diff_over_damaged_lines_says_how_it_counted_their_cases(tmp_path, capsys):
     base = _failing_run(tmp_path, "base")
     damaged = _failing_run(tmp_path, "damaged")
-    _edit(damaged, lambda r: {**r, "worst": [{**r["worst"][0], "output": 3}]} if r.get("worst") else r)
+    _edit(damaged, lambda r: {**r, "worst": [3]} if r.get("worst") else r)
     assert main(["diff", str(base), str(damaged), "--out", str(tmp_path / "diff")]) == 1
     out = capsys.readouterr().out
     assert "line(s) of run B's results.jsonl could not be read" in out and "count as gone from B" in out, out
+    assert "worst holds an integer; its entries are objects" in out, out
