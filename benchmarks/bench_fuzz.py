@@ -228,7 +228,8 @@ def floor_costs(ep: str, rounds: int = 2) -> tuple[int, dict[str, float]]:
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    ort.set_default_logger_severity(3)  # RoiAlign's warning on every MAX session is not the floor's news
+    ort.set_default_logger_severity(4)  # RoiAlign's warning, a refused session's error: not the floor's news
+    options.log_severity_level = 4
     provider = resolve_ep(ep).provider
     spent = dict.fromkeys(FLOOR_STEPS, 0.0)
     start = time.process_time()
