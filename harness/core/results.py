@@ -157,9 +157,6 @@ def schema_of(record_type: type) -> dict[str, tuple[str, ...]]:
     return schema
 
 
-#: The header keys that list text (readers join or pass the words on).
-HEADER_WORDS = ("available_providers", "rerun_args")
-
 #: Every key of a case line, in the order the harness writes them, with the JSON kinds its value
 #: may have (from ``CaseLine``). ``case_record`` builds a line from them, so a line never lacks one
 #: and never carries another; ``check_record`` holds every line read back to them.
@@ -175,6 +172,8 @@ HEADER_SCHEMA: dict[str, tuple[str, ...]] = {
     "available_providers": (LIST, NULL), "rerun_args": (LIST, NULL), "also_on": (STR, NULL), "ep_flag": (STR, NULL),
     "gpu": (OBJECT, NULL), "fuzz": (OBJECT, NULL),
 }
+#: The header keys that list text (readers join the words or pass them on as a command line).
+HEADER_WORDS = ("available_providers", "rerun_args")
 #: The kinds the keys of an end line may hold.
 END_SCHEMA: dict[str, tuple[str, ...]] = {"type": (STR,), "counts": (OBJECT, NULL), "interrupted": (BOOL, NULL),
                                           "finished": (STR, NULL)}
