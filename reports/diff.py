@@ -38,7 +38,7 @@ from ..harness.core.results import NOT_TESTED, OUTCOMES, PASSING, WRONG, CaseLin
 from ..harness.core.terminal import safe
 from ..harness.core.untrusted_files import BadLine, output_folder, write_output
 from .rendering import environment, format_number, short_op
-from .results import CaseResult, ResultsError, Run, load_run, repeated_note
+from .results import CaseResult, ResultsError, Run, load_run, repeated_note, skipped_line
 
 DIFF_HTML = "diff.html"
 DIFF_TEXT = "diff.txt"
@@ -166,10 +166,9 @@ class DiffResult:
             out.append("the baseline A did not finish: cases it lacks count as added")
         for run, bad, counted in zip("AB", self.unreadable, ("added if B has them", "gone from B")):
             if bad:
-                first = bad[0]
-                why = "a torn last line (an interrupted write)" if first.torn else safe(first.reason, 200)
-                out.append(f"{len(bad)} line(s) of run {run}'s results.jsonl could not be read (line {first.number}: "
-                           f"{why}): their cases count as {counted}; repair them or rerun that run for a full diff")
+                out.append(f"{len(bad)} line(s) of run {run}'s results.jsonl could not be read (line {bad[0].number}: "
+                           f"{skipped_line(bad[0])}): their cases count as {counted}; repair them or rerun that run "
+                           "for a full diff")
         return out
 
     def sections(self) -> list[tuple[str, str, list[Change]]]:

@@ -53,7 +53,7 @@ from ..harness.core.untrusted_files import open_output, output_folder
 from .artifacts import load_artifacts, resolve_folder
 from .rendering import format_number, md_code, md_fence, md_text, short_op
 from .repro import build_bundle, header_tolerances
-from .results import CaseResult, Run, load_run_summary, repeated_note
+from .results import CaseResult, Run, load_run_summary, repeated_note, skipped_line
 
 #: Where ``ep-testbed findings`` writes by default, inside the run folder.
 FINDINGS_DIR = "findings"
@@ -361,8 +361,7 @@ def write_findings(run_dir: str | Path, out_dir: str | Path) -> Written:
         json.dump({"run": str(Path(run_dir)), "ep": run.header.get("ep"),
                    "emulated_device": emulation.label(run.header), "failing": grouped.failing,
                    "known": grouped.known, "fixed": grouped.fixed, "findings": listed}, f, indent=1, default=str)
-    skipped = [f"line {bad.number} skipped, " + ("a torn last line (an interrupted write)" if bad.torn else
-               f"damaged: {safe(bad.reason, 200)}") for bad in run.unreadable]
+    skipped = [f"line {bad.number} skipped, {skipped_line(bad)}" for bad in run.unreadable]
     skipped += [note for note in [repeated_note(run)] if note]
     return Written(grouped, folders, index, unbundled, skipped)
 

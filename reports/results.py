@@ -334,6 +334,11 @@ def load_run(run_dir: str | Path, project: Callable[[CaseLine], CaseLine] | None
                seen=records.seen)
 
 
+def skipped_line(bad: BadLine) -> str:
+    """What a reader says of a line of results.jsonl it skipped: torn (an interrupted write) or damaged, and why."""
+    return "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason, 200)}"
+
+
 def repeated_note(run: Run) -> str | None:
     """One line saying which case ids of ``run`` have more than one result (the last is kept), or None."""
     if not run.repeated:

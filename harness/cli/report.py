@@ -19,7 +19,7 @@ from ...reports import (
     render_run,
     render_summary_json,
 )
-from ...reports.results import read_stable, repeated_note
+from ...reports.results import read_stable, repeated_note, skipped_line
 from ..core import exit_codes
 from ..core.atomic_files import write_remedy
 from ..core.memory import shortage_message
@@ -48,11 +48,10 @@ def report_command(args: argparse.Namespace) -> int:
         paths = [render_run(args.run_dir, max_pictures=args.max_pictures, max_details=args.max_details, run=run),
                  render_junit(args.run_dir, run=run), render_summary_json(args.run_dir, run=run)]
         for bad in run.unreadable:
-            what = "torn last line (an interrupted write)" if bad.torn else f"damaged line: {safe(bad.reason)}"
-            print(f"ep-testbed report: note: {safe(args.run_dir / 'results.jsonl')} line {bad.number} skipped, {what}",
-                  file=sys.stderr)
-        if repeated_note(run):
-            print(f"ep-testbed report: note: {repeated_note(run)}", file=sys.stderr)
+            print(f"ep-testbed report: note: {safe(args.run_dir / 'results.jsonl')} line {bad.number} skipped, "
+                  f"{skipped_line(bad)}", file=sys.stderr)
+        if (repeated := repeated_note(run)) is not None:
+            print(f"ep-testbed report: note: {repeated}", file=sys.stderr)
         return paths
 
     try:
